@@ -1,0 +1,1 @@
+"""Declarative construct schemas for broker store files. No I/O here: schemas and constants only."""

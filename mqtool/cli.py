@@ -1,0 +1,428 @@
+"""Thin click CLI: parse options, call one engine function, hand the result to a renderer, set the exit code.
+
+Engine contract: every family package ``mqtool.<family>`` has an ``ops`` module with
+
+* ``dump(part, path, opts: DumpOptions, stats: ScanStats) -> (columns, rows, title)``
+* ``verify(part, path, opts: VerifyOptions) -> (findings_iter, summary_fn)``
+* ``rebuild(path, opts: RebuildOptions) -> (findings_iter, summary_fn)``  (``--compare`` differences)
+* ``query(path, opts: QueryOptions, stats: ScanStats) -> (columns, rows)``
+
+and a ``layout`` module with ``sniff(path) -> int`` (see :mod:`mqtool.detect`).
+
+Exit codes: 0 clean, 1 findings / damaged records / nothing found, 2 usage or I/O error.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+from functools import wraps
+
+import click
+
+from mqtool import __version__, render
+from mqtool.common import parse_time
+from mqtool.detect import detect, family_module
+from mqtool.errors import MqToolError
+from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+FORMAT_OPT = click.option("--format", "fmt", type=click.Choice(["rocketmq", "litemq", "kafka"]),
+                          default=None, help="Store family; detected from content and layout when omitted.")
+JSON_OPT = click.option("--json", "as_json", is_flag=True,
+                        help="NDJSON on stdout (the default when stdout is not a terminal).")
+BODY_OPT = click.option("--body", type=click.Choice(["none", "text", "hex", "base64"]), default="none",
+                        show_default=True, help="Include message bodies (decompressed) in this encoding.")
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    sys.stderr.write(f"mqtool: {message}\n")
+    sys.exit(code)
+
+
+def guarded(fn):
+    """Turn our errors into one stderr line + exit code; exit quietly on a closed pipe."""
+
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MqToolError as e:
+            _fail(str(e), e.exit_code)
+        except BrokenPipeError:
+            _quiet_pipe_exit()
+        except OSError as e:
+            if e.errno == errno.EPIPE:
+                _quiet_pipe_exit()
+            _fail(f"{getattr(e, 'filename', None) or ''}{': ' if getattr(e, 'filename', None) else ''}"
+                  f"{e.strerror or e}", EXIT_USAGE)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        except ValueError as e:
+            _fail(str(e), EXIT_USAGE)
+
+    return wrapper
+
+
+def _quiet_pipe_exit():
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(EXIT_OK)
+
+
+def _ops(path, fmt):
+    family = detect(path, fmt)
+    return family, family_module(family, "ops")
+
+
+def _report_stats(stats: ScanStats) -> int:
+    for n in stats.notes:
+        sys.stderr.write(f"mqtool: {n}\n")
+    if stats.damaged > len(stats.notes):
+        sys.stderr.write(f"mqtool: ... {stats.damaged - len(stats.notes)} more damaged ranges\n")
+    return EXIT_FINDINGS if stats.damaged else EXIT_OK
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, prog_name="mqtool")
+@click.option("--no-color", is_flag=True, help="No colours (also honoured: NO_COLOR).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes on stderr.")
+def cli(no_color: bool, quiet: bool):
+    """Offline forensic toolkit for RocketMQ, LiteMQ and Kafka broker stores.
+
+    Reads store files straight from disk (read-only), with no broker running.
+
+    \b
+    Examples:
+      mqtool dump commitlog fixtures/rocketmq/store
+      mqtool verify store /data/rocketmq/store
+      mqtool rebuild-index /data/rocketmq/store --out /tmp/rebuilt --compare
+      mqtool query /data/rocketmq/store --key order-42
+    """
+    render.configure(no_color=no_color, quiet=quiet)
+
+
+# ---- dump -----------------------------------------------------------------------------------
+
+@cli.group()
+def dump():
+    """Decode store files and print their records (table on a terminal, NDJSON otherwise)."""
+
+
+def _dump_common(f):
+    f = FORMAT_OPT(f)
+    f = JSON_OPT(f)
+    return f
+
+
+def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
+    family, ops = _ops(path, fmt)
+    opts = DumpOptions(**kw)
+    stats = ScanStats()
+    columns, rows, title = ops.dump(part, path, opts, stats)
+    if opts.limit is not None:
+        rows = _limit(rows, opts.limit)
+    render.emit(rows, columns, as_json, title=title)
+    sys.exit(_report_stats(stats))
+
+
+def _limit(rows, n):
+    if n <= 0:
+        return
+    for i, r in enumerate(rows, 1):
+        yield r
+        if i >= n:
+            return
+
+
+@dump.command("commitlog")
+@click.argument("path", type=click.Path())
+@_dump_common
+@click.option("--topic", help="Only messages of this topic.")
+@click.option("--key", help="Only messages whose KEYS contain this key.")
+@click.option("--tag", help="Only messages with this tag.")
+@click.option("--from-offset", type=int, help="Start at this global offset (inclusive).")
+@click.option("--to-offset", type=int, help="Stop before this global offset.")
+@click.option("--limit", type=int, help="At most N records.")
+@BODY_OPT
+@click.option("--include-blank", is_flag=True, help="Also list BLANK end-of-file units.")
+@click.option("--include-stale", is_flag=True, help="LiteMQ: also carve stale records after the end of data.")
+@guarded
+def dump_commitlog(path, fmt, as_json, **kw):
+    """Messages of a commitlog (store root, commitlog directory or one segment file).
+
+    \b
+    Examples:
+      mqtool dump commitlog store/ --topic TopicA --limit 10
+      mqtool dump commitlog store/commitlog/00000000000000000000 --json | jq .msg_id
+      mqtool dump commitlog store/ --key order-42 --body text
+    """
+    _run_dump("commitlog", path, fmt, as_json, **kw)
+
+
+@dump.command("consumequeue")
+@click.argument("path", type=click.Path())
+@_dump_common
+@click.option("--topic", help="Only this topic's queues.")
+@click.option("--queue", type=int, help="Only this queue id.")
+@click.option("--limit", type=int, help="At most N units.")
+@guarded
+def dump_consumequeue(path, fmt, as_json, **kw):
+    """Units of consume queues (store root, consumequeue dir, one queue dir or one file).
+
+    \b
+    Example:
+      mqtool dump consumequeue store/ --topic TopicA --queue 0
+    """
+    _run_dump("consumequeue", path, fmt, as_json, **kw)
+
+
+@dump.command("index")
+@click.argument("path", type=click.Path())
+@_dump_common
+@click.option("--slots", is_flag=True, help="Also list the non-empty hash slots.")
+@click.option("--limit", type=int, help="At most N rows.")
+@guarded
+def dump_index(path, fmt, as_json, **kw):
+    """Index files: header and entries (store root, index dir or one file).
+
+    \b
+    Example:
+      mqtool dump index store/index/20261122090857074 --slots
+    """
+    _run_dump("index", path, fmt, as_json, **kw)
+
+
+@dump.command("checkpoint")
+@click.argument("path", type=click.Path())
+@_dump_common
+@guarded
+def dump_checkpoint(path, fmt, as_json):
+    """The checkpoint file (store root or the file itself).
+
+    \b
+    Example:
+      mqtool dump checkpoint store/checkpoint
+    """
+    _run_dump("checkpoint", path, fmt, as_json)
+
+
+@dump.command("config")
+@click.argument("path", type=click.Path())
+@_dump_common
+@guarded
+def dump_config(path, fmt, as_json):
+    """config/*.json (and .bak) files; fastjson's unquoted integer keys are handled.
+
+    \b
+    Example:
+      mqtool dump config store/ --json | jq .
+    """
+    _run_dump("config", path, fmt, as_json)
+
+
+@dump.command("abort")
+@click.argument("path", type=click.Path())
+@_dump_common
+@guarded
+def dump_abort(path, fmt, as_json):
+    """The abort (crash marker) and lock files.
+
+    \b
+    Example:
+      mqtool dump abort store/
+    """
+    _run_dump("abort", path, fmt, as_json)
+
+
+@dump.command("kafka")
+@click.argument("path", type=click.Path())
+@JSON_OPT
+@click.option("--deep", "--deep-iteration", "deep", is_flag=True, help="Records inside each batch.")
+@click.option("--print-data", "--print-data-log", "print_data", is_flag=True,
+              help="Keys and values too (implies --deep).")
+@click.option("--max-bytes", type=int, help="Stop after N bytes of each .log segment.")
+@click.option("--limit", type=int, help="At most N rows.")
+@BODY_OPT
+@guarded
+def dump_kafka(path, as_json, **kw):
+    """Kafka files: .log, .index, .timeindex, .txnindex, .snapshot, checkpoints (file, partition or log dir).
+
+    \b
+    Examples:
+      mqtool dump kafka /var/kafka-logs/orders-0 --deep
+      mqtool dump kafka 00000000000000000000.log --print-data --body text --json
+    """
+    _run_dump("kafka", path, "kafka", as_json, **kw)
+
+
+# ---- verify ---------------------------------------------------------------------------------
+
+@cli.group()
+def verify():
+    """Check CRCs, structure and cross-file consistency; report every finding."""
+
+
+def _verify_cmd(part: str):
+    @click.argument("paths", nargs=-1, required=True, type=click.Path())
+    @FORMAT_OPT
+    @JSON_OPT
+    @click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+                  help="Largest plausible message (bytes); larger sizes are findings.")
+    @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
+    @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
+    @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
+    @guarded
+    def cmd(paths, fmt, as_json, **kw):
+        worst = EXIT_OK
+        for path in paths:
+            family, ops = _ops(path, fmt)
+            opts = VerifyOptions(**kw)
+            findings, summary_fn = ops.verify(part, path, opts)
+            if len(paths) > 1 and not render.want_json(as_json):
+                render.stdout_console().rule(f"{family}: {path}")
+            s = render.render_verify(findings, summary_fn, as_json)
+            if s.errors:
+                worst = EXIT_FINDINGS
+        sys.exit(worst)
+
+    return cmd
+
+
+verify.command("store", help="Verify a whole store (RocketMQ/LiteMQ root, Kafka log or partition dir).\n\n"
+               "\b\nExample:\n  mqtool verify store /data/rocketmq/store --json | jq 'select(.severity==\"error\")'"
+               )(_verify_cmd("store"))
+verify.command("commitlog", help="Verify commitlog segments only.\n\n\b\nExample:\n  mqtool verify commitlog store/commitlog"
+               )(_verify_cmd("commitlog"))
+verify.command("consumequeue", help="Verify consume queues against the commitlog.\n\n\b\nExample:\n"
+               "  mqtool verify consumequeue store/")(_verify_cmd("consumequeue"))
+verify.command("index", help="Verify index files against the commitlog.\n\n\b\nExample:\n  mqtool verify index store/"
+               )(_verify_cmd("index"))
+
+
+# ---- rebuild-index --------------------------------------------------------------------------
+
+@cli.command("rebuild-index")
+@click.argument("store", type=click.Path())
+@FORMAT_OPT
+@JSON_OPT
+@click.option("--out", type=click.Path(), help="Output directory (must not be inside the store).")
+@click.option("--force", is_flag=True, help="Allow a non-empty --out / overwrite files there.")
+@click.option("--compare", is_flag=True, help="Compare the rebuild with the store's own index files.")
+@click.option("--cq-file-size", type=int, help="Consume queue file size in bytes (mappedFileSizeConsumeQueue).")
+@click.option("--max-hash-slots", type=int, help="Index hash slots per file (maxHashSlotNum).")
+@click.option("--max-index-num", type=int, help="Index entries per file (maxIndexNum).")
+@click.option("--broker-conf", type=click.Path(), help="broker.conf / broker.properties / broker.toml to take sizes from.")
+@click.option("--write-checkpoint", is_flag=True, help="Also write a checkpoint consistent with the rebuilt files.")
+@click.option("--trim", is_flag=True, help="Do not zero-fill the last file to its full size.")
+@click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
+              help="Kafka: index.interval.bytes.")
+@click.option("--preallocate", is_flag=True, help="Kafka: leave indexes preallocated as a running broker does.")
+@guarded
+def rebuild_index(store, fmt, as_json, **kw):
+    """Rebuild index files from the log, into a separate directory, never in place.
+
+    RocketMQ: consumequeue/ and index/ from the commitlog. Index file names are the broker's creation
+    time, which the commitlog cannot tell: mqtool names each file from its first entry's store timestamp
+    (yyyyMMddHHmmssSSS, UTC). LiteMQ: consumequeue (and its index format on request). Kafka: .index,
+    .timeindex and .txnindex from each .log.
+
+    \b
+    Examples:
+      mqtool rebuild-index store/ --out /tmp/rebuilt
+      mqtool rebuild-index store/ --compare          # exit 0 identical, 1 differs
+    """
+    family, ops = _ops(store, fmt)
+    opts = RebuildOptions(**kw)
+    if not opts.out and not opts.compare:
+        raise click.UsageError("give --out DIR, --compare, or both")
+    findings, summary_fn = ops.rebuild(store, opts)
+    s = render.render_verify(findings, summary_fn, as_json)
+    sys.exit(EXIT_FINDINGS if (s.errors or s.warnings) and opts.compare else EXIT_OK)
+
+
+# ---- query ----------------------------------------------------------------------------------
+
+@cli.command("query")
+@click.argument("store", type=click.Path())
+@FORMAT_OPT
+@JSON_OPT
+@click.option("--key", help="Business key (KEYS), through the index files.")
+@click.option("--unique-key", help="Client message id (UNIQ_KEY).")
+@click.option("--msg-id", help="Broker offsetMsgId (store host + physical offset).")
+@click.option("--offset", type=int, help="Message starting at this global offset (Kafka: this offset).")
+@click.option("--containing", is_flag=True, help="With --offset: the message that contains the offset.")
+@click.option("--topic", help="Topic (narrows --key/--unique-key; required with --queue).")
+@click.option("--queue", type=int, help="Queue id (with --topic and --queue-offset).")
+@click.option("--queue-offset", type=int, help="Logical offset in the queue.")
+@click.option("--count", type=int, default=1, show_default=True, help="With --queue-offset: how many.")
+@click.option("--time-from", help="Store time from (epoch ms or ISO-8601).")
+@click.option("--time-to", help="Store time to (epoch ms or ISO-8601).")
+@click.option("--begin", help="With --key: earliest store time (epoch ms or ISO-8601).")
+@click.option("--end", help="With --key: latest store time (epoch ms or ISO-8601).")
+@click.option("--max", type=int, default=64, show_default=True, help="At most N results for --key.")
+@click.option("--scan", is_flag=True, help="Full scan instead of the index files.")
+@click.option("--timestamp", help="Kafka: first batch with max timestamp >= this (epoch ms or ISO-8601).")
+@click.option("--producer-id", type=int, help="Kafka: batches of this producer id.")
+@BODY_OPT
+@guarded
+def query(store, fmt, as_json, **kw):
+    """Find messages offline by key, unique key, message id, offset, queue position or time.
+
+    A query that finds nothing exits 1 (like grep).
+
+    \b
+    Examples:
+      mqtool query store/ --key orderA-17
+      mqtool query store/ --msg-id 0A00000500002A9F0000000000000000
+      mqtool query store/ --topic TopicA --queue 0 --queue-offset 5 --count 3
+      mqtool query store/ --time-from 2026-11-22T09:00:00Z --time-to 2026-11-22T09:10:00Z
+    """
+    for k in ("time_from", "time_to", "begin", "end", "timestamp"):
+        kw[k] = parse_time(kw[k])
+    family, ops = _ops(store, fmt)
+    opts = QueryOptions(**kw)
+    stats = ScanStats()
+    columns, rows = ops.query(store, opts, stats)
+    n = render.emit(rows, columns, as_json)
+    code = _report_stats(stats)
+    if n == 0:
+        sys.stderr.write("mqtool: no message found\n")
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(code)
+
+
+@cli.command("decode-msgid")
+@click.argument("msg_id")
+@JSON_OPT
+@guarded
+def decode_msgid(msg_id, as_json):
+    """What a RocketMQ offsetMsgId or unique key (UNIQ_KEY) encodes, without a store.
+
+    \b
+    Example:
+      mqtool decode-msgid 0A00000500002A9F0000000000000000
+    """
+    from mqtool.rocketmq.msgid import decode_any
+
+    row = decode_any(msg_id)
+    render.emit([row], [render.Column(k, k) for k in row], as_json)
+
+
+def main(argv=None) -> None:
+    """Console entry point."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        cli.main(args=argv, prog_name="mqtool", standalone_mode=True)
+    except SystemExit:
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,46 @@
+"""Small helpers shared by every family (no I/O)."""
+from __future__ import annotations
+
+import base64
+import re
+
+
+def encode_body(data: bytes | None, mode: str):
+    """Body as requested by ``--body``: text (UTF-8, replacement chars), hex, base64; None for none."""
+    if data is None or mode == "none":
+        return None
+    if mode == "text":
+        return bytes(data).decode("utf-8", errors="replace")
+    if mode == "hex":
+        return bytes(data).hex()
+    if mode == "base64":
+        return base64.b64encode(bytes(data)).decode("ascii")
+    raise ValueError(f"unknown body mode {mode!r}")
+
+
+_SEGMENT_NAME = re.compile(r"^\d{20}$")
+
+
+def is_segment_name(name: str) -> bool:
+    """RocketMQ/LiteMQ style 20-digit file names."""
+    return bool(_SEGMENT_NAME.match(name))
+
+
+def parse_time(value: str | int | None) -> int | None:
+    """Epoch milliseconds from an int string or an ISO-8601 time (UTC unless it says otherwise)."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    s = str(value).strip()
+    if re.fullmatch(r"-?\d+", s):
+        return int(s)
+    try:
+        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not a time: {value!r} (use epoch ms or ISO-8601)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)

@@ -1,0 +1,58 @@
+"""One root error and a few narrow subclasses.
+
+Errors are for unusable input (not a store, unreadable file, bad option) and for our own bugs.
+Damaged bytes inside a readable store are *findings* (see :mod:`mqtool.findings`), never exceptions.
+"""
+from __future__ import annotations
+
+
+class MqToolError(Exception):
+    """Root of every error mqtool raises on purpose.
+
+    ``file`` and ``offset`` (when known) are rendered into the one-line message the CLI prints.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, file: str | None = None, offset: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.offset = offset
+
+    def __str__(self) -> str:  # one line: "<file>@<offset>: message"
+        where = ""
+        if self.file is not None:
+            where = str(self.file)
+            if self.offset is not None:
+                where += f"@{self.offset}"
+            where += ": "
+        return where + self.message.replace("\n", " ")
+
+
+class UsageError(MqToolError):
+    """The command line asks for something that cannot be done."""
+
+
+class NotAStoreError(MqToolError):
+    """The path is not a store (or store part) of any family we know."""
+
+
+class InputError(MqToolError):
+    """An input file cannot be opened or read (permissions, FIFO, vanished...)."""
+
+
+class CorruptRecordError(MqToolError):
+    """A record cannot be decoded at a given position (used where a single record was asked for)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, file: str | None = None, offset: int | None = None,
+                 expected=None, actual=None):
+        super().__init__(message, file, offset)
+        self.expected = expected
+        self.actual = actual
+
+
+class OutputError(MqToolError):
+    """An output location is refused (inside the input tree, not empty without --force...)."""

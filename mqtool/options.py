@@ -1,0 +1,84 @@
+"""Option bundles passed from the CLI to the engines (one per verb). Plain data, no behaviour."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DumpOptions:
+    topic: str | None = None
+    key: str | None = None
+    tag: str | None = None
+    queue: int | None = None
+    from_offset: int | None = None
+    to_offset: int | None = None
+    limit: int | None = None
+    body: str = "none"            # none | text | hex | base64
+    include_blank: bool = False
+    include_stale: bool = False
+    slots: bool = False            # index dumps: non-empty slots too
+    deep: bool = False             # kafka: records inside batches
+    print_data: bool = False       # kafka: keys/values (implies deep)
+    max_bytes: int | None = None   # kafka: stop after N bytes of each segment
+    max_message_size: int = 4 * 1024 * 1024
+    jobs: int = 1
+
+
+@dataclass
+class VerifyOptions:
+    max_message_size: int = 4 * 1024 * 1024
+    salvage_out: str | None = None
+    force: bool = False
+    jobs: int = 1
+    progress: bool | None = None   # None = when stderr is a terminal
+
+
+@dataclass
+class RebuildOptions:
+    out: str | None = None
+    force: bool = False
+    compare: bool = False
+    cq_file_size: int | None = None
+    max_hash_slots: int | None = None
+    max_index_num: int | None = None
+    broker_conf: str | None = None
+    write_checkpoint: bool = False
+    trim: bool = False
+    index_interval_bytes: int = 4096
+    preallocate: bool = False
+
+
+@dataclass
+class QueryOptions:
+    key: str | None = None
+    unique_key: str | None = None
+    msg_id: str | None = None
+    offset: int | None = None
+    containing: bool = False
+    topic: str | None = None
+    queue: int | None = None
+    queue_offset: int | None = None
+    count: int = 1
+    time_from: int | None = None   # epoch ms
+    time_to: int | None = None
+    begin: int | None = None
+    end: int | None = None
+    max: int = 64
+    scan: bool = False
+    timestamp: int | None = None   # kafka: by time
+    producer_id: int | None = None
+    body: str = "none"
+
+
+@dataclass
+class ScanStats:
+    """What a dump/query met on the way: damaged ranges are counted here and reported on stderr."""
+
+    damaged: int = 0
+    messages: int = 0
+    notes: list = field(default_factory=list)
+
+    def damage(self, text: str) -> None:
+        self.damaged += 1
+        if len(self.notes) < 1000:
+            self.notes.append(text)

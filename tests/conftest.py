@@ -1,0 +1,46 @@
+"""Shared test helpers: where the real broker data lives, CLI runner."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def realdata_root() -> Path:
+    return Path(os.environ.get("MQTOOL_REALDATA", ROOT.parent / "shared" / "realdata")).resolve()
+
+
+def require_realdata(*parts: str) -> Path:
+    """Path under the realdata folder; skip when absent, but fail under CI=true."""
+    p = realdata_root().joinpath(*parts)
+    if not p.exists():
+        msg = f"real data not found: {p} (set MQTOOL_REALDATA)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return p
+
+
+def load_json(p: Path):
+    with open(p, "rb") as f:
+        return json.load(f)
+
+
+@pytest.fixture
+def run_cli():
+    """Run the CLI in-process; returns (exit_code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from mqtool.cli import cli
+
+    def _run(*args):
+        runner = CliRunner()
+        r = runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
+        return r.exit_code, r.stdout, r.stderr
+
+    return _run
