@@ -1,0 +1,1 @@
+"""Apache RocketMQ family: layout, scanning, verify, rebuild, query over broker store files."""

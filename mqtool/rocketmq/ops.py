@@ -1,0 +1,187 @@
+"""RocketMQ engine entry points (the contract in :mod:`mqtool.cli`): dump, verify, rebuild, query."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mqtool.errors import NotAStoreError, UsageError
+from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
+from mqtool.render import Column, iso_ms
+from mqtool.rocketmq import indexes
+from mqtool.rocketmq.layout import cq_filter, open_store
+from mqtool.rocketmq.scan import iter_messages
+
+MESSAGE_COLUMNS = [
+    Column("offset", "Offset", justify="right"),
+    Column("size", "Size", justify="right"),
+    Column("magic", "Ver"),
+    Column("topic", "Topic", max_width=40),
+    Column("queue_id", "Q", justify="right"),
+    Column("queue_offset", "QOffset", justify="right"),
+    Column("tags", "Tags", max_width=20),
+    Column("keys", "Keys", max_width=30),
+    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms),
+    Column("born_host", "Born host"),
+    Column("transaction", "Txn"),
+    Column("compression", "Comp"),
+    Column("body_size", "Body", justify="right"),
+    Column("crc_ok", "CRC"),
+    Column("msg_id", "MsgId"),
+]
+BODY_COLUMN = Column("body", "Body data", max_width=60)
+
+
+def message_filter(opts):
+    """Predicate for --topic/--key/--tag (properties are parsed only when a key/tag filter asks)."""
+    topic = opts.topic.encode("utf-8") if opts.topic else None
+    key, tag = opts.key, opts.tag
+
+    def keep(m) -> bool:
+        if m.kind != "message":
+            return topic is None and key is None and tag is None
+        if topic is not None and m.topic_raw != topic:
+            return False
+        if key is not None and key not in m.keys:
+            return False
+        if tag is not None and m.tags != tag:
+            return False
+        return True
+
+    return keep
+
+
+def _store(path):
+    return open_store(path)
+
+
+def _need(value, what: str, path):
+    if not value:
+        raise NotAStoreError(f"no {what} here", str(path))
+    return value
+
+
+def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
+    s = _store(path)
+    if part in ("commitlog", "kafka"):
+        segs = _need(s.segments, "commitlog segments", path)
+        keep = message_filter(opts)
+
+        def on_damage(d):
+            stats.damage(f"{d.file}@{d.position} (offset {d.offset}): {d.code}: {d.message}; "
+                         f"skipped {d.length} bytes")
+
+        def rows():
+            for m in iter_messages(segs, opts.from_offset, opts.to_offset, opts.max_message_size,
+                                   include_blank=opts.include_blank, on_damage=on_damage):
+                if keep(m):
+                    stats.messages += 1
+                    yield m.to_row(opts.body)
+
+        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
+        return cols, rows(), f"commitlog {s.commitlog_dir or path}"
+    if part == "consumequeue":
+        t, q = cq_filter(s)
+        queues = s.queues(opts.topic or t, opts.queue if opts.queue is not None else q)
+        if not queues and not s.consumequeue_dir and not s.cq_file:
+            raise NotAStoreError("no consumequeue here", str(path))
+
+        def rows():
+            for qf in queues:
+                for u in indexes.iter_cq_units(qf):
+                    yield u.to_row()
+
+        cols = [Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
+                Column("queue_offset", "QOffset", justify="right"), Column("offset", "CL offset", justify="right"),
+                Column("size", "Size", justify="right"), Column("tags_code", "TagsCode", justify="right"),
+                Column("state", "State"), Column("file", "File", max_width=50)]
+        return cols, rows(), "consumequeue"
+    if part == "index":
+        files = _need(s.index_files, "index files", path)
+
+        def rows():
+            for f in files:
+                v = indexes.read_index_file(f)
+                h = dict(v.header)
+                yield {"kind": "index_header", "file": f, "position": 0, "size": v.size,
+                       "hash_slot_num": v.slot_num, "index_num": v.index_num, **h}
+                if v.slot_num is None:
+                    continue
+                if opts.slots:
+                    for i in range(v.slot_num):
+                        val = v.slot(i)
+                        if val:
+                            yield {"kind": "index_slot", "file": f, "position": 40 + 4 * i, "slot": i,
+                                   "entry": val}
+                for k in range(1, v.entry_count + 1):
+                    kh, off, td, prev = v.entry(k)
+                    yield {"kind": "index_entry", "file": f, "position": v.entry_position(k), "entry": k,
+                           "key_hash": kh, "offset": off, "time_diff": td, "prev": prev,
+                           "slot": kh % v.slot_num if v.slot_num else None,
+                           "store_time": h["beginTimestamp"] + td * 1000 if h["beginTimestamp"] > 0 else None}
+
+        cols = [Column("kind", "Kind"), Column("entry", "Entry", justify="right"),
+                Column("slot", "Slot", justify="right"), Column("key_hash", "KeyHash", justify="right"),
+                Column("offset", "CL offset", justify="right"), Column("time_diff", "TimeDiff s", justify="right"),
+                Column("prev", "Prev", justify="right"), Column("indexCount", "Count", justify="right"),
+                Column("beginTimestamp", "Begin", fmt=iso_ms), Column("endTimestamp", "End", fmt=iso_ms),
+                Column("file", "File", max_width=50)]
+        return cols, rows(), "index"
+    if part == "checkpoint":
+        cp = _need(s.checkpoint, "checkpoint file", path)
+        row = {"kind": "checkpoint", "file": cp, **indexes.read_checkpoint(cp)}
+        cols = [Column(k, k, fmt=iso_ms if k.endswith("Timestamp") else None) for k in row if k != "kind"]
+        return cols, iter([row]), "checkpoint"
+    if part == "config":
+        from mqtool.rocketmq.configfiles import config_rows
+
+        cfg = _need(s.config_dir, "config directory", path) if not s.extra_files else None
+        files = [Path(p) for p in s.extra_files] if s.extra_files else None
+        return config_rows(cfg, files)
+    if part == "abort":
+        rows = []
+        root = s.root or (str(Path(s.abort).parent) if s.abort else str(path))
+        for name in ("abort", "abort.bak", "lock"):
+            p = Path(root) / name
+            if os.path.lexists(p):
+                from mqtool.io import read_input
+
+                data = read_input(p, limit=4096)
+                rows.append({"kind": name.replace(".", "_"), "file": str(p), "size": len(data),
+                             "content": data.decode("ascii", errors="replace"),
+                             "meaning": _abort_meaning(name, data)})
+        if not rows:
+            rows.append({"kind": "abort", "file": str(Path(root) / "abort"), "size": None, "content": None,
+                         "meaning": "no abort file: the last broker run shut down cleanly (or never started)"})
+        cols = [Column("kind", "Kind"), Column("file", "File"), Column("size", "Size"), Column("content", "Content"),
+                Column("meaning", "Meaning")]
+        return cols, iter(rows), "crash markers"
+    raise UsageError(f"dump {part} is not available for RocketMQ stores")
+
+
+def _abort_meaning(name: str, data: bytes) -> str:
+    if name == "abort":
+        pid = data.decode("ascii", errors="replace").strip()
+        return ("the broker did not shut down cleanly (crash, kill or power loss)"
+                + (f"; broker pid {pid} (5.x)" if pid else " (4.x writes it empty)"))
+    if name == "abort.bak":
+        return "backup written by 5.1+ when the abort file was created; no meaning on its own"
+    return "process lock; its presence means nothing, the OS lock does"
+
+
+def verify(part: str, path, opts: VerifyOptions):
+    from mqtool.rocketmq.verify import verify_store
+
+    return verify_store(_store(path), part, opts)
+
+
+def rebuild(path, opts: RebuildOptions):
+    from mqtool.rocketmq.rebuild import run_rebuild
+
+    return run_rebuild(_store(path), opts)
+
+
+def query(path, opts: QueryOptions, stats: ScanStats):
+    from mqtool.rocketmq.query import run_query
+
+    cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
+    return cols, run_query(_store(path), opts, stats)

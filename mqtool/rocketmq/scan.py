@@ -1,0 +1,193 @@
+"""Walk commitlog segments unit by unit; find the end of data; resync past damage.
+
+A segment's data ends at a BLANK unit, at the start of zero fill (preallocated files in crashed stores are
+all zero; that is *not* corruption), or at the end of the file. Anything else that cannot be framed is damage:
+the scanner reports the damaged byte range and resyncs to the next position where a unit validates — magic,
+size bounds, the length computed from the fields, and either the stored PHYSICALOFFSET equal to the real
+global offset or a valid body CRC (records shifted by inserted bytes keep their CRC).
+
+Events yielded (all carry file and position):
+
+* :class:`~mqtool.rocketmq.records.Message` / :class:`~mqtool.rocketmq.records.Blank`
+* :class:`Damage` — bytes that could not be read as units, with the reason at the first bad byte
+* :class:`End` — where data ends in this segment and what follows it
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from formats import rocketmq as F
+from mqtool.io import map_input
+from mqtool.rocketmq.layout import Segment
+from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
+
+_V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
+_V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
+_BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+_ZERO_CHUNK = 1 << 20
+
+
+@dataclass
+class Damage:
+    file: str
+    position: int
+    offset: int
+    length: int
+    code: str
+    message: str
+    expected: object = None
+    actual: object = None
+    kind = "damage"
+
+
+@dataclass
+class End:
+    file: str
+    position: int          # first byte after the data
+    offset: int
+    reason: str            # "blank" | "zero-fill" | "eof"
+    trailing_nonzero: int  # first non-zero byte position after the end (-1 if none)
+    blank_size: int | None = None
+
+
+def _first_nonzero(buf, start: int, end: int) -> int:
+    p = start
+    while p < end:
+        q = min(end, p + _ZERO_CHUNK)
+        chunk = buf[p:q]
+        if chunk.count(0) != len(chunk):
+            stripped = chunk.lstrip(b"\x00")
+            return p + (len(chunk) - len(stripped))
+        p = q
+    return -1
+
+
+class SegmentScanner:
+    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks."""
+
+    def __init__(self, seg: Segment, max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, check_crc: bool = True,
+                 start: int = 0, stop: int | None = None):
+        self.seg = seg
+        self.max_size = max_size
+        self.check_crc = check_crc
+        self.start = start
+        self.stop = stop
+
+    def events(self) -> Iterator:
+        with map_input(self.seg.path) as mi:
+            buf = mi.buf
+            view = memoryview(buf) if len(buf) else None
+            try:
+                yield from self._walk(buf, view)
+            finally:
+                if view is not None:
+                    view.release()
+
+    def _walk(self, buf, view) -> Iterator:
+        seg = self.seg
+        file, base, end = seg.path, seg.base, len(buf)
+        pos = self.start
+        stop = end if self.stop is None else min(self.stop, end)
+        max_size, check_crc = self.max_size, self.check_crc
+        while pos < stop:
+            if end - pos < 8:
+                if buf[pos:end].count(0) == end - pos:
+                    yield End(file, pos, base + pos, "eof", -1)
+                    return
+                yield Damage(file, pos, base + pos, end - pos, "truncated-record",
+                             f"{end - pos} trailing bytes, too few for a unit")
+                yield End(file, end, base + end, "eof", -1)
+                return
+            head = buf[pos:pos + 8]
+            if head == b"\x00" * 8:
+                nxt = self._resync(buf, view, pos + 1, end)
+                if nxt is None:
+                    yield End(file, pos, base + pos, "zero-fill", _first_nonzero(buf, pos, end))
+                    return
+                yield Damage(file, pos, base + pos, nxt - pos, "zeroed-range",
+                             f"{nxt - pos} zero bytes inside the data, valid units follow at position {nxt}")
+                pos = nxt
+                continue
+            if head[4:8] == _BL:
+                size = int.from_bytes(head[0:4], "big", signed=True)
+                yield Blank(file, pos, base + pos, size)
+                tail = _first_nonzero(buf, pos + 8, end)
+                yield End(file, pos, base + pos, "blank", tail, blank_size=size)
+                return
+            try:
+                m = decode_message(buf, pos, end, base, file, max_size, check_crc, view)
+            except DecodeFailure as f:
+                nxt = self._resync(buf, view, pos + 1, end)
+                length = (nxt if nxt is not None else end) - pos
+                yield Damage(file, pos, base + pos, length, f.code, f.message, f.expected, f.actual)
+                if nxt is None:
+                    yield End(file, end, base + end, "eof", -1)
+                    return
+                pos = nxt
+                continue
+            yield m
+            pos += m.size
+        if pos >= end:
+            yield End(file, end, base + end, "eof", -1)
+
+    def _resync(self, buf, view, start: int, end: int) -> int | None:
+        """Next position >= start where a unit validates (see module doc), or None."""
+        base = self.seg.base
+        nexts = {}
+        for pat in (_V1, _V2, _BL):
+            nexts[pat] = buf.find(pat, start + 4) if start + 4 < end else -1
+        while True:
+            live = [(v, k) for k, v in nexts.items() if v >= 0]
+            if not live:
+                return None
+            found, pat = min(live)
+            cand = found - 4
+            if cand >= start and self._valid_at(buf, view, cand, end, pat, base):
+                return cand
+            nexts[pat] = buf.find(pat, found + 1)
+
+    def _valid_at(self, buf, view, p: int, end: int, pat: bytes, base: int) -> bool:
+        size = int.from_bytes(buf[p:p + 4], "big", signed=True)
+        if pat == _BL:
+            return size == end - p and size >= F.END_FILE_MIN_BLANK_LENGTH
+        try:
+            m = decode_message(buf, p, end, base, self.seg.path, self.max_size, True, view)
+        except DecodeFailure:
+            return False
+        return m.physical_offset == base + p or bool(m.crc_ok)
+
+
+def scan_store_segments(segments: list[Segment], **kw) -> Iterator:
+    for seg in segments:
+        yield from SegmentScanner(seg, **kw).events()
+
+
+def iter_messages(segments: list[Segment], from_offset: int | None = None, to_offset: int | None = None,
+                  max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, check_crc: bool = True,
+                  include_blank: bool = False, on_damage=None) -> Iterator:
+    """Messages (and BLANKs when asked) in offset order; damage goes to ``on_damage(Damage)``.
+
+    ``from_offset`` skips whole segments that end before it and units that start before it.
+    """
+    for seg in segments:
+        if from_offset is not None and seg.base + seg.size <= from_offset:
+            continue
+        if to_offset is not None and seg.base >= to_offset:
+            break
+        for ev in SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events():
+            k = ev.kind if hasattr(ev, "kind") else "end"
+            if isinstance(ev, End):
+                continue
+            if from_offset is not None and ev.offset < from_offset:
+                continue
+            if to_offset is not None and ev.offset >= to_offset:
+                return
+            if isinstance(ev, Message):
+                yield ev
+            elif isinstance(ev, Blank):
+                if include_blank:
+                    yield ev
+            elif isinstance(ev, Damage) and on_damage is not None:
+                on_damage(ev)
+            del k
