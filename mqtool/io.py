@@ -85,12 +85,10 @@ class MappedInput:
         return len(self.buf)
 
     def close(self) -> None:
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:  # a memoryview is still alive; the GC will release it
-                pass
-            self._mm = None
+        """Close the file; the mapping itself is released when the last reference to it goes away, so
+        records decoded lazily from it (bodies, properties) stay valid while someone holds them."""
+        self._mm = None
+        self.buf = b""
         self._f.close()
 
     def __enter__(self):
