@@ -117,6 +117,7 @@ class Column:
     fmt: Callable[[Any], str] | None = None
     justify: str = "left"
     max_width: int | None = None
+    no_wrap: bool = False
 
     def cell(self, row: dict) -> str:
         v = row.get(self.key)
@@ -155,7 +156,8 @@ def render_table(rows: Iterable[dict], columns: list[Column], title: str | None 
 def _new_table(columns: list[Column], title: str | None) -> Table:
     t = Table(title=title, show_lines=False, header_style="bold")
     for c in columns:
-        t.add_column(c.header, justify=c.justify, overflow="fold", max_width=c.max_width)
+        t.add_column(c.header, justify=c.justify, overflow="ellipsis" if c.no_wrap else "fold",
+                     max_width=c.max_width, no_wrap=c.no_wrap)
     return t
 
 

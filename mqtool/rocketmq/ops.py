@@ -12,21 +12,21 @@ from mqtool.rocketmq.layout import cq_filter, open_store
 from mqtool.rocketmq.scan import iter_messages
 
 MESSAGE_COLUMNS = [
-    Column("offset", "Offset", justify="right"),
-    Column("size", "Size", justify="right"),
+    Column("offset", "Offset", justify="right", no_wrap=True),
+    Column("size", "Size", justify="right", no_wrap=True),
     Column("magic", "Ver"),
     Column("topic", "Topic", max_width=40),
     Column("queue_id", "Q", justify="right"),
     Column("queue_offset", "QOffset", justify="right"),
     Column("tags", "Tags", max_width=20),
     Column("keys", "Keys", max_width=30),
-    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms),
+    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True),
     Column("born_host", "Born host"),
     Column("transaction", "Txn"),
     Column("compression", "Comp"),
     Column("body_size", "Body", justify="right"),
     Column("crc_ok", "CRC"),
-    Column("msg_id", "MsgId"),
+    Column("msg_id", "MsgId", no_wrap=True),
 ]
 BODY_COLUMN = Column("body", "Body data", max_width=60)
 
