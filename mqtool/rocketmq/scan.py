@@ -176,7 +176,6 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
         if to_offset is not None and seg.base >= to_offset:
             break
         for ev in SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events():
-            k = ev.kind if hasattr(ev, "kind") else "end"
             if isinstance(ev, End):
                 continue
             if from_offset is not None and ev.offset < from_offset:
@@ -190,4 +189,51 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
                     yield ev
             elif isinstance(ev, Damage) and on_damage is not None:
                 on_damage(ev)
-            del k
+
+
+class CommitLogReader:
+    """Random access to single messages by global offset (segments mapped read-only on first use)."""
+
+    def __init__(self, segments: list[Segment], max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE):
+        import bisect
+
+        self._bisect = bisect.bisect_right
+        self.segments = segments
+        self.bases = [s.base for s in segments]
+        self.max_size = max_size
+        self._maps: dict[int, object] = {}
+
+    @property
+    def end_offset(self) -> int:
+        """Global offset just past the last byte on disk (not the end of data)."""
+        return self.segments[-1].end if self.segments else 0
+
+    def locate(self, offset: int) -> tuple[Segment, int] | None:
+        i = self._bisect(self.bases, offset) - 1
+        if i < 0:
+            return None
+        seg = self.segments[i]
+        if offset >= seg.end:
+            return None
+        return seg, offset - seg.base
+
+    def _buf(self, seg: Segment):
+        m = self._maps.get(seg.base)
+        if m is None:
+            m = self._maps[seg.base] = map_input(seg.path)
+        return m.buf
+
+    def message_at(self, offset: int) -> Message:
+        """The message that starts at ``offset``; raises DecodeFailure (code ``no-such-offset`` when the offset
+        is outside every segment)."""
+        loc = self.locate(offset)
+        if loc is None:
+            raise DecodeFailure("no-such-offset", f"offset {offset} is outside the commitlog files")
+        seg, pos = loc
+        buf = self._buf(seg)
+        return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+
+    def close(self) -> None:
+        for m in self._maps.values():
+            m.close()
+        self._maps.clear()

@@ -1,0 +1,685 @@
+"""``mqtool verify`` for RocketMQ stores: every check yields a Finding; nothing stops at the first one.
+
+Checks (reference §1, §3–§8):
+
+* commitlog: segment names/sizes/gaps; per unit magic, size bounds (before any allocation), TOTALSIZE against
+  the field lengths, body CRC, stored PHYSICALOFFSET against the real offset (stale or shifted data), BLANK
+  placement and size, properties, the 5.x ``__CRC32#`` whole-message CRC, queue-offset continuity per queue for
+  dispatched messages, what lies after the end of data; damaged ranges are skipped by resync and counted;
+* consumequeue: every unit against the message it points at (start, size, topic, queue, queue offset, tagsCode),
+  holes, dangling units, queues behind the commitlog, file naming and sizes, LMQ multi-dispatch;
+* index: header against entries, entries against messages (start, key hash, time), slot and chain sanity
+  (ranges, cycles, bucket), files newer than the checkpoint;
+* store: abort marker, checkpoint against the data, config files and their ``.bak``.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+from formats import rocketmq as F
+from mqtool.errors import NotAStoreError
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.options import VerifyOptions
+from mqtool.render import progress
+from mqtool.rocketmq import indexes
+from mqtool.rocketmq.layout import RocketStore, cq_filter
+from mqtool.rocketmq.records import Blank, DecodeFailure, Message
+from mqtool.rocketmq.scan import CommitLogReader, Damage, End, SegmentScanner
+
+_CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def delay_level_table(spec: str = F.DEFAULT_DELAY_LEVELS) -> dict[int, int]:
+    """``messageDelayLevel`` ("1s 5s … 2h") → {level: delay ms}, levels from 1."""
+    out = {}
+    for i, tok in enumerate(spec.split(), start=1):
+        out[i] = int(tok[:-1]) * _UNITS[tok[-1]]
+    return out
+
+
+class _Ctx:
+    """Shared state of one verify run."""
+
+    def __init__(self, store: RocketStore, opts: VerifyOptions):
+        self.store = store
+        self.opts = opts
+        self.summary = Summary()
+        self.aborted = bool(store.abort)
+        # per (topic, queue): highest queue offset a dispatched message claims (+1) and how many we saw
+        self.dispatched_next: dict[tuple[str, int], int] = {}
+        self.last_store_ts = 0
+        self.data_end: int | None = None       # global offset where commitlog data ends
+        self.salvage = None
+
+    def f(self, severity, code, file, position, offset, message, expected=None, actual=None) -> Finding:
+        fd = Finding(severity, code, file, position, offset, message, expected, actual)
+        self.summary.add(fd)
+        return fd
+
+
+def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
+    """Returns (findings iterator, summary function) per the engine contract."""
+    nothing = not (store.segments or store.consumequeue_dir or store.cq_file or store.index_files
+                   or store.checkpoint or store.config_dir)
+    if nothing:
+        raise NotAStoreError("nothing to verify here (no commitlog, consumequeue, index, checkpoint or config)",
+                             store.path)
+    ctx = _Ctx(store, opts)
+
+    def run() -> Iterator[Finding]:
+        if opts.salvage_out:
+            ctx.salvage = _Salvage(opts.salvage_out, store, opts.force)
+        try:
+            if part in ("store", "commitlog"):
+                yield from _verify_commitlog(ctx)
+            elif part in ("consumequeue", "index"):
+                yield from _scan_for_dispatch(ctx)
+            if part in ("store", "consumequeue"):
+                yield from _verify_consumequeue(ctx)
+            if part in ("store", "index"):
+                yield from _verify_index(ctx)
+            if part == "store":
+                yield from _verify_store_files(ctx)
+        finally:
+            if ctx.salvage is not None:
+                ctx.salvage.close()
+                ctx.summary.extra["salvaged"] = ctx.salvage.count
+                ctx.summary.extra["salvage_file"] = ctx.salvage.path
+
+    return run(), lambda: ctx.summary
+
+
+# ---- commitlog ------------------------------------------------------------------------------------
+
+def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
+    segs = ctx.store.segments
+    if not segs:
+        return
+    sizes = [s.size for s in segs]
+    common = max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
+    for i, s in enumerate(segs):
+        last = i == len(segs) - 1
+        if s.size == 0:
+            yield ctx.f(INFO if last else ERROR, "segment-empty", s.path, 0, s.base,
+                        "empty segment file" + (" (the broker deletes a 0-byte last file at start)" if last else ""))
+        elif s.size != common:
+            yield ctx.f(ERROR, "segment-size", s.path, 0, s.base,
+                        f"segment is {s.size} bytes, the others are {common} (the broker refuses to load this)",
+                        common, s.size)
+        if i:
+            prev = segs[i - 1]
+            if s.base > prev.base + prev.size and prev.size:
+                yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
+                            f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
+                            f"between {prev.name} and {s.name}", prev.end, s.base)
+            elif s.base < prev.end:
+                yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
+                            f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
+                            prev.end, s.base)
+    if segs[0].base % max(common, 1) and common:
+        yield ctx.f(WARNING, "segment-name", segs[0].path, 0, segs[0].base,
+                    f"first segment name {segs[0].base} is not a multiple of the segment size {common}")
+
+
+def _scan_for_dispatch(ctx: _Ctx) -> Iterator[Finding]:
+    """Light commitlog pass (no CRC, no findings) so queue/index checks know what was dispatched."""
+    for seg in ctx.store.segments:
+        for ev in SegmentScanner(seg, max_size=ctx.opts.max_message_size, check_crc=False).events():
+            if isinstance(ev, Message):
+                _note_dispatch(ctx, ev)
+            elif isinstance(ev, End):
+                ctx.data_end = ev.offset
+    return
+    yield  # pragma: no cover
+
+
+def _note_dispatch(ctx: _Ctx, m: Message) -> tuple[str, int] | None:
+    """Record what the broker's dispatcher does with ``m``; returns its (topic, queue) when dispatched."""
+    if m.store_timestamp > ctx.last_store_ts:
+        ctx.last_store_ts = m.store_timestamp
+    txn = m.sys_flag & F.TRANSACTION_MASK
+    if txn in (F.TRANSACTION_PREPARED_TYPE, F.TRANSACTION_ROLLBACK_TYPE):
+        return None
+    key = (m.topic, m.queue_id)
+    step = 1
+    if m.sys_flag & F.INNER_BATCH_FLAG:
+        try:
+            step = max(1, int(m.prop("INNER_NUM") or 1))
+        except ValueError:
+            step = 1
+    nxt = m.queue_offset + step
+    if nxt > ctx.dispatched_next.get(key, 0):
+        ctx.dispatched_next[key] = nxt
+    if F.PROPERTY_INNER_MULTI_DISPATCH.encode() in m.props_raw:
+        for q, off in _lmq_targets(m):
+            k = (q, 0)
+            if off + 1 > ctx.dispatched_next.get(k, 0):
+                ctx.dispatched_next[k] = off + 1
+    return key
+
+
+def _lmq_targets(m: Message) -> list[tuple[str, int]]:
+    disp = m.prop(F.PROPERTY_INNER_MULTI_DISPATCH)
+    offs = m.prop(F.PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+    if not disp or offs is None:
+        return []
+    queues = disp.split(F.LMQ_DISPATCH_SEPARATOR)
+    try:
+        offsets = [int(x) for x in offs.split(F.LMQ_DISPATCH_SEPARATOR)]
+    except ValueError:
+        return []
+    return [(q, o) for q, o in zip(queues, offsets) if q.startswith(F.LMQ_PREFIX)]
+
+
+def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
+    store, opts = ctx.store, ctx.opts
+    if not store.segments:
+        if store.commitlog_dir:
+            yield ctx.f(WARNING, "commitlog-empty", store.commitlog_dir, None, None, "no commitlog segment files")
+        return
+    yield from _verify_segments_layout(ctx)
+    expected_next: dict[tuple[str, int], int] = {}
+    shift = 0
+    total = sum(s.size for s in store.segments)
+    done = 0
+    # A segment that ends in zero fill without BLANK is only suspicious if a later segment holds data:
+    # brokers preallocate the next (all-zero) file ahead of time. Hold such findings until we know.
+    pending: list[Finding] = []
+    with progress(total, "verify commitlog", enabled=opts.progress) as bar:
+        for si, seg in enumerate(store.segments):
+            last_seg = si == len(store.segments) - 1
+            saw_blank = False
+            has_data = False
+            for ev in SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True).events():
+                if isinstance(ev, Message):
+                    if not has_data:
+                        has_data = True
+                        yield from _flush_pending(ctx, pending)
+                    ctx.summary.messages += 1
+                    yield from _check_message(ctx, ev, expected_next)
+                    delta = ev.physical_offset - ev.offset
+                    if delta != shift:
+                        if delta:
+                            yield ctx.f(ERROR, "physical-offset-mismatch", ev.file, ev.position, ev.offset,
+                                        f"stored PHYSICALOFFSET {ev.physical_offset} differs from the real offset by "
+                                        f"{delta} bytes: stale data, or bytes inserted/removed before it",
+                                        ev.offset, ev.physical_offset)
+                        shift = delta
+                    if ctx.salvage is not None:
+                        ctx.salvage.add(ev)
+                elif isinstance(ev, Blank):
+                    saw_blank = True
+                    left = seg.size - ev.position
+                    if ev.size != left:
+                        yield ctx.f(ERROR, "blank-size-mismatch", ev.file, ev.position, ev.offset,
+                                    f"BLANK unit claims {ev.size} bytes, {left} are left in the segment", left, ev.size)
+                    elif last_seg:
+                        yield ctx.f(INFO, "blank-in-last-segment", ev.file, ev.position, ev.offset,
+                                    "the last segment is full (BLANK at its end); the broker had not created the "
+                                    "next one yet")
+                elif isinstance(ev, Damage):
+                    if not has_data:
+                        has_data = True
+                        yield from _flush_pending(ctx, pending)
+                    ctx.summary.skipped_ranges += 1
+                    ctx.summary.skipped_bytes += ev.length
+                    yield ctx.f(ERROR, ev.code, ev.file, ev.position, ev.offset,
+                                f"{ev.message}; skipped {ev.length} bytes to the next valid unit",
+                                ev.expected, ev.actual)
+                elif isinstance(ev, End):
+                    yield from _check_end(ctx, seg, ev, last_seg, saw_blank, has_data, pending)
+            done += seg.size
+            bar.update_to(done)
+    for fd in pending:      # only preallocated, never-written segments followed: normal
+        yield ctx.f(INFO, "zero-fill", fd.file, fd.position, fd.offset,
+                    "data ends here; the following segment(s) are preallocated and empty")
+
+
+def _flush_pending(ctx: _Ctx, pending: list) -> Iterator[Finding]:
+    for fd in pending:
+        ctx.summary.add(fd)
+        yield fd
+    pending.clear()
+
+
+def _check_end(ctx: _Ctx, seg, ev: End, last_seg: bool, saw_blank: bool, has_data: bool,
+               pending: list) -> Iterator[Finding]:
+    if ev.reason == "zero-fill":
+        if has_data:
+            ctx.data_end = ev.offset
+        if last_seg:
+            what = ("preallocated segment, never written" if ev.position == 0 else
+                    f"data ends at position {ev.position}; the rest ({seg.size - ev.position} bytes) is zero fill")
+            yield ctx.f(INFO, "zero-fill", ev.file, ev.position, ev.offset, what)
+        elif has_data:
+            pending.append(Finding(WARNING, "missing-blank", ev.file, ev.position, ev.offset,
+                                   "segment ends in zero fill without a BLANK unit, yet later segments hold data "
+                                   "(the broker always closes a full segment with BLANK)"))
+        else:
+            yield ctx.f(WARNING, "segment-unused", ev.file, 0, seg.base,
+                        "an all-zero segment between others: its data was lost or never written")
+    elif ev.reason == "eof" and not saw_blank and not last_seg:
+        pending.append(Finding(WARNING, "missing-blank", ev.file, ev.position, ev.offset,
+                               "segment has no BLANK end unit, yet later segments hold data"))
+    elif ev.reason == "eof" and last_seg:
+        ctx.data_end = ev.offset
+    elif ev.reason == "blank":
+        ctx.data_end = seg.end
+    if ev.trailing_nonzero >= 0:
+        yield ctx.f(WARNING, "data-after-end", ev.file, ev.trailing_nonzero, seg.base + ev.trailing_nonzero,
+                    "non-zero bytes after the end of data (stale data from a truncation or reuse)")
+
+
+def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Finding]:
+    if not m.crc_ok:
+        actual = zlib.crc32(m.stored_body) & 0x7FFFFFFF
+        yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,
+                    f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset {m.queue_offset})",
+                    m.body_crc, actual)
+    try:
+        m.props_raw.decode("utf-8")
+        m.topic_raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        yield ctx.f(WARNING, "not-utf8", m.file, m.position, m.offset, f"topic or properties are not UTF-8: {e}")
+    if _CRC_TAG in m.props_raw[-F.CRC32_RESERVED_LEN:]:
+        digits = m.props_raw[-11:-1]
+        if digits.isdigit():
+            stored = F.decode_prop_crc(digits.decode())
+            actual = zlib.crc32(bytes(m._buf[m.position:m.position + m.size - F.CRC32_RESERVED_LEN])) & 0x7FFFFFFF
+            if stored != actual:
+                yield ctx.f(ERROR, "prop-crc-mismatch", m.file, m.position, m.offset,
+                            "whole-message CRC (__CRC32# property) mismatch: header or properties changed",
+                            stored, actual)
+        else:
+            yield ctx.f(ERROR, "prop-crc-malformed", m.file, m.position, m.offset,
+                        "__CRC32# property is not 10 digits", None, digits.decode("latin-1"))
+    key = _note_dispatch(ctx, m)
+    if key is not None:
+        exp = expected_next.get(key)
+        if exp is not None and m.queue_offset != exp:
+            code = "queue-offset-gap" if m.queue_offset > exp else "queue-offset-repeat"
+            yield ctx.f(WARNING, code, m.file, m.position, m.offset,
+                        f"queue {key[0]}/{key[1]}: expected queue offset {exp}, found {m.queue_offset}",
+                        exp, m.queue_offset)
+        step = 1
+        if m.sys_flag & F.INNER_BATCH_FLAG:
+            try:
+                step = max(1, int(m.prop("INNER_NUM") or 1))
+            except ValueError:
+                step = 1
+        expected_next[key] = m.queue_offset + step
+
+
+# ---- consumequeue ---------------------------------------------------------------------------------
+
+def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
+    store = ctx.store
+    t, q = cq_filter(store)
+    queues = store.queues(t, q)
+    if not queues:
+        return
+    reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
+    delays = delay_level_table()
+    try:
+        for qf in queues:
+            yield from _verify_queue(ctx, qf, reader, delays)
+    finally:
+        if reader is not None:
+            reader.close()
+    if store.segments and not store.cq_file:
+        have = {(qf.topic, qf.queue_id) for qf in queues}
+        for (topic, qid), nxt in sorted(ctx.dispatched_next.items()):
+            if (t and topic != t) or (q is not None and qid != q):
+                continue
+            if (topic, qid) not in have:
+                yield ctx.f(WARNING if ctx.aborted else ERROR, "cq-missing", store.consumequeue_dir, None, None,
+                            f"queue {topic}/{qid} has messages in the commitlog (up to queue offset {nxt - 1}) "
+                            "but no consumequeue files" + (" — the broker crashed before dispatching them"
+                                                           if ctx.aborted else ""), nxt, 0)
+
+
+def _verify_queue(ctx: _Ctx, qf, reader, delays) -> Iterator[Finding]:
+    unit = F.CQ_STORE_UNIT_SIZE
+    files = qf.files
+    sizes = [s.size for s in files]
+    for i, s in enumerate(files):
+        if s.size % unit:
+            yield ctx.f(ERROR, "cq-file-size", s.path, 0, None,
+                        f"consumequeue file size {s.size} is not a multiple of {unit}", f"k*{unit}", s.size)
+        if i < len(files) - 1 and s.size != sizes[-1] and s.size != max(sizes):
+            yield ctx.f(ERROR, "cq-file-size", s.path, 0, None,
+                        f"consumequeue file is {s.size} bytes, others are {max(sizes)}", max(sizes), s.size)
+        if i:
+            prev = files[i - 1]
+            if s.base != prev.base + prev.size:
+                yield ctx.f(ERROR, "cq-file-gap", s.path, 0, None,
+                            f"file name {s.name} does not follow {prev.name} + {prev.size}", prev.base + prev.size,
+                            s.base)
+    seen_real = False
+    last_index = -1
+    max_unit_end = 0
+    zero_run_start = None
+    lmq = qf.topic.startswith(F.LMQ_PREFIX)
+    for u in indexes.iter_cq_units(qf, include_zero=True):
+        if u.is_zero:
+            if zero_run_start is None:
+                zero_run_start = u
+            continue
+        if zero_run_start is not None:
+            yield ctx.f(ERROR, "cq-hole", zero_run_start.file, zero_run_start.position, None,
+                        f"zero units inside queue {qf.topic}/{qf.queue_id} from queue offset "
+                        f"{zero_run_start.queue_offset} to {u.queue_offset - 1}", None, None)
+            zero_run_start = None
+        last_index = u.queue_offset
+        if u.is_blank_fill:
+            if seen_real:
+                yield ctx.f(WARNING, "cq-blank-fill-misplaced", u.file, u.position, None,
+                            "blank fill unit after real units", None, None)
+            continue
+        seen_real = True
+        where = f"queue {qf.topic}/{qf.queue_id} unit {u.queue_offset}"
+        if u.offset < 0 or u.size <= 0:
+            yield ctx.f(ERROR, "cq-bad-unit", u.file, u.position, u.offset,
+                        f"{where}: offset {u.offset} size {u.size} is not a valid unit")
+            continue
+        max_unit_end = max(max_unit_end, u.offset + u.size)
+        if reader is None:
+            continue
+        if ctx.data_end is not None and u.offset + u.size > ctx.data_end:
+            yield ctx.f(ERROR, "cq-dangling", u.file, u.position, u.offset,
+                        f"{where} points past the end of commitlog data ({ctx.data_end})", f"<={ctx.data_end}",
+                        u.offset + u.size)
+            continue
+        try:
+            m = reader.message_at(u.offset)
+        except DecodeFailure as e:
+            code = "cq-dangling" if e.code == "no-such-offset" else "cq-not-message-start"
+            yield ctx.f(ERROR, code, u.file, u.position, u.offset,
+                        f"{where} points at offset {u.offset}, which is not a message start: {e.message}")
+            continue
+        if m.size != u.size:
+            yield ctx.f(ERROR, "cq-size-mismatch", u.file, u.position, u.offset,
+                        f"{where}: unit size {u.size}, message size {m.size}", m.size, u.size)
+        if lmq:
+            targets = dict(_lmq_targets(m))
+            if qf.topic not in targets:
+                yield ctx.f(ERROR, "cq-wrong-message", u.file, u.position, u.offset,
+                            f"{where}: message at {u.offset} is not multi-dispatched to {qf.topic}",
+                            qf.topic, m.prop(F.PROPERTY_INNER_MULTI_DISPATCH))
+            elif targets[qf.topic] != u.queue_offset:
+                yield ctx.f(ERROR, "cq-queue-offset-mismatch", u.file, u.position, u.offset,
+                            f"{where}: INNER_MULTI_QUEUE_OFFSET says {targets[qf.topic]}", u.queue_offset,
+                            targets[qf.topic])
+        else:
+            if m.topic != qf.topic or m.queue_id != qf.queue_id:
+                yield ctx.f(ERROR, "cq-wrong-message", u.file, u.position, u.offset,
+                            f"{where} points at a message of {m.topic}/{m.queue_id}",
+                            f"{qf.topic}/{qf.queue_id}", f"{m.topic}/{m.queue_id}")
+                continue
+            if m.queue_offset != u.queue_offset:
+                yield ctx.f(ERROR, "cq-queue-offset-mismatch", u.file, u.position, u.offset,
+                            f"{where}: the message's QUEUEOFFSET is {m.queue_offset}", u.queue_offset,
+                            m.queue_offset)
+        expected_tags = _expected_tags_code(m, delays)
+        if expected_tags is not None and expected_tags != u.tags_code and not (u.tags_code <= -2147483649):
+            yield ctx.f(ERROR, "cq-tags-code-mismatch", u.file, u.position, u.offset,
+                        f"{where}: tagsCode {u.tags_code}, expected {expected_tags}"
+                        + (" (delivery time)" if m.topic == F.SCHEDULE_TOPIC else f" (hash of {m.tags!r})"),
+                        expected_tags, u.tags_code)
+    nxt = ctx.dispatched_next.get((qf.topic, qf.queue_id))
+    if nxt is not None and last_index + 1 < nxt and reader is not None:
+        sev = WARNING if ctx.aborted else ERROR
+        yield ctx.f(sev, "cq-behind", qf.files[-1].path if qf.files else qf.dir, None, None,
+                    f"queue {qf.topic}/{qf.queue_id} ends at queue offset {last_index}, the commitlog has messages "
+                    f"up to {nxt - 1}" + (" (not yet dispatched when the broker crashed)" if ctx.aborted else ""),
+                    nxt - 1, last_index)
+
+
+def _expected_tags_code(m: Message, delays) -> int | None:
+    if m.topic == F.SCHEDULE_TOPIC:
+        level = m.prop(F.PROPERTY_DELAY_TIME_LEVEL)
+        try:
+            lv = int(level) if level else 0
+        except ValueError:
+            return None
+        if lv <= 0:
+            return indexes.tags_code(m.tags)
+        maxlv = max(delays)
+        return m.store_timestamp + delays.get(min(lv, maxlv), 1000)
+    return indexes.tags_code(m.tags)
+
+
+# ---- index ----------------------------------------------------------------------------------------
+
+def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
+    store = ctx.store
+    if not store.index_files:
+        return
+    reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
+    cp = None
+    if store.checkpoint:
+        try:
+            cp = indexes.read_checkpoint(store.checkpoint)
+        except Exception:
+            cp = None
+    try:
+        for path in store.index_files:
+            yield from _verify_index_file(ctx, path, reader, cp)
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
+    v = indexes.read_index_file(path)
+    h = v.header
+    if v.size < F.INDEX_HEADER_SIZE:
+        yield ctx.f(ERROR, "index-truncated", path, 0, None, f"index file is {v.size} bytes, shorter than its header")
+        return
+    if v.slot_num is None:
+        yield ctx.f(ERROR, "index-geometry", path, 0, None,
+                    f"cannot infer hash slot / entry counts from the file size {v.size}")
+        return
+    count = h["indexCount"]
+    if count < 1 or count > v.index_num:
+        yield ctx.f(ERROR, "index-header", path, 36, None,
+                    f"indexCount {count} outside [1, {v.index_num}]", f"1..{v.index_num}", count)
+    n = v.entry_count
+    slots = v.slot_num
+    # slots
+    nonempty = 0
+    for i in range(slots):
+        val = v.slot(i)
+        if val == 0:
+            continue
+        nonempty += 1
+        if val < 0 or val > n:
+            yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                        f"slot {i} points at entry {val}, outside [1, {n}]", f"1..{n}", val)
+    if h["hashSlotCount"] != nonempty:
+        yield ctx.f(INFO, "index-slot-count", path, 32, None,
+                    f"hashSlotCount {h['hashSlotCount']} but {nonempty} slots are used "
+                    "(4.7.0 and earlier counted every put)", nonempty, h["hashSlotCount"])
+    # entries
+    min_off = max_off = None
+    min_ts = max_ts = None
+    for k in range(1, n + 1):
+        kh, off, td, prev = v.entry(k)
+        pos = v.entry_position(k)
+        if prev < 0 or prev >= k:
+            yield ctx.f(ERROR, "index-bad-link", path, pos, off,
+                        f"entry {k}: previous entry {prev} is not older than the entry itself", f"0..{k - 1}", prev)
+        if min_off is None or off < min_off:
+            min_off = off
+        if max_off is None or off > max_off:
+            max_off = off
+        if reader is None:
+            continue
+        try:
+            m = reader.message_at(off)
+        except DecodeFailure as e:
+            yield ctx.f(ERROR, "index-not-message-start", path, pos, off,
+                        f"entry {k} points at offset {off}, not a message start: {e.message}")
+            continue
+        keys = ([m.uniq_key] if m.uniq_key else []) + m.keys
+        topic = m.topic
+        if kh not in {indexes.index_hash(f"{topic}#{key}") for key in keys}:
+            yield ctx.f(ERROR, "index-hash-mismatch", path, pos, off,
+                        f"entry {k}: key hash {kh} matches none of the message's keys ({topic}: {keys[:5]})",
+                        None, kh)
+        ts = m.store_timestamp
+        min_ts = ts if min_ts is None else min(min_ts, ts)
+        max_ts = ts if max_ts is None else max(max_ts, ts)
+        if h["beginTimestamp"] > 0 and k > 1:
+            exp_td = max(0, (ts - h["beginTimestamp"]) // 1000)
+            if exp_td != td:
+                yield ctx.f(WARNING, "index-time-mismatch", path, pos, off,
+                            f"entry {k}: timeDiff {td}s, the message's store time gives {exp_td}s", exp_td, td)
+    # chains: every entry reachable from its bucket, no cycles
+    seen = bytearray(n + 1)
+    for i in range(slots):
+        cur = v.slot(i)
+        steps = 0
+        while 0 < cur <= n:
+            if seen[cur]:
+                yield ctx.f(ERROR, "index-chain-cycle", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                            f"slot {i}: chain reaches entry {cur} twice (cycle or shared tail)")
+                break
+            seen[cur] = 1
+            kh, _, _, prev = v.entry(cur)
+            if kh % slots != i:
+                yield ctx.f(ERROR, "index-wrong-slot", path, v.entry_position(cur), None,
+                            f"entry {cur} (hash {kh}) is chained from slot {i}, belongs to slot {kh % slots}",
+                            kh % slots, i)
+            cur = prev
+            steps += 1
+            if steps > n:
+                break
+    unreached = sum(1 for k in range(1, n + 1) if not seen[k])
+    if unreached:
+        yield ctx.f(WARNING, "index-unreachable", path, None, None,
+                    f"{unreached} entries are not reachable from any slot (overwritten chains)", 0, unreached)
+    if n:
+        if h["endPhyOffset"] != max_off:
+            yield ctx.f(WARNING, "index-header", path, 24, None,
+                        f"endPhyOffset {h['endPhyOffset']} differs from the largest entry offset {max_off}",
+                        max_off, h["endPhyOffset"])
+        if max_ts is not None and h["endTimestamp"] < max_ts:
+            yield ctx.f(WARNING, "index-header", path, 8, None,
+                        f"endTimestamp {h['endTimestamp']} is older than the newest indexed message ({max_ts})",
+                        max_ts, h["endTimestamp"])
+    if cp is not None and h["endTimestamp"] > cp["indexMsgTimestamp"] and n:
+        sev = WARNING if ctx.aborted else INFO
+        yield ctx.f(sev, "index-after-checkpoint", path, 8, None,
+                    f"endTimestamp {h['endTimestamp']} is newer than the checkpoint's indexMsgTimestamp "
+                    f"{cp['indexMsgTimestamp']}" + (": a restarting broker deletes this file after a crash — "
+                                                      "keep a copy" if ctx.aborted else
+                                                      " (normal for the file being written)"),
+                    cp["indexMsgTimestamp"], h["endTimestamp"])
+
+
+# ---- store-level ----------------------------------------------------------------------------------
+
+def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
+    store = ctx.store
+    if store.abort:
+        yield ctx.f(WARNING, "unclean-shutdown", store.abort, None, None,
+                    "abort file present: the broker did not shut down cleanly. On restart it recovers from the "
+                    "checkpoint, truncates the commitlog after the last valid message and deletes index files "
+                    "newer than the checkpoint — verify and copy before restarting")
+    if store.checkpoint:
+        size = os.path.getsize(store.checkpoint)
+        if size != F.CHECKPOINT_FILE_SIZE:
+            yield ctx.f(WARNING, "checkpoint-size", store.checkpoint, 0, None,
+                        f"checkpoint is {size} bytes, the broker maps {F.CHECKPOINT_FILE_SIZE}",
+                        F.CHECKPOINT_FILE_SIZE, size)
+        cp = indexes.read_checkpoint(store.checkpoint)
+        if ctx.last_store_ts:
+            phys = cp["physicMsgTimestamp"]
+            if phys > ctx.last_store_ts:
+                yield ctx.f(WARNING, "checkpoint-ahead", store.checkpoint, 0, None,
+                            f"physicMsgTimestamp {phys} is newer than the last message in the commitlog "
+                            f"({ctx.last_store_ts}): flushed data is missing", ctx.last_store_ts, phys)
+            elif phys < ctx.last_store_ts:
+                yield ctx.f(INFO, "checkpoint-behind", store.checkpoint, 0, None,
+                            f"messages stored after the checkpoint's physicMsgTimestamp {phys} "
+                            f"(last message {ctx.last_store_ts}): written after the last flush record",
+                            ctx.last_store_ts, phys)
+    elif store.root and store.segments:
+        yield ctx.f(INFO, "checkpoint-missing", store.root, None, None, "no checkpoint file")
+    if store.config_dir:
+        from mqtool.rocketmq.configfiles import load_config
+
+        d = Path(store.config_dir)
+        try:
+            names = sorted(os.listdir(d))
+        except OSError as e:
+            yield ctx.f(ERROR, "config-unreadable", str(d), None, None, str(e))
+            return
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            v, err = load_config(d / name)
+            bak = d / (name + ".bak")
+            if err:
+                bv, berr = load_config(bak) if bak.exists() else (None, "no .bak")
+                yield ctx.f(WARNING if berr is None else ERROR, "config-unparsable", str(d / name), None, None,
+                            f"{err}" + ("; the .bak parses and the broker would load it" if berr is None else
+                                        f"; no usable .bak ({berr})"))
+                continue
+            if bak.exists():
+                bv, berr = load_config(bak)
+                if berr:
+                    yield ctx.f(WARNING, "config-bak-unparsable", str(bak), None, None, berr)
+                elif bv != v:
+                    yield ctx.f(INFO, "config-differs-from-bak", str(d / name), None, None,
+                                f"{name} differs from its .bak ({_diff_summary(bv, v)})")
+
+
+def _diff_summary(old, new) -> str:
+    if isinstance(old, dict) and isinstance(new, dict):
+        parts = []
+        for k in sorted(set(old) | set(new), key=str):
+            if old.get(k) != new.get(k):
+                o, n = old.get(k), new.get(k)
+                if isinstance(o, dict) and isinstance(n, dict):
+                    added = len(set(n) - set(o))
+                    removed = len(set(o) - set(n))
+                    changed = sum(1 for x in set(o) & set(n) if o[x] != n[x])
+                    parts.append(f"{k}: +{added} -{removed} ~{changed}")
+                else:
+                    parts.append(f"{k} changed")
+        return "; ".join(parts) or "same keys"
+    return "content changed"
+
+
+# ---- salvage --------------------------------------------------------------------------------------
+
+class _Salvage:
+    """Readable messages of a damaged store, as NDJSON with base64 bodies, written atomically."""
+
+    def __init__(self, out_dir: str, store: RocketStore, force: bool):
+        from mqtool.io import AtomicWriter, prepare_output_dir
+
+        inputs = [p for p in (store.root, store.commitlog_dir, store.path) if p]
+        d = prepare_output_dir(out_dir, inputs, force)
+        self.path = str(d / "salvaged-messages.ndjson")
+        self._w = AtomicWriter(self.path, overwrite=force)
+        self._f = self._w.__enter__()
+        self.count = 0
+
+    def add(self, m: Message) -> None:
+        from mqtool.render import dumps
+
+        self._f.write((dumps(m.to_row("base64")) + "\n").encode("utf-8"))
+        self.count += 1
+
+    def close(self) -> None:
+        self._w.__exit__(None, None, None)
+
+
+__all__ = ["verify_store", "delay_level_table"]
