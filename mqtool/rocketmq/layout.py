@@ -258,6 +258,17 @@ def _fill_root(s: RocketStore, p: Path, keep_commitlog: bool = False) -> None:
         s.config_dir = str(p / "config")
 
 
+def forced_commitlog(s: RocketStore) -> list[Segment]:
+    """Segments to read as commitlog: the store's, or the single 20-digit file given (read as a commitlog
+    because the user asked for one, whatever its first bytes say)."""
+    if s.segments:
+        return s.segments
+    if s.cq_file:
+        p = Path(s.cq_file)
+        return [_segment(p, int(p.name))]
+    return []
+
+
 def cq_filter(s: RocketStore) -> tuple[str | None, int | None]:
     """(topic, queue) implied by a path that named a topic or queue directory."""
     topic = queue = None

@@ -8,7 +8,7 @@ from mqtool.errors import NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexes
-from mqtool.rocketmq.layout import cq_filter, open_store
+from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store
 from mqtool.rocketmq.scan import iter_messages
 
 MESSAGE_COLUMNS = [
@@ -63,7 +63,7 @@ def _need(value, what: str, path):
 def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
     s = _store(path)
     if part in ("commitlog", "kafka"):
-        segs = _need(s.segments, "commitlog segments", path)
+        segs = _need(forced_commitlog(s), "commitlog segments", path)
         keep = message_filter(opts)
 
         def on_damage(d):
@@ -171,7 +171,10 @@ def _abort_meaning(name: str, data: bytes) -> str:
 def verify(part: str, path, opts: VerifyOptions):
     from mqtool.rocketmq.verify import verify_store
 
-    return verify_store(_store(path), part, opts)
+    s = _store(path)
+    if part == "commitlog" and not s.segments and s.cq_file:
+        s.segments, s.cq_file = forced_commitlog(s), None
+    return verify_store(s, part, opts)
 
 
 def rebuild(path, opts: RebuildOptions):
