@@ -104,6 +104,7 @@ class LiteRecord:
     bad_utf8: tuple = ()
     state: str = "live"      # live | stale | after-gap
     body_slice: tuple = (0, 0)   # (start, end) in the file, for --body
+    body: bytes | None = None    # filled only when asked for
 
     @property
     def size(self) -> int:
@@ -249,6 +250,7 @@ class CQEntry:
     tag_hash: int
     timestamp: int
     raw: bytes = field(default=b"", repr=False)
+    stale: bool = False
 
 
 def is_rocketmq_magic(b: bytes) -> bool:

@@ -107,7 +107,7 @@ def carve(buf, start: int, size: int, seg: Segment, name: str):
             i = j + 1
 
 
-def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = None, record_hook=None):
+def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = None, with_body: bool = False):
     """Yield live records, stale/after-gap records (when ``carve_stale``) and findings, in file order."""
     res = result if result is not None else WalkResult()
     segs, fs = commitlog_segments(store)
@@ -135,14 +135,14 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
             size = len(buf)
             pos = 0
             if live:
-                pos, stop = yield from _live(buf, size, seg, name, res)
+                pos, stop = yield from _live(buf, size, seg, name, res, with_body)
                 if pos >= size:
                     continue                      # exactly full: the chain goes on in the next file
                 live = False
                 res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
                 kind, msg, exp, act = stop
                 # what follows the end
-                tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale)
+                tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale, with_body)
                 carved, nonzero = tail
                 if kind == "zero-length" and not nonzero:
                     yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
@@ -158,7 +158,7 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                     yield Finding(ERROR, kind, name, pos, seg.base + pos,
                                   f"{msg}; the live data ends here and nothing readable follows", exp, act)
             else:
-                tail = yield from _after_end(buf, 0, size, seg, name, res, carve_stale)
+                yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body)
     if res.stale:
         yield Finding(WARNING, "stale-records", None, None, res.end_offset,
                       f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
@@ -169,7 +169,7 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                       "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
 
 
-def _live(buf, size, seg, name, res):
+def _live(buf, size, seg, name, res, with_body=False):
     pos = 0
     while pos < size:
         rec, prob = parse_record_at(buf, pos, size, seg, name)
@@ -179,12 +179,14 @@ def _live(buf, size, seg, name, res):
         ts = rec.m["StoreTimestamp"]
         if res.max_live_ts is None or ts > res.max_live_ts:
             res.max_live_ts = ts
+        if with_body:
+            rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
         yield rec
         pos += 4 + rec.length
     return pos, None
 
 
-def _after_end(buf, start, size, seg, name, res, carve_stale):
+def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False):
     """Classify what lies after the end: carved records and non-zero leftovers."""
     nonzero = _nonzero_ranges(buf, start, size)
     if not nonzero:
@@ -202,6 +204,8 @@ def _after_end(buf, start, size, seg, name, res, carve_stale):
         carved += 1
         covered.append((rec.position, rec.position + 4 + rec.length))
         if carve_stale:
+            if with_body:
+                rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
             yield rec
     # non-zero bytes that no carved record explains
     left = _subtract(nonzero, covered)
