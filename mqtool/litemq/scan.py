@@ -143,13 +143,17 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                 kind, msg, exp, act = stop
                 # what follows the end
                 tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale, with_body)
-                carved, nonzero = tail
+                carved, nonzero, newer = tail
                 if kind == "zero-length" and not nonzero:
                     yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
                                   "end of data: zero fill to the end of the file (LiteMQ preallocation)")
                 elif kind == "zero-length":
                     yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
                                   "end of data (first zero length); non-zero bytes follow")
+                elif newer:
+                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
+                                  f"{msg}; the live data ends here but {newer} newer record(s) follow in this "
+                                  "file: damage, not a restart", exp, act)
                 elif carved:
                     yield Finding(WARNING, "overwritten-record", name, pos, seg.base + pos,
                                   f"live data ends inside an older record ({msg}); older records follow: "
@@ -190,8 +194,9 @@ def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False):
     """Classify what lies after the end: carved records and non-zero leftovers."""
     nonzero = _nonzero_ranges(buf, start, size)
     if not nonzero:
-        return 0, False
+        return 0, False, 0
     carved = 0
+    newer = 0
     covered = []
     for rec in carve(buf, start, size, seg, name):
         ts = rec.m["StoreTimestamp"]
@@ -201,6 +206,7 @@ def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False):
         else:
             rec.state = "after-gap"
             res.after_gap += 1
+            newer += 1
         carved += 1
         covered.append((rec.position, rec.position + 4 + rec.length))
         if carve_stale:
@@ -222,7 +228,7 @@ def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False):
         yield Finding(sev, "unaccounted-bytes", name, a, seg.base + a,
                       f"{b - a} non-zero byte(s) after the end of data that are no whole record"
                       + (" (remnants of overwritten records)" if carved else ""), None, b - a)
-    return carved, True
+    return carved, True, newer
 
 
 def _subtract(ranges, covered):
