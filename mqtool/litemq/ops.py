@@ -105,7 +105,7 @@ def _index_files(store: Store):
     d = store.index_dir
     if d is None or not d.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if p.is_file())
+    return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
 def _dump_index(store: Store, opts: DumpOptions, stats: ScanStats):

@@ -21,6 +21,8 @@ import struct
 from collections import defaultdict
 from pathlib import Path
 
+from construct import ConstructError
+
 from formats import litemq as F
 from mqtool.errors import UsageError
 from mqtool.findings import INFO, WARNING, Finding, Summary
@@ -275,7 +277,14 @@ def _compare_index(store: Store, data: bytes):
     for p in files:
         have = CQ.open_index_bytes(p)
         name = store.display(p)
-        hs = F.IndexHeader.parse(have[:F.INDEX_HEADER_SIZE])
+        try:
+            hs = F.IndexHeader.parse(have[:F.INDEX_HEADER_SIZE])
+        except ConstructError:
+            yield Finding(WARNING, "rebuild-index-unreadable", name, 0, None, "store index file has no valid header")
+            continue
+        if len(have) < F.INDEX_HEADER_SIZE + 4 * F.INDEX_HASH_SLOTS + 20 * max(hs.indexCount, 0):
+            yield Finding(WARNING, "rebuild-index-unreadable", name, 0, None, "store index file is truncated")
+            continue
         ws = F.IndexHeader.parse(data[:F.INDEX_HEADER_SIZE])
         if hs.indexCount != ws.indexCount:
             yield Finding(WARNING, "rebuild-index-count", name, None, None, "index entry counts differ",
