@@ -116,19 +116,18 @@ class LiteRecord:
 
 
 def _str(buf, p: int, end: int, name: str, start: int, bad: list):
-    if p + 2 > end:
+    q = p + 2
+    if q > end:
         raise DecodeError(name, p - start, 2, end - p)
-    (n,) = _U16.unpack_from(buf, p)
-    p += 2
-    if p + n > end:
-        raise DecodeError(name, p - start, n, end - p)
-    raw = bytes(buf[p:p + n])
+    e = q + ((buf[p] << 8) | buf[p + 1])
+    if e > end:
+        raise DecodeError(name, q - start, e - q, end - q)
+    raw = buf[q:e]
     try:
-        s = raw.decode("utf-8")
+        return raw.decode("utf-8"), raw, e
     except UnicodeDecodeError:
-        s = raw.decode("utf-8", errors="replace")
         bad.append(name)
-    return s, raw, p + n
+        return raw.decode("utf-8", errors="replace"), raw, e
 
 
 def _count(buf, p: int, end: int, name: str, start: int) -> tuple[int, int]:
