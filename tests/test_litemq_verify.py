@@ -167,3 +167,46 @@ def test_index_file_verified_against_records(tmp_path, corrupt):
         assert _codes(found) == {("error", "index-dangling")}
     else:
         assert s.errors == 0 and s.warnings == 0
+
+
+def test_restart_ending_on_an_old_record_boundary_is_flagged(tmp_path):
+    """crash/'s first 7 records end at 1924, where clean/'s 9th record starts: LiteMQ's reader would run on."""
+    dst, newer, end = _restart_copy(tmp_path, n_new=7)
+    assert end == 1924
+    found, s = _verify(dst, "commitlog")
+    reg = [f for f in found if f.code == "store-time-regression"]
+    assert len(reg) == 1 and reg[0].offset == 1924 and reg[0].severity == "warning"
+
+
+def test_other_part_paths_verify_without_cross_checks():
+    found, s = _verify(_store("clean") / "commitlog" / "00000000000000000002")
+    assert s.errors == 0 and s.warnings == 0
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FIRST = None
+
+
+def _first_file():
+    global _FIRST
+    if _FIRST is None:
+        _FIRST = (_store("clean") / "commitlog" / "00000000000000000000").read_bytes()[:8192]
+    return _FIRST
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), min_size=1, max_size=12))
+def test_damaged_bytes_become_findings_never_exceptions(tmp_path_factory, flips):
+    d = tmp_path_factory.mktemp("fuzz") / "broker"
+    (d / "commitlog").mkdir(parents=True)
+    (d / "checkpoint").mkdir()
+    data = bytearray(_first_file())
+    for pos, val in flips:
+        data[pos] = val
+    (d / "commitlog" / "00000000000000000000").write_bytes(bytes(data))
+    found, s = _verify(d)
+    assert s.messages >= 0
+    recs = [x for x in walk(resolve(d)) if hasattr(x, "m")]
+    assert all(r.position + r.size <= len(data) for r in recs)

@@ -23,6 +23,8 @@ from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, deco
 
 _U32 = struct.Struct(">I")
 _CHUNK = 1 << 20
+#: A store time this far below the newest one seen suggests records of an older run (restart overwrite).
+TIME_REGRESSION_MS = 1000
 
 
 @dataclass
@@ -37,6 +39,7 @@ class WalkResult:
     stale: int = 0
     after_gap: int = 0
     max_live_ts: int | None = None
+    regressed: bool = False
 
 
 def parse_record_at(buf, pos: int, limit: int, seg: Segment, name: str):
@@ -136,11 +139,11 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
             pos = 0
             if live:
                 pos, stop = yield from _live(buf, size, seg, name, res, with_body)
-                if pos >= size:
+                if pos >= size and size > 0:
                     continue                      # exactly full: the chain goes on in the next file
                 live = False
                 res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
-                kind, msg, exp, act = stop
+                kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
                 # what follows the end
                 tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale, with_body)
                 carved, nonzero, newer = tail
@@ -183,6 +186,11 @@ def _live(buf, size, seg, name, res, with_body=False):
         ts = rec.m["StoreTimestamp"]
         if res.max_live_ts is None or ts > res.max_live_ts:
             res.max_live_ts = ts
+        elif ts < res.max_live_ts - TIME_REGRESSION_MS and not res.regressed:
+            res.regressed = True
+            yield Finding(WARNING, "store-time-regression", name, pos, rec.offset,
+                          "store time goes back here: if a restart's new data ended exactly at an old record "
+                          "boundary, the records from here on may be an older run's", res.max_live_ts, ts)
         if with_body:
             rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
         yield rec
