@@ -74,3 +74,17 @@ def test_dot_log_names_and_rocketmq_magic(tmp_path):
     (r / "checkpoint").write_bytes(bytes(4096))
     assert layout.sniff(r) == 0
     assert layout.sniff(r / "commitlog" / "00000000000000000000") == 0
+
+
+def test_every_path_of_the_real_litemq_stores_detects_as_litemq():
+    """With every family's sniffer that this build has, no path under a LiteMQ data dir is misread."""
+    top = require_realdata("litemq")
+    n = 0
+    for ds in ("clean", "crash"):
+        root = top / ds / "data" / "broker"
+        for p in [root, *sorted(root.rglob("*"))]:
+            if p.is_dir() and not any(p.iterdir()):
+                continue  # empty abort/ or index/ directory: nothing to read
+            assert detect(p) == "litemq", p
+            n += 1
+    assert n > 40
