@@ -157,3 +157,13 @@ def test_segment_file_and_commitlog_dir_paths(run_cli):
     rows = _ndjson(out)
     assert code == 0 and {r["topic"] for r in rows} == {"audit_log"}
     assert len(rows) == sum(1 for m in _expected("clean")["messages"] if m["accepted"] and m["topic"] == "audit_log")
+
+
+@pytest.mark.parametrize("ds", DATASETS)
+def test_order_queue_rule_matches_litemq(ds):
+    from mqtool.litemq.records import order_queue
+
+    orders = [m for m in _expected(ds)["messages"] if m["accepted"] and m["type"] == "ORDER"]
+    assert len(orders) == 4
+    for m in orders:
+        assert order_queue(m["sharding_key"]) == m["queue_id"] == m["consumequeue"][0]["queue_id"]

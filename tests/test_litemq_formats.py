@@ -155,3 +155,17 @@ def test_truncated_message_raises_decode_error_not_crash(fields, cut):
     except R.DecodeError:
         return
     raise AssertionError("decoder accepted a truncated message")
+
+
+def test_checkpoint_consumequeue_section_read_by_its_queue_count():
+    cqs = [dict(topic="a", queueCount=2, queues=[dict(queueId=0, offset=5), dict(queueId=1, offset=6)]),
+           dict(topic="b", queueCount=1, queues=[dict(queueId=3, offset=7)])]
+    groups = [dict(group="g", topicCount=1, topics=[dict(topic="a", queueCount=1,
+                                                         queues=[dict(queueId=0, offset=1)])])]
+    # LiteMQ's counts: cqFlushedCount = 3 (topic,queue) pairs for 2 topic records
+    hdr = dict(version=1, commitLogFlushedOffset=0, cqFlushedCount=3, consumerOffsetCount=1,
+               lastFlushTime=0, lastUpdateTime=0)
+    data = F.Checkpoint.build(dict(header=hdr, consumequeue=cqs, consumers=groups, trailing=b""))
+    cp = F.Checkpoint.parse(data)
+    assert [t.topic for t in cp.consumequeue] == ["a", "b"]
+    assert [g.group for g in cp.consumers] == ["g"] and cp.trailing == b""
