@@ -177,6 +177,12 @@ def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
         yield Finding(WARNING, "cq-file-size", None, None, None,
                       f"consumequeue file size {fs} is not a multiple of 24: LiteMQ would get stuck", None, fs)
     summary.extra.update(cq_file_size=fs, cq_file_size_from=src)
+    store_sizes = {f.size for q in CQ.queues(store) for f in q.files}
+    if store_sizes and fs not in store_sizes:
+        yield Finding(INFO if opts.cq_file_size or opts.broker_conf else WARNING, "cq-file-size-differs", None,
+                      None, None, f"the store's consumequeue files are {sorted(store_sizes)} bytes, the rebuild "
+                      f"uses {fs} ({src}); pass --cq-file-size {max(store_sizes)} to match them",
+                      fs, sorted(store_sizes))
     out = prepare_output_dir(opts.out, [store.root], opts.force) if opts.out else None
     res = WalkResult()
     records = []
