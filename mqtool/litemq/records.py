@@ -13,7 +13,6 @@ from construct import FormatField
 
 from formats import litemq as F
 
-_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 
 
