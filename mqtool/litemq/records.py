@@ -87,7 +87,7 @@ class DecodeError(Exception):
         self.at = at
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class LiteRecord:
     """One decoded commitlog record and where it came from."""
 
@@ -236,7 +236,7 @@ def new_fields(**kw) -> dict:
     return d
 
 
-@dataclass
+@dataclass(slots=True)
 class CQEntry:
     file: str
     position: int

@@ -33,7 +33,7 @@ NEVER_FILLED = ("QueueOffset", "CommitLogOffset", "StoreSize", "ConsumeStartTime
                 "ConsumeCount")
 
 
-@dataclass
+@dataclass(slots=True)
 class RecInfo:
     """What the cross-file checks need of a record (no bodies kept)."""
 
