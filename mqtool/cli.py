@@ -323,6 +323,9 @@ verify.command("index", help="Verify index files against the commitlog.\n\n\b\nE
 @click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
               help="Kafka: index.interval.bytes.")
 @click.option("--preallocate", is_flag=True, help="Kafka: leave indexes preallocated as a running broker does.")
+@click.option("--with-index", is_flag=True, help="LiteMQ: also write the key index file in LiteMQ's format.")
+@click.option("--no-store-hints", is_flag=True,
+              help="LiteMQ: rebuild from the commitlog alone (no commit positions / entry times from the store).")
 @guarded
 def rebuild_index(store, fmt, as_json, **kw):
     """Rebuild index files from the log, into a separate directory, never in place.

@@ -46,6 +46,8 @@ class RebuildOptions:
     trim: bool = False
     index_interval_bytes: int = 4096
     preallocate: bool = False
+    with_index: bool = False       # litemq: also write the key index file in LiteMQ's format
+    no_store_hints: bool = False   # litemq: do not use the store's consumequeue for tx commits / entry times
 
 
 @dataclass

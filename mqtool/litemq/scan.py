@@ -1,0 +1,255 @@
+"""Walk a LiteMQ commitlog: live records up to the end of data, then (optionally) carved stale records.
+
+End-of-data rules (pkg/storage/commitlog.go, mappedfile.go): records are written back to back from byte 0
+of each file, never span files, and a new file is only opened when the previous one is exactly full. The
+rest of a file is zero (ftruncate preallocation). So the live chain runs through every exactly-full file
+and ends at the first zero length, bad length or bad magic. Everything after that point is either zero
+or **stale**: after a restart LiteMQ rewrites from offset 0 of file 0 (its recovery globs ``*.data`` and
+finds nothing), so older records survive past the new end, possibly with no zero gap before them.
+
+The walk yields :class:`LiteRecord` objects and :class:`Finding` objects in file order; it never raises
+on damaged bytes.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from formats import litemq as F
+from mqtool.findings import ERROR, INFO, WARNING, Finding
+from mqtool.io import map_input
+from mqtool.litemq.layout import Segment, Store, commitlog_segments
+from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, decode_message
+
+_U32 = struct.Struct(">I")
+_CHUNK = 1 << 20
+#: A store time this far below the newest one seen suggests records of an older run (restart overwrite).
+TIME_REGRESSION_MS = 1000
+
+
+@dataclass
+class WalkResult:
+    """Filled in while walking: where the live data ended and what was carved."""
+
+    end_offset: int | None = None
+    end_file: str | None = None
+    end_position: int | None = None
+    file_size: int = 0
+    live: int = 0
+    stale: int = 0
+    after_gap: int = 0
+    max_live_ts: int | None = None
+    regressed: bool = False
+
+
+def parse_record_at(buf, pos: int, limit: int, seg: Segment, name: str):
+    """Try to decode the record whose length prefix is at ``pos``; ``limit`` = end of usable bytes.
+
+    Returns ``(record, None)`` or ``(None, (code, message, expected, actual))``. Length bounds are checked
+    before anything is allocated.
+    """
+    if pos + 4 > limit:
+        return None, ("truncated-length", "fewer than 4 bytes left for a length prefix", 4, limit - pos)
+    (length,) = _U32.unpack_from(buf, pos)
+    if length == 0:
+        return None, ("zero-length", "length 0 (end of data)", None, 0)
+    left = limit - pos - 4
+    if length > left:
+        return None, ("bad-length", f"length {length} exceeds the {left} bytes left in the file", left, length)
+    if length < MIN_MESSAGE_LEN:
+        return None, ("bad-length", f"length {length} is below the smallest message ({MIN_MESSAGE_LEN})",
+                      MIN_MESSAGE_LEN, length)
+    start = pos + 4
+    magic = bytes(buf[start:start + 4])
+    if magic != F.MESSAGE_MAGIC_BYTES:
+        return None, ("bad-magic", "bad message magic", F.MESSAGE_MAGIC_BYTES.hex(), magic.hex())
+    end = start + length
+    try:
+        m, raw_tags, raw_keys, consumed, bad, b0, b1 = decode_message(buf, start, end)
+    except DecodeError as e:
+        return None, ("field-overrun", f"field {e}", None, None)
+    pad = bytes(buf[start + consumed:min(end, start + consumed + F.TRAILING_PAD)])
+    rec = LiteRecord(name, pos, seg.base + pos, length, m, raw_tags, raw_keys, consumed, pad, bad,
+                     body_slice=(b0, b1))
+    return rec, None
+
+
+def _nonzero_ranges(buf, a: int, b: int):
+    """(start, end) runs of non-zero bytes in buf[a:b], at chunk granularity, coalesced."""
+    out = []
+    pos = a
+    while pos < b:
+        e = min(b, pos + _CHUNK)
+        chunk = bytes(buf[pos:e])
+        if chunk.count(0) != len(chunk):
+            first = len(chunk) - len(chunk.lstrip(b"\x00"))
+            last = len(chunk.rstrip(b"\x00"))
+            s, t = pos + first, pos + last
+            if out and out[-1][1] >= s - _CHUNK:
+                out[-1] = (out[-1][0], t)
+            else:
+                out.append((s, t))
+        pos = e
+    return out
+
+
+def carve(buf, start: int, size: int, seg: Segment, name: str):
+    """Records found by scanning buf[start:size] for the message magic at (candidate + 4)."""
+    magic = F.MESSAGE_MAGIC_BYTES
+    i = start + 4
+    while True:
+        j = buf.find(magic, i, size)
+        if j < 0:
+            return
+        cand = j - 4
+        rec, prob = parse_record_at(buf, cand, size, seg, name)
+        if rec is not None and rec.length == rec.consumed + F.TRAILING_PAD:
+            yield rec
+            i = cand + 4 + rec.length + 4
+        else:
+            i = j + 1
+
+
+def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = None, with_body: bool = False):
+    """Yield live records, stale/after-gap records (when ``carve_stale``) and findings, in file order."""
+    res = result if result is not None else WalkResult()
+    segs, fs = commitlog_segments(store)
+    res.file_size = fs
+    if not segs:
+        yield Finding(WARNING, "no-commitlog", store.display(store.commitlog_dir or store.target), None, None,
+                      "no commitlog files found")
+        return
+    prev = None
+    for s in segs:
+        if s.size != fs:
+            yield Finding(WARNING, "segment-size-mismatch", store.display(s.path), None, s.base,
+                          f"file is {s.size} bytes; the other files are {fs} (LiteMQ preallocates every file)",
+                          fs, s.size)
+        if prev is not None and s.index != prev + 1:
+            yield Finding(ERROR, "segment-missing", store.display(s.path), None, s.base,
+                          f"file index {s.index} follows {prev}: files {prev + 1}..{s.index - 1} are missing",
+                          prev + 1, s.index)
+        prev = s.index
+    live = True
+    for seg in segs:
+        name = store.display(seg.path)
+        with map_input(seg.path) as mi:
+            buf = mi.buf
+            size = len(buf)
+            pos = 0
+            if live:
+                pos, stop = yield from _live(buf, size, seg, name, res, with_body)
+                if pos >= size and size > 0:
+                    continue                      # exactly full: the chain goes on in the next file
+                live = False
+                res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
+                kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
+                # what follows the end
+                tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale, with_body)
+                carved, nonzero, newer = tail
+                if kind == "zero-length" and not nonzero:
+                    yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
+                                  "end of data: zero fill to the end of the file (LiteMQ preallocation)")
+                elif kind == "zero-length":
+                    yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
+                                  "end of data (first zero length); non-zero bytes follow")
+                elif newer:
+                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
+                                  f"{msg}; the live data ends here but {newer} newer record(s) follow in this "
+                                  "file: damage, not a restart", exp, act)
+                elif carved:
+                    yield Finding(WARNING, "overwritten-record", name, pos, seg.base + pos,
+                                  f"live data ends inside an older record ({msg}); older records follow: "
+                                  "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
+                else:
+                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
+                                  f"{msg}; the live data ends here and nothing readable follows", exp, act)
+            else:
+                yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body)
+    if res.stale:
+        yield Finding(WARNING, "stale-records", None, None, res.end_offset,
+                      f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
+                      "from offset 0 after a restart); dump them with --include-stale", 0, res.stale)
+    if res.after_gap:
+        yield Finding(ERROR, "data-after-gap", None, None, res.end_offset,
+                      f"{res.after_gap} record(s) newer than the live data lie after the end of data: a "
+                      "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
+
+
+def _live(buf, size, seg, name, res, with_body=False):
+    pos = 0
+    while pos < size:
+        rec, prob = parse_record_at(buf, pos, size, seg, name)
+        if rec is None:
+            return pos, prob
+        res.live += 1
+        ts = rec.m["StoreTimestamp"]
+        if res.max_live_ts is None or ts > res.max_live_ts:
+            res.max_live_ts = ts
+        elif ts < res.max_live_ts - TIME_REGRESSION_MS and not res.regressed:
+            res.regressed = True
+            yield Finding(WARNING, "store-time-regression", name, pos, rec.offset,
+                          "store time goes back here: if a restart's new data ended exactly at an old record "
+                          "boundary, the records from here on may be an older run's", res.max_live_ts, ts)
+        if with_body:
+            rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
+        yield rec
+        pos += 4 + rec.length
+    return pos, None
+
+
+def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False):
+    """Classify what lies after the end: carved records and non-zero leftovers."""
+    nonzero = _nonzero_ranges(buf, start, size)
+    if not nonzero:
+        return 0, False, 0
+    carved = 0
+    newer = 0
+    covered = []
+    for rec in carve(buf, start, size, seg, name):
+        ts = rec.m["StoreTimestamp"]
+        if res.max_live_ts is not None and ts < res.max_live_ts:
+            rec.state = "stale"
+            res.stale += 1
+        else:
+            rec.state = "after-gap"
+            res.after_gap += 1
+            newer += 1
+        carved += 1
+        covered.append((rec.position, rec.position + 4 + rec.length))
+        if carve_stale:
+            if with_body:
+                rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
+            yield rec
+    # non-zero bytes that no carved record explains
+    left = _subtract(nonzero, covered)
+    for a0, b0 in left:
+        chunk = bytes(buf[a0:b0])
+        stripped = chunk.lstrip(b"\x00")
+        if not stripped:
+            continue
+        a = a0 + len(chunk) - len(stripped)
+        b = a0 + len(chunk.rstrip(b"\x00"))
+        if a == start and start != 0 and carved:
+            continue  # the tail of the overwritten record right at the end (reported with it)
+        sev = INFO if carved else WARNING
+        yield Finding(sev, "unaccounted-bytes", name, a, seg.base + a,
+                      f"{b - a} non-zero byte(s) after the end of data that are no whole record"
+                      + (" (remnants of overwritten records)" if carved else ""), None, b - a)
+    return carved, True, newer
+
+
+def _subtract(ranges, covered):
+    out = []
+    covered = sorted(covered)
+    for a, b in ranges:
+        cur = a
+        for c, d in covered:
+            if d <= cur or c >= b:
+                continue
+            if c > cur:
+                out.append((cur, c))
+            cur = max(cur, d)
+        if cur < b:
+            out.append((cur, b))
+    return [(a, b) for a, b in out if b > a]

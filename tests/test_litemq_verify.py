@@ -1,0 +1,212 @@
+"""verify on the real LiteMQ stores and on damaged / restarted copies of them built in tmp_path."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import struct
+
+import pytest
+
+from conftest import load_json, require_realdata
+from mqtool.litemq.layout import resolve
+from mqtool.litemq.scan import walk
+from mqtool.litemq.verify import run_verify
+from mqtool.options import VerifyOptions
+
+
+def _store(ds):
+    return require_realdata("litemq", ds, "data", "broker")
+
+
+def _verify(path, part="store"):
+    it, summary_fn = run_verify(part, resolve(path), VerifyOptions())
+    found = list(it)
+    return found, summary_fn()
+
+
+def _codes(found, severities=("error", "warning")):
+    return {(f.severity, f.code) for f in found if f.severity in severities}
+
+
+def _copy(tmp_path, ds="clean"):
+    dst = tmp_path / ds
+    shutil.copytree(_store(ds), dst)
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    dst.chmod(0o755)
+    return dst
+
+
+def _records(path):
+    return [x for x in walk(resolve(path)) if hasattr(x, "m")]
+
+
+def test_clean_store_has_no_error_or_warning():
+    found, s = _verify(_store("clean"))
+    assert s.errors == 0 and s.warnings == 0 and s.verdict == "sound"
+    infos = {f.code for f in found}
+    # LiteMQ's own behaviour is reported, as info
+    assert {"field-never-filled", "cron-double-entry", "tx-committed", "tx-no-entry", "no-cq-by-design",
+            "checkpoint-count-quirk", "index-not-persisted", "tx-entry-at-commit"} <= infos
+    assert s.messages == load_json(require_realdata("litemq", "clean", "expected.json"))["meta"]["messages_accepted"]
+
+
+def test_crash_store_reports_only_the_crash():
+    found, s = _verify(_store("crash"))
+    # The crash (os.Exit right after the last write) leaves the abort file and no checkpoint; no damage.
+    assert _codes(found) == {("warning", "unclean-shutdown")}
+    assert ("info", "checkpoint-missing") in _codes(found, ("info",))
+    assert s.errors == 0 and s.extra["unclean_shutdown"] is True
+    exp = load_json(require_realdata("litemq", "crash", "expected.json"))
+    assert s.extra["end_offset"] == exp["meta"]["commitlog_wrote_offset"]
+    # pending + rolled-back transactions are reported as LiteMQ behaviour
+    tx = [f for f in found if f.code == "tx-no-entry"]
+    want = {m["commitlog_offset"] for m in exp["messages"]
+            if m["accepted"] and m["type"] == "TRANSACTION" and not m["consumequeue"]}
+    assert {f.offset for f in tx} == want
+
+
+def test_cli_verdict(run_cli):
+    code, out, err = run_cli("verify", "store", _store("crash"), "--json")
+    summary = json.loads(out.splitlines()[-1])
+    assert code == 0 and summary["verdict"] == "sound-with-warnings"
+
+
+def _restart_copy(tmp_path, n_new=10):
+    """clean/ restarted: newer records (crash/'s first n_new) written over the start of file 0."""
+    dst = _copy(tmp_path, "clean")
+    newer = _records(_store("crash"))[:n_new]
+    end = newer[-1].position + newer[-1].size
+    src0 = (_store("crash") / "commitlog" / "00000000000000000000").read_bytes()
+    f0 = dst / "commitlog" / "00000000000000000000"
+    data = bytearray(f0.read_bytes())
+    data[:end] = src0[:end]
+    f0.write_bytes(bytes(data))
+    shutil.rmtree(dst / "consumequeue")      # the restarted broker rewrote them; out of scope here
+    return dst, newer, end
+
+
+def test_restart_overwrite_stale_records_carved_and_labelled(tmp_path, run_cli):
+    dst, newer, end = _restart_copy(tmp_path)
+    exp = load_json(require_realdata("litemq", "clean", "expected.json"))
+    old = [m for m in exp["messages"] if m["accepted"] and m["commitlog_offset"] >= end]
+    # the old record the new data ends inside is only partly there
+    survivors = [m for m in old if not any(m2["commitlog_offset"] < end < m2["commitlog_offset"]
+                                           + m2["store_size_incl_prefix"] for m2 in [m])]
+    code, out, _ = run_cli("dump", "commitlog", dst, "--json")
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["msg_id"] for r in rows] == [r.m["MessageID"] for r in newer]
+    code, out, _ = run_cli("dump", "commitlog", dst, "--json", "--include-stale")
+    rows = [json.loads(x) for x in out.splitlines()]
+    stale = [r for r in rows if r["stale"]]
+    assert all(r["state"] == "stale" for r in stale)
+    assert {(r["offset"], r["msg_id"]) for r in stale} == {(m["commitlog_offset"], m["message_id"])
+                                                          for m in survivors}
+    found, s = _verify(dst, "commitlog")
+    assert s.errors == 0
+    assert ("warning", "stale-records") in _codes(found)
+    assert s.extra["stale_records"] == len(survivors) and s.extra["end_offset"] == end
+
+
+def test_bad_magic_mid_file_is_damage_and_later_records_are_flagged(tmp_path):
+    dst = _copy(tmp_path)
+    recs = _records(dst)
+    victim = [r for r in recs if r.file.endswith("00000000000000000001")][3]
+    f = dst / "commitlog" / "00000000000000000001"
+    data = bytearray(f.read_bytes())
+    data[victim.position + 4:victim.position + 8] = b"XXXX"
+    f.write_bytes(bytes(data))
+    found, s = _verify(dst)
+    assert ("error", "bad-magic") in _codes(found)
+    assert ("error", "data-after-gap") in _codes(found)
+    assert ("error", "cq-unreachable-record") in _codes(found)
+    assert not any(f.severity == "warning" and "stale" in f.code for f in found)
+    assert s.verdict == "damaged"
+
+
+def test_field_checks_non_zero_values(tmp_path):
+    dst = _copy(tmp_path)
+    recs = _records(dst)
+    f = dst / "commitlog" / "00000000000000000000"
+    data = bytearray(f.read_bytes())
+    good, bad = recs[1], recs[2]
+    for rec, value in ((good, good.offset), (bad, bad.offset + 1)):
+        tail = rec.position + 4 + rec.consumed - 52
+        struct.pack_into(">q", data, tail + 12, value)     # CommitLogOffset
+        struct.pack_into(">I", data, tail + 20, rec.size)  # StoreSize (correct)
+    f.write_bytes(bytes(data))
+    found, s = _verify(dst)
+    mism = [x for x in found if x.code == "commitlog-offset-mismatch"]
+    assert [(x.offset, x.expected, x.actual) for x in mism] == [(bad.offset, bad.offset, bad.offset + 1)]
+    assert not [x for x in found if x.code == "store-size-mismatch"]
+
+
+def test_cq_tag_hash_and_size_damage(tmp_path):
+    dst = _copy(tmp_path)
+    q = dst / "consumequeue" / "orders.v1" / "1" / "00000000000000000000"
+    data = bytearray(q.read_bytes())
+    struct.pack_into(">I", data, 12, 12345)            # entry 0 tag hash
+    struct.pack_into(">i", data, 24 + 8, 7)            # entry 1 size
+    q.write_bytes(bytes(data))
+    found, s = _verify(dst, "consumequeue")
+    assert _codes(found) == {("error", "cq-tag-hash-mismatch"), ("error", "cq-size-mismatch")}
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_index_file_verified_against_records(tmp_path, corrupt):
+    dst = _copy(tmp_path)
+    gz = require_realdata("litemq", "clean", "extras", "index-20261122091857.gz")
+    data = bytearray(gzip.decompress(gz.read_bytes()))
+    if corrupt:
+        struct.pack_into(">q", data, 40 + 4 * 5_000_000 + 4, 3)   # entry 0 phyOffset
+    (dst / "index").mkdir(exist_ok=True)
+    (dst / "index" / "20261122091857").write_bytes(bytes(data))
+    found, s = _verify(dst, "index")
+    if corrupt:
+        assert _codes(found) == {("error", "index-dangling")}
+    else:
+        assert s.errors == 0 and s.warnings == 0
+
+
+def test_restart_ending_on_an_old_record_boundary_is_flagged(tmp_path):
+    """crash/'s first 7 records end at 1924, where clean/'s 9th record starts: LiteMQ's reader would run on."""
+    dst, newer, end = _restart_copy(tmp_path, n_new=7)
+    assert end == 1924
+    found, s = _verify(dst, "commitlog")
+    reg = [f for f in found if f.code == "store-time-regression"]
+    assert len(reg) == 1 and reg[0].offset == 1924 and reg[0].severity == "warning"
+
+
+def test_other_part_paths_verify_without_cross_checks():
+    found, s = _verify(_store("clean") / "commitlog" / "00000000000000000002")
+    assert s.errors == 0 and s.warnings == 0
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FIRST = None
+
+
+def _first_file():
+    global _FIRST
+    if _FIRST is None:
+        _FIRST = (_store("clean") / "commitlog" / "00000000000000000000").read_bytes()[:8192]
+    return _FIRST
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 8191), st.integers(0, 255)), min_size=1, max_size=12))
+def test_damaged_bytes_become_findings_never_exceptions(tmp_path_factory, flips):
+    d = tmp_path_factory.mktemp("fuzz") / "broker"
+    (d / "commitlog").mkdir(parents=True)
+    (d / "checkpoint").mkdir()
+    data = bytearray(_first_file())
+    for pos, val in flips:
+        data[pos] = val
+    (d / "commitlog" / "00000000000000000000").write_bytes(bytes(data))
+    found, s = _verify(d)
+    assert s.messages >= 0
+    recs = [x for x in walk(resolve(d)) if hasattr(x, "m")]
+    assert all(r.position + r.size <= len(data) for r in recs)
