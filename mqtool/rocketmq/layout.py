@@ -157,8 +157,11 @@ def sniff(path) -> int:
             return 50
         if p.name == "index" and any(_INDEX_NAME.match(n) for n in _listdir(p)):
             return 70
-        if p.name == "consumequeue" or p.parent.name == "consumequeue" or p.parent.parent.name == "consumequeue":
-            if not (p / "checkpoint").exists():
+        for depth, anc in enumerate((p, p.parent, p.parent.parent)):
+            if anc.name == "consumequeue":
+                root = anc.parent
+                if (root / "checkpoint").is_dir() or (root / "abort").is_dir():   # LiteMQ's layout
+                    return 0
                 return 40
         return 0
     if not is_regular_file(p):
