@@ -157,7 +157,7 @@ def sniff(path) -> int:
             return 50
         if p.name == "index" and any(_INDEX_NAME.match(n) for n in _listdir(p)):
             return 70
-        for depth, anc in enumerate((p, p.parent, p.parent.parent)):
+        for anc in (p, p.parent, p.parent.parent):
             if anc.name == "consumequeue":
                 root = anc.parent
                 if (root / "checkpoint").is_dir() or (root / "abort").is_dir():   # LiteMQ's layout
