@@ -48,7 +48,7 @@ class SegmentSeen:
     bases: list = field(default_factory=list)            # sorted base offsets (for containment lookups)
     spans: list = field(default_factory=list)            # (base, last, max_ts) parallel to bases
     aborts: set = field(default_factory=set)             # (pid, marker offset)
-    epochs: list = field(default_factory=list)           # (epoch, first offset) as the log implies
+    epochs: list = field(default_factory=list)           # runs [epoch, first offset, last offset] of v2 PLEs
     first_offset: int | None = None
     last_offset: int | None = None
     canonical = None                                     # SegmentIndexes from the recovery rule
@@ -130,7 +130,6 @@ class KafkaVerifier:
             self.stats["bytes"] += len(buf)
             if len(buf) == 0:
                 return prev_last
-            last_epoch = -1
             for ev in scan(buf, str(path)):
                 if isinstance(ev, Damage):
                     rec.stop(f"{ev.kind} at {ev.start}")
@@ -178,9 +177,11 @@ class KafkaVerifier:
                                   f"{prev_last}", expected=f"> {prev_last}", actual=base)
                 elif prev_last is not None and base != prev_last + 1:
                     gaps += 1
-                if b.magic == 2 and b.partition_leader_epoch > last_epoch and b.partition_leader_epoch >= 0:
-                    seen.epochs.append((b.partition_leader_epoch, base))
-                    last_epoch = b.partition_leader_epoch
+                if b.magic == 2 and b.partition_leader_epoch >= 0:
+                    if seen.epochs and seen.epochs[-1][0] == b.partition_leader_epoch:
+                        seen.epochs[-1][2] = b.last_offset
+                    else:
+                        seen.epochs.append([b.partition_leader_epoch, base, b.last_offset])
                 prev_last = max(prev_last, b.last_offset) if prev_last is not None else b.last_offset
                 if seen.first_offset is None:
                     seen.first_offset = base
@@ -440,25 +441,30 @@ class KafkaVerifier:
             c = F.read_leader_epoch_checkpoint(p.leader_epoch_checkpoint)
             if c.problem:
                 yield self._f(ERROR, "checkpoint-malformed", p.leader_epoch_checkpoint, None, None, c.problem)
-            derived = []
-            for s in seen_all:
-                for e, o in s.epochs:
-                    if not derived or e > derived[-1][0]:
-                        derived.append((e, o))
-            first = next((s.first_offset for s in seen_all if s.first_offset is not None), None)
-            for e, o in c.entries:
+            runs = [r for s in seen_all for r in s.epochs]
+            entries = sorted(c.entries, key=lambda x: x[1])
+            starts = [o for _e, o in entries]
+            reported = set()
+            for e, o in entries:
                 if o > leo:
                     yield self._f(ERROR, "leader-epoch-beyond-log-end", p.leader_epoch_checkpoint, None, o,
                                   f"epoch {e} starts at {o}, beyond the log end offset {leo}")
-                elif first is not None and o >= first and (e, o) not in derived:
-                    yield self._f(WARNING, "leader-epoch-mismatch", p.leader_epoch_checkpoint, None, o,
-                                  f"epoch {e} @ {o} does not match the batches' partition leader epochs "
-                                  f"(log implies {derived})", expected=derived, actual=[e, o])
-            for e, o in derived:
-                if (e, o) not in c.entries and not any(ce == e for ce, _ in c.entries):
-                    yield self._f(WARNING, "leader-epoch-mismatch", p.leader_epoch_checkpoint, None, o,
-                                  f"batches carry leader epoch {e} from offset {o}, missing from the checkpoint",
-                                  expected=[e, o], actual=c.entries)
+            # Every v2 batch's partitionLeaderEpoch must be the epoch the checkpoint gives for its offsets.
+            for ple, first, last in runs:
+                lo = bisect.bisect_right(starts, first) - 1
+                hi = bisect.bisect_right(starts, last) - 1
+                for k in range(max(lo, 0), hi + 1) if hi >= 0 else ():
+                    e, o = entries[k]
+                    if e != ple and (e, o) not in reported:
+                        reported.add((e, o))
+                        yield self._f(WARNING, "leader-epoch-mismatch", p.leader_epoch_checkpoint, None, o,
+                                      f"checkpoint says epoch {e} from offset {o}, but batches {max(first, o)}.."
+                                      f"{last} carry partition leader epoch {ple}", expected=ple, actual=e)
+                if lo < 0 and entries and ("before", ple) not in reported:
+                    reported.add(("before", ple))
+                    yield self._f(WARNING, "leader-epoch-mismatch", p.leader_epoch_checkpoint, None, first,
+                                  f"batches from offset {first} carry partition leader epoch {ple}, but the "
+                                  f"checkpoint's first epoch starts at {entries[0][1]}", expected=ple, actual=None)
         if p.partition_metadata is not None:
             props = F.read_properties(p.partition_metadata)
             if props.get("version") != "0" or len(props.get("topic_id", "")) != 22:
