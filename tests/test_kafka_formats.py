@@ -162,7 +162,7 @@ def test_fast_record_parser_matches_construct(bodies):
         c = K.Record.parse(data[i:])
         i += len(K.Record.build(c))
         assert (attrs, tsd, od, key, value) == (c.attributes, c.timestampDelta, c.offsetDelta, c.key, c.value)
-        assert headers == [(h.headerKey, h.headerValue) for h in c.headers]
+        assert list(headers) == [(h.headerKey, h.headerValue) for h in c.headers]
 
 
 @settings(max_examples=200, deadline=None)

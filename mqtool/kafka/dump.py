@@ -111,7 +111,7 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
         "key_size": -1 if rec.key is None else len(rec.key),
         "value_size": -1 if rec.value is None else len(rec.value),
         "sequence": rec.sequence,
-        "header_keys": [k for k, _ in rec.headers],
+        "header_keys": [bytes(k).decode("utf-8", "replace") for k, _ in rec.headers],
         "producer_id": b.producer_id,
         "is_transactional": b.is_transactional,
         "is_control": b.is_control,
@@ -124,7 +124,7 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     if print_data:
         r["key"] = encode_body(rec.key, mode)
         r["value"] = encode_body(rec.value, mode)
-        r["headers"] = {k: encode_body(v, mode) for k, v in rec.headers}
+        r["headers"] = {bytes(k).decode("utf-8", "replace"): encode_body(v, mode) for k, v in rec.headers}
         if decoder is not None and not b.is_control:
             r["decoded"] = decoder(rec.key, rec.value)
     r["flags"] = _flags(r)
@@ -269,7 +269,8 @@ class SalvageWriter:
     def write(self, b: Batch, rec) -> None:
         row = {"file": b.file, "position": b.position, "offset": rec.offset, "timestamp": rec.timestamp,
                "key": encode_body(rec.key, "base64"), "value": encode_body(rec.value, "base64"),
-               "headers": {k: encode_body(v, "base64") for k, v in rec.headers}, "crc_ok": b.crc_ok}
+               "headers": {bytes(k).decode("utf-8", "replace"): encode_body(v, "base64") for k, v in rec.headers},
+               "crc_ok": b.crc_ok}
         self._f.write(dumps(row).encode("utf-8") + b"\n")
 
     def close(self) -> None:

@@ -116,21 +116,24 @@ class Batch:
         }
 
 
-@dataclass(slots=True)
 class Record:
-    """One record (v2) or message (legacy) with its absolute offset."""
+    """One record (v2) or message (legacy) with its absolute offset. ``headers``: [(key bytes, value|None)]."""
 
-    batch: Batch
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list = field(default_factory=list)       # [(key str, value bytes|None)]
-    size: int = 0
-    sequence: int = -1
-    crc_ok: bool | None = None                        # legacy inner messages have their own CRC
-    control_type: int | None = None
-    coordinator_epoch: int | None = None
+    __slots__ = ("batch", "offset", "timestamp", "key", "value", "headers", "size", "sequence", "crc_ok",
+                 "control_type", "coordinator_epoch")
+
+    def __init__(self, batch, offset, timestamp, key, value, headers=(), size=0, sequence=-1, crc_ok=None):
+        self.batch = batch
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.size = size
+        self.sequence = sequence
+        self.crc_ok = crc_ok              # legacy inner messages have their own CRC
+        self.control_type = None
+        self.coordinator_epoch = None
 
 
 # ---- framing ------------------------------------------------------------------------------------
@@ -299,89 +302,105 @@ def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
 
 
 def parse_records(data: bytes, count: int):
-    """Fast decoder for ``count`` v2 records in ``data``: tuples
-    (size, attributes, timestampDelta, offsetDelta, key, value, headers). Equivalent to ``K.Record``."""
+    """Fast decoder for ``count`` v2 records in ``data``: a list of tuples
+    (size, attributes, timestampDelta, offsetDelta, key, value, headers) and the end index.
+    Equivalent to ``K.Record`` (hypothesis-tested); raises ValueError/IndexError on bad bytes."""
     out = []
+    append = out.append
     i = 0
     n = len(data)
     vi = _varint
     for _ in range(count):
         x = data[i]
         if x < 0x80:
-            length, i = (x >> 1) ^ -(x & 1), i + 1
+            length = (x >> 1) ^ -(x & 1)
+            i += 1
         else:
             length, i = vi(data, i)
         end = i + length
         if length < 0 or end > n:
             raise ValueError(f"record length {length} past the end of the records area")
         attrs = data[i]
-        i += 1
-        x = data[i]
+        x = data[i + 1]
         if x < 0x80:
-            ts_delta, i = (x >> 1) ^ -(x & 1), i + 1
+            ts_delta = (x >> 1) ^ -(x & 1)
+            i += 2
         else:
-            ts_delta, i = vi(data, i)
+            ts_delta, i = vi(data, i + 1)
         x = data[i]
         if x < 0x80:
-            off_delta, i = (x >> 1) ^ -(x & 1), i + 1
+            off_delta = (x >> 1) ^ -(x & 1)
+            i += 1
         else:
             off_delta, i = vi(data, i)
         x = data[i]
         if x < 0x80:
-            klen, i = (x >> 1) ^ -(x & 1), i + 1
+            klen = (x >> 1) ^ -(x & 1)
+            i += 1
         else:
             klen, i = vi(data, i)
         if klen >= 0:
-            if i + klen > end:
-                raise ValueError("key past the end of the record")
             key = data[i:i + klen]
             i += klen
         else:
             key = None
         x = data[i]
         if x < 0x80:
-            vlen, i = (x >> 1) ^ -(x & 1), i + 1
+            vlen = (x >> 1) ^ -(x & 1)
+            i += 1
         else:
             vlen, i = vi(data, i)
         if vlen >= 0:
-            if i + vlen > end:
-                raise ValueError("value past the end of the record")
             value = data[i:i + vlen]
             i += vlen
         else:
             value = None
         x = data[i]
-        if x < 0x80:
-            hcount, i = (x >> 1) ^ -(x & 1), i + 1
+        if x == 0:
+            headers = ()
+            i += 1
         else:
-            hcount, i = vi(data, i)
-        headers = []
-        if hcount:
+            if x < 0x80:
+                hcount = (x >> 1) ^ -(x & 1)
+                i += 1
+            else:
+                hcount, i = vi(data, i)
             if hcount < 0 or hcount > length:
                 raise ValueError(f"bad header count {hcount}")
+            headers = []
             for _h in range(hcount):
-                hk, i = vi(data, i)
-                if hk < 0 or i + hk > end:
-                    raise ValueError("header key past the end of the record")
+                x = data[i]
+                if x < 0x80:
+                    hk = (x >> 1) ^ -(x & 1)
+                    i += 1
+                else:
+                    hk, i = vi(data, i)
+                if hk < 0:
+                    raise ValueError("negative header key length")
                 hkey = data[i:i + hk]
                 i += hk
-                hv, i = vi(data, i)
+                x = data[i]
+                if x < 0x80:
+                    hv = (x >> 1) ^ -(x & 1)
+                    i += 1
+                else:
+                    hv, i = vi(data, i)
                 if hv >= 0:
-                    if i + hv > end:
-                        raise ValueError("header value past the end of the record")
                     hval = data[i:i + hv]
                     i += hv
                 else:
                     hval = None
                 headers.append((hkey, hval))
         if i != end:
-            raise ValueError(f"record body is {i - (end - length)} bytes, length says {length}")
-        out.append((length, attrs, ts_delta, off_delta, key, value, headers))
+            # also catches key/value/header lengths running past the record (slices never raise)
+            raise ValueError(f"record fields end at {i}, its length says {end}")
+        append((length, attrs, ts_delta, off_delta, key, value, headers))
     return out, i
 
 
 def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
-    """Records of one batch with absolute offsets and effective timestamps. Raises CodecError/ValueError."""
+    """Records of one batch with absolute offsets and effective timestamps. Raises CodecError/ValueError.
+    Header keys stay bytes here (``Record.headers``); renderers decode them."""
     if batch.magic < 2:
         if batch.codec == K.CODEC_NONE:
             yield _legacy_single(batch)
@@ -399,12 +418,13 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
     base = batch.base_offset
     bts = batch.base_timestamp
     log_append = batch.timestamp_type == 1
+    maxts = batch.max_timestamp
     seq = batch.base_sequence
+    control = batch.is_control
     for (length, _a, tsd, od, key, value, headers) in recs:
-        r = Record(batch, base + od, batch.max_timestamp if log_append else bts + tsd, key, value,
-                   [(bytes(hk).decode("utf-8", "replace"), hv) for hk, hv in headers], length,
+        r = Record(batch, base + od, maxts if log_append else bts + tsd, key, value, headers, length,
                    ((seq + od) & 0x7FFFFFFF) if seq >= 0 else -1)
-        if batch.is_control and key is not None and len(key) >= 4:
+        if control and key is not None and len(key) >= 4:
             r.control_type = _I16.unpack_from(key, 2)[0]
             if r.control_type in (K.CONTROL_ABORT, K.CONTROL_COMMIT) and value is not None and len(value) >= 6:
                 r.coordinator_epoch = _I32.unpack_from(value, 2)[0]
