@@ -76,6 +76,8 @@ class KafkaVerifier:
     def run_logdirs(self, logdirs: list[LogDir], only_base: int | None = None, only_kind: str | None = None):
         for ld in logdirs:
             leos = {}
+            if ld.bootstrap_checkpoint is not None and only_base is None:
+                yield from self.check_snapshot_log(ld.bootstrap_checkpoint)
             for p in ld.partitions:
                 leo = yield from self.run_partition(p, only_base, only_kind)
                 if p.topic is not None:
@@ -108,6 +110,9 @@ class KafkaVerifier:
             if self.part in ("store", "index") and only_kind in (None, "txnindex", "log"):
                 yield from self.check_txn_index(seg, seen)
             seen_all.append(seen)
+        if only_base is None:
+            for _end, _epoch, f in p.kraft_snapshots:
+                yield from self.check_snapshot_log(f)
         leo = 0
         if p.segments:
             leo = p.segments[-1].base_offset
@@ -205,6 +210,11 @@ class KafkaVerifier:
         if seen.batches == 0 and seen.size == 0:
             yield self._f(INFO, "empty-segment", path, None, seg.base_offset, "empty segment (no batches)")
         return prev_last
+
+    def check_snapshot_log(self, path: Path):
+        """KRaft snapshots (``bootstrap.checkpoint``, ``<offset>-<epoch>.checkpoint``): records format, no indexes."""
+        seen = SegmentSeen(0)
+        yield from self.check_log(Segment(0, log=path), seen, TxnTracker(), None)
 
     def _check_records(self, path, b: Batch):
         gaps = 0
