@@ -180,3 +180,16 @@ def test_fast_header_matches_construct(base, ple, attrs, epoch, lod, bts, mts, p
             b.max_timestamp, b.producer_id, b.producer_epoch, b.base_sequence, b.count, b.crc) == \
         (c.baseOffset, c.partitionLeaderEpoch, c.attributes, c.lastOffsetDelta, c.baseTimestamp,
          c.maxTimestamp, c.producerId, c.producerEpoch, c.baseSequence, c.recordsCount, c.crc)
+
+
+def test_legacy_fast_path_matches_construct():
+    log = _read(*GEN, "00000000000000000000.log")
+    p = 0
+    while p < len(log):
+        size = struct.unpack_from(">i", log, p + 8)[0]
+        c = K.LegacyMessage.parse(log[p:p + 12 + size])
+        off, sz, crc, magic, attrs, ts, key, value, crc_ok = R._legacy_fields(log, p, len(log))
+        assert (off, sz, crc, magic, attrs, key, value) == (c.offset, c.size, c.crc, c.magic, c.attributes, c.key,
+                                                            c.value)
+        assert ts == (c.timestamp if c.magic == 1 else -1) and crc_ok
+        p += 12 + size

@@ -223,3 +223,14 @@ def test_index_entry_pointing_mid_batch(run_cli, part):
 def test_verify_a_single_log_file(run_cli, part):
     code, findings, s = verify(run_cli, part / "00000000000000000080.log", "--deep")
     assert s["segments"] == 1 and s["batches"] == 6 and s["errors"] == 0
+
+
+def test_salvage_out_writes_readable_records(run_cli, part, tmp_path):
+    log = part / "00000000000000000037.log"
+    _patch(log, 512, bytes(512))
+    out = tmp_path / "salvage" / "records.ndjson"
+    code, findings, s = verify(run_cli, part, "--salvage-out", out, "--index-interval-bytes", "300")
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    offsets = [r["offset"] for r in recs]
+    assert 37 in offsets and 43 not in offsets and 61 in offsets    # batch 43-48 was in the zeroed page
+    assert len(offsets) == len(set(offsets))

@@ -325,12 +325,20 @@ def parse_records(data: bytes, count: int):
         if x < 0x80:
             ts_delta = (x >> 1) ^ -(x & 1)
             i += 2
+        elif data[i + 2] < 0x80:                    # two-byte varint: common for timestamp deltas
+            x = (x & 0x7F) | (data[i + 2] << 7)
+            ts_delta = (x >> 1) ^ -(x & 1)
+            i += 3
         else:
             ts_delta, i = vi(data, i + 1)
         x = data[i]
         if x < 0x80:
             off_delta = (x >> 1) ^ -(x & 1)
             i += 1
+        elif data[i + 1] < 0x80:
+            x = (x & 0x7F) | (data[i + 1] << 7)
+            off_delta = (x >> 1) ^ -(x & 1)
+            i += 2
         else:
             off_delta, i = vi(data, i)
         x = data[i]
