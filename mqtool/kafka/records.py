@@ -445,8 +445,8 @@ def _legacy_fields(buf, p: int, n: int):
         raise ValueError("legacy message header past the end")
     off, size, crc, magic, attrs = _HDR_V0.unpack_from(buf, p)
     end = p + 12 + size
-    if size < 14 or end > n or magic > 1:
-        raise ValueError(f"bad inner message at {p} (size {size}, magic {magic})")
+    if size < (22 if magic == 1 else 14) or end > n or magic > 1 or magic < 0:
+        raise ValueError(f"bad message at {p} (size {size}, magic {magic})")
     q = p + 18
     ts = -1
     if magic == 1:
@@ -456,12 +456,16 @@ def _legacy_fields(buf, p: int, n: int):
     q += 4
     key = None
     if klen >= 0:
+        if q + klen + 4 > end:
+            raise ValueError(f"message at {p}: key length {klen} past the end of the message")
         key = bytes(buf[q:q + klen])
         q += klen
     vlen = _I32.unpack_from(buf, q)[0]
     q += 4
     value = None
     if vlen >= 0:
+        if q + vlen > end:
+            raise ValueError(f"message at {p}: value length {vlen} past the end of the message")
         value = bytes(buf[q:q + vlen])
         q += vlen
     if q != end:
