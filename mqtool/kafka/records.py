@@ -424,19 +424,25 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
     if used != len(data):
         raise ValueError(f"{len(data) - used} bytes left after {batch.count} records")
     base = batch.base_offset
-    bts = batch.base_timestamp
-    log_append = batch.timestamp_type == 1
-    maxts = batch.max_timestamp
     seq = batch.base_sequence
-    control = batch.is_control
-    for (length, _a, tsd, od, key, value, headers) in recs:
-        r = Record(batch, base + od, maxts if log_append else bts + tsd, key, value, headers, length,
-                   ((seq + od) & 0x7FFFFFFF) if seq >= 0 else -1)
-        if control and key is not None and len(key) >= 4:
-            r.control_type = _I16.unpack_from(key, 2)[0]
-            if r.control_type in (K.CONTROL_ABORT, K.CONTROL_COMMIT) and value is not None and len(value) >= 6:
-                r.coordinator_epoch = _I32.unpack_from(value, 2)[0]
-        yield r
+    if batch.timestamp_type == 1:          # LogAppendTime: every record reports the batch's max timestamp
+        ts0, tsk = batch.max_timestamp, 0
+    else:
+        ts0, tsk = batch.base_timestamp, 1
+    if seq >= 0:
+        out = [Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length, (seq + od) & 0x7FFFFFFF)
+               for (length, _a, tsd, od, key, value, headers) in recs]
+    else:
+        out = [Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length)
+               for (length, _a, tsd, od, key, value, headers) in recs]
+    if batch.is_control:
+        for r in out:
+            key, value = r.key, r.value
+            if key is not None and len(key) >= 4:
+                r.control_type = _I16.unpack_from(key, 2)[0]
+                if r.control_type in (K.CONTROL_ABORT, K.CONTROL_COMMIT) and value is not None and len(value) >= 6:
+                    r.coordinator_epoch = _I32.unpack_from(value, 2)[0]
+    yield from out
 
 
 def _legacy_fields(buf, p: int, n: int):
