@@ -184,3 +184,18 @@ def test_query_offset_real_uses_index(run_cli):
 def test_verify_refuses_consumequeue(run_cli):
     code, _out, err = run_cli("verify", "consumequeue", FIX, "--json")
     assert code == 2 and "does not apply" in err
+
+
+def test_dump_commitlog_filters(run_cli):
+    code, out, _ = run_cli("dump", "commitlog", FIX, "--from-offset", "4", "--to-offset", "9", "--json")
+    assert [x["offset"] for x in rows(out) if x["kind"] == "batch"] == [4, 7]
+    code, out, _ = run_cli("dump", "commitlog", FIX, "--key", "g1", "--body", "text", "--json")
+    assert [(x["kind"], x["offset"]) for x in rows(out)] == [("record", 5)]
+    code, out, _ = run_cli("dump", "commitlog", FIX, "--topic", "other", "--json")
+    assert rows(out) == []
+
+
+def test_query_time_range(run_cli):
+    code, out, _ = run_cli("query", FIX, "--time-from", str(1_760_000_000_019), "--time-to", str(1_760_000_000_022),
+                           "--json")
+    assert [x["offset"] for x in rows(out)] == [3, 4, 5]

@@ -137,7 +137,13 @@ def damage_row(path, d: Damage) -> dict:
 
 
 def log_rows(path: Path, opts, stats, topic: str | None = None):
-    deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False))
+    """Rows of one .log. Filters shared with ``dump commitlog``: --from-offset/--to-offset (batches overlapping
+    the range), --key (records with exactly this key; implies --deep)."""
+    want_key = getattr(opts, "key", None)
+    want_key = want_key.encode("utf-8") if want_key is not None else None
+    lo = getattr(opts, "from_offset", None)
+    hi = getattr(opts, "to_offset", None)
+    deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
     with map_input(path) as m:
         for ev in scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None)):
@@ -147,13 +153,22 @@ def log_rows(path: Path, opts, stats, topic: str | None = None):
                 if ev.kind != "max-bytes":
                     yield damage_row(path, ev)
                 continue
+            if lo is not None and ev.last_offset < lo:
+                continue
+            if hi is not None and ev.base_offset is not None and ev.base_offset >= hi:
+                break
             stats.messages += 1
             if not ev.crc_ok:
                 stats.damage(f"{path}@{ev.position}: batch CRC mismatch")
-            yield batch_row(ev)
+            if want_key is None:
+                yield batch_row(ev)
             if deep:
                 try:
                     for rec in iter_records(ev):
+                        if want_key is not None and rec.key != want_key:
+                            continue
+                        if (lo is not None and rec.offset < lo) or (hi is not None and rec.offset >= hi):
+                            continue
                         yield record_row(ev, rec, opts, decoder)
                 except (CodecError, ValueError, IndexError) as e:
                     stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
@@ -248,6 +263,8 @@ def dump_path(p: Path, opts, stats):
         if ld.bootstrap_checkpoint is not None:
             yield from log_rows(ld.bootstrap_checkpoint, opts, stats, "__cluster_metadata")
         for part in ld.partitions:
+            if getattr(opts, "topic", None) and part.topic != opts.topic:
+                continue
             for seg in part.segments:
                 if seg.log is not None:
                     yield from log_rows(seg.log, opts, stats, part.topic)

@@ -84,7 +84,9 @@ def run_query(path: Path, opts, stats):
         return QUERY_COLUMNS, _by_key(parts, opts, stats)
     if opts.producer_id is not None:
         return QUERY_COLUMNS, _by_pid(parts, opts, stats)
-    raise UsageError("Kafka query needs --offset, --timestamp, --key or --producer-id")
+    if opts.time_from is not None or opts.time_to is not None:
+        return QUERY_COLUMNS, _by_time_range(parts, opts, stats)
+    raise UsageError("Kafka query needs --offset, --timestamp, --key, --producer-id or --time-from/--time-to")
 
 
 def _by_offset(parts, opts, stats):
@@ -181,3 +183,23 @@ def _by_pid(parts, opts, stats):
                     row["txn_state"] = "idempotent" if b.producer_id >= 0 else None
                     yield row
         yield from pending
+
+
+def _by_time_range(parts, opts, stats):
+    """Records with time_from <= timestamp < time_to (scan from the .timeindex position of time_from)."""
+    lo = opts.time_from if opts.time_from is not None else -1
+    hi = opts.time_to
+    for part in parts:
+        for seg in part.segments:
+            if seg.log is None:
+                continue
+            start = _time_position(seg, lo) if lo >= 0 else 0
+            for b in _batches_from(seg, start):
+                if b.max_timestamp < lo:
+                    continue
+                try:
+                    for rec in iter_records(b):
+                        if rec.timestamp >= lo and (hi is None or rec.timestamp < hi):
+                            yield _row(part, b, rec, opts)
+                except (CodecError, ValueError) as e:
+                    stats.damage(f"{b.file}@{b.position}: {e}")
