@@ -14,7 +14,7 @@ All multi-byte integers are big-endian. See also ``../shared/reference/kafka.md`
 """
 from __future__ import annotations
 
-from construct import (Array, Byte, Bytes, Computed, Const, GreedyBytes, If, Int8sb, Int16sb, Int32sb,
+from construct import (Array, Bytes, GreedyBytes, If, Int8sb, Int16sb, Int32sb,
                        Int32ub, Int64sb, Prefixed, PrefixedArray, Struct, VarInt, ZigZag, this)
 
 # ---- constants ---------------------------------------------------------------------------------

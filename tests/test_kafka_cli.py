@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
-import pytest
 
 from conftest import FIXTURES, ROOT, require_realdata
 from mqtool.kafka.layout import sniff

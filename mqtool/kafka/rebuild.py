@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from formats import kafka as K
 from mqtool.kafka.records import Batch, Damage, iter_records, scan

@@ -17,7 +17,7 @@ from mqtool.findings import INFO, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.kafka import files as F
 from mqtool.kafka.layout import LogDir, discover, partition_from_dir
-from mqtool.kafka.rebuild import Recoverer, TxnTracker, recover_segment
+from mqtool.kafka.rebuild import TxnTracker, recover_segment
 from mqtool.errors import NotAStoreError
 
 
