@@ -17,7 +17,8 @@ log      crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], o
 .txnindex   txnindex-size [E], txnindex-no-marker [E], txnindex-missing-entry [E], txnindex-mismatch [W]
 .snapshot   snapshot-crc [E], snapshot-malformed [E], snapshot-beyond-log-end [W]
 checkpoints checkpoint-malformed [E], checkpoint-beyond-log-end [W], checkpoint-unknown-partition [W],
-         leader-epoch-beyond-log-end [E], leader-epoch-mismatch [W], partition-metadata-malformed [E]
+         leader-epoch-beyond-log-end [E], leader-epoch-mismatch [W], leader-epoch-mid-batch [W],
+         partition-metadata-malformed [E]
 """
 from __future__ import annotations
 
@@ -447,6 +448,11 @@ class KafkaVerifier:
             if seen_all and off > leo:
                 yield self._f(WARNING, "snapshot-beyond-log-end", path, None, off,
                               f"snapshot offset {off} is beyond the log end offset {leo}", expected=f"<= {leo}", actual=off)
+            for ent in s.entries:
+                if seen_all and ent[3] >= leo:
+                    yield self._f(WARNING, "snapshot-beyond-log-end", path, None, ent[3],
+                                  f"producer {ent[0]}: last offset {ent[3]} is not in the log (log end offset {leo})",
+                                  expected=f"< {leo}", actual=ent[3])
         if p.leader_epoch_checkpoint is not None:
             c = F.read_leader_epoch_checkpoint(p.leader_epoch_checkpoint)
             if c.problem:
@@ -459,6 +465,13 @@ class KafkaVerifier:
                 if o > leo:
                     yield self._f(ERROR, "leader-epoch-beyond-log-end", p.leader_epoch_checkpoint, None, o,
                                   f"epoch {e} starts at {o}, beyond the log end offset {leo}")
+                    continue
+                for s in seen_all:
+                    j = bisect.bisect_right(s.bases, o) - 1
+                    if j >= 0 and s.spans[j][0] < o <= s.spans[j][1]:
+                        yield self._f(WARNING, "leader-epoch-mid-batch", p.leader_epoch_checkpoint, None, o,
+                                      f"epoch {e} starts at {o}, inside batch {s.spans[j][0]}..{s.spans[j][1]} "
+                                      "(an epoch begins at a batch boundary)")
             # Every v2 batch's partitionLeaderEpoch must be the epoch the checkpoint gives for its offsets.
             for ple, first, last in runs:
                 lo = bisect.bisect_right(starts, first) - 1
