@@ -261,6 +261,27 @@ def GroupMetadataValue(version: int):
     )
 
 
+# Consumer protocol (clients/.../ConsumerProtocolSubscription.json / ConsumerProtocolAssignment.json), the
+# embedded-protocol bytes of GroupMetadataValue members when protocolType == "consumer". Version-prefixed
+# (int16), never flexible.
+TopicPartitions = Struct("topic" / String16, "partitions" / PrefixedArray(Int32sb, Int32sb))
+
+
+def ConsumerProtocolSubscription(version: int):
+    return Struct(
+        "topics" / PrefixedArray(Int32sb, String16),
+        "userData" / Bytes32,
+        "ownedPartitions" / If(version >= 1, PrefixedArray(Int32sb, TopicPartitions)),
+        "generationId" / If(version >= 2, Int32sb),
+        "rackId" / If(version >= 3, String16),
+    )
+
+
+ConsumerProtocolAssignment = Struct(
+    "assignedPartitions" / PrefixedArray(Int32sb, TopicPartitions),
+    "userData" / Bytes32,
+)
+
 # __transaction_state (TransactionLogKey v0 / TransactionLogValue v0, v1 flexible)
 TransactionLogKey = Struct("transactionalId" / String16)
 

@@ -203,3 +203,19 @@ def test_generated_txnindex_and_snapshots():
     assert sorted(e[0] for e in s127.entries) == [1000, 2000, 3000, 4000]
     le = F.read_leader_epoch_checkpoint(base / "leader-epoch-checkpoint")
     assert le.entries == [(3, 37), (4, 75)]
+
+
+def test_consumer_protocol_embedded_in_real_group_metadata():
+    """c4 __consumer_offsets-32: a real Kafka 2.x GroupMetadataValue v3; the member's subscription bytes are
+    0001 00000001 000b 'first_topic' ffffffff 00000000 (v1, one topic, null userData, no owned partitions)."""
+    from formats import kafka as K
+    p = require_realdata("kafka", "volodymyrzee-kafka-zk-2020", "c4-f6e2174", "__consumer_offsets-32",
+                         "00000000000000000000.log")
+    batches, _ = _batches(p)
+    gm = [decode_consumer_offsets(r.key, r.value) for b in batches for r in iter_records(b)]
+    gm = [d for d in gm if d["type"] == "GroupMetadata" and d["value"] != "<DELETE>"]
+    m = gm[0]["value"]["members"][0]
+    assert m["subscription"] == {"version": 1, "topics": ["first_topic"], "userData": None, "ownedPartitions": []}
+    assert m["assignment"]["assignedPartitions"] == [{"topic": "first_topic", "partitions": [0, 1, 2]}]
+    raw = bytes.fromhex("00000001000b66697273745f746f706963ffffffff00000000")
+    assert K.ConsumerProtocolSubscription(1).build(K.ConsumerProtocolSubscription(1).parse(raw)) == raw

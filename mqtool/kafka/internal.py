@@ -2,7 +2,9 @@
 
 * ``__consumer_offsets``: key version = record type (0/1 OffsetCommit, 2 GroupMetadata, 3+ KIP-848 /
   share-group records, named but left raw); values OffsetCommitValue v0-v4, GroupMetadataValue v0-v4;
-  a null value is a tombstone (``"<DELETE>"``, as DumpLogSegments prints it).
+  a null value is a tombstone (``"<DELETE>"``, as DumpLogSegments prints it). For ``protocolType ==
+  "consumer"`` the member subscription/assignment are decoded (ConsumerProtocolSubscription v0-v3 /
+  ConsumerProtocolAssignment), falling back to hex when they do not parse.
 * ``__transaction_state``: TransactionLogKey v0, TransactionLogValue v0 and v1 (flexible, tagged fields).
 * ``__cluster_metadata`` (and KRaft snapshots): the record frame — frame version, apiKey, version.
 
@@ -87,11 +89,15 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> dict:
         elif kv == 2:
             v = K.GroupMetadataValue(min(vv, 4)).parse(body)
             members = []
+            consumer = _s(v.protocolType) == "consumer"
             for m in _items(v.members) or []:
                 members.append({"memberId": _s(m.memberId), "groupInstanceId": _s(m.groupInstanceId),
                                 "clientId": _s(m.clientId), "clientHost": _s(m.clientHost),
                                 "rebalanceTimeout": m.rebalanceTimeout, "sessionTimeout": m.sessionTimeout,
-                                "subscription": _b(m.subscription), "assignment": _b(m.assignment)})
+                                "subscription": _consumer_subscription(m.subscription) if consumer
+                                else _b(m.subscription),
+                                "assignment": _consumer_assignment(m.assignment) if consumer
+                                else _b(m.assignment)})
             out["value"] = {"protocolType": _s(v.protocolType), "generation": v.generation,
                             "protocol": _s(v.protocol), "leader": _s(v.leader),
                             "currentStateTimestamp": v.currentStateTimestamp, "members": members}
@@ -101,6 +107,42 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> dict:
         out["value_error"] = str(e).splitlines()[0]
         out["value"] = {"raw": bytes(body).hex()}
     return out
+
+
+def _tps(items):
+    return [{"topic": _s(t.topic), "partitions": list(t.partitions)} for t in items]
+
+
+def _consumer_subscription(v):
+    """ConsumerProtocolSubscription, or the raw hex when it does not parse (as DumpLogSegments falls back)."""
+    raw = None if v is None or v.data is None else bytes(v.data)
+    if not raw or len(raw) < 2:
+        return None if raw is None else raw.hex()
+    (ver,) = struct.unpack_from(">h", raw)
+    try:
+        s = K.ConsumerProtocolSubscription(min(max(ver, 0), 3)).parse(raw[2:])
+    except (ConstructError, ValueError):
+        return raw.hex()
+    out = {"version": ver, "topics": [_s(t) for t in s.topics], "userData": _b(s.userData)}
+    if s.ownedPartitions is not None:
+        out["ownedPartitions"] = _tps(s.ownedPartitions)
+    if s.generationId is not None:
+        out["generationId"] = s.generationId
+    if s.rackId is not None:
+        out["rackId"] = _s(s.rackId)
+    return out
+
+
+def _consumer_assignment(v):
+    raw = None if v is None or v.data is None else bytes(v.data)
+    if not raw or len(raw) < 2:
+        return None if raw is None else raw.hex()
+    (ver,) = struct.unpack_from(">h", raw)
+    try:
+        a = K.ConsumerProtocolAssignment.parse(raw[2:])
+    except (ConstructError, ValueError):
+        return raw.hex()
+    return {"version": ver, "assignedPartitions": _tps(a.assignedPartitions), "userData": _b(a.userData)}
 
 
 def decode_transaction_state(key: bytes | None, value: bytes | None) -> dict:
