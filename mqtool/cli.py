@@ -277,6 +277,9 @@ def _verify_cmd(part: str):
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
     @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
+    @click.option("--deep", is_flag=True, help="Kafka: also decode and check the records inside every batch.")
+    @click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
+                  help="Kafka: index.interval.bytes for the canonical-index comparison.")
     @guarded
     def cmd(paths, fmt, as_json, **kw):
         worst = EXIT_OK

@@ -31,6 +31,8 @@ class VerifyOptions:
     force: bool = False
     jobs: int = 1
     progress: bool | None = None   # None = when stderr is a terminal
+    deep: bool = False             # kafka: records inside batches too
+    index_interval_bytes: int = 4096   # kafka: for the canonical-index comparison
 
 
 @dataclass

@@ -1,0 +1,178 @@
+"""Decompression of Kafka record payloads as they are stored (CompressionType + the clients' framings).
+
+* gzip: any RFC 1952 stream, multi-member accepted.
+* snappy: snappy-java's xerial stream framing (magic, version, compat, then int32-BE-prefixed raw blocks),
+  falling back to raw snappy when the magic is absent (non-Java clients).
+* lz4: Kafka's LZ4 frame (``KafkaLZ4BlockInputStream``): the header checksum is *not* enforced, because
+  magic v0 producers wrote a checksum over the magic too (KAFKA-3160); every other field is read normally.
+* zstd: standard frames, possibly several, content size unknown.
+
+Every function takes a ``limit`` (bytes) and raises :class:`CodecError` instead of growing past it.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import cramjam
+import lz4.block
+import zstandard
+
+from formats.kafka import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD,
+                           LZ4_FRAME_MAGIC, XERIAL_SNAPPY_MAGIC)
+
+DEFAULT_LIMIT = 256 * 1024 * 1024
+_I32BE = struct.Struct(">i")
+_U32LE = struct.Struct("<I")
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+
+class CodecError(ValueError):
+    """The compressed bytes cannot be decoded (bad framing, truncated stream, too large)."""
+
+
+def gunzip(data, limit: int = DEFAULT_LIMIT) -> bytes:
+    out = []
+    total = 0
+    buf = bytes(data)
+    while buf:
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(buf, limit - total + 1)
+        except zlib.error as e:
+            raise CodecError(f"gzip: {e}") from None
+        total += len(chunk)
+        if total > limit:
+            raise CodecError(f"gzip: more than {limit} bytes")
+        out.append(chunk)
+        if not d.eof:
+            raise CodecError("gzip: truncated stream")
+        buf = d.unused_data
+        # trailing zero padding after the last member is tolerated
+        if buf and not buf.startswith(b"\x1f\x8b"):
+            if buf.strip(b"\x00"):
+                raise CodecError("gzip: garbage after the stream")
+            break
+    return b"".join(out)
+
+
+def unsnappy(data, limit: int = DEFAULT_LIMIT) -> bytes:
+    buf = bytes(data)
+    if buf.startswith(XERIAL_SNAPPY_MAGIC):
+        pos = len(XERIAL_SNAPPY_MAGIC) + 8        # int32 version, int32 min-compatible version
+        out = []
+        total = 0
+        while pos < len(buf):
+            if pos + 4 > len(buf):
+                raise CodecError("snappy: truncated xerial block length")
+            (n,) = _I32BE.unpack_from(buf, pos)
+            pos += 4
+            if n < 0 or pos + n > len(buf):
+                raise CodecError(f"snappy: xerial block length {n} past the end")
+            try:
+                chunk = bytes(cramjam.snappy.decompress_raw(buf[pos:pos + n]))
+            except Exception as e:  # cramjam raises its own DecompressionError
+                raise CodecError(f"snappy: {e}") from None
+            total += len(chunk)
+            if total > limit:
+                raise CodecError(f"snappy: more than {limit} bytes")
+            out.append(chunk)
+            pos += n
+        return b"".join(out)
+    try:
+        n = cramjam.snappy.decompress_raw_len(buf)
+        if n > limit:
+            raise CodecError(f"snappy: more than {limit} bytes")
+        return bytes(cramjam.snappy.decompress_raw(buf))
+    except CodecError:
+        raise
+    except Exception as e:
+        raise CodecError(f"snappy: {e}") from None
+
+
+def unlz4(data, limit: int = DEFAULT_LIMIT) -> bytes:
+    """Kafka LZ4 frame; the header checksum byte is skipped, not checked (v0 wrote a wrong one)."""
+    buf = bytes(data)
+    if not buf.startswith(LZ4_FRAME_MAGIC):
+        raise CodecError("lz4: no frame magic")
+    if len(buf) < 7:
+        raise CodecError("lz4: truncated frame header")
+    flg, bd = buf[4], buf[5]
+    if (flg >> 6) != 1:
+        raise CodecError(f"lz4: unsupported frame version {flg >> 6}")
+    block_checksum = bool(flg & 0x10)
+    content_size = bool(flg & 0x08)
+    content_checksum = bool(flg & 0x04)
+    block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
+    if block_max is None:
+        raise CodecError(f"lz4: bad block size id in BD 0x{bd:02x}")
+    pos = 6 + (8 if content_size else 0) + 1      # + header checksum byte
+    out = []
+    total = 0
+    while True:
+        if pos + 4 > len(buf):
+            raise CodecError("lz4: truncated block size")
+        (word,) = _U32LE.unpack_from(buf, pos)
+        pos += 4
+        if word == 0:
+            break
+        n = word & 0x7FFFFFFF
+        if n > block_max or pos + n > len(buf):
+            raise CodecError(f"lz4: block size {n} past the end")
+        block = buf[pos:pos + n]
+        pos += n + (4 if block_checksum else 0)
+        if word & 0x80000000:
+            chunk = block
+        else:
+            try:
+                chunk = lz4.block.decompress(block, uncompressed_size=block_max)
+            except Exception as e:
+                raise CodecError(f"lz4: {e}") from None
+        total += len(chunk)
+        if total > limit:
+            raise CodecError(f"lz4: more than {limit} bytes")
+        out.append(chunk)
+    if content_checksum:
+        pos += 4
+    return b"".join(out)
+
+
+def unzstd(data, limit: int = DEFAULT_LIMIT) -> bytes:
+    d = zstandard.ZstdDecompressor()
+    try:
+        out = _zstd_stream(d, bytes(data), limit)
+    except zstandard.ZstdError as e:
+        raise CodecError(f"zstd: {e}") from None
+    return out
+
+
+def _zstd_stream(d, data: bytes, limit: int) -> bytes:
+    out = []
+    total = 0
+    reader = d.stream_reader(data, read_across_frames=True)
+    while True:
+        chunk = reader.read(1 << 20)
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > limit:
+            raise CodecError(f"zstd: more than {limit} bytes")
+        out.append(chunk)
+    return b"".join(out)
+
+
+_DECODERS = {CODEC_GZIP: gunzip, CODEC_SNAPPY: unsnappy, CODEC_LZ4: unlz4, CODEC_ZSTD: unzstd}
+
+
+def decompress(codec: int, data, limit: int = DEFAULT_LIMIT) -> bytes:
+    """Decompress ``data`` stored with Kafka codec id ``codec``; raises CodecError."""
+    if codec == CODEC_NONE:
+        return bytes(data)
+    fn = _DECODERS.get(codec)
+    if fn is None:
+        raise CodecError(f"unknown compression codec id {codec}")
+    return fn(data, limit)
+
+
+def codec_name(codec: int) -> str:
+    return CODEC_NAMES.get(codec, f"unknown({codec})")

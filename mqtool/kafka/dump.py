@@ -1,0 +1,294 @@
+"""Rows for ``mqtool dump kafka``: batches (and records with --deep), index entries, snapshots, checkpoints.
+
+Every row has ``kind`` (batch | record | damage | index_entry | time_index_entry | aborted_txn |
+producer_snapshot | producer_entry | checkpoint_entry | leader_epoch | properties) and ``file``. The field
+names are documented in docs/kafka.md.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from formats import kafka as K
+from mqtool.common import encode_body
+from mqtool.io import AtomicWriter, map_input, prepare_output_dir
+from mqtool.kafka import files as F
+from mqtool.kafka import layout as L
+from mqtool.kafka.codecs import CodecError
+from mqtool.kafka.internal import decoder_for
+from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.render import Column, dumps, iso_ms
+
+
+def _flags(r: dict) -> str:
+    out = []
+    if r.get("is_transactional"):
+        out.append("txn")
+    if r.get("is_control"):
+        out.append("control")
+    if r.get("delete_horizon_ms") is not None:
+        out.append("deleteHorizon")
+    if r.get("control_type"):
+        out.append(str(r["control_type"]))
+    return ",".join(out)
+
+
+def _short(v) -> str:
+    if v is None:
+        return ""
+    s = v if isinstance(v, str) else dumps(v)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+LOG_COLUMNS = [
+    Column("kind", "Kind"),
+    Column("file", "File", fmt=lambda v: Path(v).name if v else "", max_width=26),
+    Column("position", "Pos", justify="right"),
+    Column("offset", "Offset", justify="right"),
+    Column("last_offset", "Last", justify="right"),
+    Column("count", "N", justify="right"),
+    Column("size", "Size", justify="right"),
+    Column("magic", "M", justify="right"),
+    Column("codec", "Codec"),
+    Column("timestamp", "Timestamp", fmt=lambda v: iso_ms(v) if isinstance(v, int) and v >= 0 else ""),
+    Column("producer_id", "PID", justify="right", fmt=lambda v: "" if v in (None, -1) else str(v)),
+    Column("flags", "Flags"),
+    Column("crc_ok", "CRC ok"),
+    Column("key", "Key", fmt=_short, max_width=30),
+    Column("value", "Value", fmt=_short, max_width=40),
+]
+
+_FILE_COLUMNS = {
+    "index": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
+              Column("offset", "Offset", justify="right"), Column("log_position", "Log position", justify="right")],
+    "timeindex": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
+                  Column("timestamp", "Timestamp", justify="right"), Column("time", "Time"),
+                  Column("offset", "Offset", justify="right")],
+    "txnindex": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
+                 Column("producer_id", "PID", justify="right"), Column("first_offset", "First", justify="right"),
+                 Column("last_offset", "Last", justify="right"),
+                 Column("last_stable_offset", "LSO", justify="right")],
+    "snapshot": [Column("kind", "Kind"), Column("producer_id", "PID", justify="right"),
+                 Column("producer_epoch", "Epoch", justify="right"),
+                 Column("last_sequence", "LastSeq", justify="right"), Column("last_offset", "LastOffset", justify="right"),
+                 Column("timestamp", "Timestamp", justify="right"),
+                 Column("current_txn_first_offset", "TxnFirst", justify="right"), Column("crc_ok", "CRC ok"),
+                 Column("count", "N", justify="right")],
+}
+_GENERIC = [Column("kind", "Kind"), Column("file", "File", fmt=lambda v: Path(v).name if v else ""),
+            Column("topic", "Topic"), Column("partition", "Partition", justify="right"),
+            Column("epoch", "Epoch", justify="right"), Column("offset", "Offset", justify="right"),
+            Column("properties", "Properties", max_width=80)]
+
+
+def columns_for(kind: str | None):
+    if kind in ("log", "kraft-snapshot", None):
+        return LOG_COLUMNS
+    return _FILE_COLUMNS.get(kind, _GENERIC)
+
+
+# ---- log rows -----------------------------------------------------------------------------------
+
+def batch_row(b: Batch) -> dict:
+    r = b.to_row()
+    r["flags"] = _flags(r)
+    return r
+
+
+def record_row(b: Batch, rec, opts, decoder=None) -> dict:
+    print_data = bool(getattr(opts, "print_data", False))
+    mode = getattr(opts, "body", "none") or "none"
+    if print_data and mode == "none":
+        mode = "text"
+    r = {
+        "kind": "record",
+        "file": b.file,
+        "position": b.position,
+        "batch_offset": b.base_offset,
+        "offset": rec.offset,
+        "timestamp": rec.timestamp,
+        "timestamp_type": K.TIMESTAMP_TYPES.get(b.timestamp_type, str(b.timestamp_type)),
+        "size": rec.size,
+        "key_size": -1 if rec.key is None else len(rec.key),
+        "value_size": -1 if rec.value is None else len(rec.value),
+        "sequence": rec.sequence,
+        "header_keys": [bytes(k).decode("utf-8", "replace") for k, _ in rec.headers],
+        "producer_id": b.producer_id,
+        "is_transactional": b.is_transactional,
+        "is_control": b.is_control,
+        "crc_ok": rec.crc_ok if rec.crc_ok is not None else b.crc_ok,
+    }
+    if rec.control_type is not None:
+        r["control_type"] = K.CONTROL_TYPES.get(rec.control_type, f"UNKNOWN({rec.control_type})")
+        if rec.coordinator_epoch is not None:
+            r["coordinator_epoch"] = rec.coordinator_epoch
+    if print_data:
+        r["key"] = encode_body(rec.key, mode)
+        r["value"] = encode_body(rec.value, mode)
+        r["headers"] = {bytes(k).decode("utf-8", "replace"): encode_body(v, mode) for k, v in rec.headers}
+        if decoder is not None and not b.is_control:
+            r["decoded"] = decoder(rec.key, rec.value)
+    r["flags"] = _flags(r)
+    return r
+
+
+def damage_row(path, d: Damage) -> dict:
+    return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
+            "message": d.message}
+
+
+def log_rows(path: Path, opts, stats, topic: str | None = None):
+    """Rows of one .log. Filters shared with ``dump commitlog``: --from-offset/--to-offset (batches overlapping
+    the range), --key (records with exactly this key; implies --deep)."""
+    want_key = getattr(opts, "key", None)
+    want_key = want_key.encode("utf-8") if want_key is not None else None
+    lo = getattr(opts, "from_offset", None)
+    hi = getattr(opts, "to_offset", None)
+    deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
+    decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
+    with map_input(path) as m:
+        for ev in scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None)):
+            if isinstance(ev, Damage):
+                if ev.kind == "skipped" or ev.kind == "partial-tail":
+                    stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")
+                if ev.kind != "max-bytes":
+                    yield damage_row(path, ev)
+                continue
+            if lo is not None and ev.last_offset < lo:
+                continue
+            if hi is not None and ev.base_offset is not None and ev.base_offset >= hi:
+                break
+            stats.messages += 1
+            if not ev.crc_ok:
+                stats.damage(f"{path}@{ev.position}: batch CRC mismatch")
+            if want_key is None:
+                yield batch_row(ev)
+            if deep:
+                try:
+                    for rec in iter_records(ev):
+                        if want_key is not None and rec.key != want_key:
+                            continue
+                        if (lo is not None and rec.offset < lo) or (hi is not None and rec.offset >= hi):
+                            continue
+                        yield record_row(ev, rec, opts, decoder)
+                except (CodecError, ValueError, IndexError) as e:
+                    stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
+                    yield {"kind": "damage", "file": str(path), "position": ev.position, "size": ev.size,
+                           "damage": "records-undecodable", "message": str(e)}
+
+
+# ---- other files --------------------------------------------------------------------------------
+
+def index_rows(path: Path):
+    base = L.segment_base(path)
+    idx = F.read_offset_index(path)
+    for i, (rel, pos) in enumerate(idx.entries):
+        yield {"kind": "index_entry", "file": str(path), "position": i * 8, "offset": base + rel,
+               "relative_offset": rel, "log_position": pos}
+
+
+def timeindex_rows(path: Path):
+    base = L.segment_base(path)
+    t = F.read_time_index(path)
+    for i, (ts, rel) in enumerate(t.entries):
+        yield {"kind": "time_index_entry", "file": str(path), "position": i * 12, "timestamp": ts,
+               "time": iso_ms(ts), "offset": base + rel, "relative_offset": rel}
+
+
+def txnindex_rows(path: Path):
+    t = F.read_txn_index(path)
+    for i, (ver, pid, first, last, lso) in enumerate(t.entries):
+        yield {"kind": "aborted_txn", "file": str(path), "position": i * 34, "version": ver, "producer_id": pid,
+               "first_offset": first, "last_offset": last, "last_stable_offset": lso}
+
+
+def snapshot_rows(path: Path):
+    s = F.read_snapshot(path)
+    yield {"kind": "producer_snapshot", "file": str(path), "version": s.version, "crc": s.crc, "crc_ok": s.crc_ok,
+           "count": len(s.entries), "offset": L.segment_base(path), "problem": s.problem}
+    for e in s.entries:
+        (pid, epoch, last_seq, last_off, delta, ts, coord, txn_first) = e
+        yield {"kind": "producer_entry", "file": str(path), "producer_id": pid, "producer_epoch": epoch,
+               "last_sequence": last_seq, "last_offset": last_off, "offset_delta": delta, "timestamp": ts,
+               "coordinator_epoch": coord, "current_txn_first_offset": txn_first}
+
+
+def text_rows(path: Path, kind: str):
+    if kind == "offset-checkpoint":
+        c = F.read_offset_checkpoint(path)
+        for topic, part, off in c.entries:
+            yield {"kind": "checkpoint_entry", "file": str(path), "checkpoint": path.name, "topic": topic,
+                   "partition": part, "offset": off}
+        if c.problem:
+            yield {"kind": "damage", "file": str(path), "damage": "malformed", "message": c.problem}
+    elif kind == "leader-epoch-checkpoint":
+        c = F.read_leader_epoch_checkpoint(path)
+        for e, o in c.entries:
+            yield {"kind": "leader_epoch", "file": str(path), "epoch": e, "offset": o}
+        if c.problem:
+            yield {"kind": "damage", "file": str(path), "damage": "malformed", "message": c.problem}
+    elif kind in ("partition-metadata", "meta-properties"):
+        yield {"kind": "properties", "file": str(path), "properties": F.read_properties(path)}
+    elif kind == "quorum-state":
+        yield {"kind": "properties", "file": str(path), "properties": F.read_quorum_state(path)}
+
+
+def _topic_of(path: Path) -> str | None:
+    m = L.PARTITION_DIR.match(path.parent.name)
+    return m.group("topic") if m else None
+
+
+def file_rows(path: Path, opts, stats):
+    kind = L.file_kind(path)
+    if kind in ("log", "kraft-snapshot"):
+        topic = _topic_of(path) if kind == "log" else "__cluster_metadata"
+        yield from log_rows(path, opts, stats, topic)
+    elif kind == "index":
+        yield from index_rows(path)
+    elif kind == "timeindex":
+        yield from timeindex_rows(path)
+    elif kind == "txnindex":
+        yield from txnindex_rows(path)
+    elif kind == "snapshot":
+        yield from snapshot_rows(path)
+    elif kind is not None:
+        yield from text_rows(path, kind)
+
+
+def dump_path(p: Path, opts, stats):
+    """A file by its kind; a directory: every .log segment (and KRaft snapshot) of every partition, in order."""
+    if p.is_file():
+        yield from file_rows(p, opts, stats)
+        return
+    for ld in L.discover(p):
+        if ld.bootstrap_checkpoint is not None:
+            yield from log_rows(ld.bootstrap_checkpoint, opts, stats, "__cluster_metadata")
+        for part in ld.partitions:
+            if getattr(opts, "topic", None) and part.topic != opts.topic:
+                continue
+            for seg in part.segments:
+                if seg.log is not None:
+                    yield from log_rows(seg.log, opts, stats, part.topic)
+            for _end, _epoch, f in part.kraft_snapshots:
+                yield from log_rows(f, opts, stats, "__cluster_metadata")
+
+
+class SalvageWriter:
+    """verify --salvage-out: every readable record as NDJSON (keys/values base64), written atomically."""
+
+    def __init__(self, out: str, force: bool, inputs):
+        target = Path(out)
+        prepare_output_dir(target.parent if target.suffix else target, inputs, True)
+        if not target.suffix:
+            target = target / "salvage.ndjson"
+        self._w = AtomicWriter(target, overwrite=force)
+        self._f = self._w.__enter__()
+
+    def write(self, b: Batch, rec) -> None:
+        row = {"file": b.file, "position": b.position, "offset": rec.offset, "timestamp": rec.timestamp,
+               "key": encode_body(rec.key, "base64"), "value": encode_body(rec.value, "base64"),
+               "headers": {bytes(k).decode("utf-8", "replace"): encode_body(v, "base64") for k, v in rec.headers},
+               "crc_ok": b.crc_ok}
+        self._f.write(dumps(row).encode("utf-8") + b"\n")
+
+    def close(self) -> None:
+        self._w.__exit__(None, None, None)

@@ -1,0 +1,185 @@
+"""Readers for the small Kafka files: .index, .timeindex, .txnindex, .snapshot and the text checkpoints.
+
+Binary entries are decoded with ``struct`` formats derived from the construct schemas in
+:mod:`formats.kafka`. Nothing here raises on damaged content: problems come back as ``problems`` strings
+that :mod:`mqtool.kafka.verify` turns into findings.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from formats import kafka as K
+from mqtool.io import read_input
+
+_OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
+_TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))
+_TXN_ENTRY = struct.Struct(K.struct_format(K.AbortedTxn))
+_SNAP_ENTRY = struct.Struct(K.struct_format(K.ProducerSnapshotEntry))
+
+
+@dataclass
+class IndexFile:
+    """Entries of an .index/.timeindex up to Kafka's end-of-data rule, and what lies after them."""
+
+    path: Path
+    size: int
+    entry_size: int
+    entries: list = field(default_factory=list)     # [(relOffset, position)] or [(timestamp, relOffset)]
+    zero_tail: int = 0                              # bytes of zeros after the last entry (preallocation)
+    garbage_tail: int = 0                           # non-zero bytes after the end-of-data entry
+    partial: int = 0                                # bytes that do not make a whole entry
+
+
+def _index(path: Path, data: bytes, entry: struct.Struct, is_end) -> IndexFile:
+    es = entry.size
+    f = IndexFile(path, len(data), es)
+    whole = len(data) - len(data) % es
+    f.partial = len(data) - whole
+    i = 0
+    while i < whole:
+        e = entry.unpack_from(data, i)
+        if is_end(e, i):
+            break
+        f.entries.append(e)
+        i += es
+    rest = data[i:whole]
+    if rest:
+        if rest.count(0) == len(rest):
+            f.zero_tail = len(rest)
+        else:
+            f.garbage_tail = len(rest)
+    return f
+
+
+def read_offset_index(path: Path, data: bytes | None = None) -> IndexFile:
+    """DumpLogSegments' rule: stop at the first entry i>0 whose offset equals the base offset (relative 0);
+    an all-zero first slot is also the end (an empty preallocated index)."""
+    data = read_input(path) if data is None else data
+    return _index(path, data, _OFFSET_ENTRY, lambda e, i: e[0] == 0 and (i > 0 or e[1] == 0))
+
+
+def read_time_index(path: Path, data: bytes | None = None) -> IndexFile:
+    """Stop at the first all-zero slot (timestamp 0, relative offset 0) — preallocated space."""
+    data = read_input(path) if data is None else data
+    return _index(path, data, _TIME_ENTRY, lambda e, i: e[0] == 0 and e[1] == 0)
+
+
+def read_txn_index(path: Path, data: bytes | None = None) -> IndexFile:
+    data = read_input(path) if data is None else data
+    f = IndexFile(path, len(data), K.TXN_INDEX_ENTRY_SIZE)
+    whole = len(data) - len(data) % K.TXN_INDEX_ENTRY_SIZE
+    f.partial = len(data) - whole
+    for i in range(0, whole, K.TXN_INDEX_ENTRY_SIZE):
+        f.entries.append(_TXN_ENTRY.unpack_from(data, i))    # (version, pid, first, last, lso)
+    return f
+
+
+@dataclass
+class Snapshot:
+    path: Path
+    size: int
+    version: int | None = None
+    crc: int | None = None
+    crc_ok: bool = False
+    entries: list = field(default_factory=list)
+    problem: str | None = None
+
+
+def read_snapshot(path: Path, data: bytes | None = None) -> Snapshot:
+    data = read_input(path) if data is None else data
+    s = Snapshot(path, len(data))
+    if len(data) < 10:
+        s.problem = f"snapshot of {len(data)} bytes is shorter than its 10-byte header"
+        return s
+    s.version, s.crc, count = struct.unpack_from(">hIi", data, 0)
+    s.crc_ok = crc32c(data[K.PRODUCER_SNAPSHOT_ENTRIES_OFFSET:]) == s.crc
+    if s.version != K.PRODUCER_SNAPSHOT_VERSION:
+        s.problem = f"unknown snapshot version {s.version}"
+    if count < 0 or 10 + count * K.PRODUCER_SNAPSHOT_ENTRY_SIZE != len(data):
+        s.problem = (s.problem or "") + f" entry count {count} does not match the file size {len(data)}"
+        count = max(0, min(count, (len(data) - 10) // K.PRODUCER_SNAPSHOT_ENTRY_SIZE))
+    for i in range(count):
+        s.entries.append(_SNAP_ENTRY.unpack_from(data, 10 + i * K.PRODUCER_SNAPSHOT_ENTRY_SIZE))
+    return s
+
+
+SNAPSHOT_FIELDS = K.field_names(K.ProducerSnapshotEntry)
+
+
+# ---- text files -------------------------------------------------------------------------------
+
+@dataclass
+class TextCheckpoint:
+    path: Path
+    version: int | None = None
+    entries: list = field(default_factory=list)   # offset checkpoints: (topic, partition, offset); epochs: (e, o)
+    problem: str | None = None
+
+
+def _lines(path: Path) -> list[str]:
+    return read_input(path).decode("utf-8", errors="replace").split("\n")
+
+
+def read_offset_checkpoint(path: Path) -> TextCheckpoint:
+    """``0\\n<count>\\n`` then ``<topic> <partition> <offset>`` lines (CheckpointFile, version 0)."""
+    c = TextCheckpoint(path)
+    lines = _lines(path)
+    if lines == [""]:
+        return c            # an empty file reads as no entries (CheckpointFile: readLine() == null)
+    try:
+        c.version = int(lines[0])
+        count = int(lines[1])
+        for ln in lines[2:2 + count]:
+            topic, part, off = ln.split(" ")
+            c.entries.append((topic, int(part), int(off)))
+        if len(c.entries) != count:
+            c.problem = f"header says {count} entries, file has {len(c.entries)}"
+    except (ValueError, IndexError) as e:
+        c.problem = f"malformed checkpoint ({e})"
+    return c
+
+
+def read_leader_epoch_checkpoint(path: Path) -> TextCheckpoint:
+    """``0\\n<count>\\n`` then ``<epoch> <startOffset>`` lines."""
+    c = TextCheckpoint(path)
+    lines = _lines(path)
+    if lines == [""]:
+        return c            # an empty file reads as no entries (CheckpointFile: readLine() == null)
+    try:
+        c.version = int(lines[0])
+        count = int(lines[1])
+        for ln in lines[2:2 + count]:
+            e, o = ln.split(" ")
+            c.entries.append((int(e), int(o)))
+        if len(c.entries) != count:
+            c.problem = f"header says {count} entries, file has {len(c.entries)}"
+    except (ValueError, IndexError) as e:
+        c.problem = f"malformed leader-epoch-checkpoint ({e})"
+    return c
+
+
+def read_properties(path: Path) -> dict:
+    """partition.metadata (``key: value``) and meta.properties (``key=value``, ``#`` comments)."""
+    out = {}
+    for ln in _lines(path):
+        ln = ln.strip()
+        if not ln or ln.startswith("#"):
+            continue
+        if "=" in ln and (":" not in ln or ln.index("=") < ln.index(":")):
+            k, _, v = ln.partition("=")
+        else:
+            k, _, v = ln.partition(":")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def read_quorum_state(path: Path) -> dict:
+    try:
+        return json.loads(read_input(path))
+    except ValueError as e:
+        return {"problem": f"not JSON: {e}"}

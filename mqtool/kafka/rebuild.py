@@ -1,0 +1,151 @@
+"""Rebuild ``.index`` / ``.timeindex`` / ``.txnindex`` from ``.log`` segments with Kafka's recovery rule.
+
+``LogSegment.recover`` (reference kafka.md §5.3): walk the shallow batches; keep the running max timestamp
+and the lastOffset of the batch that first reached it; when more than ``index.interval.bytes`` bytes were
+read since the last entry, index the current batch (its lastOffset at its start position) and offer the
+running max to the time index (appended only when the timestamp goes strictly up); at the end, offer the
+running max once more (the entry a segment gets at roll/close). Aborted transactions come from the ABORT
+markers, with the first offset of the producer's open transaction (possibly in an earlier segment) and the
+last stable offset at the time of the abort (``ProducerStateManager.lastStableOffset``).
+
+Outputs are written with :func:`mqtool.io.write_atomic` into a directory checked by
+:func:`mqtool.io.prepare_output_dir`, never in place.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from formats import kafka as K
+from mqtool.kafka.records import Batch, Damage, iter_records, scan
+
+_OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
+_TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))
+_TXN_ENTRY = struct.Struct(K.struct_format(K.AbortedTxn))
+
+PREALLOCATED_INDEX_SIZE = K.DEFAULT_SEGMENT_INDEX_BYTES // K.OFFSET_INDEX_ENTRY_SIZE * K.OFFSET_INDEX_ENTRY_SIZE
+PREALLOCATED_TIMEINDEX_SIZE = K.DEFAULT_SEGMENT_INDEX_BYTES // K.TIME_INDEX_ENTRY_SIZE * K.TIME_INDEX_ENTRY_SIZE
+
+
+@dataclass
+class SegmentIndexes:
+    base_offset: int
+    offset_entries: list = field(default_factory=list)    # (relativeOffset, position)
+    time_entries: list = field(default_factory=list)      # (timestamp, relativeOffset)
+    aborted: list = field(default_factory=list)           # (version, pid, first, last, lso)
+    valid_bytes: int = 0                                  # where recovery would truncate the .log
+    stop_reason: str | None = None                        # why recovery stopped before the end, if it did
+
+    def index_bytes(self, preallocate: bool = False) -> bytes:
+        data = b"".join(_OFFSET_ENTRY.pack(*e) for e in self.offset_entries)
+        return data.ljust(PREALLOCATED_INDEX_SIZE, b"\x00") if preallocate else data
+
+    def timeindex_bytes(self, preallocate: bool = False) -> bytes:
+        data = b"".join(_TIME_ENTRY.pack(*e) for e in self.time_entries)
+        return data.ljust(PREALLOCATED_TIMEINDEX_SIZE, b"\x00") if preallocate else data
+
+    def txnindex_bytes(self) -> bytes:
+        return b"".join(_TXN_ENTRY.pack(*e) for e in self.aborted)
+
+
+class TxnTracker:
+    """Open transactions across the segments of one partition (ProducerStateManager's view of them)."""
+
+    def __init__(self):
+        self.ongoing: dict[int, int] = {}     # pid -> first offset (insertion = first-offset order)
+
+    def observe(self, b: Batch, control_type: int | None):
+        """Feed one batch; returns an AbortedTxn tuple when ``b`` is an ABORT marker."""
+        if not b.is_transactional or b.producer_id < 0:
+            return None
+        pid = b.producer_id
+        if not b.is_control:
+            if pid not in self.ongoing:
+                self.ongoing[pid] = b.base_offset
+            return None
+        first = self.ongoing.pop(pid, None)
+        if control_type != K.CONTROL_ABORT:
+            return None
+        marker = b.last_offset
+        others = [o for p, o in self.ongoing.items() if p != pid]
+        lso = min(others) if others else marker + 1
+        return (0, pid, first if first is not None else marker, marker, lso)
+
+
+def control_type_of(b: Batch) -> int | None:
+    try:
+        for r in iter_records(b):
+            return r.control_type
+    except (ValueError, Exception):  # noqa: BLE001 - a damaged marker is simply not a marker
+        return None
+    return None
+
+
+class Recoverer:
+    """``LogSegment.recover`` as a state machine fed one shallow batch at a time (so verify can run it in the
+    same pass as its own checks). Feed only batches recovery would accept (valid CRC, contiguous)."""
+
+    def __init__(self, base_offset: int, interval: int = K.DEFAULT_INDEX_INTERVAL_BYTES,
+                 txn: TxnTracker | None = None):
+        self.out = SegmentIndexes(base_offset)
+        self.base = base_offset
+        self.interval = interval
+        self.txn = txn
+        self.valid = 0
+        self.last_entry = 0
+        self.max_ts, self.max_ts_off = K.NO_TIMESTAMP, -1
+        self.last_time_ts = K.NO_TIMESTAMP
+        self.stopped = False
+
+    def _maybe_time(self, ts: int, off: int) -> None:
+        if ts > self.last_time_ts:
+            self.out.time_entries.append((ts, off - self.base))
+            self.last_time_ts = ts
+
+    def feed(self, b: Batch, control_type: int | None = None) -> bool:
+        """Returns False (and stops) at the first batch recovery would truncate at."""
+        if self.stopped:
+            return False
+        if not b.crc_ok or b.position != self.valid:
+            self.stop(f"invalid batch at {b.position} (CRC mismatch)" if not b.crc_ok
+                      else f"gap before {b.position}")
+            return False
+        if b.max_timestamp > self.max_ts:
+            self.max_ts, self.max_ts_off = b.max_timestamp, b.last_offset
+        if self.valid - self.last_entry > self.interval:
+            self.out.offset_entries.append((b.last_offset - self.base, self.valid))
+            self._maybe_time(self.max_ts, self.max_ts_off)
+            self.last_entry = self.valid
+        if self.txn is not None and b.is_transactional:
+            if b.is_control and control_type is None:
+                control_type = control_type_of(b)
+            a = self.txn.observe(b, control_type)
+            if a is not None:
+                self.out.aborted.append(a)
+        self.valid += b.size
+        return True
+
+    def stop(self, reason: str) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.out.stop_reason = reason
+
+    def finish(self, final_time_entry: bool = True) -> SegmentIndexes:
+        self.out.valid_bytes = self.valid
+        if final_time_entry:
+            self._maybe_time(self.max_ts, self.max_ts_off)
+        return self.out
+
+
+def recover_segment(buf, path: str, base_offset: int, interval: int = K.DEFAULT_INDEX_INTERVAL_BYTES,
+                    final_time_entry: bool = True, txn: TxnTracker | None = None) -> SegmentIndexes:
+    """Run the recovery rule over one segment buffer."""
+    r = Recoverer(base_offset, interval, txn)
+    for ev in scan(buf, path):
+        if isinstance(ev, Damage):
+            if ev.kind != "zero-tail":
+                r.stop(f"{ev.kind} at {ev.start}: {ev.message}")
+            break
+        if not r.feed(ev):
+            break
+    return r.finish(final_time_entry)

@@ -1,0 +1,511 @@
+"""Walk a Kafka ``.log`` (or KRaft ``.checkpoint``) buffer: batches with resync, and the records inside them.
+
+The hot header walk uses ``struct.Struct`` objects derived from the construct schemas in
+:mod:`formats.kafka` (:func:`formats.kafka.struct_format`); ``tests/test_kafka_formats.py`` checks the fast
+path against the schemas with hypothesis.
+
+End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
+
+* fewer than 17 bytes left → end (non-zero leftovers are a ``partial-tail`` event);
+* an all-zero remainder (preallocated segment, ``log.preallocate``) → ``zero-tail`` event, end;
+* an entry running past the end of the file with no valid batch after it → ``partial-tail``;
+* anything else that does not frame (size < 14, magic > 2, or a bad CRC whose length does not lead to
+  another plausible batch) → a ``skipped`` event over the bytes up to the next self-locating batch
+  (magic at +16, sane length, valid CRC), and the walk goes on from there.
+"""
+from __future__ import annotations
+
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from formats import kafka as K
+from mqtool.kafka.codecs import CodecError, decompress
+
+_PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
+_HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
+_HDR_V0 = struct.Struct(K.struct_format(K.LegacyHeaderV0))
+_HDR_V1 = struct.Struct(K.struct_format(K.LegacyHeaderV1))
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_NONZERO = re.compile(rb"[^\x00]")
+_MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
+
+
+@dataclass(slots=True)
+class Damage:
+    """A byte range the walk could not read as batches. kind: skipped | partial-tail | zero-tail | max-bytes."""
+
+    kind: str
+    start: int
+    end: int
+    message: str
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(slots=True)
+class Batch:
+    """One shallow entry of a log: a v2 record batch, a legacy wrapper, or an uncompressed legacy message."""
+
+    file: str
+    position: int
+    size: int                   # total bytes incl. the 12-byte log overhead
+    magic: int
+    base_offset: int | None     # legacy wrappers: from the inner messages (None if undecodable)
+    last_offset: int
+    crc: int
+    crc_ok: bool
+    attributes: int
+    codec: int
+    timestamp_type: int         # -1 none, 0 CreateTime, 1 LogAppendTime
+    max_timestamp: int
+    base_timestamp: int = -1
+    partition_leader_epoch: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    count: int | None = 1
+    last_offset_delta: int = 0
+    is_transactional: bool = False
+    is_control: bool = False
+    delete_horizon_ms: int | None = None
+    error: str | None = None    # e.g. a legacy wrapper whose payload does not decompress
+    _buf: object = field(default=None, repr=False)
+
+    @property
+    def end(self) -> int:
+        return self.position + self.size
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence < 0:
+            return -1
+        return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
+
+    def to_row(self) -> dict:
+        return {
+            "kind": "batch",
+            "file": self.file,
+            "position": self.position,
+            "size": self.size,
+            "magic": self.magic,
+            "offset": self.base_offset,
+            "last_offset": self.last_offset,
+            "count": self.count,
+            "codec": K.CODEC_NAMES.get(self.codec, str(self.codec)),
+            "timestamp_type": K.TIMESTAMP_TYPES.get(self.timestamp_type, str(self.timestamp_type)),
+            "timestamp": self.max_timestamp,
+            "base_timestamp": self.base_timestamp if self.magic >= 2 else None,
+            "partition_leader_epoch": self.partition_leader_epoch,
+            "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch,
+            "base_sequence": self.base_sequence,
+            "last_sequence": self.last_sequence,
+            "is_transactional": self.is_transactional,
+            "is_control": self.is_control,
+            "delete_horizon_ms": self.delete_horizon_ms,
+            "crc": self.crc,
+            "crc_ok": self.crc_ok,
+            "error": self.error,
+        }
+
+
+class Record:
+    """One record (v2) or message (legacy) with its absolute offset. ``headers``: [(key bytes, value|None)]."""
+
+    __slots__ = ("batch", "offset", "timestamp", "key", "value", "headers", "size", "sequence", "crc_ok",
+                 "control_type", "coordinator_epoch")
+
+    def __init__(self, batch, offset, timestamp, key, value, headers=(), size=0, sequence=-1, crc_ok=None):
+        self.batch = batch
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.size = size
+        self.sequence = sequence
+        self.crc_ok = crc_ok              # legacy inner messages have their own CRC
+        self.control_type = None
+        self.coordinator_epoch = None
+
+
+# ---- framing ------------------------------------------------------------------------------------
+
+def _frame_ok(buf, p: int, n: int) -> bool:
+    """Is there a complete entry at p whose CRC is valid? (the resync test)"""
+    if p + K.HEADER_SIZE_UP_TO_MAGIC > n:
+        return False
+    size = _I32.unpack_from(buf, p + 8)[0]
+    magic = buf[p + 16]
+    if size < K.MIN_RECORD_OVERHEAD or magic > 2 or p + 12 + size > n:
+        return False
+    if magic == 2:
+        if size < _MIN_V2_SIZE:
+            return False
+        return crc32c(memoryview(buf)[p + 21:p + 12 + size]) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+    if size < (14 if magic == 0 else 22):
+        return False
+    return zlib.crc32(memoryview(buf)[p + 16:p + 12 + size]) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
+
+
+def resync(buf, p: int, n: int) -> int | None:
+    """First position > p where a self-locating batch with a valid CRC starts, or None."""
+    q = p + 1
+    while q + K.HEADER_SIZE_UP_TO_MAGIC <= n:
+        # The size field (q+8..q+12) of a real entry is never zero: skip zero runs in one step.
+        if buf[q + 8] == 0 and buf[q + 9] == 0 and buf[q + 10] == 0 and buf[q + 11] == 0:
+            m = _NONZERO.search(buf, q + 8, n)
+            if m is None:
+                return None
+            q = max(q + 1, m.start() - 11)
+            continue
+        if buf[q + 16] <= 2 and _frame_ok(buf, q, n):
+            return q
+        q += 1
+    return None
+
+
+def _is_zero(buf, start: int, end: int) -> bool:
+    return _NONZERO.search(buf, start, end) is None
+
+
+def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes: int | None = None,
+         check_crc: bool = True):
+    """Yield :class:`Batch` and :class:`Damage` objects in file order.
+
+    ``max_bytes`` mimics DumpLogSegments ``--max-bytes``: a batch crossing the limit is not read and a
+    ``max-bytes`` event marks where reading stopped.
+    """
+    n = len(buf) if end is None else min(end, len(buf))
+    limit = n if max_bytes is None else min(n, start + max_bytes)
+    p = start
+    unpack_prefix = _PREFIX.unpack_from
+    while True:
+        if p >= limit:
+            if limit < n:
+                yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")
+            return
+        if n - p < K.HEADER_SIZE_UP_TO_MAGIC:
+            if _is_zero(buf, p, n):
+                yield Damage("zero-tail", p, n, f"{n - p} zero bytes at the end (end of data)")
+            else:
+                yield Damage("partial-tail", p, n, f"{n - p} bytes at the end are too short for a batch")
+            return
+        off, size = unpack_prefix(buf, p)
+        magic = buf[p + 16]
+        bad = None
+        if size < K.MIN_RECORD_OVERHEAD:
+            if size == 0 and _is_zero(buf, p, n):
+                yield Damage("zero-tail", p, n, f"{n - p} zero bytes at the end (end of data, preallocated)")
+                return
+            bad = f"record size {size} smaller than minimum record overhead ({K.MIN_RECORD_OVERHEAD})"
+        elif magic > 2:
+            bad = f"unknown magic {magic}"
+        elif magic == 2 and size < _MIN_V2_SIZE:
+            bad = f"batch length {size} smaller than the v2 header"
+        elif p + 12 + size > n:
+            q = resync(buf, p, n)
+            if q is None:
+                yield Damage("partial-tail", p, n,
+                             f"entry of {12 + size} bytes at {p} runs past the end of the file ({n - p} bytes left)")
+                return
+            yield Damage("skipped", p, q, f"entry length {size} at {p} runs past the end; resynced at {q}")
+            p = q
+            continue
+        if bad is None:
+            if p + 12 + size > limit:
+                yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")
+                return
+            b = _decode(buf, path, p, off, size, magic, check_crc)
+            if b.crc_ok or _next_plausible(buf, p + 12 + size, n):
+                yield b
+                p += 12 + size
+                continue
+            bad = f"CRC mismatch and the length {size} does not lead to another batch"
+        q = resync(buf, p, n)
+        if q is None:
+            yield Damage("skipped", p, n, f"{bad}; no valid batch after {p}")
+            return
+        yield Damage("skipped", p, q, f"{bad}; resynced at {q}")
+        p = q
+
+
+def _next_plausible(buf, q: int, n: int) -> bool:
+    if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
+        return True
+    if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n):
+        return True
+    return _frame_ok(buf, q, n)
+
+
+def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
+    end = p + 12 + size
+    if magic == 2:
+        (base, _len, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
+         count) = _HDR_V2.unpack_from(buf, p)
+        crc_ok = (crc32c(memoryview(buf)[p + 21:end]) == crc) if check_crc else True
+        ts_type = 1 if attrs & K.TIMESTAMP_TYPE_MASK else 0
+        return Batch(path, p, size + 12, 2, base, base + lod, crc, crc_ok, attrs, attrs & K.CODEC_MASK,
+                     ts_type, max_ts, base_ts, ple, pid, pepoch, bseq, count, lod,
+                     bool(attrs & K.TRANSACTIONAL_FLAG_MASK), bool(attrs & K.CONTROL_FLAG_MASK),
+                     base_ts if attrs & K.DELETE_HORIZON_FLAG_MASK else None, None, buf)
+    if magic == 1 and size >= 22:
+        _o, _s, crc, _m, attrs, ts = _HDR_V1.unpack_from(buf, p)
+        ts_type = 1 if attrs & K.LEGACY_TIMESTAMP_TYPE_MASK else 0
+    else:
+        _o, _s, crc, _m, attrs = _HDR_V0.unpack_from(buf, p)
+        ts, ts_type = -1, -1
+    crc_ok = (zlib.crc32(memoryview(buf)[p + 16:end]) == crc) if check_crc else True
+    codec = attrs & K.CODEC_MASK
+    b = Batch(path, p, size + 12, magic, off, off, crc, crc_ok, attrs, codec, ts_type, ts, _buf=buf)
+    if codec != K.CODEC_NONE:
+        # A wrapper: base offset and count come from the inner messages.
+        try:
+            inner = list(_legacy_inner(b))
+            b.count = len(inner)
+            b.base_offset = inner[0].offset if inner else off
+        except (CodecError, ValueError, struct.error, IndexError) as e:
+            b.base_offset, b.count, b.error = None, None, f"inner messages unreadable: {e}"
+    return b
+
+
+# ---- records ------------------------------------------------------------------------------------
+
+def _varint(b, i: int):
+    """Zigzag varint/varlong at b[i]; returns (value, next index)."""
+    v = 0
+    shift = 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << shift
+        if x < 0x80:
+            return (v >> 1) ^ -(v & 1), i
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
+    """The (decompressed) records bytes of a v2 batch."""
+    raw = memoryview(batch._buf)[batch.position + K.V2_HEADER_SIZE:batch.end]
+    if batch.codec == K.CODEC_NONE:
+        return bytes(raw)
+    return decompress(batch.codec, raw, limit)
+
+
+def parse_records(data: bytes, count: int):
+    """Fast decoder for ``count`` v2 records in ``data``: a list of tuples
+    (size, attributes, timestampDelta, offsetDelta, key, value, headers) and the end index.
+    Equivalent to ``K.Record`` (hypothesis-tested); raises ValueError/IndexError on bad bytes."""
+    out = []
+    append = out.append
+    i = 0
+    n = len(data)
+    vi = _varint
+    for _ in range(count):
+        x = data[i]
+        if x < 0x80:
+            length = (x >> 1) ^ -(x & 1)
+            i += 1
+        else:
+            length, i = vi(data, i)
+        end = i + length
+        if length < 0 or end > n:
+            raise ValueError(f"record length {length} past the end of the records area")
+        attrs = data[i]
+        x = data[i + 1]
+        if x < 0x80:
+            ts_delta = (x >> 1) ^ -(x & 1)
+            i += 2
+        elif data[i + 2] < 0x80:                    # two-byte varint: common for timestamp deltas
+            x = (x & 0x7F) | (data[i + 2] << 7)
+            ts_delta = (x >> 1) ^ -(x & 1)
+            i += 3
+        else:
+            ts_delta, i = vi(data, i + 1)
+        x = data[i]
+        if x < 0x80:
+            off_delta = (x >> 1) ^ -(x & 1)
+            i += 1
+        elif data[i + 1] < 0x80:
+            x = (x & 0x7F) | (data[i + 1] << 7)
+            off_delta = (x >> 1) ^ -(x & 1)
+            i += 2
+        else:
+            off_delta, i = vi(data, i)
+        x = data[i]
+        if x < 0x80:
+            klen = (x >> 1) ^ -(x & 1)
+            i += 1
+        else:
+            klen, i = vi(data, i)
+        if klen >= 0:
+            key = data[i:i + klen]
+            i += klen
+        else:
+            key = None
+        x = data[i]
+        if x < 0x80:
+            vlen = (x >> 1) ^ -(x & 1)
+            i += 1
+        else:
+            vlen, i = vi(data, i)
+        if vlen >= 0:
+            value = data[i:i + vlen]
+            i += vlen
+        else:
+            value = None
+        x = data[i]
+        if x == 0:
+            headers = ()
+            i += 1
+        else:
+            if x < 0x80:
+                hcount = (x >> 1) ^ -(x & 1)
+                i += 1
+            else:
+                hcount, i = vi(data, i)
+            if hcount < 0 or hcount > length:
+                raise ValueError(f"bad header count {hcount}")
+            headers = []
+            for _h in range(hcount):
+                x = data[i]
+                if x < 0x80:
+                    hk = (x >> 1) ^ -(x & 1)
+                    i += 1
+                else:
+                    hk, i = vi(data, i)
+                if hk < 0:
+                    raise ValueError("negative header key length")
+                hkey = data[i:i + hk]
+                i += hk
+                x = data[i]
+                if x < 0x80:
+                    hv = (x >> 1) ^ -(x & 1)
+                    i += 1
+                else:
+                    hv, i = vi(data, i)
+                if hv >= 0:
+                    hval = data[i:i + hv]
+                    i += hv
+                else:
+                    hval = None
+                headers.append((hkey, hval))
+        if i != end:
+            # also catches key/value/header lengths running past the record (slices never raise)
+            raise ValueError(f"record fields end at {i}, its length says {end}")
+        append((length, attrs, ts_delta, off_delta, key, value, headers))
+    return out, i
+
+
+def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
+    """Records of one batch with absolute offsets and effective timestamps. Raises CodecError/ValueError.
+    Header keys stay bytes here (``Record.headers``); renderers decode them."""
+    if batch.magic < 2:
+        if batch.codec == K.CODEC_NONE:
+            yield _legacy_single(batch)
+        else:
+            yield from _legacy_inner(batch, limit)
+        return
+    data = records_area(batch, limit)
+    if batch.count < 0:
+        raise ValueError(f"negative record count {batch.count}")
+    if batch.count > len(data):
+        raise ValueError(f"record count {batch.count} larger than the records area ({len(data)} bytes)")
+    recs, used = parse_records(data, batch.count)
+    if used != len(data):
+        raise ValueError(f"{len(data) - used} bytes left after {batch.count} records")
+    base = batch.base_offset
+    seq = batch.base_sequence
+    if batch.timestamp_type == 1:          # LogAppendTime: every record reports the batch's max timestamp
+        ts0, tsk = batch.max_timestamp, 0
+    else:
+        ts0, tsk = batch.base_timestamp, 1
+    if seq >= 0:
+        out = [Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length, (seq + od) & 0x7FFFFFFF)
+               for (length, _a, tsd, od, key, value, headers) in recs]
+    else:
+        out = [Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length)
+               for (length, _a, tsd, od, key, value, headers) in recs]
+    if batch.is_control:
+        for r in out:
+            key, value = r.key, r.value
+            if key is not None and len(key) >= 4:
+                r.control_type = _I16.unpack_from(key, 2)[0]
+                if r.control_type in (K.CONTROL_ABORT, K.CONTROL_COMMIT) and value is not None and len(value) >= 6:
+                    r.coordinator_epoch = _I32.unpack_from(value, 2)[0]
+    yield from out
+
+
+def _legacy_fields(buf, p: int, n: int):
+    """(offset, size, crc, magic, attrs, ts, key, value, crc_ok) of a legacy message at p; ValueError if bad."""
+    if p + 26 > n:
+        raise ValueError("legacy message header past the end")
+    off, size, crc, magic, attrs = _HDR_V0.unpack_from(buf, p)
+    end = p + 12 + size
+    if size < (22 if magic == 1 else 14) or end > n or magic > 1 or magic < 0:
+        raise ValueError(f"bad message at {p} (size {size}, magic {magic})")
+    q = p + 18
+    ts = -1
+    if magic == 1:
+        ts = struct.unpack_from(">q", buf, q)[0]
+        q += 8
+    klen = _I32.unpack_from(buf, q)[0]
+    q += 4
+    key = None
+    if klen >= 0:
+        if q + klen + 4 > end:
+            raise ValueError(f"message at {p}: key length {klen} past the end of the message")
+        key = bytes(buf[q:q + klen])
+        q += klen
+    vlen = _I32.unpack_from(buf, q)[0]
+    q += 4
+    value = None
+    if vlen >= 0:
+        if q + vlen > end:
+            raise ValueError(f"message at {p}: value length {vlen} past the end of the message")
+        value = bytes(buf[q:q + vlen])
+        q += vlen
+    if q != end:
+        raise ValueError(f"message at {p}: fields end at {q}, size says {end}")
+    crc_ok = zlib.crc32(memoryview(buf)[p + 16:end]) == crc
+    return off, size, crc, magic, attrs, ts, key, value, crc_ok
+
+
+def _legacy_single(batch: Batch) -> Record:
+    f = _legacy_fields(batch._buf, batch.position, batch.end)
+    return Record(batch, f[0], f[5], f[6], f[7], [], f[1] + 12, -1, f[8])
+
+
+def _legacy_inner(batch: Batch, limit: int = 256 * 1024 * 1024):
+    w = _legacy_fields(batch._buf, batch.position, batch.end)
+    value = w[7]
+    if value is None:
+        raise ValueError("compressed wrapper without a value")
+    data = decompress(batch.codec, value, limit)
+    msgs = []
+    p = 0
+    n = len(data)
+    while p < n:
+        if n - p < 12:
+            raise ValueError(f"{n - p} stray bytes after the inner messages")
+        f = _legacy_fields(data, p, n)
+        msgs.append(f)
+        p += 12 + f[1]
+    if not msgs:
+        return
+    wrapper_off = batch.last_offset
+    last_inner = msgs[-1][0]
+    log_append = batch.magic == 1 and batch.timestamp_type == 1
+    for f in msgs:
+        off = f[0] if batch.magic == 0 else wrapper_off - last_inner + f[0]
+        ts = batch.max_timestamp if log_append else f[5]
+        yield Record(batch, off, ts, f[6], f[7], [], f[1] + 12, -1, f[8])
