@@ -1,0 +1,664 @@
+"""RocketMQ ``mqtool query``: find messages offline by key, unique key, message id, offset, queue position
+or store time (reference §2 ids, §4 consumequeue, §6 index file).
+
+Selectors (exactly one per query):
+
+* ``--key K`` / ``--unique-key U`` — through the index files: hash ``topic#K`` → slot → chain walk, newest
+  file first, like ``IndexService#queryOffset``. The index keeps only a 32-bit hash, so every candidate
+  message is read and kept only when it really holds the key (and its entry hash is the hash of *its own*
+  ``topic#key``). Without ``--topic`` every topic the store knows (consumequeue directories,
+  ``config/topics.json``) is tried.
+* ``--msg-id ID`` — decode the offsetMsgId and read the message at its physical offset.
+* ``--offset N [--containing]`` — the message starting at (or containing) global offset N.
+* ``--topic T --queue Q --queue-offset N [--count C]`` — consumequeue unit(s), then the commitlog, with a
+  cross-check of unit against message.
+* ``--time-from/--time-to`` — messages by store time; segments that cannot match are skipped using each
+  segment's first store timestamp.
+* ``--scan`` — the same answers from a full commitlog walk (no index, no consumequeue).
+
+Single messages are read by mapping only the segment that holds them (:class:`MessageReader`); index files
+are mapped and only the header, one slot and the chain entries are touched. Problems met on the way go to
+``stats.damage`` (they make the exit code 1); informative remarks go to ``stats.notes``.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Callable, Iterator
+
+from formats import rocketmq as F
+from mqtool.errors import NotAStoreError, UsageError
+from mqtool.io import map_input
+from mqtool.options import QueryOptions, ScanStats
+from mqtool.rocketmq import msgid as ids
+from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, index_hash,
+                                     infer_index_geometry, tags_code)
+from mqtool.rocketmq.layout import RocketStore, Segment
+from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
+from mqtool.rocketmq.scan import Damage, SegmentScanner
+
+_CQ = F.CQ_STORE_UNIT_SIZE
+_NOT_DISPATCHED = (F.TRANSACTION_PREPARED_TYPE, F.TRANSACTION_ROLLBACK_TYPE)   # no consumequeue unit (§5)
+_MIN_TAGS_HASH = -(2 ** 31)        # tagsCode below this is a ConsumeQueueExt address, not a hash (§4.5)
+
+
+def _note(stats: ScanStats, text: str) -> None:
+    """An informative remark on stderr that does not change the exit code."""
+    if len(stats.notes) < 1000:
+        stats.notes.append(text)
+
+
+# ---- single-message reads ----------------------------------------------------------------------------
+
+class MessageReader:
+    """Decode single units at global commitlog offsets, mapping only the segment that holds each offset.
+
+    Maps stay open (read-only) until :meth:`close`, so decoded messages can still produce bodies.
+    """
+
+    def __init__(self, segments: list[Segment], max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE):
+        self.segments = segments
+        self.bases = [s.base for s in segments]
+        self.max_size = max_size
+        self._maps: dict[str, object] = {}
+
+    def segment_for(self, offset: int) -> Segment | None:
+        i = bisect.bisect_right(self.bases, offset) - 1
+        if i < 0:
+            return None
+        seg = self.segments[i]
+        return seg if offset < seg.base + seg.size else None
+
+    def buffer(self, seg: Segment):
+        mi = self._maps.get(seg.path)
+        if mi is None:
+            mi = self._maps[seg.path] = map_input(seg.path)
+        return mi.buf
+
+    def read(self, offset: int, check_crc: bool = True):
+        """The unit starting at ``offset``: a :class:`Message` or :class:`Blank`.
+
+        Raises :class:`LookupError` when no segment holds the offset and :class:`DecodeFailure` when no
+        unit can be framed there.
+        """
+        seg = self.segment_for(offset)
+        if seg is None:
+            raise LookupError(f"offset {offset} is outside every commitlog segment")
+        buf = self.buffer(seg)
+        pos = offset - seg.base
+        if pos + 8 <= len(buf) and int.from_bytes(buf[pos + 4:pos + 8], "big", signed=True) == F.BLANK_MAGIC_CODE:
+            return Blank(seg.path, pos, offset, int.from_bytes(buf[pos:pos + 4], "big", signed=True))
+        return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, check_crc)
+
+    def first_store_timestamp(self, seg: Segment) -> int | None:
+        try:
+            m = self.read(seg.base, check_crc=False)
+        except (LookupError, DecodeFailure):
+            return None
+        return m.store_timestamp if isinstance(m, Message) else None
+
+    def close(self) -> None:
+        for mi in self._maps.values():
+            mi.close()
+        self._maps.clear()
+
+
+# ---- index files ---------------------------------------------------------------------------------------
+
+class IndexFileReader:
+    """One index file, mapped read-only; only the header, one slot and the chain entries are read."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._mi = map_input(path)
+        buf = self._mi.buf
+        self.size = len(buf)
+        self.valid = self.size >= F.INDEX_HEADER_SIZE
+        if self.valid:
+            self.header = dict(zip(IDX_HEADER_NAMES, IDX_HEADER.unpack_from(buf, 0)))
+        else:
+            self.header = {n: 0 for n in IDX_HEADER_NAMES}
+        self.slot_num, self.index_num = infer_index_geometry(self.size)
+        if self.slot_num is None:
+            self.valid = False
+
+    def close(self) -> None:
+        self._mi.close()
+
+    def may_hold(self, begin: int | None, end: int | None) -> bool:
+        """Can this file hold an entry stored in [begin, end]? (header times; 1 s slack for timeDiff).
+
+        A file with no entries holds nothing; zero header times (never written) do not exclude anything.
+        """
+        h = self.header
+        if h["indexCount"] <= 1:
+            return False
+        if begin is not None and h["endTimestamp"] > 0 and h["endTimestamp"] + 1000 <= begin:
+            return False
+        if end is not None and h["beginTimestamp"] > 0 and h["beginTimestamp"] > end:
+            return False
+        return True
+
+    def chain(self, key_hash: int, stats: ScanStats) -> Iterator[tuple[int, int, int, int | None]]:
+        """(entry number, keyHash, phyOffset, approx store ms) of the entries in the bucket of
+        ``key_hash`` whose keyHash equals it, newest first (the bucket's chain, §6.2)."""
+        buf = self._mi.buf
+        slot_pos = F.INDEX_HEADER_SIZE + (key_hash % self.slot_num) * F.INDEX_SLOT_SIZE
+        k = int.from_bytes(buf[slot_pos:slot_pos + 4], "big", signed=True)
+        entries_at = F.INDEX_HEADER_SIZE + self.slot_num * F.INDEX_SLOT_SIZE
+        begin_ts = self.header["beginTimestamp"]
+        limit = self.index_num            # entry numbers 1 .. index_num-1 exist in the file
+        ref, ref_pos = f"slot {key_hash % self.slot_num}", slot_pos
+        while k > 0:
+            if k >= limit:
+                stats.damage(f"{self.path}@{ref_pos}: index {ref} points at entry {k}, beyond the file's "
+                             f"{limit - 1} entries; chain cut")
+                return
+            pos = entries_at + k * F.INDEX_ENTRY_SIZE
+            h, phy, time_diff, prev = IDX_ENTRY.unpack_from(buf, pos)
+            if h == key_hash:
+                t = begin_ts + time_diff * 1000 if begin_ts > 0 and time_diff >= 0 else None
+                yield k, h, phy, t
+            if prev >= k:
+                stats.damage(f"{self.path}@{pos}: index entry {k} links to entry {prev} (not older); chain cut")
+                return
+            ref, ref_pos, k = f"entry {k}", pos, prev
+
+
+def _open_index_files(store: RocketStore, stats: ScanStats) -> list[IndexFileReader]:
+    out = []
+    for p in store.index_files:
+        r = IndexFileReader(p)
+        if not r.valid:
+            stats.damage(f"{p}: index file of {r.size} bytes has no known geometry (40 + slots×4 + entries×20); "
+                         f"skipped")
+            r.close()
+            continue
+        out.append(r)
+    return out
+
+
+def known_topics(store: RocketStore) -> list[str]:
+    """Topics the store knows without reading the commitlog: consumequeue directories and config/topics.json."""
+    import os
+
+    topics: set[str] = set()
+    if store.consumequeue_dir:
+        try:
+            topics.update(d for d in os.listdir(store.consumequeue_dir)
+                          if os.path.isdir(os.path.join(store.consumequeue_dir, d)))
+        except OSError:
+            pass
+    if store.config_dir:
+        from pathlib import Path
+
+        from mqtool.rocketmq.configfiles import load_config
+
+        for name in ("topics.json", "topics.json.bak"):
+            p = Path(store.config_dir) / name
+            if p.is_file():
+                obj, _err = load_config(p)
+                table = obj.get("topicConfigTable") if isinstance(obj, dict) else None
+                if isinstance(table, dict):
+                    topics.update(str(t) for t in table)
+    return sorted(topics)
+
+
+# ---- the query engine ----------------------------------------------------------------------------------
+
+_SELECTORS = ("key", "unique_key", "msg_id", "offset", "queue", "time")
+
+
+def _selector(opts: QueryOptions) -> str:
+    chosen = []
+    if opts.key is not None:
+        chosen.append("key")
+    if opts.unique_key is not None:
+        chosen.append("unique_key")
+    if opts.msg_id is not None:
+        chosen.append("msg_id")
+    if opts.offset is not None:
+        chosen.append("offset")
+    if opts.queue is not None or opts.queue_offset is not None:
+        chosen.append("queue")
+    if len(chosen) > 1:
+        flags = ", ".join("--" + c.replace("_", "-") for c in chosen)
+        raise UsageError(f"choose one selector, not {flags}")
+    if not chosen:
+        if opts.time_from is None and opts.time_to is None:
+            raise UsageError("nothing to look for: give --key, --unique-key, --msg-id, --offset, "
+                             "--topic/--queue/--queue-offset or --time-from/--time-to")
+        chosen.append("time")
+    sel = chosen[0]
+    if opts.containing and sel != "offset":
+        raise UsageError("--containing goes with --offset")
+    if sel == "queue" and (opts.topic is None or opts.queue is None or opts.queue_offset is None):
+        raise UsageError("a queue position needs --topic, --queue and --queue-offset")
+    if opts.count < 1:
+        raise UsageError("--count must be at least 1")
+    if opts.max < 1:
+        raise UsageError("--max must be at least 1")
+    if opts.queue_offset is not None and opts.queue_offset < 0:
+        raise UsageError("--queue-offset must not be negative")
+    if opts.offset is not None and opts.offset < 0:
+        raise UsageError("--offset must not be negative")
+    return sel
+
+
+def _time_window(opts: QueryOptions) -> tuple[int | None, int | None]:
+    """Store-time window: --begin/--end (key queries, as mqadmin) and --time-from/--time-to, intersected."""
+    lo = [v for v in (opts.begin, opts.time_from) if v is not None]
+    hi = [v for v in (opts.end, opts.time_to) if v is not None]
+    return (max(lo) if lo else None), (min(hi) if hi else None)
+
+
+def _in_window(m: Message, lo: int | None, hi: int | None) -> bool:
+    return (lo is None or m.store_timestamp >= lo) and (hi is None or m.store_timestamp <= hi)
+
+
+def run_query(store: RocketStore, opts: QueryOptions, stats: ScanStats) -> Iterator[dict]:
+    """Rows (``Message.to_row(opts.body)`` plus ``via`` and selector-specific fields) for one query."""
+    sel = _selector(opts)
+    if not store.segments:
+        raise NotAStoreError("no commitlog segments here (a query reads messages from the commitlog)",
+                             store.path)
+    reader = MessageReader(store.segments)
+    try:
+        if sel in ("key", "unique_key"):
+            yield from _by_key(store, reader, opts, stats, sel)
+        elif sel == "msg_id":
+            yield from _by_msg_id(store, reader, opts, stats)
+        elif sel == "offset":
+            yield from _by_offset(store, reader, opts, stats)
+        elif sel == "queue":
+            yield from _by_queue(store, reader, opts, stats)
+        else:
+            yield from _by_time(store, reader, opts, stats)
+    finally:
+        reader.close()
+
+
+def _scan(store: RocketStore, stats: ScanStats, segments: list[Segment] | None = None) -> Iterator[Message]:
+    """Every message of the given segments (default: all), damage reported to ``stats``."""
+    for seg in segments if segments is not None else store.segments:
+        for ev in SegmentScanner(seg).events():
+            if isinstance(ev, Message):
+                yield ev
+            elif isinstance(ev, Damage):
+                stats.damage(f"{ev.file}@{ev.position} (offset {ev.offset}): {ev.code}: {ev.message}; "
+                             f"skipped {ev.length} bytes")
+
+
+# -- by key / unique key --
+
+def _key_matcher(sel: str, value: str) -> Callable[[Message], bool]:
+    if sel == "key":
+        return lambda m: value in m.keys
+    return lambda m: m.uniq_key == value
+
+
+def _by_key(store, reader, opts, stats, sel):
+    value = opts.key if sel == "key" else opts.unique_key.strip()
+    if sel == "unique_key":
+        ids.decode_uniq_key(value)          # validates the shape (exit 2 on a malformed id)
+        value = value.upper()
+    if not value:
+        raise UsageError("an empty key matches nothing")
+    lo, hi = _time_window(opts)
+    holds = _key_matcher(sel, value)
+    use_scan = opts.scan
+    if not use_scan and not store.index_files:
+        _note(stats, "no index files in this store: answering by a full commitlog scan (as with --scan)")
+        use_scan = True
+    topics = [opts.topic] if opts.topic is not None else known_topics(store)
+    if not use_scan and not topics:
+        _note(stats, "no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
+                     "full commitlog scan (as with --scan)")
+        use_scan = True
+    if use_scan:
+        found = _key_by_scan(store, opts, stats, holds, lo, hi)
+    else:
+        found = _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi)
+    what = "key" if sel == "key" else "uniq_key"
+    rollback = 0
+    for m, via in sorted(found, key=lambda t: t[0].offset):
+        row = m.to_row(opts.body)
+        row["via"] = via
+        row["match"] = what
+        if via == "scan":
+            indexed = (m.sys_flag & F.TRANSACTION_MASK) != F.TRANSACTION_ROLLBACK_TYPE
+            row["indexed"] = indexed
+            if not indexed:
+                rollback += 1
+        if sel == "unique_key":
+            info = ids.decode_uniq_key(value, m.born_timestamp)
+            info.pop("kind")
+            info.pop("uniq_key")
+            row["uniq_key_info"] = info
+        yield row
+    if sel == "unique_key" and found:
+        m = found[0][0]
+        info = ids.decode_uniq_key(value, m.born_timestamp)
+        from mqtool.render import iso_ms
+
+        _note(stats, f"unique key {value}: producer {info['client_ip']} pid {info['pid']}, sent about "
+                     f"{iso_ms(info['approx_time_ms'])} (UTC{info['producer_utc_offset_min']:+d} min)")
+    if rollback:
+        _note(stats, f"{rollback} ROLLBACK message(s) above are not in the broker's index (IndexService skips "
+                     f"them): an index query would not return them")
+
+
+def _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi):
+    """Newest first, files newest first (like ``IndexService#queryOffset``); stop at ``opts.max`` real hits."""
+    files = _open_index_files(store, stats)
+    found: list[tuple[Message, str]] = []
+    seen: set[int] = set()
+    hashes = {index_hash(f"{t}#{value}"): t for t in topics}
+    try:
+        for f in reversed(files):               # names are creation times: newest last
+            if len(found) >= opts.max:
+                break
+            if not f.may_hold(lo, hi):
+                continue
+            cands = []
+            for h in hashes:
+                for k, kh, phy, t in f.chain(h, stats):
+                    if lo is not None and t is not None and t + 1000 <= lo:
+                        continue                  # entry time is floor(seconds): stored before `lo`
+                    cands.append((k, kh, phy))
+            for k, kh, phy in sorted(cands, reverse=True):      # newest entry first across topics
+                if phy in seen:
+                    continue
+                try:
+                    m = reader.read(phy)
+                except LookupError:
+                    stats.damage(f"{f.path}: index entry {k} points at offset {phy}, outside the commitlog")
+                    continue
+                except DecodeFailure as e:
+                    stats.damage(f"{f.path}: index entry {k} points at offset {phy}, where no message "
+                                 f"can be read ({e.code}: {e.message})")
+                    continue
+                if not isinstance(m, Message):
+                    stats.damage(f"{f.path}: index entry {k} points at offset {phy}, a BLANK unit")
+                    continue
+                # A real hit: the message holds the value and this entry is the hash of *its* topic#value.
+                if not holds(m) or index_hash(f"{m.topic}#{value}") != kh:
+                    continue                      # hash collision: another key in the same bucket
+                if opts.topic is not None and m.topic != opts.topic:
+                    continue
+                seen.add(phy)
+                if not _in_window(m, lo, hi):
+                    continue
+                found.append((m, "index"))
+                if len(found) >= opts.max:
+                    break
+    finally:
+        for f in files:
+            f.close()
+    return found
+
+
+def _key_by_scan(store, opts, stats, holds, lo, hi):
+    found = []
+    for m in _scan(store, stats):
+        if opts.topic is not None and m.topic != opts.topic:
+            continue
+        if holds(m) and _in_window(m, lo, hi):
+            found.append((m, "scan"))
+    return found[-opts.max:]                    # the newest --max, as the index walk keeps
+
+
+# -- by message id --
+
+def _by_msg_id(store, reader, opts, stats):
+    wanted = ids.split_ids(opts.msg_id)
+    if not wanted:
+        raise UsageError("an empty --msg-id matches nothing")
+    decoded = [ids.decode_offset_msg_id(w) for w in wanted]
+    if opts.scan:
+        targets = {d["msg_id"]: d for d in decoded}
+        for m in _scan(store, stats):
+            if m.msg_id in targets:
+                row = m.to_row(opts.body)
+                row["via"] = "scan"
+                yield row
+        return
+    for d in decoded:
+        off = d["physical_offset"]
+        hint = ""
+        if not ids._plausible_offset_msg_id(d):
+            hint = "; it looks like a unique key (UNIQ_KEY): try --unique-key"
+        try:
+            m = reader.read(off)
+        except LookupError:
+            _note(stats, f"msgId {d['msg_id']}: offset {off} is not in this store's commitlog "
+                         f"({_extent(store)}){hint}")
+            continue
+        except DecodeFailure as e:
+            _note(stats, f"msgId {d['msg_id']}: no message starts at offset {off} ({e.code}: {e.message}){hint}")
+            continue
+        if not isinstance(m, Message):
+            _note(stats, f"msgId {d['msg_id']}: offset {off} holds a BLANK end-of-file unit, not a message{hint}")
+            continue
+        row = m.to_row(opts.body)
+        row["via"] = "msg_id"
+        if m.physical_offset != off:
+            stats.damage(f"{m.file}@{m.position}: the unit at offset {off} stores PHYSICALOFFSET "
+                         f"{m.physical_offset}; not the message this id names")
+            continue
+        if m.msg_id != d["msg_id"]:
+            row["msg_id_store_host"] = d["store_host"]
+            _note(stats, f"msgId {d['msg_id']}: the message at offset {off} was stored by {m.store_host}, "
+                         f"not {d['store_host']} (store copied from another broker, or a different broker's id)")
+        yield row
+
+
+def _extent(store: RocketStore) -> str:
+    segs = store.segments
+    return f"segments cover {segs[0].base}..{segs[-1].base + segs[-1].size}" if segs else "no segments"
+
+
+# -- by physical offset --
+
+def _by_offset(store, reader, opts, stats):
+    off = opts.offset
+    seg = reader.segment_for(off)
+    if seg is None:
+        _note(stats, f"offset {off} is not in this store's commitlog ({_extent(store)})")
+        return
+    if not opts.containing:
+        try:
+            m = reader.read(off)
+        except DecodeFailure as e:
+            _note(stats, f"no message starts at offset {off} ({e.code}: {e.message}); "
+                         f"--containing finds the one around it")
+            return
+        if not isinstance(m, Message):
+            _note(stats, f"offset {off} holds a BLANK end-of-file unit of {m.size} bytes, not a message")
+            return
+        row = m.to_row(opts.body)
+        row["via"] = "offset"
+        yield row
+        return
+    pos = off - seg.base
+    for ev in SegmentScanner(seg).events():
+        if isinstance(ev, Message):
+            if ev.position <= pos < ev.position + ev.size:
+                row = ev.to_row(opts.body)
+                row["via"] = "offset"
+                row["containing"] = off
+                yield row
+                return
+            if ev.position > pos:
+                break
+        elif isinstance(ev, Blank) and ev.position <= pos:
+            _note(stats, f"offset {off} lies in the BLANK end-of-file unit at {seg.base + ev.position}")
+            return
+        elif isinstance(ev, Damage) and ev.position <= pos < ev.position + ev.length:
+            stats.damage(f"{ev.file}@{ev.position} (offset {ev.offset}): offset {off} lies in a damaged range "
+                         f"of {ev.length} bytes ({ev.code}: {ev.message})")
+            return
+    _note(stats, f"offset {off} lies after the end of data in {seg.path}")
+
+
+# -- by queue position --
+
+def _lmq_offsets(m: Message) -> dict[str, int]:
+    """LMQ multi-dispatch: queue topic → its offset (INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET)."""
+    disp = m.prop(F.PROPERTY_INNER_MULTI_DISPATCH)
+    offs = m.prop(F.PROPERTY_INNER_MULTI_QUEUE_OFFSET)
+    if not disp or not offs:
+        return {}
+    out = {}
+    for t, o in zip(disp.split(F.LMQ_DISPATCH_SEPARATOR), offs.split(F.LMQ_DISPATCH_SEPARATOR)):
+        try:
+            out[t] = int(o)
+        except ValueError:
+            pass
+    return out
+
+
+def _queue_position(m: Message, topic: str, queue_id: int) -> int | None:
+    """Where ``m`` sits in queue ``topic``/``queue_id`` according to the message itself (None: not there)."""
+    if m.topic == topic and m.queue_id == queue_id:
+        if (m.sys_flag & F.TRANSACTION_MASK) in _NOT_DISPATCHED:
+            return None
+        return m.queue_offset
+    if topic.startswith(F.LMQ_PREFIX) and queue_id == 0:
+        return _lmq_offsets(m).get(topic)
+    return None
+
+
+def _by_queue(store, reader, opts, stats):
+    topic, qid, first, count = opts.topic, opts.queue, opts.queue_offset, opts.count
+    last = first + count - 1
+    if opts.scan:
+        hits = []
+        for m in _scan(store, stats):
+            q = _queue_position(m, topic, qid)
+            if q is not None and first <= q <= last:
+                row = m.to_row(opts.body)
+                row["via"] = "scan"
+                hits.append((q, m.offset, row))
+        for q, _, row in sorted(hits, key=lambda t: (t[0], t[1])):
+            row["cq_queue_offset"] = q
+            yield row
+        return
+    queues = store.queues(topic, qid)
+    if not queues or not queues[0].files:
+        _note(stats, f"no consumequeue files for {topic}/{qid} in this store (--scan reads the commitlog)")
+        return
+    q = queues[0]
+    maps = {}
+    try:
+        for n in range(first, last + 1):
+            byte = n * _CQ
+            f = next((s for s in q.files if s.base <= byte < s.base + s.size), None)
+            if f is None:
+                if n == first:
+                    _note(stats, f"queue offset {n} is not in {q.dir} (files cover "
+                                 f"{q.files[0].base // _CQ}..{(q.files[-1].base + q.files[-1].size) // _CQ - 1})")
+                break
+            mi = maps.get(f.path)
+            if mi is None:
+                mi = maps[f.path] = map_input(f.path)
+            pos = byte - f.base
+            unit = mi.buf[pos:pos + _CQ]
+            if len(unit) < _CQ:
+                break
+            phy = int.from_bytes(unit[0:8], "big", signed=True)
+            size = int.from_bytes(unit[8:12], "big", signed=True)
+            tcode = int.from_bytes(unit[12:20], "big", signed=True)
+            where = f"{f.path}@{pos}"
+            if phy == 0 and size == 0 and tcode == 0:
+                _note(stats, f"{where}: queue offset {n} has no unit (not dispatched yet, or past the end)")
+                continue
+            if phy == 0 and size == F.CQ_BLANK_SIZE and tcode == 0:
+                _note(stats, f"{where}: queue offset {n} is a fill unit (the queue starts later)")
+                continue
+            if phy < 0 or size <= 0:
+                stats.damage(f"{where}: queue offset {n}: unit with offset {phy} size {size} is invalid")
+                continue
+            try:
+                m = reader.read(phy)
+            except LookupError:
+                stats.damage(f"{where}: queue offset {n} points at commitlog offset {phy}, outside the commitlog")
+                continue
+            except DecodeFailure as e:
+                stats.damage(f"{where}: queue offset {n} points at commitlog offset {phy}, where no message "
+                             f"can be read ({e.code}: {e.message})")
+                continue
+            if not isinstance(m, Message):
+                stats.damage(f"{where}: queue offset {n} points at commitlog offset {phy}, a BLANK unit")
+                continue
+            problems = _unit_vs_message(m, topic, qid, n, size, tcode)
+            row = m.to_row(opts.body)
+            row["via"] = "consumequeue"
+            row["cq_queue_offset"] = n
+            row["cq_file"] = f.path
+            row["cq_position"] = pos
+            row["cq_tags_code"] = tcode
+            if problems:
+                row["cq_mismatch"] = problems
+                stats.damage(f"{where}: queue offset {n} (commitlog offset {phy}) disagrees with the message: "
+                             + "; ".join(problems))
+            yield row
+    finally:
+        for mi in maps.values():
+            mi.close()
+
+
+def _unit_vs_message(m: Message, topic: str, qid: int, n: int, size: int, tcode: int) -> list[str]:
+    problems = []
+    if m.size != size:
+        problems.append(f"unit size {size} != TOTALSIZE {m.size}")
+    lmq = topic.startswith(F.LMQ_PREFIX) and m.topic != topic
+    if lmq:
+        pos = _lmq_offsets(m).get(topic)
+        if pos is None:
+            problems.append(f"message (topic {m.topic}) is not multi-dispatched to {topic}")
+        elif pos != n:
+            problems.append(f"INNER_MULTI_QUEUE_OFFSET gives {pos} for {topic}, unit is at {n}")
+    else:
+        if m.topic != topic:
+            problems.append(f"message topic {m.topic!r} != {topic!r}")
+        if m.queue_id != qid:
+            problems.append(f"message QUEUEID {m.queue_id} != {qid}")
+        if m.queue_offset != n:
+            problems.append(f"message QUEUEOFFSET {m.queue_offset} != {n}")
+        if (m.sys_flag & F.TRANSACTION_MASK) in _NOT_DISPATCHED:
+            problems.append(f"a {m.transaction} message is never dispatched to a consume queue")
+    if m.topic != F.SCHEDULE_TOPIC and tcode >= _MIN_TAGS_HASH:
+        want = tags_code(m.tags)
+        if want != tcode:
+            problems.append(f"tagsCode {tcode} != hash of TAGS {m.tags!r} ({want})")
+    return problems
+
+
+# -- by store time --
+
+def _by_time(store, reader, opts, stats):
+    lo, hi = opts.time_from, opts.time_to
+    if lo is not None and hi is not None and lo > hi:
+        raise UsageError("--time-from is after --time-to")
+    segs = store.segments
+    if opts.scan:
+        chosen = list(segs)
+    else:
+        firsts = [reader.first_store_timestamp(s) for s in segs]
+        chosen = []
+        for i, s in enumerate(segs):
+            ts = firsts[i]
+            nxt = next((t for t in firsts[i + 1:] if t is not None), None)
+            if hi is not None and ts is not None and ts > hi:
+                continue          # starts after the window (store times grow along the commitlog)
+            if lo is not None and nxt is not None and nxt < lo:
+                continue          # the next segment starts before the window: this one ends before it too
+            chosen.append(s)
+    topic = opts.topic
+    for m in _scan(store, stats, chosen):
+        if topic is not None and m.topic != topic:
+            continue
+        if _in_window(m, lo, hi):
+            row = m.to_row(opts.body)
+            row["via"] = "scan" if opts.scan else "time"
+            yield row
