@@ -211,8 +211,9 @@ def test_queue_offset_returns_dispatched_messages(name):
         rows, stats = q(store, topic=r.topic, queue=r.queue_id, queue_offset=r.queue_offset)
         assert [x["offset"] for x in rows] == [r.offset], (r.topic, r.queue_id, r.queue_offset)
         assert rows[0]["via"] == "consumequeue" and "cq_mismatch" not in rows[0] and stats.damaged == 0
-        scan_rows, _ = q(store, topic=r.topic, queue=r.queue_id, queue_offset=r.queue_offset, scan=True)
-        assert offsets(scan_rows) == {r.offset}
+        if checked % 25 == 0:                    # the scan answer on a sample (each is a full scan)
+            scan_rows, _ = q(store, topic=r.topic, queue=r.queue_id, queue_offset=r.queue_offset, scan=True)
+            assert offsets(scan_rows) == {r.offset}
         checked += 1
     assert checked > 400
 
@@ -293,7 +294,7 @@ def test_key_returns_exactly_the_indexed_holders(name):
 def test_scan_equals_index_and_finds_rollback(name):
     _, store, recs, entries = store_of(name)
     keys = sorted({k for r in recs for k in r.keys})
-    sample = keys[::5] + ["txl-1", "tx-0", "delay-1", "batch-1", "v6-both", "lmq-1", "orderA-1"]
+    sample = keys[::11] + ["txl-1", "tx-0", "delay-1", "batch-1", "v6-both", "lmq-1", "orderA-1"]
     for key in sample:
         idx, _ = q(store, key=key, max=1000)
         scan, stats = q(store, key=key, max=1000, scan=True)
@@ -436,7 +437,7 @@ def test_damaged_index_chain_is_reported_not_fatal(tmp_path):
 @pytest.mark.parametrize("kw", [dict(), dict(key="a", msg_id="0A00000500002A9F0000000000000000"),
                                 dict(queue=1, queue_offset=0), dict(offset=1, key="x"),
                                 dict(key="a", containing=True), dict(unique_key="XYZ"), dict(msg_id="12"),
-                                dict(key="a", max=0)])
+                                dict(key="a", max=0), dict(key="orderA-0 user-0")])
 def test_bad_selectors_are_usage_errors(kw):
     _, store, _, _ = store_of("gen-5.1.4-clean")
     with pytest.raises(UsageError):

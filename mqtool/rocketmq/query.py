@@ -23,11 +23,14 @@ are mapped and only the header, one slot and the chain entries are touched. Prob
 from __future__ import annotations
 
 import bisect
+import json
+import os
+import re
 from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import NotAStoreError, UsageError
-from mqtool.io import map_input
+from mqtool.io import map_input, read_input
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
 from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, index_hash,
@@ -177,10 +180,23 @@ def _open_index_files(store: RocketStore, stats: ScanStats) -> list[IndexFileRea
     return out
 
 
+_TOPIC_NAME = re.compile(rb'"topicName"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _topic_names(text: bytes) -> set[str]:
+    """``topicName`` values of a fastjson topics.json (a regex, not a parse: the file can hold thousands of
+    topics and only the names matter here; a damaged file still gives the names it holds)."""
+    out = set()
+    for raw in _TOPIC_NAME.findall(text):
+        try:
+            out.add(json.loads(b'"' + raw + b'"'))
+        except ValueError:
+            out.add(raw.decode("utf-8", errors="replace"))
+    return out
+
+
 def known_topics(store: RocketStore) -> list[str]:
     """Topics the store knows without reading the commitlog: consumequeue directories and config/topics.json."""
-    import os
-
     topics: set[str] = set()
     if store.consumequeue_dir:
         try:
@@ -189,17 +205,10 @@ def known_topics(store: RocketStore) -> list[str]:
         except OSError:
             pass
     if store.config_dir:
-        from pathlib import Path
-
-        from mqtool.rocketmq.configfiles import load_config
-
         for name in ("topics.json", "topics.json.bak"):
-            p = Path(store.config_dir) / name
-            if p.is_file():
-                obj, _err = load_config(p)
-                table = obj.get("topicConfigTable") if isinstance(obj, dict) else None
-                if isinstance(table, dict):
-                    topics.update(str(t) for t in table)
+            p = os.path.join(store.config_dir, name)
+            if os.path.isfile(p):
+                topics.update(_topic_names(read_input(p, limit=256 * 1024 * 1024)))
     return sorted(topics)
 
 
@@ -303,6 +312,9 @@ def _by_key(store, reader, opts, stats, sel):
         value = value.upper()
     if not value:
         raise UsageError("an empty key matches nothing")
+    if sel == "key" and F.KEY_SEPARATOR in value:
+        raise UsageError(f"a key never contains a space (KEYS is split on spaces): query one key at a time, "
+                         f"not {value!r}")
     lo, hi = _time_window(opts)
     holds = _key_matcher(sel, value)
     use_scan = opts.scan
