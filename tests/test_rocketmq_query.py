@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mqtool.errors import UsageError
 from mqtool.options import QueryOptions, ScanStats
@@ -489,3 +491,28 @@ def test_cli_query_and_decode(run_cli):
     d = json.loads(out)
     assert code == 0 and d["as_offset_msg_id"]["physical_offset"] == r.offset
     assert d["as_offset_msg_id"]["store_host"] == "10.0.0.5:10911"
+
+
+# ---- id layouts from hand-built bytes (§2) -------------------------------------------------------------
+
+
+@given(st.sampled_from([4, 16]), st.integers(1, 65535), st.integers(0, 2 ** 63 - 1),
+       st.binary(min_size=16, max_size=16))
+def test_offset_msg_id_layout(alen, port, off, addr):
+    raw = addr[:alen] + struct.pack(">iq", port, off)
+    d = decode_any(raw.hex())                 # lower case in: accepted, upper case out
+    assert d["id"] == raw.hex().upper() and d["likely"] == "offset_msg_id"
+    assert d["as_offset_msg_id"]["physical_offset"] == off
+    ip = ipaddress.ip_address(addr[:alen])
+    assert d["as_offset_msg_id"]["store_host"] == (f"{ip}:{port}" if alen == 4 else f"[{ip}]:{port}")
+
+
+@given(st.sampled_from([4, 16]), st.integers(0x100, 0xFFFF), st.integers(-2 ** 31, 2 ** 31 - 1),
+       st.integers(0, 31 * 86_400_000), st.integers(0, 0xFFFF))
+def test_uniq_key_layout(alen, pid, loader, since, counter):
+    ip = bytes(range(1, alen + 1))
+    raw = ip + struct.pack(">HiIH", pid, loader, since, counter)   # day 25+ no longer fits a signed int
+    d = decode_uniq_key(raw.hex().upper())
+    assert (d["pid"], d["class_loader_hash"], d["ms_since_month_start"], d["counter"]) == (pid, loader, since, counter)
+    assert d["client_ip"] == str(ipaddress.ip_address(ip))
+    assert decode_any(raw.hex())["likely"] == "uniq_key"     # any pid > 0 makes the "port" > 65535

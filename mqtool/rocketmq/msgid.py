@@ -68,7 +68,8 @@ def decode_uniq_key(key: str, reference_ms: int | None = None) -> dict:
     ip = format_host(b[:alen], 0).rsplit(":", 1)[0].strip("[]")
     pid = int.from_bytes(b[alen:alen + 2], "big")
     loader = int.from_bytes(b[alen + 2:alen + 6], "big", signed=True)
-    since_month = int.from_bytes(b[alen + 6:alen + 10], "big", signed=True)
+    # Unsigned, as getNearlyTimeFromID reads it: after ~24.8 days the producer's int wraps negative.
+    since_month = int.from_bytes(b[alen + 6:alen + 10], "big")
     counter = int.from_bytes(b[alen + 10:alen + 12], "big")
     row = {"kind": "uniq_key", "uniq_key": key.strip().upper(), "client_ip": ip, "pid": pid,
            "class_loader_hash": loader, "ms_since_month_start": since_month, "counter": counter}
