@@ -516,3 +516,26 @@ def test_uniq_key_layout(alen, pid, loader, since, counter):
     assert (d["pid"], d["class_loader_hash"], d["ms_since_month_start"], d["counter"]) == (pid, loader, since, counter)
     assert d["client_ip"] == str(ipaddress.ip_address(ip))
     assert decode_any(raw.hex())["likely"] == "uniq_key"     # any pid > 0 makes the "port" > 65535
+
+
+# ---- the repository's fixture store (always present, no real data needed) ------------------------------
+
+def test_fixture_store_index_equals_scan_and_msg_ids():
+    from mqtool.rocketmq.scan import iter_messages
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "rocketmq" / "store"
+    store = open_store(root)
+    msgs = list(iter_messages(store.segments))
+    assert msgs and store.index_files
+    for m in msgs:
+        assert [x["offset"] for x in q(store, msg_id=m.msg_id)[0]] == [m.offset]
+    keys = sorted({k for m in msgs for k in m.keys})
+    uniqs = sorted({m.uniq_key for m in msgs if m.uniq_key})
+    for kind, values in (("key", keys), ("unique_key", uniqs)):
+        for v in values:
+            idx, stats = q(store, **{kind: v, "max": 1000})
+            scan, _ = q(store, **{kind: v, "max": 1000, "scan": True})
+            assert offsets(idx) == {x["offset"] for x in scan if x["indexed"]} and stats.damaged == 0, v
+            holders = {m.offset for m in msgs
+                       if (v in m.keys if kind == "key" else m.uniq_key == v) and m.transaction != "rollback"}
+            assert offsets(idx) == holders, v
