@@ -22,7 +22,6 @@ are mapped and only the header, one slot and the chain entries are touched. Prob
 """
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import re
@@ -37,7 +36,7 @@ from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, in
                                      infer_index_geometry, tags_code)
 from mqtool.rocketmq.layout import RocketStore, Segment
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
-from mqtool.rocketmq.scan import Damage, SegmentScanner
+from mqtool.rocketmq.scan import CommitLogReader, Damage, SegmentScanner
 
 _CQ = F.CQ_STORE_UNIT_SIZE
 _NOT_DISPATCHED = (F.TRANSACTION_PREPARED_TYPE, F.TRANSACTION_ROLLBACK_TYPE)   # no consumequeue unit (§5)
@@ -52,30 +51,16 @@ def _note(stats: ScanStats, text: str) -> None:
 
 # ---- single-message reads ----------------------------------------------------------------------------
 
-class MessageReader:
-    """Decode single units at global commitlog offsets, mapping only the segment that holds each offset.
+class MessageReader(CommitLogReader):
+    """Single units at global commitlog offsets (:class:`~mqtool.rocketmq.scan.CommitLogReader`: only the
+    segment that holds an offset is mapped), telling BLANK units apart from messages.
 
     Maps stay open (read-only) until :meth:`close`, so decoded messages can still produce bodies.
     """
 
-    def __init__(self, segments: list[Segment], max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE):
-        self.segments = segments
-        self.bases = [s.base for s in segments]
-        self.max_size = max_size
-        self._maps: dict[str, object] = {}
-
     def segment_for(self, offset: int) -> Segment | None:
-        i = bisect.bisect_right(self.bases, offset) - 1
-        if i < 0:
-            return None
-        seg = self.segments[i]
-        return seg if offset < seg.base + seg.size else None
-
-    def buffer(self, seg: Segment):
-        mi = self._maps.get(seg.path)
-        if mi is None:
-            mi = self._maps[seg.path] = map_input(seg.path)
-        return mi.buf
+        loc = self.locate(offset)
+        return loc[0] if loc else None
 
     def read(self, offset: int, check_crc: bool = True):
         """The unit starting at ``offset``: a :class:`Message` or :class:`Blank`.
@@ -83,11 +68,11 @@ class MessageReader:
         Raises :class:`LookupError` when no segment holds the offset and :class:`DecodeFailure` when no
         unit can be framed there.
         """
-        seg = self.segment_for(offset)
-        if seg is None:
+        loc = self.locate(offset)
+        if loc is None:
             raise LookupError(f"offset {offset} is outside every commitlog segment")
-        buf = self.buffer(seg)
-        pos = offset - seg.base
+        seg, pos = loc
+        buf = self._buf(seg)
         if pos + 8 <= len(buf) and int.from_bytes(buf[pos + 4:pos + 8], "big", signed=True) == F.BLANK_MAGIC_CODE:
             return Blank(seg.path, pos, offset, int.from_bytes(buf[pos:pos + 4], "big", signed=True))
         return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, check_crc)
@@ -98,11 +83,6 @@ class MessageReader:
         except (LookupError, DecodeFailure):
             return None
         return m.store_timestamp if isinstance(m, Message) else None
-
-    def close(self) -> None:
-        for mi in self._maps.values():
-            mi.close()
-        self._maps.clear()
 
 
 # ---- index files ---------------------------------------------------------------------------------------
@@ -213,8 +193,6 @@ def known_topics(store: RocketStore) -> list[str]:
 
 
 # ---- the query engine ----------------------------------------------------------------------------------
-
-_SELECTORS = ("key", "unique_key", "msg_id", "offset", "queue", "time")
 
 
 def _selector(opts: QueryOptions) -> str:
