@@ -226,6 +226,11 @@ def test_queue_count_and_lmq(name):
     a1 = sorted((r for r in recs if r.topic == "TopicA" and r.queue_id == 1), key=lambda r: r.queue_offset)
     rows, _ = q(store, topic="TopicA", queue=1, queue_offset=38, count=5)     # crosses a CQ file boundary
     assert [x["offset"] for x in rows] == [r.offset for r in a1 if 38 <= r.queue_offset < 43]
+    c_units = sorted((r for r in recs if r.topic == "TopicC" and r.sys_flag & 0xC not in (0x4, 0xC)),
+                     key=lambda r: r.queue_offset)
+    rows, stats = q(store, topic="TopicC", queue=0, queue_offset=0, count=100)   # runs past the queue's end
+    assert [x["offset"] for x in rows] == [r.offset for r in c_units]
+    assert any("ends before" in n for n in stats.notes) and stats.damaged == 0
     lmq = next(r for r in recs if "lmq-1" in r.keys)
     for t in ("%LMQ%lmqA", "%LMQ%lmqB"):
         assert raw_cq_unit(root, t, 0, 0)[0] == lmq.offset

@@ -560,7 +560,11 @@ def _by_queue(store, reader, opts, stats):
             tcode = int.from_bytes(unit[12:20], "big", signed=True)
             where = f"{f.path}@{pos}"
             if phy == 0 and size == 0 and tcode == 0:
-                _note(stats, f"{where}: queue offset {n} has no unit (not dispatched yet, or past the end)")
+                rest = mi.buf[pos:]
+                if rest.count(0) == len(rest) and f is q.files[-1]:
+                    _note(stats, f"{where}: the queue ends before queue offset {n}")
+                    break
+                _note(stats, f"{where}: queue offset {n} has no unit (a hole: not dispatched, or zeroed)")
                 continue
             if phy == 0 and size == F.CQ_BLANK_SIZE and tcode == 0:
                 _note(stats, f"{where}: queue offset {n} is a fill unit (the queue starts later)")
