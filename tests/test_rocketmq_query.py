@@ -544,3 +544,17 @@ def test_fixture_store_index_equals_scan_and_msg_ids():
             holders = {m.offset for m in msgs
                        if (v in m.keys if kind == "key" else m.uniq_key == v) and m.transaction != "rollback"}
             assert offsets(idx) == holders, v
+
+
+def test_wiped_index_headers_do_not_hide_entries(tmp_path):
+    root, store, recs, _ = store_of("gen-4.9.7-kill")
+    dst = tmp_path / "store"
+    shutil.copytree(root, dst)
+    for f in sorted((dst / "index").iterdir()):
+        os.chmod(f, stat.S_IRUSR | stat.S_IWUSR)
+        data = bytearray(f.read_bytes())
+        data[:40] = bytes(40)                      # header gone: no times, indexCount 0
+        f.write_bytes(bytes(data))
+    copy = open_store(dst)
+    for key in ["orderA-3", "user-3", "tx-0"]:
+        assert offsets(q(copy, key=key)[0]) == offsets(q(store, key=key)[0]) != set()

@@ -110,11 +110,10 @@ class IndexFileReader:
     def may_hold(self, begin: int | None, end: int | None) -> bool:
         """Can this file hold an entry stored in [begin, end]? (header times; 1 s slack for timeDiff).
 
-        A file with no entries holds nothing; zero header times (never written) do not exclude anything.
+        Zero header times (never written, or wiped) do not exclude anything; nor does indexCount: a file
+        without entries has empty slots, and a damaged header must not hide the entries behind it.
         """
         h = self.header
-        if h["indexCount"] <= 1:
-            return False
         if begin is not None and h["endTimestamp"] > 0 and h["endTimestamp"] + 1000 <= begin:
             return False
         if end is not None and h["beginTimestamp"] > 0 and h["beginTimestamp"] > end:
