@@ -298,7 +298,10 @@ def _by_key(store, reader, opts, stats, sel):
     if not use_scan and not store.index_files:
         _note(stats, "no index files in this store: answering by a full commitlog scan (as with --scan)")
         use_scan = True
-    topics = [opts.topic] if opts.topic is not None else known_topics(store)
+    # LMQ queues (%LMQ%…) are consumequeue-only: messages are indexed under their own topic, so they are
+    # not tried (an MQTT-style store can hold hundreds of thousands of them).
+    topics = [opts.topic] if opts.topic is not None else \
+        [t for t in known_topics(store) if not t.startswith(F.LMQ_PREFIX)]
     if not use_scan and not topics:
         _note(stats, "no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
                      "full commitlog scan (as with --scan)")
