@@ -312,6 +312,11 @@ def test_scan_equals_index_and_finds_rollback(name):
         assert all(x["transaction"] == "rollback" for x in rolled)
         if rolled:
             assert any("ROLLBACK" in n for n in stats.notes)
+    for r in recs[::29]:
+        if r.uniq:
+            idx, _ = q(store, unique_key=r.uniq)
+            scan, _ = q(store, unique_key=r.uniq, scan=True)
+            assert offsets(idx) == {x["offset"] for x in scan if x["indexed"]} != set(), r.uniq
     rollback = [r for r in recs if r.sys_flag & 0xC == ROLLBACK]
     assert rollback
     for r in rollback:
@@ -423,6 +428,9 @@ def test_scan_answers_without_index_dir(tmp_path):
         assert offsets(q(copy, key=key, scan=True)[0]) == want
         rows, stats = q(copy, key=key)                     # falls back to the scan, and says so
         assert offsets(rows) == want and any("no index files" in n for n in stats.notes)
+    for r in recs[::50]:
+        want = offsets(q(store, unique_key=r.uniq)[0])
+        assert r.offset in want and offsets(q(copy, unique_key=r.uniq, scan=True)[0]) == want
 
 
 def test_damaged_index_chain_is_reported_not_fatal(tmp_path):
