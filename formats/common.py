@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from construct import Adapter, Bytes, Int32sb, Struct, this
+from construct import Adapter, Bytes, Int32sb, Struct
 
 
 def java_string_hash(s: str) -> int:

@@ -7,9 +7,8 @@ import subprocess
 import sys
 
 import click
-import pytest
 
-from conftest import FIXTURES, ROOT, require_realdata
+from conftest import FIXTURES, ROOT
 
 FIXTURE_STORE = FIXTURES / "rocketmq" / "store"
 

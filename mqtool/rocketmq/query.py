@@ -22,14 +22,13 @@ are mapped and only the header, one slot and the chain entries are touched. Prob
 """
 from __future__ import annotations
 
-import json
 import os
-import re
+from pathlib import Path
 from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import NotAStoreError, UsageError
-from mqtool.io import map_input, read_input
+from mqtool.io import map_input
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
 from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, index_hash,
@@ -159,19 +158,14 @@ def _open_index_files(store: RocketStore, stats: ScanStats) -> list[IndexFileRea
     return out
 
 
-_TOPIC_NAME = re.compile(rb'"topicName"\s*:\s*"((?:[^"\\]|\\.)*)"')
+def _topic_names(path: str) -> set[str]:
+    """Topic names of a fastjson topics.json (the keys of ``topicConfigTable``); none if it does not parse."""
+    from mqtool.rocketmq.configfiles import load_config
 
-
-def _topic_names(text: bytes) -> set[str]:
-    """``topicName`` values of a fastjson topics.json (a regex, not a parse: the file can hold thousands of
-    topics and only the names matter here; a damaged file still gives the names it holds)."""
-    out = set()
-    for raw in _TOPIC_NAME.findall(text):
-        try:
-            out.add(json.loads(b'"' + raw + b'"'))
-        except ValueError:
-            out.add(raw.decode("utf-8", errors="replace"))
-    return out
+    value, err = load_config(Path(path))
+    if err or not isinstance(value, dict) or not isinstance(value.get("topicConfigTable"), dict):
+        return set()
+    return {str(k) for k in value["topicConfigTable"]}
 
 
 def known_topics(store: RocketStore) -> list[str]:
@@ -187,7 +181,7 @@ def known_topics(store: RocketStore) -> list[str]:
         for name in ("topics.json", "topics.json.bak"):
             p = os.path.join(store.config_dir, name)
             if os.path.isfile(p):
-                topics.update(_topic_names(read_input(p, limit=256 * 1024 * 1024)))
+                topics.update(_topic_names(p))
     return sorted(topics)
 
 

@@ -220,13 +220,11 @@ def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int,
             raise DecodeFailure("bad-length-field", "topic length runs past TOTALSIZE")
         tl = buf[p] - 256 if buf[p] > 127 else buf[p]
         p += 1
-        tlw = 1
     else:
         if p + 2 > pos + total:
             raise DecodeFailure("bad-length-field", "topic length runs past TOTALSIZE")
         tl = int.from_bytes(buf[p:p + 2], "big", signed=True)
         p += 2
-        tlw = 2
     if tl < 0 or p + tl + 2 > pos + total:
         raise DecodeFailure("bad-length-field", f"TOPICLENGTH {tl} does not fit in TOTALSIZE {total}",
                             f"<={pos + total - p - 2}", tl)
