@@ -117,3 +117,11 @@ def test_decode_msgid(run_cli):
     row = json.loads(out)
     assert row["as_offset_msg_id"]["store_host"] == "10.0.0.5:10911"
     assert row["as_offset_msg_id"]["physical_offset"] == 0x42B6F
+
+
+def test_not_a_store_suggests_store_roots_below(run_cli, tmp_path):
+    import shutil
+
+    shutil.copytree(FIXTURE_STORE, tmp_path / "broker-a" / "store")
+    code, out, err = run_cli("dump", "commitlog", tmp_path)
+    assert code == 2 and "stores below it" in err and str(tmp_path / "broker-a" / "store") in err
