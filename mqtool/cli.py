@@ -307,6 +307,64 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size):
     sys.exit(EXIT_OK)
 
 
+# ---- report ---------------------------------------------------------------------------------
+
+@cli.command("report")
+@click.argument("store", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="HTML file to write (not inside the store).")
+@FORMAT_OPT
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--bucket", default="auto", show_default=True, help="Timeline bucket width (see mqtool info).")
+@click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+              help="Largest plausible message (bytes).")
+@guarded
+def report_cmd(store, output, fmt, force, bucket, max_message_size):
+    """One self-contained HTML incident report: overview, timeline, bytes per topic, where the damage
+    lies, consumer lag and every verify finding. No script, no network: attach it to the ticket.
+
+    Prints the written path on stdout. Exit 1 when verify found an error or damaged bytes were met.
+
+    \b
+    Examples:
+      mqtool report /data/rocketmq/store -o incident-4711.html
+      mqtool report store/ -o /tmp/r.html --force --bucket 1m
+    """
+    from pathlib import Path
+
+    from mqtool.info import parse_bucket
+    from mqtool.io import prepare_output_dir, write_atomic
+    from mqtool.options import InfoOptions
+    from mqtool.report import build_report
+
+    out = Path(output)
+    if out.exists() and out.is_dir():
+        raise click.UsageError(f"{output} is a directory; give a file name, e.g. {out / 'report.html'}")
+    if out.exists() and not force:
+        from mqtool.errors import OutputError
+
+        raise OutputError("file exists (use --force to overwrite)", str(out))
+    prepare_output_dir(out.parent if str(out.parent) else ".", [store], force=True)
+    html, info, summary, _ = build_report(
+        store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size),
+        VerifyOptions(max_message_size=max_message_size))
+    write_atomic(out, html.encode("utf-8"), overwrite=force)
+    try:  # a report is meant to be shared: the usual permissions, not the temp file's 0600
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out, 0o666 & ~umask)
+    except OSError:
+        pass
+    sys.stdout.write(f"{out}\n")
+    sys.stdout.flush()
+    if not render.quiet():
+        sys.stderr.write(f"mqtool: wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
+                         f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages\n")
+    if summary.errors or info.damage_total:
+        render.hint(f"`mqtool verify store {store} --salvage-out DIR` saves every readable message")
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
 # ---- verify ---------------------------------------------------------------------------------
 
 @cli.group()

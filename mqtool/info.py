@@ -154,6 +154,7 @@ class StoreInfo:
     damage_total: int
     damaged_bytes: int
     notes: list[str]
+    log_files: list[dict] = field(default_factory=list)   # {stream, file, base, size}: the append-only logs
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -213,6 +214,7 @@ class InfoBuilder:
         self._last_time: dict[Hashable, int] = {}
         self._open_damage: dict[Hashable, list[DamageRange]] = {}
         self.damage: list[DamageRange] = []
+        self.log_files: list[dict] = []
         self.damage_total = 0
         self.damaged_bytes = 0
         self.messages = 0
@@ -236,6 +238,11 @@ class InfoBuilder:
 
     def add_files(self, group: str, count: int, nbytes: int, detail: str | None = None) -> None:
         self.files.append(FileGroup(group, count, nbytes, detail))
+
+    def add_log_file(self, file: str, base: int, size: int, stream: Hashable = None) -> None:
+        """One file of an append-only log (commitlog segment, Kafka .log), for the damage map."""
+        self.log_files.append({"stream": None if stream is None else str(stream), "file": str(file),
+                               "base": base, "size": size})
 
     def set_crash(self, unclean: bool | None, detail: str, files: list[str] | None = None) -> None:
         self.crash = {"unclean": unclean, "detail": detail, "files": list(files or [])}
@@ -323,7 +330,8 @@ class InfoBuilder:
         return StoreInfo(self.family, self.path, self.store_kind, self.version_hints, self.overview, self.files,
                          self.messages, self.bytes, self.first, self.last,
                          sorted(topics.values(), key=lambda t: (-t.bytes, t.topic)), consumers, self.crash,
-                         timeline, self.damage, self.damage_total, self.damaged_bytes, self.notes)
+                         timeline, self.damage, self.damage_total, self.damaged_bytes, self.notes,
+                         self.log_files)
 
     def _timeline(self, opts: InfoOptions) -> Timeline:
         h = self._hist

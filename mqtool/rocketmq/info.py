@@ -100,6 +100,7 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
     done = 0
     with progress(total, "info: scanning commitlog", enabled=opts.progress) as bar:
         for seg in segs:
+            b.add_log_file(seg.path, seg.base, seg.size)
             has_data = False
             for ev in SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True).events():
                 if isinstance(ev, Message):
