@@ -15,7 +15,7 @@ from typing import Any
 from mqtool import __version__
 from mqtool.info import StoreInfo
 from mqtool.render import iso_ms
-from mqtool.render_info import human_bytes, human_span, time_label
+from mqtool.render_info import fact_text, human_bytes, human_span, time_label
 
 MAX_FINDING_ROWS = 5000
 MAX_TOPIC_BARS = 25
@@ -124,11 +124,7 @@ def _overview(info: StoreInfo, summary) -> str:
     for h in info.version_hints:
         rows.append(("version hint", h))
     for k, v in info.overview.items():
-        if isinstance(v, dict):
-            v = ", ".join(f"{a}={b}" for a, b in v.items())
-        elif k.endswith("Timestamp") and isinstance(v, int) and v > 0:
-            v = f"{iso_ms(v)} ({v})"
-        rows.append((k, v))
+        rows.append((k, fact_text(k, v)))
     if summary is not None:
         rows.append(("verify", f"errors={summary.errors} warnings={summary.warnings} infos={summary.infos} "
                                f"messages={summary.messages} skipped_ranges={summary.skipped_ranges} "

@@ -17,7 +17,7 @@ from mqtool.info import StoreInfo, Timeline
 from mqtool.render import iso_ms, stdout_console
 
 MAX_ROWS = 12
-CHART_HEIGHT = 8
+CHART_HEIGHT = 6
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
 
 
@@ -59,6 +59,18 @@ def time_label(ms: int | None, bucket_ms: int | None = None) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def fact_text(label: str, v) -> str:
+    """An overview value as text: dicts as k=v lists, epoch-ms ``*Timestamp`` values as ISO times."""
+    def one(k, x):
+        if str(k).endswith(("Timestamp", "_time")) and isinstance(x, int) and x > 0:
+            return iso_ms(x)
+        return "?" if x is None else str(x)
+
+    if isinstance(v, dict):
+        return ", ".join(f"{a}={one(a, b)}" for a, b in v.items())
+    return one(label, v)
+
+
 def render_info(info: StoreInfo, console: Console | None = None) -> None:
     con = console or stdout_console()
     con.print(_overview(info))
@@ -82,6 +94,8 @@ def _overview(info: StoreInfo):
     if info.first_store_time is not None:
         span = human_span(info.last_store_time - info.first_store_time)
         when = f"{iso_ms(info.first_store_time)} → {iso_ms(info.last_store_time)}  ({span})"
+    elif not info.log_files:
+        when = "no log files here (metadata only): messages unknown"
     else:
         when = "no messages"
     g.add_row("stored", when)
@@ -97,13 +111,9 @@ def _overview(info: StoreInfo):
     else:
         g.add_row("damage", Text("none met while reading", style="green"))
     if info.version_hints:
-        g.add_row("version hints", Text("\n".join(f"• {h}" for h in info.version_hints)))
+        g.add_row("version hints", Text("; ".join(info.version_hints)))
     for k, v in info.overview.items():
-        if isinstance(v, dict):
-            v = ", ".join(f"{a}={b}" for a, b in v.items())
-        elif k.endswith("Timestamp") and isinstance(v, int) and v > 0:
-            v = f"{iso_ms(v)}  ({v})"
-        g.add_row(Text(k), Text(str(v)))
+        g.add_row(Text(k), Text(fact_text(k, v)))
     title = Text.assemble((info.store_kind, "bold"), "  ", info.path)
     return Panel(g, title=title, title_align="left", expand=False)
 
@@ -193,7 +203,7 @@ def timeline_chart(tl: Timeline, width: int = 80) -> Text:
     out = Text()
     n = len(tl.buckets)
     if not n:
-        out.append("no message with a plausible store time", style="dim")
+        out.append("no message with a plausible store time to chart", style="dim")
         return out
     peak = max(tl.peak, 1)
     label_w = max(len(str(peak)), 1) + 1

@@ -77,10 +77,9 @@ def _checkpoint(s: RocketStore, b: InfoBuilder) -> dict | None:
         b.note(f"checkpoint unreadable: {e}")
         return None
     b.add_files("checkpoint", 1, cp["file_size"])
-    for k in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"):
-        b.fact(f"checkpoint.{k}", cp.get(k))
+    b.fact("checkpoint", {k: cp.get(k) for k in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")})
     if cp["layout"] == "5.x":
-        b.hint("checkpoint has masterFlushedOffset/confirmPhyOffset set: written by a 5.x broker")
+        b.hint("5.x: checkpoint has masterFlushedOffset/confirmPhyOffset")
     return cp
 
 
@@ -112,7 +111,7 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
                         c = ev.compression or "unknown"
                         comp[c] = comp.get(c, 0) + 1
                         if ev.sys_flag & F.COMPRESSION_TYPE_MASK:
-                            b.hint("compression-type bits in sysFlag (LZ4/ZSTD/ZLIB): written by a 5.x broker")
+                            b.hint("5.x: compression-type bits in sysFlag (LZ4/ZSTD/ZLIB)")
                     if cp_ms and ev.store_timestamp > cp_ms:
                         after_cp += 1
                     txn = ev.sys_flag & F.TRANSACTION_MASK
@@ -139,16 +138,14 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
     if data_end is not None:
         detail += f"; data ends at offset {data_end}"
     b.add_files("commitlog", len(segs), total, detail)
-    b.fact("commitlog first offset", segs[0].base)
-    b.fact("commitlog data end offset", data_end)
+    b.fact("commitlog offsets", {"first": segs[0].base, "data_end": data_end})
     b.fact("message magic", {k: v for k, v in magics.items() if v})
     if comp:
         b.fact("compressed messages", comp)
     if magics.get("v2"):
-        b.hint(f"message magic v2 (0xDAA320AB) in {magics['v2']} messages: written by a 5.x broker "
-               "(long topic names)")
-    if magics.get("v1"):
-        b.hint("message magic v1 (0xDAA320A7): 4.x, or 5.x for topics shorter than 128 bytes")
+        b.hint(f"5.x: message magic v2 (0xDAA320AB, long topic names) in {magics['v2']} messages")
+    elif magics.get("v1"):
+        b.hint("4.x or 5.x: message magic v1 only (5.x writes v1 for topics shorter than 128 bytes)")
     if cp_ms:
         b.fact("messages newer than checkpoint", after_cp)
     return dispatched
@@ -264,7 +261,7 @@ def _crash(s: RocketStore, b: InfoBuilder) -> None:
     bak = root / "abort.bak" if root else None
     has_bak = bool(bak and os.path.lexists(bak))
     if has_bak:
-        b.hint("abort.bak present: 5.1 or later")
+        b.hint("5.1+: abort.bak present")
     if s.abort:
         from mqtool.io import read_input
 
@@ -273,7 +270,7 @@ def _crash(s: RocketStore, b: InfoBuilder) -> None:
         except Exception:
             pid = ""
         if pid:
-            b.hint("abort file holds a pid: written by a 5.x broker")
+            b.hint("5.x: abort file holds the broker pid")
         b.set_crash(True, "abort file present: the broker did not shut down cleanly (crash, kill or power loss)"
                     + (f"; broker pid {pid}" if pid else ""),
                     [s.abort] + ([str(bak)] if has_bak else []))
@@ -290,7 +287,7 @@ def _other_files(s: RocketStore, b: InfoBuilder) -> None:
     root = Path(s.root)
     for name in ("compaction", "timerwheel", "timerlog", "rocksdb"):
         if (root / name).exists():
-            b.hint(f"{name}/ present: written by a 5.x broker")
+            b.hint(f"5.x: {name}/ present")
     small = [root / n for n in ("abort", "abort.bak", "lock") if os.path.lexists(root / n)]
     if small:
         b.add_files("markers", len(small), _sizes(small), ", ".join(p.name for p in small))
