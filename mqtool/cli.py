@@ -339,21 +339,12 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size):
       mqtool report /data/rocketmq/store -o incident-4711.html
       mqtool report store/ -o /tmp/r.html --force --bucket 1m
     """
-    from pathlib import Path
-
     from mqtool.info import parse_bucket
-    from mqtool.io import prepare_output_dir, write_atomic
+    from mqtool.io import prepare_output_file, write_atomic
     from mqtool.options import InfoOptions
     from mqtool.report import build_report
 
-    out = Path(output)
-    if out.exists() and out.is_dir():
-        raise click.UsageError(f"{output} is a directory; give a file name, e.g. {out / 'report.html'}")
-    if out.exists() and not force:
-        from mqtool.errors import OutputError
-
-        raise OutputError("file exists (use --force to overwrite)", str(out))
-    prepare_output_dir(out.parent if str(out.parent) else ".", [store], force=True)
+    out = prepare_output_file(output, [store], force)
     html, info, summary, _ = build_report(
         store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size),
         VerifyOptions(max_message_size=max_message_size))

@@ -98,6 +98,11 @@ def test_report_of_a_damaged_store(run_cli, tmp_path):
     info = json.loads(out_i)
     assert page.count("rect", **{"class": "topic-bar"}) == len([t for t in info["topics"] if t["bytes"]])
     assert "--salvage-out" in err
+    # next to the store (its parent directory) is fine; inside it, or onto a directory, is not
+    code, _, err = run_cli("report", store, "-o", tmp_path / "next-to-store.html")
+    assert code == 1 and (tmp_path / "next-to-store.html").exists(), err
+    code, _, err = run_cli("report", store, "-o", tmp_path)
+    assert code == 2 and "directory" in err
 
 
 def test_report_of_a_sound_store_and_output_rules(run_cli, tmp_path):
