@@ -203,3 +203,48 @@ def test_fixture_store_via_cli(run_cli):
     assert {t["topic"] for t in d["topics"]} >= {r["topic"] for r in rows}
     code, out, err = run_cli("info", FIXTURE_STORE, "--bucket", "soon")
     assert code == 2 and "bucket" in err
+
+
+# ---- property: bounded-memory histogram == naive bucketing ----------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(times=st.lists(st.integers(min_value=0, max_value=3 * 86_400_000), min_size=1, max_size=400),
+       max_keys=st.integers(min_value=8, max_value=64), max_buckets=st.integers(min_value=1, max_value=80))
+def test_timeline_matches_naive_bucketing(times, max_keys, max_buckets):
+    """Whatever coarsening the bounded histogram did, each bucket holds exactly the messages whose store
+    time falls in it (a naive count is the second implementation)."""
+    import mqtool.info as mi
+
+    old = mi._HIST_MAX_KEYS
+    mi._HIST_MAX_KEYS = max_keys
+    try:
+        base = 1_795_000_000_000
+        b = mi.InfoBuilder("test", "/x")
+        for t in times:
+            b.add_message("T", 0, base + t, 7)
+        tl = b.finish(InfoOptions(max_buckets=max_buckets)).timeline
+    finally:
+        mi._HIST_MAX_KEYS = old
+    w = tl.bucket_ms
+    assert len(tl.buckets) <= max_buckets or w == b._hist.res
+    assert tl.start % w == 0 and tl.start <= base + min(times) < tl.start + w
+    naive = Counter((base + t - tl.start) // w for t in times)
+    assert [x.count for x in tl.buckets] == [naive.get(i, 0) for i in range(len(tl.buckets))]
+    assert [x.bytes for x in tl.buckets] == [7 * naive.get(i, 0) for i in range(len(tl.buckets))]
+
+
+def test_damage_before_the_first_and_after_the_last_message():
+    b = InfoBuilder("test", "/x")
+    t0 = 1_795_338_000_000
+    b.add_damage("seg", 0, 0, 10, "bad-magic", "head")            # nothing before it
+    b.add_message("T", 0, t0, 10)
+    b.add_message("T", 0, t0 + 50_000, 10)
+    b.add_damage("seg", 900, 900, 10, "truncated-record", "tail")  # nothing after it
+    info = b.finish(InfoOptions(bucket_ms=10_000))
+    head, tail = info.damage
+    assert (head.time_before, head.time_after) == (None, t0)
+    assert (tail.time_before, tail.time_after) == (t0 + 50_000, None)
+    assert [x.damaged for x in info.timeline.buckets] == [True, False, False, False, False, True]

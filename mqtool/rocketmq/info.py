@@ -23,7 +23,7 @@ from mqtool.info import InfoBuilder
 from mqtool.options import InfoOptions
 from mqtool.render import iso_ms, progress
 from mqtool.rocketmq import indexes
-from mqtool.rocketmq.layout import RocketStore, open_store
+from mqtool.rocketmq.layout import RocketStore, cq_filter, open_store
 from mqtool.rocketmq.records import Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner
 
@@ -152,7 +152,8 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
 
 
 def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict) -> None:
-    queues = s.queues()
+    topic, queue = cq_filter(s)            # a topic or queue directory was named: only those queues
+    queues = s.queues(topic, queue)
     if not queues:
         for (t, q), end in dispatched.items():
             b.set_queue_end(t, q, end)
