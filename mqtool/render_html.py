@@ -19,6 +19,8 @@ from mqtool.render_info import fact_text, human_bytes, human_span, time_label
 
 MAX_FINDING_ROWS = 5000
 MAX_TOPIC_BARS = 25
+MAX_TABLE_ROWS = 1000      # topics / consumer rows in the HTML tables (the JSON of `mqtool info` has all)
+MAX_SVG_BUCKETS = 1500     # more timeline buckets than this are merged for drawing
 SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 CSS = """
@@ -138,8 +140,17 @@ def _timeline_svg(info: StoreInfo) -> str:
         return '<p class="note">No message with a plausible store time: nothing to chart.</p>'
     W, H, L, R, T, B = 1100, 260, 56, 12, 14, 44
     pw, ph = W - L - R, H - T - B
-    n = len(tl.buckets)
-    peak = max(tl.peak, 1)
+    buckets, width = tl.buckets, tl.bucket_ms
+    if len(buckets) > MAX_SVG_BUCKETS:          # merge k neighbours per drawn bar
+        k = -(-len(buckets) // MAX_SVG_BUCKETS)
+        merged = []
+        for i in range(0, len(buckets), k):
+            grp = buckets[i:i + k]
+            merged.append(type(grp[0])(grp[0].start, sum(x.count for x in grp), sum(x.bytes for x in grp),
+                                       any(x.damaged for x in grp)))
+        buckets, width = merged, width * k
+    n = len(buckets)
+    peak = max(max((x.count for x in buckets), default=0), 1)
     bw = pw / n
     out = [f'<svg id="timeline-chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
            f'aria-label="messages per {_e(tl.bucket)} bucket">']
@@ -147,7 +158,7 @@ def _timeline_svg(info: StoreInfo) -> str:
         y = T + ph - frac * ph
         out.append(f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#d9dee5"/>')
         out.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{int(round(peak * frac))}</text>')
-    for i, b in enumerate(tl.buckets):
+    for i, b in enumerate(buckets):
         x = L + i * bw
         if b.damaged:
             out.append(f'<rect class="damaged-bucket" x="{x:.2f}" y="{T}" width="{max(bw, 1.5):.2f}" height="{ph}" '
@@ -161,13 +172,14 @@ def _timeline_svg(info: StoreInfo) -> str:
     out.append(f'<line x1="{L}" y1="{T + ph}" x2="{W - R}" y2="{T + ph}" stroke="#5b6470"/>')
     ticks = sorted({0, n // 2, n}) if n > 1 else [0, 1]
     for i in ticks:
-        ms = tl.start + i * tl.bucket_ms
+        ms = tl.start + i * width
         x = L + i * bw
         anchor = "start" if i == 0 else ("end" if i == n else "middle")
         out.append(f'<line x1="{x:.1f}" y1="{T + ph}" x2="{x:.1f}" y2="{T + ph + 4}" stroke="#5b6470"/>')
         out.append(f'<text x="{x:.1f}" y="{T + ph + 17}" text-anchor="{anchor}">{_e(time_label(ms, tl.bucket_ms))}</text>')
+    drawn = tl.bucket if width == tl.bucket_ms else f"{width} ms"
     out.append(f'<text x="{L + pw / 2:.1f}" y="{H - 6}" text-anchor="middle">store time (UTC), '
-               f'{_e(tl.bucket)} buckets, peak {tl.peak} messages</text>')
+               f'{_e(drawn)} buckets, peak {peak} messages</text>')
     out.append("</svg>")
     legend = ('<div class="legend note"><span style="background:#2f6db5"></span>messages'
               '<span style="background:#c62828"></span>messages in a damaged bucket'
@@ -202,14 +214,16 @@ def _topics_svg(info: StoreInfo) -> str:
 
 def _topics_table(info: StoreInfo) -> str:
     rows = []
-    for t in info.topics:
+    for t in info.topics[:MAX_TABLE_ROWS]:
         per = " ".join(f"{q.queue}:{q.messages}" + (f"/{q.max_offset}" if q.max_offset is not None
                                                       and q.max_offset != q.messages else "")
                        for q in t.queues)
         rows.append(f"<tr class=topic-row><td class=name>{_e(t.topic)}</td><td class=num>{t.messages:,}</td>"
                     f"<td class=num>{_e(human_bytes(t.bytes))}</td><td class=t>{_e(iso_ms(t.first_store_time))}</td>"
                     f"<td class=t>{_e(iso_ms(t.last_store_time))}</td><td class=msg>{_e(per)}</td></tr>")
-    return ("<table><thead><tr><th>Topic</th><th class=num>Messages</th><th class=num>Bytes</th>"
+    more = len(info.topics) - MAX_TABLE_ROWS
+    tail = f'<p class="note">… {more} more topics: <code>mqtool info --json</code> lists all.</p>' if more > 0 else ""
+    return tail + ("<table><thead><tr><th>Topic</th><th class=num>Messages</th><th class=num>Bytes</th>"
             "<th>First store time</th><th>Last store time</th><th>Per queue: messages (/queue end)</th></tr></thead>"
             "<tbody>" + "".join(rows) + "</tbody></table>")
 
@@ -219,8 +233,10 @@ def _consumers_table(info: StoreInfo) -> str:
         f"<tr><td class=name>{_e(c.group)}</td><td class=name>{_e(c.topic)}</td><td class=num>{_e(c.queue)}</td>"
         f"<td class=num>{c.committed}</td><td class=num>{_e(c.max_offset if c.max_offset is not None else '?')}</td>"
         f"<td class=num>{_e(c.lag if c.lag is not None else '?')}</td><td>{_e(c.source)}</td></tr>"
-        for c in info.consumers)
-    return ("<table><thead><tr><th>Group</th><th>Topic</th><th class=num>Queue</th><th class=num>Committed</th>"
+        for c in info.consumers[:MAX_TABLE_ROWS])
+    more = len(info.consumers) - MAX_TABLE_ROWS
+    tail = f'<p class="note">… {more} more rows: <code>mqtool info --json</code> lists all.</p>' if more > 0 else ""
+    return tail + ("<table><thead><tr><th>Group</th><th>Topic</th><th class=num>Queue</th><th class=num>Committed</th>"
             "<th class=num>Queue end</th><th class=num>Lag</th><th>Source</th></tr></thead><tbody>"
             + rows + "</tbody></table>")
 

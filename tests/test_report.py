@@ -147,3 +147,28 @@ def test_store_text_is_escaped(tmp_path):
     assert "<script>" not in html and "&lt;script&gt;" in html
     page = parse(html)
     assert_self_contained(html, page)
+
+
+def test_large_inputs_stay_bounded():
+    from mqtool.findings import Summary
+    from mqtool.info import InfoBuilder
+    from mqtool.options import InfoOptions
+    from mqtool.render_html import MAX_SVG_BUCKETS, MAX_TABLE_ROWS, render_report
+
+    b = InfoBuilder("rocketmq", "/s")
+    t0 = 1_795_338_000_000
+    for i in range(5000):
+        b.add_message(f"%LMQ%q{i}", 0, t0 + i * 1000, 100)
+    b.add_damage("seg", 5, 5, 10, "bad-magic", "x")
+    b.add_message("T", 0, t0 + 5_000_000, 100)
+    info = b.finish(InfoOptions(bucket_ms=1000))          # 5001 one-second buckets
+    html = render_report(info, [], Summary(), {})
+    page = parse(html)
+    assert_self_contained(html, page)
+    bars = page.count("rect", **{"class": "bar"})
+    assert 0 < bars <= MAX_SVG_BUCKETS
+    # the damage lies between the messages at t0+4999 s and t0+5000 s: 1-second buckets 4999 and 5000, which
+    # fall into drawn bars 1249 and 1250 when 4 buckets are merged per bar (5001 / 1500 → 4)
+    assert page.count("rect", **{"class": "damaged-bucket"}) == 2
+    assert page.count("tr", **{"class": "topic-row"}) == MAX_TABLE_ROWS
+    assert "more topics" in html
