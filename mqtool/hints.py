@@ -32,4 +32,5 @@ def query_found_nothing(store, used_index: bool) -> str | None:
 
 def index_damaged(store) -> str:
     """For engines that detect a damaged index while answering: attach to the error as its ``hint``."""
-    return f"index looks damaged; try `mqtool query {_q(store)} --scan ...` or `mqtool rebuild-index {_q(store)} --out DIR`"
+    return (f"index looks damaged; try `mqtool query {_q(store)} --scan ...` "
+            f"or `mqtool rebuild-index {_q(store)} --out DIR`")

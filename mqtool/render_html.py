@@ -33,7 +33,8 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8p
      padding-bottom: 4px; }
 .sub { color: var(--muted); margin-bottom: 16px; word-break: break-all; }
 .verdict { display: inline-block; padding: 3px 10px; border-radius: 4px; font-weight: 600; color: #fff; }
-.v-damaged { background: var(--bad); } .v-sound { background: var(--ok); } .v-sound-with-warnings { background: var(--warn); }
+.v-damaged { background: var(--bad); } .v-sound { background: var(--ok); }
+.v-sound-with-warnings { background: var(--warn); }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 10px; margin: 14px 0; }
 .card { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
 .card .k { color: var(--muted); font-size: 12px; } .card .v { font-size: 18px; font-weight: 600; }
@@ -165,8 +166,9 @@ def _timeline_svg(info: StoreInfo) -> str:
                        f'fill="#fde2e2"/>')
         if b.count:
             h = max(1.0, b.count / peak * ph)
-            out.append(f'<rect class="bar" x="{x + bw * 0.08:.2f}" y="{T + ph - h:.2f}" width="{max(bw * 0.84, 0.8):.2f}" '
-                       f'height="{h:.2f}" fill="{"#c62828" if b.damaged else "#2f6db5"}">'
+            fill = "#c62828" if b.damaged else "#2f6db5"
+            out.append(f'<rect class="bar" x="{x + bw * 0.08:.2f}" y="{T + ph - h:.2f}" '
+                       f'width="{max(bw * 0.84, 0.8):.2f}" height="{h:.2f}" fill="{fill}">'
                        f'<title>{_e(iso_ms(b.start))}: {b.count} messages, {_e(human_bytes(b.bytes))}'
                        f'{" — damaged range" if b.damaged else ""}</title></rect>')
     out.append(f'<line x1="{L}" y1="{T + ph}" x2="{W - R}" y2="{T + ph}" stroke="#5b6470"/>')
@@ -176,7 +178,8 @@ def _timeline_svg(info: StoreInfo) -> str:
         x = L + i * bw
         anchor = "start" if i == 0 else ("end" if i == n else "middle")
         out.append(f'<line x1="{x:.1f}" y1="{T + ph}" x2="{x:.1f}" y2="{T + ph + 4}" stroke="#5b6470"/>')
-        out.append(f'<text x="{x:.1f}" y="{T + ph + 17}" text-anchor="{anchor}">{_e(time_label(ms, tl.bucket_ms))}</text>')
+        out.append(f'<text x="{x:.1f}" y="{T + ph + 17}" text-anchor="{anchor}">'
+                   f'{_e(time_label(ms, width))}</text>')
     drawn = tl.bucket if width == tl.bucket_ms else f"{width} ms"
     out.append(f'<text x="{L + pw / 2:.1f}" y="{H - 6}" text-anchor="middle">store time (UTC), '
                f'{_e(drawn)} buckets, peak {peak} messages</text>')

@@ -8,8 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from rich.console import Console
-
 from conftest import FIXTURES, ROOT
 
 FIXTURE_STORE = FIXTURES / "rocketmq" / "store"
