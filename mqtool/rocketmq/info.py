@@ -78,8 +78,11 @@ def _checkpoint(s: RocketStore, b: InfoBuilder) -> dict | None:
         return None
     b.add_files("checkpoint", 1, cp["file_size"])
     b.fact("checkpoint", {k: cp.get(k) for k in ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")})
-    if cp["layout"] == "5.x":
-        b.hint("5.x: checkpoint has masterFlushedOffset/confirmPhyOffset")
+    # reference §7: masterFlushedOffset exists from 5.0.0, confirmPhyOffset from 5.1.1 (zero when unused)
+    if cp.get("confirmPhyOffset"):
+        b.hint("5.1.1+: checkpoint confirmPhyOffset is set")
+    elif cp.get("masterFlushedOffset"):
+        b.hint("5.x: checkpoint masterFlushedOffset is set")
     return cp
 
 
@@ -286,9 +289,15 @@ def _other_files(s: RocketStore, b: InfoBuilder) -> None:
     if not s.root:
         return
     root = Path(s.root)
-    for name in ("compaction", "timerwheel", "timerlog", "rocksdb"):
+    # reference §0 (store layout) / §9: files only 5.x brokers write
+    for name in ("compaction", "timerwheel", "timerlog", "batchconsumequeue", "epochFileCheckpoint",
+                 "brokerIdentity", "kvStore", "tiered_index_file", "config/timercheck"):
         if (root / name).exists():
-            b.hint(f"5.x: {name}/ present")
+            b.hint(f"5.x: {name} present")
+    dledger = sorted(n for n in os.listdir(root) if n.startswith("dledger-")) if root.is_dir() else []
+    if dledger:
+        b.note(f"{', '.join(dledger)}: a DLedger commitlog, which mqtool does not read yet; the figures above "
+               "cover the plain commitlog/ only")
     small = [root / n for n in ("abort", "abort.bak", "lock") if os.path.lexists(root / n)]
     if small:
         b.add_files("markers", len(small), _sizes(small), ", ".join(p.name for p in small))
