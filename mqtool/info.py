@@ -375,6 +375,29 @@ class InfoBuilder:
                         max((c for c, _ in counts), default=0))
 
 
+def merged_buckets(tl: Timeline, max_n: int) -> tuple[list[Bucket], int | None]:
+    """The timeline regrouped into wider aligned buckets so at most ``max_n`` remain (for drawing);
+    returns (buckets, width in ms). The width is the next one from BUCKETS_MS that is a multiple of the
+    timeline's own (or a multiple of it when none is)."""
+    buckets, width = tl.buckets, tl.bucket_ms
+    if max_n <= 0 or len(buckets) <= max_n or not width:
+        return buckets, width
+    cands = [b for b in BUCKETS_MS if b > width and b % width == 0]
+    w = width
+    while True:
+        w = cands.pop(0) if cands else w * 2
+        first, last = buckets[0].start // w, buckets[-1].start // w
+        if last - first + 1 <= max_n:
+            break
+    out = [Bucket((first + i) * w, 0, 0, False) for i in range(last - first + 1)]
+    for x in buckets:
+        o = out[x.start // w - first]
+        o.count += x.count
+        o.bytes += x.bytes
+        o.damaged = o.damaged or x.damaged
+    return out, w
+
+
 def _sort_key(q):
     return (0, q, "") if isinstance(q, int) else (1, 0, str(q))
 

@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from mqtool import __version__
-from mqtool.info import StoreInfo
+from mqtool.info import StoreInfo, bucket_label, merged_buckets
 from mqtool.render import iso_ms
 from mqtool.render_info import fact_text, human_bytes, human_span, time_label
 
@@ -141,15 +141,7 @@ def _timeline_svg(info: StoreInfo) -> str:
         return '<p class="note">No message with a plausible store time: nothing to chart.</p>'
     W, H, L, R, T, B = 1100, 260, 56, 12, 14, 44
     pw, ph = W - L - R, H - T - B
-    buckets, width = tl.buckets, tl.bucket_ms
-    if len(buckets) > MAX_SVG_BUCKETS:          # merge k neighbours per drawn bar
-        k = -(-len(buckets) // MAX_SVG_BUCKETS)
-        merged = []
-        for i in range(0, len(buckets), k):
-            grp = buckets[i:i + k]
-            merged.append(type(grp[0])(grp[0].start, sum(x.count for x in grp), sum(x.bytes for x in grp),
-                                       any(x.damaged for x in grp)))
-        buckets, width = merged, width * k
+    buckets, width = merged_buckets(tl, MAX_SVG_BUCKETS)     # merge neighbours past MAX_SVG_BUCKETS
     n = len(buckets)
     peak = max(max((x.count for x in buckets), default=0), 1)
     bw = pw / n
@@ -174,13 +166,13 @@ def _timeline_svg(info: StoreInfo) -> str:
     out.append(f'<line x1="{L}" y1="{T + ph}" x2="{W - R}" y2="{T + ph}" stroke="#5b6470"/>')
     ticks = sorted({0, n // 2, n}) if n > 1 else [0, 1]
     for i in ticks:
-        ms = tl.start + i * width
+        ms = buckets[0].start + i * width
         x = L + i * bw
         anchor = "start" if i == 0 else ("end" if i == n else "middle")
         out.append(f'<line x1="{x:.1f}" y1="{T + ph}" x2="{x:.1f}" y2="{T + ph + 4}" stroke="#5b6470"/>')
         out.append(f'<text x="{x:.1f}" y="{T + ph + 17}" text-anchor="{anchor}">'
                    f'{_e(time_label(ms, width))}</text>')
-    drawn = tl.bucket if width == tl.bucket_ms else f"{width} ms"
+    drawn = bucket_label(width)
     out.append(f'<text x="{L + pw / 2:.1f}" y="{H - 6}" text-anchor="middle">store time (UTC), '
                f'{_e(drawn)} buckets, peak {peak} messages</text>')
     out.append("</svg>")

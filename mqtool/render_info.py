@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mqtool.info import StoreInfo, Timeline
+from mqtool.info import StoreInfo, Timeline, bucket_label, merged_buckets
 from mqtool.render import iso_ms, stdout_console
 
 MAX_ROWS = 12
@@ -201,41 +201,52 @@ def _consumers(info: StoreInfo):
 def timeline_chart(tl: Timeline, width: int = 80) -> Text:
     """The timeline as text: CHART_HEIGHT rows of block characters, a damage row, a time axis."""
     out = Text()
-    n = len(tl.buckets)
-    if not n:
+    if not tl.buckets:
         out.append("no message with a plausible store time to chart", style="dim")
         return out
-    peak = max(tl.peak, 1)
-    label_w = max(len(str(peak)), 1) + 1
+    label_w = max(len(str(max(tl.peak, 1))), 1) + 1
     avail = max(10, width - label_w - 6)
+    buckets, bucket_ms = merged_buckets(tl, avail)       # never wider than the terminal
+    n = len(buckets)
+    peak = max(max(b.count for b in buckets), 1)
+    label_w = max(len(str(peak)), 1) + 1
     cw = max(1, min(3, avail // n))
-    levels = [(-(-b.count * CHART_HEIGHT * 8 // peak)) if b.count else 0 for b in tl.buckets]
+    levels = [(-(-b.count * CHART_HEIGHT * 8 // peak)) if b.count else 0 for b in buckets]
     for r in range(CHART_HEIGHT - 1, -1, -1):
         lab = str(peak) if r == CHART_HEIGHT - 1 else ("0" if r == 0 else "")
         out.append(lab.rjust(label_w) + " │")
-        for b, lv in zip(tl.buckets, levels):
+        for b, lv in zip(buckets, levels):
             fill = min(8, max(0, lv - r * 8))
             ch = _EIGHTHS[fill] * cw
             out.append(ch, style="red" if b.damaged else "cyan")
         out.append("\n")
     out.append(" " * label_w + " └" + "─" * (cw * n) + "\n")
-    if any(b.damaged for b in tl.buckets):
+    if any(b.damaged for b in buckets):
         out.append(" " * label_w + "  ")
-        for b in tl.buckets:
+        for b in buckets:
             out.append(("x" if b.damaged else " ") * cw, style="bold red")
         out.append("  x = damaged range\n", style="red")
-    left = time_label(tl.start, tl.bucket_ms)
-    right = time_label(tl.end, tl.bucket_ms)
+    a, z = buckets[0].start, buckets[-1].start + bucket_ms
+    room = max(cw * n, width - label_w - 2)
+    left, right = time_label(a, bucket_ms), time_label(z, bucket_ms)
+    if len(left) + len(right) + 1 > room:             # drop the date, then the right label
+        if bucket_ms < 86_400_000:
+            left, right = time_label(a, 1)[:8], time_label(z, 1)[:8]       # HH:MM:SS
+        if len(left) + len(right) + 1 > room:
+            right = ""
     pad = max(1, cw * n - len(left) - len(right))
-    out.append(" " * (label_w + 2) + left + " " * pad + right)
+    out.append(" " * (label_w + 2) + (left + " " * pad + right if right else left[:room]))
     return out
 
 
 def _timeline_panel(tl: Timeline, width: int):
+    body = timeline_chart(tl, width - 4)
     title = "Timeline"
     if tl.bucket:
-        title += f" — messages per {tl.bucket} bucket (UTC), peak {tl.peak}"
-    body = timeline_chart(tl, width - 4)
+        label_w = len(str(max(tl.peak, 1))) + 1
+        drawn, bms = merged_buckets(tl, max(10, width - 4 - label_w - 6))
+        title += (f" — messages per {bucket_label(bms)} bucket (UTC), peak "
+                  f"{max((b.count for b in drawn), default=0)}")
     extra = []
     if tl.implausible:
         extra.append(Text(f"{tl.implausible} messages with implausible store times left out", style="yellow"))

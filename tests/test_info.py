@@ -248,3 +248,18 @@ def test_damage_before_the_first_and_after_the_last_message():
     assert (head.time_before, head.time_after) == (None, t0)
     assert (tail.time_before, tail.time_after) == (t0 + 50_000, None)
     assert [x.damaged for x in info.timeline.buckets] == [True, False, False, False, False, True]
+
+
+def test_terminal_chart_never_wider_than_the_console():
+    from mqtool.render_info import timeline_chart
+
+    b = InfoBuilder("test", "/x")
+    t0 = 1_795_338_000_000
+    for i in range(500):
+        b.add_message("T", 0, t0 + i * 1000, 1)
+    tl = b.finish(InfoOptions(bucket_ms=1000)).timeline
+    assert len(tl.buckets) == 500
+    for width in (40, 80, 120):
+        text = timeline_chart(tl, width).plain
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert "500" not in text.splitlines()[0] or width >= 500
