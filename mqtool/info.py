@@ -407,11 +407,21 @@ def build_info(path, fmt: str | None, opts: InfoOptions) -> StoreInfo:
     from mqtool.detect import detect, family_module
 
     family = detect(path, fmt)
+    b = InfoBuilder(family, str(path))
     try:
         mod = family_module(family, "info")
     except UsageError:
+        mod = None
+    if mod is not None:
+        mod.collect(path, b, opts)
+        return b.finish(opts)
+    # no collector for this family yet: a basic view from its commitlog dump, when it has one
+    from mqtool import info_generic
+
+    try:
+        ops = family_module(family, "ops")
+        info_generic.collect(path, b, opts, ops, family)
+    except UsageError:
         raise UsageError(f"info is not available for {family} stores in this build "
                          "(try `mqtool verify store` or `mqtool dump`)", str(path)) from None
-    b = InfoBuilder(family, str(path))
-    mod.collect(path, b, opts)
     return b.finish(opts)
