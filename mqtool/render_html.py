@@ -44,7 +44,7 @@ th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: lef
 td.name, td.msg { overflow-wrap: anywhere; } td.t, td.num { white-space: nowrap; }
 th { background: var(--panel); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td.path { word-break: break-all; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
+td.path { word-break: break-all; min-width: 14em; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 8px 0; }
 dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; word-break: break-all; }
 .sev-error { color: var(--bad); font-weight: 600; } .sev-warning { color: var(--warn); font-weight: 600; }
@@ -138,6 +138,8 @@ def _overview(info: StoreInfo, summary) -> str:
 def _timeline_svg(info: StoreInfo) -> str:
     tl = info.timeline
     if not tl.buckets:
+        if not info.log_files:
+            return '<p class="note">No log files here (metadata only): no messages to chart.</p>'
         return '<p class="note">No message with a plausible store time: nothing to chart.</p>'
     W, H, L, R, T, B = 1100, 260, 56, 12, 14, 44
     pw, ph = W - L - R, H - T - B
@@ -208,6 +210,8 @@ def _topics_svg(info: StoreInfo) -> str:
 
 
 def _topics_table(info: StoreInfo) -> str:
+    if not info.topics:
+        return ""
     rows = []
     for t in info.topics[:MAX_TABLE_ROWS]:
         per = " ".join(f"{q.queue}:{q.messages}" + (f"/{q.max_offset}" if q.max_offset is not None
