@@ -184,7 +184,8 @@ class _Hist:
 
     def _coarsen(self) -> None:
         while len(self.counts) > _HIST_MAX_KEYS // 4:
-            nxt = next((b for b in BUCKETS_MS if b > self.res), self.res * 2)
+            # the next width that is a multiple of the current one, so no key straddles two new keys
+            nxt = next((b for b in BUCKETS_MS if b > self.res and b % self.res == 0), self.res * 2)
             new: dict[int, list[int]] = {}
             for k, (n, b) in self.counts.items():
                 nk = (k * self.res) // nxt

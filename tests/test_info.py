@@ -210,14 +210,15 @@ def test_fixture_store_via_cli(run_cli):
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(max_examples=60, deadline=None)
-@given(times=st.lists(st.integers(min_value=0, max_value=3 * 86_400_000), min_size=1, max_size=400),
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), span=st.sampled_from([40, 2_000, 600_000, 3 * 86_400_000]),
        max_keys=st.integers(min_value=8, max_value=64), max_buckets=st.integers(min_value=1, max_value=80))
-def test_timeline_matches_naive_bucketing(times, max_keys, max_buckets):
+def test_timeline_matches_naive_bucketing(data, span, max_keys, max_buckets):
     """Whatever coarsening the bounded histogram did, each bucket holds exactly the messages whose store
     time falls in it (a naive count is the second implementation)."""
     import mqtool.info as mi
 
+    times = data.draw(st.lists(st.integers(min_value=0, max_value=span), min_size=1, max_size=400))
     old = mi._HIST_MAX_KEYS
     mi._HIST_MAX_KEYS = max_keys
     try:
@@ -286,3 +287,20 @@ def test_generic_fallback_agrees_with_the_rocketmq_collector(tmp_path):
         [(d.file, d.position, d.offset, d.length, d.code) for d in full.damage]
     assert [x.damaged for x in basic.timeline.buckets] == [x.damaged for x in full.timeline.buckets]
     assert any("basic view" in n for n in basic.notes)
+
+
+def test_histogram_coarsening_never_splits_a_key():
+    """1 ms → 2 ms → 5 ms would put ms 5 (inside the 2-ms key [4, 6)) into the 5-ms bucket [0, 5)."""
+    import mqtool.info as mi
+
+    old = mi._HIST_MAX_KEYS
+    mi._HIST_MAX_KEYS = 64
+    try:
+        b = mi.InfoBuilder("test", "/x")
+        base = 1_795_000_000_000
+        for t in range(100):
+            b.add_message("T", 0, base + t, 1)
+        tl = b.finish(InfoOptions(max_buckets=20)).timeline
+    finally:
+        mi._HIST_MAX_KEYS = old
+    assert [x.count for x in tl.buckets] == [100 // len(tl.buckets)] * len(tl.buckets)
