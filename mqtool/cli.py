@@ -21,7 +21,7 @@ from functools import wraps
 
 import click
 
-from mqtool import __version__, render
+from mqtool import __version__, hints, render
 from mqtool.common import parse_time
 from mqtool.detect import detect, family_module
 from mqtool.errors import MqToolError
@@ -50,6 +50,10 @@ def guarded(fn):
         try:
             return fn(*args, **kwargs)
         except MqToolError as e:
+            if getattr(e, "hint", None) and not render.quiet():
+                sys.stderr.write(f"mqtool: {e}\n")
+                render.hint(e.hint)
+                sys.exit(e.exit_code)
             _fail(str(e), e.exit_code)
         except BrokenPipeError:
             _quiet_pipe_exit()
@@ -80,25 +84,32 @@ def _ops(path, fmt):
     return family, family_module(family, "ops")
 
 
-def _report_stats(stats: ScanStats) -> int:
-    for n in stats.notes:
-        sys.stderr.write(f"mqtool: {n}\n")
-    if stats.damaged > len(stats.notes):
-        sys.stderr.write(f"mqtool: ... {stats.damaged - len(stats.notes)} more damaged ranges\n")
+def _report_stats(stats: ScanStats, path=None) -> int:
+    if not render.quiet():
+        for n in stats.notes:
+            sys.stderr.write(f"mqtool: {n}\n")
+        if stats.damaged > len(stats.notes):
+            sys.stderr.write(f"mqtool: ... {stats.damaged - len(stats.notes)} more damaged ranges\n")
+        if stats.damaged and path is not None:
+            render.hint(hints.damaged_while_reading(path, stats.damaged))
     return EXIT_FINDINGS if stats.damaged else EXIT_OK
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="mqtool")
 @click.option("--no-color", is_flag=True, help="No colours (also honoured: NO_COLOR).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes on stderr.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars, notes or hints on stderr (errors still print).")
 def cli(no_color: bool, quiet: bool):
     """Offline forensic toolkit for RocketMQ, LiteMQ and Kafka broker stores.
 
-    Reads store files straight from disk (read-only), with no broker running.
+    Reads store files straight from disk (read-only), with no broker running. Data goes to stdout
+    (tables on a terminal, JSON in a pipe), messages for people to stderr. Exit 0 clean, 1 findings or
+    damage or nothing found, 2 usage or I/O error. Shell completion: see `mqtool completion --help`.
 
     \b
     Examples:
+      mqtool info /data/rocketmq/store
+      mqtool report /data/rocketmq/store -o incident.html
       mqtool dump commitlog fixtures/rocketmq/store
       mqtool verify store /data/rocketmq/store
       mqtool rebuild-index /data/rocketmq/store --out /tmp/rebuilt --compare
@@ -128,7 +139,7 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     if opts.limit is not None:
         rows = _limit(rows, opts.limit)
     render.emit(rows, columns, as_json, title=title)
-    sys.exit(_report_stats(stats))
+    sys.exit(_report_stats(stats, path))
 
 
 def _limit(rows, n):
@@ -261,6 +272,101 @@ def dump_kafka(path, as_json, **kw):
     _run_dump("kafka", path, "kafka", as_json, **kw)
 
 
+# ---- info -----------------------------------------------------------------------------------
+
+@cli.command("info")
+@click.argument("store", type=click.Path())
+@FORMAT_OPT
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object on stdout (the default when stdout is not a terminal).")
+@click.option("--bucket", default="auto", show_default=True,
+              help="Timeline bucket width: 100ms, 10s, 1m, 1h, 1d … or auto.")
+@click.option("--max-buckets", type=int, default=60, show_default=True,
+              help="With --bucket auto: the narrowest width giving at most this many buckets.")
+@click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+              help="Largest plausible message (bytes).")
+@guarded
+def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size):
+    """What is in a store and when, on one screen.
+
+    Kind and version hints, files and sizes, first/last store time, messages and bytes per topic and
+    queue, consumer offsets and lag, the crash marker, and a timeline of messages per time bucket with
+    damaged ranges marked. Exit 1 when damaged bytes were met while reading.
+
+    \b
+    Examples:
+      mqtool info /data/rocketmq/store
+      mqtool info store/ --bucket 1m
+      mqtool info store/ --json | jq '.consumers[] | select(.lag > 0)'
+    """
+    from mqtool.info import build_info, parse_bucket
+    from mqtool.options import InfoOptions
+
+    opts = InfoOptions(bucket_ms=parse_bucket(bucket), max_buckets=max_buckets,
+                       max_message_size=max_message_size)
+    result = build_info(store, fmt, opts)
+    if render.want_json(as_json):
+        render.write_ndjson([result.to_dict()])
+    else:
+        from mqtool.render_info import render_info
+
+        render_info(result)
+    if result.damage_total:
+        render.hint(hints.damaged_while_reading(store, result.damage_total))
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+@cli.command("report")
+@click.argument("store", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="HTML file to write (not inside the store).")
+@FORMAT_OPT
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--bucket", default="auto", show_default=True, help="Timeline bucket width (see mqtool info).")
+@click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+              help="Largest plausible message (bytes).")
+@guarded
+def report_cmd(store, output, fmt, force, bucket, max_message_size):
+    """One self-contained HTML incident report: overview, timeline, bytes per topic, where the damage
+    lies, consumer lag and every verify finding. No script, no network: attach it to the ticket.
+
+    Prints the written path on stdout. Exit 1 when verify found an error or damaged bytes were met.
+
+    \b
+    Examples:
+      mqtool report /data/rocketmq/store -o incident-4711.html
+      mqtool report store/ -o /tmp/r.html --force --bucket 1m
+    """
+    from mqtool.info import parse_bucket
+    from mqtool.io import prepare_output_file, write_atomic
+    from mqtool.options import InfoOptions
+    from mqtool.report import build_report
+
+    out = prepare_output_file(output, [store], force)
+    html, info, summary, _ = build_report(
+        store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size),
+        VerifyOptions(max_message_size=max_message_size))
+    write_atomic(out, html.encode("utf-8"), overwrite=force)
+    try:  # a report is meant to be shared: the usual permissions, not the temp file's 0600
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out, 0o666 & ~umask)
+    except OSError:
+        pass
+    sys.stdout.write(f"{out}\n")
+    sys.stdout.flush()
+    if not render.quiet():
+        sys.stderr.write(f"mqtool: wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
+                         f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages\n")
+    if summary.errors or info.damage_total:
+        render.hint(hints.damaged_while_reading(store, info.damage_total) if info.damage_total else
+                    hints.verify_found_errors([store], False))
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
+
+
 # ---- verify ---------------------------------------------------------------------------------
 
 @cli.group()
@@ -292,6 +398,10 @@ def _verify_cmd(part: str):
             s = render.render_verify(findings, summary_fn, as_json)
             if s.errors:
                 worst = EXIT_FINDINGS
+        if worst and part == "store":
+            h = hints.verify_found_errors(paths, bool(kw.get("salvage_out")))
+            if h:
+                render.hint(h)
         sys.exit(worst)
 
     return cmd
@@ -396,9 +506,12 @@ def query(store, fmt, as_json, **kw):
     stats = ScanStats()
     columns, rows = ops.query(store, opts, stats)
     n = render.emit(rows, columns, as_json)
-    code = _report_stats(stats)
+    code = _report_stats(stats, store)
     if n == 0:
         sys.stderr.write("mqtool: no message found\n")
+        h = hints.query_found_nothing(store, bool((opts.key or opts.unique_key) and not opts.scan))
+        if h:
+            render.hint(h)
         sys.exit(EXIT_FINDINGS)
     sys.exit(code)
 
@@ -418,6 +531,25 @@ def decode_msgid(msg_id, as_json):
 
     row = decode_any(msg_id)
     render.emit([row], [render.Column(k, k) for k in row], as_json)
+
+
+# ---- completion -----------------------------------------------------------------------------
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell):
+    """Print the shell completion script for bash, zsh or fish (commands, options, file paths).
+
+    \b
+    Examples:
+      eval "$(mqtool completion bash)"                      # add to ~/.bashrc
+      eval "$(mqtool completion zsh)"                       # add to ~/.zshrc
+      mqtool completion fish > ~/.config/fish/completions/mqtool.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    comp = get_completion_class(shell)(cli, {}, "mqtool", "_MQTOOL_COMPLETE")
+    sys.stdout.write(comp.source())
 
 
 def main(argv=None) -> None:

@@ -13,12 +13,16 @@ class MqToolError(Exception):
     """
 
     exit_code = 2
+    hint: str | None = None     # a next command to suggest (see mqtool.hints); printed on its own stderr line
 
-    def __init__(self, message: str, file: str | None = None, offset: int | None = None):
+    def __init__(self, message: str, file: str | None = None, offset: int | None = None,
+                 hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.file = file
         self.offset = offset
+        if hint is not None:
+            self.hint = hint
 
     def __str__(self) -> str:  # one line: "<file>@<offset>: message"
         where = ""
@@ -48,8 +52,8 @@ class CorruptRecordError(MqToolError):
     exit_code = 1
 
     def __init__(self, message: str, file: str | None = None, offset: int | None = None,
-                 expected=None, actual=None):
-        super().__init__(message, file, offset)
+                 expected=None, actual=None, hint: str | None = None):
+        super().__init__(message, file, offset, hint)
         self.expected = expected
         self.actual = actual
 

@@ -136,6 +136,33 @@ def prepare_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike], 
     return outp
 
 
+def prepare_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> Path:
+    """Check the target of a single output file (e.g. an HTML report).
+
+    Unlike :func:`prepare_output_dir`, the file may be written into a directory that *contains* an input
+    (``report.html`` next to ``store/``): one new file there cannot touch the input. Refused: a file inside
+    (or equal to) an input tree, a directory, and an existing file unless ``force``. Creates the parent.
+    """
+    outp = Path(out)
+    for inp in inputs:
+        ip = Path(inp)
+        if ip.is_file():
+            if outp.resolve() == ip.resolve():
+                raise OutputError("refusing to overwrite an input file", str(outp))
+            ip = ip.parent
+        if _is_within(outp, ip):
+            raise OutputError(f"refusing to write inside the input tree {ip}", str(outp))
+    if outp.is_dir():
+        raise OutputError("output is a directory; give a file name", str(outp))
+    if outp.exists() and not force:
+        raise OutputError("file exists (use --force to overwrite)", str(outp))
+    try:
+        outp.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"cannot create output directory: {e.strerror or e}", str(outp.parent)) from None
+    return outp
+
+
 class AtomicWriter:
     """Write a file under a temporary name in the target directory, fsync, then rename.
 

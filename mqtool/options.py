@@ -86,3 +86,11 @@ class ScanStats:
         self.damaged += 1
         if len(self.notes) < 1000:
             self.notes.append(text)
+
+
+@dataclass
+class InfoOptions:
+    bucket_ms: int | None = None   # timeline bucket width; None = auto
+    max_buckets: int = 60          # auto bucket: the narrowest width giving at most this many buckets
+    max_message_size: int = 4 * 1024 * 1024
+    progress: bool | None = None   # None = when stderr is a terminal

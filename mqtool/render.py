@@ -43,6 +43,16 @@ def stderr_console() -> Console:
     return Console(stderr=True, no_color=_state["no_color"] or _no_color())
 
 
+def quiet() -> bool:
+    return _state["quiet"]
+
+
+def hint(text: str) -> None:
+    """A suggestion for the next command, on stderr (suppressed by ``--quiet``)."""
+    if not _state["quiet"]:
+        sys.stderr.write(f"mqtool: hint: {text}\n")
+
+
 def stdout_is_tty() -> bool:
     try:
         return sys.stdout.isatty()
