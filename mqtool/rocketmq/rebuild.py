@@ -28,18 +28,19 @@ import os
 import struct
 import time
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool.errors import InputError, NotAStoreError, UsageError
+from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import ERROR, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.config import parse_broker_conf
-from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES
+from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, infer_index_geometry
 from mqtool.rocketmq.layout import RocketStore, Segment
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES
 from mqtool.rocketmq.scan import Damage, SegmentScanner
@@ -98,35 +99,51 @@ class Settings:
     sources: dict = field(default_factory=dict)   # setting -> where it came from
 
 
-def resolve_settings(opts: RebuildOptions) -> Settings:
-    """Options win over ``--broker-conf``, which wins over the broker defaults."""
+def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> Settings:
+    """Each size comes from its option, else ``--broker-conf``, else the store's own files (consumequeue file
+    size; index file size → slots/entries), else the broker default. ``sources`` says which."""
     conf: dict[str, str] = {}
     if opts.broker_conf:
-        try:
-            conf = parse_broker_conf(read_input(opts.broker_conf, limit=1 << 20).decode("utf-8", "replace"))
-        except InputError:
-            raise
-    src = {}
+        conf = parse_broker_conf(read_input(opts.broker_conf, limit=1 << 20).decode("utf-8", "replace"))
+    src: dict[str, str] = {}
 
-    def pick(opt_val, conf_key, default):
+    def given(opt_val, conf_key):
         if opt_val is not None:
             src[conf_key] = "option"
             return opt_val
         if conf_key in conf:
             try:
-                v = int(conf[conf_key])
+                v = int(conf[conf_key].strip())
             except ValueError:
                 raise UsageError(f"{conf_key}={conf[conf_key]!r} in {opts.broker_conf} is not a number") from None
             src[conf_key] = "broker-conf"
             return v
-        src[conf_key] = "default"
-        return default
+        return None
 
-    cq_size = D.cq_file_size(pick(opts.cq_file_size, "mappedFileSizeConsumeQueue", None))
-    slots = pick(opts.max_hash_slots, "maxHashSlotNum", F.DEFAULT_MAX_HASH_SLOTS)
-    num = pick(opts.max_index_num, "maxIndexNum", F.DEFAULT_MAX_INDEX_NUM)
+    cq_req = given(opts.cq_file_size, "mappedFileSizeConsumeQueue")
+    if cq_req is None:
+        cq_req = _store_cq_file_size(store)
+        src["mappedFileSizeConsumeQueue"] = "store" if cq_req is not None else "default"
+    cq_size = D.cq_file_size(cq_req)
+    slots = given(opts.max_hash_slots, "maxHashSlotNum")
+    num = given(opts.max_index_num, "maxIndexNum")
+    if (slots is None or num is None) and store is not None and store.index_files:
+        try:
+            size = os.stat(sorted(store.index_files, key=os.path.basename)[0]).st_size
+        except OSError:
+            size = 0
+        s_inf, n_inf = infer_index_geometry(size, slots, num) if size else (None, None)
+        if s_inf is not None:
+            if slots is None:
+                slots, src["maxHashSlotNum"] = s_inf, "store"
+            if num is None:
+                num, src["maxIndexNum"] = n_inf, "store"
+    if slots is None:
+        slots, src["maxHashSlotNum"] = F.DEFAULT_MAX_HASH_SLOTS, "default"
+    if num is None:
+        num, src["maxIndexNum"] = F.DEFAULT_MAX_INDEX_NUM, "default"
     if cq_size <= 0 or slots <= 0 or num <= 1:
-        raise UsageError("--cq-file-size, --max-hash-slots must be > 0 and --max-index-num > 1")
+        raise UsageError("--cq-file-size and --max-hash-slots must be > 0, --max-index-num > 1")
     levels = D.parse_delay_levels(conf.get("messageDelayLevel"))
     src["messageDelayLevel"] = "broker-conf" if "messageDelayLevel" in conf else "default"
     rules = D.DispatchRules(delay_levels=levels)
@@ -135,6 +152,18 @@ def resolve_settings(opts: RebuildOptions) -> Settings:
         if key in conf:
             setattr(rules, attr, conf[key].strip().lower() == "true")
     return Settings(cq_size, slots, num, rules, src)
+
+
+def _store_cq_file_size(store: RocketStore | None) -> int | None:
+    """The size most of the store's consumequeue files have (the broker writes every file full size)."""
+    if store is None:
+        return None
+    sizes = Counter()
+    for q in store.queues():
+        for seg in q.files:
+            if seg.size > 0 and seg.size % UNIT == 0:
+                sizes[seg.size] += 1
+    return sizes.most_common(1)[0][0] if sizes else None
 
 
 # ---- commitlog records for dispatch -------------------------------------------------------------
@@ -778,17 +807,23 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
 
 
 def checkpoint_bytes(res: RebuildResult) -> bytes:
-    """A ``StoreCheckpoint`` consistent with the rebuilt files (see ``--write-checkpoint`` help)."""
+    """A 4096-byte ``StoreCheckpoint`` consistent with the rebuilt files.
+
+    physicMsgTimestamp = store time of the last commitlog message; logicsMsgTimestamp = store time of the last
+    message given a consumequeue unit; indexMsgTimestamp = endTimestamp of the last *full* index file (0 if
+    none), as the broker sets it at index rollover; masterFlushedOffset and confirmPhyOffset = 0, as a broker
+    without controller/auto-switch HA leaves them.
+    """
     return F.Checkpoint.build(dict(physicMsgTimestamp=res.last_store_ts, logicsMsgTimestamp=res.last_cq_ts,
                                    indexMsgTimestamp=res.last_full_index_end_ts, masterFlushedOffset=0,
-                                   confirmPhyOffset=res.max_offset))
+                                   confirmPhyOffset=0))
 
 
 def run_rebuild(store: RocketStore, opts: RebuildOptions):
     """Engine entry point: ``(findings_iter, summary_fn)`` (see :mod:`mqtool.cli`)."""
     if not store.segments:
         raise NotAStoreError("no commitlog segments here: rebuild-index needs the commitlog", store.path)
-    settings = resolve_settings(opts)
+    settings = resolve_settings(opts, store)
     findings: list[Finding] = []
     cmp_state = CompareState()
     summary = Summary()
@@ -833,7 +868,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
             "index_files": res.index_files, "index_entries": res.index_entries,
             "damaged_ranges": res.damaged,
             "cq_file_size": settings.cq_file_size, "max_hash_slots": settings.hash_slots,
-            "max_index_num": settings.index_num,
+            "max_index_num": settings.index_num, "settings_from": settings.sources,
             "seconds": round(elapsed, 3),
         }
         if cmp_sink is not None:
