@@ -63,6 +63,25 @@ def test_fast_java_hash_equals_reference_hash(s):
     assert D.java_hash(s) == java_string_hash(s)
 
 
+_PROP_TOKENS = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "INNER_MULTI_DISPATCH", "a", "x y", "", "\x01", "\x02"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PROP_TOKENS, max_size=12).map("".join))
+def test_property_fast_paths_agree_with_the_schema_parser(text):
+    from formats.rocketmq import string_to_property_pairs
+
+    ref = dict(string_to_property_pairs(text))
+    assert D.props_dict(text) == ref
+    q = D.quick_props(text)
+    if q is not None:
+        assert q == (ref.get("TAGS"), ref.get("KEYS"), ref.get("UNIQ_KEY"))
+    else:
+        segs = text.split("\x02")
+        assert any(seg.startswith("INNER_MULTI_DISPATCH\x01") for seg in segs) \
+            or any(seg in ("TAGS\x01", "KEYS\x01", "UNIQ_KEY\x01") for seg in segs)
+
+
 def test_java_hash_known_values():
     # Well-known Java String.hashCode values
     assert D.java_hash("") == 0

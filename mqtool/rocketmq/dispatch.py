@@ -44,19 +44,43 @@ for _i in range(_POW_LEN - 1, -1, -1):
 del _i, _p
 
 
+def _poly(units) -> int:
+    """Σ u_i·31^(n−1−i) mod 2^32 (unsigned), evaluated with C-level ``map``/``sum``."""
+    n = len(units)
+    return sum(map(mul, units, _POW[_POW_LEN - n:])) & _MASK
+
+
+_TAIL = 10
+_POW_TAIL = _POW[_POW_LEN - _TAIL - 1]        # 31^_TAIL mod 2^32
+_HEAD_CACHE: dict[str, int] = {}
+_HEAD_CACHE_MAX = 1 << 16
+
+
 def java_hash(s: str) -> int:
     """``String.hashCode`` as a signed int32; same result as :func:`formats.common.java_string_hash`.
 
-    h = Σ c_i·31^(n−1−i) mod 2^32 over the UTF-16 code units, evaluated with C-level ``map``/``sum``.
+    h(a + b) = h(a)·31^len(b) + h(b) (mod 2^32): for longer ASCII strings the hash of everything but the last
+    few characters is cached, since index keys share long prefixes (``topic#`` plus the producer part of a
+    UNIQ_KEY).
     """
-    if s.isascii():
-        units = s.encode("ascii")
-    else:
+    n = len(s)
+    if not s.isascii():
         units = array("H", s.encode(_UTF16, errors="surrogatepass"))
-    n = len(units)
-    if n > _POW_LEN:
+        if len(units) > _POW_LEN:
+            return java_string_hash(s)
+        h = _poly(units)
+    elif n <= _TAIL + 6:
+        h = _poly(s.encode("ascii"))
+    elif n > _POW_LEN:
         return java_string_hash(s)
-    h = sum(map(mul, units, _POW[_POW_LEN - n:])) & _MASK
+    else:
+        head = s[:-_TAIL]
+        hh = _HEAD_CACHE.get(head)
+        if hh is None:
+            if len(_HEAD_CACHE) >= _HEAD_CACHE_MAX:
+                _HEAD_CACHE.clear()
+            hh = _HEAD_CACHE[head] = _poly(head.encode("ascii"))
+        h = (hh * _POW_TAIL + sum(map(mul, s[-_TAIL:].encode("ascii"), _POW[_POW_LEN - _TAIL:]))) & _MASK
     return h - 0x100000000 if h & 0x80000000 else h
 
 
@@ -119,8 +143,59 @@ class DispatchRules:
 
 
 def props_dict(props: str) -> dict[str, str]:
-    """``MessageDecoder#string2messageProperties`` (last value wins for a repeated name)."""
-    return dict(F.string_to_property_pairs(props))
+    """``MessageDecoder#string2messageProperties`` (last value wins for a repeated name).
+
+    Fast path for the usual ``name\x01value`` pairs; anything unusual (empty segment, empty name or value, a
+    second \x01) goes through :func:`formats.rocketmq.string_to_property_pairs`.
+    """
+    parts = props.split("\x02")
+    if parts[-1] == "":
+        parts.pop()
+    try:
+        d = dict(p.split("\x01") for p in parts)
+    except ValueError:
+        return dict(F.string_to_property_pairs(props))
+    if "" in d or "\x01\x02" in props or props.endswith("\x01"):
+        return dict(F.string_to_property_pairs(props))
+    return d
+
+
+_NEEDS_FULL_PARSE = ("\x02" + F.PROPERTY_INNER_MULTI_DISPATCH + "\x01",)
+_MARK_TAGS = "\x02" + F.PROPERTY_TAGS + "\x01"
+_MARK_KEYS = "\x02" + F.PROPERTY_KEYS + "\x01"
+_MARK_UNIQ = "\x02" + F.PROPERTY_UNIQ_KEY + "\x01"
+
+
+class _NeedsFullParse(Exception):
+    pass
+
+
+def _last_value(t: str, mark: str) -> str | None:
+    i = t.rfind(mark)
+    if i < 0:
+        return None
+    j = i + len(mark)
+    k = t.find("\x02", j)
+    v = t[j:] if k < 0 else t[j:k]
+    if not v:                      # an empty value is dropped by the broker: an earlier pair may win
+        raise _NeedsFullParse
+    return v
+
+
+def quick_props(props: str) -> tuple[str | None, str | None, str | None] | None:
+    """(TAGS, KEYS, UNIQ_KEY) exactly as :func:`props_dict` would give them, without building the dict;
+    None when the message needs the full parse (multi-dispatch properties, empty values).
+
+    A pair is found as the last ``\x02NAME\x01`` (with a \x02 put in front of the whole string): its value runs
+    to the next \x02, which is what ``string2messageProperties`` keeps for the last occurrence of a name.
+    """
+    t = "\x02" + props
+    if _NEEDS_FULL_PARSE[0] in t:
+        return None
+    try:
+        return _last_value(t, _MARK_TAGS), _last_value(t, _MARK_KEYS), _last_value(t, _MARK_UNIQ)
+    except _NeedsFullParse:
+        return None
 
 
 def cq_tags_code(rules: DispatchRules, topic: str, props: dict[str, str], store_timestamp: int) -> int:

@@ -55,6 +55,8 @@ _BLANK_UNIT = CQ_STRUCT.pack(0, F.CQ_BLANK_SIZE, 0)
 _ZERO_UNIT = bytes(UNIT)
 _pack_unit = CQ_STRUCT.pack
 _pack_entry = IDX_ENTRY.pack
+_key_hash = D.index_key_hash
+_NATIVE_LITTLE = struct.pack("=i", 1) != struct.pack(">i", 1)
 
 
 def _narrow(st: struct.Struct, names: list[str], wanted: tuple[str, ...]) -> struct.Struct:
@@ -296,7 +298,6 @@ class IndexFileBuilder:
         self.slots = array("i", bytes(4 * slot_num))
         self.entries = bytearray(ENTRY)               # entry 0 is never written
         self.ts = array("q", [0])                     # store timestamp per entry (for --compare)
-        self.prevs = array("i", [0])
         self.init_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.init_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_ts = self.end_ts = self.init_ts
@@ -310,51 +311,60 @@ class IndexFileBuilder:
         return self.index_count >= self.index_num
 
     def put(self, key_hash: int, phy: int, ts: int) -> bool:
+        """``IndexFile#putKey`` for one key; False when the file is full."""
+        return self.put_keys((key_hash,), 0, phy, ts) == 1
+
+    def put_keys(self, hashes, start: int, phy: int, ts: int) -> int:
+        """``IndexFile#putKey`` for ``hashes[start:]`` of one message until the file is full; returns how many
+        were put."""
         count = self.index_count
-        if count >= self.index_num:
-            return False
-        slot = key_hash % self.slot_num
-        sv = self.slots[slot]
-        if sv <= 0 or sv > count:
-            sv = 0
-        begin = self.begin_ts
-        if begin <= 0:
-            td = 0
-        else:
-            td = ts - begin
-            td = int(td / 1000) if td < 0 else td // 1000
-            if td > _INT_MAX:
-                td = _INT_MAX
-            elif td < 0:
+        room = self.index_num - count
+        if room <= 0:
+            return 0
+        todo = hashes[start:start + room] if start or len(hashes) > room else hashes
+        slots, slot_num, entries = self.slots, self.slot_num, self.entries
+        for key_hash in todo:
+            slot = key_hash % slot_num
+            sv = slots[slot]
+            if sv <= 0 or sv > count:
+                sv = 0
+                self.hash_slot_count += 1
+            begin = self.begin_ts
+            if begin <= 0:
                 td = 0
-        self.entries += _pack_entry(key_hash, phy, td, sv)
-        self.ts.append(ts)
-        self.prevs.append(sv)
-        self.slots[slot] = count
-        if count <= 1:
-            self.begin_phy = phy
-            self.begin_ts = ts
-        if sv == 0:
-            self.hash_slot_count += 1
-        self.index_count = count + 1
+            else:
+                td = ts - begin
+                td = 0 if td < 0 else td // 1000       # Java truncates toward zero; negatives clamp to 0
+                if td > _INT_MAX:
+                    td = _INT_MAX
+            entries += _pack_entry(key_hash, phy, td, sv)
+            slots[slot] = count
+            if count <= 1:
+                self.begin_phy = phy
+                self.begin_ts = ts
+            count += 1
+        n = len(todo)
+        self.ts.extend([ts] * n)
+        self.index_count = count
         self.end_phy = phy
         self.end_ts = ts
-        return True
+        return n
 
     def header(self) -> tuple:
         return (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.hash_slot_count, self.index_count)
 
     def to_bytes(self) -> bytes:
         slots = self.slots
-        if struct.pack("=i", 1) != struct.pack(">i", 1):
+        if _NATIVE_LITTLE:
             slots = array("i", slots)
             slots.byteswap()
-        size = F.index_file_size(self.slot_num, self.index_num)
-        out = bytearray(IDX_HEADER.pack(*self.header()))
-        out += slots.tobytes()
-        out += self.entries
-        out += bytes(size - len(out))
-        return bytes(out)
+        out = bytearray(F.index_file_size(self.slot_num, self.index_num))
+        IDX_HEADER.pack_into(out, 0, *self.header())
+        sb = slots.tobytes()
+        out[HEADER:HEADER + len(sb)] = sb
+        p = HEADER + len(sb)
+        out[p:p + len(self.entries)] = self.entries
+        return out
 
     def prefix_view(self, count: int) -> tuple[tuple, array]:
         """(header, slots) as they were when ``indexCount`` was ``count`` (entries 1..count−1 written)."""
@@ -362,7 +372,7 @@ class IndexFileBuilder:
         if count <= 1:
             header = (self.init_ts, self.init_ts, self.init_phy, self.init_phy, 0, 1)
             return header, array("i", bytes(4 * self.slot_num))
-        prevs = self.prevs
+        prevs = [IDX_ENTRY.unpack_from(self.entries, k * ENTRY)[3] for k in range(self.index_count)]
         slots = array("i", self.slots)
         for i, v in enumerate(slots):
             while v >= count:
@@ -416,14 +426,17 @@ class IndexBuilder:
         return nxt
 
     def build(self, phy: int, ts: int, rollback: bool, keys: list[str]) -> None:
-        f = self._get_and_create_last(ts)
-        if phy < f.end_phy or rollback:
+        f = self.current
+        if f is None or f.index_count >= f.index_num:
+            f = self._get_and_create_last(ts)
+        if phy < f.end_phy or rollback or not keys:
             return
-        for key in keys:
-            h = D.index_key_hash(key)
-            while not f.put(h, phy, ts):
-                f = self._get_and_create_last(ts)
-            self.entries += 1
+        hashes = [_key_hash(k) for k in keys]
+        done = f.put_keys(hashes, 0, phy, ts)
+        while done < len(hashes):
+            f = self._get_and_create_last(ts)
+            done += f.put_keys(hashes, done, phy, ts)
+        self.entries += done
 
     def finish(self) -> None:
         if self.current is not None:
@@ -622,7 +635,7 @@ class CompareSink:
                             expected=e, actual=a))
         slot_base = HEADER
         disk_slots = array("i", disk[slot_base:slot_base + 4 * f.slot_num])
-        if struct.pack("=i", 1) != struct.pack(">i", 1):
+        if _NATIVE_LITTLE:
             disk_slots.byteswap()
         if disk_slots != exp_slots:
             for i, (e, a) in enumerate(zip(exp_slots, disk_slots)):
@@ -755,35 +768,43 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
         return qb
 
     schedule = F.SCHEDULE_TOPIC
-    split_props = D.props_dict
-    cq_tags = D.cq_tags_code
+    quick, full = D.quick_props, D.props_dict
     tags_code = D.tags_code
-    tags_key = F.PROPERTY_TAGS
+    p_tags, p_keys, p_uniq = F.PROPERTY_TAGS, F.PROPERTY_KEYS, F.PROPERTY_UNIQ_KEY
     multi_key = F.PROPERTY_INNER_MULTI_DISPATCH
+    sep = F.KEY_SEPARATOR
     rb_mask, rb_val = F.TRANSACTION_MASK, F.TRANSACTION_ROLLBACK_TYPE
     not_val, commit_val = F.TRANSACTION_NOT_TYPE, F.TRANSACTION_COMMIT_TYPE
+    build_index = idx.build if idx is not None else None
+    messages = cq_units = 0
+    last_ts = last_cq_ts = max_offset = 0
     for phys, size, topic_raw, qid, qoff, sysflag, store_ts, props_raw in \
             iter_dispatch_records(store.segments, max_size, on_damage):
-        res.messages += 1
+        messages += 1
         topic = topics.get(topic_raw)
         if topic is None:
             topic = topics[bytes(topic_raw)] = bytes(topic_raw).decode("utf-8", "replace")
-        props = split_props(bytes(props_raw).decode("utf-8", "replace")) if props_raw else {}
-        res.last_store_ts = store_ts
-        end = phys + size
-        if end > res.max_offset:
-            res.max_offset = end
+        ptext = props_raw.decode("utf-8", "replace") if props_raw else ""
+        props = None
+        q = quick(ptext) if topic != schedule else None
+        if q is None:
+            props = full(ptext) if ptext else {}
+            tags, keys, uniq = props.get(p_tags), props.get(p_keys), props.get(p_uniq)
+        else:
+            tags, keys, uniq = q
+        last_ts = store_ts
+        if phys + size > max_offset:
+            max_offset = phys + size
         tt = sysflag & rb_mask
         if tt == not_val or tt == commit_val:
-            if topic == schedule:
-                code = cq_tags(rules, topic, props, store_ts)
-            else:
-                tags = props.get(tags_key)
-                code = tags_code(tags) if tags else 0
-            queue(topic, qid).put(phys, size, code, qoff)
-            res.cq_units += 1
-            res.last_cq_ts = store_ts
-            if multi_key in props:
+            code = tags_code(tags) if tags else 0
+            if props is not None and topic == schedule:
+                code = D.cq_tags_code(rules, topic, props, store_ts)
+            qb = queues.get((topic, qid)) or queue(topic, qid)
+            qb.put(phys, size, code, qoff)
+            cq_units += 1
+            last_cq_ts = store_ts
+            if props is not None and multi_key in props:
                 try:
                     targets = D.multi_dispatch_targets(rules, topic, qid, props)
                 except D.MultiDispatchError as e:
@@ -792,9 +813,14 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                     targets = []
                 for name, lqid, lqoff in targets:
                     queue(name, lqid).put(phys, size, code, lqoff)
-                    res.cq_units += 1
-        if idx is not None:
-            idx.build(phys, store_ts, tt == rb_val, D.index_keys(topic, props))
+                    cq_units += 1
+        if build_index is not None:
+            ikeys = [f"{topic}#{uniq}"] if uniq is not None else []
+            if keys:
+                ikeys += [f"{topic}#{k}" for k in keys.split(sep) if k]
+            build_index(phys, store_ts, tt == rb_val, ikeys)
+    res.messages, res.cq_units = messages, cq_units
+    res.last_store_ts, res.last_cq_ts, res.max_offset = last_ts, last_cq_ts, max_offset
     for qb in queues.values():
         qb.finish()
         findings.extend(n for n in qb.notes if n is not None)
