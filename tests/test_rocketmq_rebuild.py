@@ -169,7 +169,7 @@ def test_cq_skip_rules_and_gap():
     qb.finish()
     data = out[0][1]
     assert data == UNIT.pack(0, 10, 0) + UNIT.pack(10, 10, 0) + UNIT.pack(30, 10, 0)
-    assert sorted(n.code for n in qb.notes) == ["cq-offset-gap", "cq-put-repeated", "cq-put-skipped"]
+    assert sorted(n.code for n in qb.findings()) == ["cq-offset-gap", "cq-put-repeated", "cq-put-skipped"]
 
 
 # ---- index state machine (hand-computed) ----------------------------------------------------------
@@ -452,3 +452,26 @@ def test_needs_out_or_compare_and_a_commitlog(tmp_path, run_cli):
     assert code == 2
     code, _, err = run_cli("rebuild-index", store / "index", "--compare")
     assert code == 2 and "commitlog" in err
+
+
+def test_damaged_commitlog_is_reported_and_the_scan_goes_on(tmp_path, run_cli):
+    store = _copy_store("gen-4.9.7-clean", tmp_path)
+    seg = store / "commitlog" / "00000000000000065536"
+    data = bytearray(seg.read_bytes())
+    pos = 0
+    for _ in range(10):                                   # the 11th unit of the second segment
+        pos += struct.unpack_from(">i", data, pos)[0]
+    size = struct.unpack_from(">i", data, pos)[0]
+    data[pos + 4:pos + 8] = b"\xde\xad\xbe\xef"            # magic code destroyed
+    seg.write_bytes(bytes(data))
+    code, stdout, _ = run_cli("rebuild-index", store, "--compare", "--json")
+    findings, summary = _ndjson(stdout)
+    assert code == 1
+    dmg = [x for x in findings if x["code"] == "commitlog-damage"]
+    assert len(dmg) == 1 and dmg[0]["file"] == str(seg) and dmg[0]["position"] == pos
+    assert dmg[0]["offset"] == 65536 + pos
+    assert summary["messages"] == 527 - 1                 # the scan resynced: only the damaged unit is lost
+    assert summary["damaged_ranges"] == 1
+    # the broker's unit for the lost message is where the differences in its queue start
+    cq = [x for x in findings if x["code"] == "cq-unit-differs"]
+    assert any(x["actual"]["offset"] == 65536 + pos and x["actual"]["size"] == size for x in cq)

@@ -42,14 +42,13 @@ from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.config import parse_broker_conf
 from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, infer_index_geometry
 from mqtool.rocketmq.layout import RocketStore, Segment
-from mqtool.rocketmq.records import FIXED, FIXED_NAMES
+from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
-from mqtool.rocketmq.records import Message
 
 UNIT = F.CQ_STORE_UNIT_SIZE
 ENTRY = F.INDEX_ENTRY_SIZE
 HEADER = F.INDEX_HEADER_SIZE
-MAX_FINDINGS_PER_FILE = 50
+MAX_FINDINGS_PER_FILE = 20
 _INT_MAX = 0x7FFFFFFF
 _BLANK_UNIT = CQ_STRUCT.pack(0, F.CQ_BLANK_SIZE, 0)
 _ZERO_UNIT = bytes(UNIT)
@@ -177,53 +176,76 @@ def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage) -> 
     The common unit (v1/v2, IPv4 hosts) is read with the schema-derived struct; anything else hands the rest of
     the segment to :class:`~mqtool.rocketmq.scan.SegmentScanner` (IPv6 hosts, end of data, damage + resync).
     """
-    min_size = F.MIN_MESSAGE_SIZE
     for seg in segments:
         with map_input(seg.path) as mi:
-            buf = mi.buf
-            end = len(buf)
-            pos = 0
-            while pos + _HEAD_SIZE <= end:
-                total, magic = _unpack_prefix(buf, pos)
-                if (magic != _V1 and magic != _V2) or total < min_size or total > max_size or pos + total > end:
-                    break
-                (total, magic, qid, qoff, phys, sysflag, store_ts, body_len) = _unpack_head(buf, pos)
-                if sysflag & _V6 or body_len < 0:
-                    break
-                p = pos + _HEAD_SIZE + body_len
-                stop = pos + total
-                if magic == _V1:
-                    if p + 1 > stop:
-                        break
-                    tl = buf[p]
-                    if tl > 127:
-                        break
-                    p += 1
-                else:
-                    if p + 2 > stop:
-                        break
-                    tl = (buf[p] << 8) | buf[p + 1]
-                    if tl > 32767:
-                        break
-                    p += 2
-                if p + tl + 2 > stop:
-                    break
-                topic = buf[p:p + tl]
-                p += tl
-                pl = (buf[p] << 8) | buf[p + 1]
-                p += 2
-                if pl > 32767 or p + pl != stop:
-                    break
-                yield phys, total, topic, qid, qoff, sysflag, store_ts, buf[p:stop]
-                pos = stop
-            if pos + 8 > end and not any(buf[pos:end]):
-                continue
-            for ev in SegmentScanner(seg, max_size=max_size, check_crc=False, start=pos).events():
-                if isinstance(ev, Message):
-                    yield (ev.physical_offset, ev.size, ev.topic_raw, ev.queue_id, ev.queue_offset, ev.sys_flag,
-                           ev.store_timestamp, ev.props_raw)
-                elif isinstance(ev, Damage):
-                    on_damage(ev)
+            pos = yield from _fast_walk(seg, mi.buf, max_size)
+        if pos is None:
+            continue
+        for ev in SegmentScanner(seg, max_size=max_size, check_crc=False, start=pos).events():
+            if isinstance(ev, Message):
+                yield (ev.physical_offset, ev.size, ev.topic_raw, ev.queue_id, ev.queue_offset, ev.sys_flag,
+                       ev.store_timestamp, ev.props_raw)
+            elif isinstance(ev, Damage):
+                on_damage(ev)
+
+
+def _fast_walk(seg: Segment, buf, max_size: int):
+    """Yield dispatch tuples from the start of ``seg``; return None at its clean end, or the position where the
+    general scanner must take over (BLANK, zero fill, damage)."""
+    min_size = F.MIN_MESSAGE_SIZE
+    end = len(buf)
+    pos = 0
+    while pos + _HEAD_SIZE <= end:
+        total, magic = _unpack_prefix(buf, pos)
+        if (magic != _V1 and magic != _V2) or total < min_size or total > max_size or pos + total > end:
+            return pos
+        (total, magic, qid, qoff, phys, sysflag, store_ts, body_len) = _unpack_head(buf, pos)
+        stop = pos + total
+        if sysflag & _V6 or body_len < 0:
+            r = _one_slow(seg, buf, pos, end, max_size)
+            if r is None:
+                return pos
+            yield r
+            pos = stop
+            continue
+        p = pos + _HEAD_SIZE + body_len
+        if magic == _V1:
+            if p + 1 > stop:
+                return pos
+            tl = buf[p]
+            if tl > 127:                       # Java reads a signed byte
+                return pos
+            p += 1
+        else:
+            if p + 2 > stop:
+                return pos
+            tl = (buf[p] << 8) | buf[p + 1]
+            if tl > 32767:
+                return pos
+            p += 2
+        if p + tl + 2 > stop:
+            return pos
+        topic = buf[p:p + tl]
+        p += tl
+        pl = (buf[p] << 8) | buf[p + 1]
+        p += 2
+        if pl > 32767 or p + pl != stop:       # TOTALSIZE must equal the length computed from the fields
+            return pos
+        yield phys, total, topic, qid, qoff, sysflag, store_ts, buf[p:stop]
+        pos = stop
+    if pos >= end or not any(buf[pos:end]):
+        return None
+    return pos
+
+
+def _one_slow(seg: Segment, buf, pos: int, end: int, max_size: int):
+    """A unit the fast path does not cover (IPv6 hosts), through the general decoder; None if it fails."""
+    try:
+        m = decode_message(buf, pos, end, seg.base, seg.path, max_size, check_crc=False)
+    except DecodeFailure:
+        return None
+    return (m.physical_offset, m.size, m.topic_raw, m.queue_id, m.queue_offset, m.sys_flag, m.store_timestamp,
+            m.props_raw)
 
 
 # ---- consumequeue builder -------------------------------------------------------------------------
@@ -240,7 +262,7 @@ class QueueBuilder:
         self.buf: bytearray | None = None
         self.first_created = False
         self.max_phys = 0
-        self.notes: list[Finding] = []
+        self.notes: list[tuple[str, int, Finding]] = []
         self.units = 0
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> None:
@@ -277,9 +299,22 @@ class QueueBuilder:
         self.units += 1
 
     def _note(self, code: str, message: str, offset: int) -> None:
-        if len(self.notes) < MAX_FINDINGS_PER_FILE:
-            self.notes.append(Finding(WARNING, code, f"consumequeue/{self.topic}/{self.queue_id}", None, offset,
-                                      message))
+        """Keep the first occurrence of each kind and count the rest (one finding per kind and queue)."""
+        for i, (c, n, f) in enumerate(self.notes):
+            if c == code:
+                self.notes[i] = (c, n + 1, f)
+                return
+        self.notes.append((code, 1, Finding(WARNING, code, f"consumequeue/{self.topic}/{self.queue_id}", None,
+                                            offset, message)))
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for _, n, f in self.notes:
+            if n > 1:
+                f = Finding(f.severity, f.code, f.file, f.position, f.offset,
+                            f"{n} messages: first: {f.message}", f.expected, f.actual)
+            out.append(f)
+        return out
 
     def finish(self) -> None:
         if self.buf is not None:
@@ -554,9 +589,13 @@ class CompareSink:
             else:
                 code, sev, what = "cq-unit-differs", ERROR, "unit differs from the rebuild"
             msg_off = exp[0] if a != _ZERO_UNIT else act[0]
+            which = []
+            if a != _ZERO_UNIT:
+                which.append(f"rebuild: message at commitlog offset {exp[0]}")
+            if b != _ZERO_UNIT:
+                which.append(f"disk: message at commitlog offset {act[0]}")
             found.append(Finding(sev, code, path, i * UNIT, msg_off,
-                                 f"{label} unit {i} (queue offset {qoff}): {what}; "
-                                 f"message at commitlog offset {msg_off}",
+                                 f"{label} unit {i} (queue offset {qoff}): {what}; " + ", ".join(which),
                                  expected=_unit_dict(exp), actual=_unit_dict(act)))
         if reported > MAX_FINDINGS_PER_FILE:
             found.append(Finding(ERROR, "cq-more-differences", path, None, None,
@@ -633,26 +672,34 @@ class CompareSink:
                                                                         f"disk's indexCount {disk_count})"
                                                                         if lag else ""),
                             expected=e, actual=a))
-        slot_base = HEADER
-        disk_slots = array("i", disk[slot_base:slot_base + 4 * f.slot_num])
-        if _NATIVE_LITTLE:
-            disk_slots.byteswap()
-        if disk_slots != exp_slots:
-            for i, (e, a) in enumerate(zip(exp_slots, disk_slots)):
-                if e != a:
-                    add(Finding(ERROR, "index-slot-differs", path, slot_base + 4 * i, None,
-                                f"slot {i}: newest entry number differs", expected=e, actual=a))
         ent_base = HEADER + 4 * f.slot_num
         upto = min(count, disk_count) if disk_count >= 1 else count
+        entry_diffs = 0
         for k in range(1, upto):
             p = ent_base + k * ENTRY
             a = disk[p:p + ENTRY]
             e = f.entries[k * ENTRY:(k + 1) * ENTRY]
             if a != e:
+                entry_diffs += 1
                 ev, av = IDX_ENTRY.unpack(e), IDX_ENTRY.unpack(a)
                 add(Finding(ERROR, "index-entry-differs", path, p, ev[1],
-                            f"entry {k} differs; message at commitlog offset {ev[1]}",
-                            expected=_entry_dict(ev), actual=_entry_dict(av)))
+                            f"entry {k} differs; rebuild: message at commitlog offset {ev[1]}, disk: "
+                            f"{av[1]}", expected=_entry_dict(ev), actual=_entry_dict(av)))
+        slot_base = HEADER
+        disk_slots = array("i", disk[slot_base:slot_base + 4 * f.slot_num])
+        if _NATIVE_LITTLE:
+            disk_slots.byteswap()
+        if disk_slots != exp_slots:
+            bad = [i for i, (e, a) in enumerate(zip(exp_slots, disk_slots)) if e != a]
+            if entry_diffs or disk_count > count:
+                add(Finding(ERROR, "index-slots-differ", path, slot_base + 4 * bad[0], None,
+                            f"{len(bad)} slots differ (they follow from the entry differences); first: slot "
+                            f"{bad[0]}", expected=exp_slots[bad[0]], actual=disk_slots[bad[0]]))
+            else:
+                for i in bad:
+                    add(Finding(ERROR, "index-slot-differs", path, slot_base + 4 * i, None,
+                                f"slot {i}: newest entry number differs", expected=exp_slots[i],
+                                actual=disk_slots[i]))
         if lag:
             first = IDX_ENTRY.unpack_from(f.entries, disk_count * ENTRY)
             n = count - disk_count
@@ -762,7 +809,6 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                 findings.append(Finding(WARNING, "unsafe-topic-name", None, None, None,
                                         f"topic {topic!r} cannot be a directory name; its units are not rebuilt"))
                 qb = queues[(topic, qid)] = QueueBuilder(topic, qid, fs, lambda *a: None)
-                qb.notes.append(None)
                 return qb
             qb = queues[(topic, qid)] = QueueBuilder(topic, qid, fs, emit_cq)
         return qb
@@ -823,7 +869,7 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     res.last_store_ts, res.last_cq_ts, res.max_offset = last_ts, last_cq_ts, max_offset
     for qb in queues.values():
         qb.finish()
-        findings.extend(n for n in qb.notes if n is not None)
+        findings.extend(qb.findings())
     res.queues = len(queues)
     if idx is not None:
         res.index_entries = idx.entries
