@@ -475,3 +475,51 @@ def test_damaged_commitlog_is_reported_and_the_scan_goes_on(tmp_path, run_cli):
     # the broker's unit for the lost message is where the differences in its queue start
     cq = [x for x in findings if x["code"] == "cq-unit-differs"]
     assert any(x["actual"]["offset"] == 65536 + pos and x["actual"]["size"] == size for x in cq)
+
+
+# ---- fast commitlog path == construct schema ------------------------------------------------------
+
+@st.composite
+def _units(draw):
+    from formats import rocketmq as F
+
+    version = draw(st.sampled_from(["v1", "v2"]))
+    sysflag = draw(st.sampled_from([0, 0x4, 0x8, 0xC, 0x10, 0x20, 0x30, 0x2]))
+    body = draw(st.binary(max_size=40))
+    topic = draw(st.text("abcXYZ%_-", min_size=1, max_size=127 if version == "v1" else 300)).encode()
+    props = draw(st.text("KEYSTAG_\x01\x02ab ", max_size=60)).encode()
+    born = "[2001:db8::1]:7" if sysflag & 0x10 else "10.1.2.3:7"
+    store_host = "[fd00::5]:10911" if sysflag & 0x20 else "10.0.0.5:10911"
+    total = F.calc_msg_length(version, sysflag, len(body), len(topic), len(props))
+    fields = dict(TOTALSIZE=total, BODYCRC=draw(st.integers(0, 2 ** 31 - 1)), QUEUEID=draw(st.integers(0, 63)),
+                  FLAG=0, QUEUEOFFSET=draw(st.integers(0, 2 ** 40)), PHYSICALOFFSET=0, SYSFLAG=sysflag,
+                  BORNTIMESTAMP=1, BORNHOST=born, STORETIMESTAMP=draw(st.integers(0, 2 ** 45)),
+                  STOREHOSTADDRESS=store_host, RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0,
+                  BODYLENGTH=len(body), BODY=body, TOPICLENGTH=len(topic), TOPIC=topic,
+                  PROPERTIESLENGTH=len(props), PROPERTIES=props)
+    return version, fields
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_units(), min_size=1, max_size=6))
+def test_fast_commitlog_path_equals_construct(tmp_path_factory, units):
+    from formats import rocketmq as F
+    from mqtool.rocketmq.layout import Segment
+    from mqtool.rocketmq.rebuild import iter_dispatch_records
+
+    data = b""
+    for version, f in units:
+        f["PHYSICALOFFSET"] = len(data)
+        data += F.MESSAGE_SCHEMAS[version].build(f)
+    d = tmp_path_factory.mktemp("seg")
+    p = d / "00000000000000000000"
+    p.write_bytes(data + bytes(64))
+    got = list(iter_dispatch_records([Segment(str(p), p.name, 0, len(data) + 64)], 1 << 20, pytest.fail))
+    want = []
+    pos = 0
+    for version, _ in units:
+        c = F.MESSAGE_SCHEMAS[version].parse(data[pos:])
+        want.append((c.PHYSICALOFFSET, c.TOTALSIZE, c.TOPIC, c.QUEUEID, c.QUEUEOFFSET, c.SYSFLAG, c.STORETIMESTAMP,
+                     c.PROPERTIES))
+        pos += c.TOTALSIZE
+    assert [tuple(bytes(x) if isinstance(x, (bytes, memoryview)) else x for x in g) for g in got] == want
