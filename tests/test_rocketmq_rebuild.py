@@ -188,12 +188,13 @@ def test_index_rollover_first_timediff_uses_previous_end():
     h = {k: abs(java_string_hash(k)) for k in (k1, k2, k3)}
     ib.build(1000, 10_000, False, [k1])
     ib.build(2000, 12_500, False, [k2])
-    ib.build(3000, 20_999, False, [k3])
+    ib.build(3000, 20_999, False, [k3, k2])   # two keys: the second one's timeDiff is against the new begin
     ib.build(2500, 30_000, False, [k1])     # offset below endPhyOffset 3000: skipped
     ib.build(3000, 31_000, True, [k1])      # rollback: skipped
     ib.finish()
-    assert len(files) == 2
-    f0, f1 = files
+    assert len(files) == 3                  # the third file was created by the message that found the second full
+    f0, f1, f2 = files
+    assert f2.index_count == 1 and f2.header() == (20_999, 20_999, 3000, 3000, 0, 1)
     slots0 = [0, 0]
     e0 = []
     for n, (k, off, ts) in enumerate([(k1, 1000, 10_000), (k2, 2000, 12_500)], start=1):
@@ -205,11 +206,14 @@ def test_index_rollover_first_timediff_uses_previous_end():
     assert f0.to_bytes() == _index_file_bytes(2, 3, (10_000, 12_500, 1000, 2000, hsc0, 3), slots0, e0)
     # second file: begin* start as the previous end (12_500 / 2000); first timeDiff is taken against it,
     # then begin* become the first entry's values
-    s3 = h[k3] % 2
     slots1 = [0, 0]
-    slots1[s3] = 1
-    e1 = [(h[k3], 3000, (20_999 - 12_500) // 1000, 0)]
-    assert f1.to_bytes() == _index_file_bytes(2, 3, (20_999, 20_999, 3000, 3000, 1, 2), slots1, e1)
+    e1 = []
+    for n, (k, td) in enumerate([(k3, (20_999 - 12_500) // 1000), (k2, 0)], start=1):
+        s = h[k] % 2
+        e1.append((h[k], 3000, td, slots1[s]))
+        slots1[s] = n
+    hsc1 = sum(1 for e in e1 if e[3] == 0)
+    assert f1.to_bytes() == _index_file_bytes(2, 3, (20_999, 20_999, 3000, 3000, hsc1, 3), slots1, e1)
 
 
 def test_index_message_at_end_offset_is_indexed_again():

@@ -50,7 +50,7 @@ def _poly(units) -> int:
     return sum(map(mul, units, _POW[_POW_LEN - n:])) & _MASK
 
 
-_TAIL = 10
+_TAIL = 6
 _POW_TAIL = _POW[_POW_LEN - _TAIL - 1]        # 31^_TAIL mod 2^32
 _HEAD_CACHE: dict[str, int] = {}
 _HEAD_CACHE_MAX = 1 << 16

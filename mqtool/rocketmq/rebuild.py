@@ -358,27 +358,33 @@ class IndexFileBuilder:
             return 0
         todo = hashes[start:start + room] if start or len(hashes) > room else hashes
         slots, slot_num, entries = self.slots, self.slot_num, self.entries
+        if count <= 1:                      # first put: timeDiff against the inherited begin, then begin = this
+            begin = self.begin_ts
+            self.begin_phy, self.begin_ts = phy, ts
+        else:
+            begin = self.begin_ts
+        if begin <= 0:
+            td = 0
+        else:
+            td = ts - begin
+            td = 0 if td < 0 else td // 1000          # Java truncates toward zero; negatives clamp to 0
+            if td > _INT_MAX:
+                td = _INT_MAX
+        new_slots = 0
         for key_hash in todo:
             slot = key_hash % slot_num
             sv = slots[slot]
             if sv <= 0 or sv > count:
                 sv = 0
-                self.hash_slot_count += 1
-            begin = self.begin_ts
-            if begin <= 0:
-                td = 0
-            else:
-                td = ts - begin
-                td = 0 if td < 0 else td // 1000       # Java truncates toward zero; negatives clamp to 0
-                if td > _INT_MAX:
-                    td = _INT_MAX
+                new_slots += 1
             entries += _pack_entry(key_hash, phy, td, sv)
             slots[slot] = count
-            if count <= 1:
-                self.begin_phy = phy
-                self.begin_ts = ts
             count += 1
+            if count == 2 and begin != ts:          # later keys of the first message: diff against the new begin
+                begin = ts
+                td = 0
         n = len(todo)
+        self.hash_slot_count += new_slots
         self.ts.extend([ts] * n)
         self.index_count = count
         self.end_phy = phy
