@@ -50,37 +50,38 @@ def _poly(units) -> int:
     return sum(map(mul, units, _POW[_POW_LEN - n:])) & _MASK
 
 
-_TAIL = 6
-_POW_TAIL = _POW[_POW_LEN - _TAIL - 1]        # 31^_TAIL mod 2^32
-_HEAD_CACHE: dict[str, int] = {}
+_HEAD_CACHE: dict[str, int] = {"": 0}
 _HEAD_CACHE_MAX = 1 << 16
 
 
 def java_hash(s: str) -> int:
     """``String.hashCode`` as a signed int32; same result as :func:`formats.common.java_string_hash`.
 
-    h(a + b) = h(a)·31^len(b) + h(b) (mod 2^32): for longer ASCII strings the hash of everything but the last
-    few characters is cached, since index keys share long prefixes (``topic#`` plus the producer part of a
-    UNIQ_KEY).
+    h(a + b) = h(a)·31^len(b) + h(b) (mod 2^32): for ASCII strings the hash of all but the last 6 characters
+    is cached (index keys share long prefixes: ``topic#`` and the producer part of a UNIQ_KEY) and the last 6
+    are folded in with an unrolled Horner step.
     """
-    n = len(s)
-    if not s.isascii():
-        units = array("H", s.encode(_UTF16, errors="surrogatepass"))
-        if len(units) > _POW_LEN:
-            return java_string_hash(s)
-        h = _poly(units)
-    elif n <= _TAIL + 6:
-        h = _poly(s.encode("ascii"))
-    elif n > _POW_LEN:
-        return java_string_hash(s)
-    else:
-        head = s[:-_TAIL]
+    if len(s) >= 6 and s.isascii():
+        head = s[:-6]
         hh = _HEAD_CACHE.get(head)
         if hh is None:
             if len(_HEAD_CACHE) >= _HEAD_CACHE_MAX:
                 _HEAD_CACHE.clear()
-            hh = _HEAD_CACHE[head] = _poly(head.encode("ascii"))
-        h = (hh * _POW_TAIL + sum(map(mul, s[-_TAIL:].encode("ascii"), _POW[_POW_LEN - _TAIL:]))) & _MASK
+                _HEAD_CACHE[""] = 0
+            hh = _HEAD_CACHE[head] = (_poly(head.encode("ascii")) if len(head) <= _POW_LEN
+                                      else java_string_hash(head) & _MASK)
+        a, b, c, d, e, f = s[-6:].encode("ascii")
+        h = ((((((hh * 31 + a) * 31 + b) * 31 + c) * 31 + d) * 31 + e) * 31 + f) & _MASK
+    elif s.isascii():
+        h = 0
+        for c in s.encode("ascii"):
+            h = h * 31 + c
+        h &= _MASK
+    else:
+        units = array("H", s.encode(_UTF16, errors="surrogatepass"))
+        if len(units) > _POW_LEN:
+            return java_string_hash(s)
+        h = _poly(units)
     return h - 0x100000000 if h & 0x80000000 else h
 
 
