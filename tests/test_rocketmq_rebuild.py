@@ -527,3 +527,19 @@ def test_fast_commitlog_path_equals_construct(tmp_path_factory, units):
                      c.PROPERTIES))
         pos += c.TOTALSIZE
     assert [tuple(bytes(x) if isinstance(x, (bytes, memoryview)) else x for x in g) for g in got] == want
+
+
+def test_units_for_deleted_commitlog_files_are_info(tmp_path, run_cli):
+    """The broker deletes old commitlog files first; consumequeue units pointing into them cannot be rebuilt.
+    The rebuild has the broker's blank fill there (a queue restarted above offset 0) and says so as info."""
+    store = _copy_store("gen-4.9.7-clean", tmp_path)
+    (store / "commitlog" / "00000000000000000000").unlink()
+    code, stdout, _ = run_cli("rebuild-index", store, "--compare", "--json")
+    findings, summary = _ndjson(stdout)
+    cq = [x for x in findings if x["code"].startswith("cq-")]
+    assert [x["code"] for x in cq] == ["cq-units-before-commitlog"] and cq[0]["severity"] == "info"
+    assert cq[0]["offset"] == 65536
+    exp = json.loads((require_realdata("rocketmq", "gen-4.9.7-clean") / "expected.json").read_text())
+    lost = sum(1 for m in exp["messages"] if "items" not in m and m["commitLogOffset"] < 65536
+               and m["storedSysFlag"] & 0xC in (0, 0x8))
+    assert cq[0]["actual"] == f"{lost} units"

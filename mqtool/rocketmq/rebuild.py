@@ -35,7 +35,7 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import NotAStoreError, UsageError
-from mqtool.findings import ERROR, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
 from mqtool.rocketmq import dispatch as D
@@ -532,6 +532,8 @@ class CompareSink:
         self.findings = out
         self.state = progress_state
         self.settings = settings
+        self.min_offset = store.segments[0].base if store.segments else 0    # commitlog files before it are gone
+        self.expired = 0
         self.disk_cq: dict[tuple[str, int, int], str] = {}
         self.disk_cq_last: dict[tuple[str, int], int] = {}
         for q in store.queues():
@@ -544,7 +546,7 @@ class CompareSink:
         self.index_seq = 0
 
     # -- consumequeue --
-    def cq_file(self, topic: str, queue_id: int, base: int, data: bytes, msg_topic_of) -> None:
+    def cq_file(self, topic: str, queue_id: int, base: int, data: bytes) -> None:
         st = self.state
         st.cq_files += 1
         key = (topic, queue_id, base)
@@ -558,7 +560,7 @@ class CompareSink:
                                          f"rebuilt file with {n} units has no counterpart in the store",
                                          expected=f"{n} units", actual="no file"))
             return
-        disk = read_input(path, limit=max(len(data), 1 << 30) + 1)
+        disk = read_input(path, limit=max(len(data), 64 << 20) + 1)
         if disk == data:
             st.identical += 1
             return
@@ -583,6 +585,9 @@ class CompareSink:
                 if missing_from is None:
                     missing_from = i
                 continue
+            if a == _BLANK_UNIT and b != _ZERO_UNIT and CQ_STRUCT.unpack(b)[0] < self.min_offset:
+                self.expired += 1         # the broker's unit points into commitlog files that were deleted
+                continue
             reported += 1
             if reported > MAX_FINDINGS_PER_FILE:
                 continue
@@ -606,7 +611,7 @@ class CompareSink:
         if reported > MAX_FINDINGS_PER_FILE:
             found.append(Finding(ERROR, "cq-more-differences", path, None, None,
                                  f"{reported - MAX_FINDINGS_PER_FILE} more differing units in this file"))
-        if reported == 0 and len(disk) == len(data):
+        if reported == 0 and len(disk) == len(data) and missing_from is not None:
             st.differs -= 1
             st.behind += 1
         if missing_from is not None:
@@ -620,12 +625,24 @@ class CompareSink:
                                  expected=f"{cnt} units", actual="zero"))
 
     def cq_finish(self) -> None:
+        if self.expired:
+            self.findings.append(Finding(INFO, "cq-units-before-commitlog", None, None, self.min_offset,
+                                         f"{self.expired} units on disk point below the first commitlog file "
+                                         f"(offset {self.min_offset}); the rebuild has the broker's blank fill "
+                                         f"there", expected="blank fill", actual=f"{self.expired} units"))
         for key, path in sorted(self.disk_cq.items()):
             if key in self.seen_cq:
                 continue
             with map_input(path) as mi:
                 n = _count_units(mi.buf)
+                last = _last_nonzero_unit(mi.buf)
+                last_unit = CQ_STRUCT.unpack_from(mi.buf, last * UNIT) if last >= 0 else None
             if n == 0:
+                continue
+            if last_unit is not None and last_unit[0] + last_unit[1] <= self.min_offset:
+                self.findings.append(Finding(INFO, "cq-file-before-commitlog", path, None, last_unit[0],
+                                             f"consumequeue file with {n} units, all for commitlog files that "
+                                             f"were deleted", expected="no file", actual=f"{n} units"))
                 continue
             self.state.extra_on_disk += 1
             self.findings.append(Finding(ERROR, "cq-file-unexpected", path, None, None,
@@ -750,11 +767,12 @@ def _last_nonzero_unit(data) -> int:
 
 
 def _count_units(data) -> int:
-    n = 0
-    for i in range(0, len(data) - UNIT + 1, UNIT):
-        if data[i:i + UNIT] != _ZERO_UNIT:
-            n += 1
-    return n
+    """Units that are not all zero."""
+    mv = memoryview(data)[:len(data) - len(data) % UNIT]
+    try:
+        return sum(1 for i in range(0, len(mv), UNIT) if any(mv[i:i + UNIT]))
+    finally:
+        mv.release()
 
 
 # ---- the run --------------------------------------------------------------------------------------
@@ -808,7 +826,7 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                                 f"{d.code}: {d.message}; {d.length} bytes skipped, messages in them are not "
                                 f"dispatched", d.expected, d.actual))
 
-    def queue(topic: str, qid: int) -> QueueBuilder | None:
+    def queue(topic: str, qid: int) -> QueueBuilder:
         qb = queues.get((topic, qid))
         if qb is None:
             if not _safe_component(topic):
@@ -918,7 +936,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         if out_sink is not None:
             out_sink.cq_file(topic, qid, name, data, last)
         if cmp_sink is not None:
-            cmp_sink.cq_file(topic, qid, base, data, None)
+            cmp_sink.cq_file(topic, qid, base, data)
 
     def on_index(ib, data, name, last):
         if out_sink is not None:
