@@ -38,6 +38,7 @@ from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
+from mqtool.render import progress
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.config import parse_broker_conf
 from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, infer_index_geometry
@@ -169,24 +170,30 @@ def _store_cq_file_size(store: RocketStore | None) -> int | None:
 
 # ---- commitlog records for dispatch -------------------------------------------------------------
 
-def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage) -> Iterator[tuple]:
+def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_segment=None) -> Iterator[tuple]:
     """(PHYSICALOFFSET, TOTALSIZE, topic bytes, queueId, queueOffset, sysFlag, storeTimestamp, properties
     bytes) for every readable message in commitlog order.
 
-    The common unit (v1/v2, IPv4 hosts) is read with the schema-derived struct; anything else hands the rest of
-    the segment to :class:`~mqtool.rocketmq.scan.SegmentScanner` (IPv6 hosts, end of data, damage + resync).
+    The common unit is read with the schema-derived struct (IPv6 units with the general decoder); at a BLANK,
+    zero fill or damage the rest of the segment goes to :class:`~mqtool.rocketmq.scan.SegmentScanner` (end of
+    data, damage + resync). ``on_segment(seg)`` is called after each segment (progress).
     """
     for seg in segments:
         with map_input(seg.path) as mi:
             pos = yield from _fast_walk(seg, mi.buf, max_size)
-        if pos is None:
-            continue
-        for ev in SegmentScanner(seg, max_size=max_size, check_crc=False, start=pos).events():
-            if isinstance(ev, Message):
-                yield (ev.physical_offset, ev.size, ev.topic_raw, ev.queue_id, ev.queue_offset, ev.sys_flag,
-                       ev.store_timestamp, ev.props_raw)
-            elif isinstance(ev, Damage):
-                on_damage(ev)
+        if pos is not None:
+            yield from _slow_rest(seg, pos, max_size, on_damage)
+        if on_segment is not None:
+            on_segment(seg)
+
+
+def _slow_rest(seg: Segment, pos: int, max_size: int, on_damage):
+    for ev in SegmentScanner(seg, max_size=max_size, check_crc=False, start=pos).events():
+        if isinstance(ev, Message):
+            yield (ev.physical_offset, ev.size, ev.topic_raw, ev.queue_id, ev.queue_offset, ev.sys_flag,
+                   ev.store_timestamp, ev.props_raw)
+        elif isinstance(ev, Damage):
+            on_damage(ev)
 
 
 def _fast_walk(seg: Segment, buf, max_size: int):
@@ -793,7 +800,7 @@ class RebuildResult:
 
 
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
-                  max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE) -> RebuildResult:
+                  max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
     ``on_cq_file(topic, queue_id, base, data, last)``; ``on_index_file(builder, data, name, last)``.
@@ -849,7 +856,7 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     messages = cq_units = 0
     last_ts = last_cq_ts = max_offset = 0
     for phys, size, topic_raw, qid, qoff, sysflag, store_ts, props_raw in \
-            iter_dispatch_records(store.segments, max_size, on_damage):
+            iter_dispatch_records(store.segments, max_size, on_damage, on_segment):
         messages += 1
         topic = topics.get(topic_raw)
         if topic is None:
@@ -946,7 +953,9 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
 
     def run():
         t0 = time.perf_counter()
-        res = rebuild_store(store, settings, on_cq, on_index, findings)
+        with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
+            res = rebuild_store(store, settings, on_cq, on_index, findings,
+                                on_segment=lambda seg: bar.advance(seg.size))
         if cmp_sink is not None:
             cmp_sink.cq_finish()
             cmp_sink.index_finish()
