@@ -33,8 +33,10 @@ HEADER = struct.Struct(">qqqqii")       # reference §6.1 header
 
 
 def _ndjson(out: str) -> tuple[list[dict], dict]:
+    """(findings without the compare-summary info, summary)."""
     rows = [json.loads(line) for line in out.splitlines() if line.strip()]
-    return [r for r in rows if r["kind"] == "finding"], next(r for r in rows if r["kind"] == "summary")
+    return ([r for r in rows if r["kind"] == "finding" and r["code"] != "compare-summary"],
+            next(r for r in rows if r["kind"] == "summary"))
 
 
 def _tree_hashes(root: Path) -> dict[str, str]:

@@ -962,6 +962,13 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         if out_sink is not None and opts.write_checkpoint:
             out_sink.checkpoint(checkpoint_bytes(res))
         elapsed = time.perf_counter() - t0
+        if cmp_sink is not None:
+            c = cmp_state
+            findings.append(Finding(INFO, "compare-summary", store.root or store.path, None, None,
+                                    f"{c.cq_files} consumequeue + {c.index_files} index files rebuilt: "
+                                    f"{c.identical} identical on disk, {c.differs} differ, {c.behind} behind (a "
+                                    f"prefix of the rebuild), {c.missing_on_disk} missing on disk, "
+                                    f"{c.extra_on_disk} on disk only"))
         for f in findings:
             summary.add(f)
             yield f
