@@ -545,3 +545,78 @@ def test_units_for_deleted_commitlog_files_are_info(tmp_path, run_cli):
     lost = sum(1 for m in exp["messages"] if "items" not in m and m["commitLogOffset"] < 65536
                and m["storedSysFlag"] & 0xC in (0, 0x8))
     assert cq[0]["actual"] == f"{lost} units"
+
+
+# ---- a small store built from the schema ---------------------------------------------------------
+
+def _build_store(root: Path, messages: list[dict]) -> list[int]:
+    """Write a one-segment commitlog (65536 bytes) from message dicts; returns each message's offset."""
+    from formats import rocketmq as F
+
+    data = b""
+    offsets = []
+    for m in messages:
+        topic = m["topic"].encode()
+        props = "".join(f"{k}\x01{v}\x02" for k, v in m.get("props", {}).items()).rstrip("\x02").encode()
+        body = b"body"
+        total = F.calc_msg_length("v1", m.get("sysflag", 0), len(body), len(topic), len(props))
+        offsets.append(len(data))
+        data += F.MessageV1.build(dict(
+            TOTALSIZE=total, BODYCRC=0, QUEUEID=m.get("qid", 0), FLAG=0, QUEUEOFFSET=m.get("qoff", 0),
+            PHYSICALOFFSET=len(data), SYSFLAG=m.get("sysflag", 0), BORNTIMESTAMP=0, BORNHOST="127.0.0.1:1",
+            STORETIMESTAMP=m["ts"], STOREHOSTADDRESS="10.0.0.5:10911", RECONSUMETIMES=0,
+            PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body, TOPICLENGTH=len(topic), TOPIC=topic,
+            PROPERTIESLENGTH=len(props), PROPERTIES=props))
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / f"{0:020d}").write_bytes(data + bytes(65536 - len(data)))
+    return offsets
+
+
+def test_dispatch_rules_end_to_end_on_a_built_store(tmp_path, run_cli):
+    store = tmp_path / "store"
+    t0 = 1_700_000_000_000
+    offs = _build_store(store, [
+        {"topic": "T", "qid": 1, "qoff": 3, "ts": t0, "props": {"TAGS": "Aa", "KEYS": "k1", "UNIQ_KEY": "U0"}},
+        {"topic": "T", "qid": 1, "qoff": 4, "ts": t0 + 10, "sysflag": 0x4, "props": {"KEYS": "prep"}},
+        {"topic": "T", "qid": 1, "qoff": 0, "ts": t0 + 20, "sysflag": 0xC, "props": {"KEYS": "rb"}},
+        {"topic": "T", "qid": 1, "qoff": 4, "ts": t0 + 30, "sysflag": 0x8,
+         "props": {"TAGS": "BB", "INNER_MULTI_DISPATCH": "%LMQ%x,%LMQ%y", "INNER_MULTI_QUEUE_OFFSET": "0,7"}},
+        {"topic": "SCHEDULE_TOPIC_XXXX", "qid": 2, "qoff": 0, "ts": t0 + 40,
+         "props": {"DELAY": "3", "TAGS": "ignored", "REAL_TOPIC": "T"}},
+        {"topic": "a/b", "qid": 0, "qoff": 0, "ts": t0 + 50, "props": {}},
+    ])
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messageDelayLevel=1s 2s 7m\nmappedFileSizeConsumeQueue=100\n"
+                    "maxHashSlotNum=8\nmaxIndexNum=16\n")
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("rebuild-index", store, "--out", out, "--broker-conf", conf, "--json")
+    assert code == 0, err
+    findings, summary = _ndjson(stdout)
+    assert [x["code"] for x in findings] == ["unsafe-topic-name"]
+    raw = (store / "commitlog" / f"{0:020d}").read_bytes()
+    sizes = {o: struct.unpack_from(">i", raw, o)[0] for o in offs}
+    blank = UNIT.pack(0, 0x7FFFFFFF, 0)
+    cq = lambda *p: (out / "consumequeue").joinpath(*p).read_bytes()            # noqa: E731
+    # T/1: first unit at queue offset 3 -> 3 blank units, then the message; the prepared one has no unit, the
+    # rollback none either; the commit at queue offset 4 follows. File size 100 = 5 units, zero-filled.
+    assert cq("T", "1", f"{0:020d}") == (blank * 3 + UNIT.pack(offs[0], sizes[offs[0]], 2112)
+                                         + UNIT.pack(offs[3], sizes[offs[3]], 2112))
+    # LMQ: queueId 0, at the listed offsets (7 -> file 100, two blank units first), tagsCode of the message
+    assert cq("%LMQ%x", "0", f"{0:020d}") == UNIT.pack(offs[3], sizes[offs[3]], 2112) + bytes(80)
+    assert cq("%LMQ%y", "0", f"{100:020d}") == blank * 2 + UNIT.pack(offs[3], sizes[offs[3]], 2112) + bytes(40)
+    # delay level 3 from the broker.conf table: 7 minutes after the store time
+    assert cq("SCHEDULE_TOPIC_XXXX", "2", f"{0:020d}") == UNIT.pack(offs[4], sizes[offs[4]], t0 + 40 + 420_000) \
+        + bytes(80)
+    assert not (out / "consumequeue" / "a").exists()
+    # index: keys of the normal, prepared and commit messages (not the rollback), slot = hash % 8
+    (idx,) = list((out / "index").iterdir())
+    data = idx.read_bytes()
+    assert len(data) == 40 + 8 * 4 + 16 * 20
+    header = HEADER.unpack_from(data, 0)
+    keys = [("T#U0", offs[0]), ("T#k1", offs[0]), ("T#prep", offs[1])]
+    assert header[5] == 1 + 3 and header[2] == offs[0] and header[3] == offs[1]
+    assert header[0] == t0 and header[1] == t0 + 10
+    for k, (key, off) in enumerate(keys, start=1):
+        kh, phy, td, _ = ENTRY.unpack_from(data, 40 + 32 + k * 20)
+        assert (kh, phy, td) == (abs(java_string_hash(key)), off, 0)
+    assert idx.name == human_time(t0)
