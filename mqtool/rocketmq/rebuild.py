@@ -334,12 +334,14 @@ class QueueBuilder:
 class IndexFileBuilder:
     """One ``IndexFile``: header, slot table and entries as the broker writes them."""
 
-    def __init__(self, seq: int, slot_num: int, index_num: int, prev_end_phy: int, prev_end_ts: int):
+    def __init__(self, seq: int, slot_num: int, index_num: int, prev_end_phy: int, prev_end_ts: int,
+                 keep_times: bool = True):
         self.seq = seq
         self.slot_num, self.index_num = slot_num, index_num
         self.slots = array("i", bytes(4 * slot_num))
         self.entries = bytearray(ENTRY)               # entry 0 is never written
-        self.ts = array("q", [0])                     # store timestamp per entry (for --compare)
+        # store timestamp per entry, needed only to compare with a file the broker stopped filling
+        self.ts = array("q", [0]) if keep_times else None
         self.init_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.init_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_ts = self.end_ts = self.init_ts
@@ -392,7 +394,8 @@ class IndexFileBuilder:
                 td = 0
         n = len(todo)
         self.hash_slot_count += new_slots
-        self.ts.extend([ts] * n)
+        if self.ts is not None:
+            self.ts.extend([ts] * n)
         self.index_count = count
         self.end_phy = phy
         self.end_ts = ts
@@ -417,6 +420,8 @@ class IndexFileBuilder:
     def prefix_view(self, count: int) -> tuple[tuple, array]:
         """(header, slots) as they were when ``indexCount`` was ``count`` (entries 1..count−1 written)."""
         count = max(1, min(count, self.index_count))
+        if self.ts is None:
+            raise ValueError("prefix_view needs keep_times=True")
         if count <= 1:
             header = (self.init_ts, self.init_ts, self.init_phy, self.init_phy, 0, 1)
             return header, array("i", bytes(4 * self.slot_num))
@@ -434,7 +439,7 @@ class IndexFileBuilder:
         return header, slots
 
     def name(self, prev_name: str | None) -> str:
-        ts = self.ts[1] if self.index_count > 1 else (self.first_seen_ts or self.init_ts or 0)
+        ts = self.begin_ts if self.index_count > 1 else (self.first_seen_ts or self.init_ts or 0)
         name = human_time(ts)
         if prev_name is not None and name <= prev_name:
             name = str(int(prev_name) + 1).zfill(17)
@@ -451,8 +456,9 @@ def human_time(ms: int) -> str:
 class IndexBuilder:
     """``IndexService#buildIndex`` over a sequence of files."""
 
-    def __init__(self, slot_num: int, index_num: int, emit):
+    def __init__(self, slot_num: int, index_num: int, emit, keep_times: bool = True):
         self.slot_num, self.index_num, self.emit = slot_num, index_num, emit
+        self.keep_times = keep_times
         self.current: IndexFileBuilder | None = None
         self.seq = 0
         self.entries = 0
@@ -467,7 +473,7 @@ class IndexBuilder:
             prev_phy, prev_ts = cur.end_phy, cur.end_ts
             self.last_full_end_ts = cur.end_ts
             self.emit(cur, False)
-        nxt = IndexFileBuilder(self.seq, self.slot_num, self.index_num, prev_phy, prev_ts)
+        nxt = IndexFileBuilder(self.seq, self.slot_num, self.index_num, prev_phy, prev_ts, self.keep_times)
         nxt.first_seen_ts = ts
         self.seq += 1
         self.current = nxt
@@ -800,7 +806,8 @@ class RebuildResult:
 
 
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
-                  max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None) -> RebuildResult:
+                  max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None,
+                  keep_entry_times: bool = True) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
     ``on_cq_file(topic, queue_id, base, data, last)``; ``on_index_file(builder, data, name, last)``.
@@ -825,7 +832,8 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
         res.index_files += 1
         on_index_file(ib, ib.to_bytes(), name, last)
 
-    idx = IndexBuilder(settings.hash_slots, settings.index_num, emit_index) if rules.index_enable else None
+    idx = (IndexBuilder(settings.hash_slots, settings.index_num, emit_index, keep_entry_times)
+           if rules.index_enable else None)
 
     def on_damage(d: Damage):
         res.damaged += 1
@@ -955,7 +963,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         t0 = time.perf_counter()
         with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
             res = rebuild_store(store, settings, on_cq, on_index, findings,
-                                on_segment=lambda seg: bar.advance(seg.size))
+                                on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare)
         if cmp_sink is not None:
             cmp_sink.cq_finish()
             cmp_sink.index_finish()
