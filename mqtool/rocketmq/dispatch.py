@@ -101,6 +101,25 @@ def index_key_hash(key: str) -> int:
     return h
 
 
+def index_key_hashes(keys: list[str]) -> list[int]:
+    """:func:`index_key_hash` of each key; the common case (ASCII, ≥ 6 chars, cached head) inlined."""
+    out = []
+    cache = _HEAD_CACHE
+    for s in keys:
+        hh = cache.get(s[:-6]) if len(s) >= 6 and s.isascii() else None
+        if hh is None:
+            out.append(index_key_hash(s))
+            continue
+        a, b, c, d, e, f = s[-6:].encode("ascii")
+        h = ((((((hh * 31 + a) * 31 + b) * 31 + c) * 31 + d) * 31 + e) * 31 + f) & _MASK
+        if h & 0x80000000:
+            h = 0x100000000 - h
+            if h > 0x7FFFFFFF:
+                h = 0
+        out.append(h)
+    return out
+
+
 # ---- delay levels ----------------------------------------------------------------------------------
 
 def parse_delay_levels(text: str | None) -> dict[int, int]:

@@ -55,7 +55,7 @@ _BLANK_UNIT = CQ_STRUCT.pack(0, F.CQ_BLANK_SIZE, 0)
 _ZERO_UNIT = bytes(UNIT)
 _pack_unit = CQ_STRUCT.pack
 _pack_entry = IDX_ENTRY.pack
-_key_hash = D.index_key_hash
+_key_hashes = D.index_key_hashes
 _NATIVE_LITTLE = struct.pack("=i", 1) != struct.pack(">i", 1)
 
 
@@ -485,7 +485,7 @@ class IndexBuilder:
             f = self._get_and_create_last(ts)
         if phy < f.end_phy or rollback or not keys:
             return
-        hashes = [_key_hash(k) for k in keys]
+        hashes = _key_hashes(keys)
         done = f.put_keys(hashes, 0, phy, ts)
         while done < len(hashes):
             f = self._get_and_create_last(ts)
