@@ -63,6 +63,10 @@ def _copy_store(name: str, tmp_path: Path) -> Path:
 @given(st.text(max_size=80))
 def test_fast_java_hash_equals_reference_hash(s):
     assert D.java_hash(s) == java_string_hash(s)
+    ref = abs(java_string_hash(s))
+    ref = 0 if ref >= 2 ** 31 else ref
+    assert D.index_key_hash(s) == ref
+    assert D.index_key_hashes([s, "T#" + s, s]) == [ref, D.index_key_hash("T#" + s), ref]   # cached heads too
 
 
 _PROP_TOKENS = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "INNER_MULTI_DISPATCH", "a", "x y", "", "\x01", "\x02"])
