@@ -624,3 +624,14 @@ def test_dispatch_rules_end_to_end_on_a_built_store(tmp_path, run_cli):
         kh, phy, td, _ = ENTRY.unpack_from(data, 40 + 32 + k * 20)
         assert (kh, phy, td) == (abs(java_string_hash(key)), off, 0)
     assert idx.name == human_time(t0)
+    # and the whole file parses with the construct schema to the same values
+    from formats import rocketmq as F
+
+    parsed = F.index_file(8, 16).parse(data)
+    h = parsed.header
+    assert (h.beginTimestamp, h.endTimestamp, h.beginPhyOffset, h.endPhyOffset, h.hashSlotCount,
+            h.indexCount) == header
+    for k, (key, off) in enumerate(keys, start=1):
+        e = parsed.entries[k]
+        assert (e.keyHash, e.phyOffset, e.timeDiff) == (abs(java_string_hash(key)), off, 0)
+        assert parsed.slots[e.keyHash % 8] >= k

@@ -57,6 +57,9 @@ _pack_unit = CQ_STRUCT.pack
 _pack_entry = IDX_ENTRY.pack
 _key_hashes = D.index_key_hashes
 _NATIVE_LITTLE = struct.pack("=i", 1) != struct.pack(">i", 1)
+# The slot table is kept as array('i') and written big-endian: check it against the schema's slot type.
+assert array("i").itemsize == F.INDEX_SLOT_SIZE == F.IndexSlot.sizeof()
+assert F.IndexSlot.build(-2) == (-2).to_bytes(F.INDEX_SLOT_SIZE, "big", signed=True)
 
 
 def _narrow(st: struct.Struct, names: list[str], wanted: tuple[str, ...]) -> struct.Struct:
