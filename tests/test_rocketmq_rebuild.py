@@ -423,6 +423,9 @@ def test_output_safety(tmp_path, run_cli):
     assert not (store / "rebuilt").exists()
     code, _, err = run_cli("rebuild-index", store, "--out", store.parent)   # contains the store
     assert code == 2
+    seg = sorted((store / "commitlog").iterdir())[0]                       # one segment given: still the store
+    code, _, err = run_cli("rebuild-index", seg, "--out", store / "x")
+    assert code == 2 and not (store / "x").exists()
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("x")

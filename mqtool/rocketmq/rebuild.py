@@ -945,6 +945,8 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
     if opts.out:
         root = store.root or store.commitlog_dir or store.path
         inputs = [p for p in (root, store.commitlog_dir, store.consumequeue_dir, store.index_dir) if p]
+        if store.commitlog_dir and Path(store.commitlog_dir).name == "commitlog":
+            inputs.append(str(Path(store.commitlog_dir).parent))     # the store root, even if a file was given
         out = prepare_output_dir(opts.out, inputs, opts.force)
         out_sink = DirSink(out, opts.force, opts.trim)
     cmp_sink = CompareSink(store, settings, findings, cmp_state) if opts.compare else None
