@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import struct
 from datetime import datetime, timezone
@@ -20,7 +19,7 @@ from hypothesis import given, settings, strategies as st
 
 from formats.common import java_string_hash
 from mqtool.rocketmq import dispatch as D
-from mqtool.rocketmq.rebuild import IndexBuilder, IndexFileBuilder, QueueBuilder, human_time
+from mqtool.rocketmq.rebuild import IndexBuilder, QueueBuilder, human_time
 from tests.conftest import require_realdata
 
 CLEAN = ["gen-4.9.7-clean", "gen-5.1.4-clean"]
