@@ -592,7 +592,7 @@ def test_dispatch_rules_end_to_end_on_a_built_store(tmp_path, run_cli):
         {"topic": "a/b", "qid": 0, "qoff": 0, "ts": t0 + 50, "props": {}},
     ])
     conf = tmp_path / "broker.conf"
-    conf.write_text("messageDelayLevel=1s 2s 7m\nmappedFileSizeConsumeQueue=100\n"
+    conf.write_text('messageDelayLevel = "1s 2s 7m"\nmappedFileSizeConsumeQueue = 100\n'    # toml-style quoting
                     "maxHashSlotNum=8\nmaxIndexNum=16\n")
     out = tmp_path / "out"
     code, stdout, err = run_cli("rebuild-index", store, "--out", out, "--broker-conf", conf, "--json")
@@ -602,7 +602,10 @@ def test_dispatch_rules_end_to_end_on_a_built_store(tmp_path, run_cli):
     raw = (store / "commitlog" / f"{0:020d}").read_bytes()
     sizes = {o: struct.unpack_from(">i", raw, o)[0] for o in offs}
     blank = UNIT.pack(0, 0x7FFFFFFF, 0)
-    cq = lambda *p: (out / "consumequeue").joinpath(*p).read_bytes()            # noqa: E731
+
+    def cq(*parts):
+        return (out / "consumequeue").joinpath(*parts).read_bytes()
+
     # T/1: first unit at queue offset 3 -> 3 blank units, then the message; the prepared one has no unit, the
     # rollback none either; the commit at queue offset 4 follows. File size 100 = 5 units, zero-filled.
     assert cq("T", "1", f"{0:020d}") == (blank * 3 + UNIT.pack(offs[0], sizes[offs[0]], 2112)

@@ -110,6 +110,8 @@ def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> 
     conf: dict[str, str] = {}
     if opts.broker_conf:
         conf = parse_broker_conf(read_input(opts.broker_conf, limit=1 << 20).decode("utf-8", "replace"))
+        # broker.toml writes strings quoted: messageDelayLevel = "1s 5s ..."
+        conf = {k: v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'" else v for k, v in conf.items()}
     src: dict[str, str] = {}
 
     def given(opt_val, conf_key):
@@ -151,6 +153,9 @@ def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> 
         raise UsageError("--cq-file-size and --max-hash-slots must be > 0, --max-index-num > 1")
     levels = D.parse_delay_levels(conf.get("messageDelayLevel"))
     src["messageDelayLevel"] = "broker-conf" if "messageDelayLevel" in conf else "default"
+    if not levels:
+        raise UsageError(f"messageDelayLevel={conf.get('messageDelayLevel')!r} in {opts.broker_conf}: no delay level "
+                         f"can be read (expected e.g. '1s 5s 10s 30s 1m')")
     rules = D.DispatchRules(delay_levels=levels)
     for key, attr in (("enableMultiDispatch", "multi_dispatch"), ("enableLmq", "lmq"),
                       ("messageIndexEnable", "index_enable")):
