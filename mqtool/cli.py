@@ -427,11 +427,17 @@ verify.command("index", help="Verify index files against the commitlog.\n\n\b\nE
 @click.option("--out", type=click.Path(), help="Output directory (must not be inside the store).")
 @click.option("--force", is_flag=True, help="Allow a non-empty --out / overwrite files there.")
 @click.option("--compare", is_flag=True, help="Compare the rebuild with the store's own index files.")
-@click.option("--cq-file-size", type=int, help="Consume queue file size in bytes (mappedFileSizeConsumeQueue).")
+@click.option("--cq-file-size", type=int, help="Consume queue file size in bytes (mappedFileSizeConsumeQueue). "
+              "Sizes not given come from --broker-conf, else from the store's own files, else the broker defaults "
+              "(6000000 / 5000000 / 20000000).")
 @click.option("--max-hash-slots", type=int, help="Index hash slots per file (maxHashSlotNum).")
 @click.option("--max-index-num", type=int, help="Index entries per file (maxIndexNum).")
 @click.option("--broker-conf", type=click.Path(), help="broker.conf / broker.properties / broker.toml to take sizes from.")
-@click.option("--write-checkpoint", is_flag=True, help="Also write a checkpoint consistent with the rebuilt files.")
+@click.option("--write-checkpoint", is_flag=True,
+              help="Also write a checkpoint consistent with the rebuilt files. RocketMQ: 4096 bytes; "
+              "physicMsgTimestamp = store time of the last message, logicsMsgTimestamp = of the last message given "
+              "a consumequeue unit, indexMsgTimestamp = endTimestamp of the last full index file, "
+              "masterFlushedOffset = confirmPhyOffset = 0.")
 @click.option("--trim", is_flag=True, help="Do not zero-fill the last file to its full size.")
 @click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
               help="Kafka: index.interval.bytes.")
