@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from formats import rocketmq as F
-from formats.common import java_string_hash
 from mqtool.io import map_input, read_input
+from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.layout import QueueFiles
 from mqtool.schema_struct import fixed_prefix_format
 
@@ -83,18 +83,9 @@ def cq_file_tail(seg_path: str) -> tuple[int, int]:
         return len(mi.buf), _last_nonzero_unit(mi.buf, n, F.CQ_STORE_UNIT_SIZE)
 
 
-def tags_code(tags: str | None) -> int:
-    """``MessageExtBrokerInner.tagsString2tagsCode``: String.hashCode widened to long; 0 without tags."""
-    if not tags:
-        return 0
-    return java_string_hash(tags)
-
-
-def index_hash(key: str) -> int:
-    """``IndexFile.indexKeyHashMethod``: abs(String.hashCode), Integer.MIN_VALUE → 0."""
-    h = java_string_hash(key)
-    h = abs(h)
-    return 0 if h >= 2 ** 31 else h
+# The broker's hashes live with the dispatch rules (one implementation, tested against formats.common).
+tags_code = dispatch.tags_code
+index_hash = dispatch.index_key_hash
 
 
 @dataclass

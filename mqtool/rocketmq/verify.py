@@ -24,23 +24,12 @@ from mqtool.errors import NotAStoreError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
-from mqtool.rocketmq import indexes
+from mqtool.rocketmq import dispatch, indexes
 from mqtool.rocketmq.layout import RocketStore, cq_filter
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, SegmentScanner
 
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
-_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def delay_level_table(spec: str = F.DEFAULT_DELAY_LEVELS) -> dict[int, int]:
-    """``messageDelayLevel`` ("1s 5s … 2h") → {level: delay ms}, levels from 1."""
-    out = {}
-    for i, tok in enumerate(spec.split(), start=1):
-        out[i] = int(tok[:-1]) * _UNITS[tok[-1]]
-    return out
-
-
 class _Ctx:
     """Shared state of one verify run."""
 
@@ -323,10 +312,10 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
     if not queues:
         return
     reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
-    delays = delay_level_table()
+    rules = dispatch.DispatchRules()
     try:
         for qf in queues:
-            yield from _verify_queue(ctx, qf, reader, delays)
+            yield from _verify_queue(ctx, qf, reader, rules)
     finally:
         if reader is not None:
             reader.close()
@@ -342,7 +331,7 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
                                                            if ctx.aborted else ""), nxt, 0)
 
 
-def _verify_queue(ctx: _Ctx, qf, reader, delays) -> Iterator[Finding]:
+def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
     unit = F.CQ_STORE_UNIT_SIZE
     files = qf.files
     sizes = [s.size for s in files]
@@ -424,7 +413,7 @@ def _verify_queue(ctx: _Ctx, qf, reader, delays) -> Iterator[Finding]:
                 yield ctx.f(ERROR, "cq-queue-offset-mismatch", u.file, u.position, u.offset,
                             f"{where}: the message's QUEUEOFFSET is {m.queue_offset}", u.queue_offset,
                             m.queue_offset)
-        expected_tags = _expected_tags_code(m, delays)
+        expected_tags = dispatch.cq_tags_code(rules, m.topic, m.properties, m.store_timestamp)
         if expected_tags is not None and expected_tags != u.tags_code and not (u.tags_code <= -2147483649):
             yield ctx.f(ERROR, "cq-tags-code-mismatch", u.file, u.position, u.offset,
                         f"{where}: tagsCode {u.tags_code}, expected {expected_tags}"
@@ -437,20 +426,6 @@ def _verify_queue(ctx: _Ctx, qf, reader, delays) -> Iterator[Finding]:
                     f"queue {qf.topic}/{qf.queue_id} ends at queue offset {last_index}, the commitlog has messages "
                     f"up to {nxt - 1}" + (" (not yet dispatched when the broker crashed)" if ctx.aborted else ""),
                     nxt - 1, last_index)
-
-
-def _expected_tags_code(m: Message, delays) -> int | None:
-    if m.topic == F.SCHEDULE_TOPIC:
-        level = m.prop(F.PROPERTY_DELAY_TIME_LEVEL)
-        try:
-            lv = int(level) if level else 0
-        except ValueError:
-            return None
-        if lv <= 0:
-            return indexes.tags_code(m.tags)
-        maxlv = max(delays)
-        return m.store_timestamp + delays.get(min(lv, maxlv), 1000)
-    return indexes.tags_code(m.tags)
 
 
 # ---- index ----------------------------------------------------------------------------------------
@@ -682,4 +657,4 @@ class _Salvage:
         self._w.__exit__(None, None, None)
 
 
-__all__ = ["verify_store", "delay_level_table"]
+__all__ = ["verify_store"]
