@@ -200,7 +200,8 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
         with map_input(seg.log) as m:
             buf = m.buf
             size = len(buf)
-            b.add_log_file(str(seg.log), byte_base, size, stream)
+            if size:
+                b.add_log_file(str(seg.log), byte_base, size, stream)
             byte_base += size
             for ev in scan(buf, str(seg.log)):
                 if isinstance(ev, Damage):
@@ -310,9 +311,16 @@ def _crash(ld: L.LogDir, label: str | None, leos: dict, st: _Stats) -> None:
                          f"{CLEAN_SHUTDOWN_FILE} present: the last run shut down cleanly{epoch}; {rp_text}",
                          [str(marker)]))
         return
-    st.crash.append((label, True, f"no {CLEAN_SHUTDOWN_FILE}: Kafka runs log recovery at the next start (the broker "
-                     "crashed, was killed, or was running when this copy was taken; copies that drop hidden files "
-                     f"lose the marker too); {rp_text}", []))
+    # No marker: Kafka will run log recovery at the next start. With recovery points behind the log end that
+    # is the state a crash (or a copy of a running broker) leaves; with every recovery point at the log end
+    # the marker may just be lost (copies that drop hidden files) — then we cannot tell.
+    why = (f"no {CLEAN_SHUTDOWN_FILE}: Kafka runs log recovery at the next start (the broker crashed, was killed or "
+           "was running when this copy was taken")
+    if behind:
+        st.crash.append((label, True, f"{why}); {rp_text}", []))
+    else:
+        st.crash.append((label, None, f"{why}, or a copy lost the hidden marker); {rp_text}, as after a clean "
+                         "shutdown" if rp is not None else f"{why}); {rp_text}", []))
 
 
 def _summarise(b: InfoBuilder, st: _Stats) -> None:
@@ -353,5 +361,6 @@ def _summarise(b: InfoBuilder, st: _Stats) -> None:
         else:
             detail = "; ".join(f"{lab or '-'}: {'UNCLEAN' if u else 'clean' if u is False else '?'}"
                                for lab, u, _, _ in st.crash)
-            detail += " — " + st.crash[0][2].split(";")[0]
+            ref = next((c for c in st.crash if c[1]), st.crash[0])
+            detail += f" — {ref[0] or '-'}: {ref[2]}"
         b.set_crash(unclean, detail, [f for c in st.crash for f in c[3]])
