@@ -56,6 +56,7 @@ class _Stats:
         self.transactional = 0
         self.delete_horizon = 0
         self.zero_tail = 0
+        self.transient = 0
         self.files: dict[str, list[int]] = {}        # group -> [count, bytes]
         self.partitions = 0
         self.partitions_with_data = 0
@@ -132,9 +133,13 @@ def _logdir(ld: L.LogDir, prefix: str, b: InfoBuilder, st: _Stats, opts: InfoOpt
     for part in ld.partitions:
         st.partitions += 1
         topic = part.topic if part.topic is not None else part.label
+        if part.dir_suffix:     # a partition dir being deleted / a future replica / a stray: kept apart
+            topic += f" [{part.dir_suffix.rsplit('-', 1)[-1]}]"
+        if part.transient:
+            st.transient += len(part.transient)
         queue = part.partition if part.partition is not None else 0
         leo = _partition(part, prefix + topic, queue, b, st, commits, bar, done, prefix)
-        if part.topic is not None:
+        if part.topic is not None and not part.dir_suffix:
             leos[(part.topic, part.partition)] = leo
         b.set_queue_end(prefix + topic, queue, leo)
         for seg in part.segments + part.transient:
@@ -239,12 +244,20 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
     if bt.is_control:
         st.control += bt.count or 0
         return
+    n = bt.count if bt.count and bt.count > 0 else 0
+    if commits is None and n and bt.error is None and (
+            n == 1 or bt.timestamp_type == 1 or
+            (bt.magic == 2 and bt.delete_horizon_ms is None and bt.base_timestamp == bt.max_timestamp)):
+        # every record's time is the batch max timestamp: no need to decode (as verify without --deep)
+        recs = [(bt.max_timestamp, None, None)] * n
+    else:
+        recs = None
     try:
-        recs = [(r.timestamp, r.key, r.value) for r in iter_records(bt)]
+        if recs is None:
+            recs = [(r.timestamp, r.key, r.value) for r in iter_records(bt)]
     except (CodecError, ValueError, IndexError) as e:
         b.add_damage(file, bt.position, bt.base_offset, bt.size, "records-undecodable",
                      f"records of the batch cannot be read: {e}", stream, at_time=at)
-        n = bt.count if bt.count and bt.count > 0 else 0
         recs = [(bt.max_timestamp, None, None)] * n
     if not recs:
         return
@@ -350,6 +363,9 @@ def _summarise(b: InfoBuilder, st: _Stats) -> None:
     if st.control or st.transactional:
         b.fact("transactions", {"control_records": st.control, "transactional_batches": st.transactional})
     b.fact("partitions", {"total": st.partitions, "with_data": st.partitions_with_data})
+    if st.transient:
+        b.note(f"{st.transient} segment(s) named .deleted/.cleaned/.swap (being deleted or compacted by the broker) "
+               "are not part of the live logs and not counted; `mqtool dump kafka` reads them")
     if st.no_timestamp:
         b.note(f"{st.no_timestamp} records carry no timestamp (message format v0, or -1): counted, but not on the "
                "timeline")
