@@ -276,3 +276,22 @@ def test_report_of_a_damaged_kafka_copy(run_cli, tmp_path):
     assert page.count("rect", **{"class": "damage-mark"}) >= 1
     assert page.count("rect", **{"class": "damaged-bucket"}) >= 1
     assert str(seg37) in html and "skipped-bytes" in html
+
+
+def test_kafka_report_renders_in_chromium(run_cli, tmp_path):
+    from test_report_browser import _chromium, _run
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("Chromium not installed")
+    store = _copy(tmp_path)
+    victim = [x for x in _batches() if x["segment"] == 37][3]
+    _patch(store / "forensics-0" / "00000000000000000037.log", victim["position"] + 8, b"\xFF" * 12)
+    out = tmp_path / "k.html"
+    code, _, err = run_cli("report", store, "-o", out)
+    assert code == 1, err
+    r = _run(browser, tmp_path, "--dump-dom", out.as_uri())
+    assert r.returncode == 0, r.stderr[-2000:]
+    dom = r.stdout
+    assert 'id="timeline-chart"' in dom and 'id="topic-chart"' in dom and "damage-mark" in dom
+    assert "skipped-bytes" in dom and "Where the damage lies" in dom
