@@ -13,6 +13,8 @@ import shutil
 from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import load_json, require_realdata
@@ -203,6 +205,18 @@ def test_crc_damage_is_placed_at_its_batch_time(run_cli, tmp_path):
     assert "mqtool verify store" in err
 
 
+def test_a_huge_record_count_is_not_trusted(tmp_path):
+    """A flipped record count (a length field) must not make info allocate or count 2**31 records."""
+    store = _copy(tmp_path)
+    b = next(x for x in _batches() if x["segment"] == 37 and x["codec"] == "none")
+    seg = store / "forensics-0" / "00000000000000000037.log"
+    _patch(seg, b["position"] + 57, b"\x7f\xff\xff\xff")       # v2 header: records count at byte 57
+    info = build_info(store, None, InfoOptions())
+    assert info.messages == 124 - _n(b)
+    assert [(d.position, d.code) for d in info.damage] == [(b["position"], "crc-mismatch"),
+                                                           (b["position"], "records-undecodable")]
+
+
 def test_skipped_and_truncated_ranges(run_cli, tmp_path):
     store = _copy(tmp_path)
     bs = _batches()
@@ -295,3 +309,30 @@ def test_kafka_report_renders_in_chromium(run_cli, tmp_path):
     dom = r.stdout
     assert 'id="timeline-chart"' in dom and 'id="topic-chart"' in dom and "damage-mark" in dom
     assert "skipped-bytes" in dom and "Where the damage lies" in dom
+
+
+# ---- damaged bytes never raise -------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_damage_never_raises(tmp_path_factory, data):
+    store = tmp_path_factory.mktemp("k") / "logdir"
+    shutil.copytree(_ba(), store)
+    for p in store.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    segs = sorted((store / "forensics-0").glob("*.log"))
+    seg = data.draw(st.sampled_from(segs))
+    size = seg.stat().st_size
+    pos = data.draw(st.integers(0, size - 1))
+    junk = data.draw(st.binary(min_size=1, max_size=64))
+    cut = data.draw(st.booleans())
+    _patch(seg, pos, junk)
+    if cut:
+        seg.write_bytes(seg.read_bytes()[:data.draw(st.integers(0, size))])
+    info = build_info(store, None, InfoOptions())
+    sizes = {str(s): s.stat().st_size for s in segs}
+    assert info.messages <= 124 + 64        # junk may at most add a few tiny records, never thousands
+    for d in info.damage:
+        assert d.file in sizes and 0 <= d.position and d.position + d.length <= sizes[d.file]
+    assert info.damaged_bytes <= sum(sizes.values())

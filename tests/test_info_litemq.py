@@ -11,6 +11,8 @@ import shutil
 from collections import Counter, defaultdict
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import load_json, require_realdata
@@ -182,3 +184,28 @@ def test_report_of_the_crash_store(run_cli, tmp_path):
     _, out_v, _ = run_cli("verify", "store", _store("crash"), "--json")
     findings = [json.loads(x) for x in out_v.splitlines()][:-1]
     assert page.count("tr", **{"class": "finding"}) == len(findings)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_damage_never_raises(tmp_path_factory, data):
+    store = tmp_path_factory.mktemp("l") / "broker"
+    shutil.copytree(_store("crash"), store)
+    for p in store.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    segs = sorted((store / "commitlog").iterdir())
+    seg = data.draw(st.sampled_from(segs))
+    size = seg.stat().st_size
+    pos = data.draw(st.integers(0, 100_000))
+    junk = data.draw(st.binary(min_size=1, max_size=64))
+    b = bytearray(seg.read_bytes())
+    b[pos:pos + len(junk)] = junk
+    if data.draw(st.booleans()):
+        b = b[:data.draw(st.integers(0, size))]
+    seg.write_bytes(bytes(b))
+    info = build_info(store, None, InfoOptions())
+    n = _expected("crash")["meta"]["messages_accepted"]
+    assert info.messages <= n + 2
+    names = {f"commitlog/{s.name}": s.stat().st_size for s in segs}
+    for d in info.damage:
+        assert d.file in names and 0 <= d.position <= names[d.file]

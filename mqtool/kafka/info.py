@@ -245,13 +245,17 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         st.control += bt.count or 0
         return
     n = bt.count if bt.count and bt.count > 0 else 0
-    if commits is None and n and bt.error is None and (
+    if bt.magic == 2:
+        # the header's count is a length field: never more records than the bytes could hold uncompressed
+        # (each record takes at least one byte), and not trusted at all when the CRC fails
+        room = max(0, bt.size - K.V2_HEADER_SIZE)
+        n = min(n, room) if bt.crc_ok else 0
+    recs = None
+    if commits is None and n and bt.error is None and (bt.codec == K.CODEC_NONE or bt.magic < 2) and (
             n == 1 or bt.timestamp_type == 1 or
             (bt.magic == 2 and bt.delete_horizon_ms is None and bt.base_timestamp == bt.max_timestamp)):
         # every record's time is the batch max timestamp: no need to decode (as verify without --deep)
         recs = [(bt.max_timestamp, None, None)] * n
-    else:
-        recs = None
     try:
         if recs is None:
             recs = [(r.timestamp, r.key, r.value) for r in iter_records(bt)]
