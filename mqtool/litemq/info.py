@@ -50,6 +50,9 @@ def collect(path, b: InfoBuilder, opts: InfoOptions) -> None:
            "(the format of toby-yogurt/litemq as of commit 535b5f77)")
     if store.kind in ("root", "commitlog", "segment"):
         _commitlog(store, b, opts)
+    else:
+        b.note(f"the commitlog was not read (only a {b.store_kind[7:]} was named): run `mqtool info` on "
+               f"{store.root or 'the data directory'} for messages and times")
     q_ends = _consumequeue(store, b)
     if store.root is not None or store.kind == "checkpoint":
         _checkpoint(store, b, q_ends)
