@@ -137,6 +137,30 @@ def test_damaged_copy_places_the_damage_and_exits_1(run_cli, tmp_path):
     assert "mqtool verify store" in err
 
 
+def test_missing_commitlog_file_is_damage_between_its_neighbours(run_cli, tmp_path):
+    src = _store("crash")
+    store = tmp_path / "broker"
+    shutil.copytree(src, store)
+    for p in store.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    (store / "commitlog" / "00000000000000000001").unlink()
+    acc = sorted((m for m in _expected("crash")["messages"] if m["accepted"]), key=lambda m: m["commitlog_offset"])
+    fs = _expected("crash")["meta"]["config"]["commitlog_file_size"]
+    lost = [m for m in acc if m["commitlog_file"].endswith("0001")]
+    before = [m for m in acc if m["commitlog_file"].endswith("0000")][-1]
+    after = [m for m in acc if m["commitlog_file"].endswith("0002")][0]
+    code, out, err = run_cli("info", store, "--json")
+    assert code == 1, err
+    d = json.loads(out)
+    assert d["messages"] == len(acc) - len(lost)
+    assert d["damage_total"] == 1
+    dmg = d["damage"][0]
+    assert (dmg["code"], dmg["file"], dmg["offset"], dmg["length"]) == ("segment-missing",
+                                                                        "commitlog/00000000000000000002", fs, fs)
+    assert dmg["time_before"] == before["store_timestamp_in_record"]
+    assert dmg["time_after"] == after["store_timestamp_in_record"]
+
+
 def test_terminal_rendering_fits_one_screen():
     info = build_info(_store("crash"), None, InfoOptions())
     con = Console(record=True, width=100, no_color=True, force_terminal=False)

@@ -127,11 +127,17 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
         pending.clear()
 
     with progress(total, "info: scanning commitlog", enabled=opts.progress) as bar:
+        gaps: dict = {}        # file after missing ones -> finding; placed in time when that file is reached
         for item in walk(store, carve_stale=True, result=res):
+            if isinstance(item, Finding) and item.code == "segment-missing" and item.file is not None:
+                gaps[item.file] = item
+                continue
             live = not isinstance(item, Finding) and item.state == "live"
             file = item.file
             if pending and (file != pending_file or live):
                 flush()
+            if file in gaps:
+                _gap(b, gaps.pop(file), fs)
             if live:
                 take(item)
                 if file not in done_files:
@@ -143,6 +149,8 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
                 pending_file = file
                 pending.append((item.position, 0 if isinstance(item, Finding) else 1, item))
         flush()
+        for f in gaps.values():
+            _gap(b, f, fs)
         bar.update_to(total)
     detail = f"file size {fs}"
     if res.end_offset is not None:
@@ -167,17 +175,23 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
 
 def _finding(b: InfoBuilder, f: Finding) -> None:
     """A walk finding → a damaged range when it names damaged bytes."""
+    if f.code == "store-time-regression":
+        b.note(f"{f.file}@{f.position}: {f.message}")
+        return
     if f.code in _NOT_RANGES or f.file is None or f.position is None:
-        if f.severity == ERROR and f.code == "segment-missing":
-            b.note(f"{f.file}: {f.message}")
-        elif f.code == "store-time-regression":
-            b.note(f"{f.file}@{f.position}: {f.message}")
         return
     if f.severity == ERROR:
         b.add_damage(f.file, f.position, f.offset, _length(f), f.code, f.message)
     elif f.severity == WARNING and f.code == "unaccounted-bytes":
         b.add_damage(f.file, f.position, f.offset, f.actual if isinstance(f.actual, int) else 0, f.code,
                      f.message)
+
+
+def _gap(b: InfoBuilder, f: Finding, fs: int) -> None:
+    """Missing commitlog files (a gap in the file indexes): damage of their whole size, just before ``f.file``
+    (no position: the bytes are in no file there is)."""
+    n = f.actual - f.expected if isinstance(f.actual, int) and isinstance(f.expected, int) else 1
+    b.add_damage(f.file, None, f.offset - n * fs if f.offset is not None else None, n * fs, f.code, f.message)
 
 
 def _length(f: Finding) -> int:
