@@ -233,3 +233,20 @@ def test_random_damage_never_raises(tmp_path_factory, data):
     names = {f"commitlog/{s.name}": s.stat().st_size for s in segs}
     for d in info.damage:
         assert d.file in names and 0 <= d.position <= names[d.file]
+
+
+def test_restarted_fixture_counts_stale_records_apart():
+    """fixtures/litemq/restarted: 3 newer records over the start of file 0 (fixtures/build_litemq.py)."""
+    from conftest import FIXTURES
+
+    man = load_json(FIXTURES / "litemq" / "messages.json")
+    end = man["restarted_new_end"]
+    # old records lying wholly after the new end survive as stale records
+    survivors = [m for m in man["store"] if m["offset"] >= end]
+    info = build_info(FIXTURES / "litemq" / "restarted", None, InfoOptions())
+    assert info.messages == len(man["restarted_new"]) == 3
+    assert info.bytes == end
+    assert info.overview["carved records"] == {"stale": len(survivors), "after_gap": 0}
+    assert info.first_store_time == man["restarted_new"][0]["store_timestamp"]
+    assert info.damage_total == 0 and info.crash["unclean"] is True
+    assert any("stale record" in n for n in info.notes)
