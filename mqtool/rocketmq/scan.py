@@ -46,7 +46,7 @@ class End:
     file: str
     position: int          # first byte after the data
     offset: int
-    reason: str            # "blank" | "zero-fill" | "eof"
+    reason: str            # "blank" | "zero-fill" | "eof" | "unreadable"
     trailing_nonzero: int  # first non-zero byte position after the end (-1 if none)
     blank_size: int | None = None
 
@@ -69,7 +69,7 @@ class SegmentScanner:
         except InputError as e:
             # FIFO, device, symlink loop, permission denied...: report the segment, go on with the others.
             yield Damage(seg.path, 0, seg.base, seg.size, "file-unreadable", f"cannot read segment: {e.message}")
-            yield End(seg.path, 0, seg.base, "eof", -1)
+            yield End(seg.path, 0, seg.base, "unreadable", -1)
             return
         with mi:
             buf = mi.buf
@@ -248,7 +248,10 @@ class CommitLogReader:
         if loc is None:
             raise DecodeFailure("no-such-offset", f"offset {offset} is outside the commitlog files")
         seg, pos = loc
-        buf = self._buf(seg)
+        try:
+            buf = self._buf(seg)
+        except InputError as e:
+            raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
 
     def close(self) -> None:

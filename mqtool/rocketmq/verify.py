@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool.errors import NotAStoreError
+from mqtool.errors import InputError, NotAStoreError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
@@ -324,9 +324,14 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
         return
     reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
     delays = delay_level_table()
+    for d, why in store.unreadable:
+        yield ctx.f(ERROR, "dir-unreadable", d, None, None, f"cannot list directory: {why}")
     try:
         for qf in queues:
-            yield from _verify_queue(ctx, qf, reader, delays)
+            try:
+                yield from _verify_queue(ctx, qf, reader, delays)
+            except InputError as e:
+                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
     finally:
         if reader is not None:
             reader.close()
@@ -397,6 +402,8 @@ def _verify_queue(ctx: _Ctx, qf, reader, delays) -> Iterator[Finding]:
         try:
             m = reader.message_at(u.offset)
         except DecodeFailure as e:
+            if e.code == "file-unreadable":
+                continue          # the unreadable segment is reported by the commitlog checks
             code = "cq-dangling" if e.code == "no-such-offset" else "cq-not-message-start"
             yield ctx.f(ERROR, code, u.file, u.position, u.offset,
                         f"{where} points at offset {u.offset}, which is not a message start: {e.message}")
@@ -468,7 +475,10 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = None
     try:
         for path in store.index_files:
-            yield from _verify_index_file(ctx, path, reader, cp)
+            try:
+                yield from _verify_index_file(ctx, path, reader, cp)
+            except InputError as e:
+                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
     finally:
         if reader is not None:
             reader.close()
@@ -522,6 +532,8 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
         try:
             m = reader.message_at(off)
         except DecodeFailure as e:
+            if e.code == "file-unreadable":
+                continue
             yield ctx.f(ERROR, "index-not-message-start", path, pos, off,
                         f"entry {k} points at offset {off}, not a message start: {e.message}")
             continue
@@ -592,13 +604,20 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
                     "checkpoint, truncates the commitlog after the last valid message and deletes index files "
                     "newer than the checkpoint — verify and copy before restarting")
     if store.checkpoint:
-        size = os.path.getsize(store.checkpoint)
-        if size != F.CHECKPOINT_FILE_SIZE:
+        try:
+            size = os.path.getsize(store.checkpoint)
+        except OSError:
+            size = None           # reported below when it cannot be read
+        if size is not None and size != F.CHECKPOINT_FILE_SIZE:
             yield ctx.f(WARNING, "checkpoint-size", store.checkpoint, 0, None,
                         f"checkpoint is {size} bytes, the broker maps {F.CHECKPOINT_FILE_SIZE}",
                         F.CHECKPOINT_FILE_SIZE, size)
-        cp = indexes.read_checkpoint(store.checkpoint)
-        if ctx.last_store_ts:
+        try:
+            cp = indexes.read_checkpoint(store.checkpoint)
+        except InputError as e:
+            yield ctx.f(ERROR, "file-unreadable", store.checkpoint, None, None, f"cannot read: {e.message}")
+            cp = None
+        if cp is not None and ctx.last_store_ts:
             phys = cp["physicMsgTimestamp"]
             if phys > ctx.last_store_ts:
                 yield ctx.f(WARNING, "checkpoint-ahead", store.checkpoint, 0, None,
