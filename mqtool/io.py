@@ -263,6 +263,28 @@ def prepare_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike], 
     return outp
 
 
+def check_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> Path:
+    """Check a single output file: not inside (or equal to) any input tree, parent directory created when
+    missing, not existing unless ``force``. The file itself is then written with :class:`AtomicWriter`."""
+    outp = Path(out)
+    for inp in inputs:
+        ip = Path(inp)
+        if ip.is_file():
+            ip = ip.parent
+        if _is_within(outp, ip) or _is_within(outp.parent, ip):
+            raise OutputError(f"refusing to write inside the input tree {ip}", str(outp))
+    if not outp.parent.is_dir():
+        try:
+            outp.parent.mkdir(parents=True)
+        except OSError as e:
+            raise OutputError(f"cannot create output directory: {e.strerror or e}", str(outp.parent)) from None
+    if os.path.lexists(outp) and not force:
+        raise OutputError("file exists (use --force to overwrite)", str(outp))
+    if outp.is_dir():
+        raise OutputError("output is a directory", str(outp))
+    return outp
+
+
 class AtomicWriter:
     """Write a file under a temporary name in the target directory, fsync, then rename.
 

@@ -73,6 +73,7 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
     def run() -> Iterator[Finding]:
         if opts.salvage_out:
             ctx.salvage = _Salvage(opts.salvage_out, store, opts.force)
+        complete = False
         try:
             if part in ("store", "commitlog"):
                 yield from _verify_commitlog(ctx)
@@ -84,11 +85,14 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
                 yield from _verify_index(ctx)
             if part == "store":
                 yield from _verify_store_files(ctx)
+            complete = True
         finally:
             if ctx.salvage is not None:
-                ctx.salvage.close()
+                # an interrupted run (error, Ctrl-C, consumer gone) discards its temp file: no half-written
+                # salvage file ever appears under the final name
+                ctx.salvage.close(commit=complete)
                 ctx.summary.extra["salvaged"] = ctx.salvage.count
-                ctx.summary.extra["salvage_file"] = ctx.salvage.path
+                ctx.summary.extra["salvage_file"] = ctx.salvage.path if complete else None
 
     return run(), lambda: ctx.summary
 
@@ -697,8 +701,11 @@ class _Salvage:
         self._f.write((dumps(m.to_row("base64")) + "\n").encode("utf-8"))
         self.count += 1
 
-    def close(self) -> None:
-        self._w.__exit__(None, None, None)
+    def close(self, commit: bool = True) -> None:
+        if commit:
+            self._w.__exit__(None, None, None)
+        else:
+            self._w.__exit__(InterruptedError, InterruptedError("verify interrupted"), None)
 
 
 __all__ = ["verify_store", "delay_level_table"]
