@@ -119,7 +119,8 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
             if s.base > prev.base + prev.size and prev.size:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
                             f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
-                            f"between {prev.name} and {s.name}", prev.end, s.base)
+                            f"between {prev.name} and {s.name}"
+                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base)
             elif s.base < prev.end:
                 yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
                             f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
@@ -266,11 +267,12 @@ def _check_end(ctx: _Ctx, seg, ev: End, last_seg: bool, saw_blank: bool, has_dat
         else:
             yield ctx.f(WARNING, "segment-unused", ev.file, 0, seg.base,
                         "an all-zero segment between others: its data was lost or never written")
-    elif ev.reason == "eof" and not saw_blank and not last_seg:
-        pending.append(Finding(WARNING, "missing-blank", ev.file, ev.position, ev.offset,
-                               "segment has no BLANK end unit, yet later segments hold data"))
-    elif ev.reason == "eof" and last_seg:
-        ctx.data_end = ev.offset
+    elif ev.reason == "eof":
+        if has_data or last_seg:
+            ctx.data_end = ev.offset     # later segments with data move it on
+        if not saw_blank and not last_seg:
+            pending.append(Finding(WARNING, "missing-blank", ev.file, ev.position, ev.offset,
+                                   "segment has no BLANK end unit, yet later segments hold data"))
     elif ev.reason == "blank":
         ctx.data_end = seg.end
     if ev.trailing_nonzero >= 0:
