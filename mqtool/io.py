@@ -43,8 +43,16 @@ def open_input(path: str | os.PathLike):
     """Open a store file read-only (binary). Never blocks on FIFOs: they are refused up front."""
     p = Path(path)
     _check_regular(p)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        try:
+            # O_NOATIME: reading evidence does not even touch its access time (allowed for the file's
+            # owner or with CAP_FOWNER; otherwise EPERM and we open without it)
+            fd = os.open(p, flags | getattr(os, "O_NOATIME", 0))
+        except PermissionError:
+            if not getattr(os, "O_NOATIME", 0):
+                raise
+            fd = os.open(p, flags)
     except PermissionError:
         raise InputError("permission denied", str(p)) from None
     except OSError as e:

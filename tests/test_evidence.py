@@ -338,3 +338,24 @@ def test_no_raw_file_access_outside_mqtool_io():
             if _RAW_IO.search(code) and code.strip() not in allowed:
                 bad.append(f"{rel}:{i}: {line.strip()}")
     assert bad == [], "file access must go through mqtool.io:\n" + "\n".join(bad)
+
+
+def test_reading_does_not_touch_access_times(tmp_path, run_cli):
+    """Inputs are opened with O_NOATIME where allowed: even atime stays as it was."""
+    if not hasattr(os, "O_NOATIME"):
+        pytest.skip("no O_NOATIME on this platform")
+    store = _store_copy(tmp_path)
+    probe = store / "lock"
+    old = probe.stat().st_mtime - 10_000
+    os.utime(probe, (old, probe.stat().st_mtime))
+    with open(probe, "rb") as f:                 # does a plain read update atime on this filesystem?
+        f.read()
+    if probe.stat().st_atime == old:
+        pytest.skip("this filesystem does not update atime on read (noatime mount)")
+    files = [p for p in store.rglob("*") if p.is_file()]
+    for p in files:
+        os.utime(p, (p.stat().st_mtime - 10_000, p.stat().st_mtime))
+    before = {p: p.stat().st_atime_ns for p in files}
+    for args in (("dump", "commitlog", store), ("verify", "store", store), ("hash", store)):
+        run_cli(*args)
+    assert {p: p.stat().st_atime_ns for p in files} == before

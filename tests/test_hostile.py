@@ -248,6 +248,10 @@ def test_unreadable_segment_and_files(tmp_path):
         code, out, err = _run_unprivileged("dump", "checkpoint", store)
         one_line_error(code, err)
         assert "permission denied" in err
+        code, out, err = _run_unprivileged("dump", "consumequeue", store, "--json")
+        assert code == 1 and "Payments: cannot list directory" in err and rows(out)
+        code, out, err = _run_unprivileged("dump", "index", store, "--json")
+        assert code == 1 and "permission denied; skipped" in err
     finally:
         (store / "consumequeue" / "Payments").chmod(0o755)
         for p in locked:
