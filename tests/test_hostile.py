@@ -10,12 +10,10 @@ import json
 import os
 import shutil
 import signal
-import stat
 import struct
 import subprocess
 import sys
 import tracemalloc
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,8 +24,6 @@ from formats import rocketmq as F
 from mqtool import codecs
 from mqtool.options import VerifyOptions
 from mqtool.rocketmq.layout import open_store
-from mqtool.rocketmq.records import Message
-from mqtool.rocketmq.scan import Damage, SegmentScanner
 from mqtool.rocketmq.verify import verify_store
 from rmq_bytes import unit, units
 
@@ -97,7 +93,6 @@ def test_record_claiming_2gib_costs_nothing(tmp_path):
     good = units(3, start=0)
     bad = bytearray(unit(phys=len(good)))
     struct.pack_into(">i", bad, 0, 0x7FFFFFFF)                 # TOTALSIZE = 2 GiB - 1
-    tail = units(2, start=len(good) + len(bad))
     tail = b"".join(unit(body=f"after {i}".encode(), phys=0) for i in range(2))
     data = good + bytes(bad) + tail
     store = make_commitlog(tmp_path, data)
