@@ -256,7 +256,7 @@ def _insert(m: Msg, inside: bool, seg_msgs: list[Msg], size: int, expect):
         if after:
             reports.append(({"physical-offset-mismatch"}, m.file, after[0].position + len(GARBAGE)))
         touched = [(m.file, at, at + 1)] if inside else []
-        return expect(reports, touched, resized=[m.file], explain_from={m.file: at},
+        return expect(reports, touched, resized=[m.file],
                       shift=(base + at, base + size))
 
     return apply
