@@ -118,6 +118,8 @@ def index_target(data: bytes) -> None:
 
     path = _scratch("index/20261122090857074", data)
     v = indexes.read_index_file(path)
+    # the bulk slot decoder agrees with the one-slot-at-a-time reader
+    assert v.nonzero_slots() == [(i, v.slot(i)) for i in range(v.slot_num or 0) if v.slot(i)]
     ctx = _Ctx(RocketStore(path=str(_SCRATCH)), VerifyOptions(progress=False))
     n = 0
     for f in _verify_index_file(ctx, path, None, None):

@@ -121,3 +121,15 @@ def test_found_by_fuzzing_unterminated_key_string(tmp_path, run_cli):
     (cfg / "topics.json").write_text('{"topicConfigTable":{"T')
     code, out, err = run_cli("verify", "store", tmp_path / "store", "--format", "rocketmq", "--json")
     assert code == 1 and '"config-unparsable"' in out and "Traceback" not in err
+
+
+def test_bulk_slot_decoder_matches_real_index_files():
+    from mqtool.rocketmq import indexes
+
+    files = sorted(realdata_root().glob("rocketmq/*/store/index/*"))
+    if not files:
+        pytest.skip("no real index files")
+    for p in files:
+        v = indexes.read_index_file(str(p))
+        slow = [(i, v.slot(i)) for i in range(v.slot_num or 0) if v.slot(i)]
+        assert v.nonzero_slots() == slow and slow

@@ -1,12 +1,14 @@
 """Readers for consumequeue files, index files and the checkpoint (layouts from :mod:`formats.rocketmq`)."""
 from __future__ import annotations
 
+import sys
+from array import array
 from dataclasses import dataclass
 from typing import Iterator
 
 from formats import rocketmq as F
 from formats.common import java_string_hash
-from mqtool.io import last_nonzero, map_input, read_input
+from mqtool.io import first_nonzero, last_nonzero, map_input, read_input
 from mqtool.rocketmq.layout import QueueFiles
 from mqtool.schema_struct import fixed_prefix_format
 
@@ -104,6 +106,21 @@ class IndexFileView:
     def slot(self, i: int) -> int:
         p = F.INDEX_HEADER_SIZE + i * F.INDEX_SLOT_SIZE
         return int.from_bytes(self.data[p:p + 4], "big", signed=True)
+
+    def nonzero_slots(self) -> list[tuple[int, int]]:
+        """(slot, value) of every non-zero slot, decoded in bulk: a full-size file has 5 million slots."""
+        if not self.slot_num:
+            return []
+        start = F.INDEX_HEADER_SIZE
+        raw = self.data[start:start + self.slot_num * F.INDEX_SLOT_SIZE]
+        if first_nonzero(raw, 0, len(raw)) < 0:
+            return []
+        a = array("i")
+        assert a.itemsize == F.INDEX_SLOT_SIZE
+        a.frombytes(raw[:len(raw) - len(raw) % 4])
+        if sys.byteorder == "little":
+            a.byteswap()                       # slots are big-endian int32
+        return [(i, v) for i, v in enumerate(a) if v]
 
     def entry(self, k: int) -> tuple[int, int, int, int]:
         p = F.INDEX_HEADER_SIZE + self.slot_num * F.INDEX_SLOT_SIZE + k * F.INDEX_ENTRY_SIZE

@@ -116,11 +116,9 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                 if v.slot_num is None:
                     continue
                 if opts.slots:
-                    for i in range(v.slot_num):
-                        val = v.slot(i)
-                        if val:
-                            yield {"kind": "index_slot", "file": f, "position": 40 + 4 * i, "slot": i,
-                                   "entry": val}
+                    for i, val in v.nonzero_slots():
+                        yield {"kind": "index_slot", "file": f, "position": 40 + 4 * i, "slot": i,
+                               "entry": val}
                 for k in range(1, v.entry_count + 1):
                     kh, off, td, prev = v.entry(k)
                     yield {"kind": "index_entry", "file": f, "position": v.entry_position(k), "entry": k,

@@ -508,10 +508,8 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
     slots = v.slot_num
     # slots
     nonempty = 0
-    for i in range(slots):
-        val = v.slot(i)
-        if val == 0:
-            continue
+    used = v.nonzero_slots()
+    for i, val in used:
         nonempty += 1
         if val < 0 or val > n:
             yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
@@ -559,8 +557,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
                             f"entry {k}: timeDiff {td}s, the message's store time gives {exp_td}s", exp_td, td)
     # chains: every entry reachable from its bucket, no cycles
     seen = bytearray(n + 1)
-    for i in range(slots):
-        cur = v.slot(i)
+    for i, cur in used:
         steps = 0
         while 0 < cur <= n:
             if seen[cur]:
@@ -577,7 +574,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
             steps += 1
             if steps > n:
                 break
-    unreached = sum(1 for k in range(1, n + 1) if not seen[k])
+    unreached = seen.count(0) - 1          # entry 0 does not exist
     if unreached:
         yield ctx.f(WARNING, "index-unreachable", path, None, None,
                     f"{unreached} entries are not reachable from any slot (overwritten chains)", 0, unreached)
