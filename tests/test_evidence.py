@@ -234,6 +234,12 @@ def test_outputs_inside_the_input_tree_are_refused(tmp_path, run_cli):
                  ("verify", "store", store, "--salvage-out", store.parent)):
         code, out, err = run_cli(*args)
         assert code == 2 and "refusing to write inside the input tree" in err, (args, err)
+    link = tmp_path / "innocent-looking"
+    link.symlink_to(store / "index")                   # a path outside that resolves inside
+    for args in (("verify", "store", store, "--salvage-out", link / "salvage"),
+                 ("verify", "store", store, "--manifest", link / "m.ndjson")):
+        code, out, err = run_cli(*args)
+        assert code == 2 and "input tree" in err, (args, err)
     if _has("mqtool.rocketmq.rebuild"):
         code, out, err = run_cli("rebuild-index", store, "--out", store / "rebuilt")
         assert code == 2 and "input tree" in err
