@@ -128,6 +128,30 @@ def index_target(data: bytes) -> None:
         assert n <= 10 + 3 * (v.slot_num or 0) + 3 * v.entry_count, "unbounded findings"
 
 
+def store_target(data: bytes) -> None:
+    """A whole tiny store cut from the input (commitlog, one queue, one small index file, checkpoint), through
+    verify_store: the cross-file checks follow offsets and links read from the input."""
+    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.verify import verify_store
+
+    n = len(data)
+    a = data[0] * 20 if n else 0                   # consume queue bytes
+    idx_size = F.index_file_size(4, 16)            # 4 slots, 16 entries: a geometry the reader infers
+    cq, rest = data[1:1 + a], data[1 + a:]
+    idx, rest = rest[:idx_size].ljust(idx_size, b"\x00"), rest[idx_size:]
+    root = _SCRATCH / "store"
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+    _scratch("store/commitlog/00000000000000000000", rest)
+    _scratch("store/consumequeue/T/0/00000000000000000000", cq[:len(cq) - len(cq) % 20])
+    _scratch("store/index/20261122090857074", idx)
+    _scratch("store/checkpoint", data[-F.CHECKPOINT_FILE_SIZE:])
+    findings, summary_fn = verify_store(open_store(root), "store", VerifyOptions(progress=False))
+    count = sum(1 for _ in findings)
+    assert count == sum(summary_fn().by_code.values())
+
+
 def checkpoint_target(data: bytes) -> None:
     path = _scratch("checkpoint", data)
     row = indexes.read_checkpoint(path)
@@ -172,6 +196,7 @@ TARGETS = {
     "consumequeue": consumequeue_target,
     "index": index_target,
     "checkpoint": checkpoint_target,
+    "store": store_target,
     "config": config_target,
     "properties": properties_target,
     "msgid": msgid_target,
@@ -202,6 +227,8 @@ def seeds(realdata: Path | None) -> dict[str, list[bytes]]:
     out["index"] = grab("gen-5.1.4-clean/store/index/*", 1)
     out["checkpoint"] = grab("gen-*/store/checkpoint", 2)
     out["config"] = grab("*/store/config/*.json", 4)
+    out["store"] = [bytes([10]) + c + i + s[:3000] for c, i, s in
+                    zip(out["consumequeue"], [x[:376] for x in out["index"]] * 2, segs)]
     out["properties"] = []
     return out
 

@@ -21,7 +21,7 @@ from fuzz.targets import TARGETS, seeds  # noqa: E402
 
 SCALE = float(os.environ.get("MQTOOL_FUZZ_EXAMPLES", "1"))
 SEEDS = seeds(realdata_root())
-BUDGET = {"scan_file": 40, "index": 40, "scan": 60, "consumequeue": 60, "checkpoint": 40}
+BUDGET = {"store": 60, "scan_file": 40, "index": 40, "scan": 60, "consumequeue": 60, "checkpoint": 40}
 
 
 def _settings(name: str, base: int = 120):

@@ -239,6 +239,8 @@ class CommitLogReader:
         m = self._maps.get(seg.base)
         if m is None:
             m = self._maps[seg.base] = map_input(seg.path)
+        if m.shrunk():       # a mapped file truncated under us: reading on could fault (SIGBUS)
+            raise DecodeFailure("file-changed", f"{seg.path} shrank to {m.current_size()} bytes while being read")
         return m.buf
 
     def message_at(self, offset: int) -> Message:
@@ -249,7 +251,7 @@ class CommitLogReader:
             raise DecodeFailure("no-such-offset", f"offset {offset} is outside the commitlog files")
         seg, pos = loc
         try:
-            buf = self._buf(seg)
+            buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)

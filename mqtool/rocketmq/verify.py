@@ -408,7 +408,7 @@ def _verify_queue(ctx: _Ctx, qf, reader, delays) -> Iterator[Finding]:
         try:
             m = reader.message_at(u.offset)
         except DecodeFailure as e:
-            if e.code == "file-unreadable":
+            if e.code in ("file-unreadable", "file-changed"):
                 continue          # the unreadable segment is reported by the commitlog checks
             code = "cq-dangling" if e.code == "no-such-offset" else "cq-not-message-start"
             yield ctx.f(ERROR, code, u.file, u.position, u.offset,
@@ -536,7 +536,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
         try:
             m = reader.message_at(off)
         except DecodeFailure as e:
-            if e.code == "file-unreadable":
+            if e.code in ("file-unreadable", "file-changed"):
                 continue
             yield ctx.f(ERROR, "index-not-message-start", path, pos, off,
                         f"entry {k} points at offset {off}, not a message start: {e.message}")
