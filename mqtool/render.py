@@ -90,11 +90,22 @@ if _orjson is not None:
     def dumps(obj: Any) -> str:
         try:
             return _orjson.dumps(obj, default=_default, option=_OPTS).decode("utf-8")
-        except TypeError:  # e.g. ints beyond 64 bits
-            return json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
+        except TypeError:  # e.g. ints beyond 64 bits, or non-UTF-8 file names (surrogate escapes)
+            return _json_dumps(obj)
 else:
     def dumps(obj: Any) -> str:
-        return json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
+        return _json_dumps(obj)
+
+
+def _json_dumps(obj: Any) -> str:
+    s = json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        # A non-UTF-8 file name (os gives it with surrogate escapes): write \udcXX escapes, so the line is
+        # valid UTF-8 and Python's json.loads gives back the exact name (os.fsencode → original bytes).
+        s = json.dumps(obj, default=_default, ensure_ascii=True, separators=(",", ":"))
+    return s
 
 
 def write_ndjson(rows: Iterable[dict], out=None) -> int:

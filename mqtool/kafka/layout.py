@@ -14,6 +14,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mqtool.errors import MqToolError
+from mqtool.io import read_input
+
 from formats import kafka as K
 
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)((?:\.deleted|\.cleaned|\.swap)?)$")
@@ -91,9 +94,8 @@ def _is_log_dir(p: Path) -> bool:
 def _looks_like_log_bytes(path: Path) -> bool:
     """First entry of a file frames as a Kafka batch with a valid CRC (for oddly named .log files)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
+        head = read_input(path, 1 << 16)
+    except (OSError, MqToolError):
         return False
     if len(head) < 17:
         return False

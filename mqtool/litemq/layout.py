@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import litemq as F
-from mqtool.errors import NotAStoreError
-from mqtool.io import is_regular_file, read_input
+from mqtool.errors import MqToolError, NotAStoreError
+from mqtool.io import is_regular_file, open_input, read_input
 from mqtool.litemq.records import is_rocketmq_magic
 
 SEGMENT_RE = re.compile(r"^(\d{20})(\.log)?$")
@@ -107,9 +107,9 @@ def _head(path: Path, n: int = 8) -> bytes:
 
 def _gz_head(path: Path, n: int = 8) -> bytes:
     try:
-        with gzip.open(path, "rb") as f:   # only reads; opened read-only
+        with open_input(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
             return f.read(n)
-    except (OSError, EOFError):
+    except (OSError, EOFError, MqToolError):
         return b""
 
 

@@ -52,7 +52,10 @@ class _Parser:
     def key(self):
         self.ws()
         if self.i < len(self.s) and self.s[self.i] == '"':
-            v, self.i = self._dec.raw_decode(self.s, self.i)
+            try:
+                v, self.i = self._dec.raw_decode(self.s, self.i)
+            except json.JSONDecodeError as e:
+                raise ConfigSyntaxError(f"bad key string: {e.msg}", e.pos) from None
             return v
         j = self.i
         while j < len(self.s) and self.s[j] in _BARE:

@@ -1,11 +1,13 @@
 """Readers for consumequeue files, index files and the checkpoint (layouts from :mod:`formats.rocketmq`)."""
 from __future__ import annotations
 
+import sys
+from array import array
 from dataclasses import dataclass
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool.io import map_input, read_input
+from mqtool.io import first_nonzero, last_nonzero, map_input, read_input
 from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.layout import QueueFiles
 from mqtool.schema_struct import fixed_prefix_format
@@ -52,7 +54,7 @@ def iter_cq_units(q: QueueFiles, include_zero: bool = False) -> Iterator[CqUnit]
         with map_input(seg.path) as mi:
             buf = mi.buf
             n = len(buf) // unit
-            last = _last_nonzero_unit(buf, n, unit)
+            last = _last_nonzero_unit(buf, n, unit, mi.fileno() if mi.mapped else None)
             first_index = seg.base // unit
             for i in range(last + 1):
                 off, size, tags = CQ_STRUCT.unpack_from(buf, i * unit)
@@ -61,26 +63,19 @@ def iter_cq_units(q: QueueFiles, include_zero: bool = False) -> Iterator[CqUnit]
                 yield CqUnit(q.topic, q.queue_id, seg.path, i * unit, first_index + i, off, size, tags)
 
 
-def _last_nonzero_unit(buf, n: int, unit: int) -> int:
-    """Index of the last unit that is not all zero (-1 if none), searching from the end in chunks."""
-    end = n * unit
-    chunk = 64 * 1024 - (64 * 1024) % unit
-    while end > 0:
-        start = max(0, end - chunk)
-        data = buf[start:end]
-        stripped = data.rstrip(b"\x00")
-        if stripped:
-            last_byte = start + len(stripped) - 1
-            return last_byte // unit
-        end = start
-    return -1
+def _last_nonzero_unit(buf, n: int, unit: int, fd: int | None = None) -> int:
+    """Index of the last unit that is not all zero (-1 if none). Zero runs are skipped at C speed and
+    holes of sparse files without reading them (see :func:`mqtool.io.last_nonzero`)."""
+    last = last_nonzero(buf, 0, n * unit, fd)
+    return -1 if last < 0 else last // unit
 
 
 def cq_file_tail(seg_path: str) -> tuple[int, int]:
     """(file size, index of last non-zero unit) for a consumequeue file."""
     with map_input(seg_path) as mi:
         n = len(mi.buf) // F.CQ_STORE_UNIT_SIZE
-        return len(mi.buf), _last_nonzero_unit(mi.buf, n, F.CQ_STORE_UNIT_SIZE)
+        return len(mi.buf), _last_nonzero_unit(mi.buf, n, F.CQ_STORE_UNIT_SIZE,
+                                                mi.fileno() if mi.mapped else None)
 
 
 # The broker's hashes live with the dispatch rules (one implementation, tested against formats.common).
@@ -102,6 +97,21 @@ class IndexFileView:
     def slot(self, i: int) -> int:
         p = F.INDEX_HEADER_SIZE + i * F.INDEX_SLOT_SIZE
         return int.from_bytes(self.data[p:p + 4], "big", signed=True)
+
+    def nonzero_slots(self) -> list[tuple[int, int]]:
+        """(slot, value) of every non-zero slot, decoded in bulk: a full-size file has 5 million slots."""
+        if not self.slot_num:
+            return []
+        start = F.INDEX_HEADER_SIZE
+        raw = self.data[start:start + self.slot_num * F.INDEX_SLOT_SIZE]
+        if first_nonzero(raw, 0, len(raw)) < 0:
+            return []
+        a = array("i")
+        assert a.itemsize == F.INDEX_SLOT_SIZE
+        a.frombytes(raw[:len(raw) - len(raw) % 4])
+        if sys.byteorder == "little":
+            a.byteswap()                       # slots are big-endian int32
+        return [(i, v) for i, v in enumerate(a) if v]
 
     def entry(self, k: int) -> tuple[int, int, int, int]:
         p = F.INDEX_HEADER_SIZE + self.slot_num * F.INDEX_SLOT_SIZE + k * F.INDEX_ENTRY_SIZE
@@ -148,7 +158,10 @@ def infer_index_geometry(size: int, slot_hint: int | None = None, index_hint: in
 
 
 def read_index_file(path: str, slot_hint: int | None = None, index_hint: int | None = None) -> IndexFileView:
-    data = read_input(path, limit=F.index_file_size(F.DEFAULT_MAX_HASH_SLOTS, F.DEFAULT_MAX_INDEX_NUM) + 1)
+    # Mapped (not read): a huge or sparse file named like an index costs no memory; the geometry check
+    # below rejects sizes no broker writes before any entry is looked at.
+    with map_input(path) as mi:
+        data = mi.buf
     size = len(data)
     if size >= F.INDEX_HEADER_SIZE:
         header = dict(zip(IDX_HEADER_NAMES, IDX_HEADER.unpack_from(data, 0)))

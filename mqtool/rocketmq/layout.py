@@ -57,6 +57,15 @@ class RocketStore:
     lock: str | None = None
     config_dir: str | None = None
     extra_files: list[str] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)   # (dir, reason) met while listing
+
+    def _ls(self, p: Path) -> list[str]:
+        try:
+            return os.listdir(p)
+        except OSError as e:
+            if (str(p), e.strerror) not in self.unreadable:
+                self.unreadable.append((str(p), e.strerror or str(e)))
+            return []
 
     # ---- consumequeue discovery ----
     def queues(self, topic: str | None = None, queue_id: int | None = None) -> list[QueueFiles]:
@@ -70,17 +79,17 @@ class RocketStore:
         if not self.consumequeue_dir:
             return out
         base = Path(self.consumequeue_dir)
-        topics = sorted(d for d in _listdir(base) if (base / d).is_dir())
+        topics = sorted(d for d in self._ls(base) if (base / d).is_dir())
         for t in topics:
             if topic is not None and t != topic:
                 continue
-            for qd in sorted(_listdir(base / t), key=lambda s: (_int_or(s, 1 << 62), s)):
+            for qd in sorted(self._ls(base / t), key=lambda s: (_int_or(s, 1 << 62), s)):
                 if not (base / t / qd).is_dir():
                     continue
                 qid = _int_or(qd, None)
                 if qid is None or (queue_id is not None and qid != queue_id):
                     continue
-                files = sorted((f for f in _listdir(base / t / qd) if is_segment_name(f)), key=int)
+                files = sorted((f for f in self._ls(base / t / qd) if is_segment_name(f)), key=int)
                 out.append(QueueFiles(t, qid, str(base / t / qd),
                                       [_segment(base / t / qd / f, int(f)) for f in files]))
         return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexes
@@ -86,9 +86,14 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             raise NotAStoreError("no consumequeue here", str(path))
 
         def rows():
+            for d, why in s.unreadable:
+                stats.damage(f"{d}: cannot list directory: {why}")
             for qf in queues:
-                for u in indexes.iter_cq_units(qf):
-                    yield u.to_row()
+                try:
+                    for u in indexes.iter_cq_units(qf):
+                        yield u.to_row()
+                except InputError as e:        # one unreadable file: say so, go on with the other queues
+                    stats.damage(f"{e}; skipped")
 
         cols = [Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
                 Column("queue_offset", "QOffset", justify="right"), Column("offset", "CL offset", justify="right"),
@@ -100,18 +105,20 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
 
         def rows():
             for f in files:
-                v = indexes.read_index_file(f)
+                try:
+                    v = indexes.read_index_file(f)
+                except InputError as e:
+                    stats.damage(f"{e}; skipped")
+                    continue
                 h = dict(v.header)
                 yield {"kind": "index_header", "file": f, "position": 0, "size": v.size,
                        "hash_slot_num": v.slot_num, "index_num": v.index_num, **h}
                 if v.slot_num is None:
                     continue
                 if opts.slots:
-                    for i in range(v.slot_num):
-                        val = v.slot(i)
-                        if val:
-                            yield {"kind": "index_slot", "file": f, "position": 40 + 4 * i, "slot": i,
-                                   "entry": val}
+                    for i, val in v.nonzero_slots():
+                        yield {"kind": "index_slot", "file": f, "position": 40 + 4 * i, "slot": i,
+                               "entry": val}
                 for k in range(1, v.entry_count + 1):
                     kh, off, td, prev = v.entry(k)
                     yield {"kind": "index_entry", "file": f, "position": v.entry_position(k), "entry": k,

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool.io import map_input
+from mqtool.errors import InputError
+from mqtool.io import first_nonzero, last_nonzero, map_input
 from mqtool.rocketmq.layout import Segment
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
 
 _V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
 _BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
-_ZERO_CHUNK = 1 << 20
 
 
 @dataclass
@@ -46,21 +46,9 @@ class End:
     file: str
     position: int          # first byte after the data
     offset: int
-    reason: str            # "blank" | "zero-fill" | "eof"
+    reason: str            # "blank" | "zero-fill" | "eof" | "unreadable"
     trailing_nonzero: int  # first non-zero byte position after the end (-1 if none)
     blank_size: int | None = None
-
-
-def _first_nonzero(buf, start: int, end: int) -> int:
-    p = start
-    while p < end:
-        q = min(end, p + _ZERO_CHUNK)
-        chunk = buf[p:q]
-        if chunk.count(0) != len(chunk):
-            stripped = chunk.lstrip(b"\x00")
-            return p + (len(chunk) - len(stripped))
-        p = q
-    return -1
 
 
 class SegmentScanner:
@@ -75,17 +63,39 @@ class SegmentScanner:
         self.stop = stop
 
     def events(self) -> Iterator:
-        with map_input(self.seg.path) as mi:
+        seg = self.seg
+        try:
+            mi = map_input(seg.path)
+        except InputError as e:
+            # FIFO, device, symlink loop, permission denied...: report the segment, go on with the others.
+            yield Damage(seg.path, 0, seg.base, seg.size, "file-unreadable", f"cannot read segment: {e.message}")
+            yield End(seg.path, 0, seg.base, "unreadable", -1)
+            return
+        with mi:
             buf = mi.buf
             view = memoryview(buf) if len(buf) else None
             try:
-                yield from self._walk(buf, view)
+                for ev in self._walk(buf, view, mi):
+                    yield ev
+                    if mi.shrunk():
+                        # Reading on would touch pages that no longer exist (SIGBUS): stop here.
+                        now = mi.current_size()
+                        yield Damage(seg.path, ev.position, ev.offset, 0, "file-changed",
+                                     f"the file shrank to {now} bytes while being read; stopped here", len(buf), now)
+                        yield End(seg.path, ev.position, ev.offset, "eof", -1)
+                        return
+                if mi.changed() and not mi.mapped:
+                    now = mi.current_size()
+                    yield Damage(seg.path, len(buf), seg.base + len(buf), 0, "file-changed",
+                                 f"the file changed size while being read ({len(buf)} -> {now} bytes); "
+                                 "what was read is reported", len(buf), now)
             finally:
                 if view is not None:
                     view.release()
 
-    def _walk(self, buf, view) -> Iterator:
+    def _walk(self, buf, view, mi) -> Iterator:
         seg = self.seg
+        fd = mi.fileno() if mi.mapped else None
         file, base, end = seg.path, seg.base, len(buf)
         pos = self.start
         stop = end if self.stop is None else min(self.stop, end)
@@ -101,9 +111,11 @@ class SegmentScanner:
                 return
             head = buf[pos:pos + 8]
             if head == b"\x00" * 8:
-                nxt = self._resync(buf, view, pos + 1, end)
+                nz = first_nonzero(buf, pos, end, fd)
+                # a unit's first non-zero byte is inside its 4-byte TOTALSIZE: it starts at most 3 bytes earlier
+                nxt = None if nz < 0 else self._resync(buf, view, max(pos + 1, nz - 3), end)
                 if nxt is None:
-                    yield End(file, pos, base + pos, "zero-fill", _first_nonzero(buf, pos, end))
+                    yield End(file, pos, base + pos, "zero-fill", nz)
                     return
                 yield Damage(file, pos, base + pos, nxt - pos, "zeroed-range",
                              f"{nxt - pos} zero bytes inside the data, valid units follow at position {nxt}")
@@ -112,18 +124,24 @@ class SegmentScanner:
             if head[4:8] == _BL:
                 size = int.from_bytes(head[0:4], "big", signed=True)
                 yield Blank(file, pos, base + pos, size)
-                tail = _first_nonzero(buf, pos + 8, end)
+                tail = first_nonzero(buf, pos + 8, end, fd)
                 yield End(file, pos, base + pos, "blank", tail, blank_size=size)
                 return
             try:
                 m = decode_message(buf, pos, end, base, file, max_size, check_crc, view)
             except DecodeFailure as f:
                 nxt = self._resync(buf, view, pos + 1, end)
-                length = (nxt if nxt is not None else end) - pos
-                yield Damage(file, pos, base + pos, length, f.code, f.message, f.expected, f.actual)
                 if nxt is None:
-                    yield End(file, end, base + end, "eof", -1)
+                    # nothing valid follows: the damage ends where the zero fill (if any) begins
+                    last = last_nonzero(buf, pos, end, fd)
+                    stop_at = max(last + 1, pos + 1)
+                    yield Damage(file, pos, base + pos, stop_at - pos, f.code, f.message, f.expected, f.actual)
+                    if end - stop_at >= 8:
+                        yield End(file, stop_at, base + stop_at, "zero-fill", -1)
+                    else:
+                        yield End(file, end, base + end, "eof", -1)
                     return
+                yield Damage(file, pos, base + pos, nxt - pos, f.code, f.message, f.expected, f.actual)
                 pos = nxt
                 continue
             yield m
@@ -221,6 +239,8 @@ class CommitLogReader:
         m = self._maps.get(seg.base)
         if m is None:
             m = self._maps[seg.base] = map_input(seg.path)
+        if m.shrunk():       # a mapped file truncated under us: reading on could fault (SIGBUS)
+            raise DecodeFailure("file-changed", f"{seg.path} shrank to {m.current_size()} bytes while being read")
         return m.buf
 
     def message_at(self, offset: int) -> Message:
@@ -230,7 +250,10 @@ class CommitLogReader:
         if loc is None:
             raise DecodeFailure("no-such-offset", f"offset {offset} is outside the commitlog files")
         seg, pos = loc
-        buf = self._buf(seg)
+        try:
+            buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
+        except InputError as e:
+            raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
 
     def close(self) -> None:

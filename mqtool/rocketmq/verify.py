@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool.errors import NotAStoreError
+from mqtool.errors import InputError, NotAStoreError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
@@ -62,6 +62,7 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
     def run() -> Iterator[Finding]:
         if opts.salvage_out:
             ctx.salvage = _Salvage(opts.salvage_out, store, opts.force)
+        complete = False
         try:
             if part in ("store", "commitlog"):
                 yield from _verify_commitlog(ctx)
@@ -73,11 +74,14 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
                 yield from _verify_index(ctx)
             if part == "store":
                 yield from _verify_store_files(ctx)
+            complete = True
         finally:
             if ctx.salvage is not None:
-                ctx.salvage.close()
+                # an interrupted run (error, Ctrl-C, consumer gone) discards its temp file: no half-written
+                # salvage file ever appears under the final name
+                ctx.salvage.close(commit=complete)
                 ctx.summary.extra["salvaged"] = ctx.salvage.count
-                ctx.summary.extra["salvage_file"] = ctx.salvage.path
+                ctx.summary.extra["salvage_file"] = ctx.salvage.path if complete else None
 
     return run(), lambda: ctx.summary
 
@@ -104,7 +108,8 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
             if s.base > prev.base + prev.size and prev.size:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
                             f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
-                            f"between {prev.name} and {s.name}", prev.end, s.base)
+                            f"between {prev.name} and {s.name}"
+                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base)
             elif s.base < prev.end:
                 yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
                             f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
@@ -251,11 +256,12 @@ def _check_end(ctx: _Ctx, seg, ev: End, last_seg: bool, saw_blank: bool, has_dat
         else:
             yield ctx.f(WARNING, "segment-unused", ev.file, 0, seg.base,
                         "an all-zero segment between others: its data was lost or never written")
-    elif ev.reason == "eof" and not saw_blank and not last_seg:
-        pending.append(Finding(WARNING, "missing-blank", ev.file, ev.position, ev.offset,
-                               "segment has no BLANK end unit, yet later segments hold data"))
-    elif ev.reason == "eof" and last_seg:
-        ctx.data_end = ev.offset
+    elif ev.reason == "eof":
+        if has_data or last_seg:
+            ctx.data_end = ev.offset     # later segments with data move it on
+        if not saw_blank and not last_seg:
+            pending.append(Finding(WARNING, "missing-blank", ev.file, ev.position, ev.offset,
+                                   "segment has no BLANK end unit, yet later segments hold data"))
     elif ev.reason == "blank":
         ctx.data_end = seg.end
     if ev.trailing_nonzero >= 0:
@@ -313,9 +319,14 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
         return
     reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
     rules = dispatch.DispatchRules()
+    for d, why in store.unreadable:
+        yield ctx.f(ERROR, "dir-unreadable", d, None, None, f"cannot list directory: {why}")
     try:
         for qf in queues:
-            yield from _verify_queue(ctx, qf, reader, rules)
+            try:
+                yield from _verify_queue(ctx, qf, reader, rules)
+            except InputError as e:
+                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
     finally:
         if reader is not None:
             reader.close()
@@ -386,6 +397,8 @@ def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
         try:
             m = reader.message_at(u.offset)
         except DecodeFailure as e:
+            if e.code in ("file-unreadable", "file-changed"):
+                continue          # the unreadable segment is reported by the commitlog checks
             code = "cq-dangling" if e.code == "no-such-offset" else "cq-not-message-start"
             yield ctx.f(ERROR, code, u.file, u.position, u.offset,
                         f"{where} points at offset {u.offset}, which is not a message start: {e.message}")
@@ -443,7 +456,10 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = None
     try:
         for path in store.index_files:
-            yield from _verify_index_file(ctx, path, reader, cp)
+            try:
+                yield from _verify_index_file(ctx, path, reader, cp)
+            except InputError as e:
+                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
     finally:
         if reader is not None:
             reader.close()
@@ -467,10 +483,8 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
     slots = v.slot_num
     # slots
     nonempty = 0
-    for i in range(slots):
-        val = v.slot(i)
-        if val == 0:
-            continue
+    used = v.nonzero_slots()
+    for i, val in used:
         nonempty += 1
         if val < 0 or val > n:
             yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
@@ -497,6 +511,8 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
         try:
             m = reader.message_at(off)
         except DecodeFailure as e:
+            if e.code in ("file-unreadable", "file-changed"):
+                continue
             yield ctx.f(ERROR, "index-not-message-start", path, pos, off,
                         f"entry {k} points at offset {off}, not a message start: {e.message}")
             continue
@@ -516,8 +532,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
                             f"entry {k}: timeDiff {td}s, the message's store time gives {exp_td}s", exp_td, td)
     # chains: every entry reachable from its bucket, no cycles
     seen = bytearray(n + 1)
-    for i in range(slots):
-        cur = v.slot(i)
+    for i, cur in used:
         steps = 0
         while 0 < cur <= n:
             if seen[cur]:
@@ -534,7 +549,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
             steps += 1
             if steps > n:
                 break
-    unreached = sum(1 for k in range(1, n + 1) if not seen[k])
+    unreached = seen.count(0) - 1          # entry 0 does not exist
     if unreached:
         yield ctx.f(WARNING, "index-unreachable", path, None, None,
                     f"{unreached} entries are not reachable from any slot (overwritten chains)", 0, unreached)
@@ -567,13 +582,20 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
                     "checkpoint, truncates the commitlog after the last valid message and deletes index files "
                     "newer than the checkpoint — verify and copy before restarting")
     if store.checkpoint:
-        size = os.path.getsize(store.checkpoint)
-        if size != F.CHECKPOINT_FILE_SIZE:
+        try:
+            size = os.path.getsize(store.checkpoint)
+        except OSError:
+            size = None           # reported below when it cannot be read
+        if size is not None and size != F.CHECKPOINT_FILE_SIZE:
             yield ctx.f(WARNING, "checkpoint-size", store.checkpoint, 0, None,
                         f"checkpoint is {size} bytes, the broker maps {F.CHECKPOINT_FILE_SIZE}",
                         F.CHECKPOINT_FILE_SIZE, size)
-        cp = indexes.read_checkpoint(store.checkpoint)
-        if ctx.last_store_ts:
+        try:
+            cp = indexes.read_checkpoint(store.checkpoint)
+        except InputError as e:
+            yield ctx.f(ERROR, "file-unreadable", store.checkpoint, None, None, f"cannot read: {e.message}")
+            cp = None
+        if cp is not None and ctx.last_store_ts:
             phys = cp["physicMsgTimestamp"]
             if phys > ctx.last_store_ts:
                 yield ctx.f(WARNING, "checkpoint-ahead", store.checkpoint, 0, None,
@@ -653,8 +675,11 @@ class _Salvage:
         self._f.write((dumps(m.to_row("base64")) + "\n").encode("utf-8"))
         self.count += 1
 
-    def close(self) -> None:
-        self._w.__exit__(None, None, None)
+    def close(self, commit: bool = True) -> None:
+        if commit:
+            self._w.__exit__(None, None, None)
+        else:
+            self._w.__exit__(InterruptedError, InterruptedError("verify interrupted"), None)
 
 
 __all__ = ["verify_store"]
