@@ -14,18 +14,41 @@ Events yielded (all carry file and position):
 """
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.io import map_input
 from mqtool.rocketmq.layout import Segment
-from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
+from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_message
 
 _V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
 _BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
 _ZERO_CHUNK = 1 << 20
+_MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
+_unpack_prefix = PREFIX.unpack_from
+# Pages of the map behind the cursor are dropped from this process every WINDOW bytes (MADV_DONTNEED on a
+# read-only file map only unmaps them: the page cache keeps them, a later access faults them back in), so the
+# resident size stays bounded whatever the segment size.
+# The window ahead is populated in one call (MADV_POPULATE_READ, Linux 5.14+; ignored where refused), which
+# costs far less than taking its page faults one by one.
+WINDOW = 32 << 20
+_PAGE = mmap.PAGESIZE
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if hasattr(mmap, "MADV_DONTNEED") else None)
+_populate_ok = [_MADV_POPULATE_READ is not None]
+
+
+def _advise(buf, kept: int, upto: int, end: int) -> None:
+    """Release [kept, upto) (page-aligned) and populate the next window."""
+    if upto > kept:
+        buf.madvise(mmap.MADV_DONTNEED, kept, upto - kept)
+    if _populate_ok[0] and upto < end:
+        try:
+            buf.madvise(_MADV_POPULATE_READ, upto, min(WINDOW, end - upto))
+        except (OSError, ValueError):
+            _populate_ok[0] = False
 
 
 @dataclass
@@ -39,6 +62,16 @@ class Damage:
     expected: object = None
     actual: object = None
     kind = "damage"
+
+
+@dataclass
+class FastRun:
+    """``count`` messages from ``position`` to ``end_position`` were consumed by the scanner's ``fast_lane``."""
+    file: str
+    position: int
+    end_position: int
+    count: int
+    kind = "fast-run"
 
 
 @dataclass
@@ -64,15 +97,22 @@ def _first_nonzero(buf, start: int, end: int) -> int:
 
 
 class SegmentScanner:
-    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks."""
+    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks.
+
+    ``fast_lane(buf, view, pos, limit, end, base) -> (new_pos, count)``, when given, is offered the data before
+    each unit: it may consume whole, valid message units starting before ``limit`` (a consumer's tight loop
+    for the common case) and must stop at the first unit it does not fully handle; the scanner then yields a
+    :class:`FastRun` for what it consumed and decodes the next unit itself as usual.
+    """
 
     def __init__(self, seg: Segment, max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, check_crc: bool = True,
-                 start: int = 0, stop: int | None = None):
+                 start: int = 0, stop: int | None = None, fast_lane: Callable | None = None):
         self.seg = seg
         self.max_size = max_size
         self.check_crc = check_crc
         self.start = start
         self.stop = stop
+        self.fast_lane = fast_lane
 
     def events(self) -> Iterator:
         with map_input(self.seg.path) as mi:
@@ -90,7 +130,39 @@ class SegmentScanner:
         pos = self.start
         stop = end if self.stop is None else min(self.stop, end)
         max_size, check_crc = self.max_size, self.check_crc
+        lane = self.fast_lane
+        advise = isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED")
+        kept = pos - pos % _PAGE             # pages before this are released
+        if advise:
+            _advise(buf, kept, kept, end)
         while pos < stop:
+            if pos - kept >= WINDOW and advise:
+                upto = pos - pos % _PAGE
+                _advise(buf, kept, upto, end)
+                kept = upto
+            if lane is not None:
+                npos, n = lane(buf, view, pos, min(stop, kept + WINDOW), end, base)
+                if n:
+                    yield FastRun(file, pos, npos, n)
+                    pos = npos
+                    continue
+            if end - pos >= 8:
+                magic = _unpack_prefix(buf, pos)[1]
+                if magic == _MAGIC_V1 or magic == _MAGIC_V2:
+                    try:
+                        m = decode_message(buf, pos, end, base, file, max_size, check_crc, view)
+                    except DecodeFailure as f:
+                        nxt = self._resync(buf, view, pos + 1, end)
+                        length = (nxt if nxt is not None else end) - pos
+                        yield Damage(file, pos, base + pos, length, f.code, f.message, f.expected, f.actual)
+                        if nxt is None:
+                            yield End(file, end, base + end, "eof", -1)
+                            return
+                        pos = nxt
+                        continue
+                    yield m
+                    pos += m.size
+                    continue
             if end - pos < 8:
                 if buf[pos:end].count(0) == end - pos:
                     yield End(file, pos, base + pos, "eof", -1)
