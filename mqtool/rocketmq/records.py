@@ -52,7 +52,12 @@ def property_pairs(text: str) -> list[tuple[str, str]]:
     """Same result as :func:`formats.rocketmq.string_to_property_pairs` (the rule's reference; a test checks
     both agree): a pair survives when both its name (before the first \\x01) and value are non-empty, which
     also implies the broker's "segment of at least 3 chars" rule."""
-    return [(n, v) for n, _, v in (seg.partition(_NV) for seg in text.split(_PS)) if n and v]
+    out = []
+    for seg in text.split(_PS):
+        n, _, v = seg.partition(_NV)
+        if n and v:
+            out.append((n, v))
+    return out
 
 
 class Message:

@@ -262,7 +262,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
     """The commitlog check for the common message, as one tight loop (see ``SegmentScanner``).
 
     It consumes a unit only when the full path (decode + :func:`_check_message` + the offset-shift check)
-    would report nothing for it and would change the state the same way: v1/v2 magic, IPv4 hosts, every length
+    would report nothing for it and would change the state the same way: v1 magic, IPv4 hosts, every length
     consistent, body CRC right, topic and properties UTF-8, no ``__CRC32#`` tail, not PREPARED/ROLLBACK, no
     inner batch or multi-dispatch, PHYSICALOFFSET off by the current shift, queue offset the expected one. It
     stops at anything else, and the scanner hands that unit to the full path. ``tests/test_fastpath.py``
@@ -270,7 +270,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
     """
     unpack = _LANE.unpack_from
     fixed = _LANE.size
-    v1, v2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
+    v1 = F.MESSAGE_MAGIC_CODE_V1
     min_size, max_size = F.MIN_MESSAGE_SIZE, ctx.opts.max_message_size
     summary = ctx.summary
     dispatched = ctx.dispatched_next
@@ -281,34 +281,24 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
         start = pos
         shift = ctx.shift + base          # PHYSICALOFFSET - position of every clean unit here
         last_ts = ctx.last_store_ts
+        queues: dict[tuple[bytes, int], list] = {}   # (topic bytes, queue) -> [(topic, queue), next offset]
         n = 0
-        while pos < limit and end - pos >= fixed:
+        limit = min(limit, end - fixed + 1)          # pos < limit: a whole fixed part is there
+        while pos < limit:
             total, magic, body_crc, qid, qoff, phys, sys_flag, store_ts, blen = unpack(buf, pos)
             stop = pos + total
-            if magic == v1:
-                tlw = 1
-            elif magic == v2:
-                tlw = 2
-            else:
+            p = pos + fixed + blen                   # TOPICLENGTH (v1: one byte; v2 takes the full path)
+            if magic != v1 or total < min_size or stop > end or total > max_size or sys_flag & _LANE_DECLINE \
+                    or phys - pos != shift or blen < 0 or p + 3 > stop:
                 break
-            if total < min_size or stop > end or total > max_size or sys_flag & _LANE_DECLINE or blen < 0 \
-                    or phys - pos != shift:
-                break
-            p = pos + fixed + blen
-            if p + tlw + 2 > stop:
-                break
-            tl = buf[p] if tlw == 1 else (buf[p] << 8) | buf[p + 1]
-            if tl >= (0x80 if tlw == 1 else 0x8000):
-                break
-            tp = p + tlw
-            pp = tp + tl + 2
-            if pp > stop:
+            tl = buf[p]
+            pp = p + 3 + tl                          # first properties byte
+            if tl >= 0x80 or pp > stop:
                 break
             pl = (buf[pp - 2] << 8) | buf[pp - 1]
             if pl >= 0x8000 or pp + pl != stop:
                 break
-            bs = pos + fixed
-            if crc32(view[bs:bs + blen]) & 0x7FFFFFFF != body_crc:
+            if crc32(view[pos + fixed:p]) & 0x7FFFFFFF != body_crc:
                 break
             props = buf[pp:stop]
             if multi in props or props.find(crc_tag, -20) >= 0:
@@ -318,25 +308,29 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
                     props.decode("utf-8")
                 except UnicodeDecodeError:
                     break
-            traw = buf[tp:tp + tl]
-            topic = names.get(traw)
-            if topic is None:
-                try:
-                    topic = names[traw] = traw.decode("utf-8")
-                except UnicodeDecodeError:
-                    break
-            key = (topic, qid)
-            exp = expected_next.get(key)
-            if exp is not None and exp != qoff:
+            qk = (buf[p + 1:pp - 2], qid)
+            q = queues.get(qk)
+            if q is None:
+                topic = names.get(qk[0])
+                if topic is None:
+                    try:
+                        topic = names[qk[0]] = qk[0].decode("utf-8")
+                    except UnicodeDecodeError:
+                        break
+                key = (topic, qid)
+                q = queues[qk] = [key, expected_next.get(key)]
+            if q[1] is not None and q[1] != qoff:
                 break
-            qoff += 1
-            expected_next[key] = qoff
-            if qoff > dispatched.get(key, 0):
-                dispatched[key] = qoff
+            q[1] = qoff + 1
             if store_ts > last_ts:
                 last_ts = store_ts
             n += 1
             pos = stop
+        for key, nxt in queues.values():
+            if nxt is not None:
+                expected_next[key] = nxt
+                if nxt > dispatched.get(key, 0):
+                    dispatched[key] = nxt
         if n:
             ctx.last_store_ts = last_ts
             summary.messages += n
