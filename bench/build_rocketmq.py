@@ -73,7 +73,6 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
     begin_ts = None
     first_off = last_off = 0
     count = 0
-    offset = 0
     ts = T0
     samples: list[tuple[str, str]] = []
     data_bytes = 0

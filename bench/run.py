@@ -87,7 +87,7 @@ def child_header_walk(store: str, info: dict) -> dict:
     from mqtool.io import map_input
     from mqtool.schema_struct import fixed_prefix_format
 
-    from mqtool.rocketmq import scan
+    from mqtool.pages import PageWindow
 
     prefix, _ = fixed_prefix_format(F.UnitPrefix)
     unpack = prefix.unpack_from
@@ -98,12 +98,11 @@ def child_header_walk(store: str, info: dict) -> dict:
         with map_input(p) as mi:
             buf = mi.buf
             end = len(buf) - 8
-            pos = kept = 0
+            pos = 0
+            win = PageWindow(buf)                   # same page handling as the scanners (bounded RSS)
             while pos <= end:
-                if pos - kept >= scan.WINDOW:       # same page handling as the scanner (bounded RSS)
-                    upto = pos - pos % scan._PAGE
-                    scan._advise(buf, kept, upto, len(buf))
-                    kept = upto
+                if pos >= win.next_at:
+                    win.advance(pos)
                 size, magic = unpack(buf, pos)
                 if magic not in msgs or size <= 0:
                     break

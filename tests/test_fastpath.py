@@ -249,7 +249,7 @@ def test_small_window_scan_equals_default(monkeypatch):
     for store in stores:
         before = _events(store)
         verified = _verify(store, True, monkeypatch)
-        monkeypatch.setattr(scan, "WINDOW", records.mmap.PAGESIZE)
+        monkeypatch.setattr(scan, "WINDOW", records.mmap.PAGESIZE)     # release/populate at every page
         assert _events(store) == before
         assert _verify(store, True, monkeypatch) == verified
         monkeypatch.undo()

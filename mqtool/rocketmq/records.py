@@ -15,6 +15,7 @@ from construct import ConstructError
 from formats import rocketmq as F
 from formats.common import format_host
 from mqtool import codecs
+from mqtool.common import encode_body
 from mqtool.fastcrc import crc32
 from mqtool.schema_struct import fixed_prefix_format
 
@@ -156,9 +157,9 @@ class Message:
         return (addr + _PORT_OFFSET.pack(port, phys)).hex().upper()
 
     def to_row(self, body_mode: str = "none") -> dict:
-        from mqtool.common import encode_body
-
-        pairs = self.property_pairs
+        pairs = self._pairs
+        if pairs is None:
+            pairs = self.property_pairs
         props = dict(pairs)
         k = props.get(_KEYS)
         sys_flag = self.sys_flag
@@ -175,7 +176,10 @@ class Message:
             "prepared_transaction_offset": self.prepared_transaction_offset,
             "topic": self.topic_raw.decode("utf-8", errors="replace"), "properties": props,
             "keys": [t for t in k.split(_KEY_SEP) if t] if k else [], "tags": props.get(_TAGS),
-            "uniq_key": props.get(_UNIQ), "msg_id": self.msg_id, "body_size": self.body_len,
+            "uniq_key": props.get(_UNIQ),
+            "msg_id": _msgid_prefix(*sh) + f"{self.physical_offset:016X}"
+            if self.physical_offset >= 0 and not isinstance(sh, str) else self.msg_id,
+            "body_size": self.body_len,
             "compression": self.compression if sys_flag & F.COMPRESSED_FLAG else None,
         }
         if len(pairs) != len(props):

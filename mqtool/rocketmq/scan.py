@@ -14,12 +14,12 @@ Events yielded (all carry file and position):
 """
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.io import map_input
+from mqtool.pages import WINDOW, PageWindow
 from mqtool.rocketmq.layout import Segment
 from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_message
 
@@ -29,26 +29,6 @@ _BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
 _ZERO_CHUNK = 1 << 20
 _MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
 _unpack_prefix = PREFIX.unpack_from
-# Pages of the map behind the cursor are dropped from this process every WINDOW bytes (MADV_DONTNEED on a
-# read-only file map only unmaps them: the page cache keeps them, a later access faults them back in), so the
-# resident size stays bounded whatever the segment size.
-# The window ahead is populated in one call (MADV_POPULATE_READ, Linux 5.14+; ignored where refused), which
-# costs far less than taking its page faults one by one.
-WINDOW = 32 << 20
-_PAGE = mmap.PAGESIZE
-_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if hasattr(mmap, "MADV_DONTNEED") else None)
-_populate_ok = [_MADV_POPULATE_READ is not None]
-
-
-def _advise(buf, kept: int, upto: int, end: int) -> None:
-    """Release [kept, upto) (page-aligned) and populate the next window."""
-    if upto > kept:
-        buf.madvise(mmap.MADV_DONTNEED, kept, upto - kept)
-    if _populate_ok[0] and upto < end:
-        try:
-            buf.madvise(_MADV_POPULATE_READ, upto, min(WINDOW, end - upto))
-        except (OSError, ValueError):
-            _populate_ok[0] = False
 
 
 @dataclass
@@ -131,17 +111,12 @@ class SegmentScanner:
         stop = end if self.stop is None else min(self.stop, end)
         max_size, check_crc = self.max_size, self.check_crc
         lane = self.fast_lane
-        advise = isinstance(buf, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED")
-        kept = pos - pos % _PAGE             # pages before this are released
-        if advise:
-            _advise(buf, kept, kept, end)
+        win = PageWindow(buf, pos, WINDOW)   # bounded RSS: see mqtool.pages
         while pos < stop:
-            if pos - kept >= WINDOW and advise:
-                upto = pos - pos % _PAGE
-                _advise(buf, kept, upto, end)
-                kept = upto
+            if pos >= win.next_at:
+                win.advance(pos)
             if lane is not None:
-                npos, n = lane(buf, view, pos, min(stop, kept + WINDOW), end, base)
+                npos, n = lane(buf, view, pos, min(stop, win.next_at), end, base)
                 if n:
                     yield FastRun(file, pos, npos, n)
                     pos = npos
@@ -248,6 +223,9 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
         if to_offset is not None and seg.base >= to_offset:
             break
         for ev in SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events():
+            if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
+                yield ev
+                continue
             if isinstance(ev, End):
                 continue
             if from_offset is not None and ev.offset < from_offset:
