@@ -157,7 +157,14 @@ def infer_index_geometry(size: int, slot_hint: int | None = None, index_hint: in
 
 
 def read_index_file(path: str, slot_hint: int | None = None, index_hint: int | None = None) -> IndexFileView:
-    data = read_input(path, limit=F.index_file_size(F.DEFAULT_MAX_HASH_SLOTS, F.DEFAULT_MAX_INDEX_NUM) + 1)
+    """Header and geometry of an index file; slots and entries are read through a read-only map (a default
+    file is 420 MB: a key lookup touches a few pages, a full check streams it without holding it all)."""
+    limit = F.index_file_size(F.DEFAULT_MAX_HASH_SLOTS, F.DEFAULT_MAX_INDEX_NUM) + 1
+    mi = map_input(path)
+    data = mi.buf
+    mi.close()                 # the file is closed; the map lives as long as the view holds it
+    if len(data) > limit:      # larger than any broker writes: read the bounded prefix, as before
+        data = read_input(path, limit=limit)
     size = len(data)
     if size >= F.INDEX_HEADER_SIZE:
         header = dict(zip(IDX_HEADER_NAMES, IDX_HEADER.unpack_from(data, 0)))
