@@ -120,11 +120,17 @@ def test_fast_decode_length_edges():
     neg_props = bytearray(good)
     struct.pack_into(">h", neg_props, body_end + 2, -1)
     v2 = bytearray(make_message("v2", b"abc", "T" * 130, "K\x01v"))
-    for data in (good, bytes(neg_topic), bytes(neg_props), bytes(v2), good[:-1], good + b"\x00"):
+    # a 40,000-byte properties section: adds up as unsigned, but PROPERTIESLENGTH is Int16sb (-25,536)
+    big = bytearray(make_message("v1", b"abc", "T", ""))
+    big += b"k" * 40000
+    struct.pack_into(">i", big, 0, len(big))
+    struct.pack_into(">H", big, len(big) - 40000 - 2, 40000)
+    for data in (good, bytes(neg_topic), bytes(neg_props), bytes(v2), good[:-1], good + b"\x00", bytes(big)):
         fast, careful = _decode_both(bytes(data))
         assert fast == careful
     assert _decode_both(bytes(neg_topic))[0] == ("fail", "bad-length-field")
     assert _decode_both(bytes(neg_props))[0] == ("fail", "bad-length-field")
+    assert _decode_both(bytes(big), max_size=1 << 20)[0][0] == "fail"
 
 
 def test_fast_decode_on_other_buffers_takes_careful_path():
@@ -170,8 +176,22 @@ def _assert_same_verify(path, monkeypatch):
 
 
 def test_lane_equals_full_path_on_fixture(monkeypatch):
+    consumed = []
+    make = verify._fast_lane
+
+    def counting(ctx, expected_next):
+        lane = make(ctx, expected_next)
+
+        def wrapped(*a):
+            r = lane(*a)
+            consumed.append(r[1])
+            return r
+        return wrapped
+
+    monkeypatch.setattr(verify, "_fast_lane", counting)
     findings, summary = _assert_same_verify(FIXTURE_STORE, monkeypatch)
     assert summary["messages"] > 40
+    assert sum(consumed) > summary["messages"] // 2     # the lane did take the common units
 
 
 @st.composite
@@ -253,3 +273,38 @@ def test_small_window_scan_equals_default(monkeypatch):
         assert _events(store) == before
         assert _verify(store, True, monkeypatch) == verified
         monkeypatch.undo()
+
+
+def test_lane_equals_full_path_on_hand_made_edge_units(tmp_path, monkeypatch):
+    """Units the lane must decline: 32K+ properties (negative Int16sb), v2 magic, IPv6, PREPARED, a bad CRC,
+    non-UTF-8 properties, a __CRC32# tail, multi-dispatch; each followed by a clean unit."""
+    units = []
+    big = bytearray(make_message("v1", b"abc", "T", ""))
+    big += b"k" * 40000
+    struct.pack_into(">i", big, 0, len(big))
+    struct.pack_into(">H", big, len(big) - 40000 - 2, 40000)
+    units.append(bytes(big))
+    units.append(make_message("v2", b"v2 body", "T2", "KEYS\x01a"))
+    units.append(make_message("v1", b"v6", "T", "KEYS\x01b", sysflag=0x30, born="[::1]:5", store="[fe80::1]:9"))
+    units.append(make_message("v1", b"half", "T", "KEYS\x01c", sysflag=F.TRANSACTION_PREPARED_TYPE))
+    bad_crc = bytearray(make_message("v1", b"crc", "T", "KEYS\x01d"))
+    bad_crc[88] ^= 0xFF
+    units.append(bytes(bad_crc))
+    units.append(make_message("v1", b"x", "T", "KEYS\x01\xe9"))                                 # UTF-8, not ASCII
+    units.append(make_message("v1", b"x", "T", "KEYS\x01zz").replace(b"zz", b"\xff\xfe"))       # not UTF-8
+    units.append(make_message("v1", b"x", "T", "KEYS\x01e\x02" + F.PROPERTY_CRC32 + "\x010000000000\x02"))
+    units.append(make_message("v1", b"x", "T", F.PROPERTY_INNER_MULTI_DISPATCH + "\x01%LMQ%q\x02"
+                              + F.PROPERTY_INNER_MULTI_QUEUE_OFFSET + "\x010"))
+    data = bytearray()
+    for i, u in enumerate(units):
+        for unit in (u, make_message("v1", b"clean", "C", "KEYS\x01k", queue_offset=i)):
+            unit = bytearray(unit)
+            struct.pack_into(">q", unit, 28, len(data))                 # PHYSICALOFFSET = real offset
+            data += unit
+    seg = tmp_path / "store" / "commitlog" / f"{0:020d}"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(bytes(data) + bytes(65536 - len(data) % 65536))
+    findings, summary = _assert_same_verify(tmp_path / "store", monkeypatch)
+    assert summary["messages"] >= 2 * len(units) - 1
+    codes = {f["code"] for f in findings}
+    assert {"crc-mismatch", "not-utf8", "prop-crc-mismatch"} <= codes
