@@ -282,6 +282,8 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
         shift = ctx.shift + base          # PHYSICALOFFSET - position of every clean unit here
         last_ts = ctx.last_store_ts
         queues: dict[tuple[bytes, int], list] = {}   # (topic bytes, queue) -> [(topic, queue), next offset]
+        qget = queues.get
+        crc = crc32
         n = 0
         limit = min(limit, end - fixed + 1)          # pos < limit: a whole fixed part is there
         while pos < limit:
@@ -298,7 +300,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
             pl = (buf[pp - 2] << 8) | buf[pp - 1]
             if pl >= 0x8000 or pp + pl != stop:
                 break
-            if crc32(view[pos + fixed:p]) & 0x7FFFFFFF != body_crc:
+            if crc(view[pos + fixed:p]) & 0x7FFFFFFF != body_crc:
                 break
             props = buf[pp:stop]
             if multi in props or props.find(crc_tag, -20) >= 0:
@@ -309,7 +311,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
                 except UnicodeDecodeError:
                     break
             qk = (buf[p + 1:pp - 2], qid)
-            q = queues.get(qk)
+            q = qget(qk)
             if q is None:
                 topic = names.get(qk[0])
                 if topic is None:
@@ -319,7 +321,8 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
                         break
                 key = (topic, qid)
                 q = queues[qk] = [key, expected_next.get(key)]
-            if q[1] is not None and q[1] != qoff:
+            exp = q[1]
+            if exp != qoff and exp is not None:
                 break
             q[1] = qoff + 1
             if store_ts > last_ts:
