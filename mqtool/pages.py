@@ -28,9 +28,9 @@ _populate_ok = [_POPULATE_READ is not None]
 class PageWindow:
     __slots__ = ("buf", "end", "kept", "next_at", "window")
 
-    def __init__(self, buf, start: int = 0, window: int | None = None):
+    def __init__(self, buf, start: int = 0, window: int | None = None, end: int | None = None):
         self.window = window or WINDOW
-        self.end = len(buf)
+        self.end = len(buf) if end is None else min(end, len(buf))   # nothing is populated past ``end``
         self.kept = start - start % PAGE            # pages before this have been released
         if isinstance(buf, mmap.mmap) and _DONTNEED is not None:
             self.buf = buf

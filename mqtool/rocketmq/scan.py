@@ -111,7 +111,7 @@ class SegmentScanner:
         stop = end if self.stop is None else min(self.stop, end)
         max_size, check_crc = self.max_size, self.check_crc
         lane = self.fast_lane
-        win = PageWindow(buf, pos, WINDOW)   # bounded RSS: see mqtool.pages
+        win = PageWindow(buf, pos, WINDOW, stop + (1 << 20))   # bounded RSS (mqtool.pages); a unit may end past stop
         while pos < stop:
             if pos >= win.next_at:
                 win.advance(pos)
