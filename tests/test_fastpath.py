@@ -308,3 +308,21 @@ def test_lane_equals_full_path_on_hand_made_edge_units(tmp_path, monkeypatch):
     assert summary["messages"] >= 2 * len(units) - 1
     codes = {f["code"] for f in findings}
     assert {"crc-mismatch", "not-utf8", "prop-crc-mismatch"} <= codes
+
+
+# ---- Java String.hashCode ----------------------------------------------------------------------------------------
+
+def _java_hash_reference(s: str) -> int:
+    """Second implementation: the textbook per-unit loop over UTF-16 code units."""
+    h = 0
+    data = s.encode("utf-16-be", errors="surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@settings(max_examples=300, deadline=None)
+@given(s=st.one_of(st.text(max_size=60), st.text(alphabet="abcXYZ09#-_", min_size=1000, max_size=1100)))
+def test_java_string_hash_equals_reference(s):
+    from formats.common import java_string_hash
+    assert java_string_hash(s) == _java_hash_reference(s)
