@@ -11,6 +11,10 @@ Events yielded (all carry file and position):
 * :class:`~mqtool.rocketmq.records.Message` / :class:`~mqtool.rocketmq.records.Blank`
 * :class:`Damage` — bytes that could not be read as units, with the reason at the first bad byte
 * :class:`End` — where data ends in this segment and what follows it
+* :class:`FastRun` — only with a ``fast_lane``: clean units the lane consumed itself
+
+The segment is mapped read-only and walked through a :class:`mqtool.pages.PageWindow`, so the resident size
+stays bounded whatever the segment size.
 """
 from __future__ import annotations
 
