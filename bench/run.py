@@ -212,6 +212,8 @@ class Result:
 
 def run_measured(argv: list[str], stdout=subprocess.DEVNULL, env=None) -> tuple[float, float, float, int, bytes]:
     """(wall s, cpu s, peak RSS MB, exit code, stdout bytes when piped) of one child process."""
+    if env is None:   # this checkout's mqtool, installed or not
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     t = time.perf_counter()
     p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
     out = p.stdout.read() if stdout == subprocess.PIPE else b""
@@ -334,7 +336,8 @@ def ensure_rocketmq(base: Path, size_mb: int, rebuild: bool) -> tuple[str, dict,
         seg = min(F.DEFAULT_COMMITLOG_FILE_SIZE, size_mb << 20)
         print(f"building a {size_mb} MiB RocketMQ store in {d} (once; cached) ...", file=sys.stderr)
         # in a child process, so this (measuring) process stays small: a forked child starts with its parent's RSS
-        subprocess.run([PY, str(HERE / "run.py"), "--build", str(d), str(size_mb), str(seg)], check=True)
+        subprocess.run([PY, str(HERE / "run.py"), "--build", str(d), str(size_mb), str(seg)], check=True,
+                       cwd=str(REPO))
     info = json.loads(info_path.read_text())
     return str(d / "store"), info, str(info_path)
 
