@@ -220,10 +220,20 @@ def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int,
     """Decode the unit at ``buf[pos]`` (must not extend past ``end``). Raises :class:`DecodeFailure`.
 
     Bounds are checked before anything is sliced; a body CRC mismatch does not fail the decode (``crc_ok``).
-    The common case (v1/v2 magic, IPv4 hosts, every length consistent) is decoded here with one unpack of the
-    schema-derived :data:`FIXED`; anything else, including every failure, goes through :func:`_decode_checked`,
-    which gives the precise reason.
+    The common case goes through :func:`decode_common`; anything else, including every failure, through
+    :func:`_decode_checked`, which gives the precise reason.
     """
+    m = decode_common(buf, pos, end, base, file, max_size, check_crc, crc_view)
+    if m is None:
+        return _decode_checked(buf, pos, end, base, file, max_size, check_crc, crc_view)
+    return m
+
+
+def decode_common(buf, pos: int, end: int, base: int, file: str, max_size: int, check_crc: bool = True,
+                  crc_view=None) -> Message | None:
+    """The common unit (v1/v2 magic, IPv4 hosts, every length consistent, a ``bytes``/``mmap`` buffer) with one
+    unpack of the schema-derived :data:`FIXED` and integer compares before any slice; None for anything else
+    (never raises: the caller takes the careful path)."""
     if end - pos >= FIXED_SIZE and type(buf) in _SLICES_TO_BYTES:
         (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, baddr, bport,
          store_ts, saddr, sport, reconsume, prepared, body_len) = _unpack_fixed(buf, pos)
@@ -261,7 +271,7 @@ def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int,
                     else:
                         m.crc_ok = None
                     return m
-    return _decode_checked(buf, pos, end, base, file, max_size, check_crc, crc_view)
+    return None
 
 
 def _decode_checked(buf, pos: int, end: int, base: int, file: str, max_size: int, check_crc: bool,

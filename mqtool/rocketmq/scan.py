@@ -25,7 +25,7 @@ from formats import rocketmq as F
 from mqtool.io import map_input
 from mqtool.pages import WINDOW, PageWindow
 from mqtool.rocketmq.layout import Segment
-from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_message
+from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_common, decode_message
 
 _V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
@@ -125,6 +125,11 @@ class SegmentScanner:
                     yield FastRun(file, pos, npos, n)
                     pos = npos
                     continue
+            m = decode_common(buf, pos, end, base, file, max_size, check_crc, view)
+            if m is not None:                # the common unit, decoded in one go
+                yield m
+                pos += m.size
+                continue
             if end - pos >= 8:
                 magic = _unpack_prefix(buf, pos)[1]
                 if magic == _MAGIC_V1 or magic == _MAGIC_V2:
