@@ -23,7 +23,8 @@ from mqtool import fastcrc
 from mqtool.options import VerifyOptions
 from mqtool.rocketmq import ops, records, scan, verify
 from mqtool.rocketmq.layout import open_store
-from mqtool.rocketmq.records import DecodeFailure, _decode_checked, decode_message, property_pairs
+from mqtool.rocketmq.records import (DecodeFailure, _decode_checked, decode_message, property_dict,
+                                     property_pairs)
 from mqtool.schema_struct import fixed_prefix_format, selected_format
 
 from tests.conftest import require_realdata
@@ -144,7 +145,24 @@ def test_fast_decode_on_other_buffers_takes_careful_path():
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from(["\x01", "\x02", "a", "b", "=", " ", "é"]), max_size=40))
 def test_property_pairs_equals_reference(text):
-    assert property_pairs(text) == F.string_to_property_pairs(text)
+    ref = F.string_to_property_pairs(text)
+    assert property_pairs(text) == ref
+    assert property_dict(text) == (dict(ref), len(ref))
+
+
+def test_to_row_properties_with_and_without_repeated_names():
+    data = make_message(props="KEYS\x01a b\x02TAGS\x01t")
+    plain = decode_message(data, 0, len(data), 0, "f", 1 << 20)
+    row = plain.to_row()
+    assert row["properties"] == {"KEYS": "a b", "TAGS": "t"} and row["keys"] == ["a", "b"]
+    assert "property_pairs" not in row
+    data = make_message(props="KEYS\x01a\x02KEYS\x01b\x02TAGS\x01t")
+    dup = decode_message(data, 0, len(data), 0, "f", 1 << 20)
+    row = dup.to_row()
+    assert row["properties"] == {"KEYS": "b", "TAGS": "t"} and row["keys"] == ["b"] and row["tags"] == "t"
+    assert row["property_pairs"] == [["KEYS", "a"], ["KEYS", "b"], ["TAGS", "t"]]
+    dup.property_pairs                        # parsed before: the same row from the cached pairs
+    assert dup.to_row() == row
 
 
 @settings(max_examples=200, deadline=None)

@@ -49,6 +49,18 @@ def _msgid_prefix(addr: bytes, port: int) -> str:
     return (addr + port.to_bytes(4, "big", signed=True)).hex().upper()
 
 
+def property_dict(text: str) -> tuple[dict[str, str], int]:
+    """(``dict(property_pairs(text))``, ``len(property_pairs(text))``) without building the pair list."""
+    d = {}
+    n = 0
+    for seg in text.split(_PS):
+        k, _, v = seg.partition(_NV)
+        if k and v:
+            d[k] = v
+            n += 1
+    return d, n
+
+
 def property_pairs(text: str) -> list[tuple[str, str]]:
     """Same result as :func:`formats.rocketmq.string_to_property_pairs` (the rule's reference; a test checks
     both agree): a pair survives when both its name (before the first \\x01) and value are non-empty, which
@@ -158,9 +170,11 @@ class Message:
 
     def to_row(self, body_mode: str = "none") -> dict:
         pairs = self._pairs
-        if pairs is None:
-            pairs = self.property_pairs
-        props = dict(pairs)
+        if pairs is None:        # straight to the dict; the pair list only when a name repeats
+            props, n = property_dict(self.props_raw.decode("utf-8", errors="replace"))
+            pairs = self.property_pairs if n != len(props) else props
+        else:
+            props = dict(pairs)
         k = props.get(_KEYS)
         sys_flag = self.sys_flag
         bh, sh = self._born_host, self._store_host
