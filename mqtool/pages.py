@@ -57,3 +57,10 @@ class PageWindow:
                 self.buf.madvise(_POPULATE_READ, at, min(self.window, self.end - at))
             except (OSError, ValueError):
                 _populate_ok[0] = False
+
+
+def release(buf) -> None:
+    """Unmap every resident page of a read-only file map (random-access readers call this every ``WINDOW``
+    bytes they read, so their RSS stays bounded too; the pages stay in the page cache)."""
+    if isinstance(buf, mmap.mmap) and _DONTNEED is not None and len(buf):
+        buf.madvise(_DONTNEED)

@@ -23,7 +23,7 @@ from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.io import map_input
-from mqtool.pages import WINDOW, PageWindow
+from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.rocketmq.layout import Segment
 from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_common, decode_message
 
@@ -261,6 +261,7 @@ class CommitLogReader:
         self.bases = [s.base for s in segments]
         self.max_size = max_size
         self._maps: dict[int, object] = {}
+        self._read = 0            # bytes decoded since the maps' pages were last released (bounded RSS)
 
     @property
     def end_offset(self) -> int:
@@ -290,7 +291,13 @@ class CommitLogReader:
             raise DecodeFailure("no-such-offset", f"offset {offset} is outside the commitlog files")
         seg, pos = loc
         buf = self._buf(seg)
-        return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        self._read += m.size
+        if self._read >= WINDOW:
+            self._read = 0
+            for mi in self._maps.values():
+                release(mi.buf)
+        return m
 
     def close(self) -> None:
         for m in self._maps.values():
