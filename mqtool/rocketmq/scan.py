@@ -32,6 +32,7 @@ _V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
 _BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
 _ZERO_CHUNK = 1 << 20
 _MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
+_FAULT_AROUND = 64 << 10      # Linux maps up to this much around a faulting page of a file map
 _unpack_prefix = PREFIX.unpack_from
 
 
@@ -261,7 +262,7 @@ class CommitLogReader:
         self.bases = [s.base for s in segments]
         self.max_size = max_size
         self._maps: dict[int, object] = {}
-        self._read = 0            # bytes decoded since the maps' pages were last released (bounded RSS)
+        self._read = 0            # bytes mapped in since the maps' pages were last released (bounded RSS)
 
     @property
     def end_offset(self) -> int:
@@ -292,7 +293,8 @@ class CommitLogReader:
         seg, pos = loc
         buf = self._buf(seg)
         m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
-        self._read += m.size
+        # each access may map a 64 KB fault-around block: count accesses as well as bytes
+        self._read += m.size + _FAULT_AROUND
         if self._read >= WINDOW:
             self._read = 0
             for mi in self._maps.values():
