@@ -196,6 +196,7 @@ class Op:
     target: str = ""
     check: object = None           # fn(result) -> bool | None
     note: str = ""
+    default: bool = True           # False: only measured when named in --only
 
 
 @dataclass
@@ -305,6 +306,8 @@ def rocketmq_ops(ncpu: int) -> list[Op]:
         Op("verify-all", f"mqtool verify commitlog --jobs {ncpu} (CRC)", "cli",
            ["verify", "commitlog", "{store}", "--json", "--jobs", "{jobs}"], target=">= 1.5 GB/s wall",
            check=lambda r: r.bytes / r.wall >= 1.5e9),
+        Op("verify-store", "mqtool verify store (commitlog + consumequeue + index cross-checks)", "cli",
+           ["verify", "store", "{store}", "--json"], unit="msgs", default=False),
         Op("rebuild", "mqtool rebuild-index --out DIR (consumequeue + index)", "cli",
            ["rebuild-index", "{store}", "--out", "{out}", "--force"], unit="msgs", target=">= 500k msg/s",
            check=lambda r: r.count / r.cpu >= 500_000),
@@ -457,6 +460,8 @@ def main(argv=None) -> int:
         for fam, make in FAMILIES.items():
             for op in make(ncpu):
                 if only and op.name not in only and op.name not in ("raw-read", "calibrate"):
+                    continue
+                if not only and not op.default:
                     continue
                 print(f"  measuring {op.name} ...", file=sys.stderr)
                 r = measure(op, store, info, info_path, repeat, a.jobs, workdir)
