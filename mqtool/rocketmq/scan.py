@@ -295,7 +295,7 @@ class CommitLogReader:
         m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
         # each access may map a 64 KB fault-around block: count accesses as well as bytes
         self._read += m.size + _FAULT_AROUND
-        if self._read >= WINDOW:
+        if self._read >= 4 * WINDOW:      # each release walks the whole map: not too often
             self._read = 0
             for mi in self._maps.values():
                 release(mi.buf)
