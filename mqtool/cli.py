@@ -36,6 +36,27 @@ JSON_OPT = click.option("--json", "as_json", is_flag=True,
 BODY_OPT = click.option("--body", type=click.Choice(["none", "text", "hex", "base64"]), default="none",
                         show_default=True, help="Include message bodies (decompressed) in this encoding.")
 
+JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+                        help="Worker processes over byte ranges of the log (0 = all cores). "
+                             "Output is the same for any value.")
+SPLIT_OPT = click.option("--split-size", type=str, default=None,
+                         help="Byte-range size for --jobs (e.g. 64M, 1G; default automatic: 128M).")
+
+
+def _size(value):
+    """'128M' / '1g' / '4096' → bytes (None stays None)."""
+    if value is None:
+        return None
+    s = str(value).strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:], 1)
+    try:
+        n = int(s[:-1] if mult > 1 else s) * mult
+    except ValueError:
+        raise click.BadParameter(f"not a size: {value!r} (use e.g. 65536, 64K, 128M, 1G)") from None
+    if n < 64:
+        raise click.BadParameter(f"split size {n} is below the minimum of 64 bytes")
+    return n
+
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
     sys.stderr.write(f"mqtool: {message}\n")
@@ -122,6 +143,8 @@ def _dump_common(f):
 
 def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     family, ops = _ops(path, fmt)
+    if "split_size" in kw:
+        kw["split_size"] = _size(kw["split_size"])
     opts = DumpOptions(**kw)
     stats = ScanStats()
     columns, rows, title = ops.dump(part, path, opts, stats)
@@ -152,6 +175,8 @@ def _limit(rows, n):
 @BODY_OPT
 @click.option("--include-blank", is_flag=True, help="Also list BLANK end-of-file units.")
 @click.option("--include-stale", is_flag=True, help="LiteMQ: also carve stale records after the end of data.")
+@JOBS_OPT
+@SPLIT_OPT
 @guarded
 def dump_commitlog(path, fmt, as_json, **kw):
     """Messages of a commitlog (store root, commitlog directory or one segment file).
@@ -276,10 +301,12 @@ def _verify_cmd(part: str):
                   help="Largest plausible message (bytes); larger sizes are findings.")
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
-    @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
+    @JOBS_OPT
+    @SPLIT_OPT
     @guarded
     def cmd(paths, fmt, as_json, **kw):
         worst = EXIT_OK
+        kw["split_size"] = _size(kw["split_size"])
         for path in paths:
             family, ops = _ops(path, fmt)
             opts = VerifyOptions(**kw)

@@ -21,7 +21,9 @@ class DumpOptions:
     print_data: bool = False       # kafka: keys/values (implies deep)
     max_bytes: int | None = None   # kafka: stop after N bytes of each segment
     max_message_size: int = 4 * 1024 * 1024
-    jobs: int = 1
+    jobs: int = 1                  # worker processes over byte ranges (0 = all cores); see mqtool.ranges
+    split_size: int | None = None  # byte-range size (None = automatic)
+    runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
 
 
 @dataclass
@@ -29,8 +31,10 @@ class VerifyOptions:
     max_message_size: int = 4 * 1024 * 1024
     salvage_out: str | None = None
     force: bool = False
-    jobs: int = 1
+    jobs: int = 1                  # worker processes over byte ranges (0 = all cores); see mqtool.ranges
     progress: bool | None = None   # None = when stderr is a terminal
+    split_size: int | None = None  # byte-range size (None = automatic)
+    runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
 
 
 @dataclass

@@ -64,7 +64,17 @@ def _first_nonzero(buf, start: int, end: int) -> int:
 
 
 class SegmentScanner:
-    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks."""
+    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks.
+
+    Range mode (byte-range splits for ``--jobs`` and Spark, see :mod:`mqtool.rocketmq.ranges`): with
+    ``start > 0`` the walk begins at the first position >= ``start`` where a unit validates (the same
+    :meth:`_resync` rule as damage salvage; the skipped bytes belong to the previous range and yield
+    nothing). With ``stop`` set, the walk goes on past ``stop`` while it is not yet in step with where the
+    next range begins (``_resync(stop)``): it reads a unit that straddles ``stop``, and also damage or
+    unreadable units that begin at or after ``stop`` (which the next range skips), then ends without an
+    :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
+    ranges equals the events of one whole-segment walk.
+    """
 
     def __init__(self, seg: Segment, max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, check_crc: bool = True,
                  start: int = 0, stop: int | None = None):
@@ -88,9 +98,19 @@ class SegmentScanner:
         seg = self.seg
         file, base, end = seg.path, seg.base, len(buf)
         pos = self.start
-        stop = end if self.stop is None else min(self.stop, end)
+        if pos > 0:
+            pos = self._resync(buf, view, pos, end) if pos < end else None
+            if pos is None:
+                return
+        stop = end if self.stop is None else self.stop
+        sync = -2       # where the next range starts (computed once the walk reaches ``stop``)
         max_size, check_crc = self.max_size, self.check_crc
-        while pos < stop:
+        while pos < end:
+            if pos >= stop:
+                if sync == -2:
+                    sync = self._resync(buf, view, stop, end) if stop < end else None
+                if sync is not None and pos >= sync:
+                    return
             if end - pos < 8:
                 if buf[pos:end].count(0) == end - pos:
                     yield End(file, pos, base + pos, "eof", -1)
