@@ -36,11 +36,15 @@ JSON_OPT = click.option("--json", "as_json", is_flag=True,
 BODY_OPT = click.option("--body", type=click.Choice(["none", "text", "hex", "base64"]), default="none",
                         show_default=True, help="Include message bodies (decompressed) in this encoding.")
 
+ENGINE_OPT = click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+                          help="local: this machine (process pool); spark: Apache Spark through PySpark "
+                               "(pip install 'mqtool[spark]', Java 17+).")
+MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default local[*]).")
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Worker processes over byte ranges of the log (0 = all cores). "
                              "Output is the same for any value.")
 SPLIT_OPT = click.option("--split-size", type=str, default=None,
-                         help="Byte-range size for --jobs (e.g. 64M, 1G; default automatic: 128M).")
+                         help="Byte-range size of the split (e.g. 64M, 1G; default 128M; smaller work units for dump).")
 
 
 def _size(value):
@@ -303,10 +307,16 @@ def _verify_cmd(part: str):
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
     @JOBS_OPT
     @SPLIT_OPT
+    @ENGINE_OPT
+    @MASTER_OPT
     @guarded
-    def cmd(paths, fmt, as_json, **kw):
+    def cmd(paths, fmt, as_json, engine, master, **kw):
         worst = EXIT_OK
         kw["split_size"] = _size(kw["split_size"])
+        if engine == "spark":
+            from mqtool.spark.session import SparkRunner, get_session
+
+            kw["runner"] = SparkRunner(get_session(master))
         for path in paths:
             family, ops = _ops(path, fmt)
             opts = VerifyOptions(**kw)
@@ -376,7 +386,7 @@ def rebuild_index(store, fmt, as_json, **kw):
 # ---- query ----------------------------------------------------------------------------------
 
 @cli.command("query")
-@click.argument("store", type=click.Path())
+@click.argument("stores", nargs=-1, required=True, type=click.Path())
 @FORMAT_OPT
 @JSON_OPT
 @click.option("--key", help="Business key (KEYS), through the index files.")
@@ -397,8 +407,10 @@ def rebuild_index(store, fmt, as_json, **kw):
 @click.option("--timestamp", help="Kafka: first batch with max timestamp >= this (epoch ms or ISO-8601).")
 @click.option("--producer-id", type=int, help="Kafka: batches of this producer id.")
 @BODY_OPT
+@ENGINE_OPT
+@MASTER_OPT
 @guarded
-def query(store, fmt, as_json, **kw):
+def query(stores, fmt, as_json, engine, master, **kw):
     """Find messages offline by key, unique key, message id, offset, queue position or time.
 
     A query that finds nothing exits 1 (like grep).
@@ -412,16 +424,73 @@ def query(store, fmt, as_json, **kw):
     """
     for k in ("time_from", "time_to", "begin", "end", "timestamp"):
         kw[k] = parse_time(kw[k])
-    family, ops = _ops(store, fmt)
     opts = QueryOptions(**kw)
     stats = ScanStats()
-    columns, rows = ops.query(store, opts, stats)
+    if engine == "spark":
+        from mqtool.spark.fleet import query_columns, query_rows
+        from mqtool.spark.session import get_session
+
+        family = detect(stores[0], fmt)
+        rows = query_rows(get_session(master), list(stores), fmt, opts)
+        columns = query_columns(family, opts.body)
+    else:
+        columns, rows = None, []
+        for store in stores:
+            family, ops = _ops(store, fmt)
+            cols, r = ops.query(store, opts, stats)
+            columns = columns or cols
+            rows = r if len(stores) == 1 else _chain(rows, r)
     n = render.emit(rows, columns, as_json)
     code = _report_stats(stats)
     if n == 0:
         sys.stderr.write("mqtool: no message found\n")
         sys.exit(EXIT_FINDINGS)
     sys.exit(code)
+
+
+def _chain(a, b):
+    yield from a
+    yield from b
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+@cli.command("export")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--to", "out", required=True, type=click.Path(),
+              help="Output dataset directory (e.g. all.parquet): store=…/topic=…/part-*.parquet.")
+@FORMAT_OPT
+@ENGINE_OPT
+@MASTER_OPT
+@SPLIT_OPT
+@click.option("--findings", is_flag=True, help="Also write verify findings under OUT/_findings/store=…/.")
+@BODY_OPT
+@click.option("--force", is_flag=True, help="Allow a non-empty --to directory / overwrite files there.")
+@guarded
+def export(paths, out, fmt, engine, master, split_size, findings, body, force):
+    """Messages of many stores as a Parquet dataset partitioned by store and topic.
+
+    Columns are those of `dump commitlog --json` plus `store` (the path as given) and `topic` as
+    partition columns. Read it with Spark (spark.read.parquet(OUT)), pyarrow or DuckDB.
+
+    \b
+    Examples:
+      mqtool export /data/broker-*/store --to all.parquet
+      mqtool export /data/broker-*/store --to all.parquet --engine spark --findings
+      mqtool export store/ --to out.parquet --engine spark --master spark://head:7077
+    """
+    from mqtool import export as X
+
+    split = _size(split_size)
+    if engine == "spark":
+        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master)
+    else:
+        counts = X.export_local(paths, out, fmt, split, body, findings, force)
+    if not render._state["quiet"]:
+        sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
+                         f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
+                         + "\n")
+    sys.exit(EXIT_OK)
 
 
 @cli.command("decode-msgid")

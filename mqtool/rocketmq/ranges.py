@@ -315,3 +315,10 @@ def verify_commitlog_ranges(ctx):
 
 def verify_options(opts: VerifyOptions) -> VerifyOptions:
     return _plain(opts)
+
+
+def message_columns(body: str = "none"):
+    """Table columns for message rows (as ``dump commitlog`` shows them)."""
+    from mqtool.rocketmq.ops import BODY_COLUMN, MESSAGE_COLUMNS
+
+    return MESSAGE_COLUMNS + ([BODY_COLUMN] if body != "none" else [])
