@@ -103,9 +103,11 @@ class _PartitionedWriter:
 
 
 def _stores(paths, fmt):
+    """(absolute path, family) per input: the ``store`` column holds absolute paths, so that both engines
+    (and executors on other machines, whose working directory differs) name a store the same way."""
     from mqtool.detect import detect
 
-    return [(str(p), detect(p, fmt)) for p in paths]
+    return [(os.path.abspath(p), detect(p, fmt)) for p in paths]
 
 
 def export_local(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
@@ -151,9 +153,9 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     from mqtool.spark.session import get_session
 
     stores = _stores(paths, fmt)
+    spark = spark or get_session(master)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
     fams = sorted({f for _, f in stores})
-    spark = spark or get_session(master)
     tmp = Path(tempfile.mkdtemp(prefix=".mqtool-tmp-spark-", dir=outp))
     counts = {"messages": 0, "findings": 0, "stores": len(stores)}
     try:

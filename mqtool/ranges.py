@@ -94,8 +94,13 @@ def split_segments(family: str, store: str, segments: Iterable, split_size: int 
 def family_ranges(family: str):
     """``mqtool.<family>.ranges`` (raises UsageError when the family has no splitter in this build)."""
     from mqtool.detect import family_module
+    from mqtool.errors import UsageError
 
-    return family_module(family, "ranges")
+    try:
+        return family_module(family, "ranges")
+    except UsageError:
+        raise UsageError(f"{family}: no byte-range splitter in this build (mqtool/{family}/ranges.py); "
+                         "--jobs, export and the Spark data source need one") from None
 
 
 def default_jobs() -> int:

@@ -44,8 +44,11 @@ def query_rows(spark, paths: list[str], fmt: str | None, opts) -> list[dict]:
     out: list[dict] = []
     by_family: dict[str, list[str]] = {}
     order = []
+    import os
+
     for p in paths:
         fam = detect(p, fmt)
+        p = os.path.abspath(p)
         by_family.setdefault(fam, []).append(str(p))
         order.append((str(p), fam))
     rows_by_store: dict[str, list] = {}

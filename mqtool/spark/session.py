@@ -57,9 +57,7 @@ def get_session(master: str | None = None, app_name: str = "mqtool"):
     """The active SparkSession, or a new one on ``master`` (default ``local[*]``), with the mqtool data
     source registered. Executors run ``sys.executable`` unless PYSPARK_PYTHON says otherwise."""
     require_pyspark()
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
+    active = _active_session()
     if active is not None and master is None:
         from mqtool.spark import register
 
@@ -68,6 +66,8 @@ def get_session(master: str | None = None, app_name: str = "mqtool"):
     require_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
     b = (SparkSession.builder.master(master or "local[*]").appName(app_name)
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
@@ -83,6 +83,12 @@ def get_session(master: str | None = None, app_name: str = "mqtool"):
 
     register(spark)
     return spark
+
+
+def _active_session():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
 
 
 class SparkRunner:
