@@ -149,6 +149,7 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     family, ops = _ops(path, fmt)
     if "split_size" in kw:
         kw["split_size"] = _size(kw["split_size"])
+        kw["ndjson"] = render.want_json(as_json)
     opts = DumpOptions(**kw)
     stats = ScanStats()
     columns, rows, title = ops.dump(part, path, opts, stats)

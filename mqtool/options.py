@@ -24,6 +24,7 @@ class DumpOptions:
     jobs: int = 1                  # worker processes over byte ranges (0 = all cores); see mqtool.ranges
     split_size: int | None = None  # byte-range size (None = automatic)
     runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
+    ndjson: bool = False           # output is NDJSON: pool workers may hand back render.PreRendered lines
 
 
 @dataclass

@@ -87,13 +87,19 @@ else:
         return json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
 
 
+class PreRendered(str):
+    """A row already serialised as one NDJSON line (by a worker process of ``--jobs``)."""
+
+    __slots__ = ()
+
+
 def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count."""
     out = out or sys.stdout
     n = 0
     w = out.write
     for r in rows:
-        w(dumps(r))
+        w(r if type(r) is PreRendered else dumps(r))
         w("\n")
         n += 1
     out.flush()

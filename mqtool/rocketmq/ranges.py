@@ -16,6 +16,7 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import ByteRange, runner_for, split_segments
+from mqtool.render import PreRendered
 from mqtool.rocketmq.layout import Segment, forced_commitlog, open_store
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner
@@ -124,12 +125,30 @@ def _plain(opts):
     return dataclasses.replace(opts, runner=None)
 
 
-def dump_range_task(args) -> tuple[list[dict], list[str]]:
-    """Pool task: (rows, damage notes) of one range."""
+def dump_range_task(args) -> tuple[list, list, list[str]]:
+    """Pool task: (key tuples, rows as (key index, values), damage notes) of one range. Rows travel as value
+    tuples with their key lists shared (far cheaper to pickle than dicts); :func:`_rows_back` rebuilds them."""
     rng, opts = args
     notes: list[str] = []
-    rows = list(iter_range_rows(rng, opts, on_damage=lambda d: notes.append(damage_note(d))))
-    return rows, notes
+    keysets: dict[tuple, int] = {}
+    rows = []
+    if opts.ndjson:     # the parent only writes lines: serialise here, in parallel
+        from mqtool.render import dumps
+
+        lines = [dumps(r) for r in iter_range_rows(rng, opts, on_damage=lambda d: notes.append(damage_note(d)))]
+        return None, lines, notes
+    for r in iter_range_rows(rng, opts, on_damage=lambda d: notes.append(damage_note(d))):
+        ks = tuple(r)
+        i = keysets.get(ks)
+        if i is None:
+            i = keysets[ks] = len(keysets)
+        rows.append((i, tuple(r.values())))
+    return list(keysets), rows, notes
+
+
+def _rows_back(keys: list, rows: list) -> Iterator[dict]:
+    for i, vals in rows:
+        yield dict(zip(keys[i], vals))
 
 
 def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: ScanStats):
@@ -147,10 +166,15 @@ def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: Scan
     plain = _plain(opts)
 
     def rows():
-        for rws, notes in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
+        for keys, rws, notes in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
             for n in notes:
                 stats.damage(n)
-            for r in rws:
+            if keys is None:
+                stats.messages += len(rws)
+                for line in rws:
+                    yield PreRendered(line)
+                continue
+            for r in _rows_back(keys, rws):
                 stats.messages += 1
                 yield r
 

@@ -70,7 +70,7 @@ class SegmentScanner:
     ``start > 0`` the walk begins at the first position >= ``start`` where a unit validates (the same
     :meth:`_resync` rule as damage salvage; the skipped bytes belong to the previous range and yield
     nothing). With ``stop`` set, the walk goes on past ``stop`` while it is not yet in step with where the
-    next range begins (``_resync(stop)``): it reads a unit that straddles ``stop``, and also damage or
+    next range begins (a unit validates in ``[stop, pos]``): it reads a unit that straddles ``stop``, and also damage or
     unreadable units that begin at or after ``stop`` (which the next range skips), then ends without an
     :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
     ranges equals the events of one whole-segment walk.
@@ -98,19 +98,17 @@ class SegmentScanner:
         seg = self.seg
         file, base, end = seg.path, seg.base, len(buf)
         pos = self.start
+        stop = end if self.stop is None else self.stop
         if pos > 0:
-            pos = self._resync(buf, view, pos, end) if pos < end else None
+            # the first unit that starts in [start, stop); none: every unit here belongs to the walk of an
+            # earlier range (searching only up to ``stop`` keeps ranges over zero fill cheap)
+            pos = self._resync(buf, view, pos, end, limit=stop) if pos < min(stop, end) else None
             if pos is None:
                 return
-        stop = end if self.stop is None else self.stop
-        sync = -2       # where the next range starts (computed once the walk reaches ``stop``)
         max_size, check_crc = self.max_size, self.check_crc
         while pos < end:
-            if pos >= stop:
-                if sync == -2:
-                    sync = self._resync(buf, view, stop, end) if stop < end else None
-                if sync is not None and pos >= sync:
-                    return
+            if pos >= stop and self._resync(buf, view, stop, end, limit=pos + 1) is not None:
+                return      # in step with the next range: a unit it starts from lies in [stop, pos]
             if end - pos < 8:
                 if buf[pos:end].count(0) == end - pos:
                     yield End(file, pos, base + pos, "eof", -1)
@@ -151,12 +149,14 @@ class SegmentScanner:
         if pos >= end:
             yield End(file, end, base + end, "eof", -1)
 
-    def _resync(self, buf, view, start: int, end: int) -> int | None:
-        """Next position >= start where a unit validates (see module doc), or None."""
+    def _resync(self, buf, view, start: int, end: int, limit: int | None = None) -> int | None:
+        """Next position >= start (and < ``limit`` when given) where a unit validates (see module doc), or
+        None."""
         base = self.seg.base
+        hi = end if limit is None else min(end, limit + 7)   # a magic at p+4..p+8 for a unit at p < limit
         nexts = {}
         for pat in (_V1, _V2, _BL):
-            nexts[pat] = buf.find(pat, start + 4) if start + 4 < end else -1
+            nexts[pat] = buf.find(pat, start + 4, hi) if start + 4 < hi else -1
         while True:
             live = [(v, k) for k, v in nexts.items() if v >= 0]
             if not live:
@@ -165,7 +165,7 @@ class SegmentScanner:
             cand = found - 4
             if cand >= start and self._valid_at(buf, view, cand, end, pat, base):
                 return cand
-            nexts[pat] = buf.find(pat, found + 1)
+            nexts[pat] = buf.find(pat, found + 1, hi)
 
     def _valid_at(self, buf, view, p: int, end: int, pat: bytes, base: int) -> bool:
         size = int.from_bytes(buf[p:p + 4], "big", signed=True)
