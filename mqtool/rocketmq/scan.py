@@ -151,21 +151,34 @@ class SegmentScanner:
 
     def _resync(self, buf, view, start: int, end: int, limit: int | None = None) -> int | None:
         """Next position >= start (and < ``limit`` when given) where a unit validates (see module doc), or
-        None."""
+        None. Searches in growing windows, so a magic code that never occurs does not cost a scan to the
+        end of the file each time."""
+        top = end if limit is None else min(end, limit)
+        lo, width = start, 1 << 16
+        while lo < top:
+            hi = min(top, lo + width)
+            cand = self._resync_window(buf, view, lo, hi, end)
+            if cand is not None:
+                return cand
+            lo, width = hi, min(width * 2, 1 << 26)
+        return None
+
+    def _resync_window(self, buf, view, lo: int, hi: int, end: int) -> int | None:
+        """First valid unit at a position in [lo, hi) (its magic code lies at position + 4)."""
         base = self.seg.base
-        hi = end if limit is None else min(end, limit + 7)   # a magic at p+4..p+8 for a unit at p < limit
+        fhi = min(end, hi + 7)
         nexts = {}
         for pat in (_V1, _V2, _BL):
-            nexts[pat] = buf.find(pat, start + 4, hi) if start + 4 < hi else -1
+            nexts[pat] = buf.find(pat, lo + 4, fhi) if lo + 4 < fhi else -1
         while True:
             live = [(v, k) for k, v in nexts.items() if v >= 0]
             if not live:
                 return None
             found, pat = min(live)
             cand = found - 4
-            if cand >= start and self._valid_at(buf, view, cand, end, pat, base):
+            if cand >= lo and self._valid_at(buf, view, cand, end, pat, base):
                 return cand
-            nexts[pat] = buf.find(pat, found + 1, hi)
+            nexts[pat] = buf.find(pat, found + 1, fhi)
 
     def _valid_at(self, buf, view, p: int, end: int, pat: bytes, base: int) -> bool:
         size = int.from_bytes(buf[p:p + 4], "big", signed=True)
