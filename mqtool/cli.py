@@ -491,6 +491,10 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force):
         sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
                          f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
                          + "\n")
+    if counts.get("damaged"):
+        sys.stderr.write(f"mqtool: {counts['damaged']} damaged range(s) skipped (mqtool verify store tells "
+                         "what and where)\n")
+        sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
 
 

@@ -116,14 +116,18 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     _require_pyarrow()
     stores = _stores(paths, fmt)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
-    counts = {"messages": 0, "findings": 0, "stores": len(stores)}
+    counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
     opts = DumpOptions(body=body)
+
+    def on_damage(d):
+        counts["damaged"] += 1
+
     for path, fam in stores:
         mod = family_ranges(fam)
         w = _PartitionedWriter(outp, mod.ROW_FIELDS, ["store", "topic"], force)
         try:
             for rng in mod.plan(path, split_size):
-                for row in mod.iter_range_rows(rng, opts):
+                for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
                     row["store"] = path
                     w.add(row)
         except BaseException as e:

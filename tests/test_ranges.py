@@ -253,3 +253,28 @@ def test_split_segments_empty_segment():
         path, name, base, size = "/x/00000000000000000000", "00000000000000000000", 0, 0
     rs = split_segments("rocketmq", "/x", [S()], 1024)
     assert len(rs) == 1 and rs[0].start == rs[0].stop == 0
+
+
+def test_pool_runner_with_threads_uses_a_safe_start_method():
+    import threading
+
+    ev = threading.Event()
+    t = threading.Thread(target=ev.wait, daemon=True)
+    t.start()
+    try:
+        assert list(PoolRunner(2).imap(abs, range(-5, 0))) == [5, 4, 3, 2, 1]
+    finally:
+        ev.set()
+        t.join()
+
+
+def test_export_local_reports_damage(run_cli, tmp_path):
+    pytest.importorskip("pyarrow")
+    store = copy_store(tmp_path, "gen-4.9.7-clean")
+    _damage(store)
+    code, out, err = run_cli("export", store, "--to", tmp_path / "out.parquet")
+    assert code == 1 and "damaged range" in err
+    from mqtool.export import read_dataset
+
+    t = read_dataset(tmp_path / "out.parquet", R.ROW_FIELDS, ["store", "topic"])
+    assert t.num_rows == len(dump_rows(store)[0])
