@@ -49,15 +49,15 @@ SPLIT_OPT = click.option("--split-size", type=str, default=None,
 
 def _size(value):
     """'128M' / '1g' / '4096' → bytes (None stays None)."""
-    if value is None:
-        return None
-    s = str(value).strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:], 1)
+    from mqtool.ranges import MIN_SPLIT_SIZE, parse_size
+
     try:
-        n = int(s[:-1] if mult > 1 else s) * mult
-    except ValueError:
-        raise click.BadParameter(f"not a size: {value!r} (use e.g. 65536, 64K, 128M, 1G)") from None
-    if n < 64:
+        n = parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    if n is None:
+        return None
+    if n < MIN_SPLIT_SIZE:
         raise click.BadParameter(f"split size {n} is below the minimum of 64 bytes")
     return n
 
@@ -471,8 +471,8 @@ def _chain(a, b):
 def export(paths, out, fmt, engine, master, split_size, findings, body, force):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
-    Columns are those of `dump commitlog --json` plus `store` (the path as given) and `topic` as
-    partition columns. Read it with Spark (spark.read.parquet(OUT)), pyarrow or DuckDB.
+    Columns are those of `dump commitlog --json` plus `store` (the store's absolute path) and `topic`
+    as partition columns. Read it with Spark (spark.read.parquet(OUT)), pyarrow or DuckDB.
 
     \b
     Examples:

@@ -51,6 +51,20 @@ FINDING_FIELDS: list[tuple[str, str]] = [
 ]
 
 
+def parse_size(value) -> int | None:
+    """'128M' / '64k' / '1GiB' / '4096' → bytes; None or '' → None. Raises ValueError."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int):
+        return value
+    s = str(value).strip().upper().removesuffix("B").removesuffix("I")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:], 1)
+    try:
+        return int(s[:-1] if mult > 1 else s) * mult
+    except ValueError:
+        raise ValueError(f"not a size: {value!r} (use e.g. 65536, 64K, 128M, 1G)") from None
+
+
 @dataclass(frozen=True)
 class ByteRange:
     """``[start, stop)`` in-file positions of one segment. Picklable (Spark ships it to executors)."""

@@ -11,7 +11,7 @@
 
 Options: ``format`` (default auto), ``mode`` (messages|verify), ``splitSize`` (bytes or 64K/128M/1G),
 ``body`` (none|text|hex|base64), ``includeBlank`` (false), ``topic``, ``key``, ``tag`` (the dump filters),
-``maxMessageSize``, ``maxPartitions`` (group consecutive ranges into at most this many partitions).
+``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive ranges into at most this many partitions).
 Paths may be store roots, commitlog dirs or segment files, and globs (expanded on the
 driver); they must be readable by the executors under the same name (local disk, NFS, a mounted bucket).
 """
@@ -24,18 +24,10 @@ import os
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqtool.errors import UsageError
-from mqtool.ranges import FINDING_FIELDS, family_ranges
+from mqtool.ranges import FINDING_FIELDS, family_ranges, parse_size
 from mqtool.spark import schema as S
 
 FAMILIES = ("rocketmq", "litemq", "kafka")
-
-
-def parse_size(value) -> int | None:
-    if value is None or value == "":
-        return None
-    s = str(value).strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(s[-1:], 1)
-    return int(s[:-1] if mult > 1 else s) * mult
 
 
 def _truthy(v) -> bool:
@@ -146,6 +138,7 @@ class MqtoolReader(DataSourceReader):
         self.topic = options.get("topic")
         self.key = options.get("key")
         self.tag = options.get("tag")
+        self.batch_rows = int(options.get("batchRows", S.BATCH_ROWS))
         mp = options.get("maxPartitions")
         self.max_partitions = int(mp) if mp else None
         mms = options.get("maxMessageSize")
@@ -165,7 +158,7 @@ class MqtoolReader(DataSourceReader):
             if not partition.path:
                 return iter(())
             return S.to_batches(verify_rows(partition.path, partition.family, self.max_message_size), schema)
-        return S.to_batches(self._message_rows(partition.ranges), schema)
+        return S.to_batches(self._message_rows(partition.ranges), schema, self.batch_rows)
 
     def _message_rows(self, ranges):
         from mqtool.options import DumpOptions
