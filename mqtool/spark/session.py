@@ -69,6 +69,7 @@ def get_session(master: str | None = None, app_name: str = "mqtool"):
     from pyspark.sql import SparkSession
 
     b = (SparkSession.builder.master(master or "local[*]").appName(app_name)
+         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}")
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "4")
@@ -83,6 +84,35 @@ def get_session(master: str | None = None, app_name: str = "mqtool"):
 
     register(spark)
     return spark
+
+
+_LOG4J = """# written by mqtool: Spark's own messages only from errors up (our findings go to stdout/stderr)
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark: %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 configuration that keeps Spark's start-up chatter off the terminal (a temp file)."""
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = os.path.join(tempfile.gettempdir(), f"mqtool-log4j2-{uid}.properties")
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            if f.read() == _LOG4J:
+                return path
+    except OSError:
+        pass
+    from mqtool.io import write_atomic
+
+    write_atomic(path, _LOG4J.encode("utf-8"), overwrite=True)
+    return path
 
 
 def _active_session():
