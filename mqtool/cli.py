@@ -44,7 +44,8 @@ JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, s
                         help="Worker processes over byte ranges of the log (0 = all cores). "
                              "Output is the same for any value.")
 SPLIT_OPT = click.option("--split-size", type=str, default=None,
-                         help="Byte-range size of the split (e.g. 64M, 1G; default 128M; smaller work units for dump).")
+                         help="Byte-range size of the split (e.g. 64M, 1G; default 128M, and smaller work "
+                              "units for dump).")
 
 
 def _size(value):

@@ -70,9 +70,9 @@ class SegmentScanner:
     ``start > 0`` the walk begins at the first position >= ``start`` where a unit validates (the same
     :meth:`_resync` rule as damage salvage; the skipped bytes belong to the previous range and yield
     nothing). With ``stop`` set, the walk goes on past ``stop`` while it is not yet in step with where the
-    next range begins (a unit validates in ``[stop, pos]``): it reads a unit that straddles ``stop``, and also damage or
-    unreadable units that begin at or after ``stop`` (which the next range skips), then ends without an
-    :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
+    next range begins (until a unit validates in ``[stop, pos]``): it reads a unit that straddles ``stop``,
+    and also damage or unreadable units that begin at or after ``stop`` (which the next range skips), then
+    ends without an :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
     ranges equals the events of one whole-segment walk.
     """
 

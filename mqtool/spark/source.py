@@ -11,9 +11,9 @@
 
 Options: ``format`` (default auto), ``mode`` (messages|verify), ``splitSize`` (bytes or 64K/128M/1G),
 ``body`` (none|text|hex|base64), ``includeBlank`` (false), ``topic``, ``key``, ``tag`` (the dump filters),
-``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive ranges into at most this many partitions).
-Paths may be store roots, commitlog dirs or segment files, and globs (expanded on the
-driver); they must be readable by the executors under the same name (local disk, NFS, a mounted bucket).
+``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive
+ranges into at most this many partitions). Paths may be store roots, commitlog dirs or segment files, and
+globs (expanded on the driver); they must be readable by the executors under the same name (local disk, NFS, a mounted bucket).
 """
 from __future__ import annotations
 
