@@ -154,6 +154,10 @@ def _rows_back(keys: list, rows: list) -> Iterator[dict]:
 def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: ScanStats):
     """Rows of ``dump commitlog`` computed over ranges by ``opts.runner`` or a process pool, in offset order;
     None when one process is the better choice (then the caller scans as usual)."""
+    if not opts.ndjson and opts.runner is None and not opts.jobs:
+        # jobs=0 (automatic): shipping row dicts between processes costs more than decoding them, so a pool
+        # pays only when the workers also render the NDJSON lines; an explicit --jobs N is obeyed anyway
+        return None
     explicit = opts.split_size is not None
     ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
     if opts.from_offset is not None or opts.to_offset is not None:
