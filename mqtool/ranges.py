@@ -143,6 +143,22 @@ class InlineRunner:
             yield fn(it)
 
 
+def _die_with_parent() -> None:
+    """Pool worker initializer: end this worker when the parent dies (e.g. killed by SIGPIPE under ``| head``);
+    otherwise sibling workers keep the task pipe open and an orphan waits on it forever."""
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)        # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:       # the parent is already gone
+        os._exit(0)
+
+
 class PoolRunner:
     """A process pool; results come back in submission order, at most ``window`` tasks in flight (bounded
     memory). Uses ``fork`` when this process has no other threads, else ``forkserver``."""
@@ -158,7 +174,8 @@ class PoolRunner:
         method = "fork" if threading.active_count() == 1 and "fork" in mp.get_all_start_methods() else None
         if method is None:
             method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        ex = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context(method))
+        ex = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context(method),
+                                 initializer=_die_with_parent)
         pending: deque = deque()
         try:
             it = iter(items)

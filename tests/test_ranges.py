@@ -278,3 +278,21 @@ def test_export_local_reports_damage(run_cli, tmp_path):
 
     t = read_dataset(tmp_path / "out.parquet", R.ROW_FIELDS, ["store", "topic"])
     assert t.num_rows == len(dump_rows(store)[0])
+
+
+def test_no_orphan_workers_when_the_reader_goes_away(tmp_path):
+    """`dump -j 2 | head -1`: the parent dies of SIGPIPE; its pool workers must not linger."""
+    import subprocess
+    import sys
+    import time
+
+    store = copy_store(tmp_path, "gen-4.9.7-clean")
+    cmd = f"'{sys.executable}' -m mqtool dump commitlog '{store}' -j 2 --split-size 1K --json | head -1"
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.count("\n") == 1
+    for _ in range(100):            # wait (bounded) for the workers to notice
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        if str(store) not in ps:
+            break
+        time.sleep(0.1)
+    assert str(store) not in ps
