@@ -214,3 +214,18 @@ def test_cli_query_engine_spark_matches_scan(run_cli, spark):
     assert code == 1 and "no message found" in err
     code, out, err = run_cli("query", paths[0], "--msg-id", "00", "--engine", "spark")
     assert code == 2 and "--key" in err
+
+
+def test_import_registers_on_the_active_session(spark, monkeypatch):
+    import importlib
+
+    import mqtool.spark as ms
+
+    calls = []
+    monkeypatch.setattr(ms, "register", lambda s=None: calls.append(s))
+    ms._register_on_import()
+    assert calls == [None]          # an active session exists: registered on it at import
+    monkeypatch.undo()
+    importlib.reload(ms)            # the real thing, on the real session: the format resolves afterwards
+    assert spark.read.format("mqtool").load(store_path("apache-rocketmq-fork-4e25b979")).count() == \
+        len(embedded_rows(store_path("apache-rocketmq-fork-4e25b979")))
