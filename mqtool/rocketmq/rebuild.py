@@ -196,7 +196,7 @@ def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_
 
 
 def _slow_rest(seg: Segment, pos: int, max_size: int, on_damage):
-    for ev in SegmentScanner(seg, max_size=max_size, check_crc=False, start=pos).events():
+    for ev in SegmentScanner(seg, max_size=max_size, check_crc=False, start=pos, resync_start=False).events():
         if isinstance(ev, Message):
             yield (ev.physical_offset, ev.size, ev.topic_raw, ev.queue_id, ev.queue_offset, ev.sys_flag,
                    ev.store_timestamp, ev.props_raw)
