@@ -25,6 +25,12 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
         raise UsageError(f"LiteMQ has no {part} files (dump one of: {', '.join(DUMP_PARTS)})")
     store = resolve(path)
     if part == "commitlog":
+        if opts.jobs != 1 or opts.runner is not None:
+            from mqtool.litemq.ranges import parallel_dump_rows
+
+            par = parallel_dump_rows(path, opts, stats)
+            if par is not None:
+                return MESSAGE_COLUMNS, par, f"LiteMQ commitlog {path}"
         return MESSAGE_COLUMNS, _dump_commitlog(store, opts, stats), f"LiteMQ commitlog {path}"
     if part == "consumequeue":
         return CQ_COLUMNS, _dump_cq(store, opts, stats), f"LiteMQ consumequeue {path}"

@@ -1,0 +1,266 @@
+"""LiteMQ byte-range splitter (the family side of :mod:`mqtool.ranges`).
+
+LiteMQ records carry no stored commitlog offset (the field is always 0), and what ``dump commitlog`` lists
+is the **live chain**: records back to back from byte 0 of the first file, through every exactly-full file,
+up to the first zero length, bad length, bad magic or undecodable record (see :mod:`mqtool.litemq.scan`).
+Bytes after that point (stale records of an older run, records behind damage) are not live, even when they
+look like records.
+
+So a range reader cannot trust a magic found near its start: it would resync into the middle of a record
+(a body holding LiteMQ bytes) or into stale data after the end. Instead it **validates the chain** up to its
+start: it hops the length prefixes from byte 0 of its segment (length bounds and the magic at +4 of every
+record, no decoding, about 1 µs per record) to the first record boundary at or after ``rng.start``, and
+every earlier segment of the store must be an exactly-full chain (memoised per process). From there it
+decodes the records that start before ``rng.stop`` with the scanner's own :func:`parse_record_at`, reading
+the last one past the range end; the next range's hop lands exactly where this one stopped.
+
+Known limit (Spark data source only): a record whose length and magic are intact but whose fields overrun
+its length ends the live data in the whole-store scan, while the hop of a *later* range does not decode and
+keeps going. ``--jobs`` is exact anyway: each range reports where its chain ended and the parent drops the
+rows of the ranges after it.
+
+``--include-stale`` (carving after the end of data) runs in one process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from functools import lru_cache
+from typing import Iterator
+
+from formats import litemq as F
+from mqtool.io import map_input
+from mqtool.litemq.layout import Segment, commitlog_segments, resolve
+from mqtool.litemq.records import MIN_MESSAGE_LEN
+from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
+from mqtool.litemq.scan import parse_record_at
+from mqtool.options import DumpOptions, ScanStats
+from mqtool.ranges import ByteRange, runner_for, split_segments
+from mqtool.render import PreRendered
+
+FAMILY = "litemq"
+ROW_TASK_SPLIT = 8 * 1024 * 1024
+_U32 = struct.Struct(">I")
+
+# The message row of `mqtool dump commitlog` (mqtool.litemq.rows.record_row), plus `store` first.
+ROW_FIELDS: list[tuple[str, str]] = [
+    ("store", "string"),
+    ("kind", "string"),
+    ("file", "string"),
+    ("position", "long"),
+    ("offset", "long"),
+    ("size", "long"),
+    ("msg_id", "string"),
+    ("topic", "string"),
+    ("queue_id", "long"),                 # Int32ub
+    ("tags", "array<string>"),
+    ("keys", "array<string>"),
+    ("properties", "map<string,string>"),
+    ("body_size", "long"),
+    ("message_type", "string"),
+    ("message_type_code", "int"),
+    ("priority", "int"),
+    ("reliability", "int"),
+    ("delay_time", "long"),
+    ("transaction_id", "string"),
+    ("status", "string"),
+    ("status_code", "int"),
+    ("sharding_key", "string"),
+    ("broadcast", "bool"),
+    ("born_timestamp", "long"),
+    ("born_host", "string"),
+    ("store_host", "string"),
+    ("store_timestamp", "long"),
+    ("queue_offset", "long"),
+    ("commitlog_offset", "long"),
+    ("store_size", "long"),               # Int32ub
+    ("consume_start_time", "long"),
+    ("consume_end_time", "long"),
+    ("consume_count", "long"),            # Int32ub
+    ("stale", "bool"),
+    ("state", "string"),
+    ("bad_utf8", "array<string>"),
+    ("body", "string"),
+]
+
+
+@lru_cache(maxsize=32)
+def _store(path: str):
+    """(store, segments, nominal file size) of a store path, as the whole-store walk lists them."""
+    store = resolve(path)
+    segs, fs = commitlog_segments(store)
+    return store, segs, fs
+
+
+def plan(path, split_size: int | None = None) -> list[ByteRange]:
+    """Ranges over the commitlog files of a data dir, commitlog dir or one segment file (the files the
+    whole-store walk reads, in its order)."""
+    _store.cache_clear()
+    _, segs, _ = _store(str(path))
+    return split_segments(FAMILY, str(path), segs, split_size)
+
+
+def hop(buf, pos: int, size: int, until: int) -> tuple[int, bool]:
+    """Follow the length prefixes from ``pos`` while ``pos < until``: ``(boundary, intact)`` where boundary
+    is the first record boundary ``>= until`` (or the file end) and intact is False when the chain breaks
+    (zero/bad length or bad magic, the framing checks of :func:`parse_record_at`) before that."""
+    unpack = _U32.unpack_from
+    magic = F.MESSAGE_MAGIC_BYTES
+    while pos < until:
+        if pos + 4 > size:
+            return pos, False
+        (length,) = unpack(buf, pos)
+        if length < MIN_MESSAGE_LEN or length > size - pos - 4 or buf[pos + 4:pos + 8] != magic:
+            return pos, False
+        pos += 4 + length
+    return pos, True
+
+
+@lru_cache(maxsize=1024)
+def _segment_full(path: str, size: int, mtime_ns: int) -> bool:
+    """Is this file an exactly-full chain (the live data goes on into the next file)?"""
+    if size <= 0:
+        return False
+    with map_input(path) as mi:
+        pos, ok = hop(mi.buf, 0, len(mi.buf), len(mi.buf))
+        return ok and pos == len(mi.buf)
+
+
+def _full(seg: Segment) -> bool:
+    try:
+        st = os.stat(seg.path)
+    except OSError:
+        return False
+    return _segment_full(str(seg.path), st.st_size, st.st_mtime_ns)
+
+
+def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Iterator:
+    """Live :class:`~mqtool.litemq.records.LiteRecord` s that start in ``rng``, in order. ``on_end(problem,
+    position)`` is called when the live chain ends inside this range (``problem`` as from
+    :func:`parse_record_at`)."""
+    store, segs, _ = _store(rng.store)
+    if rng.seg_index >= len(segs):
+        return
+    seg = segs[rng.seg_index]
+    for prev in segs[:rng.seg_index]:
+        if not _full(prev):
+            return                      # the live data ended in an earlier file
+    name = store.display(seg.path)
+    with map_input(seg.path) as mi:
+        buf = mi.buf
+        size = len(buf)
+        if size == 0:
+            if on_end is not None:
+                on_end(("zero-length", "empty file", None, 0), 0)
+            return
+        pos, ok = hop(buf, 0, size, rng.start)
+        if not ok:
+            return                      # the chain ended before this range
+        while pos < rng.stop and pos < size:
+            rec, prob = parse_record_at(buf, pos, size, seg, name)
+            if rec is None:
+                if on_end is not None:
+                    on_end(prob, pos)
+                return
+            if with_body:
+                rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
+            yield rec
+            pos += 4 + rec.length
+
+
+def record_filter(opts: DumpOptions):
+    """The filters of ``dump commitlog`` (mqtool.litemq.ops._dump_commitlog) as a predicate."""
+    lo, hi, topic, key, tag = opts.from_offset, opts.to_offset, opts.topic, opts.key, opts.tag
+
+    def keep(rec) -> bool:
+        if lo is not None and rec.offset < lo:
+            return False
+        if hi is not None and rec.offset >= hi:
+            return False
+        m = rec.m
+        if topic is not None and m["Topic"] != topic:
+            return False
+        if key is not None and key not in m["Keys"]:
+            return False
+        if tag is not None and tag not in m["Tags"]:
+            return False
+        return True
+
+    return keep
+
+
+def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None, on_end=None) -> Iterator[dict]:
+    """The rows of ``dump commitlog`` (filters of ``opts`` applied; live records only, never carved stale
+    ones) for the records starting in ``rng``. ``on_damage(note)`` gets a one-line note when the live chain
+    ends in this range on something else than zero fill."""
+    keep = record_filter(opts)
+    body = opts.body
+
+    def ended(prob, pos):
+        if on_end is not None:
+            on_end(prob, pos)
+        if on_damage is not None and prob[0] != "zero-length":
+            on_damage(end_note(rng, prob, pos))
+
+    for rec in range_records(rng, body != "none", ended):
+        if keep(rec):
+            yield record_row(rec, body)
+
+
+def end_note(rng: ByteRange, prob, pos: int) -> str:
+    store, segs, _ = _store(rng.store)
+    name = store.display(segs[rng.seg_index].path)
+    return f"{prob[0]}: {name}@{pos}: {prob[1]}; the live data ends here"
+
+
+def _plain(opts):
+    return dataclasses.replace(opts, runner=None)
+
+
+def dump_range_task(args):
+    """Pool task: (rows or NDJSON lines, damage notes, chain ended here with a problem other than the framing
+    the next range's hop checks)."""
+    rng, opts = args
+    notes: list[str] = []
+    ends: list = []
+    rows = list(iter_range_rows(rng, opts, on_damage=notes.append, on_end=lambda p, pos: ends.append(p)))
+    if opts.ndjson:
+        from mqtool.render import dumps
+
+        rows = [dumps(r) for r in rows]
+    return rows, notes, bool(ends)
+
+
+def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
+    """Rows of ``dump commitlog`` over ranges (``opts.runner`` or a process pool), in offset order; None
+    when one process is the better (or the only exact) choice."""
+    if opts.include_stale:
+        return None
+    if not opts.ndjson and opts.runner is None and not opts.jobs:
+        return None
+    explicit = opts.split_size is not None
+    ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
+    runner = runner_for(opts, ranges, explicit_split=explicit)
+    if runner.jobs == 1 and opts.runner is None:
+        return None
+    plain = _plain(opts)
+
+    def rows():
+        for rws, notes, ended in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
+            for n in notes:
+                stats.damage(n)
+            for r in rws:
+                stats.messages += 1
+                yield PreRendered(r) if opts.ndjson else r
+            if ended:
+                return              # the live data ends here: later ranges hold no live records
+
+    return rows()
+
+
+def message_columns(body: str = "none"):
+    """Table columns for message rows (as ``dump commitlog`` shows them)."""
+    from mqtool.render import Column
+
+    return MESSAGE_COLUMNS + ([Column("body", "Body", max_width=60)] if body != "none" else [])
