@@ -19,6 +19,13 @@ def dump(part: str, path, opts, stats):
         raise NotAStoreError("not a Kafka file (expected .log, .index, .timeindex, .txnindex, .snapshot, "
                              ".checkpoint or a checkpoint/metadata file)", str(p))
     columns = columns_for(kind) if p.is_file() else LOG_COLUMNS
+    if (getattr(opts, "jobs", 1) != 1 or getattr(opts, "runner", None) is not None) \
+            and kind in (None, "log", "kraft-snapshot"):
+        from mqtool.kafka.ranges import parallel_dump_rows
+
+        par = parallel_dump_rows(p, opts, stats)
+        if par is not None:
+            return columns, par, f"kafka: {p}"
     return columns, dump_path(p, opts, stats), f"kafka: {p}"
 
 

@@ -172,6 +172,25 @@ def resync(buf, p: int, n: int) -> int | None:
     return None
 
 
+def range_bounds(buf, start: int, stop: int | None) -> tuple[int, int]:
+    """Where a byte-range reader of ``[start, stop)`` begins and ends its walk: the scanner's resync point at
+    or after each end (0 for ``start == 0``, the first self-locating batch with a valid CRC otherwise, the
+    file end when there is none). The whole-file walk passes through every such point (a resync lands on
+    the first one, a batch ends where the next entry frames), so consecutive ranges meet exactly; the
+    exception is a valid batch image *inside* another batch's payload, which a range start would take."""
+    n = len(buf)
+
+    def point(at: int) -> int:
+        if at <= 0:
+            return 0
+        if at >= n:
+            return n
+        q = resync(buf, at - 1, n)
+        return n if q is None else q
+
+    return point(start), point(n if stop is None else stop)
+
+
 def _is_zero(buf, start: int, end: int) -> bool:
     return _NONZERO.search(buf, start, end) is None
 

@@ -1,0 +1,198 @@
+"""Kafka byte-range splitter (the family side of :mod:`mqtool.ranges`).
+
+Every ``.log`` segment (and KRaft ``.checkpoint`` snapshot) that ``dump kafka`` reads is cut into ranges. A
+range reader is :func:`mqtool.kafka.dump.log_rows` in range mode: it resyncs from the range start with the
+scanner's own rule (:func:`mqtool.kafka.records.resync`: magic at +16, sane length, valid CRC), walks
+exactly like the whole-file scan (bad-CRC batches that lead to the next batch, skipped damage, zero and
+partial tails) and stops at the resync point of its range end, so that it reads its last batch past
+``stop`` and the next range begins where it stopped. Rows are those of ``dump kafka`` (batches, damage, and
+records with ``--deep`` / ``--print-data`` / ``--key``), with ``store``, ``topic`` and ``partition`` first.
+
+Byte positions are per file (``ByteRange.base`` is 0): Kafka offsets are message offsets, not bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from mqtool.kafka import layout as L
+from mqtool.options import DumpOptions, ScanStats
+from mqtool.ranges import ByteRange, runner_for, split_segments
+from mqtool.render import PreRendered
+
+FAMILY = "kafka"
+ROW_TASK_SPLIT = 8 * 1024 * 1024
+METADATA_TOPIC = "__cluster_metadata"
+
+# The rows of `mqtool dump kafka` on logs (batch, record and damage rows; see docs/kafka.md), with `store`,
+# `topic`, `partition` first. A row has the columns of its kind; the others are null.
+ROW_FIELDS: list[tuple[str, str]] = [
+    ("store", "string"),
+    ("topic", "string"),
+    ("partition", "int"),
+    ("kind", "string"),             # batch | record | damage
+    ("file", "string"),
+    ("position", "long"),
+    ("size", "long"),
+    ("magic", "int"),
+    ("offset", "long"),
+    ("last_offset", "long"),
+    ("count", "int"),
+    ("codec", "string"),
+    ("timestamp_type", "string"),
+    ("timestamp", "long"),
+    ("base_timestamp", "long"),
+    ("partition_leader_epoch", "int"),
+    ("producer_id", "long"),
+    ("producer_epoch", "int"),
+    ("base_sequence", "int"),
+    ("last_sequence", "int"),
+    ("is_transactional", "bool"),
+    ("is_control", "bool"),
+    ("delete_horizon_ms", "long"),
+    ("crc", "long"),
+    ("crc_ok", "bool"),
+    ("error", "string"),
+    ("flags", "string"),
+    # record rows
+    ("batch_offset", "long"),
+    ("key_size", "int"),
+    ("value_size", "int"),
+    ("sequence", "int"),
+    ("header_keys", "array<string>"),
+    ("control_type", "string"),
+    ("coordinator_epoch", "int"),
+    ("key", "string"),
+    ("value", "string"),
+    ("headers", "map<string,string>"),
+    # damage rows
+    ("damage", "string"),
+    ("message", "string"),
+]
+
+
+@dataclass(frozen=True)
+class _Seg:
+    path: str
+    name: str
+    size: int
+    base: int = 0
+
+
+def log_files(path) -> list[Path]:
+    """The log files ``dump kafka PATH`` walks, in its order (none for a non-log file)."""
+    p = Path(path)
+    if p.is_file():
+        return [p] if L.file_kind(p) in ("log", "kraft-snapshot") else []
+    out: list[Path] = []
+    for ld in L.discover(p):
+        if ld.bootstrap_checkpoint is not None:
+            out.append(ld.bootstrap_checkpoint)
+        for part in ld.partitions:
+            out.extend(seg.log for seg in part.segments if seg.log is not None)
+            out.extend(f for _end, _epoch, f in part.kraft_snapshots)
+    return out
+
+
+def plan(path, split_size: int | None = None) -> list[ByteRange]:
+    segs = []
+    for f in log_files(path):
+        try:
+            size = f.stat().st_size
+        except OSError:
+            size = 0
+        segs.append(_Seg(str(f), f.name, size))
+    return split_segments(FAMILY, str(path), segs, split_size)
+
+
+def topic_partition(file) -> tuple[str | None, int | None, bool]:
+    """(topic, partition, filtered by --topic) of a log file, as ``dump kafka`` names it."""
+    p = Path(file)
+    if p.name == "bootstrap.checkpoint":
+        return METADATA_TOPIC, None, False
+    m = L.PARTITION_DIR.match(p.parent.name)
+    part = int(m.group("part")) if m else None
+    if L.file_kind(p) == "kraft-snapshot":
+        return METADATA_TOPIC, part, True
+    return (m.group("topic") if m else None), part, True
+
+
+def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None) -> Iterator[dict]:
+    """The rows of ``dump kafka`` (filters of ``opts`` applied) for the entries starting in ``rng``."""
+    from mqtool.kafka.dump import log_rows
+
+    topic, partition, _ = topic_partition(rng.file)
+    if not _wanted(rng, opts):
+        return
+    stats = ScanStats()
+    if on_damage is not None:
+        stats.damage = on_damage            # type: ignore[method-assign]
+    for row in log_rows(Path(rng.file), opts, stats, topic, start=rng.start, stop=rng.stop):
+        row["topic"] = topic
+        row["partition"] = partition
+        yield row
+
+
+def _plain(opts):
+    return dataclasses.replace(opts, runner=None)
+
+
+def _wanted(rng: ByteRange, opts) -> bool:
+    """``dump kafka --topic``: only that topic's partitions (the bootstrap checkpoint always)."""
+    want = getattr(opts, "topic", None)
+    _, _, filtered = topic_partition(rng.file)
+    if not want or not filtered:
+        return True
+    m = L.PARTITION_DIR.match(Path(rng.file).parent.name)
+    return (m.group("topic") if m else None) == want
+
+
+def dump_range_task(args):
+    """Pool task: (rows or NDJSON lines, damage notes, damaged count, batch count) of one range."""
+    from mqtool.kafka.dump import log_rows
+
+    rng, opts = args
+    if not _wanted(rng, opts):
+        return [], [], 0, 0
+    stats = ScanStats()
+    topic, _, _ = topic_partition(rng.file)
+    rows = list(log_rows(Path(rng.file), opts, stats, topic, start=rng.start, stop=rng.stop))
+    if opts.ndjson:
+        from mqtool.render import dumps
+
+        rows = [dumps(r) for r in rows]
+    return rows, stats.notes, stats.damaged, stats.messages
+
+
+def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
+    """Rows of ``dump kafka`` on a directory or log over ranges, in file then position order; None when one
+    process is the better choice (or with --max-bytes, which counts from each file start)."""
+    if opts.max_bytes is not None:
+        return None
+    if not opts.ndjson and opts.runner is None and not opts.jobs:
+        return None
+    explicit = opts.split_size is not None
+    ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
+    runner = runner_for(opts, ranges, explicit_split=explicit)
+    if runner.jobs == 1 and opts.runner is None:
+        return None
+    plain = _plain(opts)
+
+    def rows():
+        for rws, notes, damaged, n in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
+            stats.messages += n
+            stats.damaged += damaged
+            room = max(0, 1000 - len(stats.notes))
+            stats.notes.extend(notes[:room])
+            for r in rws:
+                yield PreRendered(r) if opts.ndjson else r
+
+    return rows()
+
+
+def message_columns(body: str = "none"):
+    from mqtool.kafka.dump import LOG_COLUMNS
+
+    return LOG_COLUMNS
