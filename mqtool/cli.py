@@ -291,6 +291,8 @@ def dump_abort(path, fmt, as_json):
 @click.option("--max-bytes", type=int, help="Stop after N bytes of each .log segment.")
 @click.option("--limit", type=int, help="At most N rows.")
 @BODY_OPT
+@JOBS_OPT
+@SPLIT_OPT
 @guarded
 def dump_kafka(path, as_json, **kw):
     """Kafka files: .log, .index, .timeindex, .txnindex, .snapshot, checkpoints (file, partition or log dir).
