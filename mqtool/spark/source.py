@@ -10,7 +10,8 @@
   findings (the NDJSON objects of ``mqtool verify store``) plus one ``kind = "summary"`` row per store.
 
 Options: ``format`` (default auto), ``mode`` (messages|verify), ``splitSize`` (bytes or 64K/128M/1G),
-``body`` (none|text|hex|base64), ``includeBlank`` (false), ``topic``, ``key``, ``tag`` (the dump filters),
+``body`` (none|text|hex|base64), ``includeBlank`` (false), ``deep`` (false; Kafka: record rows too, with
+their keys/values when ``body`` is set), ``topic``, ``key``, ``tag`` (the dump filters),
 ``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive
 ranges into at most this many partitions). Paths may be store roots, commitlog dirs or segment files, and
 globs (expanded on the driver); they must be readable by the executors under the same name (local disk, NFS, a mounted bucket).
@@ -135,6 +136,7 @@ class MqtoolReader(DataSourceReader):
         self.split = parse_size(options.get("splitSize"))
         self.body = str(options.get("body", "none")).lower()
         self.include_blank = _truthy(options.get("includeBlank", "false"))
+        self.deep = _truthy(options.get("deep", "false"))           # kafka: record rows too
         self.topic = options.get("topic")
         self.key = options.get("key")
         self.tag = options.get("tag")
@@ -164,7 +166,8 @@ class MqtoolReader(DataSourceReader):
         from mqtool.options import DumpOptions
 
         opts = DumpOptions(topic=self.topic, key=self.key, tag=self.tag, body=self.body,
-                           include_blank=self.include_blank, max_message_size=self.max_message_size)
+                           include_blank=self.include_blank, max_message_size=self.max_message_size,
+                           deep=self.deep, print_data=self.deep and self.body != "none")
         for rng in ranges:
             store = rng.store
             for row in family_ranges(rng.family).iter_range_rows(rng, opts):
