@@ -621,6 +621,10 @@ def query(stores, fmt, as_json, engine, master, **kw):
         kw[k] = parse_time(kw[k])
     opts = QueryOptions(**kw)
     stats = ScanStats()
+    if engine == "spark" and detect(stores[0], fmt) == "kafka":
+        # Kafka key queries have their own rows (partition, transaction state): they run embedded
+        sys.stderr.write("mqtool: note: Kafka queries run embedded (--engine spark ignored)\n")
+        engine = "local"
     if engine == "spark":
         from mqtool.spark.fleet import query_columns, query_rows
         from mqtool.spark.session import get_session

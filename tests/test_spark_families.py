@@ -144,3 +144,18 @@ def test_export_litemq_and_kafka_read_back_equal(spark, tmp_path, run_cli, engin
 
         f = read_dataset(out / "_findings", FINDING_FIELDS, ["store"]).to_pylist()
         assert any(r["kind"] == "summary" for r in f)
+
+
+def test_cli_query_engine_spark_litemq_matches_embedded(run_cli, spark):  # noqa: F811
+    paths = [lite_path("clean"), lite_path("crash")]
+    for key in ("order-0001", "order-0002"):
+        c1, out1, _ = run_cli("query", *paths, "--key", key, "--scan", "--json")
+        c2, out2, _ = run_cli("query", *paths, "--key", key, "--engine", "spark", "--json")
+        assert c1 == c2 == 0 and out1 == out2 and out1.count("\n") >= 1
+
+
+def test_cli_verify_engine_spark_runs_embedded_for_litemq_and_kafka(run_cli, spark):  # noqa: F811
+    for p in (lite_path("crash"), kafka_path("kafka-python-3.0.12-patched")):
+        c1, out1, _ = run_cli("verify", "store", p, "--json")
+        c2, out2, _ = run_cli("verify", "store", p, "--json", "--engine", "spark")
+        assert c1 == c2 and out1 == out2

@@ -85,6 +85,12 @@ ROW_FIELDS: list[tuple[str, str]] = [
 ]
 
 
+# Keys a dump row leaves out when they have no value (Spark rows have every column; see mqtool.spark.fleet).
+OPTIONAL_WHEN_NULL = ("state", "bad_utf8", "body")
+# Map columns a dump row renders with sorted keys.
+SORTED_MAPS = ("properties",)
+
+
 @lru_cache(maxsize=32)
 def _store(path: str):
     """(store, segments, nominal file size) of a store path, as the whole-store walk lists them."""
@@ -135,6 +141,36 @@ def _full(seg: Segment) -> bool:
     return _segment_full(str(seg.path), st.st_size, st.st_mtime_ns)
 
 
+# Per process: the furthest record boundary known to lie on the intact chain of a file, keyed by
+# (path, size, mtime_ns). A worker that reads consecutive ranges of a file resumes its hop there.
+_BOUNDARY: dict[tuple, int] = {}
+
+
+def _hop_to(seg: Segment, buf, size: int, until: int) -> tuple[int, bool]:
+    try:
+        st = os.stat(seg.path)
+        key = (str(seg.path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    known = _BOUNDARY.get(key, 0) if key is not None else 0
+    pos, ok = hop(buf, known if known <= until else 0, size, until)
+    if ok and key is not None:
+        if len(_BOUNDARY) > 4096:
+            _BOUNDARY.clear()
+        _BOUNDARY[key] = max(pos, _BOUNDARY.get(key, 0))
+    return pos, ok
+
+
+def _remember(seg: Segment, pos: int) -> None:
+    try:
+        st = os.stat(seg.path)
+    except OSError:
+        return
+    key = (str(seg.path), st.st_size, st.st_mtime_ns)
+    if pos > _BOUNDARY.get(key, 0):
+        _BOUNDARY[key] = pos
+
+
 def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Iterator:
     """Live :class:`~mqtool.litemq.records.LiteRecord` s that start in ``rng``, in order. ``on_end(problem,
     position)`` is called when the live chain ends inside this range (``problem`` as from
@@ -154,7 +190,7 @@ def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Itera
             if on_end is not None:
                 on_end(("zero-length", "empty file", None, 0), 0)
             return
-        pos, ok = hop(buf, 0, size, rng.start)
+        pos, ok = _hop_to(seg, buf, size, rng.start)
         if not ok:
             return                      # the chain ended before this range
         while pos < rng.stop and pos < size:
@@ -167,6 +203,7 @@ def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Itera
                 rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
             yield rec
             pos += 4 + rec.length
+        _remember(seg, pos)
 
 
 def record_filter(opts: DumpOptions):

@@ -9,17 +9,22 @@ from mqtool.ranges import family_ranges
 OPTIONAL_WHEN_NULL = ("property_pairs", "body_error")
 
 
-def spark_row_to_dump_row(d: dict, body: str) -> dict:
-    """A Spark/Arrow message row → the dict `dump commitlog` yields for the same record."""
+def spark_row_to_dump_row(d: dict, body: str, optional=OPTIONAL_WHEN_NULL, sorted_maps=()) -> dict:
+    """A Spark/Arrow message row → the dict `dump commitlog` yields for the same record (``optional``: the
+    family's keys that a dump row leaves out when they have no value; ``sorted_maps``: map columns the
+    family renders with sorted keys, as a Spark map does not keep the order)."""
     d = dict(d)
     d.pop("store", None)
-    for k in OPTIONAL_WHEN_NULL:
+    for k in optional:
         if d.get(k) is None:
             d.pop(k, None)
     if body == "none" and d.get("body") is None:
         d.pop("body", None)
     if isinstance(d.get("properties"), list):
         d["properties"] = dict(d["properties"])
+    for k in sorted_maps:
+        if isinstance(d.get(k), dict):
+            d[k] = dict(sorted(d[k].items()))
     if d.get("property_pairs") is not None:
         d["property_pairs"] = [list(p) for p in d["property_pairs"]]
     return d
@@ -58,7 +63,10 @@ def query_rows(spark, paths: list[str], fmt: str | None, opts) -> list[dict]:
             r = r.option("topic", opts.topic)
         for row in r.load(ps if len(ps) > 1 else ps[0]).collect():
             d = row.asDict(recursive=True)
-            rows_by_store.setdefault(d["store"], []).append(spark_row_to_dump_row(d, opts.body))
+            rows_by_store.setdefault(d["store"], []).append(
+                spark_row_to_dump_row(d, opts.body,
+                                      getattr(family_ranges(fam), "OPTIONAL_WHEN_NULL", OPTIONAL_WHEN_NULL),
+                                      getattr(family_ranges(fam), "SORTED_MAPS", ())))
     for p, _ in order:
         out.extend(rows_by_store.pop(p, []))
     return out[:opts.max] if opts.max is not None and opts.max >= 0 else out
