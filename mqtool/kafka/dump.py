@@ -15,7 +15,7 @@ from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
-from mqtool.kafka.records import Batch, Damage, iter_records, range_bounds, scan
+from mqtool.kafka.records import Batch, Damage, iter_records, scan, scan_range
 from mqtool.render import Column, dumps, iso_ms
 
 
@@ -140,7 +140,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     """Rows of one .log. Filters shared with ``dump commitlog``: --from-offset/--to-offset (batches overlapping
     the range), --key (records with exactly this key; implies --deep).
 
-    Range mode (``start``/``stop``, see :func:`mqtool.kafka.records.range_bounds`): only the rows of the
+    Range mode (``start``/``stop``, see :func:`mqtool.kafka.records.scan_range`): only the rows of the
     entries and damage that start in ``[start, stop)`` after the scanner's resync, reading the last entry
     past ``stop``; the ranges of a file together give exactly the rows of the whole file."""
     want_key = getattr(opts, "key", None)
@@ -150,11 +150,11 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
     with map_input(path) as m:
-        ranged = start > 0 or stop is not None
-        first, last = range_bounds(m.buf, start, stop) if ranged else (0, None)
-        for ev in scan(m.buf, str(path), start=first, max_bytes=getattr(opts, "max_bytes", None)):
-            if last is not None and (ev.start if isinstance(ev, Damage) else ev.position) >= last:
-                break
+        if start > 0 or stop is not None:
+            events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop)
+        else:
+            events = scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None))
+        for ev in events:
             if isinstance(ev, Damage):
                 if ev.kind == "skipped" or ev.kind == "partial-tail":
                     stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")

@@ -155,13 +155,15 @@ def _frame_ok(buf, p: int, n: int) -> bool:
     return zlib.crc32(memoryview(buf)[p + 16:p + 12 + size]) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
 
 
-def resync(buf, p: int, n: int) -> int | None:
-    """First position > p where a self-locating batch with a valid CRC starts, or None."""
+def resync(buf, p: int, n: int, until: int | None = None) -> int | None:
+    """First position > p (and < ``until`` when given) where a self-locating batch with a valid CRC starts,
+    or None."""
     q = p + 1
-    while q + K.HEADER_SIZE_UP_TO_MAGIC <= n:
+    stop = n - K.HEADER_SIZE_UP_TO_MAGIC + 1 if until is None else min(until, n - K.HEADER_SIZE_UP_TO_MAGIC + 1)
+    while q < stop:
         # The size field (q+8..q+12) of a real entry is never zero: skip zero runs in one step.
         if buf[q + 8] == 0 and buf[q + 9] == 0 and buf[q + 10] == 0 and buf[q + 11] == 0:
-            m = _NONZERO.search(buf, q + 8, n)
+            m = _NONZERO.search(buf, q + 8, min(n, stop + 11))
             if m is None:
                 return None
             q = max(q + 1, m.start() - 11)
@@ -172,23 +174,32 @@ def resync(buf, p: int, n: int) -> int | None:
     return None
 
 
-def range_bounds(buf, start: int, stop: int | None) -> tuple[int, int]:
-    """Where a byte-range reader of ``[start, stop)`` begins and ends its walk: the scanner's resync point at
-    or after each end (0 for ``start == 0``, the first self-locating batch with a valid CRC otherwise, the
-    file end when there is none). The whole-file walk passes through every such point (a resync lands on
-    the first one, a batch ends where the next entry frames), so consecutive ranges meet exactly; the
-    exception is a valid batch image *inside* another batch's payload, which a range start would take."""
+def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True):
+    """The events of :func:`scan` that a byte-range reader of ``[start, stop)`` owns.
+
+    A range begins at the scanner's resync point at or after ``start`` (byte 0 for the first range; no
+    self-locating batch with a valid CRC in ``[start, stop)`` means the range owns nothing) and owns every
+    event of the walk from there until the resync point at or after ``stop``, reading its last entry past
+    ``stop``. The whole-file walk passes through every such point (a resync lands on the first one, a batch
+    ends where the next entry frames), so consecutive ranges meet exactly; the exception is a valid batch
+    image *inside* another batch's payload, which a range start would take for a batch.
+    """
     n = len(buf)
-
-    def point(at: int) -> int:
-        if at <= 0:
-            return 0
-        if at >= n:
-            return n
-        q = resync(buf, at - 1, n)
-        return n if q is None else q
-
-    return point(start), point(n if stop is None else stop)
+    if start > 0:
+        q = resync(buf, start - 1, n, until=stop)
+        if q is None:
+            return
+        start = q
+    checked = stop          # no resync point in [stop, checked)
+    for ev in scan(buf, path, start=start, check_crc=check_crc):
+        pos = ev.start if isinstance(ev, Damage) else ev.position
+        if pos >= stop:
+            if isinstance(ev, Batch) and ev.crc_ok and check_crc:
+                return      # a valid batch at or after stop: the next range's
+            if resync(buf, checked - 1, n, until=pos + 1) is not None:
+                return
+            checked = pos + 1
+        yield ev
 
 
 def _is_zero(buf, start: int, end: int) -> bool:
