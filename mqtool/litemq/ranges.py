@@ -91,9 +91,21 @@ OPTIONAL_WHEN_NULL = ("state", "bad_utf8", "body")
 SORTED_MAPS = ("properties",)
 
 
-@lru_cache(maxsize=32)
+def _mtime(p) -> int:
+    try:
+        return os.stat(p).st_mtime_ns
+    except OSError:
+        return 0
+
+
 def _store(path: str):
-    """(store, segments, nominal file size) of a store path, as the whole-store walk lists them."""
+    """(store, segments, nominal file size) of a store path, as the whole-store walk lists them (cached per
+    process while the path and its commitlog directory are unchanged)."""
+    return _store_cached(path, _mtime(path), _mtime(os.path.join(path, "commitlog")))
+
+
+@lru_cache(maxsize=32)
+def _store_cached(path: str, _m1: int, _m2: int):
     store = resolve(path)
     segs, fs = commitlog_segments(store)
     return store, segs, fs
@@ -102,7 +114,7 @@ def _store(path: str):
 def plan(path, split_size: int | None = None) -> list[ByteRange]:
     """Ranges over the commitlog files of a data dir, commitlog dir or one segment file (the files the
     whole-store walk reads, in its order)."""
-    _store.cache_clear()
+    _store_cached.cache_clear()
     _, segs, _ = _store(str(path))
     return split_segments(FAMILY, str(path), segs, split_size)
 
