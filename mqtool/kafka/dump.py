@@ -146,7 +146,8 @@ def log_rows(path: Path, opts, stats, topic: str | None = None):
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
     with map_input(path) as m:
-        for ev in scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None)):
+        for ev in scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None),
+                         fd=m.fileno() if m.mapped else None):
             if isinstance(ev, Damage):
                 if ev.kind == "skipped" or ev.kind == "partial-tail":
                     stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")

@@ -138,10 +138,11 @@ class Recoverer:
 
 
 def recover_segment(buf, path: str, base_offset: int, interval: int = K.DEFAULT_INDEX_INTERVAL_BYTES,
-                    final_time_entry: bool = True, txn: TxnTracker | None = None) -> SegmentIndexes:
+                    final_time_entry: bool = True, txn: TxnTracker | None = None,
+                    fd: int | None = None) -> SegmentIndexes:
     """Run the recovery rule over one segment buffer."""
     r = Recoverer(base_offset, interval, txn)
-    for ev in scan(buf, path):
+    for ev in scan(buf, path, fd=fd):
         if isinstance(ev, Damage):
             if ev.kind != "zero-tail":
                 r.stop(f"{ev.kind} at {ev.start}: {ev.message}")

@@ -61,7 +61,8 @@ def run_rebuild(path: Path, opts):
                     counts["segments"] += 1
                     active = i == len(part.segments) - 1
                     with map_input(seg.log) as m:
-                        res = recover_segment(m.buf, str(seg.log), seg.base_offset, interval, True, txn)
+                        res = recover_segment(m.buf, str(seg.log), seg.base_offset, interval, True, txn,
+                                              fd=m.fileno() if m.mapped else None)
                     if res.stop_reason:
                         yield f(WARNING, "log-truncated", seg.log, res.valid_bytes, None,
                                 f"recovery would truncate the log at {res.valid_bytes}: {res.stop_reason}")

@@ -136,7 +136,7 @@ class KafkaVerifier:
             self.stats["bytes"] += len(buf)
             if len(buf) == 0:
                 return prev_last
-            for ev in scan(buf, str(path)):
+            for ev in scan(buf, str(path), fd=m.fileno() if m.mapped else None):
                 if isinstance(ev, Damage):
                     rec.stop(f"{ev.kind} at {ev.start}")
                     if ev.kind == "zero-tail":
