@@ -132,6 +132,7 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                           prev + 1, s.index)
         prev = s.index
     live = True
+    pending = None
     for seg in segs:
         name = store.display(seg.path)
         with map_input(seg.path) as mi:
@@ -146,28 +147,14 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                 live = False
                 res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
                 kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
-                # what follows the end
-                tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale, with_body, fd)
-                carved, nonzero, newer = tail
-                if kind == "zero-length" and not nonzero:
-                    yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
-                                  "end of data: zero fill to the end of the file (LiteMQ preallocation)")
-                elif kind == "zero-length":
-                    yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
-                                  "end of data (first zero length); non-zero bytes follow")
-                elif newer:
-                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
-                                  f"{msg}; the live data ends here but {newer} newer record(s) follow in this "
-                                  "file: damage, not a restart", exp, act)
-                elif carved:
-                    yield Finding(WARNING, "overwritten-record", name, pos, seg.base + pos,
-                                  f"live data ends inside an older record ({msg}); older records follow: "
-                                  "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
-                else:
-                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
-                                  f"{msg}; the live data ends here and nothing readable follows", exp, act)
+                # what follows the end (this file now, later files below): judged once everything is seen
+                carved, nonzero, newer = yield from _after_end(buf, pos, size, seg, name, res, carve_stale,
+                                                               with_body, fd)
+                pending = (name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer)
             else:
                 yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body, fd)
+    if pending is not None:
+        yield _end_finding(*pending, res.after_gap)
     if res.stale:
         yield Finding(WARNING, "stale-records", None, None, res.end_offset,
                       f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
@@ -178,12 +165,47 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                       "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
 
 
+def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, newer_total):
+    """What the end of the live data is: the end (info), a restart's overwrite (warning) or damage (error).
+
+    LiteMQ opens a new file only when the previous one is exactly full, so newer records anywhere after the
+    end (in this file or a later one) mean the end is damage, also when it is a zero length (zeroed bytes).
+    """
+    later = newer_total - newer
+    where = (f"{newer} newer record(s) follow in this file" if newer else "") + \
+        (" and " if newer and later else "") + (f"{later} in later files" if later else "")
+    if kind == "zero-length" and newer_total:
+        return Finding(ERROR, "zeroed-range", name, pos, off,
+                       f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
+                       "(damage), not the end of data", None, 0)
+    if kind == "zero-length" and not nonzero:
+        return Finding(INFO, "end-of-data", name, pos, off,
+                       "end of data: zero fill to the end of the file (LiteMQ preallocation)")
+    if kind == "zero-length":
+        return Finding(INFO, "end-of-data", name, pos, off, "end of data (first zero length); non-zero bytes follow")
+    if newer_total:
+        return Finding(ERROR, kind, name, pos, off,
+                       f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act)
+    if carved:
+        return Finding(WARNING, "overwritten-record", name, pos, off,
+                       f"live data ends inside an older record ({msg}); older records follow: "
+                       "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
+    return Finding(ERROR, kind, name, pos, off, f"{msg}; the live data ends here and nothing readable follows",
+                   exp, act)
+
+
 def _live(buf, size, seg, name, res, with_body=False):
     pos = 0
     while pos < size:
         rec, prob = parse_record_at(buf, pos, size, seg, name)
         if rec is None:
             return pos, prob
+        if rec.length != rec.consumed + F.TRAILING_PAD:
+            # A length prefix longer than the encoded fields: following it (as LiteMQ's reader would) hides
+            # whatever lies in the excess and lands inside another record. The live data ends here; the carve
+            # after the end recovers the records the bad length covers.
+            return pos, ("length-mismatch", "length prefix disagrees with the encoded fields (+6 overcount)",
+                         rec.consumed + F.TRAILING_PAD, rec.length)
         res.live += 1
         ts = rec.m["StoreTimestamp"]
         if res.max_live_ts is None or ts > res.max_live_ts:
