@@ -218,7 +218,8 @@ class KafkaVerifier:
                         seen.epochs[-1][2] = b.last_offset
                     else:
                         seen.epochs.append([b.partition_leader_epoch, base, b.last_offset])
-                prev_last = max(prev_last, b.last_offset) if prev_last is not None else b.last_offset
+                if b.crc_ok:      # a batch whose CRC fails may carry a damaged lastOffsetDelta: not a reference
+                    prev_last = max(prev_last, b.last_offset) if prev_last is not None else b.last_offset
                 if seen.first_offset is None:
                     seen.first_offset = base
                 seen.last_offset = b.last_offset if seen.last_offset is None else max(seen.last_offset, b.last_offset)
