@@ -10,6 +10,7 @@ from pathlib import Path
 
 from formats import kafka as K
 from mqtool.common import encode_body
+from mqtool.errors import InputError
 from mqtool.io import AtomicWriter, map_input, prepare_output_dir
 from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
@@ -262,15 +263,23 @@ def dump_path(p: Path, opts, stats):
         return
     for ld in L.discover(p):
         if ld.bootstrap_checkpoint is not None:
-            yield from log_rows(ld.bootstrap_checkpoint, opts, stats, "__cluster_metadata")
+            yield from _guarded(log_rows(ld.bootstrap_checkpoint, opts, stats, "__cluster_metadata"), stats)
         for part in ld.partitions:
             if getattr(opts, "topic", None) and part.topic != opts.topic:
                 continue
             for seg in part.segments:
                 if seg.log is not None:
-                    yield from log_rows(seg.log, opts, stats, part.topic)
+                    yield from _guarded(log_rows(seg.log, opts, stats, part.topic), stats)
             for _end, _epoch, f in part.kraft_snapshots:
-                yield from log_rows(f, opts, stats, "__cluster_metadata")
+                yield from _guarded(log_rows(f, opts, stats, "__cluster_metadata"), stats)
+
+
+def _guarded(rows, stats):
+    """One unreadable file inside a directory (FIFO, device, symlink loop, permissions) is a note, not the end."""
+    try:
+        yield from rows
+    except InputError as e:
+        stats.damage(f"{e.file}: file-unreadable: {e.message}")
 
 
 class SalvageWriter:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import kafka as K
+from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input
 from mqtool.kafka import files as F
@@ -80,13 +81,13 @@ class KafkaVerifier:
         for ld in logdirs:
             leos = {}
             if ld.bootstrap_checkpoint is not None and only_base is None:
-                yield from self.check_snapshot_log(ld.bootstrap_checkpoint)
+                yield from self._guard(self.check_snapshot_log(ld.bootstrap_checkpoint))
             for p in ld.partitions:
                 leo = yield from self.run_partition(p, only_base, only_kind)
                 if p.topic is not None:
                     leos[(p.topic, p.partition)] = (leo, p)
             if ld.path is not None and only_base is None and self.part == "store":
-                yield from self.check_logdir_checkpoints(ld, leos)
+                yield from self._guard(self.check_logdir_checkpoints(ld, leos))
         self.summary.extra.update(self.stats)
 
     # -- partitions
@@ -105,18 +106,19 @@ class KafkaVerifier:
                 continue
             seen = SegmentSeen(seg.base_offset)
             if seg.log is not None:
-                prev_last = yield from self.check_log(seg, seen, txn, prev_last, active=seg is p.segments[-1])
+                prev_last = yield from self._guard(
+                    self.check_log(seg, seen, txn, prev_last, active=seg is p.segments[-1]), prev_last)
             if self.part in ("store", "index") and only_kind in (None, "index", "log"):
-                yield from self.check_offset_index(seg, seen)
+                yield from self._guard(self.check_offset_index(seg, seen))
             if self.part in ("store", "index") and only_kind in (None, "timeindex", "log"):
-                yield from self.check_time_index(seg, seen)
+                yield from self._guard(self.check_time_index(seg, seen))
             if self.part in ("store", "index") and only_kind in (None, "txnindex", "log"):
-                yield from self.check_txn_index(seg, seen)
+                yield from self._guard(self.check_txn_index(seg, seen))
             seen_all.append(seen)
         yield from self._segment_gaps(p, seen_all)
         if only_base is None:
             for _end, _epoch, f in p.kraft_snapshots:
-                yield from self.check_snapshot_log(f)
+                yield from self._guard(self.check_snapshot_log(f))
         leo = 0
         if p.segments:
             leo = p.segments[-1].base_offset
@@ -124,8 +126,17 @@ class KafkaVerifier:
             if s.last_offset is not None:
                 leo = max(leo, s.last_offset + 1)
         if only_base is None and self.part == "store":
-            yield from self.check_partition_files(p, seen_all, leo)
+            yield from self._guard(self.check_partition_files(p, seen_all, leo))
         return leo
+
+    def _guard(self, gen, default=None):
+        """Run one check; a file it cannot read (FIFO, device, directory, symlink loop, permissions, vanished)
+        becomes a ``file-unreadable`` finding and the walk goes on with the next file."""
+        try:
+            return (yield from gen)
+        except InputError as e:
+            yield self._f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
+            return default
 
     def _segment_gaps(self, p: Partition, seen_all: list[SegmentSeen]):
         """Offsets missing between two segments. Retention deletes only from the start and a roll starts the
@@ -157,6 +168,7 @@ class KafkaVerifier:
             seen.size = len(buf)
             self.stats["bytes"] += len(buf)
             if len(buf) == 0:
+                yield self._f(INFO, "empty-segment", path, None, seg.base_offset, "empty segment (no batches)")
                 return prev_last
             for ev in scan(buf, str(path), fd=m.fileno() if m.mapped else None):
                 if isinstance(ev, Damage):

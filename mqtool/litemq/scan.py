@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from formats import litemq as F
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input
-from mqtool.litemq.layout import Segment, Store, commitlog_segments
+from mqtool.litemq.layout import Segment, Store, commitlog_segments, irregular_segments
 from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, decode_message
 
 _U32 = struct.Struct(">I")
@@ -116,6 +116,10 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
     res = result if result is not None else WalkResult()
     segs, fs = commitlog_segments(store)
     res.file_size = fs
+    if store.commitlog_dir is not None and store.kind != "segment":
+        for path, why in irregular_segments(store.commitlog_dir):
+            yield Finding(ERROR, "file-unreadable", store.display(path), None, None,
+                          f"named like a commitlog file but {why}: skipped (never opened, so nothing blocks)")
     if not segs:
         yield Finding(WARNING, "no-commitlog", store.display(store.commitlog_dir or store.target), None, None,
                       "no commitlog files found")
