@@ -84,7 +84,6 @@ FAMILY_RUNS = {
             ("verify", "commitlog", "{s}", "--deep"),
             ("verify", "index", "{s}"),
             ("rebuild-index", "{s}", "--out", "{out}/rebuilt", "--compare"),
-            ("rebuild-index", "{s}", "--out", "{out}/rebuilt-pre", "--preallocate"),
             ("query", "{s}", "--offset", "0"),
             ("query", "{s}", "--timestamp", "2020-01-01T00:00:00Z"),
             ("query", "{s}", "--key", "k"),
