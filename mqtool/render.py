@@ -109,15 +109,43 @@ def _json_dumps(obj: Any) -> str:
 
 
 def write_ndjson(rows: Iterable[dict], out=None) -> int:
-    """Write one JSON object per line; returns the count."""
+    """Write one JSON object per line; returns the count.
+
+    With orjson, lines are encoded straight to bytes and written to the binary layer of ``out`` in batches
+    (after flushing its text layer, so the order of earlier text output is kept).
+    """
     out = out or sys.stdout
-    n = 0
-    w = out.write
-    for r in rows:
-        w(dumps(r))
-        w("\n")
-        n += 1
+    binary = getattr(out, "buffer", None) if _orjson is not None else None
+    if binary is None:
+        n = 0
+        w = out.write
+        for r in rows:
+            w(dumps(r))
+            w("\n")
+            n += 1
+        out.flush()
+        return n
     out.flush()
+    enc = _orjson.dumps
+    opt = _OPTS | _orjson.OPT_APPEND_NEWLINE
+    w = binary.write
+    batch: list[bytes] = []
+    add = batch.append
+    n = 0
+    try:
+        for r in rows:
+            try:
+                add(enc(r, default=_default, option=opt))
+            except TypeError:  # ints beyond 64 bits, non-UTF-8 file names: the careful writer
+                add((_json_dumps(r) + "\n").encode("utf-8"))
+            n += 1
+            if len(batch) >= 32:      # ~25 KB per write: below malloc's mmap threshold
+                w(b"".join(batch))
+                batch.clear()
+    finally:
+        if batch:
+            w(b"".join(batch))
+        binary.flush()
     return n
 
 

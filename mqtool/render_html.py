@@ -20,6 +20,7 @@ from mqtool.render_info import fact_text, human_bytes, human_span, time_label
 MAX_FINDING_ROWS = 5000
 MAX_TOPIC_BARS = 25
 MAX_TABLE_ROWS = 1000      # topics / consumer rows in the HTML tables (the JSON of `mqtool info` has all)
+MAX_CLEAN_STRIPS = 8       # with more logs than this, the damage map draws only those with marks
 MAX_SVG_BUCKETS = 1500     # more timeline buckets than this are merged for drawing
 SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -262,7 +263,12 @@ def _damage_section(info: StoreInfo, findings: list, file_sizes: dict[str, int])
             colour = "#c62828" if f.severity == "error" else "#b26a00"
             by_file_marks[f.file].append((f.position, 1, colour, f"{f.severity} {f.code}: {f.message}"))
     if streams:
-        for stream, files in streams.items():
+        drawn = streams
+        if len(streams) > MAX_CLEAN_STRIPS:   # many logs (Kafka partitions): draw the damaged ones only
+            drawn = {k: v for k, v in streams.items() if any(f["file"] in by_file_marks for f in v)}
+            out.append(f'<p class="note">{len(streams) - len(drawn)} of {len(streams)} logs have no damaged range '
+                       'and no error or warning finding; they are not drawn.</p>')
+        for stream, files in drawn.items():
             out.append(_log_strip(stream, sorted(files, key=lambda x: x["base"]), by_file_marks))
     log_names = {lf["file"] for lf in info.log_files}
     others = [p for p in by_file_marks if p not in log_names and file_sizes.get(p)]

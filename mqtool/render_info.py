@@ -7,6 +7,7 @@ Never reads a store; takes the model only. Colour is decoration: every mark also
 from __future__ import annotations
 
 import datetime as _dt
+import re
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -153,13 +154,21 @@ def _topics(info: StoreInfo):
     t.add_column("Per queue: msgs (/queue end)", overflow="fold")
     for ts in info.topics[:MAX_ROWS]:
         parts = []
-        for q in ts.queues[:16]:
+        queues = ts.queues
+        empty = 0
+        if len(queues) > 16:   # many queues (e.g. Kafka's 50 __consumer_offsets partitions): the used ones
+            used = [q for q in queues if q.messages or q.max_offset]
+            empty = len(queues) - len(used)
+            queues = used
+        for q in queues[:16]:
             s = f"{q.queue}:{q.messages}"
             if q.max_offset is not None and q.max_offset != q.messages:
                 s += f"/{q.max_offset}"
             parts.append(s)
-        if len(ts.queues) > 16:
-            parts.append(f"… {len(ts.queues) - 16} more")
+        if len(queues) > 16:
+            parts.append(f"… {len(queues) - 16} more")
+        if empty:
+            parts.append(f"(+{empty} empty)")
         t.add_row(Text(ts.topic), str(ts.messages), human_bytes(ts.bytes), fmt(ts.first_store_time),
                   fmt(ts.last_store_time), Text(" ".join(parts)))
     if len(info.topics) > MAX_ROWS:
@@ -179,8 +188,10 @@ def _consumers(info: StoreInfo):
             a[3].append((c.queue, f"{c.queue}:{c.lag}"))
         else:
             a[4] = True
-    t = Table(title="Consumer offsets and lag (config/consumerOffset.json vs queue ends)", header_style="bold",
-              title_justify="left")
+    # where the offsets come from (config/consumerOffset.json, __consumer_offsets-N, checkpoint/checkpoint)
+    srcs = sorted({re.sub(r"^(.*/)?(__consumer_offsets)-\d+$", r"\2", c.source) for c in info.consumers if c.source})
+    src = ", ".join(srcs[:2]) + (" …" if len(srcs) > 2 else "") if srcs else "committed offsets"
+    t = Table(title=f"Consumer offsets and lag ({src} vs queue ends)", header_style="bold", title_justify="left")
     t.add_column("Group", max_width=32, overflow="ellipsis", no_wrap=True)
     t.add_column("Topic", max_width=32, overflow="ellipsis", no_wrap=True)
     t.add_column("Committed", justify="right")

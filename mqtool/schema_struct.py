@@ -43,18 +43,55 @@ def _fmt_of(sc, choose) -> tuple[str, list[str]] | None:
     return None
 
 
-def fixed_prefix_format(schema: Struct, choose=lambda ite: ite.elsesubcon, stop_before: str | None = None):
-    """Return (struct.Struct, [field names]) for the longest fixed-size prefix of ``schema``.
-
-    Nested fixed structs contribute dotted names (``BORNHOST.addr``). ``stop_before`` ends the prefix at a field.
-    """
-    fmt, names = ">", []
+def fixed_prefix_fields(schema: Struct, choose=lambda ite: ite.elsesubcon,
+                        stop_before: str | None = None) -> list[tuple[str, str]]:
+    """[(field name, struct format code)] for the longest fixed-size prefix of ``schema`` (see below)."""
+    out = []
     for sub in schema.subcons:
         if stop_before is not None and sub.name == stop_before:
             break
         r = _fmt_of(sub, choose)
         if r is None:
             break
-        fmt += r[0]
-        names += [f"{sub.name}{n}" for n in r[1]]
-    return struct.Struct(fmt), names
+        codes = _split_codes(r[0])
+        assert len(codes) == len(r[1]), (sub.name, r)
+        out += [(f"{sub.name}{n}", c) for n, c in zip(r[1], codes)]
+    return out
+
+
+def _split_codes(fmt: str) -> list[str]:
+    """"i4sq" -> ["i", "4s", "q"]."""
+    codes, num = [], ""
+    for ch in fmt:
+        if ch.isdigit():
+            num += ch
+        else:
+            codes.append(num + ch)
+            num = ""
+    return codes
+
+
+def fixed_prefix_format(schema: Struct, choose=lambda ite: ite.elsesubcon, stop_before: str | None = None):
+    """Return (struct.Struct, [field names]) for the longest fixed-size prefix of ``schema``.
+
+    Nested fixed structs contribute dotted names (``BORNHOST.addr``). ``stop_before`` ends the prefix at a field.
+    """
+    fields = fixed_prefix_fields(schema, choose, stop_before)
+    return struct.Struct(">" + "".join(c for _, c in fields)), [n for n, _ in fields]
+
+
+def selected_format(schema: Struct, wanted: list[str], choose=lambda ite: ite.elsesubcon,
+                    stop_before: str | None = None) -> struct.Struct:
+    """A ``struct.Struct`` over the same fixed prefix that unpacks only ``wanted`` (in schema order; the other
+    fields become pad bytes of their size), for hot loops that need a few fields of a wide header."""
+    fields = fixed_prefix_fields(schema, choose, stop_before)
+    names = [n for n, _ in fields]
+    missing = [w for w in wanted if w not in names]
+    if missing:
+        raise KeyError(f"not in the fixed prefix: {missing}")
+    if [n for n in names if n in wanted] != list(wanted):
+        raise ValueError("wanted fields must be given in schema order")
+    fmt = ">"
+    for n, c in fields:
+        fmt += c if n in wanted else f"{struct.calcsize('>' + c)}x"
+    return struct.Struct(fmt)

@@ -28,6 +28,8 @@ from conftest import ROOT, realdata_root, require_realdata
 _COMMON_TAIL = [
     ("hash", "{s}"),
     ("hash", "{s}", "--sha256sum"),
+    ("info", "{s}", "--json"),
+    ("report", "{s}", "-o", "{out}/report.html"),
 ]
 FAMILY_RUNS = {
     "rocketmq": {

@@ -71,11 +71,22 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                          f"skipped {d.length} bytes")
 
         def rows():
-            for m in iter_messages(segs, opts.from_offset, opts.to_offset, opts.max_message_size,
-                                   include_blank=opts.include_blank, on_damage=on_damage):
+            msgs = iter_messages(segs, opts.from_offset, opts.to_offset, opts.max_message_size,
+                                 include_blank=opts.include_blank, on_damage=on_damage)
+            body = opts.body
+            if opts.topic is None and opts.key is None and opts.tag is None:
+                n = 0
+                try:
+                    for m in msgs:
+                        n += 1
+                        yield m.to_row(body)
+                finally:
+                    stats.messages += n
+                return
+            for m in msgs:
                 if keep(m):
                     stats.messages += 1
-                    yield m.to_row(opts.body)
+                    yield m.to_row(body)
 
         cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
         return cols, rows(), f"commitlog {s.commitlog_dir or path}"

@@ -6,7 +6,8 @@ construct schema itself. Properties, body, decompression and host strings are co
 """
 from __future__ import annotations
 
-import zlib
+import mmap
+import struct
 from functools import lru_cache
 
 from construct import ConstructError
@@ -14,6 +15,8 @@ from construct import ConstructError
 from formats import rocketmq as F
 from formats.common import format_host
 from mqtool import codecs
+from mqtool.common import encode_body
+from mqtool.fastcrc import crc32
 from mqtool.schema_struct import fixed_prefix_format
 
 # Fixed part of a v1/v2 unit with IPv4 hosts: TOTALSIZE .. BODYLENGTH (88 bytes), derived from the schema.
@@ -21,14 +24,53 @@ FIXED, FIXED_NAMES = fixed_prefix_format(F.MessageV1, stop_before="BODY")
 FIXED_SIZE = FIXED.size
 _unpack_fixed = FIXED.unpack_from
 assert FIXED_NAMES[-1] == "BODYLENGTH" and FIXED_SIZE == 88, (FIXED_NAMES, FIXED_SIZE)
-PREFIX = __import__("struct").Struct(">ii")
+PREFIX, _ = fixed_prefix_format(F.UnitPrefix)
 _unpack_prefix = PREFIX.unpack_from
 _HOST_V6_FLAGS = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
+_MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
+_MIN_SIZE = F.MIN_MESSAGE_SIZE
+_PORT_OFFSET = struct.Struct(">iq")       # msgId tail: store port (int32) + PHYSICALOFFSET (int64)
+_new = object.__new__
+_SLICES_TO_BYTES = (bytes, mmap.mmap)     # buffers whose slices are bytes (others take the careful path)
+
+
+_KEYS, _TAGS, _UNIQ, _KEY_SEP = F.PROPERTY_KEYS, F.PROPERTY_TAGS, F.PROPERTY_UNIQ_KEY, F.KEY_SEPARATOR
+_TXN_NAMES, _TXN_MASK = F.TRANSACTION_NAMES, F.TRANSACTION_MASK
+_NV, _PS = F.NAME_VALUE_SEPARATOR, F.PROPERTY_SEPARATOR
 
 
 @lru_cache(maxsize=4096)
 def _host(addr: bytes, port: int) -> str:
     return format_host(addr, port)
+
+
+@lru_cache(maxsize=4096)
+def _msgid_prefix(addr: bytes, port: int) -> str:
+    return (addr + port.to_bytes(4, "big", signed=True)).hex().upper()
+
+
+def property_dict(text: str) -> tuple[dict[str, str], int]:
+    """(``dict(property_pairs(text))``, ``len(property_pairs(text))``) without building the pair list."""
+    d = {}
+    n = 0
+    for seg in text.split(_PS):
+        k, _, v = seg.partition(_NV)
+        if k and v:
+            d[k] = v
+            n += 1
+    return d, n
+
+
+def property_pairs(text: str) -> list[tuple[str, str]]:
+    """Same result as :func:`formats.rocketmq.string_to_property_pairs` (the rule's reference; a test checks
+    both agree): a pair survives when both its name (before the first \\x01) and value are non-empty, which
+    also implies the broker's "segment of at least 3 chars" rule."""
+    out = []
+    for seg in text.split(_PS):
+        n, _, v = seg.partition(_NV)
+        if n and v:
+            out.append((n, v))
+    return out
 
 
 class Message:
@@ -89,7 +131,7 @@ class Message:
     def property_pairs(self) -> list[tuple[str, str]]:
         p = self._pairs
         if p is None:
-            p = self._pairs = F.string_to_property_pairs(self.props_raw.decode("utf-8", errors="replace"))
+            p = self._pairs = property_pairs(self.props_raw.decode("utf-8", errors="replace"))
         return p
 
     @property
@@ -121,27 +163,40 @@ class Message:
     def msg_id(self) -> str:
         """offsetMsgId: store host address + port + PHYSICALOFFSET, upper-case hex."""
         addr, port = self.store_host_raw
-        return (addr + port.to_bytes(4, "big", signed=True)
-                + self.physical_offset.to_bytes(8, "big", signed=True)).hex().upper()
+        phys = self.physical_offset
+        if phys >= 0:
+            return _msgid_prefix(addr, port) + f"{phys:016X}"
+        return (addr + _PORT_OFFSET.pack(port, phys)).hex().upper()
 
     def to_row(self, body_mode: str = "none") -> dict:
-        from mqtool.common import encode_body
-
+        pairs = self._pairs
+        if pairs is None:        # straight to the dict; the pair list only when a name repeats
+            props, n = property_dict(self.props_raw.decode("utf-8", errors="replace"))
+            pairs = self.property_pairs if n != len(props) else props
+        else:
+            props = dict(pairs)
+        k = props.get(_KEYS)
+        sys_flag = self.sys_flag
+        bh, sh = self._born_host, self._store_host
         row = {
             "kind": "message", "file": self.file, "position": self.position, "offset": self.offset,
             "size": self.size, "magic": self.version, "body_crc": self.body_crc, "crc_ok": self.crc_ok,
             "queue_id": self.queue_id, "flag": self.flag, "queue_offset": self.queue_offset,
-            "physical_offset": self.physical_offset, "sys_flag": self.sys_flag, "transaction": self.transaction,
-            "born_timestamp": self.born_timestamp, "born_host": self.born_host,
-            "store_timestamp": self.store_timestamp, "store_host": self.store_host,
+            "physical_offset": self.physical_offset, "sys_flag": sys_flag,
+            "transaction": _TXN_NAMES[sys_flag & _TXN_MASK],
+            "born_timestamp": self.born_timestamp, "born_host": bh if isinstance(bh, str) else _host(*bh),
+            "store_timestamp": self.store_timestamp, "store_host": sh if isinstance(sh, str) else _host(*sh),
             "reconsume_times": self.reconsume_times,
             "prepared_transaction_offset": self.prepared_transaction_offset,
-            "topic": self.topic, "properties": self.properties, "keys": self.keys, "tags": self.tags,
-            "uniq_key": self.uniq_key, "msg_id": self.msg_id, "body_size": self.body_len,
-            "compression": self.compression,
+            "topic": self.topic_raw.decode("utf-8", errors="replace"), "properties": props,
+            "keys": [t for t in k.split(_KEY_SEP) if t] if k else [], "tags": props.get(_TAGS),
+            "uniq_key": props.get(_UNIQ),
+            "msg_id": _msgid_prefix(*sh) + f"{self.physical_offset:016X}"
+            if self.physical_offset >= 0 and not isinstance(sh, str) else self.msg_id,
+            "body_size": self.body_len,
+            "compression": self.compression if sys_flag & F.COMPRESSED_FLAG else None,
         }
-        pairs = self.property_pairs
-        if len(pairs) != len(row["properties"]):
+        if len(pairs) != len(props):
             row["property_pairs"] = [list(p) for p in pairs]   # keep duplicated names for the record
         if body_mode != "none":
             try:
@@ -179,7 +234,63 @@ def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int,
     """Decode the unit at ``buf[pos]`` (must not extend past ``end``). Raises :class:`DecodeFailure`.
 
     Bounds are checked before anything is sliced; a body CRC mismatch does not fail the decode (``crc_ok``).
+    The common case goes through :func:`decode_common`; anything else, including every failure, through
+    :func:`_decode_checked`, which gives the precise reason.
     """
+    m = decode_common(buf, pos, end, base, file, max_size, check_crc, crc_view)
+    if m is None:
+        return _decode_checked(buf, pos, end, base, file, max_size, check_crc, crc_view)
+    return m
+
+
+def decode_common(buf, pos: int, end: int, base: int, file: str, max_size: int, check_crc: bool = True,
+                  crc_view=None) -> Message | None:
+    """The common unit (v1/v2 magic, IPv4 hosts, every length consistent, a ``bytes``/``mmap`` buffer) with one
+    unpack of the schema-derived :data:`FIXED` and integer compares before any slice; None for anything else
+    (never raises: the caller takes the careful path)."""
+    if end - pos >= FIXED_SIZE and type(buf) in _SLICES_TO_BYTES:
+        (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, baddr, bport,
+         store_ts, saddr, sport, reconsume, prepared, body_len) = _unpack_fixed(buf, pos)
+        stop = pos + total
+        p = pos + FIXED_SIZE + body_len
+        if (magic == _MAGIC_V1 or magic == _MAGIC_V2) and _MIN_SIZE <= total <= end - pos \
+                and total <= max_size and not sys_flag & _HOST_V6_FLAGS and body_len >= 0 and p + 3 <= stop:
+            if magic == _MAGIC_V1:
+                tl = buf[p]
+                tp = p + 1
+                version = "v1"
+            else:
+                tl = (buf[p] << 8) | buf[p + 1]
+                tp = p + 2
+                version = "v2"
+            pp = tp + tl + 2
+            if tl < 0x80 or (version == "v2" and tl < 0x8000):
+                pl = (buf[pp - 2] << 8) | buf[pp - 1] if pp <= stop else -1
+                if 0 <= pl < 0x8000 and pp + pl == stop:
+                    m = _new(Message)
+                    m.size, m.body_crc, m.queue_id, m.flag = total, body_crc, queue_id, flag
+                    m.queue_offset, m.physical_offset, m.sys_flag = queue_offset, physical_offset, sys_flag
+                    m.born_timestamp, m._born_host, m.store_timestamp = born_ts, (baddr, bport), store_ts
+                    m._store_host, m.reconsume_times, m.prepared_transaction_offset = (saddr, sport), reconsume, \
+                        prepared
+                    m.body_start = bs = pos + FIXED_SIZE
+                    m.body_len = body_len
+                    m.topic_raw = buf[tp:tp + tl]
+                    m.props_raw = buf[pp:stop]
+                    m.file, m.position, m.offset, m.version, m._buf, m._pairs = file, pos, base + pos, version, \
+                        buf, None
+                    if check_crc:
+                        m.crc_ok = (crc32((crc_view if crc_view is not None else buf)[bs:bs + body_len])
+                                    & 0x7FFFFFFF) == body_crc
+                    else:
+                        m.crc_ok = None
+                    return m
+    return None
+
+
+def _decode_checked(buf, pos: int, end: int, base: int, file: str, max_size: int, check_crc: bool,
+                    crc_view) -> Message:
+    """The careful decoder: every rule checked in order, with the precise failure; IPv6 hosts via construct."""
     left = end - pos
     if left < 8:
         raise DecodeFailure("truncated-record", f"{left} bytes left, a unit needs at least 8")
@@ -250,7 +361,7 @@ def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int,
     m._pairs = None
     if check_crc:
         view = crc_view if crc_view is not None else buf
-        m.crc_ok = (zlib.crc32(view[m.body_start:m.body_start + body_len]) & 0x7FFFFFFF) == m.body_crc
+        m.crc_ok = (crc32(view[m.body_start:m.body_start + body_len]) & 0x7FFFFFFF) == m.body_crc
     else:
         m.crc_ok = None
     return m

@@ -11,21 +11,29 @@ Events yielded (all carry file and position):
 * :class:`~mqtool.rocketmq.records.Message` / :class:`~mqtool.rocketmq.records.Blank`
 * :class:`Damage` — bytes that could not be read as units, with the reason at the first bad byte
 * :class:`End` — where data ends in this segment and what follows it
+* :class:`FastRun` — only with a ``fast_lane``: clean units the lane consumed itself
+
+The segment is mapped read-only and walked through a :class:`mqtool.pages.PageWindow`, so the resident size
+stays bounded whatever the segment size.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError
 from mqtool.io import first_nonzero, last_nonzero, map_input
+from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.rocketmq.layout import Segment
-from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
+from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_common, decode_message
 
 _V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
 _BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+_MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
+_FAULT_AROUND = 64 << 10      # Linux maps up to this much around a faulting page of a file map
+_unpack_prefix = PREFIX.unpack_from
 
 
 @dataclass
@@ -42,6 +50,16 @@ class Damage:
 
 
 @dataclass
+class FastRun:
+    """``count`` messages from ``position`` to ``end_position`` were consumed by the scanner's ``fast_lane``."""
+    file: str
+    position: int
+    end_position: int
+    count: int
+    kind = "fast-run"
+
+
+@dataclass
 class End:
     file: str
     position: int          # first byte after the data
@@ -52,15 +70,22 @@ class End:
 
 
 class SegmentScanner:
-    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks."""
+    """Scan one segment (mapped read-only). Use :meth:`events`; ``check_crc`` controls body CRC checks.
+
+    ``fast_lane(buf, view, pos, limit, end, base) -> (new_pos, count)``, when given, is offered the data before
+    each unit: it may consume whole, valid message units starting before ``limit`` (a consumer's tight loop
+    for the common case) and must stop at the first unit it does not fully handle; the scanner then yields a
+    :class:`FastRun` for what it consumed and decodes the next unit itself as usual.
+    """
 
     def __init__(self, seg: Segment, max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, check_crc: bool = True,
-                 start: int = 0, stop: int | None = None):
+                 start: int = 0, stop: int | None = None, fast_lane: Callable | None = None):
         self.seg = seg
         self.max_size = max_size
         self.check_crc = check_crc
         self.start = start
         self.stop = stop
+        self.fast_lane = fast_lane
 
     def events(self) -> Iterator:
         seg = self.seg
@@ -100,7 +125,39 @@ class SegmentScanner:
         pos = self.start
         stop = end if self.stop is None else min(self.stop, end)
         max_size, check_crc = self.max_size, self.check_crc
+        lane = self.fast_lane
+        win = PageWindow(buf, pos, WINDOW, stop + (1 << 20))   # bounded RSS (mqtool.pages); a unit may end past stop
         while pos < stop:
+            if pos >= win.next_at:
+                win.advance(pos)
+            if lane is not None:
+                npos, n = lane(buf, view, pos, min(stop, win.next_at), end, base)
+                if n:
+                    yield FastRun(file, pos, npos, n)
+                    pos = npos
+                    continue
+            m = decode_common(buf, pos, end, base, file, max_size, check_crc, view)
+            if m is not None:                # the common unit, decoded in one go
+                yield m
+                pos += m.size
+                continue
+            if end - pos >= 8:
+                magic = _unpack_prefix(buf, pos)[1]
+                if magic == _MAGIC_V1 or magic == _MAGIC_V2:
+                    try:
+                        m = decode_message(buf, pos, end, base, file, max_size, check_crc, view)
+                    except DecodeFailure as f:
+                        nxt = self._resync(buf, view, pos + 1, end)
+                        length = (nxt if nxt is not None else end) - pos
+                        yield Damage(file, pos, base + pos, length, f.code, f.message, f.expected, f.actual)
+                        if nxt is None:
+                            yield End(file, end, base + end, "eof", -1)
+                            return
+                        pos = nxt
+                        continue
+                    yield m
+                    pos += m.size
+                    continue
             if end - pos < 8:
                 if buf[pos:end].count(0) == end - pos:
                     yield End(file, pos, base + pos, "eof", -1)
@@ -194,6 +251,9 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
         if to_offset is not None and seg.base >= to_offset:
             break
         for ev in SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events():
+            if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
+                yield ev
+                continue
             if isinstance(ev, End):
                 continue
             if from_offset is not None and ev.offset < from_offset:
@@ -220,6 +280,7 @@ class CommitLogReader:
         self.bases = [s.base for s in segments]
         self.max_size = max_size
         self._maps: dict[int, object] = {}
+        self._read = 0            # bytes mapped in since the maps' pages were last released (bounded RSS)
 
     @property
     def end_offset(self) -> int:
@@ -254,7 +315,14 @@ class CommitLogReader:
             buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
-        return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        # each access may map a 64 KB fault-around block: count accesses as well as bytes
+        self._read += m.size + _FAULT_AROUND
+        if self._read >= 4 * WINDOW:      # each release walks the whole map: not too often
+            self._read = 0
+            for mi in self._maps.values():
+                release(mi.buf)
+        return m
 
     def close(self) -> None:
         for m in self._maps.values():

@@ -1,0 +1,66 @@
+"""Bounded resident memory for sequential scans of mapped files (any family).
+
+Walking a 1 GiB segment through ``mmap`` makes every touched page resident in this process: the peak RSS
+grows with the input. :class:`PageWindow` keeps it bounded: every ``WINDOW`` bytes of progress it releases the
+pages behind the cursor (``MADV_DONTNEED``: on a read-only file map this only unmaps them, the page cache
+keeps them and a later access — a lazily decoded body, say — faults them back in) and populates the next
+window in one call (``MADV_POPULATE_READ``, Linux 5.14+, ignored where refused), which costs far less than
+taking the page faults one by one. On buffers that are not maps, or platforms without ``madvise``, it does
+nothing. Usage in a scanner::
+
+    win = PageWindow(buf, start)
+    while pos < end:
+        if pos >= win.next_at:
+            win.advance(pos)
+        ...
+"""
+from __future__ import annotations
+
+import mmap
+
+WINDOW = 32 << 20
+PAGE = mmap.PAGESIZE
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if _DONTNEED is not None else None)
+_populate_ok = [_POPULATE_READ is not None]
+
+
+class PageWindow:
+    __slots__ = ("buf", "end", "kept", "next_at", "window")
+
+    def __init__(self, buf, start: int = 0, window: int | None = None, end: int | None = None):
+        self.window = window or WINDOW
+        self.end = len(buf) if end is None else min(end, len(buf))   # nothing is populated past ``end``
+        self.kept = start - start % PAGE            # pages before this have been released
+        if isinstance(buf, mmap.mmap) and _DONTNEED is not None:
+            self.buf = buf
+            self.next_at = self.kept + self.window
+            self._populate(self.kept)
+        else:
+            self.buf = None
+            self.next_at = 1 << 62                  # never
+
+    def advance(self, pos: int) -> None:
+        """The scan reached ``pos``: release everything before its page, populate the window after it."""
+        if self.buf is None:
+            return
+        upto = pos - pos % PAGE
+        if upto > self.kept:
+            self.buf.madvise(_DONTNEED, self.kept, upto - self.kept)
+            self.kept = upto
+        self.next_at = upto + self.window
+        self._populate(upto)
+
+    def _populate(self, at: int) -> None:
+        if _populate_ok[0] and at < self.end:
+            try:
+                self.buf.madvise(_POPULATE_READ, at, min(self.window, self.end - at))
+            except (OSError, ValueError):
+                _populate_ok[0] = False
+
+
+def release(buf) -> None:
+    """Unmap every resident page of a read-only file map (random-access readers call this every ``WINDOW``
+    bytes they read, so their RSS stays bounded too; the pages stay in the page cache)."""
+    if isinstance(buf, mmap.mmap) and _DONTNEED is not None and len(buf):
+        buf.madvise(_DONTNEED)
