@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 
 from formats import litemq as F
+from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input
 from mqtool.litemq.layout import Segment, Store, commitlog_segments, irregular_segments
@@ -136,7 +137,6 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                           prev + 1, s.index)
         prev = s.index
     live = True
-    pending = None
     for seg in segs:
         name = store.display(seg.path)
         with map_input(seg.path) as mi:
@@ -151,14 +151,13 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                 live = False
                 res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
                 kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
-                # what follows the end (this file now, later files below): judged once everything is seen
+                # what follows the end: carved records in this file, newer records starting later files
                 carved, nonzero, newer = yield from _after_end(buf, pos, size, seg, name, res, carve_stale,
                                                                with_body, fd)
-                pending = (name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer)
+                later = _later_files_with_newer_data(store, segs[segs.index(seg) + 1:], res.max_live_ts)
+                yield _end_finding(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
             else:
                 yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body, fd)
-    if pending is not None:
-        yield _end_finding(*pending, res.after_gap)
     if res.stale:
         yield Finding(WARNING, "stale-records", None, None, res.end_offset,
                       f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
@@ -169,15 +168,30 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                       "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
 
 
-def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, newer_total):
+def _later_files_with_newer_data(store: Store, later_segs, max_live_ts) -> int:
+    """How many later commitlog files start with a record at least as new as the live data (files are
+    written from byte 0, so a file holding data has a record there; an older run's file is stale)."""
+    n = 0
+    for s in later_segs:
+        try:
+            with map_input(s.path) as mi:
+                rec, _ = parse_record_at(mi.buf, 0, len(mi.buf), s, store.display(s.path))
+        except InputError:
+            continue
+        if rec is not None and (max_live_ts is None or rec.m["StoreTimestamp"] >= max_live_ts):
+            n += 1
+    return n
+
+
+def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, later):
     """What the end of the live data is: the end (info), a restart's overwrite (warning) or damage (error).
 
-    LiteMQ opens a new file only when the previous one is exactly full, so newer records anywhere after the
-    end (in this file or a later one) mean the end is damage, also when it is a zero length (zeroed bytes).
+    LiteMQ opens a new file only when the previous one is exactly full, so newer records after the end (in
+    this file, or at the start of a later file) mean the end is damage, also when it is a zero length.
     """
-    later = newer_total - newer
+    newer_total = newer + later
     where = (f"{newer} newer record(s) follow in this file" if newer else "") + \
-        (" and " if newer and later else "") + (f"{later} in later files" if later else "")
+        (" and " if newer and later else "") + (f"{later} later file(s) hold newer records" if later else "")
     if kind == "zero-length" and newer_total:
         return Finding(ERROR, "zeroed-range", name, pos, off,
                        f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
