@@ -59,7 +59,8 @@ STORES = ["generated-4.0.0-SNAPSHOT/broker-append", "kafka-python-3.0.12-patched
 class KExpect(Expect):
     leo_moved: bool = False          # the partition's log end offset may have changed
     shift: tuple | None = None       # (index/timeindex file prefix, first Kafka offset whose batch moved)
-    resized_logs: tuple = ()         # segments whose canonical index changes (findings of their indexes explained)
+    resized_logs: tuple = ()         # segments that lost or moved bytes
+    cut_from: dict = None            # log stem -> first Kafka offset whose batch lost/changed bytes there
     txn_touched: bool = False        # a transactional batch was damaged (first offsets / LSOs the log implies move)
 
 
@@ -150,8 +151,9 @@ class KafkaAdapter:
         code, file, off = f["code"], f["file"] or "", f.get("offset")
         stem = file.rsplit(".", 1)[0]
         if code in INDEX_CODES:
-            if any(stem == t.rsplit(".", 1)[0] for t in getattr(e, "resized_logs", ())):
-                return True                 # the log this index describes lost or moved bytes
+            cut = (getattr(e, "cut_from", None) or {}).get(stem)
+            if cut is not None and (off is None or off >= cut):
+                return True                 # an entry about the part of the log that lost or changed bytes
             sh = getattr(e, "shift", None)
             if sh and stem == sh[0] and off is not None and off >= sh[1]:
                 return True
@@ -163,8 +165,8 @@ class KafkaAdapter:
             return True                     # an earlier segment lost (or no longer vouches for) its last offsets
         if code in LEO_CODES and getattr(e, "leo_moved", False):
             return True
-        if code in EPOCH_CODES and e.touched:
-            return True                     # a damaged batch's epoch run moved or vanished
+        if code in EPOCH_CODES and any(Path(t[0]).parent == Path(file).parent for t in e.touched):
+            return True                     # a damaged batch of this partition: its epoch run moved or vanished
         return False
 
     # ---- damage events ----------------------------------------------------------------------------------
@@ -192,6 +194,11 @@ class KafkaAdapter:
                    any(f == b.file and lo < b.position + b.size and hi > b.position for f, lo, hi in touched)]
             for b in hit + list(extra):
                 e.explain_offsets.append((b.base, b.last + 1))
+            e.cut_from = {}
+            for f in e.resized_logs:
+                bases = [b.base for b in hit if b.file == f]
+                if bases:
+                    e.cut_from[f.rsplit(".", 1)[0]] = min(bases)
             e.txn_touched = any(b.txn for b in hit)
             return e
 
