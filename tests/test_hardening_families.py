@@ -161,3 +161,58 @@ def test_kafka_fifo_segment_is_skipped_with_a_finding(run_cli, tmp_path):
     assert code == 1 and [(f["code"], f["file"]) for f in fs if f["code"] == "kafka.file-unreadable"] == \
         [("kafka.file-unreadable", str(fifo))]
     assert s["batches"] == len(exp["batches"])                 # every other segment was still read
+
+
+# ---- a file that shrinks while being read ---------------------------------------------------------------
+
+_SHRINK = r"""
+import os, sys
+from pathlib import Path
+from mqtool import io
+io.READ_WHOLE_LIMIT = 0                      # map every file (what large files get)
+family, store, victim, cut, trigger = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+out = []
+if family == "litemq":
+    from mqtool.litemq.layout import resolve
+    from mqtool.litemq.scan import walk
+    events = walk(resolve(store), carve_stale=True)
+else:
+    from mqtool.kafka.ops import verify
+    from mqtool.options import VerifyOptions
+    events, _ = verify("store", Path(store), VerifyOptions(progress=False))
+done = False
+for ev in events:
+    out.append(getattr(ev, "code", "record"))
+    if out[-1] == trigger and not done:          # the victim is being read now
+        os.truncate(victim, cut)
+        done = True
+print(" ".join(out))
+"""
+
+
+@pytest.mark.parametrize("family", ["litemq", "kafka"])
+def test_file_that_shrinks_while_being_read(tmp_path, family):
+    """Truncated under a mapped scan: a file-changed finding and a clean stop (a separate process: touching a
+    lost page would kill it with SIGBUS, not pytest)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    if family == "litemq":
+        store, acc = _litemq(tmp_path)
+        victim = store / "commitlog" / "00000000000000000000"
+    else:
+        src = require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "recovered", "forensics-0")
+        store = _copy(src, tmp_path / "forensics-0")
+        victim = store / "00000000000000000037.log"
+        data = bytearray(victim.read_bytes())
+        data[18] ^= 1                               # the first batch's CRC: a finding while 37 is read
+        victim.write_bytes(data)
+    trigger = "record" if family == "litemq" else "kafka.crc-mismatch"
+    r = subprocess.run([sys.executable, "-c", _SHRINK, family, str(store), str(victim), "300", trigger],
+                       capture_output=True,
+                       text=True, timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    codes = r.stdout.split()
+    assert codes.count("file-changed" if family == "litemq" else "kafka.file-changed") == 1, codes

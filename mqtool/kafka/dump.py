@@ -149,6 +149,9 @@ def log_rows(path: Path, opts, stats, topic: str | None = None):
     with map_input(path) as m:
         for ev in scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None),
                          fd=m.fileno() if m.mapped else None):
+            if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
+                stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
+                return
             if isinstance(ev, Damage):
                 if ev.kind == "skipped" or ev.kind == "partial-tail":
                     stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")

@@ -171,6 +171,14 @@ class KafkaVerifier:
                 yield self._f(INFO, "empty-segment", path, None, seg.base_offset, "empty segment (no batches)")
                 return prev_last
             for ev in scan(buf, str(path), fd=m.fileno() if m.mapped else None):
+                if m.shrunk():
+                    # a mapped file truncated under us: reading on would touch lost pages (SIGBUS)
+                    now = m.current_size()
+                    rec.stop("file changed")
+                    yield self._f(ERROR, "file-changed", path, ev.position if isinstance(ev, Batch) else ev.start,
+                                  None, f"the file shrank to {now} bytes while being read; stopped here",
+                                  expected=len(buf), actual=now)
+                    break
                 if isinstance(ev, Damage):
                     rec.stop(f"{ev.kind} at {ev.start}")
                     if ev.kind == "zero-tail" and not active:

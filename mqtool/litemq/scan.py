@@ -145,12 +145,15 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
             fd = mi.fileno() if mi.mapped else None
             pos = 0
             if live:
-                pos, stop = yield from _live(buf, size, seg, name, res, with_body)
+                pos, stop = yield from _live(buf, size, seg, name, res, with_body, mi)
                 if pos >= size and size > 0:
                     continue                      # exactly full: the chain goes on in the next file
                 live = False
                 res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
                 kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
+                if kind == "file-changed":        # nothing more is read from this file (lost pages: SIGBUS)
+                    yield Finding(ERROR, kind, name, pos, seg.base + pos, msg, exp, act)
+                    continue
                 # what follows the end: carved records in this file, newer records starting later files
                 carved, nonzero, newer = yield from _after_end(buf, pos, size, seg, name, res, carve_stale,
                                                                with_body, fd)
@@ -212,9 +215,12 @@ def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, la
                    exp, act)
 
 
-def _live(buf, size, seg, name, res, with_body=False):
+def _live(buf, size, seg, name, res, with_body=False, mi=None):
     pos = 0
     while pos < size:
+        if mi is not None and mi.shrunk():
+            now = mi.current_size()
+            return pos, ("file-changed", f"the file shrank to {now} bytes while being read; stopped here", size, now)
         rec, prob = parse_record_at(buf, pos, size, seg, name)
         if rec is None:
             return pos, prob
