@@ -36,6 +36,32 @@ JSON_OPT = click.option("--json", "as_json", is_flag=True,
 BODY_OPT = click.option("--body", type=click.Choice(["none", "text", "hex", "base64"]), default="none",
                         show_default=True, help="Include message bodies (decompressed) in this encoding.")
 
+ENGINE_OPT = click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
+                          help="local: this machine (process pool); spark: Apache Spark through PySpark "
+                               "(pip install 'mqtool[spark]', Java 17+).")
+MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default local[*]).")
+JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+                        help="Worker processes over byte ranges of the log (0 = all cores). "
+                             "Output is the same for any value.")
+SPLIT_OPT = click.option("--split-size", type=str, default=None,
+                         help="Byte-range size of the split (e.g. 64M, 1G; default 128M, and smaller work "
+                              "units for dump).")
+
+
+def _size(value):
+    """'128M' / '1g' / '4096' → bytes (None stays None)."""
+    from mqtool.ranges import MIN_SPLIT_SIZE, parse_size
+
+    try:
+        n = parse_size(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    if n is None:
+        return None
+    if n < MIN_SPLIT_SIZE:
+        raise click.BadParameter(f"split size {n} is below the minimum of 64 bytes")
+    return n
+
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
     sys.stderr.write(f"mqtool: {message}\n")
@@ -133,6 +159,9 @@ def _dump_common(f):
 
 def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     family, ops = _ops(path, fmt)
+    if "split_size" in kw:
+        kw["split_size"] = _size(kw["split_size"])
+        kw["ndjson"] = render.want_json(as_json)
     opts = DumpOptions(**kw)
     stats = ScanStats()
     columns, rows, title = ops.dump(part, path, opts, stats)
@@ -163,6 +192,8 @@ def _limit(rows, n):
 @BODY_OPT
 @click.option("--include-blank", is_flag=True, help="Also list BLANK end-of-file units.")
 @click.option("--include-stale", is_flag=True, help="LiteMQ: also carve stale records after the end of data.")
+@JOBS_OPT
+@SPLIT_OPT
 @guarded
 def dump_commitlog(path, fmt, as_json, **kw):
     """Messages of a commitlog (store root, commitlog directory or one segment file).
@@ -382,17 +413,25 @@ def _verify_cmd(part: str):
                   help="Largest plausible message (bytes); larger sizes are findings.")
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
-    @click.option("--jobs", type=int, default=1, show_default=True, help="Worker processes.")
     @click.option("--deep", is_flag=True, help="Kafka: also decode and check the records inside every batch.")
     @click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
                   help="Kafka: index.interval.bytes for the canonical-index comparison.")
     @click.option("--manifest", "manifest_out", type=click.Path(),
                   help="Also write a sha256 manifest (NDJSON, as `mqtool hash`) of the inputs to this file.")
+    @JOBS_OPT
+    @SPLIT_OPT
+    @ENGINE_OPT
+    @MASTER_OPT
     @guarded
-    def cmd(paths, fmt, as_json, manifest_out=None, **kw):
+    def cmd(paths, fmt, as_json, engine, master, manifest_out=None, **kw):
         worst = EXIT_OK
         if manifest_out:
             _write_manifest(manifest_out, paths, kw.get("force", False))
+        kw["split_size"] = _size(kw["split_size"])
+        if engine == "spark":
+            from mqtool.spark.session import SparkRunner, get_session
+
+            kw["runner"] = SparkRunner(get_session(master))
         for path in paths:
             family, ops = _ops(path, fmt)
             opts = VerifyOptions(**kw)
@@ -540,7 +579,7 @@ def rebuild_index(store, fmt, as_json, **kw):
 # ---- query ----------------------------------------------------------------------------------
 
 @cli.command("query")
-@click.argument("store", type=click.Path())
+@click.argument("stores", nargs=-1, required=True, type=click.Path())
 @FORMAT_OPT
 @JSON_OPT
 @click.option("--key", help="Business key (KEYS), through the index files.")
@@ -561,8 +600,10 @@ def rebuild_index(store, fmt, as_json, **kw):
 @click.option("--timestamp", help="Kafka: first batch with max timestamp >= this (epoch ms or ISO-8601).")
 @click.option("--producer-id", type=int, help="Kafka: batches of this producer id.")
 @BODY_OPT
+@ENGINE_OPT
+@MASTER_OPT
 @guarded
-def query(store, fmt, as_json, **kw):
+def query(stores, fmt, as_json, engine, master, **kw):
     """Find messages offline by key, unique key, message id, offset, queue position or time.
 
     A query that finds nothing exits 1 (like grep).
@@ -576,19 +617,80 @@ def query(store, fmt, as_json, **kw):
     """
     for k in ("time_from", "time_to", "begin", "end", "timestamp"):
         kw[k] = parse_time(kw[k])
-    family, ops = _ops(store, fmt)
     opts = QueryOptions(**kw)
     stats = ScanStats()
-    columns, rows = ops.query(store, opts, stats)
+    if engine == "spark":
+        from mqtool.spark.fleet import query_columns, query_rows
+        from mqtool.spark.session import get_session
+
+        family = detect(stores[0], fmt)
+        rows = query_rows(get_session(master), list(stores), fmt, opts)
+        columns = query_columns(family, opts.body)
+    else:
+        columns, rows = None, []
+        for store in stores:
+            family, ops = _ops(store, fmt)
+            cols, r = ops.query(store, opts, stats)
+            columns = columns or cols
+            rows = r if len(stores) == 1 else _chain(rows, r)
     n = render.emit(rows, columns, as_json)
-    code = _report_stats(stats, store)
+    code = _report_stats(stats, stores[0])
     if n == 0:
         sys.stderr.write("mqtool: no message found\n")
-        h = hints.query_found_nothing(store, bool((opts.key or opts.unique_key) and not opts.scan))
+        h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan))
         if h:
             render.hint(h)
         sys.exit(EXIT_FINDINGS)
     sys.exit(code)
+
+
+def _chain(a, b):
+    yield from a
+    yield from b
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+@cli.command("export")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--to", "out", required=True, type=click.Path(),
+              help="Output dataset directory (e.g. all.parquet): store=…/topic=…/part-*.parquet.")
+@FORMAT_OPT
+@ENGINE_OPT
+@MASTER_OPT
+@SPLIT_OPT
+@click.option("--findings", is_flag=True, help="Also write verify findings under OUT/_findings/store=…/.")
+@BODY_OPT
+@click.option("--force", is_flag=True, help="Allow a non-empty --to directory / overwrite files there.")
+@guarded
+def export(paths, out, fmt, engine, master, split_size, findings, body, force):
+    """Messages of many stores as a Parquet dataset partitioned by store and topic.
+
+    Columns are those of `dump commitlog --json` plus `store` (the store's absolute path) and `topic`
+    as partition columns. Read it with Spark (spark.read.parquet(OUT)), pyarrow or DuckDB.
+
+    \b
+    Examples:
+      mqtool export /data/broker-*/store --to all.parquet
+      mqtool export /data/broker-*/store --to all.parquet --engine spark --findings
+      mqtool export store/ --to out.parquet --engine spark --master spark://head:7077
+    """
+    from mqtool import export as X
+
+    split = _size(split_size)
+    if engine == "spark":
+        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master)
+    else:
+        counts = X.export_local(paths, out, fmt, split, body, findings, force)
+    if not render._state["quiet"]:
+        sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
+                         f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
+                         + "\n")
+    if counts.get("damaged"):
+        sys.stderr.write(f"mqtool: {counts['damaged']} damaged range(s) skipped (mqtool verify store tells "
+                         "what and where)\n")
+        sys.exit(EXIT_FINDINGS)
+    sys.exit(EXIT_OK)
 
 
 @cli.command("decode-msgid")

@@ -354,3 +354,9 @@ def _fsync_dir(d: Path) -> None:
 def write_atomic(path: str | os.PathLike, data: bytes, overwrite: bool = False) -> None:
     with AtomicWriter(path, overwrite=overwrite) as f:
         f.write(data)
+
+
+def move_output(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Rename a finished output file/dir (e.g. Spark's part files) into place; both sides are outputs."""
+    os.replace(src, dst)
+    _fsync_dir(Path(dst).parent)

@@ -21,7 +21,10 @@ class DumpOptions:
     print_data: bool = False       # kafka: keys/values (implies deep)
     max_bytes: int | None = None   # kafka: stop after N bytes of each segment
     max_message_size: int = 4 * 1024 * 1024
-    jobs: int = 1
+    jobs: int = 1                  # worker processes over byte ranges (0 = all cores); see mqtool.ranges
+    split_size: int | None = None  # byte-range size (None = automatic)
+    runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
+    ndjson: bool = False           # output is NDJSON: pool workers may hand back render.PreRendered lines
 
 
 @dataclass
@@ -29,10 +32,12 @@ class VerifyOptions:
     max_message_size: int = 4 * 1024 * 1024
     salvage_out: str | None = None
     force: bool = False
-    jobs: int = 1
+    jobs: int = 1                  # worker processes over byte ranges (0 = all cores); see mqtool.ranges
     progress: bool | None = None   # None = when stderr is a terminal
     deep: bool = False             # kafka: records inside batches too
     index_interval_bytes: int = 4096   # kafka: for the canonical-index comparison
+    split_size: int | None = None  # byte-range size (None = automatic)
+    runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
 
 
 @dataclass

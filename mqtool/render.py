@@ -108,6 +108,12 @@ def _json_dumps(obj: Any) -> str:
     return s
 
 
+class PreRendered(str):
+    """A row already serialised as one NDJSON line (by a worker process of ``--jobs``)."""
+
+    __slots__ = ()
+
+
 def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count.
 
@@ -120,7 +126,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         n = 0
         w = out.write
         for r in rows:
-            w(dumps(r))
+            w(r if type(r) is PreRendered else dumps(r))
             w("\n")
             n += 1
         out.flush()
@@ -134,6 +140,10 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     n = 0
     try:
         for r in rows:
+            if type(r) is PreRendered:
+                add(r.encode("utf-8", errors="surrogateescape") + b"\n")
+                n += 1
+                continue
             try:
                 add(enc(r, default=_default, option=opt))
             except TypeError:  # ints beyond 64 bits, non-UTF-8 file names: the careful writer

@@ -9,6 +9,7 @@ from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats,
 from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexes
 from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store
+from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
 from mqtool.rocketmq.scan import iter_messages
 
 MESSAGE_COLUMNS = [
@@ -67,8 +68,13 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
         keep = message_filter(opts)
 
         def on_damage(d):
-            stats.damage(f"{d.file}@{d.position} (offset {d.offset}): {d.code}: {d.message}; "
-                         f"skipped {d.length} bytes")
+            stats.damage(damage_note(d))
+
+        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
+        if opts.jobs != 1 or opts.runner is not None:
+            par = parallel_dump_rows(s.commitlog_dir or path, segs, opts, stats)
+            if par is not None:
+                return cols, par, f"commitlog {s.commitlog_dir or path}"
 
         def rows():
             msgs = iter_messages(segs, opts.from_offset, opts.to_offset, opts.max_message_size,
@@ -88,7 +94,6 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                     stats.messages += 1
                     yield m.to_row(body)
 
-        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
         return cols, rows(), f"commitlog {s.commitlog_dir or path}"
     if part == "consumequeue":
         t, q = cq_filter(s)

@@ -76,11 +76,22 @@ class SegmentScanner:
     each unit: it may consume whole, valid message units starting before ``limit`` (a consumer's tight loop
     for the common case) and must stop at the first unit it does not fully handle; the scanner then yields a
     :class:`FastRun` for what it consumed and decodes the next unit itself as usual.
+
+    Range mode (byte-range splits for ``--jobs`` and Spark, see :mod:`mqtool.rocketmq.ranges`): with
+    ``start > 0`` the walk begins at the first position >= ``start`` where a unit validates (the same
+    :meth:`_resync` rule as damage salvage; the skipped bytes belong to the previous range and yield
+    nothing). With ``stop`` set, the walk goes on past ``stop`` while it is not yet in step with where the
+    next range begins (until a unit validates in ``[stop, pos]``): it reads a unit that straddles ``stop``,
+    and also damage or unreadable units that begin at or after ``stop`` (which the next range skips), then
+    ends without an :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
+    ranges equals the events of one whole-segment walk.
     """
 
     def __init__(self, seg: Segment, max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, check_crc: bool = True,
-                 start: int = 0, stop: int | None = None, fast_lane: Callable | None = None):
+                 start: int = 0, stop: int | None = None, fast_lane: Callable | None = None,
+                 resync_start: bool = True):
         self.seg = seg
+        self.resync_start = resync_start   # False: ``start`` is a known unit boundary, read (or report) it as is
         self.max_size = max_size
         self.check_crc = check_crc
         self.start = start
@@ -123,14 +134,23 @@ class SegmentScanner:
         fd = mi.fileno() if mi.mapped else None
         file, base, end = seg.path, seg.base, len(buf)
         pos = self.start
-        stop = end if self.stop is None else min(self.stop, end)
+        stop = end if self.stop is None else self.stop
+        if pos > 0 and self.resync_start:
+            # the first unit that starts in [start, stop); none: every unit here belongs to the walk of an
+            # earlier range (searching only up to ``stop`` keeps ranges over zero fill cheap)
+            pos = self._resync(buf, view, pos, end, limit=stop) if pos < min(stop, end) else None
+            if pos is None:
+                return
         max_size, check_crc = self.max_size, self.check_crc
         lane = self.fast_lane
-        win = PageWindow(buf, pos, WINDOW, stop + (1 << 20))   # bounded RSS (mqtool.pages); a unit may end past stop
-        while pos < stop:
+        # bounded RSS (mqtool.pages); a unit may end past stop
+        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20))
+        while pos < end:
+            if pos >= stop and self._resync(buf, view, stop, end, limit=pos + 1) is not None:
+                return      # in step with the next range: a unit it starts from lies in [stop, pos]
             if pos >= win.next_at:
                 win.advance(pos)
-            if lane is not None:
+            if lane is not None and pos < stop:
                 npos, n = lane(buf, view, pos, min(stop, win.next_at), end, base)
                 if n:
                     yield FastRun(file, pos, npos, n)
@@ -141,23 +161,6 @@ class SegmentScanner:
                 yield m
                 pos += m.size
                 continue
-            if end - pos >= 8:
-                magic = _unpack_prefix(buf, pos)[1]
-                if magic == _MAGIC_V1 or magic == _MAGIC_V2:
-                    try:
-                        m = decode_message(buf, pos, end, base, file, max_size, check_crc, view)
-                    except DecodeFailure as f:
-                        nxt = self._resync(buf, view, pos + 1, end)
-                        length = (nxt if nxt is not None else end) - pos
-                        yield Damage(file, pos, base + pos, length, f.code, f.message, f.expected, f.actual)
-                        if nxt is None:
-                            yield End(file, end, base + end, "eof", -1)
-                            return
-                        pos = nxt
-                        continue
-                    yield m
-                    pos += m.size
-                    continue
             if end - pos < 8:
                 if buf[pos:end].count(0) == end - pos:
                     yield End(file, pos, base + pos, "eof", -1)
@@ -206,21 +209,36 @@ class SegmentScanner:
         if pos >= end:
             yield End(file, end, base + end, "eof", -1)
 
-    def _resync(self, buf, view, start: int, end: int) -> int | None:
-        """Next position >= start where a unit validates (see module doc), or None."""
+    def _resync(self, buf, view, start: int, end: int, limit: int | None = None) -> int | None:
+        """Next position >= start (and < ``limit`` when given) where a unit validates (see module doc), or
+        None. Searches in growing windows, so a magic code that never occurs does not cost a scan to the
+        end of the file each time."""
+        top = end if limit is None else min(end, limit)
+        lo, width = start, 1 << 16
+        while lo < top:
+            hi = min(top, lo + width)
+            cand = self._resync_window(buf, view, lo, hi, end)
+            if cand is not None:
+                return cand
+            lo, width = hi, min(width * 2, 1 << 26)
+        return None
+
+    def _resync_window(self, buf, view, lo: int, hi: int, end: int) -> int | None:
+        """First valid unit at a position in [lo, hi) (its magic code lies at position + 4)."""
         base = self.seg.base
+        fhi = min(end, hi + 7)
         nexts = {}
         for pat in (_V1, _V2, _BL):
-            nexts[pat] = buf.find(pat, start + 4) if start + 4 < end else -1
+            nexts[pat] = buf.find(pat, lo + 4, fhi) if lo + 4 < fhi else -1
         while True:
             live = [(v, k) for k, v in nexts.items() if v >= 0]
             if not live:
                 return None
             found, pat = min(live)
             cand = found - 4
-            if cand >= start and self._valid_at(buf, view, cand, end, pat, base):
+            if cand >= lo and self._valid_at(buf, view, cand, end, pat, base):
                 return cand
-            nexts[pat] = buf.find(pat, found + 1)
+            nexts[pat] = buf.find(pat, found + 1, fhi)
 
     def _valid_at(self, buf, view, p: int, end: int, pat: bytes, base: int) -> bool:
         size = int.from_bytes(buf[p:p + 4], "big", signed=True)
@@ -250,23 +268,32 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
             continue
         if to_offset is not None and seg.base >= to_offset:
             break
-        for ev in SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events():
-            if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
+        if not (yield from select_events(SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events(),
+                                         from_offset, to_offset, include_blank, on_damage)):
+            return
+
+
+def select_events(events, from_offset, to_offset, include_blank, on_damage) -> Iterator:
+    """Messages (and BLANKs when asked) of scanner ``events`` inside [from_offset, to_offset); damage goes to
+    ``on_damage``. Returns False once ``to_offset`` is passed (nothing later can match)."""
+    for ev in events:
+        if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
+            yield ev
+            continue
+        if isinstance(ev, End):
+            continue
+        if from_offset is not None and ev.offset < from_offset:
+            continue
+        if to_offset is not None and ev.offset >= to_offset:
+            return False
+        if isinstance(ev, Message):
+            yield ev
+        elif isinstance(ev, Blank):
+            if include_blank:
                 yield ev
-                continue
-            if isinstance(ev, End):
-                continue
-            if from_offset is not None and ev.offset < from_offset:
-                continue
-            if to_offset is not None and ev.offset >= to_offset:
-                return
-            if isinstance(ev, Message):
-                yield ev
-            elif isinstance(ev, Blank):
-                if include_blank:
-                    yield ev
-            elif isinstance(ev, Damage) and on_damage is not None:
-                on_damage(ev)
+        elif isinstance(ev, Damage) and on_damage is not None:
+            on_damage(ev)
+    return True
 
 
 class CommitLogReader:

@@ -178,6 +178,11 @@ def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
             yield ctx.f(WARNING, "commitlog-empty", store.commitlog_dir, None, None, "no commitlog segment files")
         return
     yield from _verify_segments_layout(ctx)
+    if opts.jobs != 1 or getattr(opts, "runner", None) is not None:
+        from mqtool.rocketmq.ranges import verify_commitlog_ranges
+
+        if (yield from verify_commitlog_ranges(ctx)):
+            return
     expected_next: dict[tuple[str, int], int] = {}
     ctx.shift = 0
     lane = _fast_lane(ctx, expected_next) if ctx.salvage is None and USE_FAST_LANE else None
@@ -207,32 +212,20 @@ def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
                     delta = ev.physical_offset - ev.offset
                     if delta != ctx.shift:
                         if delta:
-                            yield ctx.f(ERROR, "physical-offset-mismatch", ev.file, ev.position, ev.offset,
-                                        f"stored PHYSICALOFFSET {ev.physical_offset} differs from the real offset by "
-                                        f"{delta} bytes: stale data, or bytes inserted/removed before it",
-                                        ev.offset, ev.physical_offset)
+                            yield _shift_finding(ctx, delta, ev.file, ev.position, ev.offset, ev.physical_offset)
                         ctx.shift = delta
                     if ctx.salvage is not None:
                         ctx.salvage.add(ev)
                 elif isinstance(ev, Blank):
                     saw_blank = True
-                    left = seg.size - ev.position
-                    if ev.size != left:
-                        yield ctx.f(ERROR, "blank-size-mismatch", ev.file, ev.position, ev.offset,
-                                    f"BLANK unit claims {ev.size} bytes, {left} are left in the segment", left, ev.size)
-                    elif last_seg:
-                        yield ctx.f(INFO, "blank-in-last-segment", ev.file, ev.position, ev.offset,
-                                    "the last segment is full (BLANK at its end); the broker had not created the "
-                                    "next one yet")
+                    yield from _blank_findings(ctx, ev, seg.size, last_seg)
                 elif isinstance(ev, Damage):
                     if not has_data:
                         has_data = True
                         yield from _flush_pending(ctx, pending)
                     ctx.summary.skipped_ranges += 1
                     ctx.summary.skipped_bytes += ev.length
-                    yield ctx.f(ERROR, ev.code, ev.file, ev.position, ev.offset,
-                                f"{ev.message}; skipped {ev.length} bytes to the next valid unit",
-                                ev.expected, ev.actual)
+                    yield _damage_finding(ctx, ev)
                 elif isinstance(ev, End):
                     yield from _check_end(ctx, seg, ev, last_seg, saw_blank, has_data, pending)
             done += seg.size
@@ -399,10 +392,7 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
     if key is not None:
         exp = expected_next.get(key)
         if exp is not None and m.queue_offset != exp:
-            code = "queue-offset-gap" if m.queue_offset > exp else "queue-offset-repeat"
-            yield ctx.f(WARNING, code, m.file, m.position, m.offset,
-                        f"queue {key[0]}/{key[1]}: expected queue offset {exp}, found {m.queue_offset}",
-                        exp, m.queue_offset)
+            yield _queue_offset_finding(ctx, key, exp, m.file, m.position, m.offset, m.queue_offset)
         step = 1
         if m.sys_flag & F.INNER_BATCH_FLAG:
             try:
@@ -410,6 +400,33 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
             except ValueError:
                 step = 1
         expected_next[key] = m.queue_offset + step
+
+
+def _queue_offset_finding(ctx: _Ctx, key, exp: int, file, position, offset, queue_offset) -> Finding:
+    code = "queue-offset-gap" if queue_offset > exp else "queue-offset-repeat"
+    return ctx.f(WARNING, code, file, position, offset,
+                 f"queue {key[0]}/{key[1]}: expected queue offset {exp}, found {queue_offset}", exp, queue_offset)
+
+
+def _shift_finding(ctx: _Ctx, delta: int, file, position, offset, physical_offset) -> Finding:
+    return ctx.f(ERROR, "physical-offset-mismatch", file, position, offset,
+                 f"stored PHYSICALOFFSET {physical_offset} differs from the real offset by "
+                 f"{delta} bytes: stale data, or bytes inserted/removed before it", offset, physical_offset)
+
+
+def _damage_finding(ctx: _Ctx, ev: Damage) -> Finding:
+    return ctx.f(ERROR, ev.code, ev.file, ev.position, ev.offset,
+                 f"{ev.message}; skipped {ev.length} bytes to the next valid unit", ev.expected, ev.actual)
+
+
+def _blank_findings(ctx: _Ctx, ev: Blank, seg_size: int, last_seg: bool) -> Iterator[Finding]:
+    left = seg_size - ev.position
+    if ev.size != left:
+        yield ctx.f(ERROR, "blank-size-mismatch", ev.file, ev.position, ev.offset,
+                    f"BLANK unit claims {ev.size} bytes, {left} are left in the segment", left, ev.size)
+    elif last_seg:
+        yield ctx.f(INFO, "blank-in-last-segment", ev.file, ev.position, ev.offset,
+                    "the last segment is full (BLANK at its end); the broker had not created the next one yet")
 
 
 # ---- consumequeue ---------------------------------------------------------------------------------
@@ -773,9 +790,12 @@ class _Salvage:
         self.count = 0
 
     def add(self, m: Message) -> None:
+        self.add_row(m.to_row("base64"))
+
+    def add_row(self, row: dict) -> None:
         from mqtool.render import dumps
 
-        self._f.write((dumps(m.to_row("base64")) + "\n").encode("utf-8"))
+        self._f.write((dumps(row) + "\n").encode("utf-8"))
         self.count += 1
 
     def close(self, commit: bool = True) -> None:

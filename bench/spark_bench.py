@@ -1,0 +1,253 @@
+"""Benchmark (not a test): Spark ``local[N]`` vs the embedded runner on one RocketMQ commitlog, and the fixed
+cost of a query on a warm Spark session.
+
+Prints, for the same input in one run: raw read bandwidth; embedded dump to NDJSON lines (1 job and all
+jobs, over byte ranges); embedded verify of the commitlog (1 job / all jobs); Spark ``count()`` and a full decode
+to Arrow through the ``mqtool`` data source; the fixed cost per query (median of small queries on a warm
+session); each as MB/s and messages/s with its ratio to the embedded single-process figure.
+
+    python bench/spark_bench.py                    # builds a ~1 GiB commitlog in a temp dir
+    python bench/spark_bench.py --size-mib 256 --master 'local[2]'
+    python bench/spark_bench.py --store /data/rocketmq/store     # an existing store
+
+The input is built from the construct schema (``formats.rocketmq.MessageV1``): a few hundred distinct
+messages of ~1.5 KB with KEYS/TAGS/UNIQ_KEY, copied with their QUEUEOFFSET/PHYSICALOFFSET set right, in
+1 GiB segments closed by BLANK units as a broker writes them. ``bench/run.py`` may call :func:`main` or
+:func:`run` (it returns the figures as a dict).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from formats import rocketmq as F  # noqa: E402
+from mqtool.schema_struct import fixed_prefix_format  # noqa: E402
+
+SEGMENT = 1 << 30
+T0 = 1795338600000
+
+
+def _templates(n: int = 256, seed: int = 7) -> list[bytes]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randint(900, 1500)))
+        props = F.properties_to_string([("UNIQ_KEY", f"0A0000050000{i:044X}"), ("TAGS", f"Tag{i % 7}"),
+                                        ("KEYS", f"order-{i} user-{i % 13}"), ("WAIT", "true")]).encode()
+        topic = f"Topic{i % 8}".encode()
+        total = F.calc_msg_length("v1", 0, len(body), len(topic), len(props))
+        out.append(F.MESSAGE_SCHEMAS["v1"].build(dict(
+            TOTALSIZE=total, BODYCRC=zlib.crc32(body) & 0x7FFFFFFF, QUEUEID=i % 4, FLAG=0, QUEUEOFFSET=0,
+            PHYSICALOFFSET=0, SYSFLAG=0, BORNTIMESTAMP=T0, BORNHOST="192.168.1.23:51234", STORETIMESTAMP=T0 + 3,
+            STOREHOSTADDRESS="10.0.0.5:10911", RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0,
+            BODYLENGTH=len(body), BODY=body, TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props),
+            PROPERTIES=props)))
+    return out
+
+
+def build_commitlog(store: Path, size: int, segment: int = SEGMENT) -> int:
+    """Write ``store/commitlog/`` with about ``size`` bytes of messages; returns the message count."""
+    import struct
+
+    qo_at = fixed_prefix_format(F.MessageV1, stop_before="QUEUEOFFSET")[0].size
+    po_at = fixed_prefix_format(F.MessageV1, stop_before="PHYSICALOFFSET")[0].size
+    q = struct.Struct(">q")
+    tmpl = _templates()
+    d = store / "commitlog"
+    d.mkdir(parents=True, exist_ok=True)
+    queue_next: dict[tuple, int] = {}
+    n = 0
+    base = 0
+    written = 0
+    segment = min(segment, max(1 << 20, (size + (1 << 20) - 1) & ~((1 << 20) - 1)) + (1 << 20))
+    while written < size:
+        seg_size = segment
+        buf = bytearray()
+        pos = 0
+        while written + pos < size:
+            t = tmpl[n % len(tmpl)]
+            if pos + len(t) + F.END_FILE_MIN_BLANK_LENGTH > seg_size:
+                break
+            m = bytearray(t)
+            k = (n % len(tmpl) % 8, n % len(tmpl) % 4)     # (topic, queue) of the template
+            qo = queue_next.get(k, 0)
+            queue_next[k] = qo + 1
+            q.pack_into(m, qo_at, qo)
+            q.pack_into(m, po_at, base + pos)
+            buf += m
+            pos += len(m)
+            n += 1
+        # BLANK to the end of the segment (the broker's end-of-file unit), zeros after it
+        left = seg_size - pos
+        buf += left.to_bytes(4, "big") + F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+        buf += bytes(left - 8)
+        (d / f"{base:020d}").write_bytes(buf)
+        written += pos
+        base += seg_size
+        if written + 2048 >= size:
+            break
+    return n
+
+
+def _timed(fn, repeat: int = 1):
+    best = None
+    out = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return best, out
+
+
+def _raw_read(files) -> int:
+    n = 0
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while True:
+                b = fh.read(8 << 20)
+                if not b:
+                    break
+                n += len(b)
+    return n
+
+
+def run(store: str, master: str = "local[2]", jobs: int | None = None, queries: int = 7,
+        split_size: int | None = None) -> dict:
+    from mqtool.options import DumpOptions, ScanStats, VerifyOptions
+    from mqtool.ranges import effective_jobs
+    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.ops import dump
+    from mqtool.rocketmq.verify import verify_store
+
+    jobs = effective_jobs(jobs or 0)
+    segs = open_store(store).segments
+    total = sum(s.size for s in segs)
+    res: dict = {"bytes": total, "jobs": jobs, "master": master}
+    res["raw_read_s"], _ = _timed(lambda: _raw_read([s.path for s in segs]), 2)
+
+    from mqtool.render import PreRendered, dumps
+
+    def dump_count(j):
+        # `dump commitlog --json` without the terminal: every row becomes its NDJSON line (one job: decoded
+        # and serialised in this process; N jobs: the workers hand back rendered lines)
+        stats = ScanStats()
+        _, rows, _ = dump("commitlog", store, DumpOptions(jobs=j, split_size=split_size, ndjson=True), stats)
+        n = 0
+        for r in rows:
+            if type(r) is not PreRendered:
+                dumps(r)
+            n += 1
+        return n
+
+    res["embedded_rows_1_s"], msgs = _timed(lambda: dump_count(1))
+    res["messages"] = msgs
+    res["embedded_rows_all_s"], _ = _timed(lambda: dump_count(jobs))
+
+    def verify(j):
+        fs, sf = verify_store(open_store(store), "commitlog", VerifyOptions(jobs=j, split_size=split_size,
+                                                                            progress=False))
+        for _ in fs:
+            pass
+        return sf().messages
+
+    res["embedded_verify_1_s"], _ = _timed(lambda: verify(1))
+    res["embedded_verify_all_s"], _ = _timed(lambda: verify(jobs))
+
+    from mqtool.spark.session import get_session
+
+    t = time.perf_counter()
+    spark = get_session(master)
+    res["spark_start_s"] = time.perf_counter() - t
+    reader = spark.read.format("mqtool").option("format", "rocketmq")
+    if split_size:
+        reader = reader.option("splitSize", str(split_size))
+    # warm up the Python workers once (the first query pays their start)
+    t = time.perf_counter()
+    reader.load(store).limit(1).collect()
+    res["spark_first_query_s"] = time.perf_counter() - t
+    res["spark_count_s"], n = _timed(lambda: reader.load(store).count(), 2)
+    assert n == msgs, (n, msgs)
+
+    def spark_full():
+        # every column decoded to Arrow and handed to the JVM; aggregated there (no collect of rows)
+        from pyspark.sql import functions as fn
+
+        return reader.load(store).agg(fn.sum("body_size"), fn.count("msg_id"), fn.max("properties.KEYS")).collect()
+
+    res["spark_full_s"], _ = _timed(spark_full, 2)
+    small = str(Path(tempfile.mkdtemp(prefix="mqtool-bench-q-")) / "store")
+    build_commitlog(Path(small), 64 * 1024, segment=1 << 20)
+    times = []
+    for _ in range(queries):
+        t = time.perf_counter()
+        spark.read.format("mqtool").load(small).filter("array_contains(keys, 'order-3')").collect()
+        times.append(time.perf_counter() - t)
+    res["spark_query_fixed_s"] = statistics.median(times)
+    return res
+
+
+def report(res: dict) -> str:
+    mb = res["bytes"] / 1e6
+    msgs = res["messages"]
+    base = res["embedded_rows_1_s"]
+    lines = [f"input: {mb:.0f} MB, {msgs} messages; jobs={res['jobs']}; spark master {res['master']}",
+             f"{'operation':42s} {'seconds':>8s} {'MB/s':>9s} {'msgs/s':>11s} {'vs embedded 1 job':>18s}"]
+
+    def row(name, secs, count=True):
+        lines.append(f"{name:42s} {secs:8.2f} {mb / secs:9.0f} {(msgs / secs if count else 0):11.0f} "
+                     f"{base / secs:17.2f}x")
+
+    row("raw read (page cache)", res["raw_read_s"], count=False)
+    row("embedded: dump to NDJSON lines, 1 job", res["embedded_rows_1_s"])
+    row(f"embedded: dump to NDJSON lines, {res['jobs']} jobs", res["embedded_rows_all_s"])
+    row("embedded: verify commitlog (CRC), 1 job", res["embedded_verify_1_s"])
+    row(f"embedded: verify commitlog (CRC), {res['jobs']} jobs", res["embedded_verify_all_s"])
+    row(f"spark {res['master']}: count()", res["spark_count_s"])
+    row(f"spark {res['master']}: decode every column", res["spark_full_s"])
+    lines.append(f"spark: session start {res['spark_start_s']:.1f} s, first query {res['spark_first_query_s']:.1f} s, "
+                 f"fixed cost per small query on a warm session {res['spark_query_fixed_s']:.2f} s (target <= 0.3 s)")
+    lines.append(f"spark decode vs embedded 1 job: {res['embedded_rows_1_s'] / res['spark_full_s']:.2f}x "
+                 "(target >= 0.9x)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--store", help="an existing RocketMQ store (default: build one)")
+    ap.add_argument("--size-mib", type=int, default=1024, help="size of the built commitlog (MiB)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--jobs", type=int, default=0, help="embedded jobs for the 'all jobs' rows (0 = cores)")
+    ap.add_argument("--split-size", type=int, default=None, help="byte-range size (default automatic)")
+    ap.add_argument("--keep", action="store_true", help="keep the built store")
+    a = ap.parse_args(argv)
+    tmp = None
+    store = a.store
+    if store is None:
+        tmp = tempfile.mkdtemp(prefix="mqtool-spark-bench-")
+        store = str(Path(tmp) / "store")
+        t = time.perf_counter()
+        n = build_commitlog(Path(store), a.size_mib << 20)
+        print(f"built {store}: {n} messages in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    try:
+        print(report(run(store, a.master, a.jobs, split_size=a.split_size)))
+    finally:
+        if tmp and not a.keep:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.exit(main())

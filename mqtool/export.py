@@ -1,0 +1,226 @@
+"""``mqtool export``: messages (and verify findings) of many stores as a Parquet dataset.
+
+Layout of ``OUT`` (Hive-style partitions, readable by Spark, pyarrow, DuckDB, pandas)::
+
+    OUT/store=<store path>/topic=<topic>/part-*.parquet     message rows (columns of ``dump commitlog``)
+    OUT/_findings/store=<store path>/part-*.parquet          with --findings: verify findings + summary rows
+
+Partition values are escaped as Spark/Hive do (``/`` → ``%2F`` …); the ``_findings`` directory is skipped
+by readers that load ``OUT`` itself. Two engines give the same dataset: ``local`` (pyarrow, in this process,
+the default) and ``spark`` (the ``mqtool`` data source on any master).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from mqtool.errors import OutputError, UsageError
+from mqtool.io import AtomicWriter, move_output, prepare_output_dir
+from mqtool.options import DumpOptions
+from mqtool.ranges import FINDING_FIELDS, family_ranges
+
+FINDINGS_DIR = "_findings"
+# Characters Spark's ExternalCatalogUtils.escapePathName escapes in partition directory names.
+_ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
+
+
+def hive_escape(value) -> str:
+    if value is None or value == "":
+        return "__HIVE_DEFAULT_PARTITION__"
+    s = str(value)
+    return "".join(f"%{ord(c):02X}" if (c in _ESCAPE or ord(c) < 0x20) else c for c in s)
+
+
+def _require_pyarrow():
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise UsageError("export needs pyarrow: pip install 'mqtool[spark]'") from None
+
+
+class _PartitionedWriter:
+    """One Parquet file per partition key, each written through :class:`AtomicWriter`."""
+
+    def __init__(self, out: Path, fields: list[tuple[str, str]], part_cols: list[str], overwrite: bool,
+                 batch_rows: int = 4096):
+        from mqtool.spark.schema import arrow_schema
+
+        self.out = out
+        self.part_cols = part_cols
+        self.schema = arrow_schema([f for f in fields if f[0] not in part_cols])
+        self.overwrite = overwrite
+        self.batch_rows = batch_rows
+        self._open: dict[tuple, tuple] = {}     # key -> (AtomicWriter, ParquetWriter, pending rows)
+        self.rows = 0
+
+    def add(self, row: dict) -> None:
+        key = tuple(row.get(c) for c in self.part_cols)
+        ent = self._open.get(key)
+        if ent is None:
+            ent = self._open[key] = self._new(key)
+        ent[2].append(row)
+        self.rows += 1
+        if len(ent[2]) >= self.batch_rows:
+            self._flush(ent)
+
+    def _new(self, key: tuple):
+        import pyarrow.parquet as pq
+
+        d = self.out.joinpath(*[f"{c}={hive_escape(v)}" for c, v in zip(self.part_cols, key)])
+        d.mkdir(parents=True, exist_ok=True)
+        aw = AtomicWriter(d / "part-00000.parquet", overwrite=self.overwrite)
+        f = aw.__enter__()
+        try:
+            pw = pq.ParquetWriter(f, self.schema, compression="zstd")
+        except BaseException:
+            aw.__exit__(*__import__("sys").exc_info())
+            raise
+        return (aw, pw, [])
+
+    def _flush(self, ent) -> None:
+        from mqtool.spark.schema import to_batches
+
+        for b in to_batches(ent[2], self.schema, batch_rows=len(ent[2]) or 1):
+            ent[1].write_batch(b)
+        ent[2].clear()
+
+    def close(self, exc=None) -> None:
+        err = None
+        for ent in self._open.values():
+            try:
+                if exc is None:
+                    self._flush(ent)
+                ent[1].close()
+            except BaseException as e:  # keep closing the others
+                err = err or e
+            ent[0].__exit__(type(exc) if exc else None, exc, None)
+        self._open.clear()
+        if err is not None and exc is None:
+            raise err
+
+
+def _stores(paths, fmt):
+    """(absolute path, family) per input: the ``store`` column holds absolute paths, so that both engines
+    (and executors on other machines, whose working directory differs) name a store the same way."""
+    from mqtool.detect import detect
+
+    return [(os.path.abspath(p), detect(p, fmt)) for p in paths]
+
+
+def export_local(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
+                 jobs: int = 1) -> dict:
+    """Write the dataset with pyarrow in this process. Returns counts."""
+    _require_pyarrow()
+    stores = _stores(paths, fmt)
+    outp = prepare_output_dir(out, [p for p, _ in stores], force)
+    counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
+    opts = DumpOptions(body=body)
+
+    def on_damage(d):
+        counts["damaged"] += 1
+
+    for path, fam in stores:
+        mod = family_ranges(fam)
+        w = _PartitionedWriter(outp, mod.ROW_FIELDS, ["store", "topic"], force)
+        try:
+            for rng in mod.plan(path, split_size):
+                for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
+                    row["store"] = path
+                    w.add(row)
+        except BaseException as e:
+            w.close(e)
+            raise
+        w.close()
+        counts["messages"] += w.rows
+    if findings:
+        from mqtool.spark.source import verify_rows
+
+        for path, fam in stores:
+            w = _PartitionedWriter(outp / FINDINGS_DIR, FINDING_FIELDS, ["store"], force)
+            try:
+                for row in verify_rows(path, fam):
+                    w.add(row)
+            except BaseException as e:
+                w.close(e)
+                raise
+            w.close()
+            counts["findings"] += w.rows
+    return counts
+
+
+def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
+                 master=None, spark=None) -> dict:
+    """Write the dataset through the ``mqtool`` data source on Spark (``master`` default ``local[*]``)."""
+    from mqtool.spark.session import get_session
+
+    stores = _stores(paths, fmt)
+    spark = spark or get_session(master)
+    outp = prepare_output_dir(out, [p for p, _ in stores], force)
+    fams = sorted({f for _, f in stores})
+    tmp = Path(tempfile.mkdtemp(prefix=".mqtool-tmp-spark-", dir=outp))
+    counts = {"messages": 0, "findings": 0, "stores": len(stores)}
+    try:
+        for fam in fams:
+            mine = [p for p, f in stores if f == fam]
+            r = spark.read.format("mqtool").option("format", fam).option("body", body)
+            if split_size:
+                r = r.option("splitSize", str(split_size))
+            df = r.load(mine if len(mine) > 1 else mine[0])
+            df.write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
+        if findings:
+            r = spark.read.format("mqtool").option("mode", "verify")
+            for fam in fams:
+                mine = [p for p, f in stores if f == fam]
+                r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
+                    .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
+        _move_tree(tmp / "m", outp, force)
+        if findings and (tmp / "f").exists():
+            _move_tree(tmp / "f", outp / FINDINGS_DIR, force)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    counts["messages"] = count_rows(outp)
+    if findings:
+        counts["findings"] = count_rows(outp / FINDINGS_DIR)
+    return counts
+
+
+def _move_tree(src: Path, dst: Path, force: bool) -> None:
+    """Move Spark's output (partition dirs, part files) into ``dst``; Spark's own markers are dropped."""
+    if not src.exists():
+        return
+    dst.mkdir(parents=True, exist_ok=True)
+    for p in sorted(src.iterdir()):
+        if p.name.startswith(("_", ".")):
+            continue
+        target = dst / p.name
+        if target.exists():
+            if p.is_dir() and target.is_dir():
+                _move_tree(p, target, force)
+                continue
+            if not force:
+                raise OutputError("file exists (use --force to overwrite)", str(target))
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        move_output(p, target)
+
+
+def count_rows(path: Path) -> int:
+    import pyarrow.dataset as ds
+
+    if not Path(path).exists():
+        return 0
+    return ds.dataset(str(path), format="parquet", partitioning="hive").count_rows()
+
+
+def read_dataset(path, fields: list[tuple[str, str]], part_cols: list[str]):
+    """Read an exported dataset back as a pyarrow Table with the partition columns typed as strings."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    part = ds.partitioning(pa.schema([(c, pa.string()) for c in part_cols]), flavor="hive")
+    return ds.dataset(str(path), format="parquet", partitioning=part).to_table()
