@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Long fuzzing run over the RocketMQ decoder entry points (fuzz/targets.py).
+"""Long fuzzing run over the decoder entry points of every family (fuzz/targets.py; LiteMQ and Kafka
+targets are named litemq.* and kafka.*).
 
     python fuzz/run.py --seconds 600                 # every target, time shared
     python fuzz/run.py --seconds 300 --target scan   # one target
@@ -97,7 +98,7 @@ def run_hypothesis(names: list[str], seconds: int) -> int:
 def main(argv=None) -> int:
     from fuzz.targets import TARGETS
 
-    ap = argparse.ArgumentParser(description="Long fuzzing run over the RocketMQ decoders.")
+    ap = argparse.ArgumentParser(description="Long fuzzing run over the decoders of every family.")
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--target", action="append", choices=sorted(TARGETS), help="repeatable; default: all")
     ap.add_argument("--engine", choices=["auto", "atheris", "hypothesis"], default="auto")

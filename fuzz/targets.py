@@ -3,7 +3,7 @@
 A target returns normally for any input; it raises only on a bug: an exception the decoder is not allowed
 to let out (anything but its documented failure type), or a broken invariant (records overlapping, a record
 claiming bytes the input does not have, a scan that does not end). Shared by the bounded hypothesis tests
-(``tests/test_fuzz_rocketmq.py``) and the long runner (``fuzz/run.py``, atheris or hypothesis).
+(``tests/test_fuzz_{rocketmq,litemq,kafka}.py``) and the long runner (``fuzz/run.py``, atheris or hypothesis).
 
 Targets that need a file write the input to a private scratch directory (never near real data).
 """
@@ -203,10 +203,18 @@ TARGETS = {
     "codecs": codecs_target,
 }
 
+# LiteMQ and Kafka decoders: targets named "<family>.<entry point>" (fuzz/targets_<family>.py)
+from fuzz import targets_kafka as _kafka, targets_litemq as _litemq  # noqa: E402
+
+TARGETS.update(_litemq.TARGETS)
+TARGETS.update(_kafka.TARGETS)
+
 
 def seeds(realdata: Path | None) -> dict[str, list[bytes]]:
     """Real bytes to mutate, per target (empty lists when the realdata folder is absent)."""
     out: dict[str, list[bytes]] = {k: [] for k in TARGETS}
+    for fam in (_litemq, _kafka):
+        out.update(fam.seeds(realdata))
     if realdata is None or not realdata.exists():
         return out
     rq = realdata / "rocketmq"

@@ -16,6 +16,7 @@ commitlog, the partition directory for Kafka), so damage can be placed in time b
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Hashable
@@ -34,6 +35,17 @@ BUCKETS_MS = [1, 2, 5, 10, 20, 50, 100, 200, 500,
 PLAUSIBLE_FROM_MS = 978_307_200_000
 _HIST_MAX_KEYS = 200_000
 MAX_DAMAGE_KEPT = 10_000
+
+
+def total_size(paths) -> int:
+    """Bytes on disk of ``paths`` (files that cannot be stat'ed count as 0)."""
+    n = 0
+    for p in paths:
+        try:
+            n += os.path.getsize(p)
+        except OSError:
+            pass
+    return n
 
 
 def parse_bucket(text: str | None) -> int | None:

@@ -59,8 +59,20 @@ FAMILY_RUNS = {
         "commands": [
             ("dump", "commitlog", "{s}", "--body", "base64", "--include-stale"),
             ("dump", "consumequeue", "{s}"),
+            ("dump", "checkpoint", "{s}"),             # crash/: none (one-line error, exit 2)
+            ("dump", "abort", "{s}"),
+            ("dump", "index", "{s}", "--slots"),
             ("verify", "store", "{s}", "--salvage-out", "{out}/salvage", "--manifest", "{out}/manifest.ndjson"),
-            ("rebuild-index", "{s}", "--out", "{out}/rebuilt", "--compare"),
+            ("verify", "commitlog", "{s}"),
+            ("verify", "consumequeue", "{s}"),
+            ("verify", "index", "{s}"),
+            ("rebuild-index", "{s}", "--out", "{out}/rebuilt", "--compare", "--cq-file-size", "384", "--with-index"),
+            ("rebuild-index", "{s}", "--out", "{out}/rebuilt-default", "--compare"),   # 600 MiB files, sparse
+            ("query", "{s}", "--key", "order-0001"),
+            ("query", "{s}", "--scan", "--key", "order-0001"),
+            ("query", "{s}", "--offset", "0", "--containing"),
+            ("query", "{s}", "--topic", "orders.v1", "--queue", "0", "--queue-offset", "1", "--count", "3"),
+            ("query", "{s}", "--time-from", "2026-11-22T00:00:00Z", "--body", "text"),
         ] + _COMMON_TAIL,
         "optional": {},
     },
@@ -69,9 +81,15 @@ FAMILY_RUNS = {
         "module": "mqtool.kafka.ops",
         "commands": [
             ("dump", "kafka", "{s}", "--deep", "--print-data"),
+            ("dump", "commitlog", "{s}", "--key", "k", "--body", "hex"),
             ("verify", "store", "{s}", "--salvage-out", "{out}/salvage", "--manifest", "{out}/manifest.ndjson"),
+            ("verify", "commitlog", "{s}", "--deep"),
+            ("verify", "index", "{s}"),
             ("rebuild-index", "{s}", "--out", "{out}/rebuilt", "--compare"),
             ("query", "{s}", "--offset", "0"),
+            ("query", "{s}", "--timestamp", "2020-01-01T00:00:00Z"),
+            ("query", "{s}", "--key", "k"),
+            ("query", "{s}", "--producer-id", "1000"),
         ] + _COMMON_TAIL,
         "optional": {},
     },
@@ -193,6 +211,13 @@ def test_commands_change_nothing_in_the_input(tmp_path, run_cli, family, name):
                 print(code, len(stdout), args[:2], stderr[:100].strip())
             if code == 2:
                 assert stderr.count("\n") == 1, (args, stderr)
+                continue
+            # the command did its work (an output written, rows printed), so the run above exercised it
+            for opt in ("--salvage-out", "--manifest", "--out"):
+                if opt in args:
+                    assert Path(args[args.index(opt) + 1]).exists(), (args, stderr)
+            if args[:2] in (["dump", "commitlog"], ["dump", "kafka"]) and "--key" not in args:
+                assert stdout.strip(), args
     finally:
         audit.root = None
     assert audit.violations == []

@@ -71,7 +71,7 @@ def _make(name: str):
     return run
 
 
-@pytest.mark.parametrize("name", sorted(TARGETS))
+@pytest.mark.parametrize("name", sorted(n for n in TARGETS if "." not in n))   # litemq.* / kafka.*: own files
 def test_fuzz_target(name):
     _make(name)()
 

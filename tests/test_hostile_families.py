@@ -7,6 +7,7 @@ The RocketMQ-specific checks, with exact findings, are in ``test_hostile.py``.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ FAMILY_LOGS = {
 }
 
 HOSTILE = ["fifo", "symlink-loop", "device", "sparse-2gib", "empty", "garbage", "unreadable-dir-entry"]
+UNREADABLE = {"fifo", "symlink-loop", "device", "unreadable-dir-entry"}   # never opened: file-unreadable
 
 
 def _plant(kind: str, d: Path, name: str) -> None:
@@ -70,7 +72,8 @@ def test_hostile_file_in_log_dir(tmp_path, run_cli, family, kind):
         if not p.is_symlink():
             p.chmod(0o755 if p.is_dir() else 0o644)
     d = store / spec["log_dir"]
-    _plant(kind, d, _next_name(os.listdir(d), spec["suffix"]))
+    name = _next_name(os.listdir(d), spec["suffix"])
+    _plant(kind, d, name)
     for cmd in spec["commands"]:
         with alarm(90):
             code, out, err = run_cli(*cmd, store, "--json")     # a traceback propagates and fails the test
@@ -78,3 +81,12 @@ def test_hostile_file_in_log_dir(tmp_path, run_cli, family, kind):
         if code == 2:
             assert err.count("\n") == 1 and err.startswith("mqtool: "), (cmd, err)
         assert "Traceback" not in err
+        if cmd[0] == "verify":
+            # the planted file is named in a finding (the rest of the store is still read: exit 1, not 2)
+            assert code == 1, (cmd, code, err)
+            about = [json.loads(ln) for ln in out.splitlines() if name in ln]
+            assert any(r.get("kind") == "finding" for r in about), (kind, out[-2000:])
+            if kind in UNREADABLE:
+                assert any(r["code"].endswith("file-unreadable") for r in about), (kind, about)
+        if cmd[0] == "dump" and kind in UNREADABLE:
+            assert code == 1 and "file-unreadable" in err and name in err, (cmd, code, err)

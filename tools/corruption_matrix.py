@@ -3,7 +3,8 @@
 
     python tools/corruption_matrix.py [--family rocketmq] [--store NAME] [--kind KIND] [--json] [-v]
 
-Columns: (a) share of damage events reported with the right code at the right file/position,
+Columns: (a) share of (detectable) damage events reported with the right code at the right file/position;
+"n/d" counts events no checksum or cross-check can see (the adapter says why; (a) is "n/a" when all are),
 (b) share of untouched messages recovered by salvage, (c) false findings on untouched regions.
 Targets: 100 % / 100 % / 0. Exit 1 when a target is missed. See tools/corruption/__init__.py for how a
 family plugs in.
@@ -44,13 +45,16 @@ def main(argv=None) -> int:
         for r in rows:
             print(json.dumps(r))
     else:
-        print(f"{'family':9} {'damage kind':24} {'stores':>6} {'events':>6} {'(a) reported':>13} "
+        print(f"{'family':9} {'damage kind':24} {'stores':>6} {'events':>6} {'n/d':>4} {'(a) reported':>13} "
               f"{'(b) recovered':>22} {'(c) false':>9}")
         for r in rows:
-            print(f"{r['family']:9} {r['kind']:24} {r['stores']:6} {r['events']:6} {r['reported_pct']:12.1f}% "
+            a = f"{r['reported_pct']:12.1f}%" if r["detectable"] else f"{'n/a':>13}"
+            print(f"{r['family']:9} {r['kind']:24} {r['stores']:6} {r['events']:6} {r['undetectable']:4} {a} "
                   f"{r['recovered_pct']:8.1f}% ({r['recovered']:5}/{r['untouched']:5}) {r['false_findings']:9}")
     if args.verbose:
         for o in outcomes:
+            if not o.detectable:
+                print(f"n/d  {o.family} {o.store} {o.kind} {o.label}: {o.note}", file=sys.stderr)
             if o.missing or o.false_findings or o.recovered < o.untouched:
                 print(f"MISS {o.family} {o.store} {o.kind} {o.label}: missing={o.missing} "
                       f"recovered={o.recovered}/{o.untouched}", file=sys.stderr)

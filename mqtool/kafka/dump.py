@@ -10,6 +10,7 @@ from pathlib import Path
 
 from formats import kafka as K
 from mqtool.common import encode_body
+from mqtool.errors import InputError
 from mqtool.io import AtomicWriter, map_input, prepare_output_dir
 from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
@@ -150,11 +151,15 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
     with map_input(path) as m:
+        fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
-            events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop)
+            events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop, fd=fd)
         else:
-            events = scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None))
+            events = scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None), fd=fd)
         for ev in events:
+            if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
+                stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
+                return
             if isinstance(ev, Damage):
                 if ev.kind == "skipped" or ev.kind == "partial-tail":
                     stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")
@@ -269,15 +274,23 @@ def dump_path(p: Path, opts, stats):
         return
     for ld in L.discover(p):
         if ld.bootstrap_checkpoint is not None:
-            yield from log_rows(ld.bootstrap_checkpoint, opts, stats, "__cluster_metadata")
+            yield from _guarded(log_rows(ld.bootstrap_checkpoint, opts, stats, "__cluster_metadata"), stats)
         for part in ld.partitions:
             if getattr(opts, "topic", None) and part.topic != opts.topic:
                 continue
             for seg in part.segments:
                 if seg.log is not None:
-                    yield from log_rows(seg.log, opts, stats, part.topic)
+                    yield from _guarded(log_rows(seg.log, opts, stats, part.topic), stats)
             for _end, _epoch, f in part.kraft_snapshots:
-                yield from log_rows(f, opts, stats, "__cluster_metadata")
+                yield from _guarded(log_rows(f, opts, stats, "__cluster_metadata"), stats)
+
+
+def _guarded(rows, stats):
+    """One unreadable file inside a directory (FIFO, device, symlink loop, permissions) is a note, not the end."""
+    try:
+        yield from rows
+    except InputError as e:
+        stats.damage(f"{e.file}: file-unreadable: {e.message}")
 
 
 class SalvageWriter:

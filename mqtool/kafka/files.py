@@ -180,6 +180,9 @@ def read_properties(path: Path) -> dict:
 
 def read_quorum_state(path: Path) -> dict:
     try:
-        return json.loads(read_input(path))
+        doc = json.loads(read_input(path))
     except ValueError as e:
         return {"problem": f"not JSON: {e}"}
+    except RecursionError:
+        return {"problem": "not JSON: nested too deeply"}
+    return doc if isinstance(doc, dict) else {"problem": f"not a JSON object ({type(doc).__name__})"}

@@ -208,7 +208,7 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
             if size:
                 b.add_log_file(str(seg.log), byte_base, size, stream)
             byte_base += size
-            for ev in scan(buf, str(seg.log)):
+            for ev in scan(buf, str(seg.log), fd=m.fileno() if m.mapped else None):
                 if isinstance(ev, Damage):
                     if ev.kind == "zero-tail":
                         st.zero_tail += 1

@@ -158,6 +158,9 @@ def decode_transaction_state(key: bytes | None, value: bytes | None) -> dict:
     if value is None:
         out["value"] = "<DELETE>"
         return out
+    if len(value) < 2:
+        out["value_error"] = "value shorter than its version"
+        return out
     (vv,) = struct.unpack_from(">h", value)
     out["value_version"] = vv
     try:

@@ -57,7 +57,7 @@ def _time_position(seg, ts: int) -> int:
 
 def _batches_from(seg, start: int):
     with map_input(seg.log) as m:
-        for ev in scan(m.buf, str(seg.log), start=start):
+        for ev in scan(m.buf, str(seg.log), start=start, fd=m.fileno() if m.mapped else None):
             if isinstance(ev, Batch):
                 yield ev
 

@@ -104,11 +104,13 @@ class Recoverer:
 
     def feed(self, b: Batch, control_type: int | None = None) -> bool:
         """Returns False (and stops) at the first batch recovery would truncate at."""
-        if self.stopped:
-            return False
-        if not b.crc_ok or b.position != self.valid:
+        if self.stopped or not b.crc_ok or b.position != self.valid:
             self.stop(f"invalid batch at {b.position} (CRC mismatch)" if not b.crc_ok
                       else f"gap before {b.position}")
+            if b.crc_ok:
+                # Recovery would truncate here; a verifier feeding on keeps the transaction state (and the
+                # aborted transactions it implies) of the intact batches after the damage.
+                self._observe_txn(b, control_type)
             return False
         if b.max_timestamp > self.max_ts:
             self.max_ts, self.max_ts_off = b.max_timestamp, b.last_offset
@@ -116,14 +118,17 @@ class Recoverer:
             self.out.offset_entries.append((b.last_offset - self.base, self.valid))
             self._maybe_time(self.max_ts, self.max_ts_off)
             self.last_entry = self.valid
+        self._observe_txn(b, control_type)
+        self.valid += b.size
+        return True
+
+    def _observe_txn(self, b: Batch, control_type: int | None) -> None:
         if self.txn is not None and b.is_transactional:
             if b.is_control and control_type is None:
                 control_type = control_type_of(b)
             a = self.txn.observe(b, control_type)
             if a is not None:
                 self.out.aborted.append(a)
-        self.valid += b.size
-        return True
 
     def stop(self, reason: str) -> None:
         if not self.stopped:
@@ -138,10 +143,11 @@ class Recoverer:
 
 
 def recover_segment(buf, path: str, base_offset: int, interval: int = K.DEFAULT_INDEX_INTERVAL_BYTES,
-                    final_time_entry: bool = True, txn: TxnTracker | None = None) -> SegmentIndexes:
+                    final_time_entry: bool = True, txn: TxnTracker | None = None,
+                    fd: int | None = None) -> SegmentIndexes:
     """Run the recovery rule over one segment buffer."""
     r = Recoverer(base_offset, interval, txn)
-    for ev in scan(buf, path):
+    for ev in scan(buf, path, fd=fd):
         if isinstance(ev, Damage):
             if ev.kind != "zero-tail":
                 r.stop(f"{ev.kind} at {ev.start}: {ev.message}")

@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from formats import kafka as K
-from mqtool.findings import INFO, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.kafka import files as F
 from mqtool.kafka.layout import LogDir, discover, partition_from_dir
 from mqtool.kafka.rebuild import TxnTracker, recover_segment
-from mqtool.errors import NotAStoreError
+from mqtool.errors import InputError, NotAStoreError
 
 
 def _entries(kind: str, data: bytes):
@@ -60,8 +60,14 @@ def run_rebuild(path: Path, opts):
                         continue
                     counts["segments"] += 1
                     active = i == len(part.segments) - 1
-                    with map_input(seg.log) as m:
-                        res = recover_segment(m.buf, str(seg.log), seg.base_offset, interval, True, txn)
+                    try:
+                        with map_input(seg.log) as m:
+                            res = recover_segment(m.buf, str(seg.log), seg.base_offset, interval, True, txn,
+                                                  fd=m.fileno() if m.mapped else None)
+                    except InputError as e:       # a FIFO, device, directory... where a segment should be
+                        yield f(ERROR, "file-unreadable", seg.log, None, None, f"cannot read: {e.message}; "
+                                "no index rebuilt for this segment")
+                        continue
                     if res.stop_reason:
                         yield f(WARNING, "log-truncated", seg.log, res.valid_bytes, None,
                                 f"recovery would truncate the log at {res.valid_bytes}: {res.stop_reason}")
@@ -95,7 +101,11 @@ def _compare(seg, built: dict, res, f, counts):
                         seg.log.with_suffix(f".{kind}"), None, None,
                         f"no .{kind} on disk; the rebuild has {len(data)} bytes of entries")
             continue
-        disk = read_input(disk_path)
+        try:
+            disk = read_input(disk_path)
+        except InputError as e:
+            yield f(ERROR, "file-unreadable", disk_path, None, None, f"cannot read: {e.message}")
+            continue
         if data is None:
             data = b""
         if disk == data:

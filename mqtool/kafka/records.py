@@ -15,6 +15,7 @@ End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
 """
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 import zlib
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from crc32c import crc32c
 
 from formats import kafka as K
+from mqtool.io import first_nonzero
 from mqtool.kafka.codecs import CodecError, decompress
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
@@ -155,7 +157,7 @@ def _frame_ok(buf, p: int, n: int) -> bool:
     return zlib.crc32(memoryview(buf)[p + 16:p + 12 + size]) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
 
 
-def resync(buf, p: int, n: int, until: int | None = None) -> int | None:
+def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None) -> int | None:
     """First position > p (and < ``until`` when given) where a self-locating batch with a valid CRC starts,
     or None."""
     q = p + 1
@@ -163,10 +165,10 @@ def resync(buf, p: int, n: int, until: int | None = None) -> int | None:
     while q < stop:
         # The size field (q+8..q+12) of a real entry is never zero: skip zero runs in one step.
         if buf[q + 8] == 0 and buf[q + 9] == 0 and buf[q + 10] == 0 and buf[q + 11] == 0:
-            m = _NONZERO.search(buf, q + 8, min(n, stop + 11))
-            if m is None:
+            nz = _first_nonzero(buf, q + 8, min(n, stop + 11), fd)
+            if nz < 0:
                 return None
-            q = max(q + 1, m.start() - 11)
+            q = max(q + 1, nz - 11)
             continue
         if buf[q + 16] <= 2 and _frame_ok(buf, q, n):
             return q
@@ -174,7 +176,7 @@ def resync(buf, p: int, n: int, until: int | None = None) -> int | None:
     return None
 
 
-def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True):
+def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd: int | None = None):
     """The events of :func:`scan` that a byte-range reader of ``[start, stop)`` owns.
 
     A range begins at the scanner's resync point at or after ``start`` (byte 0 for the first range; no
@@ -186,32 +188,42 @@ def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True):
     """
     n = len(buf)
     if start > 0:
-        q = resync(buf, start - 1, n, until=stop)
+        q = resync(buf, start - 1, n, fd, until=stop)
         if q is None:
             return
         start = q
     checked = stop          # no resync point in [stop, checked)
-    for ev in scan(buf, path, start=start, check_crc=check_crc):
+    for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd):
         pos = ev.start if isinstance(ev, Damage) else ev.position
         if pos >= stop:
             if isinstance(ev, Batch) and ev.crc_ok and check_crc:
                 return      # a valid batch at or after stop: the next range's
-            if resync(buf, checked - 1, n, until=pos + 1) is not None:
+            if resync(buf, checked - 1, n, fd, until=pos + 1) is not None:
                 return
             checked = pos + 1
         yield ev
 
 
-def _is_zero(buf, start: int, end: int) -> bool:
-    return _NONZERO.search(buf, start, end) is None
+def _first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
+    """First non-zero byte in buf[start:end] or -1: chunked compares, holes of a sparse file (``fd`` of a
+    mapped file) skipped with SEEK_DATA, so a 2 GiB preallocated or sparse tail costs milliseconds."""
+    if isinstance(buf, (bytes, mmap.mmap)):
+        return first_nonzero(buf, start, end, fd)
+    m = _NONZERO.search(buf, start, end)
+    return -1 if m is None else m.start()
+
+
+def _is_zero(buf, start: int, end: int, fd: int | None = None) -> bool:
+    return _first_nonzero(buf, start, end, fd) < 0
 
 
 def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes: int | None = None,
-         check_crc: bool = True):
+         check_crc: bool = True, fd: int | None = None):
     """Yield :class:`Batch` and :class:`Damage` objects in file order.
 
     ``max_bytes`` mimics DumpLogSegments ``--max-bytes``: a batch crossing the limit is not read and a
-    ``max-bytes`` event marks where reading stopped.
+    ``max-bytes`` event marks where reading stopped. ``fd``: descriptor of the mapped file, to jump over
+    holes of a sparse file (see :func:`mqtool.io.first_nonzero`).
     """
     n = len(buf) if end is None else min(end, len(buf))
     limit = n if max_bytes is None else min(n, start + max_bytes)
@@ -223,7 +235,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
                 yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")
             return
         if n - p < K.HEADER_SIZE_UP_TO_MAGIC:
-            if _is_zero(buf, p, n):
+            if _is_zero(buf, p, n, fd):
                 yield Damage("zero-tail", p, n, f"{n - p} zero bytes at the end (end of data)")
             else:
                 yield Damage("partial-tail", p, n, f"{n - p} bytes at the end are too short for a batch")
@@ -232,7 +244,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
         magic = buf[p + 16]
         bad = None
         if size < K.MIN_RECORD_OVERHEAD:
-            if size == 0 and _is_zero(buf, p, n):
+            if size == 0 and _is_zero(buf, p, n, fd):
                 yield Damage("zero-tail", p, n, f"{n - p} zero bytes at the end (end of data, preallocated)")
                 return
             bad = f"record size {size} smaller than minimum record overhead ({K.MIN_RECORD_OVERHEAD})"
@@ -241,7 +253,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
         elif magic == 2 and size < _MIN_V2_SIZE:
             bad = f"batch length {size} smaller than the v2 header"
         elif p + 12 + size > n:
-            q = resync(buf, p, n)
+            q = resync(buf, p, n, fd)
             if q is None:
                 yield Damage("partial-tail", p, n,
                              f"entry of {12 + size} bytes at {p} runs past the end of the file ({n - p} bytes left)")
@@ -254,12 +266,12 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
                 yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")
                 return
             b = _decode(buf, path, p, off, size, magic, check_crc)
-            if b.crc_ok or _next_plausible(buf, p + 12 + size, n):
+            if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd):
                 yield b
                 p += 12 + size
                 continue
             bad = f"CRC mismatch and the length {size} does not lead to another batch"
-        q = resync(buf, p, n)
+        q = resync(buf, p, n, fd)
         if q is None:
             yield Damage("skipped", p, n, f"{bad}; no valid batch after {p}")
             return
@@ -267,10 +279,10 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
         p = q
 
 
-def _next_plausible(buf, q: int, n: int) -> bool:
+def _next_plausible(buf, q: int, n: int, fd: int | None = None) -> bool:
     if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
         return True
-    if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n):
+    if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, fd):
         return True
     return _frame_ok(buf, q, n)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import kafka as K
+from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input
 from mqtool.kafka import files as F
@@ -51,8 +52,10 @@ class SegmentSeen:
     aborts: set = field(default_factory=set)             # (pid, marker offset)
     epochs: list = field(default_factory=list)           # runs [epoch, first offset, last offset] of v2 PLEs
     first_offset: int | None = None
+    boundary_gap: tuple | None = None                    # (previous segment's last offset, this first base)
     last_offset: int | None = None
     canonical = None                                     # SegmentIndexes from the recovery rule
+    interior_gaps: int = 0
     canonical_nofinal: list | None = None
 
 
@@ -78,13 +81,13 @@ class KafkaVerifier:
         for ld in logdirs:
             leos = {}
             if ld.bootstrap_checkpoint is not None and only_base is None:
-                yield from self.check_snapshot_log(ld.bootstrap_checkpoint)
+                yield from self._guard(self.check_snapshot_log(ld.bootstrap_checkpoint))
             for p in ld.partitions:
                 leo = yield from self.run_partition(p, only_base, only_kind)
                 if p.topic is not None:
                     leos[(p.topic, p.partition)] = (leo, p)
             if ld.path is not None and only_base is None and self.part == "store":
-                yield from self.check_logdir_checkpoints(ld, leos)
+                yield from self._guard(self.check_logdir_checkpoints(ld, leos))
         self.summary.extra.update(self.stats)
 
     # -- partitions
@@ -103,17 +106,19 @@ class KafkaVerifier:
                 continue
             seen = SegmentSeen(seg.base_offset)
             if seg.log is not None:
-                prev_last = yield from self.check_log(seg, seen, txn, prev_last)
+                prev_last = yield from self._guard(
+                    self.check_log(seg, seen, txn, prev_last, active=seg is p.segments[-1]), prev_last)
             if self.part in ("store", "index") and only_kind in (None, "index", "log"):
-                yield from self.check_offset_index(seg, seen)
+                yield from self._guard(self.check_offset_index(seg, seen))
             if self.part in ("store", "index") and only_kind in (None, "timeindex", "log"):
-                yield from self.check_time_index(seg, seen)
+                yield from self._guard(self.check_time_index(seg, seen))
             if self.part in ("store", "index") and only_kind in (None, "txnindex", "log"):
-                yield from self.check_txn_index(seg, seen)
+                yield from self._guard(self.check_txn_index(seg, seen))
             seen_all.append(seen)
+        yield from self._segment_gaps(p, seen_all)
         if only_base is None:
             for _end, _epoch, f in p.kraft_snapshots:
-                yield from self.check_snapshot_log(f)
+                yield from self._guard(self.check_snapshot_log(f))
         leo = 0
         if p.segments:
             leo = p.segments[-1].base_offset
@@ -121,11 +126,39 @@ class KafkaVerifier:
             if s.last_offset is not None:
                 leo = max(leo, s.last_offset + 1)
         if only_base is None and self.part == "store":
-            yield from self.check_partition_files(p, seen_all, leo)
+            yield from self._guard(self.check_partition_files(p, seen_all, leo))
         return leo
 
+    def _guard(self, gen, default=None):
+        """Run one check; a file it cannot read (FIFO, device, directory, symlink loop, permissions, vanished)
+        becomes a ``file-unreadable`` finding and the walk goes on with the next file."""
+        try:
+            return (yield from gen)
+        except InputError as e:
+            yield self._f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
+            return default
+
+    def _segment_gaps(self, p: Partition, seen_all: list[SegmentSeen]):
+        """Offsets missing between two segments. Retention deletes only from the start and a roll starts the
+        new segment at the next offset, so a gap at a segment boundary means a deleted (or lost) segment,
+        unless the partition is compacted (the cleaner keeps segment base offsets while removing records):
+        warning when nothing else in the partition shows compaction, info otherwise."""
+        gaps = [s for s in seen_all if s.boundary_gap is not None]
+        if not gaps:
+            return
+        compacted = (p.topic or "").startswith("__") or any(s.interior_gaps for s in seen_all)
+        by_base = {s.base: seg for seg in p.segments for s in seen_all if s.base == seg.base_offset}
+        for s in gaps:
+            last, base = s.boundary_gap
+            seg = by_base.get(s.base)
+            yield self._f(INFO if compacted else WARNING, "segment-gap", seg.log if seg else None, None, base,
+                          f"offsets {last + 1}..{base - 1} are in no segment: the previous segment ends at {last} "
+                          f"and this one starts at {base} (a deleted or lost segment"
+                          + (", or compaction" if compacted else "; the partition shows no sign of compaction")
+                          + ")", expected=last + 1, actual=base)
+
     # -- .log
-    def check_log(self, seg: Segment, seen: SegmentSeen, txn: TxnTracker, prev_last):
+    def check_log(self, seg: Segment, seen: SegmentSeen, txn: TxnTracker, prev_last, active: bool = True):
         self.stats["segments"] += 1
         path = seg.log
         rec = Recoverer(seg.base_offset, self.interval, txn)
@@ -135,11 +168,25 @@ class KafkaVerifier:
             seen.size = len(buf)
             self.stats["bytes"] += len(buf)
             if len(buf) == 0:
+                yield self._f(INFO, "empty-segment", path, None, seg.base_offset, "empty segment (no batches)")
                 return prev_last
-            for ev in scan(buf, str(path)):
+            for ev in scan(buf, str(path), fd=m.fileno() if m.mapped else None):
+                if m.shrunk():
+                    # a mapped file truncated under us: reading on would touch lost pages (SIGBUS)
+                    now = m.current_size()
+                    rec.stop("file changed")
+                    yield self._f(ERROR, "file-changed", path, ev.position if isinstance(ev, Batch) else ev.start,
+                                  None, f"the file shrank to {now} bytes while being read; stopped here",
+                                  expected=len(buf), actual=now)
+                    break
                 if isinstance(ev, Damage):
                     rec.stop(f"{ev.kind} at {ev.start}")
-                    if ev.kind == "zero-tail":
+                    if ev.kind == "zero-tail" and not active:
+                        yield self._f(WARNING, "zeroed-range", path, ev.start, None,
+                                      f"{ev.length} zero bytes from {ev.start} to the end of a segment that is not "
+                                      "the active one: Kafka trims a segment when it rolls, so these bytes were "
+                                      "zeroed (damage) or the broker died while preallocating")
+                    elif ev.kind == "zero-tail":
                         yield self._f(INFO, "zero-tail", path, ev.start, None,
                                       f"{ev.length} zero bytes from {ev.start} to the end: end of data "
                                       "(preallocated segment), not corruption")
@@ -182,13 +229,17 @@ class KafkaVerifier:
                                   f"batch offsets {base}..{b.last_offset} do not follow the previous last offset "
                                   f"{prev_last}", expected=f"> {prev_last}", actual=base)
                 elif prev_last is not None and base != prev_last + 1:
-                    gaps += 1
+                    if seen.batches == 1:
+                        seen.boundary_gap = (prev_last, base)      # judged per partition (_segment_gaps)
+                    else:
+                        gaps += 1
                 if b.magic == 2 and b.partition_leader_epoch >= 0:
                     if seen.epochs and seen.epochs[-1][0] == b.partition_leader_epoch:
                         seen.epochs[-1][2] = b.last_offset
                     else:
                         seen.epochs.append([b.partition_leader_epoch, base, b.last_offset])
-                prev_last = max(prev_last, b.last_offset) if prev_last is not None else b.last_offset
+                if b.crc_ok:      # a batch whose CRC fails may carry a damaged lastOffsetDelta: not a reference
+                    prev_last = max(prev_last, b.last_offset) if prev_last is not None else b.last_offset
                 if seen.first_offset is None:
                     seen.first_offset = base
                 seen.last_offset = b.last_offset if seen.last_offset is None else max(seen.last_offset, b.last_offset)
@@ -204,6 +255,7 @@ class KafkaVerifier:
             order = sorted(range(len(seen.bases)), key=seen.bases.__getitem__)
             seen.bases = [seen.bases[i] for i in order]
             seen.spans = [seen.spans[i] for i in order]
+        seen.interior_gaps = gaps
         if gaps:
             yield self._f(INFO, "offset-gaps", path, None, None,
                           f"{gaps} non-consecutive offset step(s) (normal after compaction or aborted/cleaned data)",

@@ -19,12 +19,11 @@ What it reports and where it comes from (docs/litemq.md, ../shared/reference/lit
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 from formats import litemq as F
 from mqtool.findings import ERROR, WARNING, Finding
-from mqtool.info import InfoBuilder
+from mqtool.info import InfoBuilder, total_size
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.layout import Store, commitlog_segments, nominal_file_size, resolve
 from mqtool.litemq.records import LiteRecord
@@ -58,16 +57,6 @@ def collect(path, b: InfoBuilder, opts: InfoOptions) -> None:
         _checkpoint(store, b, q_ends)
     _crash(store, b)
     _index(store, b)
-
-
-def _sizes(paths) -> int:
-    n = 0
-    for p in paths:
-        try:
-            n += os.path.getsize(p)
-        except OSError:
-            pass
-    return n
 
 
 def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
@@ -244,7 +233,7 @@ def _checkpoint(store: Store, b: InfoBuilder, q_ends: dict) -> None:
         return
     row, findings = CQ.read_checkpoint(p)
     name = store.display(p)
-    b.add_files("checkpoint", 1, _sizes([p]), f"version {row['version']}" if row else "unreadable")
+    b.add_files("checkpoint", 1, total_size([p]), f"version {row['version']}" if row else "unreadable")
     if row is None:
         for f in findings:
             b.note(f"{name}: {f.message}")
@@ -270,7 +259,7 @@ def _crash(store: Store, b: InfoBuilder) -> None:
         return
     if ab is not None and ab.is_file():
         row, _ = CQ.read_abort(ab)
-        b.add_files("markers", 1, _sizes([ab]), "abort/abort")
+        b.add_files("markers", 1, total_size([ab]), "abort/abort")
         started = row.get("start_time")
         if started:
             b.fact("abort", {"brokerStartTimestamp": started})
@@ -290,7 +279,7 @@ def _index(store: Store, b: InfoBuilder) -> None:
     else:
         return
     if files:
-        b.add_files("index", len(files), _sizes(files), ", ".join(p.name for p in files[:4]))
+        b.add_files("index", len(files), total_size(files), ", ".join(p.name for p in files[:4]))
     elif store.root is not None:
         b.add_files("index", 0, 0, "empty: LiteMQ builds its key index in memory and never flushes it")
 

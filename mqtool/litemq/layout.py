@@ -122,11 +122,41 @@ def list_segments(d: Path) -> list[Segment]:
         return []
     for e in entries:
         idx = segment_index(e.name)
-        if idx is None or not e.is_file():
+        try:
+            if idx is None or not e.is_file():
+                continue
+            size = e.stat().st_size
+        except OSError:              # a symlink loop, a file gone meanwhile: see irregular_segments
             continue
-        segs.append(Segment(idx, Path(e.path), e.stat().st_size))
+        segs.append(Segment(idx, Path(e.path), size))
     segs.sort(key=lambda s: (s.index, s.path.name))
     return segs
+
+
+def irregular_segments(d: Path) -> list[tuple[Path, str]]:
+    """Entries of a directory named like a segment that are no readable regular file (directory, FIFO,
+    device, socket, symlink loop or dangling link), with the reason; :func:`list_segments` leaves them out."""
+    import stat as st
+
+    out = []
+    try:
+        entries = list(os.scandir(d))
+    except OSError:
+        return []
+    for e in entries:
+        if segment_index(e.name) is None:
+            continue
+        try:
+            mode = os.stat(e.path).st_mode
+        except OSError as err:
+            out.append((Path(e.path), f"cannot stat: {err.strerror}"))
+            continue
+        if st.S_ISREG(mode):
+            continue
+        kind = ("directory" if st.S_ISDIR(mode) else "FIFO" if st.S_ISFIFO(mode) else
+                "device" if st.S_ISCHR(mode) or st.S_ISBLK(mode) else "socket" if st.S_ISSOCK(mode) else "special")
+        out.append((Path(e.path), f"not a regular file ({kind})"))
+    return sorted(out)
 
 
 def nominal_file_size(segs: list[Segment]) -> int:

@@ -16,9 +16,10 @@ import struct
 from dataclasses import dataclass
 
 from formats import litemq as F
+from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding
-from mqtool.io import map_input
-from mqtool.litemq.layout import Segment, Store, commitlog_segments
+from mqtool.io import first_nonzero, map_input
+from mqtool.litemq.layout import Segment, Store, commitlog_segments, irregular_segments
 from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, decode_message
 
 _U32 = struct.Struct(">I")
@@ -74,21 +75,22 @@ def parse_record_at(buf, pos: int, limit: int, seg: Segment, name: str):
     return rec, None
 
 
-def _nonzero_ranges(buf, a: int, b: int):
-    """(start, end) runs of non-zero bytes in buf[a:b], at chunk granularity, coalesced."""
+def _nonzero_ranges(buf, a: int, b: int, fd: int | None = None):
+    """(start, end) runs of non-zero bytes in buf[a:b], at chunk granularity, coalesced. Zero runs are
+    skipped at C speed, and holes of a sparse mapped file (``fd``) with SEEK_DATA: a 2 GiB hole is free."""
     out = []
     pos = a
     while pos < b:
-        e = min(b, pos + _CHUNK)
-        chunk = bytes(buf[pos:e])
-        if chunk.count(0) != len(chunk):
-            first = len(chunk) - len(chunk.lstrip(b"\x00"))
-            last = len(chunk.rstrip(b"\x00"))
-            s, t = pos + first, pos + last
-            if out and out[-1][1] >= s - _CHUNK:
-                out[-1] = (out[-1][0], t)
-            else:
-                out.append((s, t))
+        s = first_nonzero(buf, pos, b, fd)
+        if s < 0:
+            break
+        e = min(b, s + _CHUNK)
+        chunk = bytes(buf[s:e])
+        t = s + len(chunk.rstrip(b"\x00"))
+        if out and out[-1][1] >= s - _CHUNK:
+            out[-1] = (out[-1][0], t)
+        else:
+            out.append((s, t))
         pos = e
     return out
 
@@ -115,6 +117,10 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
     res = result if result is not None else WalkResult()
     segs, fs = commitlog_segments(store)
     res.file_size = fs
+    if store.commitlog_dir is not None and store.kind != "segment":
+        for path, why in irregular_segments(store.commitlog_dir):
+            yield Finding(ERROR, "file-unreadable", store.display(path), None, None,
+                          f"named like a commitlog file but {why}: skipped (never opened, so nothing blocks)")
     if not segs:
         yield Finding(WARNING, "no-commitlog", store.display(store.commitlog_dir or store.target), None, None,
                       "no commitlog files found")
@@ -136,36 +142,25 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
         with map_input(seg.path) as mi:
             buf = mi.buf
             size = len(buf)
+            fd = mi.fileno() if mi.mapped else None
             pos = 0
             if live:
-                pos, stop = yield from _live(buf, size, seg, name, res, with_body)
+                pos, stop = yield from _live(buf, size, seg, name, res, with_body, mi)
                 if pos >= size and size > 0:
                     continue                      # exactly full: the chain goes on in the next file
                 live = False
                 res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
                 kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
-                # what follows the end
-                tail = yield from _after_end(buf, pos, size, seg, name, res, carve_stale, with_body)
-                carved, nonzero, newer = tail
-                if kind == "zero-length" and not nonzero:
-                    yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
-                                  "end of data: zero fill to the end of the file (LiteMQ preallocation)")
-                elif kind == "zero-length":
-                    yield Finding(INFO, "end-of-data", name, pos, seg.base + pos,
-                                  "end of data (first zero length); non-zero bytes follow")
-                elif newer:
-                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
-                                  f"{msg}; the live data ends here but {newer} newer record(s) follow in this "
-                                  "file: damage, not a restart", exp, act)
-                elif carved:
-                    yield Finding(WARNING, "overwritten-record", name, pos, seg.base + pos,
-                                  f"live data ends inside an older record ({msg}); older records follow: "
-                                  "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
-                else:
-                    yield Finding(ERROR, kind, name, pos, seg.base + pos,
-                                  f"{msg}; the live data ends here and nothing readable follows", exp, act)
+                if kind == "file-changed":        # nothing more is read from this file (lost pages: SIGBUS)
+                    yield Finding(ERROR, kind, name, pos, seg.base + pos, msg, exp, act)
+                    continue
+                # what follows the end: carved records in this file, newer records starting later files
+                carved, nonzero, newer = yield from _after_end(buf, pos, size, seg, name, res, carve_stale,
+                                                               with_body, fd)
+                later = _later_files_with_newer_data(store, segs[segs.index(seg) + 1:], res.max_live_ts)
+                yield _end_finding(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
             else:
-                yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body)
+                yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body, fd)
     if res.stale:
         yield Finding(WARNING, "stale-records", None, None, res.end_offset,
                       f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
@@ -176,12 +171,65 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                       "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
 
 
-def _live(buf, size, seg, name, res, with_body=False):
+def _later_files_with_newer_data(store: Store, later_segs, max_live_ts) -> int:
+    """How many later commitlog files start with a record at least as new as the live data (files are
+    written from byte 0, so a file holding data has a record there; an older run's file is stale)."""
+    n = 0
+    for s in later_segs:
+        try:
+            with map_input(s.path) as mi:
+                rec, _ = parse_record_at(mi.buf, 0, len(mi.buf), s, store.display(s.path))
+        except InputError:
+            continue
+        if rec is not None and (max_live_ts is None or rec.m["StoreTimestamp"] >= max_live_ts):
+            n += 1
+    return n
+
+
+def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, later):
+    """What the end of the live data is: the end (info), a restart's overwrite (warning) or damage (error).
+
+    LiteMQ opens a new file only when the previous one is exactly full, so newer records after the end (in
+    this file, or at the start of a later file) mean the end is damage, also when it is a zero length.
+    """
+    newer_total = newer + later
+    where = (f"{newer} newer record(s) follow in this file" if newer else "") + \
+        (" and " if newer and later else "") + (f"{later} later file(s) hold newer records" if later else "")
+    if kind == "zero-length" and newer_total:
+        return Finding(ERROR, "zeroed-range", name, pos, off,
+                       f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
+                       "(damage), not the end of data", None, 0)
+    if kind == "zero-length" and not nonzero:
+        return Finding(INFO, "end-of-data", name, pos, off,
+                       "end of data: zero fill to the end of the file (LiteMQ preallocation)")
+    if kind == "zero-length":
+        return Finding(INFO, "end-of-data", name, pos, off, "end of data (first zero length); non-zero bytes follow")
+    if newer_total:
+        return Finding(ERROR, kind, name, pos, off,
+                       f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act)
+    if carved:
+        return Finding(WARNING, "overwritten-record", name, pos, off,
+                       f"live data ends inside an older record ({msg}); older records follow: "
+                       "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
+    return Finding(ERROR, kind, name, pos, off, f"{msg}; the live data ends here and nothing readable follows",
+                   exp, act)
+
+
+def _live(buf, size, seg, name, res, with_body=False, mi=None):
     pos = 0
     while pos < size:
+        if mi is not None and mi.shrunk():
+            now = mi.current_size()
+            return pos, ("file-changed", f"the file shrank to {now} bytes while being read; stopped here", size, now)
         rec, prob = parse_record_at(buf, pos, size, seg, name)
         if rec is None:
             return pos, prob
+        if rec.length != rec.consumed + F.TRAILING_PAD:
+            # A length prefix longer than the encoded fields: following it (as LiteMQ's reader would) hides
+            # whatever lies in the excess and lands inside another record. The live data ends here; the carve
+            # after the end recovers the records the bad length covers.
+            return pos, ("length-mismatch", "length prefix disagrees with the encoded fields (+6 overcount)",
+                         rec.consumed + F.TRAILING_PAD, rec.length)
         res.live += 1
         ts = rec.m["StoreTimestamp"]
         if res.max_live_ts is None or ts > res.max_live_ts:
@@ -198,9 +246,9 @@ def _live(buf, size, seg, name, res, with_body=False):
     return pos, None
 
 
-def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False):
+def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False, fd=None):
     """Classify what lies after the end: carved records and non-zero leftovers."""
-    nonzero = _nonzero_ranges(buf, start, size)
+    nonzero = _nonzero_ranges(buf, start, size, fd)
     if not nonzero:
         return 0, False, 0
     carved = 0

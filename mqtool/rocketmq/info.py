@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from formats import rocketmq as F
-from mqtool.info import InfoBuilder
+from mqtool.info import InfoBuilder, total_size
 from mqtool.options import InfoOptions
 from mqtool.render import iso_ms, progress
 from mqtool.rocketmq import indexes
@@ -56,16 +56,6 @@ def _kind(s: RocketStore, p: Path) -> str:
     if s.config_dir:
         return "RocketMQ config directory"
     return "RocketMQ store part"
-
-
-def _sizes(paths) -> int:
-    n = 0
-    for p in paths:
-        try:
-            n += os.path.getsize(p)
-        except OSError:
-            pass
-    return n
 
 
 def _checkpoint(s: RocketStore, b: InfoBuilder) -> dict | None:
@@ -205,7 +195,7 @@ def _index(s: RocketStore, b: InfoBuilder) -> None:
     detail = f"{entries} entries"
     if first is not None:
         detail += f", {iso_ms(first)} … {iso_ms(last)}"
-    b.add_files("index", len(s.index_files), _sizes(s.index_files), detail)
+    b.add_files("index", len(s.index_files), total_size(s.index_files), detail)
 
 
 def _load(p: Path):
@@ -231,7 +221,7 @@ def _config(s: RocketStore, b: InfoBuilder) -> None:
     except OSError as e:
         b.note(f"{d}: {e.strerror or e}")
         return
-    b.add_files("config", len(names), _sizes(d / n for n in names), ", ".join(names[:8])
+    b.add_files("config", len(names), total_size(d / n for n in names), ", ".join(names[:8])
                 + (" …" if len(names) > 8 else ""))
     if (d / "topics.json").exists():
         v, src = _load(d / "topics.json")
@@ -300,4 +290,4 @@ def _other_files(s: RocketStore, b: InfoBuilder) -> None:
                "cover the plain commitlog/ only")
     small = [root / n for n in ("abort", "abort.bak", "lock") if os.path.lexists(root / n)]
     if small:
-        b.add_files("markers", len(small), _sizes(small), ", ".join(p.name for p in small))
+        b.add_files("markers", len(small), total_size(small), ", ".join(p.name for p in small))

@@ -19,7 +19,7 @@ from mqtool.ranges import ByteRange, runner_for, split_segments
 from mqtool.render import PreRendered
 from mqtool.rocketmq.layout import Segment, forced_commitlog, open_store
 from mqtool.rocketmq.records import Blank, Message
-from mqtool.rocketmq.scan import Damage, End, SegmentScanner
+from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
 
 FAMILY = "rocketmq"
 # dump/salvage tasks return rows: keep each task small so results in flight stay small
@@ -87,20 +87,8 @@ def iter_range_messages(rng: ByteRange, from_offset: int | None = None, to_offse
         return
     if to_offset is not None and rng.base + rng.start >= to_offset:
         return
-    for ev in range_events(rng, max_size, check_crc):
-        if isinstance(ev, End):
-            continue
-        if from_offset is not None and ev.offset < from_offset:
-            continue
-        if to_offset is not None and ev.offset >= to_offset:
-            return
-        if isinstance(ev, Message):
-            yield ev
-        elif isinstance(ev, Blank):
-            if include_blank:
-                yield ev
-        elif isinstance(ev, Damage) and on_damage is not None:
-            on_damage(ev)
+    yield from select_events(range_events(rng, max_size, check_crc), from_offset, to_offset, include_blank,
+                             on_damage)
 
 
 def damage_note(d: Damage) -> str:

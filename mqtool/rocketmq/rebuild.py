@@ -811,6 +811,7 @@ class RebuildResult:
     last_full_index_end_ts: int = 0
     max_offset: int = 0
     damaged: int = 0
+    damaged_bytes: int = 0
 
 
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
@@ -845,6 +846,7 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
 
     def on_damage(d: Damage):
         res.damaged += 1
+        res.damaged_bytes += d.length
         findings.append(Finding(WARNING, "commitlog-damage", d.file, d.position, d.offset,
                                 f"{d.code}: {d.message}; {d.length} bytes skipped, messages in them are not "
                                 f"dispatched", d.expected, d.actual))
@@ -991,6 +993,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
             summary.add(f)
             yield f
         summary.messages = res.messages
+        summary.skipped_ranges, summary.skipped_bytes = res.damaged, res.damaged_bytes
         extra = {
             "written": out_sink.written if out_sink else 0,
             "out": str(out_sink.out) if out_sink else None,

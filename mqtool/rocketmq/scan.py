@@ -268,23 +268,32 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
             continue
         if to_offset is not None and seg.base >= to_offset:
             break
-        for ev in SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events():
-            if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
+        if not (yield from select_events(SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events(),
+                                         from_offset, to_offset, include_blank, on_damage)):
+            return
+
+
+def select_events(events, from_offset, to_offset, include_blank, on_damage) -> Iterator:
+    """Messages (and BLANKs when asked) of scanner ``events`` inside [from_offset, to_offset); damage goes to
+    ``on_damage``. Returns False once ``to_offset`` is passed (nothing later can match)."""
+    for ev in events:
+        if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
+            yield ev
+            continue
+        if isinstance(ev, End):
+            continue
+        if from_offset is not None and ev.offset < from_offset:
+            continue
+        if to_offset is not None and ev.offset >= to_offset:
+            return False
+        if isinstance(ev, Message):
+            yield ev
+        elif isinstance(ev, Blank):
+            if include_blank:
                 yield ev
-                continue
-            if isinstance(ev, End):
-                continue
-            if from_offset is not None and ev.offset < from_offset:
-                continue
-            if to_offset is not None and ev.offset >= to_offset:
-                return
-            if isinstance(ev, Message):
-                yield ev
-            elif isinstance(ev, Blank):
-                if include_blank:
-                    yield ev
-            elif isinstance(ev, Damage) and on_damage is not None:
-                on_damage(ev)
+        elif isinstance(ev, Damage) and on_damage is not None:
+            on_damage(ev)
+    return True
 
 
 class CommitLogReader:

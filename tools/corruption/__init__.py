@@ -61,6 +61,7 @@ class Expect:
     resized: list = field(default_factory=list)         # relative files whose size changed
     neighbours: list = field(default_factory=list)      # files whose file-level findings the change explains
     note: str = ""
+    detectable: bool = True     # False: no checksum or cross-check covers the changed bytes (say why in note)
 
 
 @dataclass
@@ -81,6 +82,8 @@ class Outcome:
     untouched: int
     recovered: int
     false_findings: list
+    detectable: bool = True
+    note: str = ""
 
 
 def load_adapter(family: str):
@@ -137,8 +140,17 @@ def run_event(adapter, family: str, store: Path, msgs: list[Msg], baseline: Coun
     false = [f for f in new if not _explained_generic(f, expect) and not adapter.explained(f, expect, msgs)]
     intact = untouched_messages(msgs, expect)
     got = sum(1 for m in intact if m.ident in recovered)
-    return Outcome(family, store.parent.name if store.name == "store" else store.name, event.kind, event.label,
-                   not missing, missing, len(intact), got, false)
+    return Outcome(family, store_name(store), event.kind, event.label,
+                   not missing, missing, len(intact), got, false, expect.detectable, expect.note)
+
+
+def store_name(store: Path) -> str:
+    """Short name of a real store: ``<name>/store`` (RocketMQ), ``<name>/data/broker`` (LiteMQ), ``<name>``."""
+    if store.name == "store":
+        return store.parent.name
+    if store.name == "broker" and store.parent.name == "data":
+        return store.parent.parent.name
+    return store.name
 
 
 def _explained_generic(f: dict, e: Expect) -> bool:
@@ -160,7 +172,7 @@ def run_family(family: str, realdata: Path, kinds: list[str] | None = None, stor
         return []
     outcomes = []
     for store in adapter.stores(realdata):
-        name = store.parent.name if store.name == "store" else store.name
+        name = store_name(store)
         if stores and name not in stores:
             continue
         msgs = adapter.messages(store)
@@ -184,19 +196,21 @@ def run_family(family: str, realdata: Path, kinds: list[str] | None = None, stor
 
 
 def table(outcomes: list[Outcome]) -> list[dict]:
-    """Rows per (family, kind): events, (a) %, (b) %, (c) count."""
+    """Rows per (family, kind): events, (a) % (over detectable events), (b) %, (c) count, undetectable events."""
     rows = []
     keys = sorted({(o.family, o.kind) for o in outcomes}, key=lambda k: (k[0], KINDS.index(k[1])
                                                                           if k[1] in KINDS else 99))
     for fam, kind in keys:
         os_ = [o for o in outcomes if o.family == fam and o.kind == kind]
         ev = len(os_)
-        rep = sum(o.reported for o in os_)
+        det = [o for o in os_ if o.detectable]
+        rep = sum(o.reported for o in det)
         unt = sum(o.untouched for o in os_)
         rec = sum(o.recovered for o in os_)
         fal = sum(len(o.false_findings) for o in os_)
         rows.append({"family": fam, "kind": kind, "events": ev, "stores": len({o.store for o in os_}),
-                     "reported_pct": 100.0 * rep / ev if ev else 100.0,
+                     "detectable": len(det), "undetectable": ev - len(det),
+                     "reported_pct": 100.0 * rep / len(det) if det else 100.0,
                      "recovered_pct": 100.0 * rec / unt if unt else 100.0,
                      "untouched": unt, "recovered": rec, "false_findings": fal})
     return rows
