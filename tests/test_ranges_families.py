@@ -177,6 +177,9 @@ def test_litemq_random_damage(data):
         split = data.draw(st.integers(64, 70_000))
         whole = lite_whole(path, DumpOptions())
         assert lite_jobs_inline(path, split, DumpOptions()) == whole
+        # and the same notes / damage count (exit code) as one process
+        assert _notes(path, DumpOptions(runner=InlineRunner(), split_size=split))[1:] == \
+            _notes(path, DumpOptions())[1:]
 
 
 def test_litemq_cli_jobs_equal_one_process(run_cli):
@@ -263,3 +266,39 @@ def test_kafka_cli_jobs_equal_one_process(run_cli):
     code2, out2, _ = run_cli("dump", "kafka", path, "--json", "--deep", "--jobs", "2", "--split-size", "4K")
     assert code1 == code2
     assert out1 == out2 and out1.count("\n") > 2000
+
+
+def _notes(path, jobs_opts) -> tuple[list, int, list]:
+    stats = ScanStats()
+    from mqtool.litemq.ops import dump
+
+    rows = list(dump("commitlog", path, jobs_opts, stats)[1])
+    return rows, stats.damaged, stats.notes
+
+
+@pytest.mark.parametrize("how", ["bad-length", "zero-length", "length-mismatch", "regression", "clean"])
+def test_litemq_jobs_notes_equal_one_process(tmp_path, how):
+    """--jobs gives the walk's notes and damage count too (so the exit code), not only its rows."""
+    path = copy_tree(lite_path("crash").parent, tmp_path / "data") / "broker"
+    rec = _lite_rec(path, 2, 3)
+    pos = rec["position"]
+    if how == "bad-length":
+        _damage(path, 2, pos, (0x7FFFFFF0).to_bytes(4, "big"))
+    elif how == "zero-length":
+        _damage(path, 2, pos, b"\0\0\0\0")
+    elif how == "length-mismatch":
+        _damage(path, 2, pos, (rec["size"] - 4 + 6).to_bytes(4, "big"))
+    elif how == "regression":
+        # StoreTimestamp lies 32 bytes before the end of the encoded fields (QueueID..ConsumeCount tail)
+        from formats import litemq as F
+        end = pos + rec["size"] - F.TRAILING_PAD
+        _damage(path, 2, end - 4 - 8 - 8 - 8, (1).to_bytes(8, "big"))
+    whole, dmg1, notes1 = _notes(path, DumpOptions(ndjson=True))
+    for split in (64, 1000, 16384):
+        rows, dmg2, notes2 = _notes(path, DumpOptions(runner=InlineRunner(), split_size=split))
+        assert [r for r in rows] == lite_whole(path, DumpOptions())
+        assert (dmg2, notes2) == (dmg1, notes1), split
+    if how == "clean":
+        assert dmg1 == 0
+    else:
+        assert dmg1 > 0

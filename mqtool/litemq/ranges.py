@@ -11,13 +11,15 @@ So a range reader cannot trust a magic found near its start: it would resync int
 start: it hops the length prefixes from byte 0 of its segment (length bounds and the magic at +4 of every
 record, no decoding, about 1 µs per record) to the first record boundary at or after ``rng.start``, and
 every earlier segment of the store must be an exactly-full chain (memoised per process). From there it
-decodes the records that start before ``rng.stop`` with the scanner's own :func:`parse_record_at`, reading
+decodes the records that start before ``rng.stop`` with the walk's own :func:`live_record_at`, reading
 the last one past the range end; the next range's hop lands exactly where this one stopped.
 
-Known limit (Spark data source only): a record whose length and magic are intact but whose fields overrun
-its length ends the live data in the whole-store scan, while the hop of a *later* range does not decode and
-keeps going. ``--jobs`` is exact anyway: each range reports where its chain ended and the parent drops the
-rows of the ranges after it.
+Known limit (Spark data source and export only): a record whose length and magic are intact but whose fields
+overrun or disagree with its length ends the live data in the whole-store scan, while the hop of a *later*
+range does not decode and keeps going. ``--jobs`` is exact anyway: each range reports where its chain ended
+and the parent drops the rows of the ranges after it, then produces the walk's findings (file list, store
+time regression, the end of data and what follows it) from the ranges' summaries, so notes and exit code are
+those of one process.
 
 ``--include-stale`` (carving after the end of data) runs in one process.
 """
@@ -34,7 +36,7 @@ from mqtool.io import map_input
 from mqtool.litemq.layout import Segment, commitlog_segments, resolve
 from mqtool.litemq.records import MIN_MESSAGE_LEN
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
-from mqtool.litemq.scan import parse_record_at
+from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, live_record_at, walk_prologue, walk_tail
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, runner_for, split_segments
 from mqtool.render import PreRendered
@@ -206,7 +208,7 @@ def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Itera
         if not ok:
             return                      # the chain ended before this range
         while pos < rng.stop and pos < size:
-            rec, prob = parse_record_at(buf, pos, size, seg, name)
+            rec, prob = live_record_at(buf, pos, size, seg, name)
             if rec is None:
                 if on_end is not None:
                     on_end(prob, pos)
@@ -267,23 +269,63 @@ def _plain(opts):
     return dataclasses.replace(opts, runner=None)
 
 
-def dump_range_task(args):
-    """Pool task: (rows or NDJSON lines, damage notes, chain ended here with a problem other than the framing
-    the next range's hop checks)."""
+@dataclasses.dataclass
+class RangeDump:
+    """What one range returns to the ``--jobs`` parent."""
+
+    rows: list
+    end: tuple | None           # (position, problem) where the live chain ended in this range
+    max_ts: int | None          # newest store time of the range's live records
+    minima: list                # (position, offset, ts, local max before) of each record older than all before
+    regression: tuple | None    # first record older than the range's newest before it by > 1 s
+
+
+def dump_range_task(args) -> RangeDump:
     rng, opts = args
-    notes: list[str] = []
     ends: list = []
-    rows = list(iter_range_rows(rng, opts, on_damage=notes.append, on_end=lambda p, pos: ends.append(p)))
+    keep = record_filter(opts)
+    body = opts.body
+    rows: list = []
+    max_ts = None
+    minima: list = []
+    regression = None
+    low = None
+    for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((pos, prob))):
+        ts = rec.m["StoreTimestamp"]
+        if low is None or ts < low:
+            low = ts
+            minima.append((rec.position, rec.offset, ts, max_ts))
+        if max_ts is None or ts > max_ts:
+            max_ts = ts
+        elif regression is None and ts < max_ts - TIME_REGRESSION_MS:
+            regression = (rec.position, rec.offset, ts, max_ts)
+        if keep(rec):
+            rows.append(record_row(rec, body))
     if opts.ndjson:
         from mqtool.render import dumps
 
         rows = [dumps(r) for r in rows]
-    return rows, notes, bool(ends)
+    return RangeDump(rows, ends[0] if ends else None, max_ts, minima, regression)
+
+
+def _first_regression(res: RangeDump, newest: int | None):
+    """The range's first record older by more than 1 s than everything before it (``newest``: the newest
+    store time of the earlier ranges), as (position, offset, ts, newest before), or None."""
+    best = res.regression
+    if best is not None and newest is not None:
+        best = best[:3] + (max(best[3], newest),)
+    if newest is not None:
+        for pos, off, ts, local in res.minima:
+            if ts < newest - TIME_REGRESSION_MS:
+                if best is None or pos < best[0]:
+                    best = (pos, off, ts, newest if local is None else max(local, newest))
+                break
+    return best
 
 
 def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
-    """Rows of ``dump commitlog`` over ranges (``opts.runner`` or a process pool), in offset order; None
-    when one process is the better (or the only exact) choice."""
+    """Rows of ``dump commitlog`` over ranges (``opts.runner`` or a process pool), in offset order, and the
+    walk's notes; None when one process is the better (or the only exact) choice."""
     if opts.include_stale:
         return None
     if not opts.ndjson and opts.runner is None and not opts.jobs:
@@ -294,16 +336,38 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     if runner.jobs == 1 and opts.runner is None:
         return None
     plain = _plain(opts)
+    store, segs, fs = _store(str(path))
+
+    def note(f) -> None:
+        from mqtool.litemq.ops import _note_damage
+
+        _note_damage(f, stats)
 
     def rows():
-        for rws, notes, ended in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
-            for n in notes:
-                stats.damage(n)
-            for r in rws:
+        from mqtool.findings import WARNING, Finding
+
+        for f in walk_prologue(store, segs, fs):
+            note(f)
+        wr = WalkResult(file_size=fs)
+        for rng, res in zip(ranges, runner.imap(dump_range_task, [(r, plain) for r in ranges])):
+            if not wr.regressed:
+                reg = _first_regression(res, wr.max_live_ts)
+                if reg is not None:
+                    wr.regressed = True
+                    pos, off, ts, newest = reg
+                    note(Finding(WARNING, "store-time-regression", store.display(segs[rng.seg_index].path), pos,
+                                 off, "store time goes back here: if a restart's new data ended exactly at an old "
+                                 "record boundary, the records from here on may be an older run's", newest, ts))
+            if res.max_ts is not None and (wr.max_live_ts is None or res.max_ts > wr.max_live_ts):
+                wr.max_live_ts = res.max_ts
+            for r in res.rows:
                 stats.messages += 1
                 yield PreRendered(r) if opts.ndjson else r
-            if ended:
-                return              # the live data ends here: later ranges hold no live records
+            if res.end is not None:     # the live data ends here: later ranges hold no live records
+                pos, prob = res.end
+                for f in walk_tail(store, segs, rng.seg_index, pos, prob, wr, carve_stale=False):
+                    note(f)
+                return
 
     return rows()
 

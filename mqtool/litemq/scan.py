@@ -117,6 +117,22 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
     res = result if result is not None else WalkResult()
     segs, fs = commitlog_segments(store)
     res.file_size = fs
+    yield from walk_prologue(store, segs, fs)
+    if not segs:
+        return
+    for i, seg in enumerate(segs):
+        name = store.display(seg.path)
+        with map_input(seg.path) as mi:
+            size = len(mi.buf)
+            pos, stop = yield from _live(mi.buf, size, seg, name, res, with_body, mi)
+        if pos >= size and size > 0:
+            continue                      # exactly full: the chain goes on in the next file
+        yield from walk_tail(store, segs, i, pos, stop, res, carve_stale, with_body)
+        return
+
+
+def walk_prologue(store: Store, segs, fs):
+    """Findings about the file list itself (before any file is read)."""
     if store.commitlog_dir is not None and store.kind != "segment":
         for path, why in irregular_segments(store.commitlog_dir):
             yield Finding(ERROR, "file-unreadable", store.display(path), None, None,
@@ -136,31 +152,32 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
                           f"file index {s.index} follows {prev}: files {prev + 1}..{s.index - 1} are missing",
                           prev + 1, s.index)
         prev = s.index
-    live = True
-    for seg in segs:
-        name = store.display(seg.path)
+
+
+def walk_tail(store: Store, segs, i: int, pos: int, stop, res: WalkResult, carve_stale: bool = True,
+              with_body: bool = False):
+    """Everything after the end of the live data, which lies in ``segs[i]`` at ``pos`` (``stop``: the problem
+    there, None for an empty file): the end finding, carved records, the stale / after-gap totals.
+    ``res.max_live_ts`` must hold the newest live store time."""
+    seg = segs[i]
+    name = store.display(seg.path)
+    res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
+    kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
+    if kind == "file-changed":        # nothing more is read from this file (lost pages: SIGBUS)
+        yield Finding(ERROR, kind, name, pos, seg.base + pos, msg, exp, act)
+    else:
         with map_input(seg.path) as mi:
-            buf = mi.buf
-            size = len(buf)
             fd = mi.fileno() if mi.mapped else None
-            pos = 0
-            if live:
-                pos, stop = yield from _live(buf, size, seg, name, res, with_body, mi)
-                if pos >= size and size > 0:
-                    continue                      # exactly full: the chain goes on in the next file
-                live = False
-                res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
-                kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
-                if kind == "file-changed":        # nothing more is read from this file (lost pages: SIGBUS)
-                    yield Finding(ERROR, kind, name, pos, seg.base + pos, msg, exp, act)
-                    continue
-                # what follows the end: carved records in this file, newer records starting later files
-                carved, nonzero, newer = yield from _after_end(buf, pos, size, seg, name, res, carve_stale,
-                                                               with_body, fd)
-                later = _later_files_with_newer_data(store, segs[segs.index(seg) + 1:], res.max_live_ts)
-                yield _end_finding(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
-            else:
-                yield from _after_end(buf, 0, size, seg, name, res, carve_stale, with_body, fd)
+            # what follows the end: carved records in this file, newer records starting later files
+            carved, nonzero, newer = yield from _after_end(mi.buf, pos, len(mi.buf), seg, name, res, carve_stale,
+                                                           with_body, fd)
+        later = _later_files_with_newer_data(store, segs[i + 1:], res.max_live_ts)
+        yield _end_finding(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
+    for later_seg in segs[i + 1:]:
+        with map_input(later_seg.path) as mi:
+            fd = mi.fileno() if mi.mapped else None
+            yield from _after_end(mi.buf, 0, len(mi.buf), later_seg, store.display(later_seg.path), res,
+                                  carve_stale, with_body, fd)
     if res.stale:
         yield Finding(WARNING, "stale-records", None, None, res.end_offset,
                       f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
@@ -215,21 +232,28 @@ def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, la
                    exp, act)
 
 
+def live_record_at(buf, pos: int, limit: int, seg: Segment, name: str):
+    """:func:`parse_record_at` plus the rule of the live chain: a record whose length prefix disagrees with
+    its encoded fields ends the live data (``length-mismatch``). Used by the walk and the range reader."""
+    rec, prob = parse_record_at(buf, pos, limit, seg, name)
+    if rec is not None and rec.length != rec.consumed + F.TRAILING_PAD:
+        # A length prefix longer than the encoded fields: following it (as LiteMQ's reader would) hides
+        # whatever lies in the excess and lands inside another record. The live data ends here; the carve
+        # after the end recovers the records the bad length covers.
+        return None, ("length-mismatch", "length prefix disagrees with the encoded fields (+6 overcount)",
+                      rec.consumed + F.TRAILING_PAD, rec.length)
+    return rec, prob
+
+
 def _live(buf, size, seg, name, res, with_body=False, mi=None):
     pos = 0
     while pos < size:
         if mi is not None and mi.shrunk():
             now = mi.current_size()
             return pos, ("file-changed", f"the file shrank to {now} bytes while being read; stopped here", size, now)
-        rec, prob = parse_record_at(buf, pos, size, seg, name)
+        rec, prob = live_record_at(buf, pos, size, seg, name)
         if rec is None:
             return pos, prob
-        if rec.length != rec.consumed + F.TRAILING_PAD:
-            # A length prefix longer than the encoded fields: following it (as LiteMQ's reader would) hides
-            # whatever lies in the excess and lands inside another record. The live data ends here; the carve
-            # after the end recovers the records the bad length covers.
-            return pos, ("length-mismatch", "length prefix disagrees with the encoded fields (+6 overcount)",
-                         rec.consumed + F.TRAILING_PAD, rec.length)
         res.live += 1
         ts = rec.m["StoreTimestamp"]
         if res.max_live_ts is None or ts > res.max_live_ts:
