@@ -302,3 +302,13 @@ def test_litemq_jobs_notes_equal_one_process(tmp_path, how):
         assert dmg1 == 0
     else:
         assert dmg1 > 0
+
+
+def test_kafka_jobs_unreadable_file_is_a_note(tmp_path, run_cli):
+    import os
+
+    path = copy_tree(require_realdata("kafka", "kafka-python-3.0.12-patched"), tmp_path / "k")
+    os.mkfifo(path / "kp-0" / "00000000000000000099.log")
+    c1, out1, err1 = run_cli("dump", "kafka", path, "--json", "--jobs", "1")
+    c2, out2, err2 = run_cli("dump", "kafka", path, "--json", "--jobs", "2", "--split-size", "1K")
+    assert c1 == c2 == 1 and out1 == out2 and err1 == err2 and "file-unreadable" in err1

@@ -121,18 +121,33 @@ def topic_partition(file) -> tuple[str | None, int | None, bool]:
 
 def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None) -> Iterator[dict]:
     """The rows of ``dump kafka`` (filters of ``opts`` applied) for the entries starting in ``rng``."""
-    from mqtool.kafka.dump import log_rows
-
     topic, partition, _ = topic_partition(rng.file)
     if not _wanted(rng, opts):
         return
     stats = ScanStats()
     if on_damage is not None:
         stats.damage = on_damage            # type: ignore[method-assign]
-    for row in log_rows(Path(rng.file), opts, stats, topic, start=rng.start, stop=rng.stop):
+    for row in _range_log_rows(rng, opts, stats, topic):
         row["topic"] = topic
         row["partition"] = partition
         yield row
+
+
+def _range_log_rows(rng: ByteRange, opts, stats, topic):
+    """log_rows in range mode; a file that cannot be opened is one note (from its first range), as in
+    ``dump kafka`` of a directory (kafka.dump._guarded), when the path was a directory."""
+    from mqtool.errors import InputError
+    from mqtool.kafka.dump import log_rows
+
+    rows = log_rows(Path(rng.file), opts, stats, topic, start=rng.start, stop=rng.stop)
+    if Path(rng.store).is_file():
+        yield from rows
+        return
+    try:
+        yield from rows
+    except InputError as e:
+        if rng.start == 0:
+            stats.damage(f"{e.file}: file-unreadable: {e.message}")
 
 
 def _plain(opts):
@@ -151,14 +166,12 @@ def _wanted(rng: ByteRange, opts) -> bool:
 
 def dump_range_task(args):
     """Pool task: (rows or NDJSON lines, damage notes, damaged count, batch count) of one range."""
-    from mqtool.kafka.dump import log_rows
-
     rng, opts = args
     if not _wanted(rng, opts):
         return [], [], 0, 0
     stats = ScanStats()
     topic, _, _ = topic_partition(rng.file)
-    rows = list(log_rows(Path(rng.file), opts, stats, topic, start=rng.start, stop=rng.stop))
+    rows = list(_range_log_rows(rng, opts, stats, topic))
     if opts.ndjson:
         from mqtool.render import dumps
 
