@@ -5,7 +5,6 @@ a LiteMQ and a Kafka store reads back equal.
 Skips like tests/test_spark.py without pyspark/pyarrow/Java (fails under CI=true)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
