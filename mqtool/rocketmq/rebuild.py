@@ -38,6 +38,7 @@ from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import AtomicWriter, map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
+from mqtool.pages import PageWindow
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.config import parse_broker_conf
@@ -210,7 +211,10 @@ def _fast_walk(seg: Segment, buf, max_size: int):
     min_size = F.MIN_MESSAGE_SIZE
     end = len(buf)
     pos = 0
+    win = PageWindow(buf)          # bounded RSS: only bytes copies leave this loop, pages behind are released
     while pos + _HEAD_SIZE <= end:
+        if pos >= win.next_at:
+            win.advance(pos)
         total, magic = _unpack_prefix(buf, pos)
         if (magic != _V1 and magic != _V2) or total < min_size or total > max_size or pos + total > end:
             return pos
