@@ -15,8 +15,9 @@ time, ``--jobs`` ones on wall time. CLI operations are timed as a user sees them
 included (shown on its own line).
 
 Adding an input family: write ``bench/build_<family>.py`` with ``build_store(root, total_bytes, log) -> dict``
-(``messages``, ``data_bytes``, ...), register it in :data:`FAMILIES` with its operations (:class:`Op`); an
-operation whose engine is missing on this checkout reports ``n/a``.
+(``messages``, ``data_bytes``, ...), register it in :data:`FAMILIES` with its operations (:class:`Op`) and in
+:func:`build_main`; an operation whose engine is missing on this checkout reports ``n/a``. Kafka rows rate
+over the ``.log`` bytes and records of the Kafka input (``--families kafka`` measures only those).
 """
 from __future__ import annotations
 
@@ -317,49 +318,67 @@ def rocketmq_ops(ncpu: int) -> list[Op]:
 
 
 def kafka_ops(ncpu: int) -> list[Op]:
-    note = "no Kafka input builder on this checkout (add bench/build_kafka.py, see the module doc)"
-    return [Op("kafka-verify", "Kafka batch-level verify", "na", target=">= 1.5 GB/s", note=note),
-            Op("kafka-deep", "Kafka deep iteration", "na", target=">= 440k rec/s", note=note),
-            Op("kafka-print", "Kafka print-data", "na", target=">= 100 MB/s", note=note)]
+    # the shallow/deep/print-data modes of DumpLogSegments; rates over the .log bytes and records
+    return [Op("kafka-verify", "mqtool verify commitlog KAFKA-DIR (batch level, CRC-32C)", "cli",
+               ["verify", "commitlog", "{store}", "--json"], target=">= 1.5 GB/s",
+               check=lambda r: r.bytes / r.cpu >= 1.5e9),
+            Op("kafka-deep", "mqtool dump kafka --deep --json (every record, decompressed)", "cli",
+               ["dump", "kafka", "{store}", "--deep", "--json"], unit="msgs", target=">= 440k rec/s",
+               check=lambda r: r.count / r.cpu >= 440_000),
+            Op("kafka-print", "mqtool dump kafka --print-data --json (keys, values, headers)", "cli",
+               ["dump", "kafka", "{store}", "--print-data", "--json"], target=">= 100 MB/s",
+               check=lambda r: r.bytes / r.cpu >= 100e6)]
 
 
 FAMILIES = {"rocketmq": rocketmq_ops, "kafka": kafka_ops}
 
 
-def ensure_rocketmq(base: Path, size_mb: int, rebuild: bool) -> tuple[str, dict, str]:
-    from formats import rocketmq as F
-
-    d = base / f"rocketmq-{size_mb}mb-v{BUILD_VERSION}"
+def ensure_store(family: str, base: Path, size_mb: int, rebuild: bool) -> tuple[str, dict, str]:
+    """Build (once; cached under ``base``) the family's bench input; returns (store path, info, info path)."""
+    d = base / f"{family}-{size_mb}mb-v{BUILD_VERSION}"
     info_path = d / "bench.json"
     if rebuild and d.exists():
         shutil.rmtree(d)
     if not info_path.exists():
         if d.exists():
             shutil.rmtree(d)
-        seg = min(F.DEFAULT_COMMITLOG_FILE_SIZE, size_mb << 20)
-        print(f"building a {size_mb} MiB RocketMQ store in {d} (once; cached) ...", file=sys.stderr)
+        print(f"building a {size_mb} MiB {family} store in {d} (once; cached) ...", file=sys.stderr)
         # in a child process, so this (measuring) process stays small: a forked child starts with its parent's RSS
-        subprocess.run([PY, str(HERE / "run.py"), "--build", str(d), str(size_mb), str(seg)], check=True,
+        subprocess.run([PY, str(HERE / "run.py"), "--build", family, str(d), str(size_mb)], check=True,
                        cwd=str(REPO))
     info = json.loads(info_path.read_text())
     return str(d / "store"), info, str(info_path)
 
 
-def build_main(d: str, size_mb: str, seg: str) -> None:
-    from bench.build_rocketmq import build_store
-
+def build_main(family: str, d: str, size_mb: str) -> None:
     d = Path(d)
     t = time.perf_counter()
-    info = build_store(d / "store", int(size_mb) << 20, segment_bytes=int(seg),
-                       log=lambda s: print(s, file=sys.stderr))
+    size = int(size_mb) << 20
+    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    if family == "rocketmq":
+        from bench.build_rocketmq import build_store
+        from formats import rocketmq as F
+
+        info = build_store(d / "store", size, segment_bytes=min(F.DEFAULT_COMMITLOG_FILE_SIZE, size), log=log)
+    else:
+        from bench.build_kafka import build_store
+
+        info = build_store(d / "store", size, log=log)
     info["build_seconds"] = round(time.perf_counter() - t, 1)
     (d / "bench.json").write_text(json.dumps(info))
 
 
+def _data_files(store: str) -> list[Path]:
+    root = Path(store)
+    if (root / "commitlog").is_dir():
+        return [Path(p) for p in _segments(store)]
+    return sorted(root.glob("*/*.log"))
+
+
 def warm(store: str) -> None:
-    """Bring the commitlog into the page cache, so every operation reads the same warm bytes."""
+    """Bring the data files into the page cache, so every operation reads the same warm bytes."""
     buf = bytearray(8 << 20)
-    for p in _segments(store):
+    for p in _data_files(store):
         with open(p, "rb", buffering=0) as f:
             while f.readinto(buf):
                 pass
@@ -432,7 +451,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated operation names")
     ap.add_argument("--rebuild-inputs", action="store_true", help="rebuild the cached inputs")
     ap.add_argument("--child", nargs=3, metavar=("OP", "STORE", "INFO"), help=argparse.SUPPRESS)
-    ap.add_argument("--build", nargs=3, metavar=("DIR", "SIZE_MB", "SEGMENT"), help=argparse.SUPPRESS)
+    ap.add_argument("--build", nargs=3, metavar=("FAMILY", "DIR", "SIZE_MB"), help=argparse.SUPPRESS)
+    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated input families")
     a = ap.parse_args(argv)
     if a.child:
         child_main(*a.child)
@@ -444,25 +464,34 @@ def main(argv=None) -> int:
     repeat = a.repeat or 3
     base = Path(a.dir)
     base.mkdir(parents=True, exist_ok=True)
-    store, info, info_path = ensure_rocketmq(base, size, a.rebuild_inputs)
     only = set(a.only.split(",")) if a.only else None
     ncpu = os.cpu_count() or 1
-    print(f"mqtool bench: RocketMQ store {store}: {info['messages']:,} messages, {info['data_bytes'] / 1e6:,.0f} MB "
-          f"of data in {info['segments']} segment(s) ({info['data_bytes'] / max(1, info['messages']):,.0f} B/msg), "
-          f"{info['index_entries']:,} index entries; {ncpu} CPUs; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; median of {repeat}")
-    warm(store)
     workdir = Path(tempfile.mkdtemp(prefix="mqtool-bench-out-", dir=base))
     startup = statistics.median(run_measured(_mqtool_argv(["--version"]))[0] for _ in range(3))
     results = []
     raw = None
     try:
-        for fam, make in FAMILIES.items():
-            for op in make(ncpu):
-                if only and op.name not in only and op.name not in ("raw-read", "calibrate"):
+        for fam in a.families.split(","):
+            if only:
+                ops = [op for op in FAMILIES[fam](ncpu) if op.name in only or op.name in ("raw-read", "calibrate")]
+                if not any(op.name in only for op in ops) and fam != "rocketmq":
                     continue
-                if not only and not op.default:
-                    continue
+            else:
+                ops = [op for op in FAMILIES[fam](ncpu) if op.default]
+            store, info, info_path = ensure_store(fam, base, size, a.rebuild_inputs)
+            if fam == "rocketmq":
+                print(f"mqtool bench: RocketMQ store {store}: {info['messages']:,} messages, "
+                      f"{info['data_bytes'] / 1e6:,.0f} MB of data in {info['segments']} segment(s) "
+                      f"({info['data_bytes'] / max(1, info['messages']):,.0f} B/msg), {info['index_entries']:,} "
+                      f"index entries; {ncpu} CPUs; load average "
+                      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; median of {repeat}")
+            else:
+                print(f"mqtool bench: Kafka log dir {store}: {info['messages']:,} records in {info['batches']:,} "
+                      f"batches, {info['data_bytes'] / 1e6:,.0f} MB in {info['segments']} segment(s) "
+                      f"({info['data_bytes'] / max(1, info['messages']):,.0f} B/record stored; batches by codec "
+                      f"{info['records_by_codec']})")
+            warm(store)
+            for op in ops:
                 print(f"  measuring {op.name} ...", file=sys.stderr)
                 r = measure(op, store, info, info_path, repeat, a.jobs, workdir)
                 if op.name == "raw-read":

@@ -142,14 +142,13 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         for r in rows:
             if type(r) is PreRendered:
                 add(r.encode("utf-8", errors="surrogateescape") + b"\n")
-                n += 1
-                continue
-            try:
-                add(enc(r, default=_default, option=opt))
-            except TypeError:  # ints beyond 64 bits, non-UTF-8 file names: the careful writer
-                add((_json_dumps(r) + "\n").encode("utf-8"))
+            else:
+                try:
+                    add(enc(r, default=_default, option=opt))
+                except TypeError:  # ints beyond 64 bits, non-UTF-8 file names: the careful writer
+                    add((_json_dumps(r) + "\n").encode("utf-8"))
             n += 1
-            if len(batch) >= 32:      # ~25 KB per write: below malloc's mmap threshold
+            if len(batch) >= 32:      # ~25 KB per write: below malloc's mmap threshold (pre-rendered too)
                 w(b"".join(batch))
                 batch.clear()
     finally:

@@ -26,6 +26,7 @@ from crc32c import crc32c
 from formats import kafka as K
 from mqtool.io import first_nonzero
 from mqtool.kafka.codecs import CodecError, decompress
+from mqtool.pages import PageWindow
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
 _HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
@@ -229,7 +230,12 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
     limit = n if max_bytes is None else min(n, start + max_bytes)
     p = start
     unpack_prefix = _PREFIX.unpack_from
+    # bounded RSS on mapped files (mqtool.pages): pages before the current batch are released as the scan
+    # moves on (a batch read again later faults its pages back in from the page cache)
+    win = PageWindow(buf, start, end=limit)
     while True:
+        if p >= win.next_at:
+            win.advance(p)
         if p >= limit:
             if limit < n:
                 yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")

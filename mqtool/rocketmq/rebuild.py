@@ -36,8 +36,9 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
+from mqtool.io import AtomicWriter, map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
+from mqtool.pages import PageWindow
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.config import parse_broker_conf
@@ -210,7 +211,10 @@ def _fast_walk(seg: Segment, buf, max_size: int):
     min_size = F.MIN_MESSAGE_SIZE
     end = len(buf)
     pos = 0
+    win = PageWindow(buf)          # bounded RSS: only bytes copies leave this loop, pages behind are released
     while pos + _HEAD_SIZE <= end:
+        if pos >= win.next_at:
+            win.advance(pos)
         total, magic = _unpack_prefix(buf, pos)
         if (magic != _V1 and magic != _V2) or total < min_size or total > max_size or pos + total > end:
             return pos
@@ -412,17 +416,22 @@ class IndexFileBuilder:
     def header(self) -> tuple:
         return (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.hash_slot_count, self.index_count)
 
-    def to_bytes(self) -> bytes:
+    def parts(self) -> tuple[list, int]:
+        """(pieces, file size): header, slot table, entries; the rest of the file is zero."""
         slots = self.slots
         if _NATIVE_LITTLE:
             slots = array("i", slots)
             slots.byteswap()
-        out = bytearray(F.index_file_size(self.slot_num, self.index_num))
-        IDX_HEADER.pack_into(out, 0, *self.header())
-        sb = slots.tobytes()
-        out[HEADER:HEADER + len(sb)] = sb
-        p = HEADER + len(sb)
-        out[p:p + len(self.entries)] = self.entries
+        return ([IDX_HEADER.pack(*self.header()), slots.tobytes(), self.entries],
+                F.index_file_size(self.slot_num, self.index_num))
+
+    def to_bytes(self) -> bytes:
+        pieces, size = self.parts()
+        out = bytearray(size)
+        p = 0
+        for piece in pieces:
+            out[p:p + len(piece)] = piece
+            p += len(piece)
         return out
 
     def prefix_view(self, count: int) -> tuple[tuple, array]:
@@ -515,15 +524,29 @@ class DirSink:
         self.out, self.force, self.trim = out, force, trim
         self.written = 0
 
-    def cq_file(self, topic: str, queue_id: int, name: str, data: bytes, last: bool) -> None:
+    def cq_file(self, topic: str, queue_id: int, name: str, data: bytes, last: bool, size: int) -> None:
+        """``data``: the units; the file is ``size`` bytes, zero after them (written sparse), or with
+        ``--trim`` the last file ends after its last non-zero unit."""
         if last and self.trim:
             data = data.rstrip(b"\x00")
             data += bytes(-len(data) % UNIT)
-        write_atomic(self.out / "consumequeue" / topic / str(queue_id) / name, data, overwrite=self.force)
-        self.written += 1
+            size = len(data)
+        self._write(self.out / "consumequeue" / topic / str(queue_id) / name, [data], max(size, len(data)))
 
-    def index_file(self, name: str, data: bytes) -> None:
-        write_atomic(self.out / "index" / name, data, overwrite=self.force)
+    def index_file(self, name: str, ib: "IndexFileBuilder") -> None:
+        pieces, size = ib.parts()
+        self._write(self.out / "index" / name, pieces, size)
+
+    def _write(self, path: Path, pieces: list, size: int) -> None:
+        """The pieces, then zeros up to ``size`` as a hole (reads back as zeros; no page is written for it)."""
+        with AtomicWriter(path, overwrite=self.force) as f:
+            n = 0
+            for piece in pieces:
+                f.write(piece)
+                n += len(piece)
+            if size > n:
+                f.flush()
+                f.truncate(size)
         self.written += 1
 
     def checkpoint(self, data: bytes) -> None:
@@ -819,7 +842,8 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                   keep_entry_times: bool = True) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
-    ``on_cq_file(topic, queue_id, base, data, last)``; ``on_index_file(builder, data, name, last)``.
+    ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units; the file is ``size``
+    bytes, zero after them); ``on_index_file(builder, name, last)`` (``builder.parts()`` / ``to_bytes()``).
     """
     res = RebuildResult()
     rules = settings.rules
@@ -828,10 +852,8 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     topics: dict[bytes, str] = {}
 
     def emit_cq(qb: QueueBuilder, base: int, data: bytes, last: bool):
-        if last and len(data) < fs:
-            data = data + bytes(fs - len(data))
         res.cq_files += 1
-        on_cq_file(qb.topic, qb.queue_id, base, data, last)
+        on_cq_file(qb.topic, qb.queue_id, base, data, last, max(fs, len(data)))
 
     index_names: list[str] = []
 
@@ -839,7 +861,7 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
         name = ib.name(index_names[-1] if index_names else None)
         index_names.append(name)
         res.index_files += 1
-        on_index_file(ib, ib.to_bytes(), name, last)
+        on_index_file(ib, name, last)
 
     idx = (IndexBuilder(settings.hash_slots, settings.index_num, emit_index, keep_entry_times)
            if rules.index_enable else None)
@@ -958,18 +980,18 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         out_sink = DirSink(out, opts.force, opts.trim)
     cmp_sink = CompareSink(store, settings, findings, cmp_state) if opts.compare else None
 
-    def on_cq(topic, qid, base, data, last):
+    def on_cq(topic, qid, base, data, last, size):
         name = f"{base:020d}"
         if out_sink is not None:
-            out_sink.cq_file(topic, qid, name, data, last)
+            out_sink.cq_file(topic, qid, name, data, last, size)
         if cmp_sink is not None:
-            cmp_sink.cq_file(topic, qid, base, data)
+            cmp_sink.cq_file(topic, qid, base, data + bytes(size - len(data)) if len(data) < size else data)
 
-    def on_index(ib, data, name, last):
+    def on_index(ib, name, last):
         if out_sink is not None:
-            out_sink.index_file(name, data)
+            out_sink.index_file(name, ib)
         if cmp_sink is not None:
-            cmp_sink.index_file(ib, data, name)
+            cmp_sink.index_file(ib, ib.to_bytes(), name)
 
     def run():
         t0 = time.perf_counter()

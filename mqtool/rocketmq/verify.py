@@ -245,7 +245,7 @@ _LANE_DECLINE = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_
 _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 
 
-def _fast_lane(ctx: _Ctx, expected_next: dict):
+def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     """The commitlog check for the common message, as one tight loop (see ``SegmentScanner``).
 
     It consumes a unit only when the full path (decode + :func:`_check_message` + the offset-shift check)
@@ -254,6 +254,10 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
     inner batch or multi-dispatch, PHYSICALOFFSET off by the current shift, queue offset the expected one. It
     stops at anything else, and the scanner hands that unit to the full path. ``tests/test_fastpath.py``
     checks both give the same findings.
+
+    ``known_queues_only`` (the range tasks of ``--jobs``): the first message of a queue in the range takes the
+    full path, which records the ("qoff", ...) marker the merge needs; so does every unit while ``ctx.shift``
+    is None (before the range's first message, which records the ("shift", ...) marker).
     """
     unpack = _LANE.unpack_from
     fixed = _LANE.size
@@ -266,6 +270,8 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
 
     def lane(buf, view, pos, limit, end, base):
         start = pos
+        if ctx.shift is None:
+            return start, 0
         shift = ctx.shift + base          # PHYSICALOFFSET - position of every clean unit here
         last_ts = ctx.last_store_ts
         queues: dict[tuple[bytes, int], list] = {}   # (topic bytes, queue) -> [(topic, queue), next offset]
@@ -307,6 +313,8 @@ def _fast_lane(ctx: _Ctx, expected_next: dict):
                     except UnicodeDecodeError:
                         break
                 key = (topic, qid)
+                if known_queues_only and key not in expected_next:
+                    break
                 q = queues[qk] = [key, expected_next.get(key)]
             exp = q[1]
             if exp != qoff and exp is not None:

@@ -1,0 +1,45 @@
+"""verify --jobs: the range tasks use the one-process fast lane (for units after the range's first message of
+each queue); findings and summary equal the lane-off run and the one-process run, and the lane does run."""
+from __future__ import annotations
+
+import pytest
+
+from mqtool.ranges import InlineRunner
+from mqtool.rocketmq import verify as V
+from tests.test_ranges import _damage, copy_store, run_verify
+
+
+@pytest.fixture
+def lane_counter(monkeypatch):
+    consumed = []
+    real = V._fast_lane
+
+    def counting(ctx, expected_next, known_queues_only=False):
+        lane = real(ctx, expected_next, known_queues_only)
+
+        def wrapped(*a):
+            r = lane(*a)
+            if known_queues_only:
+                consumed.append(r[1])
+            return r
+        return wrapped
+
+    monkeypatch.setattr(V, "_fast_lane", counting)
+    return consumed
+
+
+@pytest.mark.parametrize("damaged", [False, True], ids=["clean", "damaged"])
+def test_range_lane_equals_full_path(tmp_path, monkeypatch, lane_counter, damaged):
+    store = copy_store(tmp_path)
+    if damaged:
+        _damage(store)
+    ref = run_verify(store, part="commitlog")
+    for split in (4096, 65536, 1 << 20):
+        lane_counter.clear()
+        with_lane = run_verify(store, part="commitlog", runner=InlineRunner(), split_size=split)
+        assert sum(lane_counter) > 0, "the lane consumed nothing in the range tasks"
+        monkeypatch.setattr(V, "USE_FAST_LANE", False)
+        without = run_verify(store, part="commitlog", runner=InlineRunner(), split_size=split)
+        monkeypatch.setattr(V, "USE_FAST_LANE", True)
+        assert with_lane == ref, split
+        assert without == ref, split
