@@ -40,6 +40,20 @@ ADAPTERS = {"rocketmq": "tools.corruption.rocketmq", "litemq": "tools.corruption
             "kafka": "tools.corruption.kafka"}
 
 
+def finding_rows(findings, store: Path) -> list[dict]:
+    """Finding dicts with file paths relative to the store copy (so events and findings compare)."""
+    rows = []
+    for f in findings:
+        d = f.to_dict()
+        if d["file"]:
+            try:
+                d["file"] = str(Path(d["file"]).relative_to(store))
+            except ValueError:
+                pass
+        rows.append(d)
+    return rows
+
+
 @dataclass(frozen=True)
 class Msg:
     ident: tuple            # stable identity, as recoverable from a salvage row

@@ -33,7 +33,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.corruption import Event, Expect, Msg
+from tools.corruption import Event, Expect, Msg, finding_rows
 
 from formats import kafka as K
 from mqtool.common import encode_body
@@ -131,15 +131,7 @@ class KafkaAdapter:
         salvage_dir.mkdir(parents=True, exist_ok=True)
         out = salvage_dir / "salvage.ndjson"
         gen, _ = verify("store", store, VerifyOptions(salvage_out=str(out), progress=False))
-        rows = []
-        for f in gen:
-            d = f.to_dict()
-            if d["file"]:
-                try:
-                    d["file"] = str(Path(d["file"]).relative_to(store))
-                except ValueError:
-                    pass
-            rows.append(d)
+        rows = finding_rows(gen, store)
         got = set()
         if out.exists():
             for line in out.read_text().splitlines():

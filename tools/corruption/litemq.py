@@ -28,7 +28,7 @@ from pathlib import Path
 
 from construct import ConstructError
 
-from tools.corruption import Event, Expect, Msg
+from tools.corruption import Event, Expect, Msg, finding_rows
 
 from formats import litemq as F
 from mqtool.options import VerifyOptions
@@ -122,15 +122,7 @@ class LiteMQAdapter:
         salvage_dir.mkdir(parents=True, exist_ok=True)
         out = salvage_dir / "salvaged.ndjson"
         gen, _ = run_verify("store", resolve(store), VerifyOptions(salvage_out=str(out), progress=False))
-        rows = []
-        for f in gen:
-            d = f.to_dict()
-            if d["file"]:
-                try:
-                    d["file"] = str(Path(d["file"]).relative_to(store))
-                except ValueError:
-                    pass
-            rows.append(d)
+        rows = finding_rows(gen, store)
         got = set()
         if out.exists():
             for line in out.read_text().splitlines():

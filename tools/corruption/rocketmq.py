@@ -10,7 +10,7 @@ import re
 import struct
 from pathlib import Path
 
-from tools.corruption import Event, Expect, Msg
+from tools.corruption import Event, Expect, Msg, finding_rows
 
 from formats import rocketmq as F
 from mqtool.options import VerifyOptions
@@ -71,15 +71,7 @@ class RocketMQAdapter:
     def verify(self, store: Path, salvage_dir: Path):
         findings, _ = verify_store(open_store(store), "store",
                                    VerifyOptions(salvage_out=str(salvage_dir), progress=False))
-        rows = []
-        for f in findings:
-            d = f.to_dict()
-            if d["file"]:
-                try:
-                    d["file"] = str(Path(d["file"]).relative_to(store))
-                except ValueError:
-                    pass
-            rows.append(d)
+        rows = finding_rows(findings, store)
         got = set()
         p = salvage_dir / "salvaged-messages.ndjson"
         if p.exists():
