@@ -125,42 +125,43 @@ def _lines(path: Path) -> list[str]:
     return read_input(path).decode("utf-8", errors="replace").split("\n")
 
 
-def read_offset_checkpoint(path: Path) -> TextCheckpoint:
-    """``0\\n<count>\\n`` then ``<topic> <partition> <offset>`` lines (CheckpointFile, version 0)."""
+def _read_checkpoint(path: Path, parse_line, what: str) -> TextCheckpoint:
+    """``<version>\n<count>\n`` then ``count`` entry lines (CheckpointFile); an empty file has no entries
+    (CheckpointFile: readLine() == null)."""
     c = TextCheckpoint(path)
     lines = _lines(path)
     if lines == [""]:
-        return c            # an empty file reads as no entries (CheckpointFile: readLine() == null)
+        return c
     try:
         c.version = int(lines[0])
         count = int(lines[1])
         for ln in lines[2:2 + count]:
-            topic, part, off = ln.split(" ")
-            c.entries.append((topic, int(part), int(off)))
+            c.entries.append(parse_line(ln.split(" ")))
         if len(c.entries) != count:
             c.problem = f"header says {count} entries, file has {len(c.entries)}"
     except (ValueError, IndexError) as e:
-        c.problem = f"malformed checkpoint ({e})"
+        c.problem = f"malformed {what} ({e})"
     return c
+
+
+def _offset_entry(parts: list[str]) -> tuple[str, int, int]:
+    topic, part, off = parts
+    return topic, int(part), int(off)
+
+
+def _epoch_entry(parts: list[str]) -> tuple[int, int]:
+    e, o = parts
+    return int(e), int(o)
+
+
+def read_offset_checkpoint(path: Path) -> TextCheckpoint:
+    """``0\n<count>\n`` then ``<topic> <partition> <offset>`` lines (CheckpointFile, version 0)."""
+    return _read_checkpoint(path, _offset_entry, "checkpoint")
 
 
 def read_leader_epoch_checkpoint(path: Path) -> TextCheckpoint:
-    """``0\\n<count>\\n`` then ``<epoch> <startOffset>`` lines."""
-    c = TextCheckpoint(path)
-    lines = _lines(path)
-    if lines == [""]:
-        return c            # an empty file reads as no entries (CheckpointFile: readLine() == null)
-    try:
-        c.version = int(lines[0])
-        count = int(lines[1])
-        for ln in lines[2:2 + count]:
-            e, o = ln.split(" ")
-            c.entries.append((int(e), int(o)))
-        if len(c.entries) != count:
-            c.problem = f"header says {count} entries, file has {len(c.entries)}"
-    except (ValueError, IndexError) as e:
-        c.problem = f"malformed leader-epoch-checkpoint ({e})"
-    return c
+    """``0\n<count>\n`` then ``<epoch> <startOffset>`` lines."""
+    return _read_checkpoint(path, _epoch_entry, "leader-epoch-checkpoint")
 
 
 def read_properties(path: Path) -> dict:

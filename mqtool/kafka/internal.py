@@ -21,6 +21,20 @@ from formats import kafka as K
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__cluster_metadata")
 
 
+def _value_version(out: dict, value: bytes | None) -> int | None:
+    """The int16 version that opens a coordinator value (noted in ``out``); None for a tombstone or a value
+    too short to hold it (also noted)."""
+    if value is None:
+        out["value"] = "<DELETE>"
+        return None
+    if len(value) < 2:
+        out["value_error"] = "value shorter than its version"
+        return None
+    (vv,) = struct.unpack_from(">h", value)
+    out["value_version"] = vv
+    return vv
+
+
 def _s(v):
     """A String16/CompactString container → str or None."""
     if v is None or v.data is None:
@@ -65,14 +79,9 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> dict:
             out["key"] = {"group": _s(k.group)}
     except ConstructError as e:
         out["key_error"] = str(e).splitlines()[0]
-    if value is None:
-        out["value"] = "<DELETE>"
+    vv = _value_version(out, value)
+    if vv is None:
         return out
-    if len(value) < 2:
-        out["value_error"] = "value shorter than its version"
-        return out
-    (vv,) = struct.unpack_from(">h", value)
-    out["value_version"] = vv
     body = value[2:]
     try:
         if kv in (0, 1):
@@ -155,14 +164,9 @@ def decode_transaction_state(key: bytes | None, value: bytes | None) -> dict:
         out["key"] = {"transactionalId": _s(K.TransactionLogKey.parse(key[2:]).transactionalId)}
     except ConstructError as e:
         out["key_error"] = str(e).splitlines()[0]
-    if value is None:
-        out["value"] = "<DELETE>"
+    vv = _value_version(out, value)
+    if vv is None:
         return out
-    if len(value) < 2:
-        out["value_error"] = "value shorter than its version"
-        return out
-    (vv,) = struct.unpack_from(">h", value)
-    out["value_version"] = vv
     try:
         v = K.TransactionLogValue(min(vv, 1)).parse(value[2:])
         parts = v.transactionPartitions

@@ -297,6 +297,20 @@ class KafkaVerifier:
         self.stats["records"] += n
         return gaps
 
+    def _index_shape(self, kind: str, path, ix, entry_size: int):
+        """Size, garbage after the entries, preallocated zero tail: the checks .index and .timeindex share."""
+        if ix.size % entry_size:
+            yield self._f(ERROR, f"{kind}-size", path, None, None,
+                          f"length {ix.size} is not a multiple of {entry_size} (Kafka's sanity check fails)",
+                          actual=ix.size)
+        if ix.garbage_tail:
+            yield self._f(ERROR, f"{kind}-garbage-tail", path, len(ix.entries) * entry_size, None,
+                          f"{ix.garbage_tail} non-zero bytes after the end of the entries")
+        if ix.zero_tail:
+            yield self._f(INFO, f"{kind}-preallocated", path, len(ix.entries) * entry_size, None,
+                          f"{len(ix.entries)} entries then {ix.zero_tail} zero bytes (preallocated by a running "
+                          "or crashed broker)")
+
     # -- .index
     def check_offset_index(self, seg: Segment, seen: SegmentSeen):
         if seg.index is None:
@@ -306,16 +320,7 @@ class KafkaVerifier:
             return
         idx = F.read_offset_index(seg.index)
         path = seg.index
-        if idx.size % K.OFFSET_INDEX_ENTRY_SIZE:
-            yield self._f(ERROR, "index-size", path, None, None,
-                          f"length {idx.size} is not a multiple of 8 (Kafka's sanity check fails)", actual=idx.size)
-        if idx.garbage_tail:
-            yield self._f(ERROR, "index-garbage-tail", path, len(idx.entries) * 8, None,
-                          f"{idx.garbage_tail} non-zero bytes after the end of the entries")
-        if idx.zero_tail:
-            yield self._f(INFO, "index-preallocated", path, len(idx.entries) * 8, None,
-                          f"{len(idx.entries)} entries then {idx.zero_tail} zero bytes (preallocated by a running "
-                          "or crashed broker)")
+        yield from self._index_shape("index", path, idx, K.OFFSET_INDEX_ENTRY_SIZE)
         if idx.entries and idx.entries[-1][0] < 0:
             yield self._f(ERROR, "index-sanity", path, (len(idx.entries) - 1) * 8, seg.base_offset + idx.entries[-1][0],
                           "last entry's offset is below the base offset (Kafka's sanity check fails)")
@@ -379,16 +384,7 @@ class KafkaVerifier:
             return
         tix = F.read_time_index(seg.timeindex)
         path = seg.timeindex
-        if tix.size % K.TIME_INDEX_ENTRY_SIZE:
-            yield self._f(ERROR, "timeindex-size", path, None, None,
-                          f"length {tix.size} is not a multiple of 12 (Kafka's sanity check fails)", actual=tix.size)
-        if tix.garbage_tail:
-            yield self._f(ERROR, "timeindex-garbage-tail", path, len(tix.entries) * 12, None,
-                          f"{tix.garbage_tail} non-zero bytes after the end of the entries")
-        if tix.zero_tail:
-            yield self._f(INFO, "timeindex-preallocated", path, len(tix.entries) * 12, None,
-                          f"{len(tix.entries)} entries then {tix.zero_tail} zero bytes (preallocated by a running "
-                          "or crashed broker)")
+        yield from self._index_shape("timeindex", path, tix, K.TIME_INDEX_ENTRY_SIZE)
         if tix.entries and (tix.entries[-1][0] < tix.entries[0][0] or tix.entries[-1][1] < 0):
             yield self._f(ERROR, "timeindex-sanity", path, (len(tix.entries) - 1) * 12, None,
                           "last entry's timestamp/offset is below the first/base (Kafka's sanity check fails)")

@@ -185,6 +185,23 @@ def known_topics(store: RocketStore) -> list[str]:
     return sorted(topics)
 
 
+def _read_pointed(reader, phy: int, pointer: str, stats: ScanStats) -> Message | None:
+    """The message an index entry or consumequeue unit points at; None (and a damage note that starts with
+    ``pointer``) when it is outside the commitlog, unreadable or a BLANK unit."""
+    try:
+        m = reader.read(phy)
+    except LookupError:
+        stats.damage(f"{pointer}, outside the commitlog")
+        return None
+    except DecodeFailure as e:
+        stats.damage(f"{pointer}, where no message can be read ({e.code}: {e.message})")
+        return None
+    if not isinstance(m, Message):
+        stats.damage(f"{pointer}, a BLANK unit")
+        return None
+    return m
+
+
 # ---- the query engine ----------------------------------------------------------------------------------
 
 
@@ -354,17 +371,8 @@ def _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi):
             for k, kh, phy in sorted(cands, reverse=True):      # newest entry first across topics
                 if phy in seen:
                     continue
-                try:
-                    m = reader.read(phy)
-                except LookupError:
-                    stats.damage(f"{f.path}: index entry {k} points at offset {phy}, outside the commitlog")
-                    continue
-                except DecodeFailure as e:
-                    stats.damage(f"{f.path}: index entry {k} points at offset {phy}, where no message "
-                                 f"can be read ({e.code}: {e.message})")
-                    continue
-                if not isinstance(m, Message):
-                    stats.damage(f"{f.path}: index entry {k} points at offset {phy}, a BLANK unit")
+                m = _read_pointed(reader, phy, f"{f.path}: index entry {k} points at offset {phy}", stats)
+                if m is None:
                     continue
                 # A real hit: the message holds the value and this entry is the hash of *its* topic#value.
                 if not holds(m) or index_hash(f"{m.topic}#{value}") != kh:
@@ -568,17 +576,8 @@ def _by_queue(store, reader, opts, stats):
             if phy < 0 or size <= 0:
                 stats.damage(f"{where}: queue offset {n}: unit with offset {phy} size {size} is invalid")
                 continue
-            try:
-                m = reader.read(phy)
-            except LookupError:
-                stats.damage(f"{where}: queue offset {n} points at commitlog offset {phy}, outside the commitlog")
-                continue
-            except DecodeFailure as e:
-                stats.damage(f"{where}: queue offset {n} points at commitlog offset {phy}, where no message "
-                             f"can be read ({e.code}: {e.message})")
-                continue
-            if not isinstance(m, Message):
-                stats.damage(f"{where}: queue offset {n} points at commitlog offset {phy}, a BLANK unit")
+            m = _read_pointed(reader, phy, f"{where}: queue offset {n} points at commitlog offset {phy}", stats)
+            if m is None:
                 continue
             problems = _unit_vs_message(m, topic, qid, n, size, tcode)
             row = m.to_row(opts.body)
