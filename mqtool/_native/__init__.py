@@ -1,0 +1,1 @@
+"""Optional compiled helpers (C, built by setup.py when a compiler is there). Load them via ``mqtool.native``."""

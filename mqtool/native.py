@@ -1,0 +1,38 @@
+"""Where the optional compiled helpers are found, and the switch that turns them off.
+
+Each helper in ``mqtool/_native/`` replaces one hot pure-Python loop and must give exactly what that loop
+gives (a test per helper runs both on the same bytes). ``load(name)`` returns the module, or None when it was
+not built (no compiler at install time) or when ``MQTOOL_NATIVE=0`` is set — then callers use their Python
+path, which always works. Field offsets and sizes a helper needs come from the construct schemas at import
+time (``mqtool.schema_struct``), never from constants written in C.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+# Every helper setup.py builds (keep the two lists in step; tests/test_native.py checks they load under CI).
+HELPERS = ("probe",)
+_OFF = {"0", "off", "no", "false"}
+_cache: dict[str, object] = {}
+
+
+def enabled() -> bool:
+    return os.environ.get("MQTOOL_NATIVE", "1").strip().lower() not in _OFF
+
+
+def load(name: str):
+    """The compiled helper ``mqtool._native.<name>``, or None (not built, or switched off)."""
+    if not enabled():
+        return None
+    if name not in _cache:
+        try:
+            _cache[name] = importlib.import_module(f"mqtool._native.{name}")
+        except ImportError:
+            _cache[name] = None
+    return _cache[name]
+
+
+def status() -> dict[str, bool]:
+    """Which helpers are in use now (for ``mqtool --version`` and the benchmark)."""
+    return {n: load(n) is not None for n in HELPERS}

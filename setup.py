@@ -1,0 +1,19 @@
+"""Build the optional compiled helpers (``mqtool/_native/*.c``).
+
+Everything else is in pyproject.toml. Each helper is ``optional=True``: on a machine without a C compiler or
+the Python headers the install still succeeds and mqtool runs its pure-Python paths (``mqtool.native``).
+"""
+from setuptools import Extension, setup
+
+# One entry per helper module: (import name, C sources). Each is a drop-in for a pure-Python loop and is
+# tested for equivalence against it (tests/test_native_*.py).
+NATIVE_MODULES = [
+    ("mqtool._native.probe", ["mqtool/_native/probe.c"]),
+]
+
+setup(
+    ext_modules=[
+        Extension(name, sources, optional=True, extra_compile_args=["-O3", "-std=c11", "-Wall"])
+        for name, sources in NATIVE_MODULES
+    ],
+)
