@@ -121,8 +121,17 @@ def _report_stats(stats: ScanStats, path=None) -> int:
     return EXIT_FINDINGS if stats.damaged else EXIT_OK
 
 
+def _version_message() -> str:
+    """``mqtool --version``: the version, then which compiled helpers are in use (see mqtool/native.py)."""
+    from mqtool import fastcrc, native
+
+    st = native.status()
+    used = ", ".join(n for n, ok in st.items() if ok and n != "probe") or "none (pure Python)"
+    return f"%(prog)s %(version)s\ncompiled helpers: {used}; CRC-32: {fastcrc.IMPLEMENTATION}"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="mqtool")
+@click.version_option(__version__, prog_name="mqtool", message=_version_message())
 @click.option("--no-color", is_flag=True, help="No colours (also honoured: NO_COLOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars, notes or hints on stderr (errors still print).")
 def cli(no_color: bool, quiet: bool):

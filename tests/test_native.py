@@ -34,3 +34,9 @@ def test_switch_off(monkeypatch):
     monkeypatch.setenv("MQTOOL_NATIVE", "0")
     assert native.load("probe") is None
     assert not any(native.status().values())
+
+
+def test_version_names_the_helpers(run_cli):
+    code, out, _ = run_cli("--version")
+    assert code == 0
+    assert "compiled helpers:" in out and "CRC-32:" in out
