@@ -247,7 +247,7 @@ _LANE_DECLINE = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_
 _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 
 
-def _native_lane():
+def _native_lane(crc="auto"):
     """The compiled lane (``mqtool/_native/rmqverify.c``) configured from the schema, or None (not built,
     ``MQTOOL_NATIVE=0``, or a schema this C loop was not written for).
 
@@ -279,10 +279,13 @@ def _native_lane():
     if tl_size is None or pl_size is None or any(at[n][2] not in tuple(signed) for n in _LANE_FIELDS):
         return None
     # CRC-32: ISA-L called back per body (faster than the C slicing-by-8 table loop, measured: see
-    # docs/performance.md); without ISA-L the C loop's own slicing-by-8 (as fast as zlib, no call per body)
+    # docs/performance.md); without ISA-L the C loop's own slicing-by-8 (no call per body). ``crc`` (tests):
+    # a callable equal to zlib.crc32, or None for the built-in one.
+    if crc == "auto":
+        crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
     mod.configure(tuple(at[n][:2] for n in _LANE_FIELDS), _LANE.size, tl_size, pl_size, F.MESSAGE_MAGIC_CODE_V1,
                   F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG, _MULTI_DISPATCH,
-                  fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None)
+                  crc)
     return mod
 
 
