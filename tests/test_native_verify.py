@@ -321,3 +321,27 @@ def test_jobs_2_equals_jobs_1_with_native_lane_on_real_store(monkeypatch):
     one = _verify(store, True, True, monkeypatch, jobs=1)
     assert _verify(store, True, True, monkeypatch, jobs=2, split_size=65536) == one
     assert _verify(store, False, False, monkeypatch, jobs=1) == one
+
+
+def test_pool_threshold_follows_the_lane(tmp_path, monkeypatch):
+    """With the compiled lane one process checks a 160 MiB store faster than a pool starts; with the Python
+    lane the pool pays (mqtool.ranges.PARALLEL_MIN_BYTES). Same findings either way."""
+    from mqtool.rocketmq import ranges as RR
+
+    root = _awkward_store(tmp_path / "store")
+    seg = root / "commitlog" / f"{0:020d}"
+    with open(seg, "r+b") as f:
+        f.truncate(160 << 20)                    # sparse zero fill: two default ranges, < 256 MiB
+    chosen = []
+    real = RR.runner_for
+
+    def spy(*a, **kw):
+        chosen.append(real(*a, **kw))
+        return chosen[-1]
+
+    monkeypatch.setattr(RR, "runner_for", spy)
+    nat = _verify(root, True, True, monkeypatch, jobs=2)
+    assert chosen[-1].jobs == 1
+    py = _verify(root, False, True, monkeypatch, jobs=2)
+    assert chosen[-1].jobs == 2
+    assert nat == py
