@@ -99,6 +99,16 @@ def test_configuration_comes_from_the_schema():
     assert multi == F.PROPERTY_INNER_MULTI_DISPATCH.encode() and mask == verify._LANE_DECLINE
 
 
+def test_a_schema_of_another_shape_keeps_the_python_lane(monkeypatch):
+    from construct import Struct
+
+    subs = F.MessageV1.subcons
+    monkeypatch.setattr(F, "MessageV1", Struct(*subs[:-1]))                      # PROPERTIES gone
+    assert verify._native_lane() is None
+    monkeypatch.setattr(F, "MessageV1", Struct(*[s for s in subs if s.name != "TOPIC"]))
+    assert verify._native_lane() is None
+
+
 # ---- the lane, call by call -------------------------------------------------------------------------------------
 
 def _unit(topic: bytes, qid: int, qoff: int, phys: int, body: bytes, props: bytes, sys_flag: int = 0,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
+from mqtool import fastcrc, native
 from mqtool.errors import InputError, NotAStoreError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.options import VerifyOptions
@@ -28,7 +29,6 @@ from mqtool.render import progress
 from mqtool.rocketmq import dispatch, indexes
 from mqtool.rocketmq.layout import RocketStore, cq_filter
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
-from mqtool import fastcrc, native
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
 from mqtool.schema_struct import fixed_prefix_fields, selected_format
@@ -268,24 +268,26 @@ def _native_lane(crc="auto"):
     rest = names[names.index("BODY") - 1:]
     if o != _LANE.size or rest != ["BODYLENGTH", "BODY", "TOPICLENGTH", "TOPIC", "PROPERTIESLENGTH", "PROPERTIES"]:
         return None
-    signed = "bhilq"
+    signed = ("b", "h", "i", "l", "q")        # the C loop reads signed big-endian integers
 
     def length_size(name):
         sc = subs[name].subcon
-        fmt = getattr(sc, "fmtstr", "")
-        return sc.sizeof() if fmt[1:] in tuple(signed) else None
+        return sc.sizeof() if getattr(sc, "fmtstr", "")[1:] in signed else None
 
     tl_size, pl_size = length_size("TOPICLENGTH"), length_size("PROPERTIESLENGTH")
-    if tl_size is None or pl_size is None or any(at[n][2] not in tuple(signed) for n in _LANE_FIELDS):
+    if tl_size is None or pl_size is None or any(at[n][2] not in signed for n in _LANE_FIELDS):
         return None
     # CRC-32: ISA-L called back per body (faster than the C slicing-by-8 table loop, measured: see
     # docs/performance.md); without ISA-L the C loop's own slicing-by-8 (no call per body). ``crc`` (tests):
     # a callable equal to zlib.crc32, or None for the built-in one.
     if crc == "auto":
         crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
-    mod.configure(tuple(at[n][:2] for n in _LANE_FIELDS), _LANE.size, tl_size, pl_size, F.MESSAGE_MAGIC_CODE_V1,
-                  F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG, _MULTI_DISPATCH,
-                  crc)
+    try:
+        mod.configure(tuple(at[n][:2] for n in _LANE_FIELDS), _LANE.size, tl_size, pl_size,
+                      F.MESSAGE_MAGIC_CODE_V1, F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG,
+                      _MULTI_DISPATCH, crc)
+    except (ValueError, TypeError, OverflowError):    # a layout the C loop refuses: use the Python lane
+        return None
     return mod
 
 
