@@ -194,9 +194,11 @@ class PoolRunner:
             ex.shutdown(wait=True, cancel_futures=True)
 
 
-def runner_for(opts, ranges: list[ByteRange], explicit_split: bool | None = None):
+def runner_for(opts, ranges: list[ByteRange], explicit_split: bool | None = None,
+               min_bytes: int = PARALLEL_MIN_BYTES):
     """The runner a command should use: ``opts.runner`` when set (e.g. Spark), else a pool when it pays
-    (``opts.jobs`` > 1, more than one range, and enough bytes or an explicit split size), else inline."""
+    (``opts.jobs`` > 1, more than one range, and ``min_bytes`` or more or an explicit split size), else inline.
+    A command whose one-process loop is fast raises ``min_bytes``: starting the pool costs ~30-60 ms."""
     r = getattr(opts, "runner", None)
     if r is not None:
         return r
@@ -204,6 +206,6 @@ def runner_for(opts, ranges: list[ByteRange], explicit_split: bool | None = None
     if explicit_split is None:
         explicit_split = getattr(opts, "split_size", None) is not None
     total = sum(r.length for r in ranges)
-    if jobs > 1 and len(ranges) > 1 and (explicit_split or total >= PARALLEL_MIN_BYTES):
+    if jobs > 1 and len(ranges) > 1 and (explicit_split or total >= min_bytes):
         return PoolRunner(min(jobs, len(ranges)))
     return InlineRunner()

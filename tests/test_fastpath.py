@@ -5,7 +5,8 @@
   units — same fields, or the same failure code;
 * ``property_pairs`` == ``formats.rocketmq.string_to_property_pairs``; ``fastcrc.crc32`` == ``zlib.crc32``;
 * ``verify`` with the fast lane == ``verify`` without it (same findings, same order, same summary) on
-  damaged copies of the fixture store and on the real stores;
+  damaged copies of the fixture store and on the real stores — for the Python lane and for the compiled one
+  (``mqtool/_native/rmqverify.c``, fixture ``lane_impl``; more in tests/test_native_verify.py);
 * scanning with a tiny window (page release/populate every page) == scanning in one go.
 """
 from __future__ import annotations
@@ -179,6 +180,16 @@ def test_fastcrc_known_value():
 
 # ---- verify with and without the fast lane ------------------------------------------------------------------------
 
+@pytest.fixture(params=["python", "native"])
+def lane_impl(request, monkeypatch):
+    """Run a lane test with the Python lane and with the compiled one."""
+    if request.param == "python":
+        monkeypatch.setattr(verify, "_NATIVE", None)
+    elif verify._NATIVE is None:
+        pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
+    return request.param
+
+
 def _verify(path, lane: bool, monkeypatch) -> tuple[list, dict]:
     monkeypatch.setattr(verify, "USE_FAST_LANE", lane)
     findings, summary_fn = ops.verify("store", str(path), VerifyOptions(progress=False))
@@ -193,12 +204,13 @@ def _assert_same_verify(path, monkeypatch):
     return fast
 
 
-def test_lane_equals_full_path_on_fixture(monkeypatch):
+def test_lane_equals_full_path_on_fixture(monkeypatch, lane_impl):
     consumed = []
     make = verify._fast_lane
 
     def counting(ctx, expected_next):
         lane = make(ctx, expected_next)
+        assert (lane.__name__ == "native_lane") == (lane_impl == "native")
 
         def wrapped(*a):
             r = lane(*a)
@@ -223,7 +235,7 @@ def damage_plans(draw):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(plan=damage_plans(), seg=st.integers(0, 2))
-def test_lane_equals_full_path_on_damaged_copies(tmp_path_factory, monkeypatch, plan, seg):
+def test_lane_equals_full_path_on_damaged_copies(tmp_path_factory, monkeypatch, lane_impl, plan, seg):
     store = tmp_path_factory.mktemp("dmg") / "store"
     shutil.copytree(FIXTURE_STORE, store)
     segs = sorted((store / "commitlog").iterdir())
@@ -243,7 +255,7 @@ def test_lane_equals_full_path_on_damaged_copies(tmp_path_factory, monkeypatch, 
     _assert_same_verify(store, monkeypatch)
 
 
-def test_lane_sees_queue_offset_gap_and_shift(tmp_path, monkeypatch):
+def test_lane_sees_queue_offset_gap_and_shift(tmp_path, monkeypatch, lane_impl):
     """A queue offset rewritten and a PHYSICALOFFSET off: the lane must hand both units to the full path."""
     store = tmp_path / "store"
     shutil.copytree(FIXTURE_STORE, store)
@@ -265,7 +277,7 @@ def _rocketmq_stores():
     return sorted(p.parent for p in root.glob("*/store/commitlog") if p.is_dir())
 
 
-def test_lane_equals_full_path_on_real_stores(monkeypatch):
+def test_lane_equals_full_path_on_real_stores(monkeypatch, lane_impl):
     stores = _rocketmq_stores()
     assert stores
     for store in stores:
@@ -282,18 +294,18 @@ def _events(store, lane=None):
     return out
 
 
-def test_small_window_scan_equals_default(monkeypatch):
+def test_small_window_scan_equals_default(monkeypatch, lane_impl):
     stores = [FIXTURE_STORE] + _rocketmq_stores()
     for store in stores:
         before = _events(store)
         verified = _verify(store, True, monkeypatch)
-        monkeypatch.setattr(scan, "WINDOW", records.mmap.PAGESIZE)     # release/populate at every page
-        assert _events(store) == before
-        assert _verify(store, True, monkeypatch) == verified
-        monkeypatch.undo()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(scan, "WINDOW", records.mmap.PAGESIZE)     # release/populate at every page: lane
+            assert _events(store) == before                      # limits at every page
+            assert _verify(store, True, monkeypatch) == verified
 
 
-def test_lane_equals_full_path_on_hand_made_edge_units(tmp_path, monkeypatch):
+def test_lane_equals_full_path_on_hand_made_edge_units(tmp_path, monkeypatch, lane_impl):
     """Units the lane must decline: 32K+ properties (negative Int16sb), v2 magic, IPv6, PREPARED, a bad CRC,
     non-UTF-8 properties, a __CRC32# tail, multi-dispatch; each followed by a clean unit."""
     units = []

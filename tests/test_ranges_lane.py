@@ -1,5 +1,6 @@
 """verify --jobs: the range tasks use the one-process fast lane (for units after the range's first message of
-each queue); findings and summary equal the lane-off run and the one-process run, and the lane does run."""
+each queue); findings and summary equal the lane-off run and the one-process run, and the lane does run — the
+Python lane and the compiled one (``mqtool/_native/rmqverify.c``)."""
 from __future__ import annotations
 
 import pytest
@@ -9,13 +10,23 @@ from mqtool.rocketmq import verify as V
 from tests.test_ranges import _damage, copy_store, run_verify
 
 
+@pytest.fixture(params=["python", "native"])
+def lane_impl(request, monkeypatch):
+    if request.param == "python":
+        monkeypatch.setattr(V, "_NATIVE", None)
+    elif V._NATIVE is None:
+        pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
+    return request.param
+
+
 @pytest.fixture
-def lane_counter(monkeypatch):
+def lane_counter(monkeypatch, lane_impl):
     consumed = []
     real = V._fast_lane
 
     def counting(ctx, expected_next, known_queues_only=False):
         lane = real(ctx, expected_next, known_queues_only)
+        assert (lane.__name__ == "native_lane") == (lane_impl == "native")
 
         def wrapped(*a):
             r = lane(*a)

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
-from mqtool.ranges import ByteRange, runner_for, split_segments
+from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, runner_for, split_segments
 from mqtool.render import PreRendered
 from mqtool.rocketmq.layout import Segment, forced_commitlog, open_store
 from mqtool.rocketmq.records import Blank, Message
@@ -24,6 +24,9 @@ from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
 FAMILY = "rocketmq"
 # dump/salvage tasks return rows: keep each task small so results in flight stay small
 ROW_TASK_SPLIT = 8 * 1024 * 1024
+# verify with the compiled lane checks ~3 GB/s per core (CPU, mapping included): a 2-process pool (~30-60 ms to
+# start) only pays from a few hundred MB on (docs/performance.md, "Native helper: rmqverify")
+NATIVE_VERIFY_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 
 # The message row of `mqtool dump commitlog` (Message.to_row), plus `store` first. Spark/Parquet schema.
 ROW_FIELDS: list[tuple[str, str]] = [
@@ -275,7 +278,11 @@ def verify_commitlog_ranges(ctx):
     explicit = getattr(opts, "split_size", None) is not None
     split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
     ranges = split_segments(FAMILY, store.path, store.segments, split)
-    runner = runner_for(opts, ranges, explicit_split=explicit)
+    from mqtool.rocketmq import verify as V
+
+    native = V._NATIVE is not None and V.USE_FAST_LANE and not opts.salvage_out
+    runner = runner_for(opts, ranges, explicit_split=explicit,
+                        min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
     plain = _plain(opts)

@@ -1,0 +1,357 @@
+"""The compiled verify lane (``mqtool/_native/rmqverify.c``) == the Python lane == no lane.
+
+* building blocks: its UTF-8 check == ``bytes.decode('utf-8')`` (strict); its slicing-by-8 CRC-32 == ``zlib.crc32``;
+* the lane itself, call by call, on hypothesis-built runs of units (queue-offset gaps and repeats, PHYSICALOFFSET
+  shifts, non-UTF-8 topics and properties, ``__CRC32#`` tails in and out of the last 20 bytes, the
+  multi-dispatch name, declining sysFlag bits, bad CRCs, bytes set/inserted/deleted): same ``(new_pos, count)``
+  and the same ``expected_next`` / ``dispatched_next`` (same order) / summary / max store timestamp after each
+  call, with and without ``known_queues_only``, with ISA-L called back and with the built-in CRC;
+* whole runs of ``verify``: native lane == Python lane == lane off on stores with the awkward units, and
+  ``--jobs 2`` == ``--jobs 1`` with the native lane (the store-level equivalence on the fixture store, damaged
+  copies and every real store runs both lanes in tests/test_fastpath.py and tests/test_ranges_lane.py).
+"""
+from __future__ import annotations
+
+import struct
+import types
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from formats import rocketmq as F
+from mqtool.findings import Summary
+from mqtool.options import VerifyOptions
+from mqtool.rocketmq import ops, verify
+
+NATIVE = verify._NATIVE
+needs_native = pytest.mark.skipif(NATIVE is None, reason="compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
+pytestmark = needs_native
+
+
+# ---- building blocks ------------------------------------------------------------------------------------------
+
+_UTF8_PIECES = [b"a", b"\x00", b"\x7f", b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xc2\x80", b"\xdf\xbf",
+                b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xe0\xa0\x80", b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+                b"\xee\x80\x80", b"\xef\xbf\xbf", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", b"\xf4\x8f\xbf\xbf",
+                b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\xe2\x82", b"\xf0\x9f\x98", b"\xe9",
+                "é€😀".encode(), b"abcdefgh"]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(data=st.one_of(st.binary(max_size=40), st.lists(st.sampled_from(_UTF8_PIECES), max_size=12).map(b"".join),
+                      st.text(max_size=30).map(lambda s: s.encode("utf-8", "surrogatepass"))))
+def test_utf8_check_equals_python_decode(data):
+    try:
+        data.decode("utf-8")
+        ok = True
+    except UnicodeDecodeError:
+        ok = False
+    assert NATIVE.utf8_valid(data) is ok
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=3000), value=st.integers(0, 0xFFFFFFFF), skip=st.integers(0, 7))
+def test_builtin_crc32_equals_zlib(data, value, skip):
+    assert NATIVE.crc32(data[skip:], value) == zlib.crc32(data[skip:], value)
+    assert NATIVE.crc32(memoryview(data)[skip:]) == zlib.crc32(data[skip:])
+
+
+def test_configure_refuses_odd_layouts():
+    args = list(_configure_args())
+    bad = list(args)
+    bad[0] = args[0][:-1]                       # a field missing
+    with pytest.raises(ValueError):
+        NATIVE.configure(*bad)
+    bad = list(args)
+    bad[0] = args[0][:-1] + ((args[1] - 2, 4),)  # a field reaching past the fixed part
+    with pytest.raises(ValueError):
+        NATIVE.configure(*bad)
+    NATIVE.configure(*args)                     # the real configuration is accepted (and restored)
+    verify._native_lane()
+
+
+def _configure_args():
+    calls = []
+
+    class Spy:
+        def configure(self, *a):
+            calls.append(a)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(verify.native, "load", lambda name: Spy())
+    try:
+        verify._native_lane()
+    finally:
+        mp.undo()
+    return calls[0]
+
+
+def test_configuration_comes_from_the_schema():
+    fields, fixed, tl, pl, magic, min_size, mask, tail, tag, multi, _ = _configure_args()
+    names = verify._LANE_FIELDS
+    # the offsets are those of the construct schema: build a unit and read each field back at its offset
+    unit = _unit(b"Topic", 3, 41, 12345, b"body", b"KEYS\x01k", sys_flag=0x1, store_ts=777)
+    obj = F.MessageV1.parse(unit)
+    for name, (off, size) in zip(names, fields):
+        assert int.from_bytes(unit[off:off + size], "big", signed=True) == obj[name], name
+    assert fixed == verify._LANE.size and (tl, pl) == (1, 2) and magic == F.MESSAGE_MAGIC_CODE_V1
+    assert min_size == F.MIN_MESSAGE_SIZE and tail == F.CRC32_RESERVED_LEN and tag == verify._CRC_TAG
+    assert multi == F.PROPERTY_INNER_MULTI_DISPATCH.encode() and mask == verify._LANE_DECLINE
+
+
+def test_a_schema_of_another_shape_keeps_the_python_lane(monkeypatch):
+    from construct import Struct
+
+    subs = F.MessageV1.subcons
+    monkeypatch.setattr(F, "MessageV1", Struct(*subs[:-1]))                      # PROPERTIES gone
+    assert verify._native_lane() is None
+    monkeypatch.setattr(F, "MessageV1", Struct(*[s for s in subs if s.name != "TOPIC"]))
+    assert verify._native_lane() is None
+
+
+# ---- the lane, call by call -------------------------------------------------------------------------------------
+
+def _unit(topic: bytes, qid: int, qoff: int, phys: int, body: bytes, props: bytes, sys_flag: int = 0,
+          store_ts: int = 2000, bad_crc: bool = False) -> bytes:
+    """A v1 unit built with the schema (topic and properties as raw bytes, UTF-8 or not)."""
+    total = F.calc_msg_length("v1", sys_flag, len(body), len(topic), len(props))
+    crc = zlib.crc32(body) & 0x7FFFFFFF
+    return F.MessageV1.build(dict(
+        TOTALSIZE=total, BODYCRC=crc ^ 1 if bad_crc else crc, QUEUEID=qid, FLAG=0, QUEUEOFFSET=qoff,
+        PHYSICALOFFSET=phys, SYSFLAG=sys_flag, BORNTIMESTAMP=1000, STORETIMESTAMP=store_ts,
+        BORNHOST="[::1]:5" if sys_flag & F.BORNHOST_V6_FLAG else "127.0.0.1:1",
+        STOREHOSTADDRESS="[fe80::1]:9" if sys_flag & F.STOREHOSTADDRESS_V6_FLAG else "10.0.0.5:10911", RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body),
+        BODY=body, TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
+
+
+TOPICS = [b"TopicA", b"TopicB", b"T\xc3\xa9", b"T\xff", b"\xed\xa0\x80", b"", b"t" * 127]
+PROPS = [b"KEYS\x01k1 k2\x02TAGS\x01t\x02UNIQ_KEY\x01AC11", b"", b"KEYS\x01\xc3\xa9\xe2\x82\xac", b"KEYS\x01\xff\xfe",
+         b"KEYS\x01e\x02__CRC32#\x010000000000\x02", b"__CRC32#\x01" + b"x" * 40,
+         b"A\x01b\x02__CRC32#\x01123", b"INNER_MULTI_DISPATCH\x01%LMQ%q\x02INNER_MULTI_QUEUE_OFFSET\x010",
+         b"X\x01INNER_MULTI_DISPATC", b"TAGS\x01\xf0\x9f\x98\x80", b"P\x01\xe0\x80\x80"]
+SYS_FLAGS = [0, 0, 0, 0x1, 0x2, 0x4, 0x8, 0xC, 0x10, 0x20, 0x80]
+
+
+@st.composite
+def unit_runs(draw):
+    """(bytes of a run of units, where the scan starts, base, shift, seeded queues, damage applied)."""
+    base = draw(st.sampled_from([0, 1 << 30, 7 * (1 << 30)]))
+    shift = draw(st.sampled_from([0, 0, 64, -5]))
+    data = bytearray()
+    nxt: dict = {}
+    for _ in range(draw(st.integers(1, 14))):
+        topic = draw(st.sampled_from(TOPICS[:3]) if draw(st.integers(0, 4)) else st.sampled_from(TOPICS))
+        qid = draw(st.sampled_from([0, 1, 2, -1]))
+        qoff = nxt.get((topic, qid), draw(st.sampled_from([0, 5, 1 << 40])))
+        jump = draw(st.sampled_from([0] * 8 + [1, -1, 3]))
+        phys = base + len(data) + shift + draw(st.sampled_from([0] * 10 + [1, -8]))
+        props = draw(st.sampled_from(PROPS[:1]) if draw(st.integers(0, 3)) else st.sampled_from(PROPS))
+        body = draw(st.binary(max_size=200))
+        unit = _unit(topic, qid, qoff + jump, phys, body, props, sys_flag=draw(st.sampled_from(SYS_FLAGS)),
+                     store_ts=draw(st.sampled_from([2000, 1999, 5000, -1])), bad_crc=not draw(st.integers(0, 12)))
+        nxt[(topic, qid)] = qoff + jump + 1
+        data += unit
+    for _ in range(draw(st.integers(0, 3))):        # bytes set, inserted, deleted
+        at = draw(st.integers(0, max(0, len(data) - 1)))
+        how = draw(st.sampled_from(["set", "insert", "delete"]))
+        val = draw(st.integers(0, 255))
+        if how == "set" and data:
+            data[at] = val
+        elif how == "insert":
+            data[at:at] = bytes([val])
+        elif data:
+            del data[at]
+    data += bytes(draw(st.sampled_from([0, 3, 100])))
+    seeded = draw(st.dictionaries(st.tuples(st.sampled_from(["TopicA", "TopicB", "Té"]), st.sampled_from([0, 1, 2])),
+                                  st.sampled_from([0, 5, 6, 1 << 40, 1 << 70]), max_size=4))
+    return bytes(data), base, shift, seeded
+
+
+def _ctx(shift, last_ts, max_size, dispatched):
+    return types.SimpleNamespace(opts=VerifyOptions(max_message_size=max_size), summary=Summary(),
+                                 dispatched_next=dict(dispatched), last_store_ts=last_ts, shift=shift)
+
+
+def _make_lane(use_native: bool, ctx, expected: dict, known: bool):
+    saved = verify._NATIVE
+    verify._NATIVE = NATIVE if use_native else None
+    try:
+        return verify._fast_lane(ctx, expected, known)
+    finally:
+        verify._NATIVE = saved
+
+
+def _state(ctx, expected):
+    return (list(expected.items()), list(ctx.dispatched_next.items()), ctx.summary.messages, ctx.last_store_ts)
+
+
+def _run_both(data: bytes, base: int, shift, seeded: dict, known: bool, limit_cut: int = 0,
+              max_size: int = 1 << 22):
+    """Drive the two lanes with the same calls (after a decline, step over the unit by its TOTALSIZE as a
+    scanner would, or by one byte) and compare everything after each call. Returns units consumed."""
+    lanes = []
+    for use_native in (False, True):
+        ctx = _ctx(shift, 1999, max_size, {k: v + 1 for k, v in seeded.items()})
+        expected = dict(seeded)
+        lanes.append((ctx, expected, _make_lane(use_native, ctx, expected, known)))
+    pos, end, consumed = 0, len(data), 0
+    limit = max(0, end - limit_cut)
+    while pos < end:
+        results = [lane(data, memoryview(data), pos, limit, end, base) for _, _, lane in lanes]
+        assert results[0] == results[1], pos
+        assert _state(*lanes[0][:2]) == _state(*lanes[1][:2]), pos
+        npos, n = results[0]
+        consumed += n
+        if n:
+            pos = npos
+            continue
+        total = int.from_bytes(data[pos:pos + 4], "big", signed=True) if end - pos >= 4 else 0
+        pos += total if 0 < total <= end - pos else 1
+    return consumed
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=unit_runs(), known=st.booleans(), cut=st.sampled_from([0, 0, 50, 400]))
+def test_native_lane_equals_python_lane(run, known, cut):
+    data, base, shift, seeded = run
+    _run_both(data, base, shift, seeded, known, cut)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run=unit_runs(), known=st.booleans())
+def test_native_lane_with_builtin_crc_equals_python_lane(run, known):
+    data, base, shift, seeded = run
+    verify._native_lane(crc=None)            # slicing-by-8 in C instead of calling ISA-L back
+    try:
+        _run_both(data, base, shift, seeded, known)
+    finally:
+        verify._native_lane()
+
+
+def test_lane_consumes_clean_runs_and_carries_state_between_calls():
+    units, pos, qoff = [], 0, {}
+    for i in range(40):
+        key = (b"TopicA" if i % 3 else b"T\xc3\xa9", i % 2)
+        qoff[key] = qoff.get(key, -1) + 1
+        u = _unit(key[0], key[1], qoff[key], pos + 100, b"b" * i, b"KEYS\x01k%d" % i, store_ts=3000 + i)
+        units.append(u)
+        pos += len(u)
+    data = b"".join(units)
+    assert _run_both(data, 0, 100, {}, False) == 40                # one call takes all 40
+    # one call per unit (limit just past its start): the state carries over from call to call
+    ctx = _ctx(100, 0, 1 << 22, {})
+    expected: dict = {}
+    lane = _make_lane(True, ctx, expected, False)
+    at = 0
+    for u in units:
+        assert lane(data, memoryview(data), at, at + 1, len(data), 0) == (at + len(u), 1)
+        at += len(u)
+    assert ctx.summary.messages == 40 and ctx.last_store_ts == 3039
+    want = {(k[0].decode(), k[1]): v + 1 for k, v in qoff.items()}
+    assert expected == want and ctx.dispatched_next == want
+    # known_queues_only: a queue not seeded stops the lane at its first unit
+    ctx = _ctx(100, 0, 1 << 22, {})
+    expected = {("TopicA", 1): 0}
+    lane = _make_lane(True, ctx, expected, True)
+    assert lane(data, memoryview(data), 0, len(data), len(data), 0) == (0, 0)      # unit 0 is ("Té", 0)
+    assert lane(data, memoryview(data), len(units[0]), len(data), len(data), 0) == (len(units[0]) + len(units[1]), 1)
+
+
+def test_hostile_arguments_decline():
+    u = _unit(b"TopicA", 0, 0, 0, b"body", b"")
+    ctx = _ctx(0, 0, 1 << 22, {})
+    lane = _make_lane(True, ctx, {}, False)
+    assert lane(u, memoryview(u), 0, len(u), len(u), 0) == (len(u), 1)
+    scan = NATIVE.scan
+    assert scan(u, 0, 10 ** 6, len(u) + 1, 0, 1 << 22, 0, {}, {}, False)[:2] == (0, 0)    # end past the buffer
+    assert scan(u, -5, 10, len(u), 0, 1 << 22, 0, {}, {}, False)[:2] == (-5, 0)
+    assert scan(u, 0, len(u), len(u), 1 << 70, 1 << 22, 0, {}, {}, False)[:2] == (0, 0)  # shift beyond int64
+    assert scan(u, 0, len(u), len(u), 0, 1 << 70, 0, {}, {}, False)[:2] == (len(u), 1)  # max size beyond int64
+    assert scan(u, 0, len(u), len(u), 0, -(1 << 70), 0, {}, {}, False)[:2] == (0, 0)
+    assert scan(u, 0, len(u), len(u), 0, 100, 0, {}, {}, False)[:2] == (0, 0)            # unit above max size
+    for cut in range(len(u)):                                                               # truncated unit
+        assert scan(u[:cut], 0, cut, cut, 0, 1 << 22, 0, {}, {}, False)[:2] == (0, 0)
+    assert scan(u, 0, len(u), len(u), 0, 1 << 22, 0, {("TopicA", 0): 1 << 64}, {}, False)[:2] == (0, 0)
+    q = bytearray(u)
+    qoff_at = _configure_args()[0][verify._LANE_FIELDS.index("QUEUEOFFSET")][0]
+    struct.pack_into(">q", q, qoff_at, (1 << 63) - 1)                                       # QUEUEOFFSET = max
+    assert scan(bytes(q), 0, len(q), len(q), 0, 1 << 22, 0, {}, {}, False)[:2] == (0, 0)
+    with pytest.raises(TypeError):
+        scan(u, 0, len(u), len(u), 0, 1 << 22, 0, [], {}, False)
+
+
+# ---- whole verify runs ---------------------------------------------------------------------------------------------
+
+def _verify(path, native_on: bool, lane_on: bool, monkeypatch, **kw):
+    monkeypatch.setattr(verify, "_NATIVE", NATIVE if native_on else None)
+    monkeypatch.setattr(verify, "USE_FAST_LANE", lane_on)
+    findings, summary_fn = ops.verify("commitlog", str(path), VerifyOptions(progress=False, **kw))
+    return [f.to_dict() for f in findings], summary_fn().to_dict()
+
+
+def _awkward_store(root):
+    """Clean units interleaved with every unit kind the lane must hand over (topics and properties not UTF-8,
+    __CRC32# tails, gaps, shifts, declining sysFlags), PHYSICALOFFSET = real offset unless shifted."""
+    data = bytearray()
+    qoff: dict = {}
+    for i in range(300):
+        topic = TOPICS[i % len(TOPICS)] if i % 5 == 0 else TOPICS[i % 2]
+        props = PROPS[i % len(PROPS)] if i % 7 == 0 else PROPS[0]
+        key = (topic, i % 3)
+        qo = qoff.get(key, 0) + (2 if i % 53 == 0 else 0)
+        qoff[key] = qo + 1
+        shift = 16 if 100 <= i < 130 else 0
+        data += _unit(topic, i % 3, qo, len(data) + shift, bytes([i % 256]) * (i % 50), props,
+                      sys_flag=SYS_FLAGS[i % len(SYS_FLAGS)] if i % 11 == 0 else 0, store_ts=5000 + i % 17,
+                      bad_crc=i % 97 == 0)
+    seg = root / "commitlog" / f"{0:020d}"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(bytes(data) + bytes(65536 - len(data) % 65536))
+    return root
+
+
+def test_verify_native_equals_python_equals_off_on_awkward_units(tmp_path, monkeypatch):
+    store = _awkward_store(tmp_path / "store")
+    off = _verify(store, True, False, monkeypatch)
+    py = _verify(store, False, True, monkeypatch)
+    nat = _verify(store, True, True, monkeypatch)
+    assert nat == py == off
+    codes = {f["code"] for f in off[0]}
+    assert {"not-utf8", "crc-mismatch", "queue-offset-gap", "physical-offset-mismatch"} <= codes
+    # split into ranges (--jobs code path, run inline and in a pool): the same again
+    from mqtool.ranges import InlineRunner
+    assert _verify(store, True, True, monkeypatch, runner=InlineRunner(), split_size=4096) == off
+    assert _verify(store, True, True, monkeypatch, jobs=2, split_size=8192) == off
+
+
+def test_jobs_2_equals_jobs_1_with_native_lane_on_real_store(monkeypatch):
+    from tests.conftest import require_realdata
+
+    store = require_realdata("rocketmq", "gen-5.1.4-kill", "store")
+    one = _verify(store, True, True, monkeypatch, jobs=1)
+    assert _verify(store, True, True, monkeypatch, jobs=2, split_size=65536) == one
+    assert _verify(store, False, False, monkeypatch, jobs=1) == one
+
+
+def test_pool_threshold_follows_the_lane(tmp_path, monkeypatch):
+    """With the compiled lane one process checks a 160 MiB store faster than a pool starts; with the Python
+    lane the pool pays (mqtool.ranges.PARALLEL_MIN_BYTES). Same findings either way."""
+    from mqtool.rocketmq import ranges as RR
+
+    root = _awkward_store(tmp_path / "store")
+    seg = root / "commitlog" / f"{0:020d}"
+    with open(seg, "r+b") as f:
+        f.truncate(160 << 20)                    # sparse zero fill: two default ranges, < 256 MiB
+    chosen = []
+    real = RR.runner_for
+
+    def spy(*a, **kw):
+        chosen.append(real(*a, **kw))
+        return chosen[-1]
+
+    monkeypatch.setattr(RR, "runner_for", spy)
+    nat = _verify(root, True, True, monkeypatch, jobs=2)
+    assert chosen[-1].jobs == 1
+    py = _verify(root, False, True, monkeypatch, jobs=2)
+    assert chosen[-1].jobs == 2
+    assert nat == py
