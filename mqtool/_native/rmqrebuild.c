@@ -48,19 +48,51 @@ static struct {
 /* Big-endian signed integer of `size` bytes (1, 2, 4 or 8; checked by configure). */
 static inline int64_t rd(const uint8_t *p, int size)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < size; i++)
-        v = (v << 8) | p[i];
-    if (size < 8 && (v >> (8 * size - 1)) & 1)
-        v |= ~(uint64_t)0 << (8 * size);
-    return (int64_t)v;
+    switch (size) {
+    case 1:
+        return (int8_t)p[0];
+    case 2:
+        return (int16_t)(uint16_t)((p[0] << 8) | p[1]);
+    case 4: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+#if PY_BIG_ENDIAN
+        return (int32_t)v;
+#else
+        return (int32_t)__builtin_bswap32(v);
+#endif
+    }
+    default: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+#if PY_BIG_ENDIAN
+        return (int64_t)v;
+#else
+        return (int64_t)__builtin_bswap64(v);
+#endif
+    }
+    }
 }
 
+/* Write `value` as a big-endian integer of `size` bytes (1, 2, 4 or 8), keeping its low bytes. */
 static inline void wr(uint8_t *p, int size, int64_t value)
 {
     uint64_t v = (uint64_t)value;
-    for (int i = size - 1; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
+    if (size == 8) {
+#if !PY_BIG_ENDIAN
+        v = __builtin_bswap64(v);
+#endif
+        memcpy(p, &v, 8);
+    } else if (size == 4) {
+        uint32_t w = (uint32_t)v;
+#if !PY_BIG_ENDIAN
+        w = __builtin_bswap32(w);
+#endif
+        memcpy(p, &w, 4);
+    } else {
+        for (int i = size - 1; i >= 0; i--, v >>= 8)
+            p[i] = (uint8_t)v;
+    }
 }
 
 /* Java String.hashCode step over ASCII bytes (one UTF-16 unit per byte). */
@@ -184,7 +216,7 @@ typedef struct { const uint8_t *p; Py_ssize_t n; int found; } Value;
 static inline int pair_is(const uint8_t *q, const uint8_t *e, int which)
 {
     Py_ssize_t n = cfg.slen[which];
-    return e - q > n && memcmp(q, cfg.s[which], (size_t)n) == 0 && q[n] == (uint8_t)cfg.s[S_NVSEP][0];
+    return e - q > n && q[0] == (uint8_t)cfg.s[which][0] && memcmp(q, cfg.s[which], (size_t)n) == 0 && q[n] == (uint8_t)cfg.s[S_NVSEP][0];
 }
 
 /* Fill tags/keys/uniq with the last occurrence of each (value up to the next separator). Returns 0 when
@@ -415,6 +447,8 @@ static PyObject *run(PyObject *self, PyObject *args)
                 }
                 if (nkeys > is[IS_NUM] - is[IS_COUNT])
                     break;          /* this message fills the file: Python rolls it */
+                for (Py_ssize_t i = 0; i < nkeys; i++)      /* the slot table is large: start the loads */
+                    __builtin_prefetch(&slots[hashes[i] % is[IS_SLOTS]], 1);
             }
         }
 
