@@ -101,17 +101,31 @@ def _same(store_dir: Path, **opts) -> int:
 
 # ---- the hash ----------------------------------------------------------------------------------------
 
-@settings(max_examples=400, deadline=None)
-@given(st.text(st.characters(max_codepoint=127), max_size=100))
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(st.characters(max_codepoint=127), max_size=100), st.text(max_size=60),
+                 st.text(st.characters(min_codepoint=0x10000), max_size=8)))
 def test_c_java_hash_equals_python(s):
-    assert LIB.java_hash_ascii(s.encode("ascii")) == D.java_hash(s) == java_string_hash(s)
+    """UTF-16 code units of the decoded text, astral characters as surrogate pairs."""
+    assert LIB.java_hash_utf8(s.encode()) == D.java_hash(s) == java_string_hash(s)
     if s:
-        assert D.tags_code(s) == LIB.java_hash_ascii(s.encode("ascii"))
+        assert D.tags_code(s) == LIB.java_hash_utf8(s.encode())
 
 
-def test_c_java_hash_declines_non_ascii():
-    with pytest.raises(ValueError):
-        LIB.java_hash_ascii("Tö".encode())
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=24))
+def test_c_java_hash_declines_what_python_would_replace(b):
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError:
+        assert LIB.java_hash_utf8(b) is None
+    else:
+        assert LIB.java_hash_utf8(b) == D.java_hash(text)
+
+
+@pytest.mark.parametrize("bad", [b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x9f\xbf", b"a\xe2\x82",
+                                 b"\xf0\x9f\x98", b"\x80", b"\xff"])
+def test_c_java_hash_declines_overlong_surrogate_and_truncated(bad):
+    assert LIB.java_hash_utf8(bad) is None
 
 
 def test_layout_comes_from_the_schema():
@@ -216,10 +230,11 @@ def test_damaged_store_native_equals_python(tmp_path_factory, edits):
 
 # ---- commitlogs built from the schema, full of units the helper must decline ---------------------------
 
-_TOPICS = ["T", "Topic-A", "Topic-A", "Topic-A", F.SCHEDULE_TOPIC, "Tö", "%RETRY%g", "a/b"]
+_TOPICS = ["T", "Topic-A", "Topic-A", "Topic-A", F.SCHEDULE_TOPIC, "Tö", "主题\U0001F600", "%RETRY%g", "a/b"]
 _NAMES = ["TAGS", "KEYS", "UNIQ_KEY", "TAGS", "KEYS", "UNIQ_KEY", F.PROPERTY_INNER_MULTI_DISPATCH,
           F.PROPERTY_INNER_MULTI_QUEUE_OFFSET, "DELAY", "a", "TAGSX", "KEY"]
-_VALUES = ["", "x", "k1 k2", " k3  ", "ü", "%LMQ%q,%LMQ%r", "0,5", "1", "3", "Aa", "BB", "polygenelubricants",
+_VALUES = ["", "x", "k1 k2", " k3  ", "ü", "标签", "键1 \U0001F600k", "%LMQ%q,%LMQ%r", "0,5", "1", "3", "Aa", "BB",
+           "polygenelubricants",
            "k\x01v", "7F0000010001" + "A" * 20]
 
 
@@ -277,15 +292,17 @@ def test_built_commitlogs_native_equal_python(tmp_path_factory, data, geometry, 
     _same(store, keep_times=keep_times, **geometry)
 
 
-def test_built_commitlog_of_plain_units_goes_through_the_helper(tmp_path):
-    """Sequential plain units, two topics: after the first unit of each queue every unit is the helper's;
-    includes a key whose topic#key hash is Integer.MIN_VALUE (index hash 0)."""
-    key = _key_with_min_hash("Topic-A#")
-    assert java_string_hash("Topic-A#" + key) == -2 ** 31 and D.index_key_hash("Topic-A#" + key) == 0
+@pytest.mark.parametrize("topic_a, tag, k", [("Topic-A", "t", "k"), ("主题-A", "标签", "键\U0001F600")])
+def test_built_commitlog_of_plain_units_goes_through_the_helper(tmp_path, topic_a, tag, k):
+    """Sequential plain units, two topics: after the first unit of each queue every unit is the helper's,
+    non-ASCII (and astral) topic, tags and keys included; a key whose topic#key hash is Integer.MIN_VALUE
+    (index hash 0)."""
+    key = _key_with_min_hash(topic_a + "#")
+    assert java_string_hash(topic_a + "#" + key) == -2 ** 31 and D.index_key_hash(topic_a + "#" + key) == 0
     data = bytearray()
     for i in range(300):
-        topic = b"Topic-A" if i % 3 else b"T"
-        props = f"TAGS\x01t{i % 5}\x02KEYS\x01k{i} {key} \x02UNIQ_KEY\x01U{i:08d}".encode()
+        topic = topic_a.encode() if i % 3 else b"T"
+        props = f"TAGS\x01{tag}{i % 5}\x02KEYS\x01{k}{i} {key} \x02UNIQ_KEY\x01U{i:08d}".encode()
         total = F.calc_msg_length("v1", 0, 4, len(topic), len(props))
         data += F.MessageV1.build(dict(
             TOTALSIZE=total, BODYCRC=0, QUEUEID=0, FLAG=0, QUEUEOFFSET=(2 * i) // 3 if i % 3 else i // 3,

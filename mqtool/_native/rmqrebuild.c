@@ -12,7 +12,8 @@
  *     array (IndexFileBuilder.put_keys).
  * It stops ("declines") at the first unit it does not fully handle, and Python then handles that unit as
  * it always does: any doubt about the bytes (bad magic or lengths, IPv6 hosts), the schedule topic,
- * multi-dispatch properties, empty property values, non-ASCII topic/tags/keys (Java hashes UTF-16 units),
+ * multi-dispatch properties, empty property values, a topic/tags/keys value that is not clean UTF-8 (Java
+ * hashes the UTF-16 units of the decoded text; clean UTF-8, astral characters included, is hashed here),
  * a queue not registered yet or one whose next unit would not simply be appended (skip, gap, repeat,
  * file full), an index file that is new or full or would be filled by this message, more keys than fit
  * the local array. Every length is checked against the unit and the buffer before it is read.
@@ -103,12 +104,63 @@ static inline uint32_t jhash(uint32_t h, const uint8_t *p, Py_ssize_t n)
     return h;
 }
 
-static inline int ascii(const uint8_t *p, Py_ssize_t n)
+/* Java String.hashCode step over the UTF-16 code units of UTF-8 text, exactly what Python's decode gives.
+ * Returns 0 (h untouched) for anything Python's strict decoder would not accept unchanged (bad lead byte,
+ * missing continuation, overlong form, surrogate, above U+10FFFF): the caller declines the unit, and Python
+ * hashes what its "replace" decode gives. Code points above U+FFFF are two units (a surrogate pair). */
+static inline int utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
 {
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (p[i] & 0x80)
+    uint32_t x = *h;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = p[i];
+        if (c < 0x80) {
+            x = x * 31u + c;
+            i++;
+            continue;
+        }
+        int len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
             return 0;
+        }
+        if (n - i < len)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            uint32_t d = p[i + k];
+            if ((d & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        if (cp < 0x10000) {
+            x = x * 31u + cp;
+        } else {
+            cp -= 0x10000;
+            x = x * 31u + (0xD800u + (cp >> 10));
+            x = x * 31u + (0xDC00u + (cp & 0x3FF));
+        }
+        i += len;
+    }
+    *h = x;
     return 1;
+}
+
+static inline int utf8_ok(const uint8_t *p, Py_ssize_t n)
+{
+    uint32_t h = 0;
+    return utf16_hash(&h, p, n);
 }
 
 /* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 */
@@ -388,12 +440,12 @@ static PyObject *run(PyObject *self, PyObject *args)
         if (pl < 0 || p + pl != total)              /* TOTALSIZE must equal the length from the fields */
             break;
         const uint8_t *props = u + p;
-        if ((tl == cfg.slen[S_SCHEDULE] && memcmp(topic, cfg.s[S_SCHEDULE], (size_t)tl) == 0) || !ascii(topic, tl))
+        if (tl == cfg.slen[S_SCHEDULE] && memcmp(topic, cfg.s[S_SCHEDULE], (size_t)tl) == 0)
             break;
         if (!quick_props(props, pl, v))
             break;
-        if ((v[0].found && !ascii(v[0].p, v[0].n)) || (v[1].found && !ascii(v[1].p, v[1].n)) ||
-            (v[2].found && !ascii(v[2].p, v[2].n)))
+        if ((v[0].found && !utf8_ok(v[0].p, v[0].n)) || (v[1].found && !utf8_ok(v[1].p, v[1].n)) ||
+            (v[2].found && !utf8_ok(v[2].p, v[2].n)))
             break;
         int64_t qid = rd(u + H[H_QID].off, H[H_QID].size);
         int64_t qoff = rd(u + H[H_QOFF].off, H[H_QOFF].size);
@@ -419,8 +471,11 @@ static PyObject *run(PyObject *self, PyObject *args)
             if (!PyByteArray_CheckExact(qbuf) || phys + total <= qs[QS_MAXPHYS] || qs[QS_WRITE] < 0 ||
                 qs[QS_WRITE] >= qs[QS_FILE_END] || (qoff != 0 && qoff != qs[QS_WRITE]))
                 break;              /* skip / first unit / file full / gap / repeat: Python's QueueBuilder */
-            if (v[0].found)
-                code = (int32_t)jhash(0, v[0].p, v[0].n);
+            if (v[0].found) {
+                uint32_t th = 0;
+                utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
+                code = (int32_t)th;
+            }
         }
 
         /* index: decide and hash */
@@ -429,17 +484,25 @@ static PyObject *run(PyObject *self, PyObject *args)
             if (!is[IS_MODE] || is[IS_COUNT] >= is[IS_NUM])
                 break;              /* no file yet, a fresh one, or a full one to roll: Python */
             if (!(phys < is[IS_END_PHY] || tt == cfg.tx_rb)) {
-                uint32_t hp = jhash(jhash(0, topic, tl), (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]);
-                if (v[2].found)
-                    hashes[nkeys++] = key_hash(jhash(hp, v[2].p, v[2].n));
+                uint32_t hp = 0, h;
+                if (!utf16_hash(&hp, topic, tl) || !utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
+                    break;          /* the topic is not clean UTF-8: Python hashes its decoded form */
+                if (v[2].found) {
+                    h = hp;
+                    utf16_hash(&h, v[2].p, v[2].n);
+                    hashes[nkeys++] = key_hash(h);
+                }
                 if (v[1].found) {
                     const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
                     const uint8_t ks = (uint8_t)cfg.s[S_KEYSEP][0];
                     while (k < ke && nkeys < MAXKEYS) {
                         const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
                         const uint8_t *te = t ? t : ke;
-                        if (te > k)
-                            hashes[nkeys++] = key_hash(jhash(hp, k, te - k));
+                        if (te > k) {           /* a token of valid UTF-8 split at an ASCII byte is valid */
+                            h = hp;
+                            utf16_hash(&h, k, te - k);
+                            hashes[nkeys++] = key_hash(h);
+                        }
                         k = t ? t + 1 : ke;
                     }
                     if (k < ke)
@@ -529,22 +592,19 @@ done:
     return result;
 }
 
-/* Java String.hashCode of ASCII bytes as a signed int32 (None-free test hook for the hash above). */
-static PyObject *java_hash_ascii(PyObject *self, PyObject *arg)
+/* Java String.hashCode of the text UTF-8 bytes decode to, as a signed int32; None when the helper would
+ * decline them (test hook for the hash above). */
+static PyObject *java_hash_utf8(PyObject *self, PyObject *arg)
 {
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
-    const uint8_t *p = (const uint8_t *)b.buf;
-    PyObject *r;
-    if (!ascii(p, b.len)) {
-        PyErr_SetString(PyExc_ValueError, "java_hash_ascii: not ASCII");
-        r = NULL;
-    } else {
-        r = PyLong_FromLong((int32_t)jhash(0, p, b.len));
-    }
+    uint32_t h = 0;
+    int ok = utf16_hash(&h, (const uint8_t *)b.buf, b.len);
     PyBuffer_Release(&b);
-    return r;
+    if (!ok)
+        Py_RETURN_NONE;
+    return PyLong_FromLong((int32_t)h);
 }
 
 static PyMethodDef methods[] = {
@@ -552,7 +612,7 @@ static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS,
      "run(buf, pos, limit, end, max_size, keymap, bufs, qstate, istate, slots, entries, ts) -> "
      "(pos, messages, cq_units, last_ts, last_cq_ts, max_end, index_entries)"},
-    {"java_hash_ascii", java_hash_ascii, METH_O, "Java String.hashCode of ASCII bytes (int32)."},
+    {"java_hash_utf8", java_hash_utf8, METH_O, "Java String.hashCode of decoded UTF-8 (int32), None if invalid."},
     {NULL, NULL, 0, NULL},
 };
 
