@@ -57,20 +57,12 @@ static inline int64_t rd(const uint8_t *p, int size)
     case 4: {
         uint32_t v;
         memcpy(&v, p, 4);
-#if PY_BIG_ENDIAN
-        return (int32_t)v;
-#else
-        return (int32_t)__builtin_bswap32(v);
-#endif
+        return (int32_t)(PY_BIG_ENDIAN ? v : __builtin_bswap32(v));
     }
     default: {
         uint64_t v;
         memcpy(&v, p, 8);
-#if PY_BIG_ENDIAN
-        return (int64_t)v;
-#else
-        return (int64_t)__builtin_bswap64(v);
-#endif
+        return (int64_t)(PY_BIG_ENDIAN ? v : __builtin_bswap64(v));
     }
     }
 }
@@ -80,15 +72,10 @@ static inline void wr(uint8_t *p, int size, int64_t value)
 {
     uint64_t v = (uint64_t)value;
     if (size == 8) {
-#if !PY_BIG_ENDIAN
-        v = __builtin_bswap64(v);
-#endif
+        v = PY_BIG_ENDIAN ? v : __builtin_bswap64(v);
         memcpy(p, &v, 8);
     } else if (size == 4) {
-        uint32_t w = (uint32_t)v;
-#if !PY_BIG_ENDIAN
-        w = __builtin_bswap32(w);
-#endif
+        uint32_t w = PY_BIG_ENDIAN ? (uint32_t)v : __builtin_bswap32((uint32_t)v);
         memcpy(p, &w, 4);
     } else {
         for (int i = size - 1; i >= 0; i--, v >>= 8)
@@ -119,20 +106,11 @@ static inline int utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
             i++;
             continue;
         }
-        int len;
-        uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
+        /* lead byte: C2..DF two bytes, E0..EF three, F0..F4 four; anything else is invalid */
+        int len = (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (len == 0)
             return 0;
-        }
+        uint32_t cp = c & (0x7Fu >> len);
         if (n - i < len)
             return 0;
         for (int k = 1; k < len; k++) {
