@@ -378,7 +378,8 @@ static PyObject *run(PyObject *self, PyObject *args)
         is_loaded = 1;
         slots = (int32_t *)slb.buf;
         /* usable only when the file exists, has its first entry, and its numbers fit an int32 slot table */
-        if (is[IS_SLOTS] <= 0 || is[IS_SLOTS] * 4 != slb.len || is[IS_NUM] > INT32_MAX || is[IS_COUNT] < 2)
+        if (is[IS_SLOTS] <= 0 || is[IS_SLOTS] > INT32_MAX || is[IS_SLOTS] * 4 != slb.len || is[IS_NUM] > INT32_MAX ||
+            is[IS_COUNT] < 2)
             is[IS_MODE] = 0;
     }
     const uint8_t *buf = (const uint8_t *)b.buf;
