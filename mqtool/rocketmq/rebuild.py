@@ -102,8 +102,9 @@ _TS = struct.Struct("=q")                   # per-entry store times (compare mod
 
 USE_NATIVE = True       # tests switch it off to compare; MQTOOL_NATIVE=0 does the same (mqtool.native)
 _configured: set[int] = set()
-_QS_N = 4               # per queue in the shared int64 array: maxPhysicOffset, write position (units; -1 no
-_QS_WRITE = 1           # file yet), end of the current file (units), units the helper appended
+# per queue in the shared int64 array: maxPhysicOffset, write position (units; -1 before its first file), end
+# of the current file (units), units the helper appended
+_QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS, _QS_N = range(5)
 _IS_N = 8               # index state: mode, indexCount, indexNum, slotNum, hashSlotCount, beginTs, endPhy, endTs
 
 
@@ -956,18 +957,18 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
             if lib is not None:
                 qb.slot = len(qbufs)
                 qbufs.append(None)
-                qstate.extend((0, -1, 0, 0))
+                qstate.extend((0, -1, 0, 0))             # _QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS
         return qb
 
     def put(qb: QueueBuilder, phys: int, size: int, code: int, qoff: int) -> None:
         """``qb.put`` with the state the compiled loop shares pulled before and pushed after."""
         i = qb.slot * _QS_N
-        qb.max_phys = qstate[i]
+        qb.max_phys = qstate[i + _QS_MAXPHYS]
         qb.put(phys, size, code, qoff)
         buf = qb.buf
-        qstate[i] = qb.max_phys
-        qstate[i + 1] = -1 if buf is None else (qb.base + len(buf)) // UNIT
-        qstate[i + 2] = 0 if buf is None else (qb.base + fs) // UNIT
+        qstate[i + _QS_MAXPHYS] = qb.max_phys
+        qstate[i + _QS_WRITE] = -1 if buf is None else (qb.base + len(buf)) // UNIT
+        qstate[i + _QS_FILE_END] = 0 if buf is None else (qb.base + fs) // UNIT
         qbufs[qb.slot] = buf
 
     def lane(buf, pos: int, limit: int, end: int) -> int:
@@ -1059,8 +1060,8 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     res.last_store_ts, res.last_cq_ts, res.max_offset = last_ts, last_cq_ts, max_offset
     for qb in queues.values():
         if qb.slot >= 0:
-            qb.units += qstate[qb.slot * _QS_N + 3]
-            qb.max_phys = qstate[qb.slot * _QS_N]
+            qb.units += qstate[qb.slot * _QS_N + _QS_UNITS]
+            qb.max_phys = qstate[qb.slot * _QS_N + _QS_MAXPHYS]
         qb.finish()
         findings.extend(qb.findings())
     res.queues = len(queues)
