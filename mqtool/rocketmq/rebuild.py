@@ -35,9 +35,9 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool import native
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import AtomicWriter, map_input, prepare_output_dir, read_input, write_atomic
+from mqtool.io import AtomicWriter, map_input, open_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
 from mqtool.pages import PageWindow
 from mqtool.render import progress
@@ -757,7 +757,7 @@ class CompareSink:
                                          expected="no file", actual=f"{n} units"))
 
     # -- index --
-    def index_file(self, f: IndexFileBuilder, data: bytes, name: str) -> None:
+    def index_file(self, f: IndexFileBuilder, name: str) -> None:
         st = self.state
         st.index_files += 1
         seq = self.index_seq
@@ -770,19 +770,26 @@ class CompareSink:
                                          actual="no file"))
             return
         path = self.disk_index[seq]
-        disk = read_input(path, limit=len(data) + 1)
-        if disk == data:
-            st.identical += 1
-            return
-        st.differs += 1
+        pieces, size = f.parts()
+        with open_input(path) as fh:
+            # read in chunks, never whole: a default-geometry index file is 420 MB (and so would be the image)
+            disk = _DiskReader(fh, path, size + 1)
+            if disk.size == size and disk.equals(pieces):
+                st.identical += 1
+                return
+            st.differs += 1
+            if disk.size != size:
+                self.findings.append(Finding(
+                    ERROR, "index-geometry-differs", path, None, None, f"file is {disk.size} bytes, the rebuild "
+                    f"{size} (hashSlotNum {f.slot_num}, indexNum {f.index_num}): give --max-hash-slots/"
+                    f"--max-index-num or --broker-conf", expected=size, actual=disk.size))
+                return
+            self._index_differences(f, disk, path)
+
+    def _index_differences(self, f: IndexFileBuilder, disk: "_DiskReader", path: str) -> None:
+        st = self.state
         found = self.findings
-        if len(disk) != len(data):
-            found.append(Finding(ERROR, "index-geometry-differs", path, None, None,
-                                 f"file is {len(disk)} bytes, the rebuild {len(data)} (hashSlotNum "
-                                 f"{f.slot_num}, indexNum {f.index_num}): give --max-hash-slots/--max-index-num "
-                                 f"or --broker-conf", expected=len(data), actual=len(disk)))
-            return
-        disk_hdr = IDX_HEADER.unpack_from(disk, 0)
+        disk_hdr = IDX_HEADER.unpack_from(disk.read(0, HEADER), 0)
         disk_count = disk_hdr[5]
         count = f.index_count
         lag = 1 <= disk_count < count
@@ -805,9 +812,10 @@ class CompareSink:
         ent_base = HEADER + 4 * f.slot_num
         upto = min(count, disk_count) if disk_count >= 1 else count
         entry_diffs = 0
+        disk_entries = disk.read(ent_base, upto * ENTRY) if upto > 1 else b""
         for k in range(1, upto):
             p = ent_base + k * ENTRY
-            a = disk[p:p + ENTRY]
+            a = disk_entries[k * ENTRY:(k + 1) * ENTRY]
             e = f.entries[k * ENTRY:(k + 1) * ENTRY]
             if a != e:
                 entry_diffs += 1
@@ -816,7 +824,7 @@ class CompareSink:
                             f"entry {k} differs; rebuild: message at commitlog offset {ev[1]}, disk: "
                             f"{av[1]}", expected=_entry_dict(ev), actual=_entry_dict(av)))
         slot_base = HEADER
-        disk_slots = array("i", disk[slot_base:slot_base + 4 * f.slot_num])
+        disk_slots = array("i", disk.read(slot_base, 4 * f.slot_num))
         if _NATIVE_LITTLE:
             disk_slots.byteswap()
         if disk_slots != exp_slots:
@@ -842,7 +850,7 @@ class CompareSink:
                         f"disk has {disk_count - count} entries beyond the rebuild",
                         expected=f"indexCount {count}", actual=f"indexCount {disk_count}"))
         tail_from = ent_base + max(count, disk_count) * ENTRY
-        if any(disk[tail_from:]):
+        if not disk.zero_from(tail_from):
             add(Finding(WARNING, "index-stale-bytes", path, tail_from, None,
                         "non-zero bytes after the last entry"))
         if reported > MAX_FINDINGS_PER_FILE:
@@ -858,6 +866,56 @@ class CompareSink:
             self.state.extra_on_disk += 1
             self.findings.append(Finding(ERROR, "index-file-unexpected", path, None, None,
                                          "index file beyond those the commitlog explains"))
+
+
+class _DiskReader:
+    """Positioned reads of a store file opened with :func:`~mqtool.io.open_input` (sizes capped at ``cap``
+    bytes, as the whole-file read it replaces did), compared in chunks so memory stays bounded."""
+
+    CHUNK = 8 << 20
+
+    def __init__(self, fh, path: str, cap: int):
+        self.fd, self.path = fh.fileno(), path
+        try:
+            self.size = min(os.fstat(self.fd).st_size, cap)
+        except OSError as e:
+            raise InputError(f"stat failed: {e.strerror or e}", path) from None
+
+    def read(self, at: int, n: int) -> bytes:
+        n = max(0, min(n, self.size - at))
+        out = bytearray()
+        while len(out) < n:
+            try:
+                got = os.pread(self.fd, min(n - len(out), self.CHUNK), at + len(out))
+            except OSError as e:
+                raise InputError(f"read failed: {e.strerror or e}", self.path) from None
+            if not got:
+                break                                  # shrank under us: what is missing reads as absent
+            out += got
+        return bytes(out)
+
+    def equals(self, pieces) -> bool:
+        """The file is ``pieces`` followed by zeros up to its size."""
+        at = 0
+        for piece in pieces:
+            mv = memoryview(piece)
+            for i in range(0, len(mv), self.CHUNK):
+                part = mv[i:i + self.CHUNK]
+                if self.read(at + i, len(part)) != part:
+                    return False
+            at += len(mv)
+        return self.zero_from(at)
+
+    def zero_from(self, at: int) -> bool:
+        """No non-zero byte from ``at`` to the end."""
+        while at < self.size:
+            got = self.read(at, self.CHUNK)
+            if not got:
+                break
+            if got.strip(b"\x00"):
+                return False
+            at += len(got)
+        return True
 
 
 def _unit_dict(u):
@@ -1114,7 +1172,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         if out_sink is not None:
             out_sink.index_file(name, ib)
         if cmp_sink is not None:
-            cmp_sink.index_file(ib, ib.to_bytes(), name)
+            cmp_sink.index_file(ib, name)
 
     def run():
         t0 = time.perf_counter()
