@@ -336,3 +336,15 @@ def _key_with_min_hash(prefix: str) -> str:
         if 33 <= v <= 126:                            # the top digit takes the rest
             return x + "".join(map(chr, [v] + digits[::-1]))
     raise AssertionError("no key found")
+
+
+def test_run_with_nonsense_bounds_consumes_nothing():
+    """Positions outside the buffer, an end beyond it, a limit beyond the end: no read, nothing dispatched."""
+    from array import array
+
+    data = bytes(4096)
+    for pos, limit, end in [(-5, 100, 100), (5000, 6000, 6000), (0, 10_000, 10_000), (0, 50, 40), (100, 4096, 4096)]:
+        r = LIB.run(data, pos, limit, end, 1 << 20, {}, [], array("q"), None, None, None, None)
+        assert r[0] == pos and r[1] == 0
+    with pytest.raises(TypeError):
+        LIB.run(data, 0, 10, 10, 1 << 20, [], [], array("q"), None, None, None, None)
