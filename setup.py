@@ -10,6 +10,7 @@ from setuptools import Extension, setup
 NATIVE_MODULES = [
     ("mqtool._native.probe", ["mqtool/_native/probe.c"]),
     ("mqtool._native.rmqverify", ["mqtool/_native/rmqverify.c"]),
+    ("mqtool._native.rmqrebuild", ["mqtool/_native/rmqrebuild.c"]),
 ]
 
 setup(

@@ -640,3 +640,35 @@ def test_dispatch_rules_end_to_end_on_a_built_store(tmp_path, run_cli):
         e = parsed.entries[k]
         assert (e.keyHash, e.phyOffset, e.timeDiff) == (abs(java_string_hash(key)), off, 0)
         assert parsed.slots[e.keyHash % 8] >= k
+
+
+def test_index_compare_reads_in_chunks_with_the_same_findings(tmp_path, run_cli, monkeypatch):
+    """The index comparison reads the store's file in chunks (a default-geometry file is 420 MB): with tiny
+    chunks (boundaries everywhere) it gives what one big read gives, on an identical file, a damaged entry,
+    a damaged slot, non-zero bytes after the last entry, and a file of another size."""
+    from mqtool.rocketmq import rebuild as R
+
+    store = _copy_store("gen-5.1.4-clean", tmp_path)
+    files = sorted((store / "index").iterdir())
+    data = bytearray(files[1].read_bytes())
+    kh, off, td, prev = ENTRY.unpack_from(data, 40 + 400 + 7 * 20)
+    ENTRY.pack_into(data, 40 + 400 + 7 * 20, kh, off + 8, td, prev)
+    data[40 + 4 * 3] ^= 1
+    files[1].write_bytes(bytes(data))
+    data = bytearray(files[2].read_bytes())
+    data[-3] = 9
+    files[2].write_bytes(bytes(data))
+    outs = []
+    for chunk in (1 << 23, 7, 64):
+        monkeypatch.setattr(R._DiskReader, "CHUNK", chunk)
+        code, stdout, _ = run_cli("rebuild-index", store, "--compare", "--json")
+        outs.append((code, _ndjson(stdout)[0]))
+    assert outs[0] == outs[1] == outs[2]
+    codes = {x["code"] for x in outs[0][1]}
+    assert {"index-entry-differs", "index-stale-bytes"} <= codes and ("index-slots-differ" in codes
+                                                                      or "index-slot-differs" in codes)
+    files[2].write_bytes(files[2].read_bytes() + b"\0")            # (the first file gives the geometry)
+    code, stdout, _ = run_cli("rebuild-index", store, "--compare", "--json")
+    geo = [x for x in _ndjson(stdout)[0] if x["code"] == "index-geometry-differs"]
+    assert len(geo) == 1 and geo[0]["file"] == str(files[2])
+    assert geo[0]["actual"] == 8441 and geo[0]["expected"] == 8440

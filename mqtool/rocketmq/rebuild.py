@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool import native
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import AtomicWriter, map_input, prepare_output_dir, read_input, write_atomic
+from mqtool.io import AtomicWriter, map_input, open_input, prepare_output_dir, read_input, write_atomic
 from mqtool.options import RebuildOptions
 from mqtool.pages import PageWindow
 from mqtool.render import progress
@@ -46,6 +47,7 @@ from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER
 from mqtool.rocketmq.layout import RocketStore, Segment
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
+from mqtool.schema_struct import fixed_prefix_fields
 
 UNIT = F.CQ_STORE_UNIT_SIZE
 ENTRY = F.INDEX_ENTRY_SIZE
@@ -92,6 +94,55 @@ _unpack_head = _HEAD.unpack_from
 _unpack_prefix = struct.Struct(">ii").unpack_from
 _V1, _V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
 _V6 = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
+_INDEX_KEY_JOIN = "#"                      # IndexService#buildKey: topic + "#" + key
+_TS = struct.Struct("=q")                   # per-entry store times (compare mode), native order
+
+
+# ---- the optional compiled dispatch loop (mqtool/_native/rmqrebuild.c) ----------------------------
+
+USE_NATIVE = True       # tests switch it off to compare; MQTOOL_NATIVE=0 does the same (mqtool.native)
+_configured: set[int] = set()
+# per queue in the shared int64 array: maxPhysicOffset, write position (units; -1 before its first file), end
+# of the current file (units), units the helper appended
+_QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS, _QS_N = range(5)
+_IS_N = 8               # index state: mode, indexCount, indexNum, slotNum, hashSlotCount, beginTs, endPhy, endTs
+
+
+def _field_layout(schema, wanted: tuple[str, ...], **kw) -> tuple[list[int], int]:
+    """([offset, size] of each ``wanted`` field, struct size) of the fixed prefix of a construct schema."""
+    at, off = {}, 0
+    for name, code in fixed_prefix_fields(schema, **kw):
+        size = struct.calcsize(">" + code)
+        at[name] = (off, size)
+        off += size
+    return [x for n in wanted for x in at[n]], off
+
+
+def native_layout() -> tuple[tuple, tuple]:
+    """What ``rmqrebuild.configure`` gets: offsets/sizes and constants, all from :mod:`formats.rocketmq`."""
+    head, head_size = _field_layout(F.MessageV1, _DISPATCH_FIELDS, stop_before="BODY")
+    assert head_size == _HEAD_SIZE
+    unit, unit_size = _field_layout(F.CqUnit, ("offset", "size", "tagsCode"))
+    entry, entry_size = _field_layout(F.IndexEntry, ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
+    assert unit_size == UNIT and entry_size == ENTRY
+    v1 = {sc.name: sc for sc in F.MessageV1.subcons}
+    v2 = {sc.name: sc for sc in F.MessageV2.subcons}
+    ints = (*head, head_size, *unit, unit_size, *entry, entry_size, _V1, _V2, v1["TOPICLENGTH"].sizeof(),
+            v2["TOPICLENGTH"].sizeof(), v1["PROPERTIESLENGTH"].sizeof(), F.MIN_MESSAGE_SIZE, _V6,
+            F.TRANSACTION_MASK, F.TRANSACTION_NOT_TYPE, F.TRANSACTION_COMMIT_TYPE, F.TRANSACTION_ROLLBACK_TYPE)
+    strs = tuple(s.encode("ascii") for s in (
+        F.PROPERTY_SEPARATOR, F.NAME_VALUE_SEPARATOR, F.KEY_SEPARATOR, F.PROPERTY_TAGS, F.PROPERTY_KEYS,
+        F.PROPERTY_UNIQ_KEY, F.PROPERTY_INNER_MULTI_DISPATCH, F.SCHEDULE_TOPIC, _INDEX_KEY_JOIN))
+    return ints, strs
+
+
+def native_lib():
+    """The configured helper, or None (not built, switched off by MQTOOL_NATIVE=0 or ``USE_NATIVE``)."""
+    lib = native.load("rmqrebuild") if USE_NATIVE else None
+    if lib is not None and id(lib) not in _configured:
+        lib.configure(*native_layout())
+        _configured.add(id(lib))
+    return lib
 
 
 # ---- settings ---------------------------------------------------------------------------------------
@@ -179,17 +230,22 @@ def _store_cq_file_size(store: RocketStore | None) -> int | None:
 
 # ---- commitlog records for dispatch -------------------------------------------------------------
 
-def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_segment=None) -> Iterator[tuple]:
+def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_segment=None,
+                          lane=None) -> Iterator[tuple]:
     """(PHYSICALOFFSET, TOTALSIZE, topic bytes, queueId, queueOffset, sysFlag, storeTimestamp, properties
     bytes) for every readable message in commitlog order.
 
     The common unit is read with the schema-derived struct (IPv6 units with the general decoder); at a BLANK,
     zero fill or damage the rest of the segment goes to :class:`~mqtool.rocketmq.scan.SegmentScanner` (end of
     data, damage + resync). ``on_segment(seg)`` is called after each segment (progress).
+
+    ``lane(buf, pos, limit, end) -> new_pos`` (the compiled loop) may dispatch a run of units itself
+    (those starting before ``limit``) before the walk reads the unit at ``pos``; it returns ``pos`` when it
+    does not handle that unit. It is called only when everything yielded so far has been consumed.
     """
     for seg in segments:
         with map_input(seg.path) as mi:
-            pos = yield from _fast_walk(seg, mi.buf, max_size)
+            pos = yield from _fast_walk(seg, mi.buf, max_size, lane)
         if pos is not None:
             yield from _slow_rest(seg, pos, max_size, on_damage)
         if on_segment is not None:
@@ -205,7 +261,7 @@ def _slow_rest(seg: Segment, pos: int, max_size: int, on_damage):
             on_damage(ev)
 
 
-def _fast_walk(seg: Segment, buf, max_size: int):
+def _fast_walk(seg: Segment, buf, max_size: int, lane=None):
     """Yield dispatch tuples from the start of ``seg``; return None at its clean end, or the position where the
     general scanner must take over (BLANK, zero fill, damage)."""
     min_size = F.MIN_MESSAGE_SIZE
@@ -215,6 +271,11 @@ def _fast_walk(seg: Segment, buf, max_size: int):
     while pos + _HEAD_SIZE <= end:
         if pos >= win.next_at:
             win.advance(pos)
+        if lane is not None:
+            npos = lane(buf, pos, win.next_at, end)
+            if npos != pos:
+                pos = npos
+                continue
         total, magic = _unpack_prefix(buf, pos)
         if (magic != _V1 and magic != _V2) or total < min_size or total > max_size or pos + total > end:
             return pos
@@ -273,7 +334,7 @@ class QueueBuilder:
     """One queue's ``MappedFileQueue`` + ``ConsumeQueue#putMessagePositionInfo`` state."""
 
     __slots__ = ("topic", "queue_id", "file_size", "base", "buf", "first_created", "max_phys", "emit",
-                 "notes", "units")
+                 "notes", "units", "slot")
 
     def __init__(self, topic: str, queue_id: int, file_size: int, emit):
         self.topic, self.queue_id, self.file_size, self.emit = topic, queue_id, file_size, emit
@@ -283,6 +344,7 @@ class QueueBuilder:
         self.max_phys = 0
         self.notes: list[tuple[str, int, Finding]] = []
         self.units = 0
+        self.slot = -1                                # index in the compiled loop's queue state, -1 none
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> None:
         if offset + size <= self.max_phys:
@@ -353,7 +415,7 @@ class IndexFileBuilder:
         self.slots = array("i", bytes(4 * slot_num))
         self.entries = bytearray(ENTRY)               # entry 0 is never written
         # store timestamp per entry, needed only to compare with a file the broker stopped filling
-        self.ts = array("q", [0]) if keep_times else None
+        self.ts = bytearray(_TS.size) if keep_times else None     # native int64 per entry
         self.init_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.init_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_ts = self.end_ts = self.init_ts
@@ -407,7 +469,7 @@ class IndexFileBuilder:
         n = len(todo)
         self.hash_slot_count += new_slots
         if self.ts is not None:
-            self.ts.extend([ts] * n)
+            self.ts += _TS.pack(ts) * n
         self.index_count = count
         self.end_phy = phy
         self.end_ts = ts
@@ -452,7 +514,8 @@ class IndexFileBuilder:
         phy_last = IDX_ENTRY.unpack_from(self.entries, last * ENTRY)[1]
         phy_first = IDX_ENTRY.unpack_from(self.entries, ENTRY)[1]
         hsc = sum(1 for k in range(1, count) if prevs[k] == 0)
-        header = (self.ts[1], self.ts[last], phy_first, phy_last, hsc, count)
+        ts_at = _TS.unpack_from
+        header = (ts_at(self.ts, _TS.size)[0], ts_at(self.ts, last * _TS.size)[0], phy_first, phy_last, hsc, count)
         return header, slots
 
     def name(self, prev_name: str | None) -> str:
@@ -694,7 +757,7 @@ class CompareSink:
                                          expected="no file", actual=f"{n} units"))
 
     # -- index --
-    def index_file(self, f: IndexFileBuilder, data: bytes, name: str) -> None:
+    def index_file(self, f: IndexFileBuilder, name: str) -> None:
         st = self.state
         st.index_files += 1
         seq = self.index_seq
@@ -707,19 +770,26 @@ class CompareSink:
                                          actual="no file"))
             return
         path = self.disk_index[seq]
-        disk = read_input(path, limit=len(data) + 1)
-        if disk == data:
-            st.identical += 1
-            return
-        st.differs += 1
+        pieces, size = f.parts()
+        with open_input(path) as fh:
+            # read in chunks, never whole: a default-geometry index file is 420 MB (and so would be the image)
+            disk = _DiskReader(fh, path, size + 1)
+            if disk.size == size and disk.equals(pieces):
+                st.identical += 1
+                return
+            st.differs += 1
+            if disk.size != size:
+                self.findings.append(Finding(
+                    ERROR, "index-geometry-differs", path, None, None, f"file is {disk.size} bytes, the rebuild "
+                    f"{size} (hashSlotNum {f.slot_num}, indexNum {f.index_num}): give --max-hash-slots/"
+                    f"--max-index-num or --broker-conf", expected=size, actual=disk.size))
+                return
+            self._index_differences(f, disk, path)
+
+    def _index_differences(self, f: IndexFileBuilder, disk: "_DiskReader", path: str) -> None:
+        st = self.state
         found = self.findings
-        if len(disk) != len(data):
-            found.append(Finding(ERROR, "index-geometry-differs", path, None, None,
-                                 f"file is {len(disk)} bytes, the rebuild {len(data)} (hashSlotNum "
-                                 f"{f.slot_num}, indexNum {f.index_num}): give --max-hash-slots/--max-index-num "
-                                 f"or --broker-conf", expected=len(data), actual=len(disk)))
-            return
-        disk_hdr = IDX_HEADER.unpack_from(disk, 0)
+        disk_hdr = IDX_HEADER.unpack_from(disk.read(0, HEADER), 0)
         disk_count = disk_hdr[5]
         count = f.index_count
         lag = 1 <= disk_count < count
@@ -742,9 +812,10 @@ class CompareSink:
         ent_base = HEADER + 4 * f.slot_num
         upto = min(count, disk_count) if disk_count >= 1 else count
         entry_diffs = 0
+        disk_entries = disk.read(ent_base, upto * ENTRY) if upto > 1 else b""
         for k in range(1, upto):
             p = ent_base + k * ENTRY
-            a = disk[p:p + ENTRY]
+            a = disk_entries[k * ENTRY:(k + 1) * ENTRY]
             e = f.entries[k * ENTRY:(k + 1) * ENTRY]
             if a != e:
                 entry_diffs += 1
@@ -753,7 +824,7 @@ class CompareSink:
                             f"entry {k} differs; rebuild: message at commitlog offset {ev[1]}, disk: "
                             f"{av[1]}", expected=_entry_dict(ev), actual=_entry_dict(av)))
         slot_base = HEADER
-        disk_slots = array("i", disk[slot_base:slot_base + 4 * f.slot_num])
+        disk_slots = array("i", disk.read(slot_base, 4 * f.slot_num))
         if _NATIVE_LITTLE:
             disk_slots.byteswap()
         if disk_slots != exp_slots:
@@ -779,7 +850,7 @@ class CompareSink:
                         f"disk has {disk_count - count} entries beyond the rebuild",
                         expected=f"indexCount {count}", actual=f"indexCount {disk_count}"))
         tail_from = ent_base + max(count, disk_count) * ENTRY
-        if any(disk[tail_from:]):
+        if not disk.zero_from(tail_from):
             add(Finding(WARNING, "index-stale-bytes", path, tail_from, None,
                         "non-zero bytes after the last entry"))
         if reported > MAX_FINDINGS_PER_FILE:
@@ -795,6 +866,56 @@ class CompareSink:
             self.state.extra_on_disk += 1
             self.findings.append(Finding(ERROR, "index-file-unexpected", path, None, None,
                                          "index file beyond those the commitlog explains"))
+
+
+class _DiskReader:
+    """Positioned reads of a store file opened with :func:`~mqtool.io.open_input` (sizes capped at ``cap``
+    bytes, as the whole-file read it replaces did), compared in chunks so memory stays bounded."""
+
+    CHUNK = 8 << 20
+
+    def __init__(self, fh, path: str, cap: int):
+        self.fd, self.path = fh.fileno(), path
+        try:
+            self.size = min(os.fstat(self.fd).st_size, cap)
+        except OSError as e:
+            raise InputError(f"stat failed: {e.strerror or e}", path) from None
+
+    def read(self, at: int, n: int) -> bytes:
+        n = max(0, min(n, self.size - at))
+        out = bytearray()
+        while len(out) < n:
+            try:
+                got = os.pread(self.fd, min(n - len(out), self.CHUNK), at + len(out))
+            except OSError as e:
+                raise InputError(f"read failed: {e.strerror or e}", self.path) from None
+            if not got:
+                break                                  # shrank under us: what is missing reads as absent
+            out += got
+        return bytes(out)
+
+    def equals(self, pieces) -> bool:
+        """The file is ``pieces`` followed by zeros up to its size."""
+        at = 0
+        for piece in pieces:
+            mv = memoryview(piece)
+            for i in range(0, len(mv), self.CHUNK):
+                part = mv[i:i + self.CHUNK]
+                if self.read(at + i, len(part)) != part:
+                    return False
+            at += len(mv)
+        return self.zero_from(at)
+
+    def zero_from(self, at: int) -> bool:
+        """No non-zero byte from ``at`` to the end."""
+        while at < self.size:
+            got = self.read(at, self.CHUNK)
+            if not got:
+                break
+            if got.strip(b"\x00"):
+                return False
+            at += len(got)
+        return True
 
 
 def _unit_dict(u):
@@ -873,6 +994,15 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                                 f"{d.code}: {d.message}; {d.length} bytes skipped, messages in them are not "
                                 f"dispatched", d.expected, d.actual))
 
+    lib = native_lib()
+    # State the compiled loop shares (see mqtool/_native/rmqrebuild.c): queue slot per raw topic + queueId,
+    # each queue's current bytearray, its int64 state; the index state is copied in and out around a call.
+    keymap: dict[bytes, int] = {}
+    qbufs: list = []
+    qstate = array("q")
+    istate = array("q", bytes(8 * _IS_N))
+    no_slots, no_entries = array("i"), bytearray()
+
     def queue(topic: str, qid: int) -> QueueBuilder:
         qb = queues.get((topic, qid))
         if qb is None:
@@ -880,9 +1010,49 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                 findings.append(Finding(WARNING, "unsafe-topic-name", None, None, None,
                                         f"topic {topic!r} cannot be a directory name; its units are not rebuilt"))
                 qb = queues[(topic, qid)] = QueueBuilder(topic, qid, fs, lambda *a: None)
-                return qb
-            qb = queues[(topic, qid)] = QueueBuilder(topic, qid, fs, emit_cq)
+            else:
+                qb = queues[(topic, qid)] = QueueBuilder(topic, qid, fs, emit_cq)
+            if lib is not None:
+                qb.slot = len(qbufs)
+                qbufs.append(None)
+                qstate.extend((0, -1, 0, 0))             # _QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS
         return qb
+
+    def put(qb: QueueBuilder, phys: int, size: int, code: int, qoff: int) -> None:
+        """``qb.put`` with the state the compiled loop shares pulled before and pushed after."""
+        i = qb.slot * _QS_N
+        qb.max_phys = qstate[i + _QS_MAXPHYS]
+        qb.put(phys, size, code, qoff)
+        buf = qb.buf
+        qstate[i + _QS_MAXPHYS] = qb.max_phys
+        qstate[i + _QS_WRITE] = -1 if buf is None else (qb.base + len(buf)) // UNIT
+        qstate[i + _QS_FILE_END] = 0 if buf is None else (qb.base + fs) // UNIT
+        qbufs[qb.slot] = buf
+
+    def lane(buf, pos: int, limit: int, end: int) -> int:
+        nonlocal messages, cq_units, last_ts, last_cq_ts, max_offset
+        f = idx.current if idx is not None else None
+        if f is not None:
+            istate[0:_IS_N] = array("q", (1, f.index_count, f.index_num, f.slot_num, f.hash_slot_count, f.begin_ts,
+                                          f.end_phy, f.end_ts))
+            slots, entries, ts = f.slots, f.entries, f.ts
+        else:
+            istate[0] = 0
+            slots, entries, ts = no_slots, no_entries, None
+        npos, n, ncq, lts, lcts, mend, added = lib.run(buf, pos, limit, end, max_size, keymap, qbufs, qstate,
+                                                      istate if idx is not None else None, slots, entries, ts)
+        if n:
+            messages += n
+            cq_units += ncq
+            last_ts = lts
+            if ncq:
+                last_cq_ts = lcts
+            if mend > max_offset:
+                max_offset = mend
+            if added:
+                f.index_count, f.hash_slot_count, f.end_phy, f.end_ts = istate[1], istate[4], istate[6], istate[7]
+                idx.entries += added
+        return npos
 
     schedule = F.SCHEDULE_TOPIC
     quick, full = D.quick_props, D.props_dict
@@ -892,11 +1062,12 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     sep = F.KEY_SEPARATOR
     rb_mask, rb_val = F.TRANSACTION_MASK, F.TRANSACTION_ROLLBACK_TYPE
     not_val, commit_val = F.TRANSACTION_NOT_TYPE, F.TRANSACTION_COMMIT_TYPE
+    join = _INDEX_KEY_JOIN
     build_index = idx.build if idx is not None else None
     messages = cq_units = 0
     last_ts = last_cq_ts = max_offset = 0
     for phys, size, topic_raw, qid, qoff, sysflag, store_ts, props_raw in \
-            iter_dispatch_records(store.segments, max_size, on_damage, on_segment):
+            iter_dispatch_records(store.segments, max_size, on_damage, on_segment, lane if lib else None):
         messages += 1
         topic = topics.get(topic_raw)
         if topic is None:
@@ -918,7 +1089,11 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
             if props is not None and topic == schedule:
                 code = D.cq_tags_code(rules, topic, props, store_ts)
             qb = queues.get((topic, qid)) or queue(topic, qid)
-            qb.put(phys, size, code, qoff)
+            if lib is None:
+                qb.put(phys, size, code, qoff)
+            else:
+                put(qb, phys, size, code, qoff)
+                keymap[bytes(topic_raw) + qid.to_bytes(4, "big", signed=True)] = qb.slot
             cq_units += 1
             last_cq_ts = store_ts
             if props is not None and multi_key in props:
@@ -929,16 +1104,22 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                                             f"message at commitlog offset {phys}: {e}; no LMQ units rebuilt"))
                     targets = []
                 for name, lqid, lqoff in targets:
-                    queue(name, lqid).put(phys, size, code, lqoff)
+                    if lib is None:
+                        queue(name, lqid).put(phys, size, code, lqoff)
+                    else:
+                        put(queue(name, lqid), phys, size, code, lqoff)
                     cq_units += 1
         if build_index is not None:
-            ikeys = [f"{topic}#{uniq}"] if uniq is not None else []
+            ikeys = [f"{topic}{join}{uniq}"] if uniq is not None else []
             if keys:
-                ikeys += [f"{topic}#{k}" for k in keys.split(sep) if k]
+                ikeys += [f"{topic}{join}{k}" for k in keys.split(sep) if k]
             build_index(phys, store_ts, tt == rb_val, ikeys)
     res.messages, res.cq_units = messages, cq_units
     res.last_store_ts, res.last_cq_ts, res.max_offset = last_ts, last_cq_ts, max_offset
     for qb in queues.values():
+        if qb.slot >= 0:
+            qb.units += qstate[qb.slot * _QS_N + _QS_UNITS]
+            qb.max_phys = qstate[qb.slot * _QS_N + _QS_MAXPHYS]
         qb.finish()
         findings.extend(qb.findings())
     res.queues = len(queues)
@@ -991,7 +1172,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         if out_sink is not None:
             out_sink.index_file(name, ib)
         if cmp_sink is not None:
-            cmp_sink.index_file(ib, ib.to_bytes(), name)
+            cmp_sink.index_file(ib, name)
 
     def run():
         t0 = time.perf_counter()
