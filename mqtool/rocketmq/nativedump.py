@@ -1,0 +1,153 @@
+"""`dump commitlog` rows built by the optional compiled helper ``mqtool._native.rmqdump``.
+
+The helper is a :class:`~mqtool.rocketmq.scan.SegmentScanner` fast lane: it consumes runs of the common unit
+(exactly the units :func:`mqtool.rocketmq.records.decode_common` accepts: v1/v2 magic, IPv4 hosts, every
+length consistent) and appends, for each, the dict :meth:`Message.to_row` builds. Every other unit (IPv6
+hosts, damage, BLANK, compressed bodies when bodies are asked for) is left to the scanner and the Python
+path, so the rows are the same with and without the helper (``tests/test_native_dump.py``).
+
+Nothing about the layout is written in C: :func:`_configure` passes the offsets and sizes of the fields of
+:data:`records.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name
+tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`mqtool.fastcrc`).
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from formats import rocketmq as F
+from mqtool import native
+from mqtool.fastcrc import crc32
+from mqtool.rocketmq.records import FIXED, FIXED_NAMES, FIXED_SIZE, Blank, Message
+from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
+
+USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
+ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, whatever the page window
+
+# The dict keys of Message.to_row, in order (the last two only when they apply); the helper fills them.
+ROW_KEYS = ("kind", "file", "position", "offset", "size", "magic", "body_crc", "crc_ok", "queue_id", "flag",
+            "queue_offset", "physical_offset", "sys_flag", "transaction", "born_timestamp", "born_host",
+            "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset", "topic",
+            "properties", "keys", "tags", "uniq_key", "msg_id", "body_size", "compression", "property_pairs",
+            "body")
+# The fields the helper reads, in the order it takes them (names of FIXED, i.e. of the schema).
+_FIELDS = ("TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "FLAG", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
+           "BORNTIMESTAMP", "BORNHOST.addr", "BORNHOST.port", "STORETIMESTAMP", "STOREHOSTADDRESS.addr",
+           "STOREHOSTADDRESS.port", "RECONSUMETIMES", "PREPAREDTRANSACTIONOFFSET", "BODYLENGTH")
+BODY_MODES = {"none": 0, "text": 1, "hex": 2, "base64": 3}
+
+_state: dict[str, object] = {}
+
+
+def field_layout() -> tuple[tuple[int, int], ...]:
+    """(offset, size) of each of :data:`_FIELDS` inside :data:`records.FIXED`, from its format codes."""
+    codes = FIXED.format[1:]
+    names = list(FIXED_NAMES)
+    out = {}
+    off = 0
+    from mqtool.schema_struct import _split_codes
+    for name, code in zip(names, _split_codes(codes)):
+        size = struct.calcsize(">" + code)
+        out[name] = (off, size)
+        off += size
+    assert off == FIXED_SIZE, (off, FIXED_SIZE)
+    return tuple(out[n] for n in _FIELDS)
+
+
+def _configure(mod) -> None:
+    comp_mask = F.COMPRESSION_TYPE_MASK
+    shift = (comp_mask & -comp_mask).bit_length() - 1
+    txn_mask = F.TRANSACTION_MASK
+    mod.configure(
+        field_layout(), ROW_KEYS,
+        {"magic_v1": F.MESSAGE_MAGIC_CODE_V1, "magic_v2": F.MESSAGE_MAGIC_CODE_V2, "min_size": F.MIN_MESSAGE_SIZE,
+         "v6_flags": F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG, "compressed_flag": F.COMPRESSED_FLAG,
+         "comp_mask": comp_mask, "comp_shift": shift, "txn_mask": txn_mask},
+        {"kind": "message", "v1": "v1", "v2": "v2",
+         "txn_names": tuple(F.TRANSACTION_NAMES.get(i) for i in range(txn_mask + 1)),
+         "comp_names": tuple(F.COMPRESSION_TYPES.get(i, "unknown") for i in range((comp_mask >> shift) + 1)),
+         "prop_keys": F.PROPERTY_KEYS, "prop_tags": F.PROPERTY_TAGS, "prop_uniq": F.PROPERTY_UNIQ_KEY,
+         "key_sep": F.KEY_SEPARATOR, "crc32": crc32,
+         "prop_sep": F.PROPERTY_SEPARATOR.encode("ascii"), "nv_sep": F.NAME_VALUE_SEPARATOR.encode("ascii")})
+
+
+def helper():
+    """The configured helper module, or None (not built, ``MQTOOL_NATIVE=0``, or :data:`USE_NATIVE` off)."""
+    if not USE_NATIVE:
+        return None
+    mod = native.load("rmqdump")
+    if mod is not None and _state.get("configured") is not mod:
+        _configure(mod)
+        _state["configured"] = mod
+    return mod
+
+
+def usable(opts) -> bool:
+    """Whether :func:`rows` can serve these dump options (no per-row filter; any body mode)."""
+    return (opts.topic is None and opts.key is None and opts.tag is None and opts.body in BODY_MODES
+            and helper() is not None)
+
+
+def rows(segments, opts, stats, on_damage) -> Iterator[dict]:
+    """The rows of ``dump commitlog`` for ``segments`` with no per-row filter: the same rows, in the same order,
+    as ``iter_messages(...)`` + ``to_row`` (``from``/``to`` offsets, BLANKs and damage notes included)."""
+    mod = helper()
+    body = opts.body
+    mode = BODY_MODES[body]
+    lo, hi = opts.from_offset, opts.to_offset
+    include_blank = opts.include_blank
+    for seg in segments:
+        if lo is not None and seg.base + seg.size <= lo:
+            continue
+        if hi is not None and seg.base >= hi:
+            break
+        out: list = []
+        lane = _lane(mod, seg.path, opts.max_message_size, mode, out)
+        n = 0
+        try:
+            for ev in SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, fast_lane=lane).events():
+                t = type(ev)
+                if t is FastRun:
+                    if lo is None and hi is None:
+                        for r in out:
+                            n += 1
+                            yield r
+                    else:
+                        for r in out:
+                            o = r["offset"]
+                            if lo is not None and o < lo:
+                                continue
+                            if hi is not None and o >= hi:
+                                return
+                            n += 1
+                            yield r
+                    out.clear()
+                    continue
+                # the rule of scan.select_events for the units the lane left to the scanner
+                if t is End:
+                    continue
+                if lo is not None and ev.offset < lo:
+                    continue
+                if hi is not None and ev.offset >= hi:
+                    return
+                if t is Message:
+                    n += 1
+                    yield ev.to_row(body)
+                elif t is Blank:
+                    if include_blank:
+                        n += 1
+                        yield ev.to_row(body)
+                elif t is Damage and on_damage is not None:
+                    on_damage(ev)
+        finally:
+            stats.messages += n
+
+
+def _lane(mod, file: str, max_size: int, mode: int, out: list):
+    call = mod.rows
+    cap = ROWS_PER_RUN
+
+    def lane(buf, view, pos, limit, end, base):
+        return call(buf, pos, limit, end, base, file, max_size, mode, out, cap)
+
+    return lane
