@@ -247,6 +247,8 @@ def test_native_rows_used_on_fixture(monkeypatch):
 @pytest.mark.parametrize("args", [
     [], ["--body", "text"], ["--body", "hex"], ["--body", "base64"], ["--include-blank"],
     ["--from-offset", "5000", "--to-offset", "12000"], ["--limit", "3"], ["--jobs", "2", "--split-size", "4K"],
+    ["--jobs", "2", "--split-size", "4K", "--limit", "30"], ["--jobs", "2", "--split-size", "4K", "--body", "base64"],
+    ["--jobs", "2", "--split-size", "4K", "--from-offset", "5000", "--to-offset", "12000", "--include-blank"],
     ["--topic", "Orders"], ["--key", "order-1"], ["--tag", "TagZip", "--body", "text"],
 ])
 def test_cli_output_identical_on_fixture(run_cli, monkeypatch, args):
@@ -271,3 +273,29 @@ def test_dump_equal_on_real_stores(monkeypatch, body):
     for store in stores:
         total += len(_assert_same_dump(store, monkeypatch, body=body, include_blank=True))
     assert total > 0
+
+
+def test_prerendered_lines_written_as_rows_would_be():
+    """render.PreRenderedLines (blocks from --jobs workers) == the rows written one by one, binary or text."""
+    import io
+
+    rows = [{"a": 1, "file": "x\udcff"}, {"b": [1, 2], "c": "é"}, {"big": 1 << 70}]
+    blocks = render.ndjson_blocks(iter(rows), size=1)
+    assert len(blocks) == 3
+    block = render.PreRenderedLines(b"".join(render.ndjson_blocks(iter(rows))))
+
+    class Binary(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.buffer = io.BytesIO()
+
+    outs = []
+    for items in (rows, [block], [rows[0], block, render.PreRendered(render.dumps(rows[1]))]):
+        o = Binary()
+        render.write_ndjson(iter(items), o)
+        t = io.StringIO()
+        render.write_ndjson(iter(items), t)
+        assert t.getvalue().encode("utf-8", "surrogateescape") == o.buffer.getvalue()
+        outs.append(o.buffer.getvalue())
+    assert outs[0] == outs[1] and outs[2] == outs[0][:outs[0].index(b"\n") + 1] + outs[0] + \
+        outs[0].split(b"\n")[1] + b"\n"

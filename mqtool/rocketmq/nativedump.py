@@ -12,12 +12,14 @@ tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`m
 """
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import native
+from mqtool import native, render
 from mqtool.fastcrc import crc32
+from mqtool.rocketmq.layout import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, FIXED_SIZE, Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
 
@@ -92,55 +94,126 @@ def rows(segments, opts, stats, on_damage) -> Iterator[dict]:
     """The rows of ``dump commitlog`` for ``segments`` with no per-row filter: the same rows, in the same order,
     as ``iter_messages(...)`` + ``to_row`` (``from``/``to`` offsets, BLANKs and damage notes included)."""
     mod = helper()
+    lo, hi = opts.from_offset, opts.to_offset
+    done = [0]
+    try:
+        for seg in segments:
+            if lo is not None and seg.base + seg.size <= lo:
+                continue
+            if hi is not None and seg.base >= hi:
+                break
+            scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True)
+            if not (yield from _event_rows(mod, scanner, opts, on_damage, done)):
+                return
+    finally:
+        stats.messages += done[0]
+
+
+def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list) -> Iterator[dict]:
+    """Rows of one scanner's walk (the helper as its fast lane) with the rule of ``scan.select_events``;
+    counts rows in ``done[0]``. Returns False once ``to_offset`` is passed."""
     body = opts.body
-    mode = BODY_MODES[body]
     lo, hi = opts.from_offset, opts.to_offset
     include_blank = opts.include_blank
-    for seg in segments:
-        if lo is not None and seg.base + seg.size <= lo:
+    out: list = []
+    scanner.fast_lane = _lane(mod, scanner.seg.path, scanner.max_size, BODY_MODES[body], out)
+    for ev in scanner.events():
+        t = type(ev)
+        if t is FastRun:
+            if lo is None and hi is None:
+                for r in out:
+                    done[0] += 1
+                    yield r
+            else:
+                for r in out:
+                    o = r["offset"]
+                    if lo is not None and o < lo:
+                        continue
+                    if hi is not None and o >= hi:
+                        return False
+                    done[0] += 1
+                    yield r
+            out.clear()
             continue
-        if hi is not None and seg.base >= hi:
-            break
-        out: list = []
-        lane = _lane(mod, seg.path, opts.max_message_size, mode, out)
-        n = 0
-        try:
-            for ev in SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, fast_lane=lane).events():
-                t = type(ev)
-                if t is FastRun:
-                    if lo is None and hi is None:
-                        for r in out:
-                            n += 1
-                            yield r
-                    else:
-                        for r in out:
-                            o = r["offset"]
-                            if lo is not None and o < lo:
-                                continue
-                            if hi is not None and o >= hi:
-                                return
-                            n += 1
-                            yield r
-                    out.clear()
-                    continue
-                # the rule of scan.select_events for the units the lane left to the scanner
-                if t is End:
-                    continue
-                if lo is not None and ev.offset < lo:
-                    continue
-                if hi is not None and ev.offset >= hi:
-                    return
-                if t is Message:
-                    n += 1
-                    yield ev.to_row(body)
-                elif t is Blank:
-                    if include_blank:
-                        n += 1
-                        yield ev.to_row(body)
-                elif t is Damage and on_damage is not None:
-                    on_damage(ev)
-        finally:
-            stats.messages += n
+        # the units the lane left to the scanner
+        if t is End:
+            continue
+        if lo is not None and ev.offset < lo:
+            continue
+        if hi is not None and ev.offset >= hi:
+            return False
+        if t is Message:
+            done[0] += 1
+            yield ev.to_row(body)
+        elif t is Blank:
+            if include_blank:
+                done[0] += 1
+                yield ev.to_row(body)
+        elif t is Damage and on_damage is not None:
+            on_damage(ev)
+    return True
+
+
+# ---- --jobs: the same rows over byte ranges, rendered by the workers ------------------------------------------
+
+def parallel_rows(path, segs, opts, stats):
+    """``dump commitlog --jobs`` with the helper in the workers: the plan and runner of
+    :func:`mqtool.rocketmq.ranges.parallel_dump_rows` (same ranges, same order), each range's rows built by the
+    helper and rendered to NDJSON lines in the worker. None when that function would not use a pool, or when
+    rows (not lines) or another runner (Spark) are wanted: then the caller goes on as without the helper."""
+    from mqtool.ranges import runner_for, split_segments
+    from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
+
+    if not opts.ndjson or opts.runner is not None or not usable(opts):
+        return None
+    explicit = opts.split_size is not None
+    ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
+    if opts.from_offset is not None or opts.to_offset is not None:
+        ranges = [r for r in ranges
+                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
+                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
+    runner = runner_for(opts, ranges, explicit_split=explicit)
+    if runner.jobs == 1:
+        return None
+    plain = dataclasses.replace(opts, runner=None)      # picklable
+    # blocks of encoded lines travel back (the cheapest to ship and write); with --limit the caller counts
+    # rows, so lines then travel one by one
+    blocks = render.CAN_PRERENDER_LINES and opts.limit is None
+
+    def rows():
+        for count, lines, notes in runner.imap(range_lines_task, [(r, plain, blocks) for r in ranges]):
+            for n in notes:
+                stats.damage(n)
+            stats.messages += count
+            if blocks:
+                yield from lines
+                continue
+            for line in lines:
+                yield render.PreRendered(line)
+
+    return rows()
+
+
+def range_lines_task(args) -> tuple[int, object, list]:
+    """Pool task: (row count, rendered rows, damage notes) of the units that start in one range; the rows as
+    :class:`render.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
+    from mqtool.rocketmq.ranges import damage_note
+
+    rng, opts, blocks = args
+    notes: list[str] = []
+    lo, hi = opts.from_offset, opts.to_offset
+    if (lo is not None and rng.base + rng.size <= lo) or (hi is not None and rng.base + rng.start >= hi):
+        return 0, [], notes
+    mod = helper()
+    if mod is None:         # cannot happen in a forked worker; a spawned one may lack the build: say so
+        raise RuntimeError("mqtool._native.rmqdump is not available in this worker")
+    seg = Segment(rng.file, rng.name, rng.base, rng.size)
+    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop)
+    done = [0]
+    rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done)
+    out = render.ndjson_blocks(rows) if blocks else [render.dumps(r) for r in rows]
+    return done[0], out, notes
 
 
 def _lane(mod, file: str, max_size: int, mode: int, out: list):

@@ -72,6 +72,9 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
 
         cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
         if opts.jobs != 1 or opts.runner is not None:
+            par = nativedump.parallel_rows(s.commitlog_dir or path, segs, opts, stats)
+            if par is not None:
+                return cols, par, f"commitlog {s.commitlog_dir or path}"
             par = parallel_dump_rows(s.commitlog_dir or path, segs, opts, stats)
             if par is not None:
                 return cols, par, f"commitlog {s.commitlog_dir or path}"
