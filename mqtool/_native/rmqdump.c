@@ -34,6 +34,7 @@ enum { K_KIND, K_FILE, K_POSITION, K_OFFSET, K_SIZE, K_MAGIC, K_BODY_CRC, K_CRC_
 
 typedef struct {
     int configured;
+    Py_ssize_t last_nprops;          /* property count of the last message (to size the next dict) */
     Py_ssize_t off[NFIELDS], size[NFIELDS], fixed_size;
     long long magic_v1, magic_v2, min_size, v6_flags, compressed_flag, comp_mask, comp_shift, txn_mask;
     unsigned char prop_sep, nv_sep;
@@ -93,9 +94,21 @@ static PyObject *host(const unsigned char *addr, long long port, unsigned char *
         Py_INCREF(*cache);
         return *cache;
     }
-    char buf[48];
-    int n = snprintf(buf, sizeof buf, "%u.%u.%u.%u:%lld", addr[0], addr[1], addr[2], addr[3], port);
-    PyObject *s = PyUnicode_FromStringAndSize(buf, n);
+    char buf[48], *o = buf;                       /* "%u.%u.%u.%u:%lld", without printf's cost */
+    for (int i = 0; i < 4; i++) {
+        unsigned a = addr[i];
+        if (a >= 100) *o++ = (char)('0' + a / 100);
+        if (a >= 10) *o++ = (char)('0' + a / 10 % 10);
+        *o++ = (char)('0' + a % 10);
+        *o++ = i < 3 ? '.' : ':';
+    }
+    unsigned long long u = port < 0 ? (unsigned long long)(-port) : (unsigned long long)port;  /* |int32| */
+    char digits[24];
+    int nd = 0;
+    do { digits[nd++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (port < 0) *o++ = '-';
+    while (nd) *o++ = digits[--nd];
+    PyObject *s = PyUnicode_FromStringAndSize(buf, o - buf);
     if (s == NULL) return NULL;
     Py_XSETREF(*cache, s);
     memcpy(raw, key, 8);
@@ -212,6 +225,17 @@ static PyObject *encode_body(const unsigned char *p, Py_ssize_t n, int mode)
     return s;
 }
 
+/* An empty dict with room for n items (no resize while the properties go in). */
+static PyObject *new_dict(Py_ssize_t n)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized(n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
 /* Set row[key] = v, stealing v (NULL: an error is already set). */
 static int put(PyObject *row, int key, PyObject *v)
 {
@@ -291,10 +315,11 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
     /* properties: the dict; the pair list too when a name repeats */
     Py_ssize_t pl = (Py_ssize_t)total - pp;
     int pascii = all_ascii(u + pp, pl);
-    PyObject *props = PyDict_New();
+    PyObject *props = new_dict(S.last_nprops);    /* sized like the last message's: no resize */
     if (props == NULL) goto fail;
     Py_ssize_t kept = split_props(u + pp, pl, pascii, props, NULL);
     if (kept < 0) { Py_DECREF(props); goto fail; }
+    S.last_nprops = kept;
     if (put(row, K_PROPERTIES, props) < 0) goto fail;    /* put() consumed our reference; the row holds one */
     PyObject *k = PyDict_GetItemWithError(props, S.prop_keys);
     if (k == NULL && PyErr_Occurred()) goto fail;

@@ -71,7 +71,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             stats.damage(damage_note(d))
 
         cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
-        if opts.jobs != 1 or opts.runner is not None:
+        if (opts.jobs != 1 or opts.runner is not None) and not nativedump.one_process(opts):
             par = nativedump.parallel_rows(s.commitlog_dir or path, segs, opts, stats)
             if par is not None:
                 return cols, par, f"commitlog {s.commitlog_dir or path}"
