@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 # tested for equivalence against it (tests/test_native_*.py).
 NATIVE_MODULES = [
     ("mqtool._native.probe", ["mqtool/_native/probe.c"]),
-    ("mqtool._native.rmqdump", ["mqtool/_native/rmqdump.c"]),
+    ("mqtool._native.rmqdump", ["mqtool/_native/rmqdump.c", "mqtool/_native/rmqjson.c"]),
 ]
 
 setup(

@@ -90,6 +90,20 @@ def native_lane(buf, pos, limit, end, base, file, max_size, body, cap):
     return npos, out
 
 
+def ndjson_bytes(rows) -> bytes:
+    """What write_ndjson writes for ``rows`` (binary layer, as the CLI does)."""
+    import io
+
+    class Out(io.StringIO):
+        def __init__(self):
+            super().__init__()
+            self.buffer = io.BytesIO()
+
+    o = Out()
+    render.write_ndjson(iter(rows), o)
+    return o.buffer.getvalue() + o.getvalue().encode("utf-8", "surrogateescape")
+
+
 def same_rows(a: list, b: list) -> None:
     """Equal dicts with equal key order and equal JSON bytes (bool vs int, str vs None, list vs ...)."""
     assert [list(r) for r in a] == [list(r) for r in b]
@@ -97,15 +111,21 @@ def same_rows(a: list, b: list) -> None:
     assert [render.dumps(r) for r in a] == [render.dumps(r) for r in b]
 
 
-_text = st.one_of(st.binary(max_size=12), st.text(max_size=8).map(lambda s: s.encode("utf-8")),
+# JSON escapes and UTF-8 edge cases: surrogates, overlong forms, > U+10FFFF, truncated sequences, U+2028
+_ODD = [b'q"uo\\te', b"\x08\x0c\n\r\t\x00\x1f\x7f", b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xf4\x90\x80\x80",
+        b"\xf4\x8f\xbf\xbf", b"\xe0\x80\x80", b"\xe0\xa0\x80", b"\xc0\xaf", b"\xc2\x80", b"\xe4\xb8",
+        b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", "\u2028é😀".encode()]
+_odd = st.lists(st.sampled_from(_ODD + [b"a", b" "]), max_size=4).map(b"".join)
+_text = st.one_of(st.binary(max_size=12), st.text(max_size=8).map(lambda s: s.encode("utf-8")), _odd,
                   st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY", b"", b"\xff\xfe", "ключ".encode(), b"a\x01b"]))
 _pair = st.tuples(_text, st.sampled_from([b"\x01", b"", b"\x01\x01"]), _text).map(lambda t: b"".join(t))
 _props = st.one_of(
     st.lists(_pair, max_size=6).flatmap(
         lambda ps: st.sampled_from([b"\x02".join(ps), b"\x02".join(ps) + b"\x02", b"\x02" + b"\x02".join(ps)])),
     st.binary(max_size=40),
-    st.just(b"KEYS\x01 a  b \x02KEYS\x01c\x02TAGS\x01x\x02UNIQ_KEY\x01u\x02TAGS\x01y\x02"))
-_body = st.one_of(st.binary(max_size=64), st.text(max_size=30).map(lambda s: s.encode("utf-8")),
+    st.just(b"KEYS\x01 a  b \x02KEYS\x01c\x02TAGS\x01x\x02UNIQ_KEY\x01u\x02TAGS\x01y\x02"),
+    st.just(b"\x02".join(b"p%d\x01v" % i for i in range(70))))      # more pairs than the JSON lane takes
+_body = st.one_of(st.binary(max_size=64), st.text(max_size=30).map(lambda s: s.encode("utf-8")), _odd,
                   st.just(zlib.compress(b"compressed body " * 4)), st.just(b""))
 _V6 = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
 _sys_flag = st.one_of(st.sampled_from([0, 0, 0, 1, 4, 8, 12, 0x101, 0x201, 0x301, 0x701, 0x10, 0x30]),
@@ -117,7 +137,7 @@ _host = st.tuples(st.binary(min_size=4, max_size=4), st.one_of(st.integers(0, 65
 @st.composite
 def units(draw):
     version = draw(st.sampled_from(["v1", "v2"]))
-    topic = draw(st.one_of(st.sampled_from([b"TopicA", "主题".encode(), b"\xc3", b""]), st.binary(max_size=10),
+    topic = draw(st.one_of(st.sampled_from([b"TopicA", "主题".encode(), b"\xc3", b""]), st.binary(max_size=10), _odd,
                            st.just(b"T" * 200)))
     sys_flag = draw(_sys_flag)
     if sys_flag & _V6 and draw(st.booleans()):
@@ -159,6 +179,11 @@ def test_lane_equals_decode_common_and_to_row(data, body, cap, max_size, cut, st
                 nat = native_lane(buf, pos, limit, len(buf), 4096, "seg", max_size, body, cap)
                 assert nat[0] == py[0]
                 same_rows(nat[1], py[1])
+                # the JSON lane: a prefix of the same run, as the bytes write_ndjson writes for those rows
+                jpos, jn, data = nativedump.helper().json_rows(buf, pos, limit, len(buf), 4096, b'"seg"',
+                                                               max_size, nativedump.BODY_MODES[body], cap)
+                assert jn <= len(py[1]) and data == ndjson_bytes(py[1][:jn])
+                assert jpos == (py[1][jn]["position"] if jn < len(py[1]) else py[0])
                 seen += len(py[1])
                 if py[0] > pos:
                     pos = py[0]
@@ -168,6 +193,39 @@ def test_lane_equals_decode_common_and_to_row(data, body, cap, max_size, cut, st
                 except DecodeFailure:
                     pos += 1
             pos = min(start, len(buf))
+
+
+_word = st.one_of(_odd, st.text(max_size=6).map(lambda s: s.encode("utf-8")))
+
+
+@st.composite
+def text_units(draw):
+    """Common units whose text is mostly valid UTF-8 (the JSON lane's domain), with JSON escapes and edge cases."""
+    names = draw(st.lists(st.one_of(_word, st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY"])), max_size=5))
+    props = b"\x02".join(n + b"\x01" + draw(_word) for n in names) + draw(st.sampled_from([b"", b"\x02"]))
+    return unit(draw(st.sampled_from(["v1", "v2"])), draw(_word), draw(_word), props,
+                draw(st.sampled_from([0, 4, 8, 12, 0x101, 0x201, 0x301])), phys=draw(st.integers(0, 1 << 40)),
+                born=draw(_host), store=draw(_host))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(us=st.lists(text_units(), min_size=1, max_size=6), body=st.sampled_from(sorted(nativedump.BODY_MODES)))
+def test_json_lane_equals_written_rows(us, body):
+    data = b"".join(us)
+    pos = 0
+    while pos < len(data):
+        py = python_lane(data, pos, len(data), len(data), 0, "seg", 1 << 20, body, 99)
+        jpos, jn, out = nativedump.helper().json_rows(data, pos, len(data), len(data), 0, b'"seg"', 1 << 20,
+                                                      nativedump.BODY_MODES[body], 99)
+        assert jn <= len(py[1]) and out == ndjson_bytes(py[1][:jn])
+        if jn:
+            assert jpos == (py[1][jn]["position"] if jn < len(py[1]) else py[0])
+            pos = jpos
+            continue
+        step = python_lane(data, pos, len(data), len(data), 0, "seg", 1 << 20, "none", 1)   # a unit it left
+        if not step[1]:
+            break
+        pos = step[0]
 
 
 def test_lane_consumes_common_units_and_declines_the_rest():
@@ -211,6 +269,12 @@ def _assert_same_dump(path, monkeypatch, **kw):
     b, sb = _dump_rows(path, False, monkeypatch, **kw)
     same_rows(a, b)
     assert (sa.messages, sa.damaged, sa.notes) == (sb.messages, sb.damaged, sb.notes)
+    # NDJSON output (the JSON lane: blocks of lines written in C where it can)
+    c, sc = _dump_rows(path, True, monkeypatch, ndjson=True, **kw)
+    d, sd = _dump_rows(path, False, monkeypatch, ndjson=True, **kw)
+    assert ndjson_bytes(c) == ndjson_bytes(d) == ndjson_bytes(b)
+    assert (sc.messages, sc.damaged, sc.notes) == (sd.messages, sd.damaged, sd.notes) == (sb.messages, sb.damaged,
+                                                                                            sb.notes)
     return a
 
 
@@ -242,6 +306,16 @@ def test_native_rows_used_on_fixture(monkeypatch):
     _, rows, _ = ops.dump("commitlog", str(FIXTURE_STORE), opts, ScanStats())
     rows = list(rows)
     assert sum(calls) > len(rows) // 2 > 0
+
+
+def test_json_lane_used_on_fixture_and_real_stores(monkeypatch):
+    """With NDJSON output most rows come as blocks written by json_rows (and the output is the same)."""
+    for store in [FIXTURE_STORE] + _rocketmq_stores():
+        rows, stats = _dump_rows(store, True, monkeypatch, ndjson=True, jobs=1)
+        in_blocks = sum(r.count(b"\n") for r in rows if type(r) is render.PreRenderedLines)
+        assert stats.messages == in_blocks + sum(1 for r in rows if type(r) is not render.PreRenderedLines)
+        if store == FIXTURE_STORE:
+            assert in_blocks > stats.messages // 2 > 0
 
 
 @pytest.mark.parametrize("args", [

@@ -13,57 +13,11 @@
  * Every length is checked against the buffer before a byte is read. The buffer is held through the buffer
  * protocol for the call only. The GIL is held throughout (Python objects are built all along).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "rmqdump.h"
 
-/* Fixed-part fields, in the order configure() receives their (offset, size) pairs. */
-enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_BADDR, F_BPORT,
-       F_STORETS, F_SADDR, F_SPORT, F_RECONSUME, F_PREPARED, F_BODYLEN, NFIELDS };
-
-/* Row keys, in the order configure() receives them (the order of Message.to_row's dict). */
-enum { K_KIND, K_FILE, K_POSITION, K_OFFSET, K_SIZE, K_MAGIC, K_BODY_CRC, K_CRC_OK, K_QUEUE_ID, K_FLAG,
-       K_QUEUE_OFFSET, K_PHYSICAL_OFFSET, K_SYS_FLAG, K_TRANSACTION, K_BORN_TS, K_BORN_HOST, K_STORE_TS,
-       K_STORE_HOST, K_RECONSUME, K_PREPARED, K_TOPIC, K_PROPERTIES, K_KEYS, K_TAGS, K_UNIQ_KEY, K_MSG_ID,
-       K_BODY_SIZE, K_COMPRESSION, K_PROPERTY_PAIRS, K_BODY, NKEYS };
-#define NROWKEYS K_PROPERTY_PAIRS    /* keys every row has; the last two are added when they apply */
-
-#define NCACHE 16                    /* property names remembered (they repeat from message to message) */
-#define MAXNAME 64
-
-typedef struct {
-    int configured;
-    Py_ssize_t last_nprops;          /* property count of the last message (to size the next dict) */
-    Py_ssize_t off[NFIELDS], size[NFIELDS], fixed_size;
-    long long magic_v1, magic_v2, min_size, v6_flags, compressed_flag, comp_mask, comp_shift, txn_mask;
-    unsigned char prop_sep, nv_sep;
-    PyObject *keys[NKEYS];           /* interned row keys */
-    PyObject *template;              /* dict: every NROWKEYS key -> None, in order (copied per row) */
-    PyObject *kind, *v1, *v2;        /* "message", "v1", "v2" */
-    PyObject *txn_names;             /* tuple indexed by sys_flag & txn_mask */
-    PyObject *comp_names;            /* tuple indexed by (sys_flag & comp_mask) >> comp_shift */
-    PyObject *prop_keys, *prop_tags, *prop_uniq, *key_sep;   /* "KEYS", "TAGS", "UNIQ_KEY", " " */
-    PyObject *crc32;                 /* callable(buffer) -> int, equal to zlib.crc32 */
-    /* small caches: the last topic and hosts, and recent property names (owned references) */
-    unsigned char topic_raw[256]; Py_ssize_t topic_len; PyObject *topic;
-    unsigned char bhost_raw[8]; PyObject *bhost;
-    unsigned char shost_raw[8]; PyObject *shost;
-    unsigned char name_raw[NCACHE][MAXNAME]; Py_ssize_t name_len[NCACHE]; PyObject *name[NCACHE]; int name_next;
-} State;
-
-static State S;
+State S;
 
 /* ---- helpers ----------------------------------------------------------------------------------------- */
-
-/* Big-endian signed integer of 4 or 8 bytes (configure() accepts no other size). */
-static long long be(const unsigned char *p, Py_ssize_t size)
-{
-    uint64_t v = 0;
-    for (Py_ssize_t i = 0; i < size; i++) v = (v << 8) | p[i];
-    if (size == 4) return (long long)(int32_t)(uint32_t)v;
-    return (long long)(int64_t)v;
-}
 
 static int all_ascii(const unsigned char *p, Py_ssize_t n)
 {
@@ -252,6 +206,26 @@ static int put_borrowed(PyObject *row, int key, PyObject *v)
     return PyDict_SetItem(row, S.keys[key], v ? v : Py_None);
 }
 
+/* crc_ok: mqtool.fastcrc.crc32 over the body (a read-only memoryview, released at once). */
+int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
+    PyObject *crc = mv ? PyObject_CallOneArg(S.crc32, mv) : NULL;
+    if (mv != NULL) {
+        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
+            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
+            if (r == NULL) PyErr_Clear();             /* still exported: it cannot be used any more anyway */
+            Py_XDECREF(r);
+        }
+        Py_DECREF(mv);
+    }
+    if (crc == NULL) return -1;
+    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
+    Py_DECREF(crc);
+    if (c == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    return (long long)(c & 0x7FFFFFFF) == body_crc;
+}
+
 /* ---- one unit ------------------------------------------------------------------------------------------ */
 
 /* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked). */
@@ -265,22 +239,8 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
     PyObject *row = PyDict_Copy(S.template), *v;
     if (row == NULL) return NULL;
 
-    /* crc_ok: mqtool.fastcrc.crc32 over the body (a read-only memoryview, released at once) */
-    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
-    PyObject *crc = mv ? PyObject_CallOneArg(S.crc32, mv) : NULL;
-    if (mv != NULL) {
-        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
-            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
-            if (r == NULL) PyErr_Clear();             /* still exported: it cannot be used any more anyway */
-            Py_XDECREF(r);
-        }
-        Py_DECREF(mv);
-    }
-    if (crc == NULL) goto fail;
-    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
-    Py_DECREF(crc);
-    if (c == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
-    int crc_ok = (long long)(c & 0x7FFFFFFF) == body_crc;
+    int crc_ok = rmq_crc_ok(body, body_len, body_crc);
+    if (crc_ok < 0) goto fail;
 
     if (put_borrowed(row, K_KIND, S.kind) < 0 || put_borrowed(row, K_FILE, file) < 0
         || put_ll(row, K_POSITION, pos) < 0 || put_ll(row, K_OFFSET, base + pos) < 0
@@ -387,28 +347,11 @@ static PyObject *rows(PyObject *self, PyObject *args)
     Py_ssize_t count = 0;
     PyObject *result = NULL;
     if (end > view.len) end = view.len;                 /* never trust the caller's end either */
-    while (count < cap && pos >= 0 && pos < limit && end - pos >= S.fixed_size) {
-        /* The conditions of records.decode_common, in integers, before anything past the fixed part is read */
+    Unit x;
+    while (count < cap && pos >= 0 && pos < limit && rmq_frame(b + pos, end - pos, max_size, body_mode, &x)) {
         const unsigned char *u = b + pos;
-        long long total = be(u + S.off[F_TOTAL], S.size[F_TOTAL]);
-        long long magic = be(u + S.off[F_MAGIC], S.size[F_MAGIC]);
-        long long sys_flag = be(u + S.off[F_SYSFLAG], S.size[F_SYSFLAG]);
-        long long body_len = be(u + S.off[F_BODYLEN], S.size[F_BODYLEN]);
-        int v2 = magic == S.magic_v2;
-        if (!(magic == S.magic_v1 || v2) || total < S.min_size || total > end - pos || total > max_size
-            || (sys_flag & S.v6_flags) || body_len < 0 || S.fixed_size + body_len + 3 > total)
-            break;
-        if (body_mode != 0 && (sys_flag & S.compressed_flag))
-            break;                                        /* bodies to decompress: the Python path */
-        Py_ssize_t p = S.fixed_size + (Py_ssize_t)body_len;   /* relative to u; p + 3 <= total */
-        Py_ssize_t tl, tp;
-        if (v2) { tl = ((Py_ssize_t)u[p] << 8) | u[p + 1]; tp = p + 2; if (tl >= 0x8000) break; }
-        else { tl = u[p]; tp = p + 1; if (tl >= 0x80) break; }
-        Py_ssize_t pp = tp + tl + 2;
-        if (pp > total) break;
-        Py_ssize_t pl = ((Py_ssize_t)u[pp - 2] << 8) | u[pp - 1];
-        if (pl >= 0x8000 || pp + pl != total) break;
-        PyObject *row = build_row(u, total, v2, tp, tl, pp, body_len, pos, base, file, body_mode);
+        long long total = x.total;
+        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode);
         if (row == NULL) goto done;
         int r = PyList_Append(out, row);
         Py_DECREF(row);
@@ -494,6 +437,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_XSETREF(S.template, tmpl);
     Py_CLEAR(S.topic); Py_CLEAR(S.bhost); Py_CLEAR(S.shost);
     for (int i = 0; i < NCACHE; i++) Py_CLEAR(S.name[i]);
+    if (rmq_json_configure(names) < 0) return NULL;
     S.configured = 1;
     Py_RETURN_NONE;
 }
@@ -504,6 +448,9 @@ static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) -> (new_pos, count): append the "
      "dump rows of the common units from pos (starting before limit, at most cap) to out."},
+    {"json_rows", rmq_json_rows, METH_VARARGS,
+     "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
+     "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -70,7 +70,27 @@ def _configure(mod) -> None:
          "comp_names": tuple(F.COMPRESSION_TYPES.get(i, "unknown") for i in range((comp_mask >> shift) + 1)),
          "prop_keys": F.PROPERTY_KEYS, "prop_tags": F.PROPERTY_TAGS, "prop_uniq": F.PROPERTY_UNIQ_KEY,
          "key_sep": F.KEY_SEPARATOR, "crc32": crc32,
-         "prop_sep": F.PROPERTY_SEPARATOR.encode("ascii"), "nv_sep": F.NAME_VALUE_SEPARATOR.encode("ascii")})
+         "prop_sep": F.PROPERTY_SEPARATOR.encode("ascii"), "nv_sep": F.NAME_VALUE_SEPARATOR.encode("ascii"),
+         # the same values as rendered in an NDJSON row (json_rows)
+         "kind_json": _json("message"), "v1_json": _json("v1"), "v2_json": _json("v2"),
+         "txn_json": tuple(_json(F.TRANSACTION_NAMES.get(i)) for i in range(txn_mask + 1)),
+         "comp_json": tuple(_json(F.COMPRESSION_TYPES.get(i, "unknown")) for i in range((comp_mask >> shift) + 1))})
+
+
+def _json(value) -> bytes:
+    """``value`` as write_ndjson renders it inside a row."""
+    return render.dumps(value).encode("utf-8")
+
+
+def file_json(file: str) -> bytes | None:
+    """The file name as orjson renders it inside a row, or None when the row would not go through orjson
+    (a non-UTF-8 name: write_ndjson then renders the whole row with ``json``, ASCII-escaped)."""
+    if not render.CAN_PRERENDER_LINES:
+        return None
+    try:
+        return render._orjson.dumps(file)
+    except TypeError:
+        return None
 
 
 def helper():
@@ -95,6 +115,7 @@ def rows(segments, opts, stats, on_damage) -> Iterator[dict]:
     as ``iter_messages(...)`` + ``to_row`` (``from``/``to`` offsets, BLANKs and damage notes included)."""
     mod = helper()
     lo, hi = opts.from_offset, opts.to_offset
+    lines = opts.ndjson and opts.limit is None        # --limit counts the items: rows then, not blocks
     done = [0]
     try:
         for seg in segments:
@@ -103,24 +124,41 @@ def rows(segments, opts, stats, on_damage) -> Iterator[dict]:
             if hi is not None and seg.base >= hi:
                 break
             scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True)
-            if not (yield from _event_rows(mod, scanner, opts, on_damage, done)):
+            if not (yield from _event_rows(mod, scanner, opts, on_damage, done, lines)):
                 return
     finally:
         stats.messages += done[0]
 
 
-def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list) -> Iterator[dict]:
+def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines: bool = False) -> Iterator:
     """Rows of one scanner's walk (the helper as its fast lane) with the rule of ``scan.select_events``;
-    counts rows in ``done[0]``. Returns False once ``to_offset`` is passed."""
+    counts rows in ``done[0]``. Returns False once ``to_offset`` is passed.
+
+    With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`render.PreRenderedLines`
+    blocks from ``json_rows`` (each a FastRun's rows, already encoded), and ``done[0]`` counts them too;
+    units it leaves (non-UTF-8 text, repeated property names) come from the dict lane, then Python."""
     body = opts.body
     lo, hi = opts.from_offset, opts.to_offset
     include_blank = opts.include_blank
     out: list = []
-    scanner.fast_lane = _lane(mod, scanner.seg.path, scanner.max_size, BODY_MODES[body], out)
+    mode = BODY_MODES[body]
+    fj = file_json(scanner.seg.path) if lines and lo is None and hi is None else None
+    dict_lane = _lane(mod, scanner.seg.path, scanner.max_size, mode, out)
+    if fj is not None:
+        scanner.fast_lane = _json_lane(mod, fj, scanner.max_size, mode, out, dict_lane)
+    else:
+        scanner.fast_lane = dict_lane
     for ev in scanner.events():
         t = type(ev)
         if t is FastRun:
-            if lo is None and hi is None:
+            if fj is not None:
+                for r in out:
+                    if type(r) is render.PreRenderedLines:
+                        done[0] += r.count(b"\n")
+                    else:
+                        done[0] += 1
+                    yield r
+            elif lo is None and hi is None:
                 for r in out:
                     done[0] += 1
                     yield r
@@ -225,9 +263,38 @@ def range_lines_task(args) -> tuple[int, object, list]:
     scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
                              stop=rng.stop)
     done = [0]
-    rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done)
-    out = render.ndjson_blocks(rows) if blocks else [render.dumps(r) for r in rows]
+    rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done, blocks)
+    if not blocks:
+        return done[0], [render.dumps(r) for r in rows], notes
+    out: list = []
+    pending: list = []
+    for r in rows:              # blocks from json_rows as they are; other rows encoded in blocks of their own
+        if type(r) is render.PreRenderedLines:
+            if pending:
+                out += render.ndjson_blocks(pending)
+                pending.clear()
+            out.append(r)
+        else:
+            pending.append(r)
+    if pending:
+        out += render.ndjson_blocks(pending)
     return done[0], out, notes
+
+
+def _json_lane(mod, fj: bytes, max_size: int, mode: int, out: list, dict_lane):
+    """Lane: NDJSON blocks from ``json_rows``; where it stops short, the dict lane takes over for what it can."""
+    call = mod.json_rows
+    cap = ROWS_PER_RUN
+    block = render.PreRenderedLines
+
+    def lane(buf, view, pos, limit, end, base):
+        npos, n, data = call(buf, pos, limit, end, base, fj, max_size, mode, cap)
+        if n:
+            out.append(block(data))
+            return npos, n
+        return dict_lane(buf, view, pos, limit, end, base)
+
+    return lane
 
 
 def _lane(mod, file: str, max_size: int, mode: int, out: list):
