@@ -381,8 +381,8 @@ static PyObject *configure(PyObject *self, PyObject *args)
     for (int i = 0; i < NFIELDS; i++) {
         Py_ssize_t off, size;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "nn", &off, &size)) return NULL;
-        int raw = (i == F_BADDR || i == F_SADDR);
-        if (off < 0 || (raw ? size != 4 : (size != 4 && size != 8))) {
+        int four = (i == F_BADDR || i == F_SADDR || i == F_BPORT || i == F_SPORT);   /* IPv4 hosts: 4+4 bytes */
+        if (off < 0 || (four ? size != 4 : (size != 4 && size != 8))) {
             PyErr_Format(PyExc_ValueError, "field %d: unsupported offset/size %zd/%zd", i, off, size);
             return NULL;
         }

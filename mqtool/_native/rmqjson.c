@@ -47,6 +47,11 @@ static int utf8_ok(const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
     while (i < n) {
+        if (i + 8 <= n) {                                   /* ASCII runs, a word at a time */
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
+        }
         unsigned c = p[i];
         if (c < 0x80) { i++; continue; }
         if (c >= 0xC2 && c <= 0xDF) {
@@ -73,41 +78,74 @@ static int utf8_ok(const unsigned char *p, Py_ssize_t n)
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
+/* Plain bytes need no escape: everything from 0x20 up but '"' and '\\'. */
+static unsigned char PLAIN[256];
+
+static void init_plain(void)
+{
+    for (int c = 0; c < 256; c++) PLAIN[c] = c >= 0x20 && c != '"' && c != '\\';
+}
+
 /* A JSON string of valid UTF-8 p[0:n], escaped as orjson does (at most 6n + 2 bytes). */
 static void w_str(JB *b, const unsigned char *p, Py_ssize_t n)
 {
-    w_ch(b, '"');
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = p[i];
-        if (c >= 0x20 && c != '"' && c != '\\') { w_ch(b, (char)c); continue; }
-        w_ch(b, '\\');
+    char *o = b->p + b->n;
+    *o++ = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t j = i;
+        while (j < n && PLAIN[p[j]]) j++;
+        memcpy(o, p + i, (size_t)(j - i));                  /* a run of plain bytes */
+        o += j - i;
+        if (j == n) break;
+        unsigned char c = p[j];
+        *o++ = '\\';
         switch (c) {
-        case '"': w_ch(b, '"'); break;
-        case '\\': w_ch(b, '\\'); break;
-        case '\b': w_ch(b, 'b'); break;
-        case '\t': w_ch(b, 't'); break;
-        case '\n': w_ch(b, 'n'); break;
-        case '\f': w_ch(b, 'f'); break;
-        case '\r': w_ch(b, 'r'); break;
-        default: w_raw(b, "u00", 3); w_ch(b, HEXL[c >> 4]); w_ch(b, HEXL[c & 15]);
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\t': *o++ = 't'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\f': *o++ = 'f'; break;
+        case '\r': *o++ = 'r'; break;
+        default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = HEXL[c >> 4]; *o++ = HEXL[c & 15];
         }
+        i = j + 1;
     }
-    w_ch(b, '"');
+    *o++ = '"';
+    b->n = o - b->p;
 }
 
-static inline void w_key(JB *b, int k) { w_raw(b, S.jkey[k], S.jkey_len[k]); }
+#define KEYBUF 48                    /* every ,"key": prefix is padded to this size (copied whole, then cut) */
+static inline void w_key(JB *b, int k)
+{
+    memcpy(b->p + b->n, S.jkey[k], KEYBUF);                 /* fixed size: inlined; the room is reserved */
+    b->n += S.jkey_len[k];
+}
 static inline void w_bytes(JB *b, PyObject *o) { w_raw(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o)); }
 
-/* "a.b.c.d:port" as a JSON string (formats.common.format_host for IPv4). */
-static void w_host(JB *b, const unsigned char *addr, long long port)
+/* "a.b.c.d:port" as a JSON string (formats.common.format_host for IPv4); the last one of each kind (born,
+ * store) is remembered by its 8 raw bytes. */
+typedef struct { unsigned char raw[8]; char text[32]; Py_ssize_t len; } HostCache;
+static HostCache HC[2];
+
+static void w_host(JB *b, int which, const unsigned char *addr, const unsigned char *port_raw, long long port)
 {
-    w_ch(b, '"');
-    for (int i = 0; i < 4; i++) {
-        w_i64(b, addr[i]);
-        w_ch(b, i < 3 ? '.' : ':');
+    HostCache *h = &HC[which];
+    if (h->len == 0 || memcmp(h->raw, addr, 4) != 0 || memcmp(h->raw + 4, port_raw, 4) != 0) {
+        JB t = {h->text, 0, sizeof h->text};                /* at most 1+15+1+11+1 = 29 bytes */
+        w_ch(&t, '"');
+        for (int i = 0; i < 4; i++) {
+            w_i64(&t, addr[i]);
+            w_ch(&t, i < 3 ? '.' : ':');
+        }
+        w_i64(&t, port);
+        w_ch(&t, '"');
+        memcpy(h->raw, addr, 4);
+        memcpy(h->raw + 4, port_raw, 4);
+        h->len = t.n;
     }
-    w_i64(b, port);
-    w_ch(b, '"');
+    w_raw(b, h->text, h->len);
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -169,38 +207,39 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     int crc_ok = rmq_crc_ok(body, bl, be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]));
     if (crc_ok < 0) return -1;
     /* worst case: every text byte escaped to 6 bytes, the body as hex or base64, the fixed fields */
-    if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + PyBytes_GET_SIZE(file_json)) < 0) return -1;
+    if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + PyBytes_GET_SIZE(file_json)) < 0)
+        return -1;
     long long sys_flag = x->sys_flag;
     w_ch(b, '{');
-    w_key(b, K_KIND); w_bytes(b, S.jkind);
-    w_ch(b, ','); w_key(b, K_FILE); w_bytes(b, file_json);
-    w_ch(b, ','); w_key(b, K_POSITION); w_i64(b, pos);
-    w_ch(b, ','); w_key(b, K_OFFSET); w_i64(b, base + pos);
-    w_ch(b, ','); w_key(b, K_SIZE); w_i64(b, x->total);
-    w_ch(b, ','); w_key(b, K_MAGIC); w_bytes(b, x->v2 ? S.jv2 : S.jv1);
-    w_ch(b, ','); w_key(b, K_BODY_CRC); w_i64(b, be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]));
-    w_ch(b, ','); w_key(b, K_CRC_OK); if (crc_ok) w_raw(b, "true", 4); else w_raw(b, "false", 5);
-    w_ch(b, ','); w_key(b, K_QUEUE_ID); w_i64(b, be(u + S.off[F_QUEUEID], S.size[F_QUEUEID]));
-    w_ch(b, ','); w_key(b, K_FLAG); w_i64(b, be(u + S.off[F_FLAG], S.size[F_FLAG]));
-    w_ch(b, ','); w_key(b, K_QUEUE_OFFSET); w_i64(b, be(u + S.off[F_QOFF], S.size[F_QOFF]));
-    w_ch(b, ','); w_key(b, K_PHYSICAL_OFFSET); w_i64(b, be(u + S.off[F_PHYS], S.size[F_PHYS]));
-    w_ch(b, ','); w_key(b, K_SYS_FLAG); w_i64(b, sys_flag);
-    w_ch(b, ','); w_key(b, K_TRANSACTION); w_bytes(b, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
-    w_ch(b, ','); w_key(b, K_BORN_TS); w_i64(b, be(u + S.off[F_BORNTS], S.size[F_BORNTS]));
-    w_ch(b, ','); w_key(b, K_BORN_HOST); w_host(b, u + S.off[F_BADDR], be(u + S.off[F_BPORT], S.size[F_BPORT]));
-    w_ch(b, ','); w_key(b, K_STORE_TS); w_i64(b, be(u + S.off[F_STORETS], S.size[F_STORETS]));
-    w_ch(b, ','); w_key(b, K_STORE_HOST); w_host(b, u + S.off[F_SADDR], be(u + S.off[F_SPORT], S.size[F_SPORT]));
-    w_ch(b, ','); w_key(b, K_RECONSUME); w_i64(b, be(u + S.off[F_RECONSUME], S.size[F_RECONSUME]));
-    w_ch(b, ','); w_key(b, K_PREPARED); w_i64(b, be(u + S.off[F_PREPARED], S.size[F_PREPARED]));
-    w_ch(b, ','); w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
-    w_ch(b, ','); w_key(b, K_PROPERTIES); w_ch(b, '{');
+    w_key(b, K_KIND); w_bytes(b, S.jkind);   /* the first key has no comma (see rmq_json_configure) */
+    w_key(b, K_FILE); w_bytes(b, file_json);
+    w_key(b, K_POSITION); w_i64(b, pos);
+    w_key(b, K_OFFSET); w_i64(b, base + pos);
+    w_key(b, K_SIZE); w_i64(b, x->total);
+    w_key(b, K_MAGIC); w_bytes(b, x->v2 ? S.jv2 : S.jv1);
+    w_key(b, K_BODY_CRC); w_i64(b, be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]));
+    w_key(b, K_CRC_OK); if (crc_ok) w_raw(b, "true", 4); else w_raw(b, "false", 5);
+    w_key(b, K_QUEUE_ID); w_i64(b, be(u + S.off[F_QUEUEID], S.size[F_QUEUEID]));
+    w_key(b, K_FLAG); w_i64(b, be(u + S.off[F_FLAG], S.size[F_FLAG]));
+    w_key(b, K_QUEUE_OFFSET); w_i64(b, be(u + S.off[F_QOFF], S.size[F_QOFF]));
+    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, be(u + S.off[F_PHYS], S.size[F_PHYS]));
+    w_key(b, K_SYS_FLAG); w_i64(b, sys_flag);
+    w_key(b, K_TRANSACTION); w_bytes(b, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
+    w_key(b, K_BORN_TS); w_i64(b, be(u + S.off[F_BORNTS], S.size[F_BORNTS]));
+    w_key(b, K_BORN_HOST); w_host(b, 0, u + S.off[F_BADDR], u + S.off[F_BPORT], be(u + S.off[F_BPORT], S.size[F_BPORT]));
+    w_key(b, K_STORE_TS); w_i64(b, be(u + S.off[F_STORETS], S.size[F_STORETS]));
+    w_key(b, K_STORE_HOST); w_host(b, 1, u + S.off[F_SADDR], u + S.off[F_SPORT], be(u + S.off[F_SPORT], S.size[F_SPORT]));
+    w_key(b, K_RECONSUME); w_i64(b, be(u + S.off[F_RECONSUME], S.size[F_RECONSUME]));
+    w_key(b, K_PREPARED); w_i64(b, be(u + S.off[F_PREPARED], S.size[F_PREPARED]));
+    w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
+    w_key(b, K_PROPERTIES); w_ch(b, '{');
     for (int i = 0; i < npairs; i++) {
         if (i) w_ch(b, ',');
         w_str(b, np[i], nn[i]); w_ch(b, ':'); w_str(b, vp[i], vn[i]);
     }
     w_ch(b, '}');
     /* keys: the KEYS value split at the separator, empty pieces dropped */
-    w_ch(b, ','); w_key(b, K_KEYS); w_ch(b, '[');
+    w_key(b, K_KEYS); w_ch(b, '[');
     int k = find_pair(np, nn, npairs, S.keys_u8, S.keys_n), first = 1;
     if (k >= 0) {
         const unsigned char *v = vp[k];
@@ -217,12 +256,12 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
         }
     }
     w_ch(b, ']');
-    w_ch(b, ','); w_key(b, K_TAGS);
+    w_key(b, K_TAGS);
     if ((k = find_pair(np, nn, npairs, S.tags_u8, S.tags_n)) >= 0) w_str(b, vp[k], vn[k]); else w_raw(b, "null", 4);
-    w_ch(b, ','); w_key(b, K_UNIQ_KEY);
+    w_key(b, K_UNIQ_KEY);
     if ((k = find_pair(np, nn, npairs, S.uniq_u8, S.uniq_n)) >= 0) w_str(b, vp[k], vn[k]); else w_raw(b, "null", 4);
     /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
-    w_ch(b, ','); w_key(b, K_MSG_ID); w_ch(b, '"');
+    w_key(b, K_MSG_ID); w_ch(b, '"');
     const int parts[3] = {F_SADDR, F_SPORT, F_PHYS};
     for (int j = 0; j < 3; j++)
         for (Py_ssize_t i = 0; i < S.size[parts[j]]; i++) {
@@ -231,14 +270,14 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
             w_ch(b, HEXU[c & 15]);
         }
     w_ch(b, '"');
-    w_ch(b, ','); w_key(b, K_BODY_SIZE); w_i64(b, x->body_len);
-    w_ch(b, ','); w_key(b, K_COMPRESSION);
+    w_key(b, K_BODY_SIZE); w_i64(b, x->body_len);
+    w_key(b, K_COMPRESSION);
     if (sys_flag & S.compressed_flag)
         w_bytes(b, PyTuple_GET_ITEM(S.jcomp, (sys_flag & S.comp_mask) >> S.comp_shift));
     else
         w_raw(b, "null", 4);
     if (body_mode != 0) {
-        w_ch(b, ','); w_key(b, K_BODY);
+        w_key(b, K_BODY);
         if (body_mode == 1) w_str(b, body, bl);
         else if (body_mode == 2) {
             w_ch(b, '"');
@@ -294,6 +333,7 @@ done:
 int rmq_json_configure(PyObject *names)
 {
     static const char *onames[] = {"kind_json", "v1_json", "v2_json", "txn_json", "comp_json"};
+    init_plain();
     PyObject **slots[] = {&S.jkind, &S.jv1, &S.jv2, &S.jtxn, &S.jcomp};
     for (int i = 0; i < 5; i++) {
         PyObject *o = PyDict_GetItemString(names, onames[i]);
@@ -318,14 +358,21 @@ int rmq_json_configure(PyObject *names)
                 PyErr_Format(PyExc_ValueError, "row key %d needs escaping", k);
                 return -1;
             }
-        char *p = PyMem_Realloc(S.jkey[k], (size_t)n + 3);
+        int comma = k != K_KIND;                            /* ,"key": -- every key after the first */
+        if (n + 3 + comma > KEYBUF) {
+            PyErr_Format(PyExc_ValueError, "row key %d is too long", k);
+            return -1;
+        }
+        char *p = PyMem_Realloc(S.jkey[k], KEYBUF);
         if (p == NULL) { PyErr_NoMemory(); return -1; }
-        p[0] = '"';
-        memcpy(p + 1, s, (size_t)n);
-        p[n + 1] = '"';
-        p[n + 2] = ':';
+        memset(p, 0, KEYBUF);
+        if (comma) p[0] = ',';
+        p[comma] = '"';
+        memcpy(p + comma + 1, s, (size_t)n);
+        p[comma + n + 1] = '"';
+        p[comma + n + 2] = ':';
         S.jkey[k] = p;
-        S.jkey_len[k] = n + 3;
+        S.jkey_len[k] = n + 3 + comma;
     }
     Py_ssize_t n;
     if ((S.keys_u8 = PyUnicode_AsUTF8AndSize(S.prop_keys, &S.keys_n)) == NULL
