@@ -375,16 +375,10 @@ def test_prerendered_lines_written_as_rows_would_be():
         outs[0].split(b"\n")[1] + b"\n"
 
 
-def test_automatic_jobs_prefers_one_process_with_few_cores(monkeypatch):
-    """--jobs 0 with the helper: one process below NATIVE_POOL_MIN_JOBS cores; an explicit --jobs N is obeyed."""
-    import mqtool.ranges as R
-
-    monkeypatch.setattr(R, "default_jobs", lambda: 2)
+def test_automatic_jobs_prefers_one_process(monkeypatch):
+    """--jobs 0 with the helper: one process; an explicit --jobs N is obeyed; without the helper: as before."""
     assert nativedump.one_process(DumpOptions(jobs=0, ndjson=True))
     assert not nativedump.one_process(DumpOptions(jobs=2, ndjson=True))
     assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True, topic="T"))     # no helper rows: as before
-    monkeypatch.setattr(R, "default_jobs", lambda: nativedump.NATIVE_POOL_MIN_JOBS)
-    assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True))
     monkeypatch.setattr(nativedump, "USE_NATIVE", False)
-    monkeypatch.setattr(R, "default_jobs", lambda: 2)
     assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True))
