@@ -2,9 +2,11 @@
 
 The helper is a :class:`~mqtool.rocketmq.scan.SegmentScanner` fast lane: it consumes runs of the common unit
 (exactly the units :func:`mqtool.rocketmq.records.decode_common` accepts: v1/v2 magic, IPv4 hosts, every
-length consistent) and appends, for each, the dict :meth:`Message.to_row` builds. Every other unit (IPv6
-hosts, damage, BLANK, compressed bodies when bodies are asked for) is left to the scanner and the Python
-path, so the rows are the same with and without the helper (``tests/test_native_dump.py``).
+length consistent) and gives, for each, the dict :meth:`Message.to_row` builds (``rows``) or, for NDJSON
+output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``json_rows``, in blocks). Every
+other unit (IPv6 hosts, damage, BLANK, compressed bodies when bodies are asked for; for the JSON lane also
+non-UTF-8 text and repeated property names) is left to the next lane, then to the scanner and the Python
+path, so the output is the same with and without the helper (``tests/test_native_dump.py``).
 
 Nothing about the layout is written in C: :func:`_configure` passes the offsets and sizes of the fields of
 :data:`records.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name
@@ -20,8 +22,9 @@ from formats import rocketmq as F
 from mqtool import native, render
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.layout import Segment
-from mqtool.rocketmq.records import FIXED, FIXED_NAMES, FIXED_SIZE, Blank, Message
+from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
+from mqtool.schema_struct import fixed_prefix_fields
 
 USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
 ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, whatever the page window
@@ -42,13 +45,12 @@ _state: dict[str, object] = {}
 
 
 def field_layout() -> tuple[tuple[int, int], ...]:
-    """(offset, size) of each of :data:`_FIELDS` inside :data:`records.FIXED`, from its format codes."""
-    codes = FIXED.format[1:]
-    names = list(FIXED_NAMES)
+    """(offset, size) of each of :data:`_FIELDS` inside :data:`records.FIXED`, from the schema's field codes."""
+    fields = fixed_prefix_fields(F.MessageV1, stop_before="BODY")
+    assert FIXED.format == ">" + "".join(c for _, c in fields), FIXED.format
     out = {}
     off = 0
-    from mqtool.schema_struct import _split_codes
-    for name, code in zip(names, _split_codes(codes)):
+    for name, code in fields:
         size = struct.calcsize(">" + code)
         out[name] = (off, size)
         off += size
@@ -88,9 +90,10 @@ def file_json(file: str) -> bytes | None:
     if not render.CAN_PRERENDER_LINES:
         return None
     try:
-        return render._orjson.dumps(file)
-    except TypeError:
+        file.encode("utf-8")        # orjson takes every str that encodes (no lone surrogates)
+    except UnicodeEncodeError:
         return None
+    return _json(file)
 
 
 def helper():
@@ -143,11 +146,11 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
     out: list = []
     mode = BODY_MODES[body]
     fj = file_json(scanner.seg.path) if lines and lo is None and hi is None else None
-    dict_lane = _lane(mod, scanner.seg.path, scanner.max_size, mode, out)
-    if fj is not None:
-        scanner.fast_lane = _json_lane(mod, fj, scanner.max_size, mode, out, dict_lane)
+    if fj is not None:      # where the JSON lane stops, the dict lane takes one unit, then JSON again
+        scanner.fast_lane = _json_lane(mod, fj, scanner.max_size, mode, out,
+                                       _lane(mod, scanner.seg.path, scanner.max_size, mode, out, 1))
     else:
-        scanner.fast_lane = dict_lane
+        scanner.fast_lane = _lane(mod, scanner.seg.path, scanner.max_size, mode, out)
     for ev in scanner.events():
         t = type(ev)
         if t is FastRun:
@@ -295,9 +298,9 @@ def _json_lane(mod, fj: bytes, max_size: int, mode: int, out: list, dict_lane):
     return lane
 
 
-def _lane(mod, file: str, max_size: int, mode: int, out: list):
+def _lane(mod, file: str, max_size: int, mode: int, out: list, cap: int = ROWS_PER_RUN):
+    """Lane: row dicts from ``rows`` (at most ``cap`` per call) appended to ``out``."""
     call = mod.rows
-    cap = ROWS_PER_RUN
 
     def lane(buf, view, pos, limit, end, base):
         return call(buf, pos, limit, end, base, file, max_size, mode, out, cap)
