@@ -3,6 +3,8 @@
 Everything else is in pyproject.toml. Each helper is ``optional=True``: on a machine without a C compiler or
 the Python headers the install still succeeds and mqtool runs its pure-Python paths (``mqtool.native``).
 """
+import glob
+
 from setuptools import Extension, setup
 
 # One entry per helper module: (import name, C sources). Each is a drop-in for a pure-Python loop and is
@@ -14,7 +16,8 @@ NATIVE_MODULES = [
 
 setup(
     ext_modules=[
-        Extension(name, sources, optional=True, extra_compile_args=["-O3", "-std=c11", "-Wall"])
+        Extension(name, sources, optional=True, extra_compile_args=["-O3", "-std=c11", "-Wall"],
+                  depends=sorted(glob.glob("mqtool/_native/*.h")))   # shipped in sdists; edits rebuild
         for name, sources in NATIVE_MODULES
     ],
 )
