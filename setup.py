@@ -3,6 +3,8 @@
 Everything else is in pyproject.toml. Each helper is ``optional=True``: on a machine without a C compiler or
 the Python headers the install still succeeds and mqtool runs its pure-Python paths (``mqtool.native``).
 """
+import glob
+
 from setuptools import Extension, setup
 
 # One entry per helper module: (import name, C sources). Each is a drop-in for a pure-Python loop and is
@@ -11,11 +13,13 @@ NATIVE_MODULES = [
     ("mqtool._native.probe", ["mqtool/_native/probe.c"]),
     ("mqtool._native.rmqverify", ["mqtool/_native/rmqverify.c"]),
     ("mqtool._native.rmqrebuild", ["mqtool/_native/rmqrebuild.c"]),
+    ("mqtool._native.rmqdump", ["mqtool/_native/rmqdump.c", "mqtool/_native/rmqjson.c"]),
 ]
 
 setup(
     ext_modules=[
-        Extension(name, sources, optional=True, extra_compile_args=["-O3", "-std=c11", "-Wall"])
+        Extension(name, sources, optional=True, extra_compile_args=["-O3", "-std=c11", "-Wall"],
+                  depends=sorted(glob.glob("mqtool/_native/*.h")))   # shipped in sdists; edits rebuild
         for name, sources in NATIVE_MODULES
     ],
 )

@@ -135,7 +135,7 @@ def run(store: str, master: str = "local[2]", jobs: int | None = None, queries: 
     res: dict = {"bytes": total, "jobs": jobs, "master": master}
     res["raw_read_s"], _ = _timed(lambda: _raw_read([s.path for s in segs]), 2)
 
-    from mqtool.render import PreRendered, dumps
+    from mqtool.render import PreRendered, PreRenderedLines, dumps
 
     def dump_count(j):
         # `dump commitlog --json` without the terminal: every row becomes its NDJSON line (one job: decoded
@@ -144,6 +144,9 @@ def run(store: str, master: str = "local[2]", jobs: int | None = None, queries: 
         _, rows, _ = dump("commitlog", store, DumpOptions(jobs=j, split_size=split_size, ndjson=True), stats)
         n = 0
         for r in rows:
+            if type(r) is PreRenderedLines:      # a block of lines (the compiled helper's JSON lane)
+                n += r.count(b"\n")
+                continue
             if type(r) is not PreRendered:
                 dumps(r)
             n += 1

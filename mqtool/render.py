@@ -114,6 +114,41 @@ class PreRendered(str):
     __slots__ = ()
 
 
+class PreRenderedLines(bytes):
+    """Several rows already serialised and encoded as NDJSON, each line ending in ``\n`` (the bytes
+    :func:`write_ndjson` would write for them); counts as one item for the caller's iteration."""
+
+    __slots__ = ()
+
+
+def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRenderedLines]:
+    """The bytes :func:`write_ndjson` writes for ``rows``, as blocks of about ``size`` bytes (small enough to
+    stay below malloc's mmap threshold); needs orjson (:data:`CAN_PRERENDER_LINES`)."""
+    enc = _orjson.dumps
+    opt = _OPTS | _orjson.OPT_APPEND_NEWLINE
+    blocks: list[PreRenderedLines] = []
+    out: list[bytes] = []
+    add = out.append
+    n = 0
+    for r in rows:
+        try:
+            b = enc(r, default=_default, option=opt)
+        except TypeError:  # as write_ndjson does
+            b = (_json_dumps(r) + "\n").encode("utf-8")
+        add(b)
+        n += len(b)
+        if n >= size:
+            blocks.append(PreRenderedLines(b"".join(out)))
+            out.clear()
+            n = 0
+    if out:
+        blocks.append(PreRenderedLines(b"".join(out)))
+    return blocks
+
+
+CAN_PRERENDER_LINES = _orjson is not None
+
+
 def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count.
 
@@ -126,9 +161,12 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         n = 0
         w = out.write
         for r in rows:
+            n += 1
+            if type(r) is PreRenderedLines:
+                w(r.decode("utf-8", errors="surrogateescape"))
+                continue
             w(r if type(r) is PreRendered else dumps(r))
             w("\n")
-            n += 1
         out.flush()
         return n
     out.flush()
@@ -142,6 +180,11 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         for r in rows:
             if type(r) is PreRendered:
                 add(r.encode("utf-8", errors="surrogateescape") + b"\n")
+            elif type(r) is PreRenderedLines:     # a big block: write it as it is, after what is batched
+                if batch:
+                    w(b"".join(batch))
+                    batch.clear()
+                w(r)
             else:
                 try:
                     add(enc(r, default=_default, option=opt))

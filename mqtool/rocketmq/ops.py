@@ -7,7 +7,7 @@ from pathlib import Path
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.render import Column, iso_ms
-from mqtool.rocketmq import indexes
+from mqtool.rocketmq import indexes, nativedump
 from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store
 from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
 from mqtool.rocketmq.scan import iter_messages
@@ -71,10 +71,16 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             stats.damage(damage_note(d))
 
         cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
-        if opts.jobs != 1 or opts.runner is not None:
+        if (opts.jobs != 1 or opts.runner is not None) and not nativedump.one_process(opts):
+            par = nativedump.parallel_rows(s.commitlog_dir or path, segs, opts, stats)
+            if par is not None:
+                return cols, par, f"commitlog {s.commitlog_dir or path}"
             par = parallel_dump_rows(s.commitlog_dir or path, segs, opts, stats)
             if par is not None:
                 return cols, par, f"commitlog {s.commitlog_dir or path}"
+
+        if nativedump.usable(opts):      # the compiled row builder (same rows; tests/test_native_dump.py)
+            return cols, nativedump.rows(segs, opts, stats, on_damage), f"commitlog {s.commitlog_dir or path}"
 
         def rows():
             msgs = iter_messages(segs, opts.from_offset, opts.to_offset, opts.max_message_size,

@@ -1,0 +1,459 @@
+/* rmqdump: the rows of `mqtool dump commitlog` for runs of common RocketMQ units, built in C.
+ *
+ * Drop-in for the per-message Python work of the dump's no-filter loop (scan.decode_common + Message.to_row):
+ * rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) consumes whole units from buf[pos:]
+ * that the Python fast decoder (records.decode_common) would accept -- v1/v2 magic, IPv4 hosts, every length
+ * consistent -- and appends for each the very dict Message.to_row(body_mode) builds (same keys, order, values).
+ * It stops at the first unit it does not fully handle (anything else: the Python path decodes it and gives
+ * the precise reason) and returns (new_pos, count); that is the SegmentScanner fast-lane contract.
+ *
+ * No layout is written here: configure(...) is called once from mqtool/rocketmq/nativedump.py with the field
+ * offsets/sizes of the struct derived from formats.rocketmq.MessageV1, the magic codes, flags, masks, name
+ * tables and separators of formats/rocketmq.py, the row's key names, and the CRC-32 callable (mqtool.fastcrc).
+ * Every length is checked against the buffer before a byte is read. The buffer is held through the buffer
+ * protocol for the call only. The GIL is held throughout (Python objects are built all along).
+ */
+#include "rmqdump.h"
+
+State S;
+
+/* ---- helpers ----------------------------------------------------------------------------------------- */
+
+static int all_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    unsigned char acc = 0;
+    for (Py_ssize_t i = 0; i < n; i++) acc |= p[i];
+    return acc < 0x80;
+}
+
+/* bytes.decode("utf-8", errors="replace") of p[0:n]; ASCII is copied straight into a compact str. */
+static PyObject *text(const unsigned char *p, Py_ssize_t n, int ascii)
+{
+    if (ascii) {
+        PyObject *s = PyUnicode_New(n, 127);
+        if (s != NULL) memcpy(PyUnicode_DATA(s), p, (size_t)n);
+        return s;
+    }
+    return PyUnicode_DecodeUTF8((const char *)p, n, "replace");
+}
+
+/* "a.b.c.d:port" (formats.common.format_host for IPv4), cached on the 8 raw bytes. Returns a new ref. */
+static PyObject *host(const unsigned char *addr, long long port, unsigned char *raw, PyObject **cache,
+                      const unsigned char *port_raw)
+{
+    unsigned char key[8];
+    memcpy(key, addr, 4);
+    memcpy(key + 4, port_raw, 4);
+    if (*cache != NULL && memcmp(key, raw, 8) == 0) {
+        Py_INCREF(*cache);
+        return *cache;
+    }
+    char buf[48], *o = buf;                       /* "%u.%u.%u.%u:%lld", without printf's cost */
+    for (int i = 0; i < 4; i++) {
+        unsigned a = addr[i];
+        if (a >= 100) *o++ = (char)('0' + a / 100);
+        if (a >= 10) *o++ = (char)('0' + a / 10 % 10);
+        *o++ = (char)('0' + a % 10);
+        *o++ = i < 3 ? '.' : ':';
+    }
+    unsigned long long u = port < 0 ? (unsigned long long)(-port) : (unsigned long long)port;  /* |int32| */
+    char digits[24];
+    int nd = 0;
+    do { digits[nd++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (port < 0) *o++ = '-';
+    while (nd) *o++ = digits[--nd];
+    PyObject *s = PyUnicode_FromStringAndSize(buf, o - buf);
+    if (s == NULL) return NULL;
+    Py_XSETREF(*cache, s);
+    memcpy(raw, key, 8);
+    Py_INCREF(s);
+    return s;
+}
+
+/* Property name as str, from the small cache when seen recently. Returns a new ref. */
+static PyObject *prop_name(const unsigned char *p, Py_ssize_t n, int ascii)
+{
+    if (n <= MAXNAME) {
+        for (int i = 0; i < NCACHE; i++)
+            if (S.name[i] != NULL && S.name_len[i] == n && memcmp(S.name_raw[i], p, (size_t)n) == 0) {
+                Py_INCREF(S.name[i]);
+                return S.name[i];
+            }
+    }
+    PyObject *s = text(p, n, ascii);
+    if (s != NULL && n <= MAXNAME) {
+        int i = S.name_next;
+        S.name_next = (i + 1) % NCACHE;
+        Py_XSETREF(S.name[i], s);
+        Py_INCREF(s);
+        memcpy(S.name_raw[i], p, (size_t)n);
+        S.name_len[i] = n;
+    }
+    return s;
+}
+
+/* records.property_dict / property_pairs over the raw properties p[0:n]: segments split at prop_sep, each
+ * split at its first nv_sep; a pair is kept when name and value are both non-empty; a repeated name keeps its
+ * first place and takes the last value. With pairs != NULL, every kept pair is also appended as [name, value].
+ * Splitting the bytes, then decoding each piece, equals decoding then splitting: the separators are ASCII
+ * and UTF-8 decoding never joins an ASCII byte to a neighbouring sequence. Returns the count of kept pairs
+ * or -1 (error set). */
+static Py_ssize_t split_props(const unsigned char *p, Py_ssize_t n, int ascii, PyObject *dict, PyObject *pairs)
+{
+    Py_ssize_t kept = 0, i = 0;
+    while (i <= n) {
+        const unsigned char *seg = p + i;
+        const unsigned char *sep = memchr(seg, S.prop_sep, (size_t)(n - i));
+        Py_ssize_t len = sep ? (Py_ssize_t)(sep - seg) : n - i;
+        const unsigned char *nv = memchr(seg, S.nv_sep, (size_t)len);
+        if (nv != NULL && nv > seg && nv < seg + len - 1) {      /* name and value non-empty */
+            Py_ssize_t nl = (Py_ssize_t)(nv - seg);
+            PyObject *k = prop_name(seg, nl, ascii);
+            PyObject *v = k ? text(nv + 1, len - nl - 1, ascii) : NULL;
+            int bad = (v == NULL) || PyDict_SetItem(dict, k, v) < 0;
+            if (!bad && pairs != NULL) {
+                PyObject *pr = PyList_New(2);
+                if (pr == NULL) bad = 1;
+                else {
+                    Py_INCREF(k); PyList_SET_ITEM(pr, 0, k);
+                    Py_INCREF(v); PyList_SET_ITEM(pr, 1, v);
+                    bad = PyList_Append(pairs, pr) < 0;
+                    Py_DECREF(pr);
+                }
+            }
+            Py_XDECREF(k);
+            Py_XDECREF(v);
+            if (bad) return -1;
+            kept++;
+        }
+        i += len + 1;
+    }
+    return kept;
+}
+
+/* [t for t in keys.split(" ") if t] */
+static PyObject *split_keys(PyObject *k)
+{
+    PyObject *parts = PyUnicode_Split(k, S.key_sep, -1);
+    if (parts == NULL) return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(parts); i++) {
+        PyObject *t = PyList_GET_ITEM(parts, i);
+        if (PyUnicode_GET_LENGTH(t) > 0 && PyList_Append(out, t) < 0) Py_CLEAR(out);
+    }
+    Py_DECREF(parts);
+    return out;
+}
+
+static const char HEXU[] = "0123456789ABCDEF", HEXL[] = "0123456789abcdef";
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* common.encode_body for an uncompressed body: 1 text (UTF-8, replace), 2 hex, 3 base64. */
+static PyObject *encode_body(const unsigned char *p, Py_ssize_t n, int mode)
+{
+    if (mode == 1) return text(p, n, all_ascii(p, n));
+    if (mode == 2) {
+        if (n > PY_SSIZE_T_MAX / 2) return PyErr_NoMemory();
+        PyObject *s = PyUnicode_New(2 * n, 127);
+        if (s == NULL) return NULL;
+        char *o = PyUnicode_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++) { o[2 * i] = HEXL[p[i] >> 4]; o[2 * i + 1] = HEXL[p[i] & 15]; }
+        return s;
+    }
+    if (n > PY_SSIZE_T_MAX / 4 - 3) return PyErr_NoMemory();
+    Py_ssize_t m = (n + 2) / 3 * 4, i = 0, j = 0;
+    PyObject *s = PyUnicode_New(m, 127);
+    if (s == NULL) return NULL;
+    char *o = PyUnicode_DATA(s);
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
+        o[j++] = B64[v >> 18]; o[j++] = B64[(v >> 12) & 63]; o[j++] = B64[(v >> 6) & 63]; o[j++] = B64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        o[j++] = B64[v >> 18]; o[j++] = B64[(v >> 12) & 63]; o[j++] = '='; o[j++] = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
+        o[j++] = B64[v >> 18]; o[j++] = B64[(v >> 12) & 63]; o[j++] = B64[(v >> 6) & 63]; o[j++] = '=';
+    }
+    return s;
+}
+
+/* An empty dict with room for n items (no resize while the properties go in). */
+static PyObject *new_dict(Py_ssize_t n)
+{
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_NewPresized(n);
+#else
+    (void)n;
+    return PyDict_New();
+#endif
+}
+
+/* Set row[key] = v, stealing v (NULL: an error is already set). */
+static int put(PyObject *row, int key, PyObject *v)
+{
+    if (v == NULL) return -1;
+    int r = PyDict_SetItem(row, S.keys[key], v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int put_ll(PyObject *row, int key, long long v) { return put(row, key, PyLong_FromLongLong(v)); }
+
+static int put_borrowed(PyObject *row, int key, PyObject *v)
+{
+    return PyDict_SetItem(row, S.keys[key], v ? v : Py_None);
+}
+
+/* crc_ok: mqtool.fastcrc.crc32 over the body (a read-only memoryview, released at once). */
+int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
+    PyObject *crc = mv ? PyObject_CallOneArg(S.crc32, mv) : NULL;
+    if (mv != NULL) {
+        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
+            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
+            if (r == NULL) PyErr_Clear();             /* still exported: it cannot be used any more anyway */
+            Py_XDECREF(r);
+        }
+        Py_DECREF(mv);
+    }
+    if (crc == NULL) return -1;
+    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
+    Py_DECREF(crc);
+    if (c == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    return (long long)(c & 0x7FFFFFFF) == body_crc;
+}
+
+/* ---- one unit ------------------------------------------------------------------------------------------ */
+
+/* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked). */
+static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_ssize_t tp, Py_ssize_t tl,
+                           Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
+                           int body_mode)
+{
+    long long sys_flag = be(u + S.off[F_SYSFLAG], S.size[F_SYSFLAG]);
+    long long body_crc = be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]);
+    const unsigned char *body = u + S.fixed_size;
+    PyObject *row = PyDict_Copy(S.template), *v;
+    if (row == NULL) return NULL;
+
+    int crc_ok = rmq_crc_ok(body, body_len, body_crc);
+    if (crc_ok < 0) goto fail;
+
+    if (put_borrowed(row, K_KIND, S.kind) < 0 || put_borrowed(row, K_FILE, file) < 0
+        || put_ll(row, K_POSITION, pos) < 0 || put_ll(row, K_OFFSET, base + pos) < 0
+        || put_ll(row, K_SIZE, total) < 0 || put_borrowed(row, K_MAGIC, v2 ? S.v2 : S.v1) < 0
+        || put_ll(row, K_BODY_CRC, body_crc) < 0 || put_borrowed(row, K_CRC_OK, crc_ok ? Py_True : Py_False) < 0
+        || put_ll(row, K_QUEUE_ID, be(u + S.off[F_QUEUEID], S.size[F_QUEUEID])) < 0
+        || put_ll(row, K_FLAG, be(u + S.off[F_FLAG], S.size[F_FLAG])) < 0
+        || put_ll(row, K_QUEUE_OFFSET, be(u + S.off[F_QOFF], S.size[F_QOFF])) < 0
+        || put_ll(row, K_PHYSICAL_OFFSET, be(u + S.off[F_PHYS], S.size[F_PHYS])) < 0
+        || put_ll(row, K_SYS_FLAG, sys_flag) < 0
+        || put_borrowed(row, K_TRANSACTION, PyTuple_GET_ITEM(S.txn_names, sys_flag & S.txn_mask)) < 0
+        || put_ll(row, K_BORN_TS, be(u + S.off[F_BORNTS], S.size[F_BORNTS])) < 0
+        || put(row, K_BORN_HOST, host(u + S.off[F_BADDR], be(u + S.off[F_BPORT], S.size[F_BPORT]),
+                                      S.bhost_raw, &S.bhost, u + S.off[F_BPORT])) < 0
+        || put_ll(row, K_STORE_TS, be(u + S.off[F_STORETS], S.size[F_STORETS])) < 0
+        || put(row, K_STORE_HOST, host(u + S.off[F_SADDR], be(u + S.off[F_SPORT], S.size[F_SPORT]),
+                                       S.shost_raw, &S.shost, u + S.off[F_SPORT])) < 0
+        || put_ll(row, K_RECONSUME, be(u + S.off[F_RECONSUME], S.size[F_RECONSUME])) < 0
+        || put_ll(row, K_PREPARED, be(u + S.off[F_PREPARED], S.size[F_PREPARED])) < 0)
+        goto fail;
+
+    /* topic: the last one is reused when the bytes are the same */
+    if (S.topic == NULL || S.topic_len != tl || memcmp(S.topic_raw, u + tp, (size_t)tl) != 0) {
+        PyObject *t = text(u + tp, tl, all_ascii(u + tp, tl));
+        if (t == NULL) goto fail;
+        Py_XSETREF(S.topic, t);
+        S.topic_len = tl <= (Py_ssize_t)sizeof S.topic_raw ? tl : -1;   /* too long to remember: no reuse */
+        if (S.topic_len >= 0) memcpy(S.topic_raw, u + tp, (size_t)tl);
+    }
+    if (put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
+
+    /* properties: the dict; the pair list too when a name repeats */
+    Py_ssize_t pl = (Py_ssize_t)total - pp;
+    int pascii = all_ascii(u + pp, pl);
+    PyObject *props = new_dict(S.last_nprops);    /* sized like the last message's: no resize */
+    if (props == NULL) goto fail;
+    Py_ssize_t kept = split_props(u + pp, pl, pascii, props, NULL);
+    if (kept < 0) { Py_DECREF(props); goto fail; }
+    S.last_nprops = kept;
+    if (put(row, K_PROPERTIES, props) < 0) goto fail;    /* put() consumed our reference; the row holds one */
+    PyObject *k = PyDict_GetItemWithError(props, S.prop_keys);
+    if (k == NULL && PyErr_Occurred()) goto fail;
+    if (put(row, K_KEYS, k ? split_keys(k) : PyList_New(0)) < 0) goto fail;
+    v = PyDict_GetItemWithError(props, S.prop_tags);
+    if ((v == NULL && PyErr_Occurred()) || put_borrowed(row, K_TAGS, v) < 0) goto fail;
+    v = PyDict_GetItemWithError(props, S.prop_uniq);
+    if ((v == NULL && PyErr_Occurred()) || put_borrowed(row, K_UNIQ_KEY, v) < 0) goto fail;
+
+    /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
+    {
+        const unsigned char *parts[3] = {u + S.off[F_SADDR], u + S.off[F_SPORT], u + S.off[F_PHYS]};
+        Py_ssize_t lens[3] = {S.size[F_SADDR], S.size[F_SPORT], S.size[F_PHYS]};
+        PyObject *id = PyUnicode_New(2 * (lens[0] + lens[1] + lens[2]), 127);
+        if (id == NULL) goto fail;
+        char *o = PyUnicode_DATA(id);
+        for (int j = 0; j < 3; j++)
+            for (Py_ssize_t i = 0; i < lens[j]; i++) {
+                *o++ = HEXU[parts[j][i] >> 4];
+                *o++ = HEXU[parts[j][i] & 15];
+            }
+        if (put(row, K_MSG_ID, id) < 0) goto fail;
+    }
+    if (put_ll(row, K_BODY_SIZE, body_len) < 0) goto fail;
+    if (sys_flag & S.compressed_flag) {
+        v = PyTuple_GET_ITEM(S.comp_names, (sys_flag & S.comp_mask) >> S.comp_shift);
+        if (put_borrowed(row, K_COMPRESSION, v) < 0) goto fail;
+    }
+    if (kept != PyDict_GET_SIZE(props)) {             /* a name repeats: keep every pair for the record */
+        PyObject *pairs = PyList_New(0), *scratch = PyDict_New();
+        int bad = pairs == NULL || scratch == NULL || split_props(u + pp, pl, pascii, scratch, pairs) < 0;
+        Py_XDECREF(scratch);
+        if (bad) { Py_XDECREF(pairs); goto fail; }
+        if (put(row, K_PROPERTY_PAIRS, pairs) < 0) goto fail;
+    }
+    if (body_mode != 0 && put(row, K_BODY, encode_body(body, (Py_ssize_t)body_len, body_mode)) < 0) goto fail;
+    return row;
+fail:
+    Py_DECREF(row);
+    return NULL;
+}
+
+/* ---- the lane --------------------------------------------------------------------------------------------- */
+
+static PyObject *rows(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj, *file, *out;
+    Py_ssize_t pos, limit, end, cap;
+    long long base, max_size;
+    int body_mode;
+    if (!PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
+                          &body_mode, &PyList_Type, &out, &cap))
+        return NULL;
+    if (!S.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "rmqdump.configure() was not called");
+        return NULL;
+    }
+    if (body_mode < 0 || body_mode > 3) {
+        PyErr_SetString(PyExc_ValueError, "body_mode must be 0..3");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t count = 0;
+    PyObject *result = NULL;
+    if (end > view.len) end = view.len;                 /* never trust the caller's end either */
+    Unit x;
+    while (count < cap && pos >= 0 && pos < limit && rmq_frame(b + pos, end - pos, max_size, body_mode, &x)) {
+        const unsigned char *u = b + pos;
+        long long total = x.total;
+        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode);
+        if (row == NULL) goto done;
+        int r = PyList_Append(out, row);
+        Py_DECREF(row);
+        if (r < 0) goto done;
+        pos += (Py_ssize_t)total;
+        count++;
+    }
+    result = Py_BuildValue("nn", pos, count);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- configuration ------------------------------------------------------------------------------------ */
+
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *fields, *keys, *consts, *names;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyTuple_Type, &fields, &PyTuple_Type, &keys, &PyDict_Type,
+                          &consts, &PyDict_Type, &names))
+        return NULL;
+    if (PyTuple_GET_SIZE(fields) != NFIELDS || PyTuple_GET_SIZE(keys) != NKEYS) {
+        PyErr_Format(PyExc_ValueError, "need %d fields and %d row keys", NFIELDS, NKEYS);
+        return NULL;
+    }
+    Py_ssize_t fixed = 0;
+    for (int i = 0; i < NFIELDS; i++) {
+        Py_ssize_t off, size;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "nn", &off, &size)) return NULL;
+        int four = (i == F_BADDR || i == F_SADDR || i == F_BPORT || i == F_SPORT);   /* IPv4 hosts: 4+4 bytes */
+        if (off < 0 || (four ? size != 4 : (size != 4 && size != 8))) {
+            PyErr_Format(PyExc_ValueError, "field %d: unsupported offset/size %zd/%zd", i, off, size);
+            return NULL;
+        }
+        S.off[i] = off;
+        S.size[i] = size;
+        if (off + size > fixed) fixed = off + size;
+    }
+    S.fixed_size = fixed;
+    static const char *cnames[] = {"magic_v1", "magic_v2", "min_size", "v6_flags", "compressed_flag",
+                                   "comp_mask", "comp_shift", "txn_mask"};
+    long long *cvals[] = {&S.magic_v1, &S.magic_v2, &S.min_size, &S.v6_flags, &S.compressed_flag, &S.comp_mask,
+                          &S.comp_shift, &S.txn_mask};
+    for (int i = 0; i < 8; i++) {
+        PyObject *v = PyDict_GetItemString(consts, cnames[i]);
+        if (v == NULL) return PyErr_Format(PyExc_KeyError, "%s", cnames[i]);
+        *cvals[i] = PyLong_AsLongLong(v);
+        if (*cvals[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    static const char *onames[] = {"kind", "v1", "v2", "txn_names", "comp_names", "prop_keys", "prop_tags",
+                                   "prop_uniq", "key_sep", "crc32", "prop_sep", "nv_sep"};
+    PyObject *o[12];
+    for (int i = 0; i < 12; i++) {
+        o[i] = PyDict_GetItemString(names, onames[i]);
+        if (o[i] == NULL) return PyErr_Format(PyExc_KeyError, "%s", onames[i]);
+    }
+    if (!PyTuple_Check(o[3]) || PyTuple_GET_SIZE(o[3]) != S.txn_mask + 1 || !PyTuple_Check(o[4])
+        || S.comp_shift < 0 || S.comp_shift > 62 || PyTuple_GET_SIZE(o[4]) != (S.comp_mask >> S.comp_shift) + 1
+        || !PyCallable_Check(o[9])) {
+        PyErr_SetString(PyExc_ValueError, "bad name tables or crc32");
+        return NULL;
+    }
+    for (int i = 10; i < 12; i++)
+        if (!PyBytes_Check(o[i]) || PyBytes_GET_SIZE(o[i]) != 1 || (unsigned char)PyBytes_AS_STRING(o[i])[0] >= 0x80) {
+            PyErr_SetString(PyExc_ValueError, "separators must be single ASCII bytes");
+            return NULL;
+        }
+    S.prop_sep = (unsigned char)PyBytes_AS_STRING(o[10])[0];
+    S.nv_sep = (unsigned char)PyBytes_AS_STRING(o[11])[0];
+    PyObject **slots[] = {&S.kind, &S.v1, &S.v2, &S.txn_names, &S.comp_names, &S.prop_keys, &S.prop_tags,
+                          &S.prop_uniq, &S.key_sep, &S.crc32};
+    for (int i = 0; i < 10; i++) { Py_INCREF(o[i]); Py_XSETREF(*slots[i], o[i]); }
+    PyObject *tmpl = PyDict_New();
+    if (tmpl == NULL) return NULL;
+    for (int i = 0; i < NKEYS; i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i);
+        if (!PyUnicode_CheckExact(k)) { Py_DECREF(tmpl); return PyErr_Format(PyExc_TypeError, "row key %d", i); }
+        Py_INCREF(k);
+        PyUnicode_InternInPlace(&k);
+        Py_XSETREF(S.keys[i], k);
+        if (i < NROWKEYS && PyDict_SetItem(tmpl, k, Py_None) < 0) { Py_DECREF(tmpl); return NULL; }
+    }
+    Py_XSETREF(S.template, tmpl);
+    Py_CLEAR(S.topic); Py_CLEAR(S.bhost); Py_CLEAR(S.shost);
+    for (int i = 0; i < NCACHE; i++) Py_CLEAR(S.name[i]);
+    if (rmq_json_configure(names) < 0) return NULL;
+    S.configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(fields, row_keys, consts, names): layout and names derived from formats.rocketmq (once)."},
+    {"rows", rows, METH_VARARGS,
+     "rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) -> (new_pos, count): append the "
+     "dump rows of the common units from pos (starting before limit, at most cap) to out."},
+    {"json_rows", rmq_json_rows, METH_VARARGS,
+     "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
+     "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqdump", "RocketMQ dump rows in C", -1, methods};
+
+PyMODINIT_FUNC PyInit_rmqdump(void) { return PyModule_Create(&module); }

@@ -1,0 +1,308 @@
+"""`dump commitlog` rows built by the optional compiled helper ``mqtool._native.rmqdump``.
+
+The helper is a :class:`~mqtool.rocketmq.scan.SegmentScanner` fast lane: it consumes runs of the common unit
+(exactly the units :func:`mqtool.rocketmq.records.decode_common` accepts: v1/v2 magic, IPv4 hosts, every
+length consistent) and gives, for each, the dict :meth:`Message.to_row` builds (``rows``) or, for NDJSON
+output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``json_rows``, in blocks). Every
+other unit (IPv6 hosts, damage, BLANK, compressed bodies when bodies are asked for; for the JSON lane also
+non-UTF-8 text and repeated property names) is left to the next lane, then to the scanner and the Python
+path, so the output is the same with and without the helper (``tests/test_native_dump.py``).
+
+Nothing about the layout is written in C: :func:`_configure` passes the offsets and sizes of the fields of
+:data:`records.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name
+tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`mqtool.fastcrc`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Iterator
+
+from formats import rocketmq as F
+from mqtool import native, render
+from mqtool.fastcrc import crc32
+from mqtool.rocketmq.layout import Segment
+from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
+from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
+from mqtool.schema_struct import fixed_prefix_fields
+
+USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
+ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, whatever the page window
+
+# The dict keys of Message.to_row, in order (the last two only when they apply); the helper fills them.
+ROW_KEYS = ("kind", "file", "position", "offset", "size", "magic", "body_crc", "crc_ok", "queue_id", "flag",
+            "queue_offset", "physical_offset", "sys_flag", "transaction", "born_timestamp", "born_host",
+            "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset", "topic",
+            "properties", "keys", "tags", "uniq_key", "msg_id", "body_size", "compression", "property_pairs",
+            "body")
+# The fields the helper reads, in the order it takes them (names of FIXED, i.e. of the schema).
+_FIELDS = ("TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "FLAG", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
+           "BORNTIMESTAMP", "BORNHOST.addr", "BORNHOST.port", "STORETIMESTAMP", "STOREHOSTADDRESS.addr",
+           "STOREHOSTADDRESS.port", "RECONSUMETIMES", "PREPAREDTRANSACTIONOFFSET", "BODYLENGTH")
+BODY_MODES = {"none": 0, "text": 1, "hex": 2, "base64": 3}
+
+_state: dict[str, object] = {}
+
+
+def field_layout() -> tuple[tuple[int, int], ...]:
+    """(offset, size) of each of :data:`_FIELDS` inside :data:`records.FIXED`, from the schema's field codes."""
+    fields = fixed_prefix_fields(F.MessageV1, stop_before="BODY")
+    assert FIXED.format == ">" + "".join(c for _, c in fields), FIXED.format
+    out = {}
+    off = 0
+    for name, code in fields:
+        size = struct.calcsize(">" + code)
+        out[name] = (off, size)
+        off += size
+    assert off == FIXED_SIZE, (off, FIXED_SIZE)
+    return tuple(out[n] for n in _FIELDS)
+
+
+def _configure(mod) -> None:
+    comp_mask = F.COMPRESSION_TYPE_MASK
+    shift = (comp_mask & -comp_mask).bit_length() - 1
+    txn_mask = F.TRANSACTION_MASK
+    mod.configure(
+        field_layout(), ROW_KEYS,
+        {"magic_v1": F.MESSAGE_MAGIC_CODE_V1, "magic_v2": F.MESSAGE_MAGIC_CODE_V2, "min_size": F.MIN_MESSAGE_SIZE,
+         "v6_flags": F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG, "compressed_flag": F.COMPRESSED_FLAG,
+         "comp_mask": comp_mask, "comp_shift": shift, "txn_mask": txn_mask},
+        {"kind": "message", "v1": "v1", "v2": "v2",
+         "txn_names": tuple(F.TRANSACTION_NAMES.get(i) for i in range(txn_mask + 1)),
+         "comp_names": tuple(F.COMPRESSION_TYPES.get(i, "unknown") for i in range((comp_mask >> shift) + 1)),
+         "prop_keys": F.PROPERTY_KEYS, "prop_tags": F.PROPERTY_TAGS, "prop_uniq": F.PROPERTY_UNIQ_KEY,
+         "key_sep": F.KEY_SEPARATOR, "crc32": crc32,
+         "prop_sep": F.PROPERTY_SEPARATOR.encode("ascii"), "nv_sep": F.NAME_VALUE_SEPARATOR.encode("ascii"),
+         # the same values as rendered in an NDJSON row (json_rows)
+         "kind_json": _json("message"), "v1_json": _json("v1"), "v2_json": _json("v2"),
+         "txn_json": tuple(_json(F.TRANSACTION_NAMES.get(i)) for i in range(txn_mask + 1)),
+         "comp_json": tuple(_json(F.COMPRESSION_TYPES.get(i, "unknown")) for i in range((comp_mask >> shift) + 1))})
+
+
+def _json(value) -> bytes:
+    """``value`` as write_ndjson renders it inside a row."""
+    return render.dumps(value).encode("utf-8")
+
+
+def file_json(file: str) -> bytes | None:
+    """The file name as orjson renders it inside a row, or None when the row would not go through orjson
+    (a non-UTF-8 name: write_ndjson then renders the whole row with ``json``, ASCII-escaped)."""
+    if not render.CAN_PRERENDER_LINES:
+        return None
+    try:
+        file.encode("utf-8")        # orjson takes every str that encodes (no lone surrogates)
+    except UnicodeEncodeError:
+        return None
+    return _json(file)
+
+
+def helper():
+    """The configured helper module, or None (not built, ``MQTOOL_NATIVE=0``, or :data:`USE_NATIVE` off)."""
+    if not USE_NATIVE:
+        return None
+    mod = native.load("rmqdump")
+    if mod is not None and _state.get("configured") is not mod:
+        _configure(mod)
+        _state["configured"] = mod
+    return mod
+
+
+def usable(opts) -> bool:
+    """Whether :func:`rows` can serve these dump options (no per-row filter; any body mode)."""
+    return (opts.topic is None and opts.key is None and opts.tag is None and opts.body in BODY_MODES
+            and helper() is not None)
+
+
+def rows(segments, opts, stats, on_damage) -> Iterator[dict]:
+    """The rows of ``dump commitlog`` for ``segments`` with no per-row filter: the same rows, in the same order,
+    as ``iter_messages(...)`` + ``to_row`` (``from``/``to`` offsets, BLANKs and damage notes included)."""
+    mod = helper()
+    lo, hi = opts.from_offset, opts.to_offset
+    lines = opts.ndjson and opts.limit is None        # --limit counts the items: rows then, not blocks
+    done = [0]
+    try:
+        for seg in segments:
+            if lo is not None and seg.base + seg.size <= lo:
+                continue
+            if hi is not None and seg.base >= hi:
+                break
+            scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True)
+            if not (yield from _event_rows(mod, scanner, opts, on_damage, done, lines)):
+                return
+    finally:
+        stats.messages += done[0]
+
+
+def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines: bool = False) -> Iterator:
+    """Rows of one scanner's walk (the helper as its fast lane) with the rule of ``scan.select_events``;
+    counts rows in ``done[0]``. Returns False once ``to_offset`` is passed.
+
+    With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`render.PreRenderedLines`
+    blocks from ``json_rows`` (each a FastRun's rows, already encoded), and ``done[0]`` counts them too;
+    units it leaves (non-UTF-8 text, repeated property names) come from the dict lane, then Python."""
+    body = opts.body
+    lo, hi = opts.from_offset, opts.to_offset
+    include_blank = opts.include_blank
+    out: list = []
+    mode = BODY_MODES[body]
+    fj = file_json(scanner.seg.path) if lines and lo is None and hi is None else None
+    if fj is not None:      # where the JSON lane stops, the dict lane takes one unit, then JSON again
+        scanner.fast_lane = _json_lane(mod, fj, scanner.max_size, mode, out,
+                                       _lane(mod, scanner.seg.path, scanner.max_size, mode, out, 1))
+    else:
+        scanner.fast_lane = _lane(mod, scanner.seg.path, scanner.max_size, mode, out)
+    for ev in scanner.events():
+        t = type(ev)
+        if t is FastRun:
+            if fj is not None:
+                for r in out:
+                    if type(r) is render.PreRenderedLines:
+                        done[0] += r.count(b"\n")
+                    else:
+                        done[0] += 1
+                    yield r
+            elif lo is None and hi is None:
+                for r in out:
+                    done[0] += 1
+                    yield r
+            else:
+                for r in out:
+                    o = r["offset"]
+                    if lo is not None and o < lo:
+                        continue
+                    if hi is not None and o >= hi:
+                        return False
+                    done[0] += 1
+                    yield r
+            out.clear()
+            continue
+        # the units the lane left to the scanner
+        if t is End:
+            continue
+        if lo is not None and ev.offset < lo:
+            continue
+        if hi is not None and ev.offset >= hi:
+            return False
+        if t is Message:
+            done[0] += 1
+            yield ev.to_row(body)
+        elif t is Blank:
+            if include_blank:
+                done[0] += 1
+                yield ev.to_row(body)
+        elif t is Damage and on_damage is not None:
+            on_damage(ev)
+    return True
+
+
+# ---- --jobs: the same rows over byte ranges, rendered by the workers ------------------------------------------
+
+# With the helper, a row costs so little that shipping it from a worker costs more than building it: on the
+# 1 GiB bench store (699,319 messages, 2 cores) `dump --json` took 1.2 s CPU / 1.4 s wall in one process and
+# 3.6 s CPU / 4.0 s wall with --jobs 2 (the ~490 MB of NDJSON pickled through pipes: page faults, copies). The
+# parent alone must take in and write every line, so no worker count beats one process by much: automatic
+# --jobs (0) keeps one process when the helper builds the rows; an explicit --jobs N is obeyed.
+
+
+def one_process(opts) -> bool:
+    """Automatic ``--jobs`` (0) and the helper serves these rows: one process is the better choice."""
+    return not opts.jobs and opts.runner is None and usable(opts)
+
+
+def parallel_rows(path, segs, opts, stats):
+    """``dump commitlog --jobs`` with the helper in the workers: the plan and runner of
+    :func:`mqtool.rocketmq.ranges.parallel_dump_rows` (same ranges, same order), each range's rows built by the
+    helper and rendered to NDJSON lines in the worker. None when that function would not use a pool, or when
+    rows (not lines) or another runner (Spark) are wanted: then the caller goes on as without the helper."""
+    from mqtool.ranges import runner_for, split_segments
+    from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
+
+    if not opts.ndjson or opts.runner is not None or not usable(opts):
+        return None
+    explicit = opts.split_size is not None
+    ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
+    if opts.from_offset is not None or opts.to_offset is not None:
+        ranges = [r for r in ranges
+                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
+                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
+    runner = runner_for(opts, ranges, explicit_split=explicit)
+    if runner.jobs == 1:
+        return None
+    plain = dataclasses.replace(opts, runner=None)      # picklable
+    # blocks of encoded lines travel back (the cheapest to ship and write); with --limit the caller counts
+    # rows, so lines then travel one by one
+    blocks = render.CAN_PRERENDER_LINES and opts.limit is None
+
+    def rows():
+        for count, lines, notes in runner.imap(range_lines_task, [(r, plain, blocks) for r in ranges]):
+            for n in notes:
+                stats.damage(n)
+            stats.messages += count
+            if blocks:
+                yield from lines
+                continue
+            for line in lines:
+                yield render.PreRendered(line)
+
+    return rows()
+
+
+def range_lines_task(args) -> tuple[int, object, list]:
+    """Pool task: (row count, rendered rows, damage notes) of the units that start in one range; the rows as
+    :class:`render.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
+    from mqtool.rocketmq.ranges import damage_note
+
+    rng, opts, blocks = args
+    notes: list[str] = []
+    lo, hi = opts.from_offset, opts.to_offset
+    if (lo is not None and rng.base + rng.size <= lo) or (hi is not None and rng.base + rng.start >= hi):
+        return 0, [], notes
+    mod = helper()
+    if mod is None:         # cannot happen in a forked worker; a spawned one may lack the build: say so
+        raise RuntimeError("mqtool._native.rmqdump is not available in this worker")
+    seg = Segment(rng.file, rng.name, rng.base, rng.size)
+    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop)
+    done = [0]
+    rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done, blocks)
+    if not blocks:
+        return done[0], [render.dumps(r) for r in rows], notes
+    out: list = []
+    pending: list = []
+    for r in rows:              # blocks from json_rows as they are; other rows encoded in blocks of their own
+        if type(r) is render.PreRenderedLines:
+            if pending:
+                out += render.ndjson_blocks(pending)
+                pending.clear()
+            out.append(r)
+        else:
+            pending.append(r)
+    if pending:
+        out += render.ndjson_blocks(pending)
+    return done[0], out, notes
+
+
+def _json_lane(mod, fj: bytes, max_size: int, mode: int, out: list, dict_lane):
+    """Lane: NDJSON blocks from ``json_rows``; where it stops short, the dict lane takes over for what it can."""
+    call = mod.json_rows
+    cap = ROWS_PER_RUN
+    block = render.PreRenderedLines
+
+    def lane(buf, view, pos, limit, end, base):
+        npos, n, data = call(buf, pos, limit, end, base, fj, max_size, mode, cap)
+        if n:
+            out.append(block(data))
+            return npos, n
+        return dict_lane(buf, view, pos, limit, end, base)
+
+    return lane
+
+
+def _lane(mod, file: str, max_size: int, mode: int, out: list, cap: int = ROWS_PER_RUN):
+    """Lane: row dicts from ``rows`` (at most ``cap`` per call) appended to ``out``."""
+    call = mod.rows
+
+    def lane(buf, view, pos, limit, end, base):
+        return call(buf, pos, limit, end, base, file, max_size, mode, out, cap)
+
+    return lane
