@@ -44,3 +44,15 @@ def run_cli():
         return r.exit_code, r.stdout, r.stderr
 
     return _run
+
+
+@pytest.fixture(params=["python", "native"])
+def lane_impl(request, monkeypatch):
+    """Run a verify-lane test with the Python lane and with the compiled one (mqtool/_native/rmqverify.c)."""
+    from mqtool.rocketmq import verify
+
+    if request.param == "python":
+        monkeypatch.setattr(verify, "_NATIVE", None)
+    elif verify._NATIVE is None:
+        pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
+    return request.param

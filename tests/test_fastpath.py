@@ -178,16 +178,7 @@ def test_fastcrc_known_value():
     assert fastcrc.crc32(b"123456789") == 0xCBF43926        # the CRC-32 check value
 
 
-# ---- verify with and without the fast lane ------------------------------------------------------------------------
-
-@pytest.fixture(params=["python", "native"])
-def lane_impl(request, monkeypatch):
-    """Run a lane test with the Python lane and with the compiled one."""
-    if request.param == "python":
-        monkeypatch.setattr(verify, "_NATIVE", None)
-    elif verify._NATIVE is None:
-        pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
-    return request.param
+# ---- verify with and without the fast lane (fixture lane_impl: tests/conftest.py) ---------------------------------
 
 
 def _verify(path, lane: bool, monkeypatch) -> tuple[list, dict]:

@@ -10,15 +10,6 @@ from mqtool.rocketmq import verify as V
 from tests.test_ranges import _damage, copy_store, run_verify
 
 
-@pytest.fixture(params=["python", "native"])
-def lane_impl(request, monkeypatch):
-    if request.param == "python":
-        monkeypatch.setattr(V, "_NATIVE", None)
-    elif V._NATIVE is None:
-        pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
-    return request.param
-
-
 @pytest.fixture
 def lane_counter(monkeypatch, lane_impl):
     consumed = []

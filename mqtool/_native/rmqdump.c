@@ -333,14 +333,7 @@ static PyObject *rows(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
                           &body_mode, &PyList_Type, &out, &cap))
         return NULL;
-    if (!S.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqdump.configure() was not called");
-        return NULL;
-    }
-    if (body_mode < 0 || body_mode > 3) {
-        PyErr_SetString(PyExc_ValueError, "body_mode must be 0..3");
-        return NULL;
-    }
+    if (!call_ready(body_mode)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = view.buf;

@@ -47,6 +47,20 @@ typedef struct {
 
 extern State S;
 
+/* Shared argument check of the two row builders: configure() was called and body_mode is one we know. */
+static inline int call_ready(int body_mode)
+{
+    if (!S.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "rmqdump.configure() was not called");
+        return 0;
+    }
+    if (body_mode < 0 || body_mode > 3) {
+        PyErr_SetString(PyExc_ValueError, "body_mode must be 0..3");
+        return 0;
+    }
+    return 1;
+}
+
 /* Big-endian signed integer of 4 or 8 bytes (configure() accepts no other size). */
 static inline long long be(const unsigned char *p, Py_ssize_t size)
 {

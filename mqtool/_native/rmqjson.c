@@ -298,14 +298,7 @@ PyObject *rmq_json_rows(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnnLO!Lin", &bufobj, &pos, &limit, &end, &base, &PyBytes_Type, &file_json,
                           &max_size, &body_mode, &cap))
         return NULL;
-    if (!S.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqdump.configure() was not called");
-        return NULL;
-    }
-    if (body_mode < 0 || body_mode > 3) {
-        PyErr_SetString(PyExc_ValueError, "body_mode must be 0..3");
-        return NULL;
-    }
+    if (!call_ready(body_mode)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *buf = view.buf;

@@ -214,18 +214,11 @@ def parallel_rows(path, segs, opts, stats):
     :func:`mqtool.rocketmq.ranges.parallel_dump_rows` (same ranges, same order), each range's rows built by the
     helper and rendered to NDJSON lines in the worker. None when that function would not use a pool, or when
     rows (not lines) or another runner (Spark) are wanted: then the caller goes on as without the helper."""
-    from mqtool.ranges import runner_for, split_segments
-    from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
+    from mqtool.rocketmq.ranges import dump_plan
 
     if not opts.ndjson or opts.runner is not None or not usable(opts):
         return None
-    explicit = opts.split_size is not None
-    ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
-    if opts.from_offset is not None or opts.to_offset is not None:
-        ranges = [r for r in ranges
-                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
-                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
-    runner = runner_for(opts, ranges, explicit_split=explicit)
+    ranges, runner = dump_plan(path, segs, opts)
     if runner.jobs == 1:
         return None
     plain = dataclasses.replace(opts, runner=None)      # picklable

@@ -142,6 +142,17 @@ def _rows_back(keys: list, rows: list) -> Iterator[dict]:
         yield dict(zip(keys[i], vals))
 
 
+def dump_plan(path, segs: list[Segment], opts: DumpOptions):
+    """(ranges, runner) of a ``dump commitlog`` over byte ranges: the segments split at ``--split-size`` (or
+    ROW_TASK_SPLIT), ranges wholly outside ``--from/--to-offset`` left out."""
+    ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
+    if opts.from_offset is not None or opts.to_offset is not None:
+        ranges = [r for r in ranges
+                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
+                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
+    return ranges, runner_for(opts, ranges, explicit_split=opts.split_size is not None)
+
+
 def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: ScanStats):
     """Rows of ``dump commitlog`` computed over ranges by ``opts.runner`` or a process pool, in offset order;
     None when one process is the better choice (then the caller scans as usual)."""
@@ -149,13 +160,7 @@ def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: Scan
         # jobs=0 (automatic): shipping row dicts between processes costs more than decoding them, so a pool
         # pays only when the workers also render the NDJSON lines; an explicit --jobs N is obeyed anyway
         return None
-    explicit = opts.split_size is not None
-    ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
-    if opts.from_offset is not None or opts.to_offset is not None:
-        ranges = [r for r in ranges
-                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
-                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
-    runner = runner_for(opts, ranges, explicit_split=explicit)
+    ranges, runner = dump_plan(path, segs, opts)
     if runner.jobs == 1 and opts.runner is None:
         return None
     plain = _plain(opts)
