@@ -9,6 +9,7 @@ from setuptools import Extension, setup
 # tested for equivalence against it (tests/test_native_*.py).
 NATIVE_MODULES = [
     ("mqtool._native.probe", ["mqtool/_native/probe.c"]),
+    ("mqtool._native.kafka", ["mqtool/_native/kafka.c"]),
 ]
 
 setup(

@@ -16,7 +16,8 @@ from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
-from mqtool.kafka.records import Batch, Damage, iter_records, scan, scan_range
+from mqtool.kafka import records as R
+from mqtool.kafka.records import Batch, Damage, Record, iter_records, records_area, scan, scan_range
 from mqtool.render import Column, dumps, iso_ms
 
 
@@ -132,6 +133,37 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     return r
 
 
+# The record-row keys the compiled walker sets per record (mqtool/_native/kafka.c, configure()); every other
+# key, the key order and the batch-level values come from a template row made by record_row itself.
+_NATIVE_ROW_KEYS = ("offset", "timestamp", "size", "key_size", "value_size", "sequence", "header_keys", "key",
+                    "value", "headers")
+if R._native is not None:
+    R._native.configure(_NATIVE_ROW_KEYS)
+
+
+def _native_mode(opts, decoder) -> int | None:
+    """Which row the compiled walker builds for these options: 0 (--deep), 1 (--print-data, text bodies),
+    or None (hex/base64 bodies, an internal topic's decoder: the Python rows)."""
+    if not getattr(opts, "print_data", False):
+        return 0
+    mode = getattr(opts, "body", "none") or "none"
+    if mode not in ("none", "text") or decoder is not None:
+        return None
+    return 1
+
+
+def _native_record_rows(nat, b: Batch, opts, text: int):
+    """The record rows of a plain v2 batch from the compiled walker, or None when it declines (damaged or
+    unusual records area: the Python path gives the rows or the precise error). Raises CodecError."""
+    data = records_area(b)
+    template = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
+    if b.timestamp_type == 1:          # LogAppendTime: as iter_records
+        ts0, tsk = b.max_timestamp, 0
+    else:
+        ts0, tsk = b.base_timestamp, 1
+    return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text)
+
+
 def damage_row(path, d: Damage) -> dict:
     return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
             "message": d.message}
@@ -150,6 +182,8 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     hi = getattr(opts, "to_offset", None)
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
+    # the compiled walker builds the record rows of a whole batch when nothing filters records
+    text = _native_mode(opts, decoder) if want_key is None and lo is None and hi is None else None
     with map_input(path) as m:
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
@@ -177,6 +211,12 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 yield batch_row(ev)
             if deep:
                 try:
+                    nat = R._native
+                    if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
+                        rows = _native_record_rows(nat, ev, opts, text)
+                        if rows is not None:
+                            yield from rows
+                            continue
                     for rec in iter_records(ev):
                         if want_key is not None and rec.key != want_key:
                             continue

@@ -21,9 +21,11 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+import construct
 from crc32c import crc32c
 
 from formats import kafka as K
+from mqtool import native
 from mqtool.io import first_nonzero
 from mqtool.kafka.codecs import CodecError, decompress
 from mqtool.pages import PageWindow
@@ -349,6 +351,46 @@ def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
     return decompress(batch.codec, raw, limit)
 
 
+def _layout(sc) -> str:
+    """The field sequence of a construct schema as a string (names, integer formats, zigzag varints, the
+    conditions and lengths of byte fields and arrays): what the compiled walker must implement."""
+    if sc is construct.ZigZag:
+        return "zigzag"
+    if isinstance(sc, construct.Renamed):
+        return f"{sc.name}={_layout(sc.subcon)}"
+    if isinstance(sc, construct.FormatField):
+        return f"int{sc.fmtstr}"
+    if isinstance(sc, construct.Prefixed):
+        return f"prefixed({_layout(sc.lengthfield)},{_layout(sc.subcon)})"
+    if isinstance(sc, construct.Struct):
+        return "{" + ",".join(_layout(s) for s in sc.subcons) + "}"
+    if isinstance(sc, construct.IfThenElse):
+        return f"if({sc.condfunc!r},{_layout(sc.thensubcon)},{_layout(sc.elsesubcon)})"
+    if isinstance(sc, construct.Bytes):
+        return f"bytes({sc.length!r})"
+    if isinstance(sc, construct.Array):
+        return f"array({sc.count!r},{_layout(sc.subcon)})"
+    if sc is construct.Pass:
+        return "pass"
+    raise TypeError(f"no layout notation for {type(sc).__name__}")
+
+
+RECORD_LAYOUT = _layout(K.Record)
+
+
+def _load_native():
+    """The compiled records-area walker (``mqtool/_native/kafka.c``) when it is built, switched on, and
+    implements exactly the field sequence of ``K.Record``; else None (the Python walk below)."""
+    mod = native.load("kafka")
+    if mod is None or getattr(mod, "RECORD_LAYOUT", None) != RECORD_LAYOUT:
+        return None
+    return mod
+
+
+# Tests set this to None to run the Python path (tests/test_native_kafka.py runs both on the same bytes).
+_native = _load_native()
+
+
 def parse_records(data: bytes, count: int):
     """Fast decoder for ``count`` v2 records in ``data``: a list of tuples
     (size, attributes, timestampDelta, offsetDelta, key, value, headers) and the end index.
@@ -468,7 +510,8 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
         raise ValueError(f"negative record count {batch.count}")
     if batch.count > len(data):
         raise ValueError(f"record count {batch.count} larger than the records area ({len(data)} bytes)")
-    recs, used = parse_records(data, batch.count)
+    got = _native.parse_records(data, batch.count) if _native is not None else None
+    recs, used = parse_records(data, batch.count) if got is None else got
     if used != len(data):
         raise ValueError(f"{len(data) - used} bytes left after {batch.count} records")
     base = batch.base_offset
