@@ -143,8 +143,44 @@ class Record:
 
 # ---- framing ------------------------------------------------------------------------------------
 
+_V2_ATTR_UNUSED = ~(K.CODEC_MASK | K.TIMESTAMP_TYPE_MASK | K.TRANSACTIONAL_FLAG_MASK | K.CONTROL_FLAG_MASK
+                    | K.DELETE_HORIZON_FLAG_MASK)
+_LEGACY_ATTR_UNUSED = ~(K.CODEC_MASK | K.LEGACY_TIMESTAMP_TYPE_MASK)
+_MAX_CODEC = max(K.CODEC_NAMES)
+
+
+def _shape_ok(buf, p: int, size: int, magic: int) -> bool:
+    """Cheap structure test of a candidate entry at p (``size``, ``magic`` read and the entry inside the
+    buffer), before its CRC is computed: the CRC of a false candidate inside compressed bytes can span the
+    rest of the file (hundreds of MB per candidate, so every byte-range start cost seconds).
+
+    v2: no attribute bit Kafka never sets (bits 7-15), a known codec, lastOffsetDelta and recordsCount not
+    negative. Legacy: no unused attribute bit, a known codec, and the key and value lengths add up to the
+    message size exactly (as :func:`_legacy_fields` requires to read it at all)."""
+    end = p + 12 + size
+    if magic == 2:
+        attrs = _I16.unpack_from(buf, p + K.V2_ATTRIBUTES_OFFSET)[0]
+        if attrs & _V2_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
+            return False
+        lod = _I32.unpack_from(buf, p + K.V2_ATTRIBUTES_OFFSET + 2)[0]      # lastOffsetDelta follows attributes
+        return lod >= 0 and _I32.unpack_from(buf, p + K.V2_RECORDS_COUNT_OFFSET)[0] >= 0
+    attrs = buf[p + 17]
+    if attrs & _LEGACY_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
+        return False
+    q = p + (K.V1_HEADER_SIZE if magic == 1 else K.V0_HEADER_SIZE)
+    if q + 8 > end:
+        return False
+    klen = _I32.unpack_from(buf, q)[0]
+    q += 4 + max(klen, 0)
+    if q + 4 > end:
+        return False
+    vlen = _I32.unpack_from(buf, q)[0]
+    return q + 4 + max(vlen, 0) == end
+
+
 def _frame_ok(buf, p: int, n: int) -> bool:
-    """Is there a complete entry at p whose CRC is valid? (the resync test)"""
+    """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
+    test)"""
     if p + K.HEADER_SIZE_UP_TO_MAGIC > n:
         return False
     size = _I32.unpack_from(buf, p + 8)[0]
@@ -152,10 +188,10 @@ def _frame_ok(buf, p: int, n: int) -> bool:
     if size < K.MIN_RECORD_OVERHEAD or magic > 2 or p + 12 + size > n:
         return False
     if magic == 2:
-        if size < _MIN_V2_SIZE:
+        if size < _MIN_V2_SIZE or not _shape_ok(buf, p, size, magic):
             return False
         return crc32c(memoryview(buf)[p + 21:p + 12 + size]) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
-    if size < (14 if magic == 0 else 22):
+    if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
         return False
     return zlib.crc32(memoryview(buf)[p + 16:p + 12 + size]) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
 
@@ -199,8 +235,8 @@ def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd
     for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd):
         pos = ev.start if isinstance(ev, Damage) else ev.position
         if pos >= stop:
-            if isinstance(ev, Batch) and ev.crc_ok and check_crc:
-                return      # a valid batch at or after stop: the next range's
+            if isinstance(ev, Batch) and ev.crc_ok and check_crc and _shape_ok(buf, pos, ev.size - 12, ev.magic):
+                return      # a valid batch at or after stop: the next range's (a resync point)
             if resync(buf, checked - 1, n, fd, until=pos + 1) is not None:
                 return
             checked = pos + 1
