@@ -358,3 +358,76 @@ def test_false_candidates_cost_no_crc(monkeypatch):
     v2[21:23] = bytes(2)
     v2[57:61] = (-1).to_bytes(4, "big", signed=True)  # negative record count
     assert not R._frame_ok(bytes(v2), 0, len(v2))
+
+
+# ---- codec fast paths == the careful code ------------------------------------------------------------
+
+def _outcome(fn, data, limit):
+    from mqtool.kafka.codecs import CodecError
+
+    try:
+        return fn(data, limit)
+    except CodecError:
+        return "CodecError"
+
+
+@st.composite
+def _mangled(draw, streams):
+    b = bytearray(b"".join(streams))
+    if draw(st.booleans()) and b:
+        for _ in range(draw(st.integers(1, 3))):
+            i = draw(st.integers(0, len(b) - 1))
+            op = draw(st.sampled_from(["set", "truncate", "append"]))
+            if op == "set":
+                b[i] = draw(st.integers(0, 255))
+            elif op == "truncate":
+                del b[i:]
+                if not b:
+                    break
+            else:
+                b += draw(st.sampled_from([b"\x00\x00", b"junk", b"\x1f\x8b", bytes(8)]))
+    return bytes(b)
+
+
+PAYLOAD = st.binary(max_size=3000) | st.text(max_size=2000).map(lambda t: (t * 3).encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.lists(PAYLOAD, min_size=1, max_size=3), st.sampled_from([1 << 20, 5000, 0]))
+def test_gunzip_fast_equals_careful(data, parts, limit):
+    import gzip
+
+    from mqtool.kafka import codecs as C
+
+    blob = data.draw(_mangled([gzip.compress(p, mtime=0) for p in parts]))
+    assert _outcome(C.gunzip, blob, limit) == _outcome(C._gunzip_careful, blob, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.lists(PAYLOAD, min_size=1, max_size=3), st.booleans(), st.sampled_from([1 << 20, 5000, 0]))
+def test_unzstd_fast_equals_careful(data, parts, sized, limit):
+    import zstandard
+
+    from mqtool.kafka import codecs as C
+
+    cctx = zstandard.ZstdCompressor(write_content_size=sized)
+    frames = [cctx.compress(p) for p in parts]
+    if data.draw(st.booleans()):                   # a skippable frame between them
+        frames.insert(1, b"\x50\x2a\x4d\x18" + (4).to_bytes(4, "little") + b"skip")
+    blob = data.draw(_mangled(frames))
+    assert _outcome(C.unzstd, blob, limit) == _outcome(C._unzstd_careful, blob, limit)
+
+
+def test_zstd_lying_content_size_is_refused():
+    import zstandard
+
+    from mqtool.kafka import codecs as C
+
+    c = bytearray(zstandard.ZstdCompressor().compress(bytes(1 << 20)))
+    assert zstandard.get_frame_parameters(bytes(c)).content_size == 1 << 20
+    fcs_at = zstandard.frame_header_size(bytes(c)) - 4
+    c[fcs_at:fcs_at + 4] = (1000).to_bytes(4, "little")
+    assert zstandard.get_frame_parameters(bytes(c)).content_size == 1000
+    with pytest.raises(zstandard.ZstdError):       # stops at the stated size, does not grow
+        C._zstd_sized_frames(bytes(c), 1 << 30)
+    assert _outcome(C.unzstd, bytes(c), 1 << 30) == _outcome(C._unzstd_careful, bytes(c), 1 << 30)
