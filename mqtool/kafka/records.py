@@ -155,18 +155,20 @@ def _shape_ok(buf, p: int, size: int, magic: int) -> bool:
     rest of the file (hundreds of MB per candidate, so every byte-range start cost seconds).
 
     v2: no attribute bit Kafka never sets (bits 7-15), a known codec, baseOffset >= 0, 0 <= recordsCount <=
-    lastOffsetDelta + 1, and partitionLeaderEpoch, producerId, producerEpoch, baseSequence >= -1. Legacy: no unused attribute bit, a known codec, and the key and value lengths add up to the
+    lastOffsetDelta + 1, and partitionLeaderEpoch, both timestamps, producerId, producerEpoch, baseSequence
+    >= -1. Legacy: no unused attribute bit, a known codec, and the key and value lengths add up to the
     message size exactly (as :func:`_legacy_fields` requires to read it at all)."""
     end = p + 12 + size
     if magic == 2:
         attrs = _I16.unpack_from(buf, p + K.V2_ATTRIBUTES_OFFSET)[0]
         if attrs & _V2_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
             return False
-        (base, _len, ple, _m, _crc, _a, lod, _bts, _mts, pid, pepoch, bseq, count) = _HDR_V2.unpack_from(buf, p)
-        # offsets are not negative, the "none" values are -1, and the distinct offset deltas of the records
-        # lie in [0, lastOffsetDelta] (count == lastOffsetDelta + 1 until compaction removes records)
+        (base, _len, ple, _m, _crc, _a, lod, bts, mts, pid, pepoch, bseq, count) = _HDR_V2.unpack_from(buf, p)
+        # offsets are not negative, the "none" values are -1 (timestamps too: producers refuse negative
+        # ones), and the distinct offset deltas of the records lie in [0, lastOffsetDelta] (count ==
+        # lastOffsetDelta + 1 until compaction removes records)
         return (base >= 0 and 0 <= count <= lod + 1 and ple >= -1 and pid >= -1 and pepoch >= -1
-                and bseq >= -1)
+                and bseq >= -1 and bts >= -1 and mts >= -1)
     attrs = buf[p + 17]
     if attrs & _LEGACY_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
         return False
