@@ -431,3 +431,21 @@ def test_zstd_lying_content_size_is_refused():
     with pytest.raises(zstandard.ZstdError):       # stops at the stated size, does not grow
         C._zstd_sized_frames(bytes(c), 1 << 30)
     assert _outcome(C.unzstd, bytes(c), 1 << 30) == _outcome(C._unzstd_careful, bytes(c), 1 << 30)
+
+
+def test_span_crc_in_windows_equals_whole(tmp_path, monkeypatch):
+    import mmap
+    import random
+    import zlib
+
+    from crc32c import crc32c
+
+    monkeypatch.setattr(R, "PAGE_WINDOW", 3 * mmap.PAGESIZE + 5)      # many windows on a small file
+    data = random.Random(9).randbytes(20 * mmap.PAGESIZE + 77)
+    f = tmp_path / "x.log"
+    f.write_bytes(data)
+    with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        for start, end in [(0, len(data)), (1, len(data) - 1), (4095, 4097 + 9 * mmap.PAGESIZE), (7, 9)]:
+            assert R._span_crc(crc32c, m, start, end) == crc32c(data[start:end])
+            assert R._span_crc(zlib.crc32, m, start, end) == zlib.crc32(data[start:end])
+            assert R._span_crc(zlib.crc32, data, start, end) == zlib.crc32(data[start:end])

@@ -28,6 +28,7 @@ from formats import kafka as K
 from mqtool import native
 from mqtool.io import first_nonzero
 from mqtool.kafka.codecs import CodecError, decompress
+from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
@@ -183,6 +184,29 @@ def _shape_ok(buf, p: int, size: int, magic: int) -> bool:
     return q + 4 + max(vlen, 0) == end
 
 
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
+
+def _span_crc(fn, buf, start: int, end: int) -> int:
+    """``fn`` (crc32c or zlib.crc32) of buf[start:end]; a span longer than a page window of a mapped file is
+    taken a window at a time, releasing its pages after use (MADV_DONTNEED; they stay in the page cache),
+    so that a resync candidate claiming hundreds of MB does not leave them resident in this process."""
+    mv = memoryview(buf)
+    if end - start <= PAGE_WINDOW or _DONTNEED is None or not isinstance(buf, mmap.mmap):
+        return fn(mv[start:end])
+    crc = 0
+    a = start
+    while a < end:
+        b = min(end, a + PAGE_WINDOW)
+        crc = fn(mv[a:b], crc)
+        lo = -(-a // mmap.PAGESIZE) * mmap.PAGESIZE           # whole pages inside [a, b)
+        hi = b - b % mmap.PAGESIZE
+        if hi > lo:
+            buf.madvise(_DONTNEED, lo, hi - lo)
+        a = b
+    return crc
+
+
 def _frame_ok(buf, p: int, n: int) -> bool:
     """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
     test)"""
@@ -195,10 +219,10 @@ def _frame_ok(buf, p: int, n: int) -> bool:
     if magic == 2:
         if size < _MIN_V2_SIZE or not _shape_ok(buf, p, size, magic):
             return False
-        return crc32c(memoryview(buf)[p + 21:p + 12 + size]) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+        return _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
     if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
         return False
-    return zlib.crc32(memoryview(buf)[p + 16:p + 12 + size]) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
+    return _span_crc(zlib.crc32, buf, p + 16, p + 12 + size) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
 
 
 def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None) -> int | None:
