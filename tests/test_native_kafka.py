@@ -181,6 +181,64 @@ def test_record_rows_equal_python(monkeypatch, a, base, base_ts, max_ts, ts_type
     assert [list(r) for r in got] == [list(r) for r in want]              # same key order
 
 
+TEXTS = st.one_of(st.binary(max_size=30), st.sampled_from([b'"q"\\', b"\x00\x01\x1f\x7f\n\r\t\x08\x0c",
+                                                          "caf\u00e9 \u2028 \U0001F600".encode(),
+                                                          b"\xc3\x28\xed\xa0\x80\xf4\x90\x80\x80\xe0\x80"]))
+
+
+@st.composite
+def text_record(draw):
+    def nullable():
+        return draw(st.one_of(TEXTS.map(lambda b: (len(b), b)), st.just((-1, None))))
+
+    klen, key = nullable()
+    vlen, value = nullable()
+    headers = []
+    for _ in range(draw(st.integers(0, 3))):
+        hk = draw(TEXTS | st.sampled_from([b"dup", b"dup"]))
+        hvlen, hv = nullable()
+        headers.append(dict(headerKeyLength=len(hk), headerKey=hk, headerValueLength=hvlen, headerValue=hv))
+    return K.Record.build(dict(attributes=0, timestampDelta=draw(SMALL), offsetDelta=draw(SMALL), keyLength=klen,
+                               key=key, valueLength=vlen, value=value, headerCount=len(headers), headers=headers))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.one_of(st.lists(text_record(), max_size=5).map(lambda r: (b"".join(r), len(r))), area(), damaged()),
+       I64, I64, st.sampled_from([0, 1]), st.one_of(st.just(-1), st.integers(0, (1 << 31) - 1)), st.booleans(),
+       st.sampled_from([0, 1]), st.sampled_from(["/x/00000000000000000000.log", "/d\u00e9j\u00e0/\"q\"\n.log"]))
+def test_record_json_equals_rendered_python_rows(monkeypatch, a, base, ts, ts_type, seq, txn, text, file):
+    from mqtool.render import dumps
+
+    data, count = a
+    b = _batch(data, count, base, ts, ts + 7, ts_type, seq, txn)
+    b.file = file
+    got = D._native_record_json(NAT, b, OPTS[text])
+    want = _py_rows(b, OPTS[text], monkeypatch)
+    if got is None:
+        return
+    assert want != "error"
+    assert got == "\n".join(dumps(r) for r in want)
+
+
+@needs_native
+def test_record_json_declines_duplicate_header_keys_and_odd_names(monkeypatch):
+    from mqtool.render import dumps
+
+    h = [dict(headerKeyLength=1, headerKey=b"a", headerValueLength=1, headerValue=v) for v in (b"1", b"2")]
+    rec = K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=-1, key=None,
+                              valueLength=-1, value=None, headerCount=2, headers=h))
+    b = _batch(rec, 1, 0, 0, 0, 0, -1, False)
+    assert D._native_record_json(NAT, b, OPTS[1]) is None                    # the dict keeps one: Python rows
+    assert D._native_record_rows(NAT, b, OPTS[1], 1) == _py_rows(b, OPTS[1], monkeypatch)
+    b.file = "/x/\udcff.log"                                                 # a non-UTF-8 file name
+    assert D._json_pieces(b, OPTS[0]) is None
+    b2 = _batch(rec[:0] + K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=0, key=b"",
+                                               valueLength=0, value=b"", headerCount=0, headers=[])), 1, 5, 0, 0,
+                0, -1, False)
+    assert D._native_record_json(NAT, b2, OPTS[1]) == dumps(_py_rows(b2, OPTS[1], monkeypatch)[0])
+
+
 @needs_native
 def test_record_rows_clean_batch_not_declined(monkeypatch):
     recs = [K.Record.build(dict(attributes=0, timestampDelta=i * 3, offsetDelta=i, keyLength=3, key=b"k-%d" % i,
@@ -241,7 +299,7 @@ class _Counting:
     """Wraps the helper and counts the batches it answered (so a silently unused helper fails the test)."""
 
     def __init__(self, mod):
-        self.mod, self.answered, self.declined = mod, 0, 0
+        self.mod, self.answered, self.declined, self.lines = mod, 0, 0, 0
 
     def record_rows(self, *a):
         r = self.mod.record_rows(*a)
@@ -249,6 +307,15 @@ class _Counting:
             self.declined += 1
         else:
             self.answered += 1
+        return r
+
+    def record_json(self, *a):
+        r = self.mod.record_json(*a)
+        if r is None:
+            self.declined += 1
+        else:
+            self.answered += 1
+            self.lines += 1
         return r
 
     def parse_records(self, *a):
@@ -298,6 +365,7 @@ def test_dump_identical_native_on_off(run_cli, monkeypatch, bench_store, name, m
         assert counting.answered > 0
     if name == "bench":
         assert counting.declined == 0
+        assert counting.lines > 0                  # --json without --limit: whole batches as NDJSON lines
 
 
 @needs_native

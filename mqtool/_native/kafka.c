@@ -4,6 +4,7 @@
  *   parse_records(data, count)  == mqtool.kafka.records.parse_records (the varint walk of DefaultRecord)
  *   record_rows(...)            == the `dump kafka --deep / --print-data` record rows of a batch
  *                                  (mqtool.kafka.dump.record_row over mqtool.kafka.records.iter_records)
+ *   record_json(...)            == those rows as the NDJSON lines mqtool.render.write_ndjson writes
  *
  * The record layout is the construct schema formats/kafka.py `K.Record`; this file implements exactly the
  * field sequence spelled in RECORD_LAYOUT below, and mqtool/kafka/records.py derives the same string from
@@ -20,6 +21,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The schema this walker implements, in the notation of mqtool.kafka.records._layout(K.Record). */
 #define RECORD_LAYOUT                                                                                   \
@@ -383,6 +385,295 @@ done:
     return result;
 }
 
+/* ---- NDJSON lines straight from the records area (dump kafka --json) ---------------------------------
+ * The line of a record is the row record_row builds, as mqtool.render.write_ndjson writes it with orjson:
+ * Python renders a template row with placeholders and passes the constant pieces between them (`segs`) and
+ * which field fills each gap (`order`, codes = the enum above); this code writes the fields the way orjson
+ * writes them (ints in decimal, null, strings as UTF-8 with ", \ and control characters escaped). */
+
+typedef struct { char *p; Py_ssize_t len, cap; } out_t;
+
+static int out_reserve(out_t *o, Py_ssize_t more)
+{
+    if (o->len + more <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 65536;
+    while (cap < o->len + more) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *np = PyMem_Realloc(o->p, (size_t)cap);
+    if (np == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = np;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int out_put(out_t *o, const char *s, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->p + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static int out_int(out_t *o, int64_t v)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    return out_put(o, tmp, n);
+}
+
+/* Bytes needing attention in a JSON string: 1 = escape (control, '"', '\'), 2 = start of a multi-byte
+ * UTF-8 sequence (or an invalid byte). */
+static uint8_t char_class[256];
+
+static void init_char_class(void)
+{
+    for (int c = 0; c < 0x20; c++)
+        char_class[c] = 1;
+    char_class['"'] = char_class['\\'] = 1;
+    for (int c = 0x80; c < 0x100; c++)
+        char_class[c] = 2;
+}
+
+/* Length of the well-formed UTF-8 sequence at s[0] (Unicode Table 3-7, what Python's strict decoder
+ * accepts: no overlongs, no surrogates, nothing past U+10FFFF), or 0 if it is not one. */
+static Py_ssize_t utf8_seq(const uint8_t *s, Py_ssize_t left)
+{
+    uint8_t c = s[0];
+    Py_ssize_t len;
+    uint8_t lo = 0x80, hi = 0xBF;                    /* range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (left < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (Py_ssize_t k = 2; k < len; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF)
+            return 0;
+    return len;
+}
+
+/* A JSON string of bytes escaped as orjson does (\" \\ \b \t \n \f \r, other < 0x20 as \u00xx; everything
+ * else as is). Returns 1 if the bytes are not valid UTF-8 (nothing written then), 0 ok, -1 error. */
+static int out_escaped(out_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (out_reserve(o, 6 * n + 2) < 0)                   /* worst case: every byte as \u00xx */
+        return -1;
+    char *d = o->p + o->len;
+    *d++ = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t j = i;
+        while (j < n && !char_class[s[j]])
+            j++;
+        memcpy(d, s + i, (size_t)(j - i));               /* a run of plain ASCII */
+        d += j - i;
+        i = j;
+        if (i == n)
+            break;
+        uint8_t c = s[i];
+        if (char_class[c] == 2) {
+            Py_ssize_t len = utf8_seq(s + i, n - i);
+            if (len == 0)
+                return 1;
+            memcpy(d, s + i, (size_t)len);
+            d += len;
+            i += len;
+            continue;
+        }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\t': *d++ = 't'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\f': *d++ = 'f'; break;
+        case '\r': *d++ = 'r'; break;
+        default: *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = hex[c >> 4]; *d++ = hex[c & 15]; break;
+        }
+        i++;
+    }
+    *d++ = '"';
+    o->len = d - o->p;
+    return 0;
+}
+
+/* Bytes as the JSON string of bytes.decode("utf-8", "replace"): valid UTF-8 directly, anything else through
+ * Python's own decoder (so the replacement characters are exactly Python's). */
+static int out_text(out_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    int rc = out_escaped(o, s, n);
+    if (rc <= 0)
+        return rc;
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
+    if (u == NULL)
+        return -1;
+    Py_ssize_t un;
+    const char *us = PyUnicode_AsUTF8AndSize(u, &un);
+    rc = us == NULL ? -1 : out_escaped(o, (const uint8_t *)us, un);
+    Py_DECREF(u);
+    return rc;
+}
+
+static int out_nullable_text(out_t *o, const uint8_t *p, Py_ssize_t off, int64_t len)
+{
+    return len < 0 ? out_put(o, "null", 4) : out_text(o, p + off, (Py_ssize_t)len);
+}
+
+/* 1 if two header keys of the record are the same bytes (a dict would keep one: leave it to Python). */
+static int duplicate_header_keys(const uint8_t *p, const rec_t *r)
+{
+    Py_ssize_t q = r->headers_off, ko[16], vo;
+    int64_t kl[16], vl = 0;
+    if (r->header_count > 16)
+        return 1;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+        next_header(p, r->end, &q, &ko[h], &kl[h], &vo, &vl);
+        for (Py_ssize_t g = 0; g < h; g++)
+            if (kl[g] == kl[h] && memcmp(p + ko[g], p + ko[h], (size_t)kl[h]) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+static int out_field(out_t *o, int code, const uint8_t *p, const rec_t *r, int64_t offset, int64_t timestamp,
+                     int64_t sequence)
+{
+    Py_ssize_t q = r->headers_off, ko, vo;
+    int64_t kl = 0, vl = 0;
+    switch (code) {
+    case K_OFFSET: return out_int(o, offset);
+    case K_TIMESTAMP: return out_int(o, timestamp);
+    case K_SIZE: return out_int(o, r->length);
+    case K_KEY_SIZE: return out_int(o, r->key_len < 0 ? -1 : r->key_len);
+    case K_VALUE_SIZE: return out_int(o, r->value_len < 0 ? -1 : r->value_len);
+    case K_SEQUENCE: return out_int(o, sequence);
+    case K_KEY: return out_nullable_text(o, p, r->key_off, r->key_len);
+    case K_VALUE: return out_nullable_text(o, p, r->value_off, r->value_len);
+    case K_HEADER_KEYS:
+    case K_HEADERS:
+        if (out_put(o, code == K_HEADERS ? "{" : "[", 1) < 0)
+            return -1;
+        for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+            next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
+            if ((h && out_put(o, ",", 1) < 0) || out_text(o, p + ko, (Py_ssize_t)kl) < 0)
+                return -1;
+            if (code == K_HEADERS && (out_put(o, ":", 1) < 0 || out_nullable_text(o, p, vo, vl) < 0))
+                return -1;
+        }
+        return out_put(o, code == K_HEADERS ? "}" : "]", 1);
+    }
+    PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
+    return -1;
+}
+
+/* record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> str of the NDJSON lines
+ * of the batch's records (joined by "\n", no final newline), or None (let Python decide). segs: tuple of
+ * len(order) + 1 bytes; order: tuple of field codes. Same checks and values as record_rows. */
+static PyObject *record_json(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *segs, *order;
+    Py_ssize_t count;
+    long long base, ts0, seq;
+    int tsk;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!O!", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
+                          &PyTuple_Type, &order))
+        return NULL;
+    Py_ssize_t nf = PyTuple_GET_SIZE(order);
+    if (PyTuple_GET_SIZE(segs) != nf + 1 || nf > 16) {
+        PyErr_SetString(PyExc_ValueError, "record_json: len(segs) must be len(order) + 1 (at most 16 fields)");
+        return NULL;
+    }
+    int codes[16];
+    for (Py_ssize_t f = 0; f <= nf; f++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(segs, f))) {
+            PyErr_SetString(PyExc_TypeError, "record_json: segs must be bytes");
+            return NULL;
+        }
+        if (f < nf) {
+            long c = PyLong_AsLong(PyTuple_GET_ITEM(order, f));
+            if (c == -1 && PyErr_Occurred())
+                return NULL;
+            if (c < 0 || c >= N_KEYS) {
+                PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
+                return NULL;
+            }
+            codes[f] = (int)c;
+        }
+    }
+    if (tsk != 0 && tsk != 1)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len, i = 0;
+    PyObject *result = NULL;
+    out_t o = {NULL, 0, 0};
+    if (count < 0 || count > n)
+        goto decline;
+    for (Py_ssize_t k = 0; k < count; k++) {         /* the whole area must be clean first, as record_rows */
+        rec_t r;
+        int64_t off, ts;
+        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || duplicate_header_keys(p, &r))
+            goto decline;
+        i = r.end;
+    }
+    if (i != n)
+        goto decline;
+    i = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        rec_t r;
+        (void)walk_record(p, n, i, &r);
+        int64_t offset = (int64_t)base + r.off_delta;
+        int64_t timestamp = tsk ? (int64_t)ts0 + r.ts_delta : (int64_t)ts0;
+        int64_t sequence = seq >= 0 ? (int64_t)(((uint64_t)seq + (uint64_t)r.off_delta) & 0x7FFFFFFFu) : -1;
+        if (k && out_put(&o, "\n", 1) < 0)
+            goto done;
+        for (Py_ssize_t f = 0; f <= nf; f++) {
+            PyObject *seg = PyTuple_GET_ITEM(segs, f);
+            if (out_put(&o, PyBytes_AS_STRING(seg), PyBytes_GET_SIZE(seg)) < 0)
+                goto done;
+            if (f < nf && out_field(&o, codes[f], p, &r, offset, timestamp, sequence) < 0)
+                goto done;
+        }
+        i = r.end;
+    }
+    result = PyUnicode_DecodeUTF8(o.p ? o.p : "", o.len, "strict");
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(o.p);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* configure(keys): the row keys, in the order of the enum above (offset, timestamp, size, key_size,
  * value_size, sequence, header_keys, key, value, headers). */
 static PyObject *configure(PyObject *self, PyObject *args)
@@ -412,6 +703,8 @@ static PyMethodDef methods[] = {
      "parse_records(data, count) -> (records, end) as mqtool.kafka.records.parse_records, or None."},
     {"record_rows", record_rows, METH_VARARGS,
      "record_rows(data, count, base_offset, ts0, ts_k, base_sequence, template, text) -> [row dict] or None."},
+    {"record_json", record_json, METH_VARARGS,
+     "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
     {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},
     {NULL, NULL, 0, NULL},
 };
@@ -421,6 +714,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kafka",
 
 PyMODINIT_FUNC PyInit_kafka(void)
 {
+    init_char_class();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

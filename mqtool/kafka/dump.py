@@ -18,7 +18,8 @@ from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Damage, Record, iter_records, records_area, scan, scan_range
-from mqtool.render import Column, dumps, iso_ms
+from mqtool import render
+from mqtool.render import Column, PreRendered, dumps, iso_ms
 
 
 def _flags(r: dict) -> str:
@@ -164,6 +165,52 @@ def _native_record_rows(nat, b: Batch, opts, text: int):
     return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text)
 
 
+_PLACEHOLDER = "\x01mqtool-native-{}\x01"
+
+
+def _json_pieces(b: Batch, opts):
+    """(segs, order) for the compiled walker's NDJSON lines of this batch's records: the template row
+    rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
+    each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
+    refuses)."""
+    enc = render._orjson
+    if enc is None:
+        return None
+    row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
+    marks = {}
+    for code, key in enumerate(_NATIVE_ROW_KEYS):
+        if key in row:
+            row[key] = _PLACEHOLDER.format(code)
+            marks[code] = enc.dumps(row[key])
+    try:
+        line = enc.dumps(row, default=render._default, option=render._OPTS)
+    except TypeError:
+        return None
+    found = sorted((line.find(m), code) for code, m in marks.items())
+    segs, order, at = [], [], 0
+    for pos, code in found:
+        if pos < at:
+            return None
+        segs.append(line[at:pos])
+        order.append(code)
+        at = pos + len(marks[code])
+    segs.append(line[at:])
+    return tuple(segs), tuple(order)
+
+
+def _native_record_json(nat, b: Batch, opts):
+    """The NDJSON lines (one str, joined by newlines) of a plain v2 batch's records, or None (declined)."""
+    pieces = _json_pieces(b, opts)
+    if pieces is None:
+        return None
+    data = records_area(b)
+    if b.timestamp_type == 1:
+        ts0, tsk = b.max_timestamp, 0
+    else:
+        ts0, tsk = b.base_timestamp, 1
+    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces)
+
+
 def damage_row(path, d: Damage) -> dict:
     return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
             "message": d.message}
@@ -184,6 +231,8 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
     # the compiled walker builds the record rows of a whole batch when nothing filters records
     text = _native_mode(opts, decoder) if want_key is None and lo is None and hi is None else None
+    # NDJSON output without --limit: the walker writes the lines of a whole batch as one pre-rendered chunk
+    lines = text is not None and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
     with map_input(path) as m:
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
@@ -213,6 +262,12 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 try:
                     nat = R._native
                     if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
+                        if lines:
+                            chunk = _native_record_json(nat, ev, opts)
+                            if chunk is not None:
+                                if chunk:
+                                    yield PreRendered(chunk)
+                                continue
                         rows = _native_record_rows(nat, ev, opts, text)
                         if rows is not None:
                             yield from rows

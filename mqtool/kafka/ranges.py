@@ -175,7 +175,7 @@ def dump_range_task(args):
     if opts.ndjson:
         from mqtool.render import dumps
 
-        rows = [dumps(r) for r in rows]
+        rows = [r if type(r) is PreRendered else dumps(r) for r in rows]   # chunks of kafka.dump
     return rows, stats.notes, stats.damaged, stats.messages
 
 
