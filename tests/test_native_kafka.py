@@ -211,7 +211,7 @@ def test_record_json_equals_rendered_python_rows(monkeypatch, a, base, ts, ts_ty
     from mqtool.render import dumps
 
     data, count = a
-    b = _batch(data, count, base, ts, ts + 7, ts_type, seq, txn)
+    b = _batch(data, count, base, ts, min(ts + 7, (1 << 63) - 1), ts_type, seq, txn)
     b.file = file
     got = D._native_record_json(NAT, b, OPTS[text])
     want = _py_rows(b, OPTS[text], monkeypatch)

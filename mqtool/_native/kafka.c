@@ -426,9 +426,15 @@ static inline int out_put(out_t *o, const char *s, Py_ssize_t n)
 
 static int out_int(out_t *o, int64_t v)
 {
-    char tmp[24];
-    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
-    return out_put(o, tmp, n);
+    char tmp[24], *e = tmp + sizeof tmp, *b = e;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;    /* INT64_MIN too */
+    do {
+        *--b = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--b = '-';
+    return out_put(o, b, e - b);
 }
 
 /* Bytes needing attention in a JSON string: 1 = escape (control, '"', '\'), 2 = start of a multi-byte
@@ -486,15 +492,25 @@ static int out_escaped(out_t *o, const uint8_t *s, Py_ssize_t n)
     *d++ = '"';
     Py_ssize_t i = 0;
     while (i < n) {
-        Py_ssize_t j = i;
-        while (j < n && !char_class[s[j]])
-            j++;
-        memcpy(d, s + i, (size_t)(j - i));               /* a run of plain ASCII */
-        d += j - i;
-        i = j;
-        if (i == n)
-            break;
+        if (i + 8 <= n) {                                /* 8 bytes at a time while none needs attention */
+            uint64_t x, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            memcpy(&x, s + i, 8);
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t special = (x & highs) | ((x - ones * 0x20) & ~x & highs) | ((q - ones) & ~q & highs)
+                               | ((b - ones) & ~b & highs);
+            if (special == 0) {
+                memcpy(d, s + i, 8);
+                d += 8;
+                i += 8;
+                continue;
+            }
+        }
         uint8_t c = s[i];
+        if (!char_class[c]) {                            /* plain ASCII */
+            *d++ = (char)c;
+            i++;
+            continue;
+        }
         if (char_class[c] == 2) {
             Py_ssize_t len = utf8_seq(s + i, n - i);
             if (len == 0)
