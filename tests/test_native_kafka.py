@@ -517,3 +517,19 @@ def test_span_crc_in_windows_equals_whole(tmp_path, monkeypatch):
             assert R._span_crc(crc32c, m, start, end) == crc32c(data[start:end])
             assert R._span_crc(zlib.crc32, m, start, end) == zlib.crc32(data[start:end])
             assert R._span_crc(zlib.crc32, data, start, end) == zlib.crc32(data[start:end])
+
+
+def test_default_jobs_choose_one_process_for_native_lines(monkeypatch, bench_store):
+    from mqtool.kafka import ranges as KR
+    from mqtool.options import ScanStats
+
+    opts = DumpOptions(deep=True, ndjson=True, jobs=0)
+    assert D.native_lines(opts) == (NAT is not None)
+    if NAT is not None:
+        assert KR.parallel_dump_rows(bench_store, opts, ScanStats()) is None      # one process
+    for other in (DumpOptions(deep=True, ndjson=True, jobs=0, limit=3), DumpOptions(deep=True, jobs=0),
+                  DumpOptions(ndjson=True, jobs=0), DumpOptions(deep=True, ndjson=True, key="k"),
+                  DumpOptions(print_data=True, body="hex", ndjson=True)):
+        assert not D.native_lines(other)
+    monkeypatch.setattr(R, "_native", None)
+    assert not D.native_lines(opts)

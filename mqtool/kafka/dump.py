@@ -153,6 +153,17 @@ def _native_mode(opts, decoder) -> int | None:
     return 1
 
 
+def native_lines(opts, decoder=None) -> bool:
+    """Does ``dump kafka`` with these options write record lines with the compiled walker (NDJSON, records,
+    no record filter, no --limit)? Then one process is faster than a pool that hands every line to the
+    parent (``--jobs 0`` picks one process; ``--jobs N`` and ``--split-size`` still use the pool)."""
+    deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False))
+    return (R._native is not None and deep and _native_mode(opts, decoder) is not None
+            and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
+            and getattr(opts, "key", None) is None and getattr(opts, "from_offset", None) is None
+            and getattr(opts, "to_offset", None) is None)
+
+
 def _native_record_rows(nat, b: Batch, opts, text: int):
     """The record rows of a plain v2 batch from the compiled walker, or None when it declines (damaged or
     unusual records area: the Python path gives the rows or the precise error). Raises CodecError."""
