@@ -176,7 +176,8 @@ def _native_record_rows(nat, b: Batch, opts, text: int):
     return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text)
 
 
-_PLACEHOLDER = "\x01mqtool-native-{}\x01"
+_PLACEHOLDERS = ["\x01mqtool-native-{}\x01".format(code) for code in range(len(_NATIVE_ROW_KEYS))]
+_PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _PLACEHOLDERS]     # "\u0001mqtool-native-0\u0001"
 
 
 def _json_pieces(b: Batch, opts):
@@ -191,8 +192,8 @@ def _json_pieces(b: Batch, opts):
     marks = {}
     for code, key in enumerate(_NATIVE_ROW_KEYS):
         if key in row:
-            row[key] = _PLACEHOLDER.format(code)
-            marks[code] = enc.dumps(row[key])
+            row[key] = _PLACEHOLDERS[code]
+            marks[code] = _PLACEHOLDERS_JSON[code]
     try:
         line = enc.dumps(row, default=render._default, option=render._OPTS)
     except TypeError:
