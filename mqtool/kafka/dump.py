@@ -16,8 +16,10 @@ from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
-from mqtool.kafka.records import Batch, Damage, iter_records, scan, scan_range
-from mqtool.render import Column, dumps, iso_ms
+from mqtool.kafka import records as R
+from mqtool.kafka.records import Batch, Damage, Record, iter_records, records_area, scan, scan_range
+from mqtool import render
+from mqtool.render import Column, PreRendered, dumps, iso_ms
 
 
 def _flags(r: dict) -> str:
@@ -132,6 +134,95 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     return r
 
 
+# The record-row keys the compiled walker sets per record (mqtool/_native/kafka.c, configure()); every other
+# key, the key order and the batch-level values come from a template row made by record_row itself.
+_NATIVE_ROW_KEYS = ("offset", "timestamp", "size", "key_size", "value_size", "sequence", "header_keys", "key",
+                    "value", "headers")
+if R._native is not None:
+    R._native.configure(_NATIVE_ROW_KEYS)
+
+
+def _native_mode(opts, decoder) -> int | None:
+    """Which row the compiled walker builds for these options: 0 (--deep), 1 (--print-data, text bodies),
+    or None (hex/base64 bodies, an internal topic's decoder: the Python rows)."""
+    if not getattr(opts, "print_data", False):
+        return 0
+    mode = getattr(opts, "body", "none") or "none"
+    if mode not in ("none", "text") or decoder is not None:
+        return None
+    return 1
+
+
+def native_lines(opts, decoder=None) -> bool:
+    """Does ``dump kafka`` with these options write record lines with the compiled walker (NDJSON, records,
+    no record filter, no --limit)? Then one process is faster than a pool that hands every line to the
+    parent (``--jobs 0`` picks one process; ``--jobs N`` and ``--split-size`` still use the pool)."""
+    deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False))
+    return (R._native is not None and deep and _native_mode(opts, decoder) is not None
+            and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
+            and getattr(opts, "key", None) is None and getattr(opts, "from_offset", None) is None
+            and getattr(opts, "to_offset", None) is None)
+
+
+def _native_record_rows(nat, b: Batch, opts, text: int):
+    """The record rows of a plain v2 batch from the compiled walker, or None when it declines (damaged or
+    unusual records area: the Python path gives the rows or the precise error). Raises CodecError."""
+    data = records_area(b)
+    template = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
+    if b.timestamp_type == 1:          # LogAppendTime: as iter_records
+        ts0, tsk = b.max_timestamp, 0
+    else:
+        ts0, tsk = b.base_timestamp, 1
+    return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text)
+
+
+_PLACEHOLDERS = ["\x01mqtool-native-{}\x01".format(code) for code in range(len(_NATIVE_ROW_KEYS))]
+_PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _PLACEHOLDERS]     # "\u0001mqtool-native-0\u0001"
+
+
+def _json_pieces(b: Batch, opts):
+    """(segs, order) for the compiled walker's NDJSON lines of this batch's records: the template row
+    rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
+    each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
+    refuses)."""
+    enc = render._orjson
+    if enc is None:
+        return None
+    row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
+    marks = {}
+    for code, key in enumerate(_NATIVE_ROW_KEYS):
+        if key in row:
+            row[key] = _PLACEHOLDERS[code]
+            marks[code] = _PLACEHOLDERS_JSON[code]
+    try:
+        line = enc.dumps(row, default=render._default, option=render._OPTS)
+    except TypeError:
+        return None
+    found = sorted((line.find(m), code) for code, m in marks.items())
+    segs, order, at = [], [], 0
+    for pos, code in found:
+        if pos < at:
+            return None
+        segs.append(line[at:pos])
+        order.append(code)
+        at = pos + len(marks[code])
+    segs.append(line[at:])
+    return tuple(segs), tuple(order)
+
+
+def _native_record_json(nat, b: Batch, opts):
+    """The NDJSON lines (one str, joined by newlines) of a plain v2 batch's records, or None (declined)."""
+    pieces = _json_pieces(b, opts)
+    if pieces is None:
+        return None
+    data = records_area(b)
+    if b.timestamp_type == 1:
+        ts0, tsk = b.max_timestamp, 0
+    else:
+        ts0, tsk = b.base_timestamp, 1
+    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces)
+
+
 def damage_row(path, d: Damage) -> dict:
     return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
             "message": d.message}
@@ -150,6 +241,10 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     hi = getattr(opts, "to_offset", None)
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
+    # the compiled walker builds the record rows of a whole batch when nothing filters records
+    text = _native_mode(opts, decoder) if want_key is None and lo is None and hi is None else None
+    # NDJSON output without --limit: the walker writes the lines of a whole batch as one pre-rendered chunk
+    lines = text is not None and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
     with map_input(path) as m:
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
@@ -177,6 +272,18 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 yield batch_row(ev)
             if deep:
                 try:
+                    nat = R._native
+                    if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
+                        if lines:
+                            chunk = _native_record_json(nat, ev, opts)
+                            if chunk is not None:
+                                if chunk:
+                                    yield PreRendered(chunk)
+                                continue
+                        rows = _native_record_rows(nat, ev, opts, text)
+                        if rows is not None:
+                            yield from rows
+                            continue
                     for rec in iter_records(ev):
                         if want_key is not None and rec.key != want_key:
                             continue

@@ -175,7 +175,7 @@ def dump_range_task(args):
     if opts.ndjson:
         from mqtool.render import dumps
 
-        rows = [dumps(r) for r in rows]
+        rows = [r if type(r) is PreRendered else dumps(r) for r in rows]   # chunks of kafka.dump
     return rows, stats.notes, stats.damaged, stats.messages
 
 
@@ -186,6 +186,11 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
         return None
     if not opts.ndjson and opts.runner is None and not opts.jobs:
         return None
+    if opts.runner is None and not opts.jobs and opts.split_size is None:
+        from mqtool.kafka.dump import native_lines
+
+        if native_lines(opts):
+            return None     # the compiled walker writes the lines faster than a pool could hand them over
     explicit = opts.split_size is not None
     ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
     runner = runner_for(opts, ranges, explicit_split=explicit)

@@ -21,11 +21,14 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+import construct
 from crc32c import crc32c
 
 from formats import kafka as K
+from mqtool import native
 from mqtool.io import first_nonzero
 from mqtool.kafka.codecs import CodecError, decompress
+from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
@@ -141,8 +144,72 @@ class Record:
 
 # ---- framing ------------------------------------------------------------------------------------
 
+_V2_ATTR_UNUSED = ~(K.CODEC_MASK | K.TIMESTAMP_TYPE_MASK | K.TRANSACTIONAL_FLAG_MASK | K.CONTROL_FLAG_MASK
+                    | K.DELETE_HORIZON_FLAG_MASK)
+_LEGACY_ATTR_UNUSED = ~(K.CODEC_MASK | K.LEGACY_TIMESTAMP_TYPE_MASK)
+_MAX_CODEC = max(K.CODEC_NAMES)
+
+
+def _shape_ok(buf, p: int, size: int, magic: int) -> bool:
+    """Cheap structure test of a candidate entry at p (``size``, ``magic`` read and the entry inside the
+    buffer), before its CRC is computed: the CRC of a false candidate inside compressed bytes can span the
+    rest of the file (hundreds of MB per candidate, so every byte-range start cost seconds).
+
+    v2: no attribute bit Kafka never sets (bits 7-15), a known codec, baseOffset >= 0, 0 <= recordsCount <=
+    lastOffsetDelta + 1, and partitionLeaderEpoch, both timestamps, producerId, producerEpoch, baseSequence
+    >= -1. Legacy: no unused attribute bit, a known codec, and the key and value lengths add up to the
+    message size exactly (as :func:`_legacy_fields` requires to read it at all)."""
+    end = p + 12 + size
+    if magic == 2:
+        attrs = _I16.unpack_from(buf, p + K.V2_ATTRIBUTES_OFFSET)[0]
+        if attrs & _V2_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
+            return False
+        (base, _len, ple, _m, _crc, _a, lod, bts, mts, pid, pepoch, bseq, count) = _HDR_V2.unpack_from(buf, p)
+        # offsets are not negative, the "none" values are -1 (timestamps too: producers refuse negative
+        # ones), and the distinct offset deltas of the records lie in [0, lastOffsetDelta] (count ==
+        # lastOffsetDelta + 1 until compaction removes records)
+        return (base >= 0 and 0 <= count <= lod + 1 and ple >= -1 and pid >= -1 and pepoch >= -1
+                and bseq >= -1 and bts >= -1 and mts >= -1)
+    attrs = buf[p + 17]
+    if attrs & _LEGACY_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
+        return False
+    q = p + (K.V1_HEADER_SIZE if magic == 1 else K.V0_HEADER_SIZE)
+    if q + 8 > end:
+        return False
+    klen = _I32.unpack_from(buf, q)[0]
+    q += 4 + max(klen, 0)
+    if q + 4 > end:
+        return False
+    vlen = _I32.unpack_from(buf, q)[0]
+    return q + 4 + max(vlen, 0) == end
+
+
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
+
+def _span_crc(fn, buf, start: int, end: int) -> int:
+    """``fn`` (crc32c or zlib.crc32) of buf[start:end]; a span longer than a page window of a mapped file is
+    taken a window at a time, releasing its pages after use (MADV_DONTNEED; they stay in the page cache),
+    so that a resync candidate claiming hundreds of MB does not leave them resident in this process."""
+    mv = memoryview(buf)
+    if end - start <= PAGE_WINDOW or _DONTNEED is None or not isinstance(buf, mmap.mmap):
+        return fn(mv[start:end])
+    crc = 0
+    a = start
+    while a < end:
+        b = min(end, a + PAGE_WINDOW)
+        crc = fn(mv[a:b], crc)
+        lo = -(-a // mmap.PAGESIZE) * mmap.PAGESIZE           # whole pages inside [a, b)
+        hi = b - b % mmap.PAGESIZE
+        if hi > lo:
+            buf.madvise(_DONTNEED, lo, hi - lo)
+        a = b
+    return crc
+
+
 def _frame_ok(buf, p: int, n: int) -> bool:
-    """Is there a complete entry at p whose CRC is valid? (the resync test)"""
+    """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
+    test)"""
     if p + K.HEADER_SIZE_UP_TO_MAGIC > n:
         return False
     size = _I32.unpack_from(buf, p + 8)[0]
@@ -150,12 +217,12 @@ def _frame_ok(buf, p: int, n: int) -> bool:
     if size < K.MIN_RECORD_OVERHEAD or magic > 2 or p + 12 + size > n:
         return False
     if magic == 2:
-        if size < _MIN_V2_SIZE:
+        if size < _MIN_V2_SIZE or not _shape_ok(buf, p, size, magic):
             return False
-        return crc32c(memoryview(buf)[p + 21:p + 12 + size]) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
-    if size < (14 if magic == 0 else 22):
+        return _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+    if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
         return False
-    return zlib.crc32(memoryview(buf)[p + 16:p + 12 + size]) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
+    return _span_crc(zlib.crc32, buf, p + 16, p + 12 + size) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
 
 
 def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None) -> int | None:
@@ -197,8 +264,8 @@ def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd
     for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd):
         pos = ev.start if isinstance(ev, Damage) else ev.position
         if pos >= stop:
-            if isinstance(ev, Batch) and ev.crc_ok and check_crc:
-                return      # a valid batch at or after stop: the next range's
+            if isinstance(ev, Batch) and ev.crc_ok and check_crc and _shape_ok(buf, pos, ev.size - 12, ev.magic):
+                return      # a valid batch at or after stop: the next range's (a resync point)
             if resync(buf, checked - 1, n, fd, until=pos + 1) is not None:
                 return
             checked = pos + 1
@@ -349,6 +416,46 @@ def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
     return decompress(batch.codec, raw, limit)
 
 
+def _layout(sc) -> str:
+    """The field sequence of a construct schema as a string (names, integer formats, zigzag varints, the
+    conditions and lengths of byte fields and arrays): what the compiled walker must implement."""
+    if sc is construct.ZigZag:
+        return "zigzag"
+    if isinstance(sc, construct.Renamed):
+        return f"{sc.name}={_layout(sc.subcon)}"
+    if isinstance(sc, construct.FormatField):
+        return f"int{sc.fmtstr}"
+    if isinstance(sc, construct.Prefixed):
+        return f"prefixed({_layout(sc.lengthfield)},{_layout(sc.subcon)})"
+    if isinstance(sc, construct.Struct):
+        return "{" + ",".join(_layout(s) for s in sc.subcons) + "}"
+    if isinstance(sc, construct.IfThenElse):
+        return f"if({sc.condfunc!r},{_layout(sc.thensubcon)},{_layout(sc.elsesubcon)})"
+    if isinstance(sc, construct.Bytes):
+        return f"bytes({sc.length!r})"
+    if isinstance(sc, construct.Array):
+        return f"array({sc.count!r},{_layout(sc.subcon)})"
+    if sc is construct.Pass:
+        return "pass"
+    raise TypeError(f"no layout notation for {type(sc).__name__}")
+
+
+RECORD_LAYOUT = _layout(K.Record)
+
+
+def _load_native():
+    """The compiled records-area walker (``mqtool/_native/kafka.c``) when it is built, switched on, and
+    implements exactly the field sequence of ``K.Record``; else None (the Python walk below)."""
+    mod = native.load("kafka")
+    if mod is None or getattr(mod, "RECORD_LAYOUT", None) != RECORD_LAYOUT:
+        return None
+    return mod
+
+
+# Tests set this to None to run the Python path (tests/test_native_kafka.py runs both on the same bytes).
+_native = _load_native()
+
+
 def parse_records(data: bytes, count: int):
     """Fast decoder for ``count`` v2 records in ``data``: a list of tuples
     (size, attributes, timestampDelta, offsetDelta, key, value, headers) and the end index.
@@ -468,7 +575,8 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
         raise ValueError(f"negative record count {batch.count}")
     if batch.count > len(data):
         raise ValueError(f"record count {batch.count} larger than the records area ({len(data)} bytes)")
-    recs, used = parse_records(data, batch.count)
+    got = _native.parse_records(data, batch.count) if _native is not None else None
+    recs, used = parse_records(data, batch.count) if got is None else got
     if used != len(data):
         raise ValueError(f"{len(data) - used} bytes left after {batch.count} records")
     base = batch.base_offset

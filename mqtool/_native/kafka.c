@@ -1,0 +1,742 @@
+/* mqtool/_native/kafka.c: the Kafka v2 records-area walker (optional compiled helper).
+ *
+ * Replaces two pure-Python loops of mqtool/kafka:
+ *   parse_records(data, count)  == mqtool.kafka.records.parse_records (the varint walk of DefaultRecord)
+ *   record_rows(...)            == the `dump kafka --deep / --print-data` record rows of a batch
+ *                                  (mqtool.kafka.dump.record_row over mqtool.kafka.records.iter_records)
+ *   record_json(...)            == those rows as the NDJSON lines mqtool.render.write_ndjson writes
+ *
+ * The record layout is the construct schema formats/kafka.py `K.Record`; this file implements exactly the
+ * field sequence spelled in RECORD_LAYOUT below, and mqtool/kafka/records.py derives the same string from
+ * the schema at import time and uses this helper only when the two are equal. Row keys, their order and
+ * the batch-level values come from Python (a template dict and a key tuple given to configure()).
+ *
+ * Contract: whenever the bytes are anything but a clean records area (a length running past its record or
+ * the area, a negative header key length, a header count out of range, a varint over 64 bits, bytes left
+ * over, an offset/timestamp that would overflow int64), the functions return None and the caller runs the
+ * Python code, which gives the precise error. Every length is checked against the bytes left before any
+ * byte is read. Buffers come in through the buffer protocol and are released on every path; no pointer is
+ * kept past a call. The GIL is held throughout (Python objects are built as we go).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The schema this walker implements, in the notation of mqtool.kafka.records._layout(K.Record). */
+#define RECORD_LAYOUT                                                                                   \
+    "prefixed(zigzag,{attributes=int>b,timestampDelta=zigzag,offsetDelta=zigzag,keyLength=zigzag,"     \
+    "key=if((this['keyLength'] >= 0),bytes(this['keyLength']),pass),valueLength=zigzag,"                \
+    "value=if((this['valueLength'] >= 0),bytes(this['valueLength']),pass),headerCount=zigzag,"          \
+    "headers=array(this['headerCount'],{headerKeyLength=zigzag,headerKey=bytes(this['headerKeyLength'])," \
+    "headerValueLength=zigzag,headerValue=if((this['headerValueLength'] >= 0),"                         \
+    "bytes(this['headerValueLength']),pass)})})"
+
+/* Row keys, set by configure(): the order is fixed here, the spelling comes from Python. */
+enum { K_OFFSET, K_TIMESTAMP, K_SIZE, K_KEY_SIZE, K_VALUE_SIZE, K_SEQUENCE, K_HEADER_KEYS, K_KEY, K_VALUE,
+       K_HEADERS, N_KEYS };
+static PyObject *row_keys[N_KEYS];
+
+/* One record, located (offsets into the area) and fully bounds-checked by walk_record. */
+typedef struct {
+    int64_t length;          /* the record's length varint */
+    int attributes;          /* the attributes byte, unsigned as Python's data[i] gives it */
+    int64_t ts_delta, off_delta;
+    Py_ssize_t key_off, value_off;
+    int64_t key_len, value_len;  /* < 0: null */
+    Py_ssize_t headers_off;  /* first byte after the header count */
+    int64_t header_count;
+    int headers_zero_byte;   /* the header count was the single byte 0 (Python gives () rather than []) */
+    Py_ssize_t end;          /* index after the record */
+} rec_t;
+
+/* Zigzag varint (up to 10 bytes, value < 2^64) at p[*i], reading only below lim. 0 = ok, -1 = decline
+ * (runs past lim, or is wider than 64 bits: Python would give a wider int or raise). */
+static inline int read_zigzag(const uint8_t *p, Py_ssize_t lim, Py_ssize_t *i, int64_t *out)
+{
+    Py_ssize_t j = *i;
+    if (j < lim && p[j] < 0x80) {            /* the common one-byte case */
+        uint64_t v = p[j];
+        *i = j + 1;
+        *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+        return 0;
+    }
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+        if (j >= lim)
+            return -1;
+        uint8_t x = p[j++];
+        if (shift == 63 && (x & 0x7F) > 1)
+            return -1;
+        v |= (uint64_t)(x & 0x7F) << shift;
+        if (x < 0x80)
+            break;
+        shift += 7;
+        if (shift > 63)
+            return -1;
+    }
+    *i = j;
+    *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+    return 0;
+}
+
+/* Locate and check the record at data[i] (area of n bytes). Every field must end inside the record and the
+ * fields must end exactly at its length; otherwise -1 (decline). */
+static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
+{
+    int64_t len, v;
+    if (read_zigzag(p, n, &i, &len) < 0 || len < 1 || len > (int64_t)(n - i))
+        return -1;
+    r->length = len;
+    Py_ssize_t end = i + (Py_ssize_t)len;
+    r->end = end;
+    r->attributes = p[i++];                                   /* attributes: Int8 (len >= 1 checked) */
+    if (read_zigzag(p, end, &i, &r->ts_delta) < 0 || read_zigzag(p, end, &i, &r->off_delta) < 0)
+        return -1;
+    if (read_zigzag(p, end, &i, &v) < 0)                      /* keyLength, key */
+        return -1;
+    r->key_len = v;
+    r->key_off = i;
+    if (v >= 0) {
+        if (v > (int64_t)(end - i))
+            return -1;
+        i += (Py_ssize_t)v;
+    }
+    if (read_zigzag(p, end, &i, &v) < 0)                      /* valueLength, value */
+        return -1;
+    r->value_len = v;
+    r->value_off = i;
+    if (v >= 0) {
+        if (v > (int64_t)(end - i))
+            return -1;
+        i += (Py_ssize_t)v;
+    }
+    if (i >= end)                                             /* headerCount */
+        return -1;
+    r->headers_zero_byte = p[i] == 0;
+    if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > len)
+        return -1;
+    r->header_count = v;
+    r->headers_off = i;
+    for (int64_t h = 0; h < r->header_count; h++) {
+        if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > (int64_t)(end - i))   /* key: never null */
+            return -1;
+        i += (Py_ssize_t)v;
+        if (read_zigzag(p, end, &i, &v) < 0)
+            return -1;
+        if (v >= 0) {
+            if (v > (int64_t)(end - i))
+                return -1;
+            i += (Py_ssize_t)v;
+        }
+    }
+    return i == end ? 0 : -1;
+}
+
+/* bytes, str (UTF-8 with replacement characters) or None for a (offset, length<0 = null) field. */
+static PyObject *field_obj(const uint8_t *p, Py_ssize_t off, int64_t len, int text)
+{
+    if (len < 0)
+        Py_RETURN_NONE;
+    if (text)
+        return PyUnicode_DecodeUTF8((const char *)p + off, (Py_ssize_t)len, "replace");
+    return PyBytes_FromStringAndSize((const char *)p + off, (Py_ssize_t)len);
+}
+
+/* Header i of a checked record: advances *q past it, gives key and value offsets/lengths. */
+static void next_header(const uint8_t *p, Py_ssize_t end, Py_ssize_t *q, Py_ssize_t *ko, int64_t *kl,
+                        Py_ssize_t *vo, int64_t *vl)
+{
+    /* walk_record checked these bytes already: the reads cannot fail */
+    (void)read_zigzag(p, end, q, kl);
+    *ko = *q;
+    *q += (Py_ssize_t)*kl;
+    (void)read_zigzag(p, end, q, vl);
+    *vo = *q;
+    if (*vl >= 0)
+        *q += (Py_ssize_t)*vl;
+}
+
+/* The headers of a checked record as parse_records gives them: () or [(key bytes, value bytes|None)]. */
+static PyObject *headers_tuples(const uint8_t *p, const rec_t *r)
+{
+    if (r->headers_zero_byte)
+        return PyTuple_New(0);
+    PyObject *list = PyList_New((Py_ssize_t)r->header_count);
+    if (list == NULL)
+        return NULL;
+    Py_ssize_t q = r->headers_off, ko, vo;
+    int64_t kl = 0, vl = 0;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+        next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
+        PyObject *t = PyTuple_New(2);
+        if (t == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, h, t);             /* the list owns t: one DECREF of the list frees both */
+        PyObject *k = field_obj(p, ko, kl, 0);
+        if (k == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, k);
+        PyObject *v = field_obj(p, vo, vl, 0);
+        if (v == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 1, v);
+    }
+    return list;
+}
+
+/* Get a readable contiguous buffer; -1 with an exception set if the object has none. */
+static int get_buffer(PyObject *obj, Py_buffer *view)
+{
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE);
+}
+
+/* parse_records(data, count) -> (list of (size, attributes, timestampDelta, offsetDelta, key, value,
+ * headers), end index) exactly as mqtool.kafka.records.parse_records, or None (let Python decide). */
+static PyObject *parse_records(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "On", &obj, &count))
+        return NULL;
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len, i = 0;
+    PyObject *out = NULL, *result = NULL;
+    if (count < 0 || count > n)                  /* each record is at least 2 bytes: no huge list */
+        goto decline;
+    out = PyList_New(count);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        rec_t r;
+        if (walk_record(p, n, i, &r) < 0)
+            goto decline;
+        PyObject *t = PyTuple_New(7);
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(out, k, t);              /* owned by the list from here: fill, or fail with it */
+        for (int f = 0; f < 7; f++) {            /* one at a time: stop at the first failure */
+            PyObject *item;
+            switch (f) {
+            case 0: item = PyLong_FromLongLong(r.length); break;
+            case 1: item = PyLong_FromLong(r.attributes); break;
+            case 2: item = PyLong_FromLongLong(r.ts_delta); break;
+            case 3: item = PyLong_FromLongLong(r.off_delta); break;
+            case 4: item = field_obj(p, r.key_off, r.key_len, 0); break;
+            case 5: item = field_obj(p, r.value_off, r.value_len, 0); break;
+            default: item = headers_tuples(p, &r); break;
+            }
+            if (item == NULL)
+                goto done;                       /* NULL slots are fine for the tuple's deallocator */
+            PyTuple_SET_ITEM(t, f, item);
+        }
+        i = r.end;
+    }
+    result = Py_BuildValue("(On)", out, i);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* Set row[key] = value, stealing the reference to value; -1 on error (value NULL counts as an error). */
+static inline int set_steal(PyObject *row, int key, PyObject *value)
+{
+    if (value == NULL)
+        return -1;
+    int rc = PyDict_SetItem(row, row_keys[key], value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* One record row: a copy of the template with the record's own fields set in place (key order kept). */
+static PyObject *build_row(const uint8_t *p, const rec_t *r, PyObject *template, int64_t offset,
+                           int64_t timestamp, int64_t sequence, int text)
+{
+    PyObject *row = PyDict_Copy(template);
+    if (row == NULL)
+        return NULL;
+    PyObject *hkeys = PyList_New((Py_ssize_t)r->header_count);
+    PyObject *hdict = text ? PyDict_New() : NULL;
+    if (hkeys == NULL || (text && hdict == NULL))
+        goto fail;
+    Py_ssize_t q = r->headers_off, ko, vo;
+    int64_t kl = 0, vl = 0;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+        next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
+        PyObject *k = field_obj(p, ko, kl, 1);
+        if (k == NULL)
+            goto fail;
+        PyList_SET_ITEM(hkeys, h, k);
+        if (text) {                              /* later duplicates win, at the first one's place */
+            PyObject *v = field_obj(p, vo, vl, 1);
+            if (v == NULL || PyDict_SetItem(hdict, k, v) < 0) {
+                Py_XDECREF(v);
+                goto fail;
+            }
+            Py_DECREF(v);
+        }
+    }
+    if (set_steal(row, K_OFFSET, PyLong_FromLongLong(offset)) < 0
+        || set_steal(row, K_TIMESTAMP, PyLong_FromLongLong(timestamp)) < 0
+        || set_steal(row, K_SIZE, PyLong_FromLongLong(r->length)) < 0
+        || set_steal(row, K_KEY_SIZE, PyLong_FromLongLong(r->key_len < 0 ? -1 : r->key_len)) < 0
+        || set_steal(row, K_VALUE_SIZE, PyLong_FromLongLong(r->value_len < 0 ? -1 : r->value_len)) < 0
+        || set_steal(row, K_SEQUENCE, PyLong_FromLongLong(sequence)) < 0)
+        goto fail;
+    int rc = PyDict_SetItem(row, row_keys[K_HEADER_KEYS], hkeys);
+    Py_CLEAR(hkeys);
+    if (rc < 0)
+        goto fail;
+    if (text) {
+        if (set_steal(row, K_KEY, field_obj(p, r->key_off, r->key_len, 1)) < 0
+            || set_steal(row, K_VALUE, field_obj(p, r->value_off, r->value_len, 1)) < 0)
+            goto fail;
+        rc = PyDict_SetItem(row, row_keys[K_HEADERS], hdict);
+        Py_CLEAR(hdict);
+        if (rc < 0)
+            goto fail;
+    }
+    return row;
+fail:
+    Py_XDECREF(hkeys);
+    Py_XDECREF(hdict);
+    Py_DECREF(row);
+    return NULL;
+}
+
+/* record_rows(data, count, base_offset, ts0, ts_k, base_sequence, template, text) -> list of row dicts,
+ * or None (let Python decide). Per record, as mqtool.kafka.records.iter_records computes them:
+ *   offset = base_offset + offsetDelta; timestamp = ts0 + ts_k * timestampDelta (ts_k is 0 or 1);
+ *   sequence = (base_sequence + offsetDelta) & 0x7FFFFFFF, or -1 when base_sequence < 0.
+ * text=0: the --deep row (header_keys only); text=1: --print-data --body text (key, value, headers too). */
+static PyObject *record_rows(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *template;
+    Py_ssize_t count;
+    long long base, ts0, seq;
+    int tsk, text;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!p", &obj, &count, &base, &ts0, &tsk, &seq, &PyDict_Type, &template,
+                          &text))
+        return NULL;
+    if (row_keys[0] == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "kafka helper: configure() was not called");
+        return NULL;
+    }
+    if (tsk != 0 && tsk != 1)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len, i = 0;
+    PyObject *out = NULL, *result = NULL;
+    if (count < 0 || count > n)
+        goto decline;
+    /* first pass: the whole area must be clean before any object is built (no work thrown away on the
+     * rare damaged batch, and no partial answer) */
+    for (Py_ssize_t k = 0; k < count; k++) {
+        rec_t r;
+        int64_t off, ts;
+        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)))
+            goto decline;
+        i = r.end;
+    }
+    if (i != n)
+        goto decline;
+    out = PyList_New(count);
+    if (out == NULL)
+        goto done;
+    i = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        rec_t r;
+        (void)walk_record(p, n, i, &r);
+        int64_t offset = (int64_t)base + r.off_delta;
+        int64_t timestamp = tsk ? (int64_t)ts0 + r.ts_delta : (int64_t)ts0;
+        /* Python's (seq + od) & 0x7FFFFFFF: the low 31 bits, the same in wrapping unsigned arithmetic */
+        int64_t sequence = seq >= 0 ? (int64_t)(((uint64_t)seq + (uint64_t)r.off_delta) & 0x7FFFFFFFu) : -1;
+        PyObject *row = build_row(p, &r, template, offset, timestamp, sequence, text);
+        if (row == NULL)
+            goto done;
+        PyList_SET_ITEM(out, k, row);
+        i = r.end;
+    }
+    result = Py_NewRef(out);
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- NDJSON lines straight from the records area (dump kafka --json) ---------------------------------
+ * The line of a record is the row record_row builds, as mqtool.render.write_ndjson writes it with orjson:
+ * Python renders a template row with placeholders and passes the constant pieces between them (`segs`) and
+ * which field fills each gap (`order`, codes = the enum above); this code writes the fields the way orjson
+ * writes them (ints in decimal, null, strings as UTF-8 with ", \ and control characters escaped). */
+
+typedef struct { char *p; Py_ssize_t len, cap; } out_t;
+
+static int out_reserve(out_t *o, Py_ssize_t more)
+{
+    if (o->len + more <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 65536;
+    while (cap < o->len + more) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *np = PyMem_Realloc(o->p, (size_t)cap);
+    if (np == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = np;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int out_put(out_t *o, const char *s, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->p + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static int out_int(out_t *o, int64_t v)
+{
+    char tmp[24], *e = tmp + sizeof tmp, *b = e;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;    /* INT64_MIN too */
+    do {
+        *--b = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--b = '-';
+    return out_put(o, b, e - b);
+}
+
+/* Bytes needing attention in a JSON string: 1 = escape (control, '"', '\'), 2 = start of a multi-byte
+ * UTF-8 sequence (or an invalid byte). */
+static uint8_t char_class[256];
+
+static void init_char_class(void)
+{
+    for (int c = 0; c < 0x20; c++)
+        char_class[c] = 1;
+    char_class['"'] = char_class['\\'] = 1;
+    for (int c = 0x80; c < 0x100; c++)
+        char_class[c] = 2;
+}
+
+/* Length of the well-formed UTF-8 sequence at s[0] (Unicode Table 3-7, what Python's strict decoder
+ * accepts: no overlongs, no surrogates, nothing past U+10FFFF), or 0 if it is not one. */
+static Py_ssize_t utf8_seq(const uint8_t *s, Py_ssize_t left)
+{
+    uint8_t c = s[0];
+    Py_ssize_t len;
+    uint8_t lo = 0x80, hi = 0xBF;                    /* range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (left < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (Py_ssize_t k = 2; k < len; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF)
+            return 0;
+    return len;
+}
+
+/* A JSON string of bytes escaped as orjson does (\" \\ \b \t \n \f \r, other < 0x20 as \u00xx; everything
+ * else as is). Returns 1 if the bytes are not valid UTF-8 (nothing written then), 0 ok, -1 error. */
+static int out_escaped(out_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (out_reserve(o, 6 * n + 2) < 0)                   /* worst case: every byte as \u00xx */
+        return -1;
+    char *d = o->p + o->len;
+    *d++ = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {                                /* 8 bytes at a time while none needs attention */
+            uint64_t x, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            memcpy(&x, s + i, 8);
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t special = (x & highs) | ((x - ones * 0x20) & ~x & highs) | ((q - ones) & ~q & highs)
+                               | ((b - ones) & ~b & highs);
+            if (special == 0) {
+                memcpy(d, s + i, 8);
+                d += 8;
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (!char_class[c]) {                            /* plain ASCII */
+            *d++ = (char)c;
+            i++;
+            continue;
+        }
+        if (char_class[c] == 2) {
+            Py_ssize_t len = utf8_seq(s + i, n - i);
+            if (len == 0)
+                return 1;
+            memcpy(d, s + i, (size_t)len);
+            d += len;
+            i += len;
+            continue;
+        }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\t': *d++ = 't'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\f': *d++ = 'f'; break;
+        case '\r': *d++ = 'r'; break;
+        default: *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = hex[c >> 4]; *d++ = hex[c & 15]; break;
+        }
+        i++;
+    }
+    *d++ = '"';
+    o->len = d - o->p;
+    return 0;
+}
+
+/* Bytes as the JSON string of bytes.decode("utf-8", "replace"): valid UTF-8 directly, anything else through
+ * Python's own decoder (so the replacement characters are exactly Python's). */
+static int out_text(out_t *o, const uint8_t *s, Py_ssize_t n)
+{
+    int rc = out_escaped(o, s, n);
+    if (rc <= 0)
+        return rc;
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
+    if (u == NULL)
+        return -1;
+    Py_ssize_t un;
+    const char *us = PyUnicode_AsUTF8AndSize(u, &un);
+    rc = us == NULL ? -1 : out_escaped(o, (const uint8_t *)us, un);
+    Py_DECREF(u);
+    return rc;
+}
+
+static int out_nullable_text(out_t *o, const uint8_t *p, Py_ssize_t off, int64_t len)
+{
+    return len < 0 ? out_put(o, "null", 4) : out_text(o, p + off, (Py_ssize_t)len);
+}
+
+/* 1 if two header keys of the record are the same bytes (a dict would keep one: leave it to Python). */
+static int duplicate_header_keys(const uint8_t *p, const rec_t *r)
+{
+    Py_ssize_t q = r->headers_off, ko[16], vo;
+    int64_t kl[16], vl = 0;
+    if (r->header_count > 16)
+        return 1;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+        next_header(p, r->end, &q, &ko[h], &kl[h], &vo, &vl);
+        for (Py_ssize_t g = 0; g < h; g++)
+            if (kl[g] == kl[h] && memcmp(p + ko[g], p + ko[h], (size_t)kl[h]) == 0)
+                return 1;
+    }
+    return 0;
+}
+
+static int out_field(out_t *o, int code, const uint8_t *p, const rec_t *r, int64_t offset, int64_t timestamp,
+                     int64_t sequence)
+{
+    Py_ssize_t q = r->headers_off, ko, vo;
+    int64_t kl = 0, vl = 0;
+    switch (code) {
+    case K_OFFSET: return out_int(o, offset);
+    case K_TIMESTAMP: return out_int(o, timestamp);
+    case K_SIZE: return out_int(o, r->length);
+    case K_KEY_SIZE: return out_int(o, r->key_len < 0 ? -1 : r->key_len);
+    case K_VALUE_SIZE: return out_int(o, r->value_len < 0 ? -1 : r->value_len);
+    case K_SEQUENCE: return out_int(o, sequence);
+    case K_KEY: return out_nullable_text(o, p, r->key_off, r->key_len);
+    case K_VALUE: return out_nullable_text(o, p, r->value_off, r->value_len);
+    case K_HEADER_KEYS:
+    case K_HEADERS:
+        if (out_put(o, code == K_HEADERS ? "{" : "[", 1) < 0)
+            return -1;
+        for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+            next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
+            if ((h && out_put(o, ",", 1) < 0) || out_text(o, p + ko, (Py_ssize_t)kl) < 0)
+                return -1;
+            if (code == K_HEADERS && (out_put(o, ":", 1) < 0 || out_nullable_text(o, p, vo, vl) < 0))
+                return -1;
+        }
+        return out_put(o, code == K_HEADERS ? "}" : "]", 1);
+    }
+    PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
+    return -1;
+}
+
+/* record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> str of the NDJSON lines
+ * of the batch's records (joined by "\n", no final newline), or None (let Python decide). segs: tuple of
+ * len(order) + 1 bytes; order: tuple of field codes. Same checks and values as record_rows. */
+static PyObject *record_json(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *segs, *order;
+    Py_ssize_t count;
+    long long base, ts0, seq;
+    int tsk;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!O!", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
+                          &PyTuple_Type, &order))
+        return NULL;
+    Py_ssize_t nf = PyTuple_GET_SIZE(order);
+    if (PyTuple_GET_SIZE(segs) != nf + 1 || nf > 16) {
+        PyErr_SetString(PyExc_ValueError, "record_json: len(segs) must be len(order) + 1 (at most 16 fields)");
+        return NULL;
+    }
+    int codes[16];
+    for (Py_ssize_t f = 0; f <= nf; f++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(segs, f))) {
+            PyErr_SetString(PyExc_TypeError, "record_json: segs must be bytes");
+            return NULL;
+        }
+        if (f < nf) {
+            long c = PyLong_AsLong(PyTuple_GET_ITEM(order, f));
+            if (c == -1 && PyErr_Occurred())
+                return NULL;
+            if (c < 0 || c >= N_KEYS) {
+                PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
+                return NULL;
+            }
+            codes[f] = (int)c;
+        }
+    }
+    if (tsk != 0 && tsk != 1)
+        Py_RETURN_NONE;
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
+    const uint8_t *p = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len, i = 0;
+    PyObject *result = NULL;
+    out_t o = {NULL, 0, 0};
+    if (count < 0 || count > n)
+        goto decline;
+    for (Py_ssize_t k = 0; k < count; k++) {         /* the whole area must be clean first, as record_rows */
+        rec_t r;
+        int64_t off, ts;
+        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || duplicate_header_keys(p, &r))
+            goto decline;
+        i = r.end;
+    }
+    if (i != n)
+        goto decline;
+    i = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        rec_t r;
+        (void)walk_record(p, n, i, &r);
+        int64_t offset = (int64_t)base + r.off_delta;
+        int64_t timestamp = tsk ? (int64_t)ts0 + r.ts_delta : (int64_t)ts0;
+        int64_t sequence = seq >= 0 ? (int64_t)(((uint64_t)seq + (uint64_t)r.off_delta) & 0x7FFFFFFFu) : -1;
+        if (k && out_put(&o, "\n", 1) < 0)
+            goto done;
+        for (Py_ssize_t f = 0; f <= nf; f++) {
+            PyObject *seg = PyTuple_GET_ITEM(segs, f);
+            if (out_put(&o, PyBytes_AS_STRING(seg), PyBytes_GET_SIZE(seg)) < 0)
+                goto done;
+            if (f < nf && out_field(&o, codes[f], p, &r, offset, timestamp, sequence) < 0)
+                goto done;
+        }
+        i = r.end;
+    }
+    result = PyUnicode_DecodeUTF8(o.p ? o.p : "", o.len, "strict");
+    goto done;
+decline:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(o.p);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* configure(keys): the row keys, in the order of the enum above (offset, timestamp, size, key_size,
+ * value_size, sequence, header_keys, key, value, headers). */
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *keys;
+    if (!PyArg_ParseTuple(args, "O!", &PyTuple_Type, &keys))
+        return NULL;
+    if (PyTuple_GET_SIZE(keys) != N_KEYS) {
+        PyErr_Format(PyExc_ValueError, "configure: %d row keys expected", N_KEYS);
+        return NULL;
+    }
+    for (int k = 0; k < N_KEYS; k++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(keys, k))) {
+            PyErr_SetString(PyExc_TypeError, "configure: row keys must be str");
+            return NULL;
+        }
+    }
+    for (int k = 0; k < N_KEYS; k++) {
+        PyObject *key = Py_NewRef(PyTuple_GET_ITEM(keys, k));
+        Py_XSETREF(row_keys[k], key);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"parse_records", parse_records, METH_VARARGS,
+     "parse_records(data, count) -> (records, end) as mqtool.kafka.records.parse_records, or None."},
+    {"record_rows", record_rows, METH_VARARGS,
+     "record_rows(data, count, base_offset, ts0, ts_k, base_sequence, template, text) -> [row dict] or None."},
+    {"record_json", record_json, METH_VARARGS,
+     "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
+    {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kafka",
+                                    "mqtool compiled helper: Kafka v2 records-area walker", -1, methods};
+
+PyMODINIT_FUNC PyInit_kafka(void)
+{
+    init_char_class();
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddStringConstant(m, "RECORD_LAYOUT", RECORD_LAYOUT) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
