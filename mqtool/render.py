@@ -108,6 +108,18 @@ def _json_dumps(obj: Any) -> str:
     return s
 
 
+def encode_row_fast(row: dict) -> bytes | None:
+    """The line :func:`write_ndjson` writes for ``row`` (without its newline) when it uses orjson; None when
+    it would not (no orjson, or a value only the careful writer takes). For code that renders lines from a
+    template row (the Kafka compiled helper) and must match this writer byte for byte."""
+    if _orjson is None:
+        return None
+    try:
+        return _orjson.dumps(row, default=_default, option=_OPTS)
+    except TypeError:
+        return None
+
+
 class PreRendered(str):
     """A row already serialised as one NDJSON line (by a worker process of ``--jobs``)."""
 

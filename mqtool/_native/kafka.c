@@ -263,6 +263,40 @@ static inline int set_steal(PyObject *row, int key, PyObject *value)
 }
 
 /* One record row: a copy of the template with the record's own fields set in place (key order kept). */
+static int duplicate_header_keys(const uint8_t *p, const rec_t *r);
+
+/* Is the records area p[0:n] exactly `count` clean records whose offsets (and timestamps, when tsk) fit in
+ * 64 bits — and, with no_dup_headers, none with a header key twice? Both builders check this first, so a
+ * damaged area is left whole to the Python parser. */
+static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0, int tsk,
+                      int no_dup_headers)
+{
+    Py_ssize_t i = 0;
+    if (count < 0 || count > n)
+        return 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        rec_t r;
+        int64_t off, ts;
+        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts))
+            || (no_dup_headers && duplicate_header_keys(p, &r)))
+            return 0;
+        i = r.end;
+    }
+    return i == n;
+}
+
+/* A record's offset, timestamp and producer sequence from its batch's base values (area_clean() has
+ * ruled out overflow). Python's (seq + od) & 0x7FFFFFFF is the low 31 bits, the same in wrapping unsigned
+ * arithmetic. */
+static inline void record_ids(const rec_t *r, long long base, long long ts0, int tsk, long long seq,
+                              int64_t *offset, int64_t *timestamp, int64_t *sequence)
+{
+    *offset = (int64_t)base + r->off_delta;
+    *timestamp = tsk ? (int64_t)ts0 + r->ts_delta : (int64_t)ts0;
+    *sequence = seq >= 0 ? (int64_t)(((uint64_t)seq + (uint64_t)r->off_delta) & 0x7FFFFFFFu) : -1;
+}
+
 static PyObject *build_row(const uint8_t *p, const rec_t *r, PyObject *template, int64_t offset,
                            int64_t timestamp, int64_t sequence, int text)
 {
@@ -344,19 +378,9 @@ static PyObject *record_rows(PyObject *self, PyObject *args)
     const uint8_t *p = (const uint8_t *)view.buf;
     Py_ssize_t n = view.len, i = 0;
     PyObject *out = NULL, *result = NULL;
-    if (count < 0 || count > n)
-        goto decline;
     /* first pass: the whole area must be clean before any object is built (no work thrown away on the
      * rare damaged batch, and no partial answer) */
-    for (Py_ssize_t k = 0; k < count; k++) {
-        rec_t r;
-        int64_t off, ts;
-        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
-            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)))
-            goto decline;
-        i = r.end;
-    }
-    if (i != n)
+    if (!area_clean(p, n, count, base, ts0, tsk, 0))
         goto decline;
     out = PyList_New(count);
     if (out == NULL)
@@ -365,10 +389,8 @@ static PyObject *record_rows(PyObject *self, PyObject *args)
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
         (void)walk_record(p, n, i, &r);
-        int64_t offset = (int64_t)base + r.off_delta;
-        int64_t timestamp = tsk ? (int64_t)ts0 + r.ts_delta : (int64_t)ts0;
-        /* Python's (seq + od) & 0x7FFFFFFF: the low 31 bits, the same in wrapping unsigned arithmetic */
-        int64_t sequence = seq >= 0 ? (int64_t)(((uint64_t)seq + (uint64_t)r.off_delta) & 0x7FFFFFFFu) : -1;
+        int64_t offset, timestamp, sequence;
+        record_ids(&r, base, ts0, tsk, seq, &offset, &timestamp, &sequence);
         PyObject *row = build_row(p, &r, template, offset, timestamp, sequence, text);
         if (row == NULL)
             goto done;
@@ -650,25 +672,14 @@ static PyObject *record_json(PyObject *self, PyObject *args)
     Py_ssize_t n = view.len, i = 0;
     PyObject *result = NULL;
     out_t o = {NULL, 0, 0};
-    if (count < 0 || count > n)
-        goto decline;
-    for (Py_ssize_t k = 0; k < count; k++) {         /* the whole area must be clean first, as record_rows */
-        rec_t r;
-        int64_t off, ts;
-        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
-            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || duplicate_header_keys(p, &r))
-            goto decline;
-        i = r.end;
-    }
-    if (i != n)
+    if (!area_clean(p, n, count, base, ts0, tsk, 1))   /* the whole area must be clean first, as record_rows */
         goto decline;
     i = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
         (void)walk_record(p, n, i, &r);
-        int64_t offset = (int64_t)base + r.off_delta;
-        int64_t timestamp = tsk ? (int64_t)ts0 + r.ts_delta : (int64_t)ts0;
-        int64_t sequence = seq >= 0 ? (int64_t)(((uint64_t)seq + (uint64_t)r.off_delta) & 0x7FFFFFFFu) : -1;
+        int64_t offset, timestamp, sequence;
+        record_ids(&r, base, ts0, tsk, seq, &offset, &timestamp, &sequence);
         if (k && out_put(&o, "\n", 1) < 0)
             goto done;
         for (Py_ssize_t f = 0; f <= nf; f++) {

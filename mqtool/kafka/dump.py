@@ -185,8 +185,7 @@ def _json_pieces(b: Batch, opts):
     rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
     each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
     refuses)."""
-    enc = render._orjson
-    if enc is None:
+    if not render.CAN_PRERENDER_LINES:
         return None
     row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
     marks = {}
@@ -194,9 +193,8 @@ def _json_pieces(b: Batch, opts):
         if key in row:
             row[key] = _PLACEHOLDERS[code]
             marks[code] = _PLACEHOLDERS_JSON[code]
-    try:
-        line = enc.dumps(row, default=render._default, option=render._OPTS)
-    except TypeError:
+    line = render.encode_row_fast(row)
+    if line is None:
         return None
     found = sorted((line.find(m), code) for code, m in marks.items())
     segs, order, at = [], [], 0
