@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import os
 import struct
+import tempfile
 import time
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Iterator
 
@@ -416,6 +418,10 @@ class IndexFileBuilder:
         self.entries = bytearray(ENTRY)               # entry 0 is never written
         # store timestamp per entry, needed only to compare with a file the broker stopped filling
         self.ts = bytearray(_TS.size) if keep_times else None     # native int64 per entry
+        # Without entry times (plain --out) entries are final once written (IndexFile#putKey never rewrites
+        # one: the chain lives in the slots and in each new entry's prev field), so past SPILL_BYTES they move
+        # to a scratch file and memory stays bounded whatever the file's geometry (20 M entries = 400 MB).
+        self.spill = None
         self.init_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.init_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_ts = self.end_ts = self.init_ts
@@ -478,14 +484,33 @@ class IndexFileBuilder:
     def header(self) -> tuple:
         return (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.hash_slot_count, self.index_count)
 
-    def parts(self) -> tuple[list, int]:
-        """(pieces, file size): header, slot table, entries; the rest of the file is zero."""
+    SPILL_BYTES = 32 << 20
+
+    def maybe_spill(self) -> None:
+        """Move the entries written so far to the scratch file (in $TMPDIR) once they pass SPILL_BYTES; only
+        when entry times are not kept (``--compare`` reads entries back, and keeps them in memory)."""
+        if self.ts is None and len(self.entries) >= self.SPILL_BYTES:
+            if self.spill is None:
+                self.spill = tempfile.TemporaryFile(prefix="mqtool-index-entries-")
+            self.spill.write(self.entries)
+            self.entries.clear()
+
+    def _entry_pieces(self):
+        if self.spill is not None:
+            self.spill.seek(0)
+            while chunk := self.spill.read(8 << 20):
+                yield chunk
+        yield self.entries
+
+    def parts(self) -> tuple[Iterator, int]:
+        """(pieces, file size): header, slot table, entries (an iterator: spilled entries are read back in
+        chunks); the rest of the file is zero."""
         slots = self.slots
         if _NATIVE_LITTLE:
             slots = array("i", slots)
             slots.byteswap()
-        return ([IDX_HEADER.pack(*self.header()), slots.tobytes(), self.entries],
-                F.index_file_size(self.slot_num, self.index_num))
+        head = [IDX_HEADER.pack(*self.header()), slots.tobytes()]
+        return (chain(head, self._entry_pieces()), F.index_file_size(self.slot_num, self.index_num))
 
     def to_bytes(self) -> bytes:
         pieces, size = self.parts()
@@ -571,6 +596,8 @@ class IndexBuilder:
             f = self._get_and_create_last(ts)
             done += f.put_keys(hashes, done, phy, ts)
         self.entries += done
+        if len(f.entries) >= f.SPILL_BYTES:
+            f.maybe_spill()
 
     def finish(self) -> None:
         if self.current is not None:
@@ -1052,6 +1079,7 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
             if added:
                 f.index_count, f.hash_slot_count, f.end_phy, f.end_ts = istate[1], istate[4], istate[6], istate[7]
                 idx.entries += added
+                f.maybe_spill()
         return npos
 
     schedule = F.SCHEDULE_TOPIC
