@@ -56,6 +56,18 @@ def _copy_store(name: str, tmp_path: Path) -> Path:
     return dst
 
 
+@pytest.fixture(params=["in-memory", "spilled"])
+def index_spill(request, monkeypatch):
+    """Run a compare test twice: index entries kept in memory, and moved to scratch files after every three
+    entries with comparisons in chunks of three entries (the bounded-memory paths of IndexFileBuilder)."""
+    if request.param == "spilled":
+        from mqtool.rocketmq import rebuild as R
+
+        monkeypatch.setattr(R.IndexFileBuilder, "SPILL_BYTES", 3 * 20)
+        monkeypatch.setattr(R, "_CMP_ENTRIES", 3)
+    return request.param
+
+
 # ---- dispatch rules -------------------------------------------------------------------------------
 
 @settings(max_examples=300, deadline=None)
@@ -230,7 +242,7 @@ def test_index_message_at_end_offset_is_indexed_again():
     assert files[0].index_count == 3
 
 
-def test_index_prefix_view_matches_shorter_build():
+def test_index_prefix_view_matches_shorter_build(index_spill):
     keys = [f"T#k{i}" for i in range(40)]
     full = []
     ib = IndexBuilder(7, 100, lambda f, last: full.append(f))
@@ -315,7 +327,7 @@ def test_index_entries_spilled_to_scratch_are_still_byte_identical(name, use_nat
 
 
 @pytest.mark.parametrize("name", CLEAN + KILL)
-def test_compare_with_sizes_inferred_from_the_store(name, run_cli):
+def test_compare_with_sizes_inferred_from_the_store(name, run_cli, index_spill):
     """No size options: they come from the store's own files. The -kill stores compare identical too: the
     broker was halted ~300 ms after the last put and its dispatcher had already consumed the whole commitlog
     (MANIFEST: every message reached the mapped files), so no difference is expected beyond that range — the
@@ -394,7 +406,7 @@ def test_compare_names_a_damaged_consumequeue_unit(tmp_path, run_cli):
     assert len(findings) == 2 and summary["differs"] == 1 and summary["identical"] == 26
 
 
-def test_compare_names_a_damaged_index_entry(tmp_path, run_cli):
+def test_compare_names_a_damaged_index_entry(tmp_path, run_cli, index_spill):
     store = _copy_store("gen-5.1.4-clean", tmp_path)
     f = sorted((store / "index").iterdir())[1]
     data = bytearray(f.read_bytes())
@@ -410,7 +422,7 @@ def test_compare_names_a_damaged_index_entry(tmp_path, run_cli):
     assert hit["expected"]["offset"] == off and hit["actual"]["offset"] == off + 8
 
 
-def test_compare_reports_a_lagging_dispatch_as_not_on_disk(tmp_path, run_cli):
+def test_compare_reports_a_lagging_dispatch_as_not_on_disk(tmp_path, run_cli, index_spill):
     """A broker killed before its dispatcher caught up: consumequeue/index hold a prefix of what the commitlog
     gives. Made here by rebuilding from a copy whose commitlog is cut after a message, then grafting that
     rebuild onto a copy of the full store. Expected: warnings only (units/entries/files not on disk), no

@@ -98,6 +98,7 @@ _V1, _V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
 _V6 = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
 _INDEX_KEY_JOIN = "#"                      # IndexService#buildKey: topic + "#" + key
 _TS = struct.Struct("=q")                   # per-entry store times (compare mode), native order
+_CMP_ENTRIES = 1 << 16                      # index entries compared / counted per chunk (1.3 MB)
 
 
 # ---- the optional compiled dispatch loop (mqtool/_native/rmqrebuild.c) ----------------------------
@@ -421,7 +422,8 @@ class IndexFileBuilder:
         # Without entry times (plain --out) entries are final once written (IndexFile#putKey never rewrites
         # one: the chain lives in the slots and in each new entry's prev field), so past SPILL_BYTES they move
         # to a scratch file and memory stays bounded whatever the file's geometry (20 M entries = 400 MB).
-        self.spill = None
+        self.spill = self.ts_spill = None
+        self.spilled = 0                              # entries 0..spilled-1 are in the scratch file
         self.init_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.init_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_ts = self.end_ts = self.init_ts
@@ -487,13 +489,44 @@ class IndexFileBuilder:
     SPILL_BYTES = 32 << 20
 
     def maybe_spill(self) -> None:
-        """Move the entries written so far to the scratch file (in $TMPDIR) once they pass SPILL_BYTES; only
-        when entry times are not kept (``--compare`` reads entries back, and keeps them in memory)."""
-        if self.ts is None and len(self.entries) >= self.SPILL_BYTES:
-            if self.spill is None:
-                self.spill = tempfile.TemporaryFile(prefix="mqtool-index-entries-")
-            self.spill.write(self.entries)
-            self.entries.clear()
+        """Move the entries written so far (and their store times, when kept) to scratch files in $TMPDIR once
+        they pass SPILL_BYTES: entries are final once put (``IndexFile#putKey`` never rewrites one: the chain
+        lives in the slots and in each new entry's prev field), so memory stays bounded whatever the file's
+        geometry (20 M entries = 400 MB). Readers go through :meth:`read_entries` / :meth:`read_times`."""
+        if len(self.entries) < self.SPILL_BYTES:
+            return
+        if self.spill is None:
+            self.spill = tempfile.TemporaryFile(prefix="mqtool-index-entries-")
+            self.ts_spill = tempfile.TemporaryFile(prefix="mqtool-index-times-") if self.ts is not None else None
+        self.spill.write(self.entries)
+        self.spilled += len(self.entries) // ENTRY
+        self.entries.clear()
+        if self.ts is not None:
+            self.ts_spill.write(self.ts)
+            self.ts.clear()
+
+    def _read(self, k0: int, k1: int, width: int, spill, tail) -> bytes:
+        """Items ``k0..k1-1`` (``width`` bytes each) of a column split into a spilled head and a tail in memory."""
+        k1 = min(k1, self.index_count)
+        if k0 >= k1:
+            return b""
+        out = b""
+        s = self.spilled
+        if k0 < s:
+            spill.flush()
+            out = os.pread(spill.fileno(), (min(k1, s) - k0) * width, k0 * width)
+        if k1 > s:
+            a = max(k0, s) - s
+            out += bytes(tail[a * width:(k1 - s) * width])
+        return out
+
+    def read_entries(self, k0: int, k1: int) -> bytes:
+        """The packed entries ``k0..k1-1`` (entry 0 is the unused zero entry)."""
+        return self._read(k0, k1, ENTRY, self.spill, self.entries)
+
+    def read_time(self, k: int) -> int:
+        """Store timestamp of the message behind entry ``k`` (needs keep_times)."""
+        return _TS.unpack(self._read(k, k + 1, _TS.size, self.ts_spill, self.ts))[0]
 
     def _entry_pieces(self):
         if self.spill is not None:
@@ -522,25 +555,31 @@ class IndexFileBuilder:
         return out
 
     def prefix_view(self, count: int) -> tuple[tuple, array]:
-        """(header, slots) as they were when ``indexCount`` was ``count`` (entries 1..count−1 written)."""
+        """(header, slots) as they were when ``indexCount`` was ``count`` (entries 1..count−1 written).
+
+        Only entries from ``count`` on are held at once (a slot pointing there is walked back along their prev
+        fields); the ones below are streamed in chunks to count the new-slot entries."""
         count = max(1, min(count, self.index_count))
         if self.ts is None:
             raise ValueError("prefix_view needs keep_times=True")
         if count <= 1:
             header = (self.init_ts, self.init_ts, self.init_phy, self.init_phy, 0, 1)
             return header, array("i", bytes(4 * self.slot_num))
-        prevs = [IDX_ENTRY.unpack_from(self.entries, k * ENTRY)[3] for k in range(self.index_count)]
+        later = self.read_entries(count, self.index_count)
+        prevs_later = [e[3] for e in IDX_ENTRY.iter_unpack(later)]
         slots = array("i", self.slots)
         for i, v in enumerate(slots):
             while v >= count:
-                v = prevs[v]
+                v = prevs_later[v - count]
             slots[i] = v
         last = count - 1
-        phy_last = IDX_ENTRY.unpack_from(self.entries, last * ENTRY)[1]
-        phy_first = IDX_ENTRY.unpack_from(self.entries, ENTRY)[1]
-        hsc = sum(1 for k in range(1, count) if prevs[k] == 0)
-        ts_at = _TS.unpack_from
-        header = (ts_at(self.ts, _TS.size)[0], ts_at(self.ts, last * _TS.size)[0], phy_first, phy_last, hsc, count)
+        phy_last = IDX_ENTRY.unpack(self.read_entries(last, count))[1]
+        phy_first = IDX_ENTRY.unpack(self.read_entries(1, 2))[1]
+        hsc = 0
+        for k0 in range(1, count, _CMP_ENTRIES):
+            hsc += sum(1 for e in IDX_ENTRY.iter_unpack(self.read_entries(k0, min(count, k0 + _CMP_ENTRIES)))
+                       if e[3] == 0)
+        header = (self.read_time(1), self.read_time(last), phy_first, phy_last, hsc, count)
         return header, slots
 
     def name(self, prev_name: str | None) -> str:
@@ -839,17 +878,22 @@ class CompareSink:
         ent_base = HEADER + 4 * f.slot_num
         upto = min(count, disk_count) if disk_count >= 1 else count
         entry_diffs = 0
-        disk_entries = disk.read(ent_base, upto * ENTRY) if upto > 1 else b""
-        for k in range(1, upto):
-            p = ent_base + k * ENTRY
-            a = disk_entries[k * ENTRY:(k + 1) * ENTRY]
-            e = f.entries[k * ENTRY:(k + 1) * ENTRY]
-            if a != e:
-                entry_diffs += 1
-                ev, av = IDX_ENTRY.unpack(e), IDX_ENTRY.unpack(a)
-                add(Finding(ERROR, "index-entry-differs", path, p, ev[1],
-                            f"entry {k} differs; rebuild: message at commitlog offset {ev[1]}, disk: "
-                            f"{av[1]}", expected=_entry_dict(ev), actual=_entry_dict(av)))
+        for k0 in range(1, upto, _CMP_ENTRIES):          # in chunks: both sides may be hundreds of MB
+            k1 = min(upto, k0 + _CMP_ENTRIES)
+            disk_entries = disk.read(ent_base + k0 * ENTRY, (k1 - k0) * ENTRY)
+            ours = f.read_entries(k0, k1)
+            if disk_entries == ours:
+                continue
+            for k in range(k0, k1):
+                p = ent_base + k * ENTRY
+                a = disk_entries[(k - k0) * ENTRY:(k - k0 + 1) * ENTRY]
+                e = ours[(k - k0) * ENTRY:(k - k0 + 1) * ENTRY]
+                if a != e:
+                    entry_diffs += 1
+                    ev, av = IDX_ENTRY.unpack(e), IDX_ENTRY.unpack(a)
+                    add(Finding(ERROR, "index-entry-differs", path, p, ev[1],
+                                f"entry {k} differs; rebuild: message at commitlog offset {ev[1]}, disk: "
+                                f"{av[1]}", expected=_entry_dict(ev), actual=_entry_dict(av)))
         slot_base = HEADER
         disk_slots = array("i", disk.read(slot_base, 4 * f.slot_num))
         if _NATIVE_LITTLE:
@@ -866,7 +910,7 @@ class CompareSink:
                                 f"slot {i}: newest entry number differs", expected=exp_slots[i],
                                 actual=disk_slots[i]))
         if lag:
-            first = IDX_ENTRY.unpack_from(f.entries, disk_count * ENTRY)
+            first = IDX_ENTRY.unpack(f.read_entries(disk_count, disk_count + 1))
             n = count - disk_count
             found.append(Finding(WARNING, "index-entries-not-on-disk", path, ent_base + disk_count * ENTRY, first[1],
                                  f"entries {disk_count}..{count - 1} ({n}) are not on disk (the broker had not "
