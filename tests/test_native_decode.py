@@ -128,6 +128,11 @@ def test_helper_declines_what_decode_common_declines():
     assert dec(good, 0, 0, len(good), 0, "f", 1 << 22, True, 9) == (0, [])
     assert dec(good, 0, len(good), len(good), 0, "f", 1 << 22, True, 0) == (0, [])
     assert dec(good, -1, len(good), len(good), 0, "f", 1 << 22, True, 9) == (-1, [])
+    # the file name is stored as given, whatever its type (decode_common does not look at it either)
+    name = Path("seg")
+    assert dec(good, 0, 1, len(good), 7, name, 1 << 22, False, 9)[1][0].file is name
+    assert msg_key(dec(good, 0, 1, len(good), 7, name, 1 << 22, False, 9)[1][0]) == \
+        msg_key(decode_common(good, 0, len(good), 7, name, 1 << 22, False))
 
 
 def test_layout_comes_from_the_schema():

@@ -195,7 +195,7 @@ static PyObject *messages(PyObject *self, PyObject *args)
     Py_ssize_t pos, limit, end, cap;
     long long base, max_size;
     int check_crc;
-    if (!PyArg_ParseTuple(args, "OnnnLULpn", &bufobj, &pos, &limit, &end, &base, &file, &max_size, &check_crc,
+    if (!PyArg_ParseTuple(args, "OnnnLOLpn", &bufobj, &pos, &limit, &end, &base, &file, &max_size, &check_crc,
                           &cap))
         return NULL;
     if (!S.configured) {
