@@ -223,3 +223,38 @@ def test_walks_equal_on_real_stores(monkeypatch):
     assert stores
     for store in stores:
         _assert_same(store, monkeypatch)
+
+
+_SHRINK_SCRIPT = r"""
+import os, sys
+from mqtool import io
+from mqtool.rocketmq import scan
+from mqtool.rocketmq.layout import open_store
+io.READ_WHOLE_LIMIT = 0                      # mapped: reading a lost page would be SIGBUS
+scan.USE_NATIVE = sys.argv[2] == "1"
+seg = open_store(sys.argv[1]).segments[0]
+out, damage = [], []
+for i, m in enumerate(scan.iter_messages([seg], on_damage=damage.append)):
+    out.append(m.offset)
+    if i == 0:
+        os.truncate(seg.path, 300)
+print(len(out), " ".join(d.code for d in damage))
+"""
+
+
+@pytest.mark.parametrize("native_on", ["1", "0"])
+def test_iter_messages_stops_cleanly_when_the_file_shrinks(tmp_path, native_on):
+    """A mapped segment truncated while iter_messages runs: one file-changed damage and a clean stop, with
+    the helper's runs (one shrink check per run: the run's units were read before it was handed over) and
+    without (one check per message). A separate process: a lost page would kill it with SIGBUS, not pytest."""
+    import subprocess
+    import sys
+
+    data = b"".join(unit("v1", body=b"x" * 300, phys=i) for i in range(40)) + bytes(8192)
+    store = _store_of(data, str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", _SHRINK_SCRIPT, str(store), native_on], capture_output=True,
+                       text=True, timeout=60, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    n, codes = r.stdout.split(None, 1)
+    assert codes.split() == ["file-changed"]
+    assert int(n) == (1 if native_on == "0" else 40)     # the helper's run of 40 was read before the change
