@@ -233,6 +233,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!O!O!UUO", &PyTuple_Type, &fields, &PyDict_Type, &consts, &PyType_Type,
                           &type, &PyTuple_Type, &slots, &v1, &v2, &crc32))
         return NULL;
+    S.configured = 0;                    /* until every part below is in place */
     if (PyTuple_GET_SIZE(fields) != NFIELDS || PyTuple_GET_SIZE(slots) != NSLOTS) {
         PyErr_Format(PyExc_ValueError, "need %d fields and %d slot names", NFIELDS, NSLOTS);
         return NULL;
