@@ -15,6 +15,7 @@ NATIVE_MODULES = [
     ("mqtool._native.rmqrebuild", ["mqtool/_native/rmqrebuild.c"]),
     ("mqtool._native.rmqdump", ["mqtool/_native/rmqdump.c", "mqtool/_native/rmqjson.c"]),
     ("mqtool._native.kafka", ["mqtool/_native/kafka.c"]),
+    ("mqtool._native.rmqdecode", ["mqtool/_native/rmqdecode.c"]),
 ]
 
 setup(

@@ -12,7 +12,7 @@ import importlib
 import os
 
 # Every helper setup.py builds (keep the two lists in step; tests/test_native.py checks they load under CI).
-HELPERS = ("probe", "rmqverify", "rmqrebuild", "rmqdump", "kafka")
+HELPERS = ("probe", "rmqverify", "rmqrebuild", "rmqdump", "kafka", "rmqdecode")
 _OFF = {"0", "off", "no", "false"}
 _cache: dict[str, object] = {}
 

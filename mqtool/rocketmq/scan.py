@@ -18,15 +18,21 @@ stays bounded whatever the segment size.
 """
 from __future__ import annotations
 
+import os
+import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from formats import rocketmq as F
+from mqtool import native
 from mqtool.errors import InputError
+from mqtool.fastcrc import crc32
 from mqtool.io import first_nonzero, last_nonzero, map_input
 from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.rocketmq.layout import Segment
-from mqtool.rocketmq.records import PREFIX, Blank, DecodeFailure, Message, decode_common, decode_message
+from mqtool.rocketmq.records import (_SLICES_TO_BYTES, FIXED, FIXED_NAMES, FIXED_SIZE, PREFIX, Blank,
+                                     DecodeFailure, Message,
+                                     decode_common, decode_message)
 
 _V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
 _V2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
@@ -34,6 +40,56 @@ _BL = F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
 _MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
 _FAULT_AROUND = 64 << 10      # Linux maps up to this much around a faulting page of a file map
 _unpack_prefix = PREFIX.unpack_from
+_fstat = os.fstat
+
+USE_NATIVE = True       # tests switch the compiled decoder off here (MQTOOL_NATIVE=0 does it for a whole run)
+NATIVE_RUN = 256        # Message objects per helper call (a list of at most this many is alive at a time)
+# The Message slots the helper sets, in the order rmqdecode.c takes them (every slot decode_common sets).
+_NATIVE_SLOTS = ("file", "position", "offset", "size", "version", "body_crc", "queue_id", "flag", "queue_offset",
+                 "physical_offset", "sys_flag", "born_timestamp", "_born_host", "store_timestamp", "_store_host",
+                 "reconsume_times", "prepared_transaction_offset", "body_start", "body_len", "topic_raw",
+                 "props_raw", "_buf", "_pairs", "crc_ok")
+assert sorted(_NATIVE_SLOTS) == sorted(Message.__slots__), "rmqdecode must set every Message slot"
+_native_state: dict[str, object] = {}
+
+
+def native_layout() -> tuple[tuple[int, int], ...]:
+    """(offset, size) of every field of :data:`records.FIXED` (derived from ``formats.rocketmq.MessageV1``), in
+    the order of ``FIXED_NAMES``: the layout the compiled decoder is configured with."""
+    codes = []
+    fmt = FIXED.format[1:]
+    i = 0
+    while i < len(fmt):               # one code per field; a count prefix ("4s") belongs to its code
+        j = i
+        while fmt[j].isdigit():
+            j += 1
+        codes.append(fmt[i:j + 1])
+        i = j + 1
+    assert len(codes) == len(FIXED_NAMES), (codes, FIXED_NAMES)
+    out, off = [], 0
+    for code in codes:
+        size = struct.calcsize(">" + code)
+        out.append((off, size))
+        off += size
+    assert off == FIXED_SIZE
+    return tuple(out)
+
+
+def native_decoder():
+    """``rmqdecode.messages`` configured from the schema, or None (not built, ``MQTOOL_NATIVE=0``, or
+    :data:`USE_NATIVE` off): then the scanner decodes every unit in Python."""
+    if not USE_NATIVE:
+        return None
+    mod = native.load("rmqdecode")
+    if mod is None:
+        return None
+    if _native_state.get("mod") is not mod:
+        mod.configure(native_layout(),
+                      {"magic_v1": F.MESSAGE_MAGIC_CODE_V1, "magic_v2": F.MESSAGE_MAGIC_CODE_V2,
+                       "min_size": F.MIN_MESSAGE_SIZE, "v6_flags": F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG},
+                      Message, _NATIVE_SLOTS, "v1", "v2", crc32)
+        _native_state["mod"] = mod
+    return mod.messages
 
 
 @dataclass
@@ -99,6 +155,16 @@ class SegmentScanner:
         self.fast_lane = fast_lane
 
     def events(self) -> Iterator:
+        return self._events(False)
+
+    def message_runs(self) -> Iterator:
+        """:meth:`events`, except that a run of messages the compiled decoder produced comes as one ``list`` of
+        :class:`Message` (in order) instead of one event each, and the file-shrink check is made once per
+        event of this stream -- before the scanner reads further, as :meth:`events` does, but not between the
+        messages of a run (they were all read before the run is handed over). For :func:`iter_messages`."""
+        return self._events(True)
+
+    def _events(self, runs: bool) -> Iterator:
         seg = self.seg
         try:
             mi = map_input(seg.path)
@@ -110,12 +176,24 @@ class SegmentScanner:
         with mi:
             buf = mi.buf
             view = memoryview(buf) if len(buf) else None
+            mapped = mi.mapped
+            fno, size = (mi.fileno(), len(buf)) if mapped else (-1, 0)
             try:
-                for ev in self._walk(buf, view, mi):
+                for ev in self._walk(buf, view, mi, runs):
                     yield ev
+                    # mi.shrunk() inlined (one fstat per event, no Python calls around it)
+                    if mapped:
+                        try:
+                            now = _fstat(fno).st_size
+                        except (OSError, ValueError):
+                            now = -1
+                        if now >= size:
+                            continue
                     if mi.shrunk():
                         # Reading on would touch pages that no longer exist (SIGBUS): stop here.
                         now = mi.current_size()
+                        if type(ev) is list:
+                            ev = ev[-1]
                         yield Damage(seg.path, ev.position, ev.offset, 0, "file-changed",
                                      f"the file shrank to {now} bytes while being read; stopped here", len(buf), now)
                         yield End(seg.path, ev.position, ev.offset, "eof", -1)
@@ -129,7 +207,7 @@ class SegmentScanner:
                 if view is not None:
                     view.release()
 
-    def _walk(self, buf, view, mi) -> Iterator:
+    def _walk(self, buf, view, mi, runs: bool = False) -> Iterator:
         seg = self.seg
         fd = mi.fileno() if mi.mapped else None
         file, base, end = seg.path, seg.base, len(buf)
@@ -143,6 +221,8 @@ class SegmentScanner:
                 return
         max_size, check_crc = self.max_size, self.check_crc
         lane = self.fast_lane
+        # the compiled decoder (when there is no lane): runs of common units straight to Message objects
+        dec = native_decoder() if lane is None and type(buf) in _SLICES_TO_BYTES else None
         # bounded RSS (mqtool.pages); a unit may end past stop
         win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20))
         while pos < end:
@@ -154,6 +234,15 @@ class SegmentScanner:
                 npos, n = lane(buf, view, pos, min(stop, win.next_at), end, base)
                 if n:
                     yield FastRun(file, pos, npos, n)
+                    pos = npos
+                    continue
+            elif dec is not None and pos < stop:
+                npos, run = dec(buf, pos, min(stop, win.next_at), end, base, file, max_size, check_crc, NATIVE_RUN)
+                if run:
+                    if runs:
+                        yield run
+                    else:
+                        yield from run
                     pos = npos
                     continue
             m = decode_common(buf, pos, end, base, file, max_size, check_crc, view)
@@ -268,15 +357,27 @@ def iter_messages(segments: list[Segment], from_offset: int | None = None, to_of
             continue
         if to_offset is not None and seg.base >= to_offset:
             break
-        if not (yield from select_events(SegmentScanner(seg, max_size=max_size, check_crc=check_crc).events(),
+        if not (yield from select_events(SegmentScanner(seg, max_size=max_size, check_crc=check_crc).message_runs(),
                                          from_offset, to_offset, include_blank, on_damage)):
             return
 
 
 def select_events(events, from_offset, to_offset, include_blank, on_damage) -> Iterator:
     """Messages (and BLANKs when asked) of scanner ``events`` inside [from_offset, to_offset); damage goes to
-    ``on_damage``. Returns False once ``to_offset`` is passed (nothing later can match)."""
+    ``on_damage``. Returns False once ``to_offset`` is passed (nothing later can match). A ``list`` event is a
+    run of messages (:meth:`SegmentScanner.message_runs`)."""
     for ev in events:
+        if type(ev) is list:
+            if from_offset is None and to_offset is None:
+                yield from ev
+                continue
+            for m in ev:
+                if from_offset is not None and m.offset < from_offset:
+                    continue
+                if to_offset is not None and m.offset >= to_offset:
+                    return False
+                yield m
+            continue
         if type(ev) is Message and from_offset is None and to_offset is None:    # the common case
             yield ev
             continue

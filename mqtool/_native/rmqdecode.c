@@ -1,0 +1,312 @@
+/* rmqdecode: records.Message objects for runs of common RocketMQ units, built in C.
+ *
+ * Drop-in for the per-unit Python work of SegmentScanner._walk's common case (records.decode_common):
+ * messages(buf, pos, limit, end, base, file, max_size, check_crc, cap) decodes whole units from buf[pos:]
+ * (each starting before limit, at most cap of them) that decode_common would accept -- v1/v2 magic, IPv4
+ * hosts, every length consistent -- into Message objects carrying exactly the slot values decode_common sets,
+ * and returns (new_pos, [Message, ...]). It stops at the first unit it would not accept; the scanner then
+ * runs its Python path on that unit (which gives the precise reason, or decodes an IPv6 unit via construct).
+ *
+ * No layout is written here: configure(...) is called once from mqtool/rocketmq/scan.py with the offsets and
+ * sizes of the fields of records.FIXED (the struct derived from formats.rocketmq.MessageV1), the magic codes
+ * and flags of formats/rocketmq.py, the Message type and its slot descriptors (fetched from the type's
+ * __dict__; values are stored through each descriptor's tp_descr_set, so no object layout is assumed), the
+ * "v1"/"v2" version strings and the CRC-32 callable (mqtool.fastcrc.crc32, equal to zlib.crc32).
+ * Every length is checked against the buffer before a byte is read; the buffer is held through the buffer
+ * protocol for the call only (the Message objects reference the buffer *object*, as the Python path does).
+ * The GIL is held throughout (Python objects are built all along).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Fixed-part fields, in the order configure() receives their (offset, size) pairs (records.FIXED_NAMES). */
+enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_BADDR, F_BPORT,
+       F_STORETS, F_SADDR, F_SPORT, F_RECONSUME, F_PREPARED, F_BODYLEN, NFIELDS };
+
+/* Message slots, in the order configure() receives their names (a subset order fixed here, names checked
+ * against the type's __slots__ in Python). */
+enum { S_FILE, S_POSITION, S_OFFSET, S_SIZE, S_VERSION, S_BODY_CRC, S_QUEUE_ID, S_FLAG, S_QUEUE_OFFSET,
+       S_PHYSICAL_OFFSET, S_SYS_FLAG, S_BORN_TS, S_BORN_HOST, S_STORE_TS, S_STORE_HOST, S_RECONSUME,
+       S_PREPARED, S_BODY_START, S_BODY_LEN, S_TOPIC_RAW, S_PROPS_RAW, S_BUF, S_PAIRS, S_CRC_OK, NSLOTS };
+
+static struct {
+    int configured;
+    Py_ssize_t off[NFIELDS], size[NFIELDS], fixed_size;
+    long long magic_v1, magic_v2, min_size, v6_flags;
+    PyTypeObject *type;                  /* records.Message */
+    PyObject *descr[NSLOTS];             /* its slot descriptors */
+    descrsetfunc set[NSLOTS];            /* Py_TYPE(descr[i])->tp_descr_set */
+    PyObject *v1, *v2;                   /* the version strings */
+    PyObject *crc32;                     /* callable(buffer) -> int, equal to zlib.crc32 */
+    /* small caches of immutable values shared between consecutive messages (owned references) */
+    unsigned char topic_raw[256]; Py_ssize_t topic_len; PyObject *topic;     /* bytes */
+    unsigned char bhost_raw[8]; PyObject *bhost;                             /* (addr bytes, port) */
+    unsigned char shost_raw[8]; PyObject *shost;
+} S;
+
+/* Big-endian signed integer of 4 or 8 bytes (configure() accepts no other size, except the 4-byte addr). */
+static inline long long be(const unsigned char *p, Py_ssize_t size)
+{
+    uint64_t v = 0;
+    for (Py_ssize_t i = 0; i < size; i++) v = (v << 8) | p[i];
+    if (size == 4) return (long long)(int32_t)(uint32_t)v;
+    return (long long)(int64_t)v;
+}
+
+static inline long long field(const unsigned char *u, int f) { return be(u + S.off[f], S.size[f]); }
+
+/* A unit accepted by frame(): positions relative to the unit's first byte. */
+typedef struct {
+    long long total, body_len;
+    int v2;
+    Py_ssize_t tp, tl, pp;               /* topic start and length; properties start (they end at total) */
+} Unit;
+
+/* Exactly records.decode_common's acceptance rule for the unit at u with avail bytes left in the buffer
+ * (avail is already capped to the real buffer). The integer checks come before any byte past the fixed part
+ * is read; each later read is at an index proven < total <= avail. */
+static int frame(const unsigned char *u, Py_ssize_t avail, long long max_size, Unit *x)
+{
+    if (avail < S.fixed_size) return 0;
+    long long total = field(u, F_TOTAL), magic = field(u, F_MAGIC);
+    long long sys_flag = field(u, F_SYSFLAG), body_len = field(u, F_BODYLEN);
+    int v2 = magic == S.magic_v2;
+    if (!(magic == S.magic_v1 || v2) || total < S.min_size || total > avail || total > max_size
+        || (sys_flag & S.v6_flags) || body_len < 0 || S.fixed_size + body_len + 3 > total)
+        return 0;
+    Py_ssize_t p = S.fixed_size + (Py_ssize_t)body_len;   /* p + 3 <= total */
+    Py_ssize_t tl, tp;
+    if (v2) { tl = ((Py_ssize_t)u[p] << 8) | u[p + 1]; tp = p + 2; if (tl >= 0x8000) return 0; }
+    else { tl = u[p]; tp = p + 1; if (tl >= 0x80) return 0; }
+    Py_ssize_t pp = tp + tl + 2;
+    if (pp > total) return 0;
+    Py_ssize_t pl = ((Py_ssize_t)u[pp - 2] << 8) | u[pp - 1];
+    if (pl >= 0x8000 || pp + pl != total) return 0;
+    x->total = total; x->body_len = body_len; x->v2 = v2; x->tp = tp; x->tl = tl; x->pp = pp;
+    return 1;
+}
+
+/* crc_ok: crc32(body) & 0x7FFFFFFF == BODYCRC, the callable run on a read-only memoryview of the body that is
+ * released at once. Returns 1, 0, or -1 (error set). */
+static int crc_ok(const unsigned char *body, long long body_len, long long body_crc)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
+    PyObject *crc = mv ? PyObject_CallOneArg(S.crc32, mv) : NULL;
+    if (mv != NULL) {
+        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
+            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
+            if (r == NULL) PyErr_Clear();
+            Py_XDECREF(r);
+        }
+        Py_DECREF(mv);
+    }
+    if (crc == NULL) return -1;
+    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
+    Py_DECREF(crc);
+    if (c == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    return (long long)(c & 0x7FFFFFFF) == body_crc;
+}
+
+/* (addr bytes, port) -- the host tuple decode_common stores -- reused while the 8 raw bytes repeat. New ref. */
+static PyObject *host(const unsigned char *u, int faddr, int fport, unsigned char *raw, PyObject **cache)
+{
+    unsigned char key[8];
+    memcpy(key, u + S.off[faddr], 4);
+    memcpy(key + 4, u + S.off[fport], 4);
+    if (*cache == NULL || memcmp(key, raw, 8) != 0) {
+        PyObject *t = Py_BuildValue("(y#L)", (const char *)key, (Py_ssize_t)4, field(u, fport));
+        if (t == NULL) return NULL;
+        Py_XSETREF(*cache, t);
+        memcpy(raw, key, 8);
+    }
+    Py_INCREF(*cache);
+    return *cache;
+}
+
+/* The topic bytes, reused while they repeat (bytes are immutable). New ref. */
+static PyObject *topic(const unsigned char *p, Py_ssize_t n)
+{
+    if (S.topic != NULL && S.topic_len == n && memcmp(S.topic_raw, p, (size_t)n) == 0) {
+        Py_INCREF(S.topic);
+        return S.topic;
+    }
+    PyObject *t = PyBytes_FromStringAndSize((const char *)p, n);
+    if (t == NULL) return NULL;
+    if (n <= (Py_ssize_t)sizeof S.topic_raw) {
+        Py_XSETREF(S.topic, t);
+        Py_INCREF(t);
+        memcpy(S.topic_raw, p, (size_t)n);
+        S.topic_len = n;
+    }
+    return t;
+}
+
+/* m.<slot> = v through the slot's descriptor; steals v (NULL: an error is already set). */
+static int put(PyObject *m, int slot, PyObject *v)
+{
+    if (v == NULL) return -1;
+    int r = S.set[slot](S.descr[slot], m, v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int put_ll(PyObject *m, int slot, long long v) { return put(m, slot, PyLong_FromLongLong(v)); }
+
+static int put_borrowed(PyObject *m, int slot, PyObject *v) { return S.set[slot](S.descr[slot], m, v); }
+
+/* The Message of the unit at u (framed by frame(), at buffer position pos). New ref or NULL. */
+static PyObject *message(PyObject *bufobj, const unsigned char *u, const Unit *x, Py_ssize_t pos,
+                         long long base, PyObject *file, int check_crc)
+{
+    PyObject *m = S.type->tp_alloc(S.type, 0);
+    if (m == NULL) return NULL;
+    long long body_crc = field(u, F_BODYCRC);
+    int ok = -2;                                          /* -2: CRC not checked (crc_ok None) */
+    if (check_crc && (ok = crc_ok(u + S.fixed_size, x->body_len, body_crc)) < 0) goto fail;
+    if (put_ll(m, S_SIZE, x->total) < 0 || put_ll(m, S_BODY_CRC, body_crc) < 0
+        || put_ll(m, S_QUEUE_ID, field(u, F_QUEUEID)) < 0 || put_ll(m, S_FLAG, field(u, F_FLAG)) < 0
+        || put_ll(m, S_QUEUE_OFFSET, field(u, F_QOFF)) < 0 || put_ll(m, S_PHYSICAL_OFFSET, field(u, F_PHYS)) < 0
+        || put_ll(m, S_SYS_FLAG, field(u, F_SYSFLAG)) < 0 || put_ll(m, S_BORN_TS, field(u, F_BORNTS)) < 0
+        || put(m, S_BORN_HOST, host(u, F_BADDR, F_BPORT, S.bhost_raw, &S.bhost)) < 0
+        || put_ll(m, S_STORE_TS, field(u, F_STORETS)) < 0
+        || put(m, S_STORE_HOST, host(u, F_SADDR, F_SPORT, S.shost_raw, &S.shost)) < 0
+        || put_ll(m, S_RECONSUME, field(u, F_RECONSUME)) < 0 || put_ll(m, S_PREPARED, field(u, F_PREPARED)) < 0
+        || put_ll(m, S_BODY_START, (long long)pos + S.fixed_size) < 0 || put_ll(m, S_BODY_LEN, x->body_len) < 0
+        || put(m, S_TOPIC_RAW, topic(u + x->tp, x->tl)) < 0
+        || put(m, S_PROPS_RAW, PyBytes_FromStringAndSize((const char *)u + x->pp, (Py_ssize_t)x->total - x->pp)) < 0
+        || put_borrowed(m, S_FILE, file) < 0 || put_ll(m, S_POSITION, pos) < 0
+        || put_ll(m, S_OFFSET, base + pos) < 0 || put_borrowed(m, S_VERSION, x->v2 ? S.v2 : S.v1) < 0
+        || put_borrowed(m, S_BUF, bufobj) < 0 || put_borrowed(m, S_PAIRS, Py_None) < 0
+        || put_borrowed(m, S_CRC_OK, ok == -2 ? Py_None : ok ? Py_True : Py_False) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------------ */
+
+static PyObject *messages(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj, *file;
+    Py_ssize_t pos, limit, end, cap;
+    long long base, max_size;
+    int check_crc;
+    if (!PyArg_ParseTuple(args, "OnnnLOLpn", &bufobj, &pos, &limit, &end, &base, &file, &max_size, &check_crc,
+                          &cap))
+        return NULL;
+    if (!S.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "rmqdecode.configure() was not called");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = view.buf;
+    PyObject *out = PyList_New(0), *result = NULL;
+    if (out == NULL) goto done;
+    if (end > view.len) end = view.len;                 /* never trust the caller's end */
+    Unit x;
+    while (PyList_GET_SIZE(out) < cap && pos >= 0 && pos < limit && pos < end
+           && frame(b + pos, end - pos, max_size, &x)) {
+        PyObject *m = message(bufobj, b + pos, &x, pos, base, file, check_crc);
+        if (m == NULL) goto done;
+        int r = PyList_Append(out, m);
+        Py_DECREF(m);
+        if (r < 0) goto done;
+        pos += (Py_ssize_t)x.total;
+    }
+    result = Py_BuildValue("nO", pos, out);
+done:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- configuration ------------------------------------------------------------------------------------ */
+
+static PyObject *configure(PyObject *self, PyObject *args)
+{
+    PyObject *fields, *consts, *type, *slots, *v1, *v2, *crc32;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!UUO", &PyTuple_Type, &fields, &PyDict_Type, &consts, &PyType_Type,
+                          &type, &PyTuple_Type, &slots, &v1, &v2, &crc32))
+        return NULL;
+    S.configured = 0;                    /* until every part below is in place */
+    if (PyTuple_GET_SIZE(fields) != NFIELDS || PyTuple_GET_SIZE(slots) != NSLOTS) {
+        PyErr_Format(PyExc_ValueError, "need %d fields and %d slot names", NFIELDS, NSLOTS);
+        return NULL;
+    }
+    if (!PyCallable_Check(crc32)) {
+        PyErr_SetString(PyExc_TypeError, "crc32 must be callable");
+        return NULL;
+    }
+    Py_ssize_t fixed = 0;
+    for (int i = 0; i < NFIELDS; i++) {
+        Py_ssize_t off, size;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "nn", &off, &size)) return NULL;
+        int four = (i == F_BADDR || i == F_SADDR || i == F_BPORT || i == F_SPORT);   /* IPv4 hosts: 4+4 bytes */
+        if (off < 0 || (four ? size != 4 : (size != 4 && size != 8))) {
+            PyErr_Format(PyExc_ValueError, "field %d: unsupported offset/size %zd/%zd", i, off, size);
+            return NULL;
+        }
+        S.off[i] = off;
+        S.size[i] = size;
+        if (off + size > fixed) fixed = off + size;
+    }
+    static const char *cnames[] = {"magic_v1", "magic_v2", "min_size", "v6_flags"};
+    long long *cvals[] = {&S.magic_v1, &S.magic_v2, &S.min_size, &S.v6_flags};
+    for (int i = 0; i < 4; i++) {
+        PyObject *v = PyDict_GetItemString(consts, cnames[i]);
+        if (v == NULL) return PyErr_Format(PyExc_KeyError, "%s", cnames[i]);
+        *cvals[i] = PyLong_AsLongLong(v);
+        if (*cvals[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    /* the slot descriptors: each must be a data descriptor found in the type's own __dict__ */
+    PyTypeObject *tp = (PyTypeObject *)type;
+    if (tp->tp_alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "type has no tp_alloc");
+        return NULL;
+    }
+    PyObject *d[NSLOTS];
+    descrsetfunc set[NSLOTS];
+    for (int i = 0; i < NSLOTS; i++) {
+        PyObject *name = PyTuple_GET_ITEM(slots, i);
+        d[i] = PyUnicode_Check(name) ? PyDict_GetItemWithError(tp->tp_dict, name) : NULL;
+        if (d[i] == NULL) {
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "slot %d not in the type's __dict__", i);
+            return NULL;
+        }
+        set[i] = Py_TYPE(d[i])->tp_descr_set;
+        if (set[i] == NULL) return PyErr_Format(PyExc_TypeError, "slot %d is not a data descriptor", i);
+    }
+    for (int i = 0; i < NSLOTS; i++) {
+        Py_INCREF(d[i]);
+        Py_XSETREF(S.descr[i], d[i]);
+        S.set[i] = set[i];
+    }
+    Py_INCREF(type); Py_XSETREF(S.type, tp);
+    Py_INCREF(v1); Py_XSETREF(S.v1, v1);
+    Py_INCREF(v2); Py_XSETREF(S.v2, v2);
+    Py_INCREF(crc32); Py_XSETREF(S.crc32, crc32);
+    S.fixed_size = fixed;
+    Py_CLEAR(S.topic); Py_CLEAR(S.bhost); Py_CLEAR(S.shost);
+    S.configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(fields, consts, message_type, slot_names, v1, v2, crc32): layout derived from "
+     "formats.rocketmq, the Message type and its slots (once)."},
+    {"messages", messages, METH_VARARGS,
+     "messages(buf, pos, limit, end, base, file, max_size, check_crc, cap) -> (new_pos, [Message]): the "
+     "Message objects of the common units from pos (each starting before limit, at most cap)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqdecode", "RocketMQ Message objects in C", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit_rmqdecode(void) { return PyModule_Create(&module); }
