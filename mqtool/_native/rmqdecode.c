@@ -16,14 +16,8 @@
  * protocol for the call only (the Message objects reference the buffer *object*, as the Python path does).
  * The GIL is held throughout (Python objects are built all along).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "rmqunit.h"                 /* Python.h first; fixed-part layout, decode_common's rule, body CRC */
 #include <string.h>
-
-/* Fixed-part fields, in the order configure() receives their (offset, size) pairs (records.FIXED_NAMES). */
-enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_BADDR, F_BPORT,
-       F_STORETS, F_SADDR, F_SPORT, F_RECONSUME, F_PREPARED, F_BODYLEN, NFIELDS };
 
 /* Message slots, in the order configure() receives their names (a subset order fixed here, names checked
  * against the type's __slots__ in Python). */
@@ -33,8 +27,7 @@ enum { S_FILE, S_POSITION, S_OFFSET, S_SIZE, S_VERSION, S_BODY_CRC, S_QUEUE_ID, 
 
 static struct {
     int configured;
-    Py_ssize_t off[NFIELDS], size[NFIELDS], fixed_size;
-    long long magic_v1, magic_v2, min_size, v6_flags;
+    RmqLayout L;                         /* fixed-part layout and framing constants (rmqunit.h) */
     PyTypeObject *type;                  /* records.Message */
     PyObject *descr[NSLOTS];             /* its slot descriptors */
     descrsetfunc set[NSLOTS];            /* Py_TYPE(descr[i])->tp_descr_set */
@@ -46,75 +39,28 @@ static struct {
     unsigned char shost_raw[8]; PyObject *shost;
 } S;
 
-/* Big-endian signed integer of 4 or 8 bytes (configure() accepts no other size, except the 4-byte addr). */
-static inline long long be(const unsigned char *p, Py_ssize_t size)
+static inline long long field(const unsigned char *u, int f) { return rmq_field(&S.L, u, f); }
+
+typedef RmqUnit Unit;
+
+/* Exactly records.decode_common's acceptance rule (rmqunit.h). */
+static inline int frame(const unsigned char *u, Py_ssize_t avail, long long max_size, Unit *x)
 {
-    uint64_t v = 0;
-    for (Py_ssize_t i = 0; i < size; i++) v = (v << 8) | p[i];
-    if (size == 4) return (long long)(int32_t)(uint32_t)v;
-    return (long long)(int64_t)v;
+    return rmq_accept(&S.L, u, avail, max_size, x);
 }
 
-static inline long long field(const unsigned char *u, int f) { return be(u + S.off[f], S.size[f]); }
-
-/* A unit accepted by frame(): positions relative to the unit's first byte. */
-typedef struct {
-    long long total, body_len;
-    int v2;
-    Py_ssize_t tp, tl, pp;               /* topic start and length; properties start (they end at total) */
-} Unit;
-
-/* Exactly records.decode_common's acceptance rule for the unit at u with avail bytes left in the buffer
- * (avail is already capped to the real buffer). The integer checks come before any byte past the fixed part
- * is read; each later read is at an index proven < total <= avail. */
-static int frame(const unsigned char *u, Py_ssize_t avail, long long max_size, Unit *x)
-{
-    if (avail < S.fixed_size) return 0;
-    long long total = field(u, F_TOTAL), magic = field(u, F_MAGIC);
-    long long sys_flag = field(u, F_SYSFLAG), body_len = field(u, F_BODYLEN);
-    int v2 = magic == S.magic_v2;
-    if (!(magic == S.magic_v1 || v2) || total < S.min_size || total > avail || total > max_size
-        || (sys_flag & S.v6_flags) || body_len < 0 || S.fixed_size + body_len + 3 > total)
-        return 0;
-    Py_ssize_t p = S.fixed_size + (Py_ssize_t)body_len;   /* p + 3 <= total */
-    Py_ssize_t tl, tp;
-    if (v2) { tl = ((Py_ssize_t)u[p] << 8) | u[p + 1]; tp = p + 2; if (tl >= 0x8000) return 0; }
-    else { tl = u[p]; tp = p + 1; if (tl >= 0x80) return 0; }
-    Py_ssize_t pp = tp + tl + 2;
-    if (pp > total) return 0;
-    Py_ssize_t pl = ((Py_ssize_t)u[pp - 2] << 8) | u[pp - 1];
-    if (pl >= 0x8000 || pp + pl != total) return 0;
-    x->total = total; x->body_len = body_len; x->v2 = v2; x->tp = tp; x->tl = tl; x->pp = pp;
-    return 1;
-}
-
-/* crc_ok: crc32(body) & 0x7FFFFFFF == BODYCRC, the callable run on a read-only memoryview of the body that is
- * released at once. Returns 1, 0, or -1 (error set). */
+/* crc_ok: crc32(body) & 0x7FFFFFFF == BODYCRC (rmqunit.h). 1, 0, or -1 (error set). */
 static int crc_ok(const unsigned char *body, long long body_len, long long body_crc)
 {
-    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
-    PyObject *crc = mv ? PyObject_CallOneArg(S.crc32, mv) : NULL;
-    if (mv != NULL) {
-        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
-            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
-            if (r == NULL) PyErr_Clear();
-            Py_XDECREF(r);
-        }
-        Py_DECREF(mv);
-    }
-    if (crc == NULL) return -1;
-    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
-    Py_DECREF(crc);
-    if (c == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-    return (long long)(c & 0x7FFFFFFF) == body_crc;
+    return rmq_crc_ok_with(S.crc32, body, body_len, body_crc);
 }
 
 /* (addr bytes, port) -- the host tuple decode_common stores -- reused while the 8 raw bytes repeat. New ref. */
 static PyObject *host(const unsigned char *u, int faddr, int fport, unsigned char *raw, PyObject **cache)
 {
     unsigned char key[8];
-    memcpy(key, u + S.off[faddr], 4);
-    memcpy(key + 4, u + S.off[fport], 4);
+    memcpy(key, u + S.L.off[faddr], 4);
+    memcpy(key + 4, u + S.L.off[fport], 4);
     if (*cache == NULL || memcmp(key, raw, 8) != 0) {
         PyObject *t = Py_BuildValue("(y#L)", (const char *)key, (Py_ssize_t)4, field(u, fport));
         if (t == NULL) return NULL;
@@ -164,7 +110,7 @@ static PyObject *message(PyObject *bufobj, const unsigned char *u, const Unit *x
     if (m == NULL) return NULL;
     long long body_crc = field(u, F_BODYCRC);
     int ok = -2;                                          /* -2: CRC not checked (crc_ok None) */
-    if (check_crc && (ok = crc_ok(u + S.fixed_size, x->body_len, body_crc)) < 0) goto fail;
+    if (check_crc && (ok = crc_ok(u + S.L.fixed_size, x->body_len, body_crc)) < 0) goto fail;
     if (put_ll(m, S_SIZE, x->total) < 0 || put_ll(m, S_BODY_CRC, body_crc) < 0
         || put_ll(m, S_QUEUE_ID, field(u, F_QUEUEID)) < 0 || put_ll(m, S_FLAG, field(u, F_FLAG)) < 0
         || put_ll(m, S_QUEUE_OFFSET, field(u, F_QOFF)) < 0 || put_ll(m, S_PHYSICAL_OFFSET, field(u, F_PHYS)) < 0
@@ -173,7 +119,7 @@ static PyObject *message(PyObject *bufobj, const unsigned char *u, const Unit *x
         || put_ll(m, S_STORE_TS, field(u, F_STORETS)) < 0
         || put(m, S_STORE_HOST, host(u, F_SADDR, F_SPORT, S.shost_raw, &S.shost)) < 0
         || put_ll(m, S_RECONSUME, field(u, F_RECONSUME)) < 0 || put_ll(m, S_PREPARED, field(u, F_PREPARED)) < 0
-        || put_ll(m, S_BODY_START, (long long)pos + S.fixed_size) < 0 || put_ll(m, S_BODY_LEN, x->body_len) < 0
+        || put_ll(m, S_BODY_START, (long long)pos + S.L.fixed_size) < 0 || put_ll(m, S_BODY_LEN, x->body_len) < 0
         || put(m, S_TOPIC_RAW, topic(u + x->tp, x->tl)) < 0
         || put(m, S_PROPS_RAW, PyBytes_FromStringAndSize((const char *)u + x->pp, (Py_ssize_t)x->total - x->pp)) < 0
         || put_borrowed(m, S_FILE, file) < 0 || put_ll(m, S_POSITION, pos) < 0
@@ -242,21 +188,9 @@ static PyObject *configure(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "crc32 must be callable");
         return NULL;
     }
-    Py_ssize_t fixed = 0;
-    for (int i = 0; i < NFIELDS; i++) {
-        Py_ssize_t off, size;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "nn", &off, &size)) return NULL;
-        int four = (i == F_BADDR || i == F_SADDR || i == F_BPORT || i == F_SPORT);   /* IPv4 hosts: 4+4 bytes */
-        if (off < 0 || (four ? size != 4 : (size != 4 && size != 8))) {
-            PyErr_Format(PyExc_ValueError, "field %d: unsupported offset/size %zd/%zd", i, off, size);
-            return NULL;
-        }
-        S.off[i] = off;
-        S.size[i] = size;
-        if (off + size > fixed) fixed = off + size;
-    }
+    if (rmq_layout_fields(&S.L, fields) < 0) return NULL;
     static const char *cnames[] = {"magic_v1", "magic_v2", "min_size", "v6_flags"};
-    long long *cvals[] = {&S.magic_v1, &S.magic_v2, &S.min_size, &S.v6_flags};
+    long long *cvals[] = {&S.L.magic_v1, &S.L.magic_v2, &S.L.min_size, &S.L.v6_flags};
     for (int i = 0; i < 4; i++) {
         PyObject *v = PyDict_GetItemString(consts, cnames[i]);
         if (v == NULL) return PyErr_Format(PyExc_KeyError, "%s", cnames[i]);
@@ -290,7 +224,6 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_INCREF(v1); Py_XSETREF(S.v1, v1);
     Py_INCREF(v2); Py_XSETREF(S.v2, v2);
     Py_INCREF(crc32); Py_XSETREF(S.crc32, crc32);
-    S.fixed_size = fixed;
     Py_CLEAR(S.topic); Py_CLEAR(S.bhost); Py_CLEAR(S.shost);
     S.configured = 1;
     Py_RETURN_NONE;

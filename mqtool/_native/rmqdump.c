@@ -206,24 +206,10 @@ static int put_borrowed(PyObject *row, int key, PyObject *v)
     return PyDict_SetItem(row, S.keys[key], v ? v : Py_None);
 }
 
-/* crc_ok: mqtool.fastcrc.crc32 over the body (a read-only memoryview, released at once). */
+/* crc_ok: mqtool.fastcrc.crc32 over the body (rmqunit.h). */
 int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc)
 {
-    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
-    PyObject *crc = mv ? PyObject_CallOneArg(S.crc32, mv) : NULL;
-    if (mv != NULL) {
-        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
-            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
-            if (r == NULL) PyErr_Clear();             /* still exported: it cannot be used any more anyway */
-            Py_XDECREF(r);
-        }
-        Py_DECREF(mv);
-    }
-    if (crc == NULL) return -1;
-    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
-    Py_DECREF(crc);
-    if (c == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-    return (long long)(c & 0x7FFFFFFF) == body_crc;
+    return rmq_crc_ok_with(S.crc32, body, body_len, body_crc);
 }
 
 /* ---- one unit ------------------------------------------------------------------------------------------ */
@@ -233,9 +219,9 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
                            Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
                            int body_mode)
 {
-    long long sys_flag = be(u + S.off[F_SYSFLAG], S.size[F_SYSFLAG]);
-    long long body_crc = be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]);
-    const unsigned char *body = u + S.fixed_size;
+    long long sys_flag = be(u + S.L.off[F_SYSFLAG], S.L.size[F_SYSFLAG]);
+    long long body_crc = be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]);
+    const unsigned char *body = u + S.L.fixed_size;
     PyObject *row = PyDict_Copy(S.template), *v;
     if (row == NULL) return NULL;
 
@@ -246,20 +232,20 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
         || put_ll(row, K_POSITION, pos) < 0 || put_ll(row, K_OFFSET, base + pos) < 0
         || put_ll(row, K_SIZE, total) < 0 || put_borrowed(row, K_MAGIC, v2 ? S.v2 : S.v1) < 0
         || put_ll(row, K_BODY_CRC, body_crc) < 0 || put_borrowed(row, K_CRC_OK, crc_ok ? Py_True : Py_False) < 0
-        || put_ll(row, K_QUEUE_ID, be(u + S.off[F_QUEUEID], S.size[F_QUEUEID])) < 0
-        || put_ll(row, K_FLAG, be(u + S.off[F_FLAG], S.size[F_FLAG])) < 0
-        || put_ll(row, K_QUEUE_OFFSET, be(u + S.off[F_QOFF], S.size[F_QOFF])) < 0
-        || put_ll(row, K_PHYSICAL_OFFSET, be(u + S.off[F_PHYS], S.size[F_PHYS])) < 0
+        || put_ll(row, K_QUEUE_ID, be(u + S.L.off[F_QUEUEID], S.L.size[F_QUEUEID])) < 0
+        || put_ll(row, K_FLAG, be(u + S.L.off[F_FLAG], S.L.size[F_FLAG])) < 0
+        || put_ll(row, K_QUEUE_OFFSET, be(u + S.L.off[F_QOFF], S.L.size[F_QOFF])) < 0
+        || put_ll(row, K_PHYSICAL_OFFSET, be(u + S.L.off[F_PHYS], S.L.size[F_PHYS])) < 0
         || put_ll(row, K_SYS_FLAG, sys_flag) < 0
         || put_borrowed(row, K_TRANSACTION, PyTuple_GET_ITEM(S.txn_names, sys_flag & S.txn_mask)) < 0
-        || put_ll(row, K_BORN_TS, be(u + S.off[F_BORNTS], S.size[F_BORNTS])) < 0
-        || put(row, K_BORN_HOST, host(u + S.off[F_BADDR], be(u + S.off[F_BPORT], S.size[F_BPORT]),
-                                      S.bhost_raw, &S.bhost, u + S.off[F_BPORT])) < 0
-        || put_ll(row, K_STORE_TS, be(u + S.off[F_STORETS], S.size[F_STORETS])) < 0
-        || put(row, K_STORE_HOST, host(u + S.off[F_SADDR], be(u + S.off[F_SPORT], S.size[F_SPORT]),
-                                       S.shost_raw, &S.shost, u + S.off[F_SPORT])) < 0
-        || put_ll(row, K_RECONSUME, be(u + S.off[F_RECONSUME], S.size[F_RECONSUME])) < 0
-        || put_ll(row, K_PREPARED, be(u + S.off[F_PREPARED], S.size[F_PREPARED])) < 0)
+        || put_ll(row, K_BORN_TS, be(u + S.L.off[F_BORNTS], S.L.size[F_BORNTS])) < 0
+        || put(row, K_BORN_HOST, host(u + S.L.off[F_BADDR], be(u + S.L.off[F_BPORT], S.L.size[F_BPORT]),
+                                      S.bhost_raw, &S.bhost, u + S.L.off[F_BPORT])) < 0
+        || put_ll(row, K_STORE_TS, be(u + S.L.off[F_STORETS], S.L.size[F_STORETS])) < 0
+        || put(row, K_STORE_HOST, host(u + S.L.off[F_SADDR], be(u + S.L.off[F_SPORT], S.L.size[F_SPORT]),
+                                       S.shost_raw, &S.shost, u + S.L.off[F_SPORT])) < 0
+        || put_ll(row, K_RECONSUME, be(u + S.L.off[F_RECONSUME], S.L.size[F_RECONSUME])) < 0
+        || put_ll(row, K_PREPARED, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED])) < 0)
         goto fail;
 
     /* topic: the last one is reused when the bytes are the same */
@@ -291,8 +277,8 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
 
     /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
     {
-        const unsigned char *parts[3] = {u + S.off[F_SADDR], u + S.off[F_SPORT], u + S.off[F_PHYS]};
-        Py_ssize_t lens[3] = {S.size[F_SADDR], S.size[F_SPORT], S.size[F_PHYS]};
+        const unsigned char *parts[3] = {u + S.L.off[F_SADDR], u + S.L.off[F_SPORT], u + S.L.off[F_PHYS]};
+        Py_ssize_t lens[3] = {S.L.size[F_SADDR], S.L.size[F_SPORT], S.L.size[F_PHYS]};
         PyObject *id = PyUnicode_New(2 * (lens[0] + lens[1] + lens[2]), 127);
         if (id == NULL) goto fail;
         char *o = PyUnicode_DATA(id);
@@ -370,23 +356,10 @@ static PyObject *configure(PyObject *self, PyObject *args)
         PyErr_Format(PyExc_ValueError, "need %d fields and %d row keys", NFIELDS, NKEYS);
         return NULL;
     }
-    Py_ssize_t fixed = 0;
-    for (int i = 0; i < NFIELDS; i++) {
-        Py_ssize_t off, size;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "nn", &off, &size)) return NULL;
-        int four = (i == F_BADDR || i == F_SADDR || i == F_BPORT || i == F_SPORT);   /* IPv4 hosts: 4+4 bytes */
-        if (off < 0 || (four ? size != 4 : (size != 4 && size != 8))) {
-            PyErr_Format(PyExc_ValueError, "field %d: unsupported offset/size %zd/%zd", i, off, size);
-            return NULL;
-        }
-        S.off[i] = off;
-        S.size[i] = size;
-        if (off + size > fixed) fixed = off + size;
-    }
-    S.fixed_size = fixed;
+    if (rmq_layout_fields(&S.L, fields) < 0) return NULL;
     static const char *cnames[] = {"magic_v1", "magic_v2", "min_size", "v6_flags", "compressed_flag",
                                    "comp_mask", "comp_shift", "txn_mask"};
-    long long *cvals[] = {&S.magic_v1, &S.magic_v2, &S.min_size, &S.v6_flags, &S.compressed_flag, &S.comp_mask,
+    long long *cvals[] = {&S.L.magic_v1, &S.L.magic_v2, &S.L.min_size, &S.L.v6_flags, &S.compressed_flag, &S.comp_mask,
                           &S.comp_shift, &S.txn_mask};
     for (int i = 0; i < 8; i++) {
         PyObject *v = PyDict_GetItemString(consts, cnames[i]);

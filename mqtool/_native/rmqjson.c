@@ -183,7 +183,7 @@ static int find_pair(const unsigned char **np, const Py_ssize_t *nn, int npairs,
 static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos, long long base,
                      PyObject *file_json, int body_mode)
 {
-    const unsigned char *body = u + S.fixed_size, *props = u + x->pp;
+    const unsigned char *body = u + S.L.fixed_size, *props = u + x->pp;
     Py_ssize_t pl = (Py_ssize_t)x->total - x->pp, bl = (Py_ssize_t)x->body_len;
     if (!utf8_ok(u + x->tp, x->tl) || !utf8_ok(props, pl) || (body_mode == 1 && !utf8_ok(body, bl)))
         return 0;
@@ -204,7 +204,7 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
         }
         i += len + 1;
     }
-    int crc_ok = rmq_crc_ok(body, bl, be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]));
+    int crc_ok = rmq_crc_ok(body, bl, be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]));
     if (crc_ok < 0) return -1;
     /* worst case: every text byte escaped to 6 bytes, the body as hex or base64, the fixed fields */
     if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + PyBytes_GET_SIZE(file_json)) < 0)
@@ -217,20 +217,20 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     w_key(b, K_OFFSET); w_i64(b, base + pos);
     w_key(b, K_SIZE); w_i64(b, x->total);
     w_key(b, K_MAGIC); w_bytes(b, x->v2 ? S.jv2 : S.jv1);
-    w_key(b, K_BODY_CRC); w_i64(b, be(u + S.off[F_BODYCRC], S.size[F_BODYCRC]));
+    w_key(b, K_BODY_CRC); w_i64(b, be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]));
     w_key(b, K_CRC_OK); if (crc_ok) w_raw(b, "true", 4); else w_raw(b, "false", 5);
-    w_key(b, K_QUEUE_ID); w_i64(b, be(u + S.off[F_QUEUEID], S.size[F_QUEUEID]));
-    w_key(b, K_FLAG); w_i64(b, be(u + S.off[F_FLAG], S.size[F_FLAG]));
-    w_key(b, K_QUEUE_OFFSET); w_i64(b, be(u + S.off[F_QOFF], S.size[F_QOFF]));
-    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, be(u + S.off[F_PHYS], S.size[F_PHYS]));
+    w_key(b, K_QUEUE_ID); w_i64(b, be(u + S.L.off[F_QUEUEID], S.L.size[F_QUEUEID]));
+    w_key(b, K_FLAG); w_i64(b, be(u + S.L.off[F_FLAG], S.L.size[F_FLAG]));
+    w_key(b, K_QUEUE_OFFSET); w_i64(b, be(u + S.L.off[F_QOFF], S.L.size[F_QOFF]));
+    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, be(u + S.L.off[F_PHYS], S.L.size[F_PHYS]));
     w_key(b, K_SYS_FLAG); w_i64(b, sys_flag);
     w_key(b, K_TRANSACTION); w_bytes(b, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
-    w_key(b, K_BORN_TS); w_i64(b, be(u + S.off[F_BORNTS], S.size[F_BORNTS]));
-    w_key(b, K_BORN_HOST); w_host(b, 0, u + S.off[F_BADDR], u + S.off[F_BPORT], be(u + S.off[F_BPORT], S.size[F_BPORT]));
-    w_key(b, K_STORE_TS); w_i64(b, be(u + S.off[F_STORETS], S.size[F_STORETS]));
-    w_key(b, K_STORE_HOST); w_host(b, 1, u + S.off[F_SADDR], u + S.off[F_SPORT], be(u + S.off[F_SPORT], S.size[F_SPORT]));
-    w_key(b, K_RECONSUME); w_i64(b, be(u + S.off[F_RECONSUME], S.size[F_RECONSUME]));
-    w_key(b, K_PREPARED); w_i64(b, be(u + S.off[F_PREPARED], S.size[F_PREPARED]));
+    w_key(b, K_BORN_TS); w_i64(b, be(u + S.L.off[F_BORNTS], S.L.size[F_BORNTS]));
+    w_key(b, K_BORN_HOST); w_host(b, 0, u + S.L.off[F_BADDR], u + S.L.off[F_BPORT], be(u + S.L.off[F_BPORT], S.L.size[F_BPORT]));
+    w_key(b, K_STORE_TS); w_i64(b, be(u + S.L.off[F_STORETS], S.L.size[F_STORETS]));
+    w_key(b, K_STORE_HOST); w_host(b, 1, u + S.L.off[F_SADDR], u + S.L.off[F_SPORT], be(u + S.L.off[F_SPORT], S.L.size[F_SPORT]));
+    w_key(b, K_RECONSUME); w_i64(b, be(u + S.L.off[F_RECONSUME], S.L.size[F_RECONSUME]));
+    w_key(b, K_PREPARED); w_i64(b, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED]));
     w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
     w_key(b, K_PROPERTIES); w_ch(b, '{');
     for (int i = 0; i < npairs; i++) {
@@ -264,8 +264,8 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     w_key(b, K_MSG_ID); w_ch(b, '"');
     const int parts[3] = {F_SADDR, F_SPORT, F_PHYS};
     for (int j = 0; j < 3; j++)
-        for (Py_ssize_t i = 0; i < S.size[parts[j]]; i++) {
-            unsigned char c = u[S.off[parts[j]] + i];
+        for (Py_ssize_t i = 0; i < S.L.size[parts[j]]; i++) {
+            unsigned char c = u[S.L.off[parts[j]] + i];
             w_ch(b, HEXU[c >> 4]);
             w_ch(b, HEXU[c & 15]);
         }
