@@ -81,6 +81,23 @@ static inline int read_zigzag(const uint8_t *p, Py_ssize_t lim, Py_ssize_t *i, i
     return 0;
 }
 
+/* A nullable byte field (zigzag length, -1 = null, then the bytes) at p[*i], inside p[:end]: its length and
+ * start go to *len and *off, *i moves past it. -1 when it does not fit (decline). */
+static int skip_nullable(const uint8_t *p, Py_ssize_t end, Py_ssize_t *i, int64_t *len, Py_ssize_t *off)
+{
+    int64_t v;
+    if (read_zigzag(p, end, i, &v) < 0)
+        return -1;
+    *len = v;
+    *off = *i;
+    if (v >= 0) {
+        if (v > (int64_t)(end - *i))
+            return -1;
+        *i += (Py_ssize_t)v;
+    }
+    return 0;
+}
+
 /* Locate and check the record at data[i] (area of n bytes). Every field must end inside the record and the
  * fields must end exactly at its length; otherwise -1 (decline). */
 static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
@@ -94,24 +111,9 @@ static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
     r->attributes = p[i++];                                   /* attributes: Int8 (len >= 1 checked) */
     if (read_zigzag(p, end, &i, &r->ts_delta) < 0 || read_zigzag(p, end, &i, &r->off_delta) < 0)
         return -1;
-    if (read_zigzag(p, end, &i, &v) < 0)                      /* keyLength, key */
+    if (skip_nullable(p, end, &i, &r->key_len, &r->key_off) < 0          /* keyLength, key */
+        || skip_nullable(p, end, &i, &r->value_len, &r->value_off) < 0)  /* valueLength, value */
         return -1;
-    r->key_len = v;
-    r->key_off = i;
-    if (v >= 0) {
-        if (v > (int64_t)(end - i))
-            return -1;
-        i += (Py_ssize_t)v;
-    }
-    if (read_zigzag(p, end, &i, &v) < 0)                      /* valueLength, value */
-        return -1;
-    r->value_len = v;
-    r->value_off = i;
-    if (v >= 0) {
-        if (v > (int64_t)(end - i))
-            return -1;
-        i += (Py_ssize_t)v;
-    }
     if (i >= end)                                             /* headerCount */
         return -1;
     r->headers_zero_byte = p[i] == 0;
@@ -123,13 +125,10 @@ static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
         if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > (int64_t)(end - i))   /* key: never null */
             return -1;
         i += (Py_ssize_t)v;
-        if (read_zigzag(p, end, &i, &v) < 0)
+        int64_t vlen;
+        Py_ssize_t voff;
+        if (skip_nullable(p, end, &i, &vlen, &voff) < 0)                 /* value: nullable */
             return -1;
-        if (v >= 0) {
-            if (v > (int64_t)(end - i))
-                return -1;
-            i += (Py_ssize_t)v;
-        }
     }
     return i == end ? 0 : -1;
 }
