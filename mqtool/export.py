@@ -101,6 +101,12 @@ class _PartitionedWriter:
         if err is not None and exc is None:
             raise err
 
+    def __enter__(self) -> "_PartitionedWriter":
+        return self
+
+    def __exit__(self, et, exc, tb) -> None:
+        self.close(exc)     # on an exception: files discarded, the exception goes on
+
 
 def _stores(paths, fmt):
     """(absolute path, family) per input: the ``store`` column holds absolute paths, so that both engines
@@ -124,29 +130,19 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
 
     for path, fam in stores:
         mod = family_ranges(fam)
-        w = _PartitionedWriter(outp, mod.ROW_FIELDS, ["store", "topic"], force)
-        try:
+        with _PartitionedWriter(outp, mod.ROW_FIELDS, ["store", "topic"], force) as w:
             for rng in mod.plan(path, split_size):
                 for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
                     row["store"] = path
                     w.add(row)
-        except BaseException as e:
-            w.close(e)
-            raise
-        w.close()
         counts["messages"] += w.rows
     if findings:
         from mqtool.spark.source import verify_rows
 
         for path, fam in stores:
-            w = _PartitionedWriter(outp / FINDINGS_DIR, FINDING_FIELDS, ["store"], force)
-            try:
+            with _PartitionedWriter(outp / FINDINGS_DIR, FINDING_FIELDS, ["store"], force) as w:
                 for row in verify_rows(path, fam):
                     w.add(row)
-            except BaseException as e:
-                w.close(e)
-                raise
-            w.close()
             counts["findings"] += w.rows
     return counts
 

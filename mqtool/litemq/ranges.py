@@ -330,9 +330,8 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
         return None
     if not opts.ndjson and opts.runner is None and not opts.jobs:
         return None
-    explicit = opts.split_size is not None
     ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
-    runner = runner_for(opts, ranges, explicit_split=explicit)
+    runner = runner_for(opts, ranges)        # an explicit --split-size always gets its pool
     if runner.jobs == 1 and opts.runner is None:
         return None
     plain = _plain(opts)

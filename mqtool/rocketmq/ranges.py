@@ -150,7 +150,7 @@ def dump_plan(path, segs: list[Segment], opts: DumpOptions):
         ranges = [r for r in ranges
                   if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
                   and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
-    return ranges, runner_for(opts, ranges, explicit_split=opts.split_size is not None)
+    return ranges, runner_for(opts, ranges)
 
 
 def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: ScanStats):
@@ -280,14 +280,12 @@ def verify_commitlog_ranges(ctx):
     from mqtool.findings import INFO, Finding
 
     store, opts = ctx.store, ctx.opts
-    explicit = getattr(opts, "split_size", None) is not None
     split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
     ranges = split_segments(FAMILY, store.path, store.segments, split)
     from mqtool.rocketmq import verify as V
 
     native = V._NATIVE is not None and V.USE_FAST_LANE and not opts.salvage_out
-    runner = runner_for(opts, ranges, explicit_split=explicit,
-                        min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
+    runner = runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
     plain = _plain(opts)

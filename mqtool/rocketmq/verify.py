@@ -500,6 +500,20 @@ def _blank_findings(ctx: _Ctx, ev: Blank, seg_size: int, last_seg: bool) -> Iter
                     "the last segment is full (BLANK at its end); the broker had not created the next one yet")
 
 
+def _each_file(ctx: _Ctx, items, reader, check) -> Iterator[Finding]:
+    """``check(item)``'s findings for every item; a file that cannot be read is one finding and the others go
+    on. The shared commitlog ``reader`` is closed at the end."""
+    try:
+        for item in items:
+            try:
+                yield from check(item)
+            except InputError as e:
+                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
+    finally:
+        if reader is not None:
+            reader.close()
+
+
 # ---- consumequeue ---------------------------------------------------------------------------------
 
 def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
@@ -512,15 +526,7 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
     rules = dispatch.DispatchRules()
     for d, why in store.unreadable:
         yield ctx.f(ERROR, "dir-unreadable", d, None, None, f"cannot list directory: {why}")
-    try:
-        for qf in queues:
-            try:
-                yield from _verify_queue(ctx, qf, reader, rules)
-            except InputError as e:
-                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
-    finally:
-        if reader is not None:
-            reader.close()
+    yield from _each_file(ctx, queues, reader, lambda qf: _verify_queue(ctx, qf, reader, rules))
     if store.segments and not store.cq_file:
         have = {(qf.topic, qf.queue_id) for qf in queues}
         for (topic, qid), nxt in sorted(ctx.dispatched_next.items()):
@@ -645,15 +651,7 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = indexes.read_checkpoint(store.checkpoint)
         except Exception:
             cp = None
-    try:
-        for path in store.index_files:
-            try:
-                yield from _verify_index_file(ctx, path, reader, cp)
-            except InputError as e:
-                yield ctx.f(ERROR, "file-unreadable", e.file, e.offset, None, f"cannot read: {e.message}")
-    finally:
-        if reader is not None:
-            reader.close()
+    yield from _each_file(ctx, store.index_files, reader, lambda path: _verify_index_file(ctx, path, reader, cp))
 
 
 def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
