@@ -460,10 +460,8 @@ def main(argv=None) -> int:
     ncpu = os.cpu_count() or 1
     workdir = Path(tempfile.mkdtemp(prefix="mqtool-bench-out-", dir=base))
     startup = statistics.median(run_measured(_mqtool_argv(["--version"]))[0] for _ in range(3))
-    from mqtool import fastcrc, native
-    helpers = [n for n, ok in native.status().items() if ok and n != "probe"]
-    print(f"mqtool bench: compiled helpers {', '.join(helpers) or 'none (pure Python)'}"
-          f"{' (MQTOOL_NATIVE=0)' if not native.enabled() else ''}; CRC-32 {fastcrc.IMPLEMENTATION}")
+    from mqtool import native
+    print(f"mqtool bench: {native.summary()}")
     results = []
     raw = None
     try:

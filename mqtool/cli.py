@@ -121,17 +121,19 @@ def _report_stats(stats: ScanStats, path=None) -> int:
     return EXIT_FINDINGS if stats.damaged else EXIT_OK
 
 
-def _version_message() -> str:
-    """``mqtool --version``: the version, then which compiled helpers are in use (see mqtool/native.py)."""
-    from mqtool import fastcrc, native
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    """``mqtool --version``: the version, then which compiled helpers are in use (loaded only when asked)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from mqtool import native
 
-    st = native.status()
-    used = ", ".join(n for n, ok in st.items() if ok and n != "probe") or "none (pure Python)"
-    return f"%(prog)s %(version)s\ncompiled helpers: {used}; CRC-32: {fastcrc.IMPLEMENTATION}"
+    click.echo(f"mqtool {__version__}\n{native.summary()}")
+    ctx.exit()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, prog_name="mqtool", message=_version_message())
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and which compiled helpers are in use, then exit.")
 @click.option("--no-color", is_flag=True, help="No colours (also honoured: NO_COLOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars, notes or hints on stderr (errors still print).")
 def cli(no_color: bool, quiet: bool):

@@ -36,3 +36,13 @@ def load(name: str):
 def status() -> dict[str, bool]:
     """Which helpers are in use now (for ``mqtool --version`` and the benchmark)."""
     return {n: load(n) is not None for n in HELPERS}
+
+
+def summary() -> str:
+    """One line for people: the helpers in use and the CRC-32 implementation (``mqtool --version``, bench)."""
+    from mqtool import fastcrc
+
+    used = ", ".join(n for n, ok in status().items() if ok and n != "probe")
+    if not used:
+        used = "none (pure Python)" + ("" if enabled() else ", MQTOOL_NATIVE=0")
+    return f"compiled helpers: {used}; CRC-32: {fastcrc.IMPLEMENTATION}"
