@@ -131,12 +131,49 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+def _global_option(ctx: click.Context, param: click.Parameter, value) -> None:
+    """Callback of the global options: applied wherever on the command line they stand."""
+    if ctx.resilient_parsing or value in (None, False):
+        return
+    if param.name == "quiet":
+        render.configure(quiet=True)
+    elif param.name == "no_color":
+        render.configure(no_color=True)
+    else:
+        render.configure(color=value)
+
+
+def _global_options() -> list[click.Option]:
+    """Fresh copies of the options every command accepts (before or after its name)."""
+    common = {"expose_value": False, "callback": _global_option}
+    return [
+        click.Option(["--color"], type=click.Choice(["auto", "always", "never"]), default=None,
+                     help="Colours: auto (terminals only, honours NO_COLOR), always, never.", **common),
+        click.Option(["--no-color"], is_flag=True, help="Same as --color never.", **common),
+        click.Option(["-q", "--quiet"], is_flag=True,
+                     help="No progress bars, notes or hints on stderr (errors still print).", **common),
+    ]
+
+
+def _add_global_options(command: click.Command) -> None:
+    """Give every command (and group) below ``command`` the global options, so `mqtool info S -q` works."""
+    taken = {opt for p in command.params for opt in getattr(p, "opts", ())}
+    command.params.extend(o for o in _global_options() if not taken & set(o.opts))
+    for sub in getattr(command, "commands", {}).values():
+        _add_global_options(sub)
+
+
+class _Cli(click.Group):
+    def make_context(self, info_name, args, parent=None, **extra):
+        if parent is None:           # a fresh invocation starts from the defaults (in-process runs too)
+            render.configure(no_color=False, quiet=False)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and which compiled helpers are in use, then exit.")
-@click.option("--no-color", is_flag=True, help="No colours (also honoured: NO_COLOR).")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bars, notes or hints on stderr (errors still print).")
-def cli(no_color: bool, quiet: bool):
+def cli():
     """Offline forensic toolkit for RocketMQ, LiteMQ and Kafka broker stores.
 
     Reads store files straight from disk (read-only), with no broker running. Data goes to stdout
@@ -152,7 +189,6 @@ def cli(no_color: bool, quiet: bool):
       mqtool rebuild-index /data/rocketmq/store --out /tmp/rebuilt --compare
       mqtool query /data/rocketmq/store --key order-42
     """
-    render.configure(no_color=no_color, quiet=quiet)
 
 
 # ---- dump -----------------------------------------------------------------------------------
@@ -744,6 +780,9 @@ def completion(shell):
 
     comp = get_completion_class(shell)(cli, {}, "mqtool", "_MQTOOL_COMPLETE")
     sys.stdout.write(comp.source())
+
+
+_add_global_options(cli)       # last: every command defined above gets them
 
 
 def main(argv=None) -> None:

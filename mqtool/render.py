@@ -27,20 +27,34 @@ def _no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
-_state = {"no_color": False, "quiet": False}
+_state = {"color": "auto", "quiet": False}
 
 
-def configure(no_color: bool = False, quiet: bool = False) -> None:
-    _state["no_color"] = no_color or _no_color()
-    _state["quiet"] = quiet
+def configure(no_color: bool | None = None, quiet: bool | None = None, color: str | None = None) -> None:
+    """Set the global output options; ``None`` leaves a setting as it is (options may come at any level)."""
+    if no_color is not None:
+        _state["color"] = "never" if no_color else "auto"
+    if color is not None:
+        _state["color"] = color
+    if quiet is not None:
+        _state["quiet"] = quiet
+
+
+def _colorless() -> bool:
+    return _state["color"] == "never" or (_state["color"] == "auto" and _no_color())
+
+
+def _console(stderr: bool = False, **kw) -> Console:
+    forced = _state["color"] == "always" or None
+    return Console(stderr=stderr, no_color=_colorless(), force_terminal=forced, **kw)
 
 
 def stdout_console() -> Console:
-    return Console(no_color=_state["no_color"] or _no_color(), soft_wrap=False)
+    return _console(soft_wrap=False)
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, no_color=_state["no_color"] or _no_color())
+    return _console(stderr=True)
 
 
 def quiet() -> bool:
