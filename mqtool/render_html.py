@@ -56,6 +56,9 @@ svg text { font: 11px system-ui, sans-serif; fill: var(--fg); }
 .legend span { display: inline-block; width: 12px; height: 12px; vertical-align: -2px; margin: 0 4px 0 12px; }
 footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 @media print { body { padding: 0; } h2 { break-after: avoid; } }
+@media (max-width: 700px) { body { padding: 12px; } table { display: block; overflow-x: auto; }
+  td.t { white-space: normal; } td.name, td.msg { min-width: 12em; }
+  dl.kv { grid-template-columns: 1fr; } dl.kv dd { margin-bottom: 6px; } }
 """
 
 
