@@ -293,11 +293,9 @@ def test_report_of_a_damaged_kafka_copy(run_cli, tmp_path):
 
 
 def test_kafka_report_renders_in_chromium(run_cli, tmp_path):
-    from test_report_browser import _chromium, _run
+    from test_report_browser import _run, console_messages, require_chromium
 
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("Chromium not installed")
+    browser = require_chromium()
     store = _copy(tmp_path)
     victim = [x for x in _batches() if x["segment"] == 37][3]
     _patch(store / "forensics-0" / "00000000000000000037.log", victim["position"] + 8, b"\xFF" * 12)
@@ -309,6 +307,7 @@ def test_kafka_report_renders_in_chromium(run_cli, tmp_path):
     dom = r.stdout
     assert 'id="timeline-chart"' in dom and 'id="topic-chart"' in dom and "damage-mark" in dom
     assert "skipped-bytes" in dom and "Where the damage lies" in dom
+    assert console_messages(r.stderr) == []
 
 
 # ---- damaged bytes never raise -------------------------------------------------------------------
