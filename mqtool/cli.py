@@ -155,10 +155,38 @@ def _global_options() -> list[click.Option]:
     ]
 
 
+def _output_option(ctx: click.Context, param: click.Parameter, value) -> None:
+    if ctx.resilient_parsing or value is None:
+        return
+    if param.name == "as_mode":
+        render.configure_output(value, render._state["fields"])
+    else:
+        fields = [f.strip() for f in value.split(",") if f.strip()]
+        if not fields:
+            raise click.BadParameter("name at least one field, e.g. --fields offset,topic,keys")
+        render.configure_output(render._state["as"], fields)
+
+
+def _output_options() -> list[click.Option]:
+    """How records are shown, for every command that prints records (those with --json)."""
+    common = {"expose_value": False, "callback": _output_option}
+    return [
+        click.Option(["--as", "as_mode"], type=click.Choice(render.OUTPUT_MODES[1:]), default=None,
+                     help="Output form: table (also when stdout is not a terminal, e.g. for less -S), vertical "
+                          "(field: value blocks), json (NDJSON, as --json), csv, tsv. Default: a table that fits "
+                          "the terminal, NDJSON in a pipe.", **common),
+        click.Option(["--fields"], metavar="A,B,...", default=None,
+                     help="Only these fields, in this order (table columns by name or header; NDJSON/CSV keys).",
+                     **common),
+    ]
+
+
 def _add_global_options(command: click.Command) -> None:
-    """Give every command (and group) below ``command`` the global options, so `mqtool info S -q` works."""
+    """Give every command (and group) below ``command`` the global options, so `mqtool info S -q` works, and
+    the output options to every command that prints records."""
     taken = {opt for p in command.params for opt in getattr(p, "opts", ())}
-    command.params.extend(o for o in _global_options() if not taken & set(o.opts))
+    extra = _global_options() + (_output_options() if "--json" in taken else [])
+    command.params.extend(o for o in extra if not taken & set(o.opts))
     for sub in getattr(command, "commands", {}).values():
         _add_global_options(sub)
 
@@ -167,6 +195,7 @@ class _Cli(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):
         if parent is None:           # a fresh invocation starts from the defaults (in-process runs too)
             render.configure(no_color=False, quiet=False)
+            render.configure_output()
         return super().make_context(info_name, args, parent=parent, **extra)
 
 
@@ -204,7 +233,14 @@ def _dump_common(f):
     return f
 
 
+# Options that narrow what dump prints: when they match nothing, say so and exit 1 (as grep does).
+_FILTERS = ("topic", "key", "tag", "queue", "from_offset", "to_offset")
+
+
 def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
+    if kw.get("from_offset") is not None and kw.get("to_offset") is not None and kw["from_offset"] >= kw["to_offset"]:
+        raise click.BadParameter(f"--from-offset {kw['from_offset']} is not below --to-offset {kw['to_offset']}",
+                                 param_hint="'--from-offset'")
     family, ops = _ops(path, fmt)
     if "split_size" in kw:
         kw["split_size"] = _size(kw["split_size"])
@@ -214,8 +250,14 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     columns, rows, title = ops.dump(part, path, opts, stats)
     if opts.limit is not None:
         rows = _limit(rows, opts.limit)
-    render.emit(rows, columns, as_json, title=title)
-    sys.exit(_report_stats(stats, path))
+    emitted = render.emit(rows, columns, as_json, title=title)
+    code = _report_stats(stats, path)
+    filters = [f"--{f.replace('_', '-')} {kw[f]}" for f in _FILTERS if kw.get(f) is not None]
+    if filters and not emitted and opts.limit != 0:
+        if not render.quiet():
+            sys.stderr.write(f"mqtool: nothing matched {' '.join(filters)}\n")
+        code = EXIT_FINDINGS
+    sys.exit(code)
 
 
 def _limit(rows, n):
@@ -235,7 +277,7 @@ def _limit(rows, n):
 @click.option("--tag", help="Only messages with this tag.")
 @click.option("--from-offset", type=int, help="Start at this global offset (inclusive).")
 @click.option("--to-offset", type=int, help="Stop before this global offset.")
-@click.option("--limit", type=int, help="At most N records.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most N records.")
 @BODY_OPT
 @click.option("--include-blank", is_flag=True, help="Also list BLANK end-of-file units.")
 @click.option("--include-stale", is_flag=True, help="LiteMQ: also carve stale records after the end of data.")
@@ -259,7 +301,7 @@ def dump_commitlog(path, fmt, as_json, **kw):
 @_dump_common
 @click.option("--topic", help="Only this topic's queues.")
 @click.option("--queue", type=int, help="Only this queue id.")
-@click.option("--limit", type=int, help="At most N units.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most N units.")
 @guarded
 def dump_consumequeue(path, fmt, as_json, **kw):
     """Units of consume queues (store root, consumequeue dir, one queue dir or one file).
@@ -275,7 +317,7 @@ def dump_consumequeue(path, fmt, as_json, **kw):
 @click.argument("path", type=click.Path())
 @_dump_common
 @click.option("--slots", is_flag=True, help="Also list the non-empty hash slots.")
-@click.option("--limit", type=int, help="At most N rows.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
 @guarded
 def dump_index(path, fmt, as_json, **kw):
     """Index files: header and entries (store root, index dir or one file).
@@ -336,7 +378,7 @@ def dump_abort(path, fmt, as_json):
 @click.option("--print-data", "--print-data-log", "print_data", is_flag=True,
               help="Keys and values too (implies --deep).")
 @click.option("--max-bytes", type=int, help="Stop after N bytes of each .log segment.")
-@click.option("--limit", type=int, help="At most N rows.")
+@click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
 @BODY_OPT
 @JOBS_OPT
 @SPLIT_OPT
@@ -424,6 +466,7 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size):
     from mqtool.options import InfoOptions
     from mqtool.report import build_report
 
+    detect(store, fmt)                    # "not a store" comes before anything about the output path
     out = prepare_output_file(output, [store], force)
     html, info, summary, _ = build_report(
         store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size),

@@ -30,10 +30,74 @@ def detect(path: str | os.PathLike, forced: str | None = None) -> str:
     p = Path(path)
     if not os.path.lexists(p):
         raise InputError("no such file or directory", str(p))
+    if forced and forced not in FAMILIES:
+        raise UsageError(f"unknown format {forced!r} (choose from {', '.join(FAMILIES)})")
+    scores = _scores(p)
+    best = max(scores.values(), default=0)
     if forced:
-        if forced not in FAMILIES:
-            raise UsageError(f"unknown format {forced!r} (choose from {', '.join(FAMILIES)})")
+        return _check_forced(p, forced, scores, best)
+    if best <= 0:
+        raise _not_a_store(p)
+    winners = [f for f, s in scores.items() if s == best]
+    if len(winners) > 1:
+        raise NotAStoreError(f"ambiguous store: looks like {' and '.join(winners)} (use --format)", str(p))
+    return winners[0]
+
+
+_NAMES = {"rocketmq": "RocketMQ", "litemq": "LiteMQ", "kafka": "Kafka"}
+
+
+def _check_forced(p: Path, forced: str, scores: dict[str, int], best: int) -> str:
+    """A forced family is obeyed for damaged input nobody recognises, but never against the evidence: a path
+    that another family recognises, or a directory that holds nothing of any family, is a usage error."""
+    if scores.get(forced, 0) > 0:
         return forced
+    if best > 0:
+        other = max(scores, key=scores.get)
+        raise NotAStoreError(f"looks like a {_NAMES[other]} store, not a {_NAMES[forced]} one", str(p))
+    if p.is_dir() and not _has_names_of(p, forced):
+        raise _not_a_store(p, f"no {_NAMES[forced]} files found")
+    return forced          # damaged input nobody recognises: the user says what it is (e.g. an unreadable segment)
+
+
+# Names a store part of each family carries even when its content is unreadable (only used to let --format
+# through on a damaged directory; recognition itself is each family's layout.sniff).
+_PART_NAMES = {"rocketmq": {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"},
+               "litemq": {"commitlog", "consumequeue", "index", "checkpoint", "abort"}}
+_KAFKA_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", "-checkpoint", ".properties")
+
+
+def _has_names_of(p: Path, family: str) -> bool:
+    try:
+        names = [e.name for e in os.scandir(p)][:10_000]
+    except OSError:
+        return False
+    if family == "kafka":
+        return any(n.endswith(_KAFKA_SUFFIXES) or n.rpartition("-")[2].isdigit() for n in names)
+    parts = _PART_NAMES[family]
+    return p.name in parts or p.parent.name in parts or any(n in parts for n in names)
+
+
+def _not_a_store(p: Path, what: str | None = None) -> NotAStoreError:
+    hint = _suggest(p) if p.is_dir() else None
+    if hint:
+        tail = f"; stores below it: {hint}"
+    elif _empty_dir(p):
+        tail = " (empty directory)"
+    else:
+        tail = "" if what else " (use --format to force one)"
+    kind = "directory" if p.is_dir() else "file"
+    return NotAStoreError((what or f"not a RocketMQ, LiteMQ or Kafka store {kind}") + tail, str(p))
+
+
+def _empty_dir(p: Path) -> bool:
+    try:
+        return p.is_dir() and not any(os.scandir(p))
+    except OSError:
+        return False
+
+
+def _scores(p: Path) -> dict[str, int]:
     scores = {}
     for fam in FAMILIES:
         try:
@@ -44,16 +108,7 @@ def detect(path: str | os.PathLike, forced: str | None = None) -> str:
             scores[fam] = int(layout.sniff(p))
         except (OSError, ValueError):
             scores[fam] = 0
-    best = max(scores.values(), default=0)
-    if best <= 0:
-        kind = "directory" if p.is_dir() else "file"
-        hint = _suggest(p) if p.is_dir() else None
-        raise NotAStoreError(f"not a RocketMQ, LiteMQ or Kafka store {kind}"
-                             + (f"; stores below it: {hint}" if hint else " (use --format to force one)"), str(p))
-    winners = [f for f, s in scores.items() if s == best]
-    if len(winners) > 1:
-        raise NotAStoreError(f"ambiguous store: looks like {' and '.join(winners)} (use --format)", str(p))
-    return winners[0]
+    return scores
 
 
 def _suggest(root: Path, max_dirs: int = 300, max_depth: int = 3) -> str | None:
