@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn, \
     DownloadColumn
 from rich.table import Table
+from rich.text import Text
 
 try:  # optional fast path
     import orjson as _orjson
@@ -27,7 +28,8 @@ def _no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
-_state = {"color": "auto", "quiet": False}
+_state = {"color": "auto", "quiet": False, "as": "auto", "fields": None}
+OUTPUT_MODES = ("auto", "table", "vertical", "json", "csv", "tsv")
 
 
 def configure(no_color: bool | None = None, quiet: bool | None = None, color: str | None = None) -> None:
@@ -40,12 +42,29 @@ def configure(no_color: bool | None = None, quiet: bool | None = None, color: st
         _state["quiet"] = quiet
 
 
+def configure_output(mode: str | None = None, fields: list[str] | None = None) -> None:
+    """``--as MODE`` and ``--fields a,b``; called with no argument, back to the defaults."""
+    _state["as"] = mode or "auto"
+    _state["fields"] = fields or None
+
+
+def output_mode(as_json: bool = False) -> str:
+    """table, vertical, json, csv or tsv: ``--json``/``--as`` when given, else a table on a terminal."""
+    if as_json:
+        return "json"
+    if _state["as"] != "auto":
+        return _state["as"]
+    return "table" if stdout_is_tty() else "json"
+
+
 def _colorless() -> bool:
     return _state["color"] == "never" or (_state["color"] == "auto" and _no_color())
 
 
 def _console(stderr: bool = False, **kw) -> Console:
     forced = _state["color"] == "always" or None
+    if _colorless():            # no escape sequence at all: NO_COLOR, --no-color, --color never
+        kw["color_system"] = None
     return Console(stderr=stderr, no_color=_colorless(), force_terminal=forced, **kw)
 
 
@@ -82,8 +101,8 @@ def stderr_is_tty() -> bool:
 
 
 def want_json(flag: bool) -> bool:
-    """``--json`` given, or stdout is not a terminal → NDJSON."""
-    return flag or not stdout_is_tty()
+    """``--json`` given, or stdout is not a terminal (and no other ``--as``) → NDJSON."""
+    return output_mode(flag) == "json"
 
 
 def _default(o: Any):
@@ -245,6 +264,7 @@ class Column:
     justify: str = "left"
     max_width: int | None = None
     no_wrap: bool = False
+    priority: int = 5           # 0: essential, never left out or truncated; higher: left out first when narrow
 
     def cell(self, row: dict) -> str:
         v = row.get(self.key)
@@ -263,14 +283,39 @@ class Column:
 
 def render_table(rows: Iterable[dict], columns: list[Column], title: str | None = None,
                  console: Console | None = None, batch: int = 2000) -> int:
-    """Print rows as rich tables, in chunks so an endless stream still shows up. Returns the count."""
+    """Print rows as tables that fit the console (see :mod:`mqtool.tables`), in chunks so an endless stream
+    still shows up, or as ``field: value`` blocks when one record is shown or a row cannot fit. Returns the
+    count."""
+    from itertools import chain, islice
+
+    from mqtool import tables
+
     console = console or stdout_console()
+    mode = _state["as"] if _state["as"] in ("table", "vertical") else "auto"
+    if _state["fields"]:
+        columns = tables.select(columns, _state["fields"], Column)
+    it = iter(rows)
+    sample = list(islice(it, 200))
+    if not sample:
+        return 0
+    fitted = None
+    if mode == "table" and not console.is_terminal:
+        fitted = (columns, tables.natural_widths(columns, sample))    # for less -S or a ticket: every column
+        console.width = max(console.width, tables.table_width(fitted[1]))
+    elif mode != "vertical" and not (mode == "auto" and len(sample) == 1):
+        fitted = tables.fit(columns, sample, console.width) if not _state["fields"] else \
+            (columns, tables.natural_widths(columns, sample))
+    if fitted is None:
+        return _render_vertical(chain(sample, it), columns, title, console)
+    shown, widths = fitted
+    if len(shown) < len(columns):
+        _note_hidden([c.header for c in columns if c not in shown], console.width)
     n = 0
     table = None
-    for r in rows:
+    for r in chain(sample, it):
         if table is None:
-            table = _new_table(columns, title if n == 0 else None)
-        table.add_row(*[c.cell(r) for c in columns])
+            table = _new_table(shown, widths, title if n == 0 else None)
+        table.add_row(*[Text(c.cell(r)) for c in shown])
         n += 1
         if n % batch == 0:
             console.print(table)
@@ -280,18 +325,89 @@ def render_table(rows: Iterable[dict], columns: list[Column], title: str | None 
     return n
 
 
-def _new_table(columns: list[Column], title: str | None) -> Table:
+def _note_hidden(headers: list[str], width: int) -> None:
+    if not _state["quiet"]:
+        sys.stderr.write(f"mqtool: {width} columns wide: left out {', '.join(headers)} "
+                         f"(--fields to choose columns, --as vertical for every field)\n")
+
+
+def _render_vertical(rows: Iterable[dict], columns: list[Column], title: str | None, console: Console) -> int:
+    """One block per record, ``field: value`` lines (empty fields left out), as psql's expanded view."""
+    label = max(len(c.header) for c in columns)
+    if title:
+        console.print(Text(title, style="bold"))
+    n = 0
+    for r in rows:
+        n += 1
+        console.print(Text(f"-[ record {n} ]" + "-" * max(0, min(console.width, 60) - 14 - len(str(n))),
+                           style="dim"))
+        for c in columns:
+            value = c.cell(r)
+            if value != "":
+                console.print(Text(f"{c.header.rjust(label)} : ", style="bold") + Text(value), soft_wrap=False)
+    return n
+
+
+def _new_table(columns: list[Column], widths: list[int] | None = None, title: str | None = None) -> Table:
     t = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        t.add_column(c.header, justify=c.justify, overflow="ellipsis" if c.no_wrap else "fold",
-                     max_width=c.max_width, no_wrap=c.no_wrap)
+    for i, c in enumerate(columns):
+        whole = c.priority == 0 or c.no_wrap
+        t.add_column(c.header, justify=c.justify, overflow="fold",
+                     max_width=None if whole else c.max_width, no_wrap=whole,
+                     min_width=widths[i] if whole and widths else None)
     return t
 
 
+def write_delimited(rows: Iterable[dict], columns: list[Column], delimiter: str) -> int:
+    """CSV or TSV: a header of field names, then one line per record (lists space-joined, objects as JSON)."""
+    import csv
+
+    keys = _state["fields"] or [c.key for c in columns]
+    w = csv.writer(sys.stdout, delimiter=delimiter, lineterminator="\n")
+    w.writerow(keys)
+    n = 0
+    for r in _as_dicts(rows):
+        w.writerow([_flat(r.get(k)) for k in keys])
+        n += 1
+    return n
+
+
+def _flat(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return " ".join(_flat(x) for x in v)
+    if isinstance(v, (dict, bytes, bytearray)):
+        return dumps(v)
+    return str(v)
+
+
+def _as_dicts(rows: Iterable) -> Iterator[dict]:
+    """Rows as dicts, whether given as dicts or already rendered to NDJSON (by workers or a helper)."""
+    for r in rows:
+        if type(r) is PreRenderedLines:
+            for line in r.splitlines():
+                yield json.loads(line)
+        elif type(r) is PreRendered:
+            yield json.loads(r)
+        else:
+            yield r
+
+
+def _project(rows: Iterable, fields: list[str]) -> Iterator[dict]:
+    for r in _as_dicts(rows):
+        yield {k: r.get(k) for k in fields}
+
+
 def emit(rows: Iterable[dict], columns: list[Column], as_json: bool, title: str | None = None) -> int:
-    """Send rows to stdout as NDJSON or a table."""
-    if want_json(as_json):
-        return write_ndjson(rows)
+    """Send rows to stdout as NDJSON, a table, ``field: value`` blocks, CSV or TSV."""
+    mode = output_mode(as_json)
+    if mode == "json":
+        return write_ndjson(_project(rows, _state["fields"]) if _state["fields"] else rows)
+    if mode in ("csv", "tsv"):
+        return write_delimited(rows, columns, "," if mode == "csv" else "\t")
     return render_table(rows, columns, title=title)
 
 
@@ -344,14 +460,14 @@ class _Progress:
 # ---- findings -------------------------------------------------------------------------------
 
 FINDING_COLUMNS = [
-    Column("severity", "Severity"),
-    Column("code", "Code"),
-    Column("file", "File", max_width=48),
-    Column("position", "Pos", justify="right"),
-    Column("offset", "Offset", justify="right"),
-    Column("expected", "Expected", max_width=24),
-    Column("actual", "Actual", max_width=24),
-    Column("message", "Message", max_width=80),
+    Column("severity", "Severity", priority=0),
+    Column("code", "Code", priority=0),
+    Column("file", "File", max_width=48, priority=1),
+    Column("position", "Pos", justify="right", priority=0),
+    Column("offset", "Offset", justify="right", priority=3),
+    Column("expected", "Expected", max_width=24, priority=4),
+    Column("actual", "Actual", max_width=24, priority=4),
+    Column("message", "Message", max_width=80, priority=2),
 ]
 
 

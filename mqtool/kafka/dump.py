@@ -43,21 +43,21 @@ def _short(v) -> str:
 
 
 LOG_COLUMNS = [
-    Column("kind", "Kind"),
-    Column("file", "File", fmt=lambda v: Path(v).name if v else "", max_width=26),
-    Column("position", "Pos", justify="right"),
-    Column("offset", "Offset", justify="right"),
-    Column("last_offset", "Last", justify="right"),
-    Column("count", "N", justify="right"),
-    Column("size", "Size", justify="right"),
-    Column("magic", "M", justify="right"),
-    Column("codec", "Codec"),
-    Column("timestamp", "Timestamp", fmt=lambda v: iso_ms(v) if isinstance(v, int) and v >= 0 else ""),
-    Column("producer_id", "PID", justify="right", fmt=lambda v: "" if v in (None, -1) else str(v)),
-    Column("flags", "Flags"),
-    Column("crc_ok", "CRC ok"),
-    Column("key", "Key", fmt=_short, max_width=30),
-    Column("value", "Value", fmt=_short, max_width=40),
+    Column("kind", "Kind", priority=4),
+    Column("file", "File", fmt=lambda v: Path(v).name if v else "", max_width=26, priority=3),
+    Column("position", "Pos", justify="right", priority=2),
+    Column("offset", "Offset", justify="right", priority=0),
+    Column("last_offset", "Last", justify="right", priority=3),
+    Column("count", "N", justify="right", priority=3),
+    Column("size", "Size", justify="right", priority=4),
+    Column("magic", "M", justify="right", priority=6),
+    Column("codec", "Codec", priority=5),
+    Column("timestamp", "Timestamp", fmt=lambda v: iso_ms(v) if isinstance(v, int) and v >= 0 else "", priority=1, no_wrap=True),
+    Column("producer_id", "PID", justify="right", fmt=lambda v: "" if v in (None, -1) else str(v), priority=5),
+    Column("flags", "Flags", priority=5),
+    Column("crc_ok", "CRC ok", priority=3),
+    Column("key", "Key", fmt=_short, max_width=30, priority=1),
+    Column("value", "Value", fmt=_short, max_width=40, priority=2),
 ]
 
 _FILE_COLUMNS = {

@@ -74,17 +74,17 @@ def _ts(v):
 
 
 MESSAGE_COLUMNS = [
-    Column("offset", "Offset", justify="right"),
-    Column("size", "Size", justify="right"),
-    Column("topic", "Topic"),
-    Column("queue_id", "Q", justify="right"),
-    Column("message_type", "Type"),
-    Column("msg_id", "MessageID", max_width=28),
-    Column("tags", "Tags", max_width=20),
-    Column("keys", "Keys", max_width=24),
-    Column("store_timestamp", "Stored (UTC)", fmt=_ts),
-    Column("body_size", "Body", justify="right"),
-    Column("stale", "Stale", fmt=lambda v: "STALE" if v else ""),
+    Column("offset", "Offset", justify="right", priority=0),
+    Column("size", "Size", justify="right", priority=3),
+    Column("topic", "Topic", priority=0),
+    Column("queue_id", "Q", justify="right", priority=1),
+    Column("message_type", "Type", priority=5),
+    Column("msg_id", "MessageID", max_width=28, priority=0),
+    Column("tags", "Tags", max_width=20, priority=3),
+    Column("keys", "Keys", max_width=24, priority=2),
+    Column("store_timestamp", "Stored (UTC)", fmt=_ts, priority=2, no_wrap=True),
+    Column("body_size", "Body", justify="right", priority=4),
+    Column("stale", "Stale", fmt=lambda v: "STALE" if v else "", priority=1),
 ]
 
 CQ_COLUMNS = [

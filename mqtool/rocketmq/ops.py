@@ -13,23 +13,23 @@ from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
 from mqtool.rocketmq.scan import iter_messages
 
 MESSAGE_COLUMNS = [
-    Column("offset", "Offset", justify="right", no_wrap=True),
-    Column("size", "Size", justify="right", no_wrap=True),
-    Column("magic", "Ver"),
-    Column("topic", "Topic", max_width=40),
-    Column("queue_id", "Q", justify="right"),
-    Column("queue_offset", "QOffset", justify="right"),
-    Column("tags", "Tags", max_width=20),
-    Column("keys", "Keys", max_width=30),
-    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True),
-    Column("born_host", "Born host"),
-    Column("transaction", "Txn"),
-    Column("compression", "Comp"),
-    Column("body_size", "Body", justify="right"),
-    Column("crc_ok", "CRC"),
-    Column("msg_id", "MsgId", no_wrap=True),
+    Column("offset", "Offset", justify="right", no_wrap=True, priority=0),
+    Column("size", "Size", justify="right", no_wrap=True, priority=3),
+    Column("magic", "Ver", priority=7),
+    Column("topic", "Topic", max_width=40, priority=0),
+    Column("queue_id", "Q", justify="right", priority=1),
+    Column("queue_offset", "QOffset", justify="right", priority=1),
+    Column("tags", "Tags", max_width=20, priority=3),
+    Column("keys", "Keys", max_width=30, priority=2),
+    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True, priority=2),
+    Column("born_host", "Born host", priority=6),
+    Column("transaction", "Txn", priority=5),
+    Column("compression", "Comp", priority=5),
+    Column("body_size", "Body", justify="right", priority=4),
+    Column("crc_ok", "CRC", priority=3),
+    Column("msg_id", "MsgId", no_wrap=True, priority=0),
 ]
-BODY_COLUMN = Column("body", "Body data", max_width=60)
+BODY_COLUMN = Column("body", "Body data", max_width=60, priority=2)
 
 
 def message_filter(opts):

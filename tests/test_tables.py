@@ -1,0 +1,130 @@
+"""Tables fit the terminal: columns chosen by priority for the width, identifiers whole, a vertical view when
+a row cannot fit or one record is shown; --fields, --as table/vertical/csv/tsv."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from conftest import FIXTURES
+
+RMQ = FIXTURES / "rocketmq" / "store"
+KAFKA = FIXTURES / "kafka" / "logdir"
+LITEMQ = FIXTURES / "litemq" / "store"
+
+
+def _rows(run_cli, *args):
+    code, out, err = run_cli(*args, "--json")
+    assert code == 0, err
+    return [json.loads(x) for x in out.splitlines()]
+
+
+def _draw(rows, columns, width):
+    from mqtool import render
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=width, color_system=None, force_terminal=False)
+    render.render_table(rows, columns, console=con)
+    return buf.getvalue()
+
+
+def _columns(family):
+    if family == "rocketmq":
+        from mqtool.rocketmq.ops import MESSAGE_COLUMNS
+        return MESSAGE_COLUMNS
+    if family == "litemq":
+        from mqtool.litemq.rows import MESSAGE_COLUMNS
+        return MESSAGE_COLUMNS
+    from mqtool.kafka.dump import LOG_COLUMNS
+    return LOG_COLUMNS
+
+
+CASES = {"rocketmq": (("dump", "commitlog", RMQ), ("offset", "msg_id", "topic")),
+         "litemq": (("dump", "commitlog", LITEMQ), ("offset", "msg_id", "topic")),
+         "kafka": (("dump", "kafka", KAFKA), ("offset",))}
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+@pytest.mark.parametrize("width", [80, 100, 120, 160, 220])
+def test_tables_fit_and_identifiers_stay_whole(run_cli, family, width):
+    args, idents = CASES[family]
+    rows = _rows(run_cli, *args)[:30]
+    columns = _columns(family)
+    text = _draw(rows, columns, width)
+    lines = text.splitlines()
+    assert all(len(line) <= width for line in lines)
+    for r in rows:
+        for key in idents:
+            if r.get(key) is not None:
+                assert str(r[key]) in text, (key, r[key])          # never truncated or folded
+    header = next(line for line in lines if line.startswith("┃"))
+    shown = [h.strip() for h in header.strip("┃").split("┃")]
+    assert all(h in {c.header for c in columns} for h in shown), shown    # headers never split mid-word
+    if width >= 220:
+        assert len(shown) == len(columns)                          # room for all: nothing left out
+
+
+def test_least_important_columns_go_first():
+    from mqtool import tables
+    from mqtool.rocketmq.ops import MESSAGE_COLUMNS
+
+    row = {"offset": 123456, "size": 300, "magic": "v1", "topic": "Orders", "queue_id": 1, "queue_offset": 7,
+           "tags": "T", "keys": ["k1"], "store_timestamp": 1795338600007, "born_host": "10.0.0.1:1234",
+           "transaction": None, "compression": None, "body_size": 90, "crc_ok": True,
+           "msg_id": "0A00000500002A9F00000000000002FF"}
+    shown, _ = tables.fit(MESSAGE_COLUMNS, [row], 80)
+    keys = [c.key for c in shown]
+    assert {"offset", "topic", "msg_id"} <= set(keys)
+    left_out = {c.key for c in MESSAGE_COLUMNS} - set(keys)
+    assert "born_host" in left_out and "magic" in left_out
+    assert tables.table_width(tables.natural_widths(shown, [row])) <= 80 or \
+        tables.table_width(tables.least_width(c, w) for c, w in zip(shown, tables.natural_widths(shown, [row]))) <= 80
+
+
+def test_a_row_that_cannot_fit_is_shown_vertically(run_cli):
+    rows = _rows(run_cli, "dump", "commitlog", RMQ)
+    long_topic = next(r for r in rows if len(r["topic"]) > 100)
+    text = _draw([long_topic, rows[0]], _columns("rocketmq"), 100)
+    assert "-[ record 1 ]" in text and "-[ record 2 ]" in text
+    assert long_topic["topic"] in text.replace("\n", "") and long_topic["msg_id"] in text
+
+
+def test_one_record_is_shown_vertically(run_cli):
+    rows = _rows(run_cli, "dump", "commitlog", RMQ)[:1]
+    text = _draw(rows, _columns("rocketmq"), 200)
+    assert text.count("-[ record") == 1
+    assert f"Topic : {rows[0]['topic']}" in text and f"MsgId : {rows[0]['msg_id']}" in text
+
+
+def test_fields_choose_columns_in_json_and_table(run_cli):
+    code, out, _ = run_cli("dump", "commitlog", RMQ, "--json", "--fields", "offset,topic,keys", "--limit", "3")
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert code == 0 and len(rows) == 3 and all(list(r) == ["offset", "topic", "keys"] for r in rows)
+    code, out, _ = run_cli("dump", "commitlog", RMQ, "--as", "table", "--fields", "Offset,msg_id", "--limit", "2")
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    assert [h.strip() for h in header.strip("┃").split("┃")] == ["Offset", "MsgId"]
+
+
+def test_table_forced_in_a_pipe_keeps_every_column(run_cli):
+    code, out, _ = run_cli("dump", "commitlog", RMQ, "--as", "table", "--limit", "2")
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    assert code == 0 and "Born host" in header and "MsgId" in header and "Txn" in header
+
+
+@pytest.mark.parametrize("mode, delim", [("csv", ","), ("tsv", "\t")])
+def test_csv_and_tsv_read_back(run_cli, mode, delim):
+    want = _rows(run_cli, "dump", "commitlog", RMQ)
+    code, out, _ = run_cli("dump", "commitlog", RMQ, "--as", mode)
+    got = list(csv.DictReader(io.StringIO(out), delimiter=delim))
+    assert code == 0 and len(got) == len(want)
+    for g, w in zip(got, want):
+        assert int(g["offset"]) == w["offset"] and g["topic"] == w["topic"] and g["msg_id"] == w["msg_id"]
+        assert g["keys"] == " ".join(w["keys"])
+
+
+def test_fields_cannot_be_empty(run_cli):
+    code, _, err = run_cli("dump", "commitlog", RMQ, "--fields", ",")
+    assert code == 2 and "--fields" in err
