@@ -237,22 +237,64 @@ def _dump_common(f):
 _FILTERS = ("topic", "key", "tag", "queue", "from_offset", "to_offset")
 
 
+TIME_OPTS = [
+    click.option("--since", help="Only records stored at or after this time (epoch ms or ISO-8601, UTC unless "
+                                 "it says otherwise; Kafka: the record's or batch's timestamp)."),
+    click.option("--until", help="Only records stored before this time (epoch ms or ISO-8601)."),
+]
+
+
+def _time_opts(f):
+    for opt in reversed(TIME_OPTS):
+        f = opt(f)
+    return f
+
+
+def _time_window(kw) -> tuple[int, int] | None:
+    since, until = kw.pop("since", None), kw.pop("until", None)
+    if since is None and until is None:
+        return None
+    try:
+        lo, hi = parse_time(since), parse_time(until)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--since/--until'") from None
+    lo = -(1 << 63) if lo is None else lo
+    hi = 1 << 63 if hi is None else hi
+    if lo >= hi:
+        raise click.BadParameter(f"--since {since} is not before --until {until}", param_hint="'--since'")
+    return lo, hi
+
+
+def _in_window(rows, window: tuple[int, int]):
+    """Records whose store time (Kafka: timestamp) falls in [since, until); rows with no time are left out."""
+    lo, hi = window
+    for r in render.as_dicts(rows):
+        t = r.get("store_timestamp", r.get("timestamp"))
+        if isinstance(t, int) and lo <= t < hi:
+            yield r
+
+
 def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
+    window = _time_window(kw)
     if kw.get("from_offset") is not None and kw.get("to_offset") is not None and kw["from_offset"] >= kw["to_offset"]:
         raise click.BadParameter(f"--from-offset {kw['from_offset']} is not below --to-offset {kw['to_offset']}",
                                  param_hint="'--from-offset'")
     family, ops = _ops(path, fmt)
     if "split_size" in kw:
         kw["split_size"] = _size(kw["split_size"])
-        kw["ndjson"] = render.want_json(as_json)
+        kw["ndjson"] = render.want_json(as_json) and window is None
     opts = DumpOptions(**kw)
     stats = ScanStats()
     columns, rows, title = ops.dump(part, path, opts, stats)
+    if window is not None:
+        rows = _in_window(rows, window)
     if opts.limit is not None:
         rows = _limit(rows, opts.limit)
     emitted = render.emit(rows, columns, as_json, title=title)
     code = _report_stats(stats, path)
     filters = [f"--{f.replace('_', '-')} {kw[f]}" for f in _FILTERS if kw.get(f) is not None]
+    if window is not None:
+        filters.append("--since/--until")
     if filters and not emitted and opts.limit != 0:
         if not render.quiet():
             sys.stderr.write(f"mqtool: nothing matched {' '.join(filters)}\n")
@@ -281,6 +323,7 @@ def _limit(rows, n):
 @BODY_OPT
 @click.option("--include-blank", is_flag=True, help="Also list BLANK end-of-file units.")
 @click.option("--include-stale", is_flag=True, help="LiteMQ: also carve stale records after the end of data.")
+@_time_opts
 @JOBS_OPT
 @SPLIT_OPT
 @guarded
@@ -379,6 +422,7 @@ def dump_abort(path, fmt, as_json):
               help="Keys and values too (implies --deep).")
 @click.option("--max-bytes", type=int, help="Stop after N bytes of each .log segment.")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
+@_time_opts
 @BODY_OPT
 @JOBS_OPT
 @SPLIT_OPT

@@ -366,7 +366,7 @@ def write_delimited(rows: Iterable[dict], columns: list[Column], delimiter: str)
     w = csv.writer(sys.stdout, delimiter=delimiter, lineterminator="\n")
     w.writerow(keys)
     n = 0
-    for r in _as_dicts(rows):
+    for r in as_dicts(rows):
         w.writerow([_flat(r.get(k)) for k in keys])
         n += 1
     return n
@@ -384,7 +384,7 @@ def _flat(v: Any) -> str:
     return str(v)
 
 
-def _as_dicts(rows: Iterable) -> Iterator[dict]:
+def as_dicts(rows: Iterable) -> Iterator[dict]:
     """Rows as dicts, whether given as dicts or already rendered to NDJSON (by workers or a helper)."""
     for r in rows:
         if type(r) is PreRenderedLines:
@@ -397,7 +397,7 @@ def _as_dicts(rows: Iterable) -> Iterator[dict]:
 
 
 def _project(rows: Iterable, fields: list[str]) -> Iterator[dict]:
-    for r in _as_dicts(rows):
+    for r in as_dicts(rows):
         yield {k: r.get(k) for k in fields}
 
 

@@ -2,6 +2,8 @@
 filters that match nothing are never met with silence and exit 0."""
 from __future__ import annotations
 
+import datetime
+import json
 import os
 
 import pytest
@@ -94,3 +96,30 @@ def test_forcing_a_family_on_one_damaged_file_is_still_obeyed(run_cli, tmp_path)
     seg.write_bytes(b"\xab" * 4096)
     code, _, err = run_cli("dump", "commitlog", seg, "--format", "rocketmq", "--json")
     assert code in (0, 1) and "Traceback" not in err
+
+
+def _times(run_cli, *args):
+    code, out, err = run_cli(*args, "--json")
+    assert code == 0, err
+    return [json.loads(x) for x in out.splitlines()]
+
+
+@pytest.mark.parametrize("args, field", [
+    (("dump", "commitlog", RMQ), "store_timestamp"),
+    (("dump", "commitlog", LITEMQ), "store_timestamp"),
+    (("dump", "kafka", KAFKA, "--deep"), "timestamp"),
+])
+def test_since_until_for_every_family(run_cli, args, field):
+    every = [r for r in _times(run_cli, *args) if isinstance(r.get(field), int)]
+    times = sorted({r[field] for r in every})
+    assert len(times) >= 3
+    lo, hi = times[1], times[-1]
+    want = [r for r in every if lo <= r[field] < hi]
+    got = _times(run_cli, *args, "--since", str(lo), "--until", str(hi), "--jobs", "1")
+    assert got == want and 0 < len(got) < len(every)
+    iso = datetime.datetime.fromtimestamp(lo / 1000, tz=datetime.timezone.utc).isoformat()
+    assert _times(run_cli, *args, "--since", iso, "--until", str(hi)) == want
+    code, out, err = run_cli(*args, "--since", str(times[-1] + 1), "--json")
+    assert code == 1 and out == "" and "nothing matched" in err
+    code, _, err = run_cli(*args, "--since", str(hi), "--until", str(lo))
+    assert code == 2 and "Invalid value" in err
