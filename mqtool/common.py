@@ -44,3 +44,13 @@ def parse_time(value: str | int | None) -> int | None:
     if t.tzinfo is None:
         t = t.replace(tzinfo=dt.timezone.utc)
     return int(t.timestamp() * 1000)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 topic', '2 topics', '1 entry', '3 entries' (``many`` for irregular plurals)."""
+    if n == 1:
+        return f"{n} {word}"
+    if many is None:
+        many = word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else \
+            word + "es" if word.endswith(("s", "x", "ch", "sh")) else word + "s"
+    return f"{n} {many}"

@@ -13,9 +13,10 @@ from html import escape
 from typing import Any
 
 from mqtool import __version__
+from mqtool.common import plural
 from mqtool.info import StoreInfo, bucket_label, merged_buckets
 from mqtool.render import iso_ms
-from mqtool.render_info import fact_text, human_bytes, human_span, time_label
+from mqtool.render_info import _unit, fact_text, human_bytes, human_span, time_label
 
 MAX_FINDING_ROWS = 5000
 MAX_TOPIC_BARS = 25
@@ -214,6 +215,7 @@ def _topics_svg(info: StoreInfo) -> str:
 
 
 def _topics_table(info: StoreInfo) -> str:
+    unit = _unit(info)
     if not info.topics:
         return ""
     rows = []
@@ -227,7 +229,7 @@ def _topics_table(info: StoreInfo) -> str:
     more = len(info.topics) - MAX_TABLE_ROWS
     tail = f'<p class="note">… {more} more topics: <code>mqtool info --json</code> lists all.</p>' if more > 0 else ""
     return tail + ("<table><thead><tr><th>Topic</th><th class=num>Messages</th><th class=num>Bytes</th>"
-            "<th>First store time</th><th>Last store time</th><th>Per queue: messages (/queue end)</th></tr></thead>"
+            f"<th>First store time</th><th>Last store time</th><th>Per {unit}: messages (/{unit} end)</th></tr></thead>"
             "<tbody>" + "".join(rows) + "</tbody></table>")
 
 

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mqtool.common import plural
 from mqtool.info import StoreInfo, Timeline, bucket_label, merged_buckets
 from mqtool.render import iso_ms, stdout_console
 
@@ -100,7 +101,7 @@ def _overview(info: StoreInfo):
     else:
         when = "no messages"
     g.add_row("stored", when)
-    g.add_row("messages", f"{info.messages}  ({human_bytes(info.bytes)} in {len(info.topics)} topics)")
+    g.add_row("messages", f"{info.messages}  ({human_bytes(info.bytes)} in {plural(len(info.topics), 'topic')})")
     crash = info.crash or {}
     unclean = crash.get("unclean")
     mark = {True: Text("UNCLEAN SHUTDOWN", style="bold red"), False: Text("clean", style="green"),
@@ -143,6 +144,11 @@ def _short_time(info: StoreInfo):
     return fmt
 
 
+def _unit(info: StoreInfo) -> str:
+    """What a topic is split into: Kafka partitions, RocketMQ and LiteMQ queues."""
+    return "partition" if info.family == "kafka" else "queue"
+
+
 def _topics(info: StoreInfo):
     fmt = _short_time(info)
     t = Table(title="Topics (by bytes)", header_style="bold", title_justify="left")
@@ -151,7 +157,7 @@ def _topics(info: StoreInfo):
     t.add_column("Bytes", justify="right", no_wrap=True)
     t.add_column("First (UTC)", no_wrap=True)
     t.add_column("Last (UTC)", no_wrap=True)
-    t.add_column("Per queue: msgs (/queue end)", overflow="fold")
+    t.add_column(f"Per {_unit(info)}: msgs (/{_unit(info)} end)", overflow="fold")
     for ts in info.topics[:MAX_ROWS]:
         parts = []
         queues = ts.queues

@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from formats import kafka as K
+from mqtool.common import plural
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.info import InfoBuilder
 from mqtool.io import map_input, read_input
@@ -342,7 +343,7 @@ def _crash(ld: L.LogDir, label: str | None, leos: dict, st: _Stats) -> None:
 
 def _summarise(b: InfoBuilder, st: _Stats) -> None:
     order = ["log", "index", "snapshot", "checkpoint", "metadata", "markers"]
-    details = {"log": f"{st.partitions} partitions, {st.partitions_with_data} with data",
+    details = {"log": f"{plural(st.partitions, 'partition')}, {st.partitions_with_data} with data",
                "index": ".index, .timeindex, .txnindex", "snapshot": "producer / KRaft snapshots",
                "checkpoint": "offset, leader-epoch checkpoints, partition.metadata",
                "metadata": "meta.properties, quorum-state, bootstrap.checkpoint", "markers": CLEAN_SHUTDOWN_FILE}
@@ -353,11 +354,11 @@ def _summarise(b: InfoBuilder, st: _Stats) -> None:
         b.files[0].detail += f"; {st.zero_tail} preallocated (zero-filled) segment tail(s)"
     for magic in (2, 1, 0):
         if st.magic_batches.get(magic):
-            b.hint(_MAGIC_HINTS[magic] + f" — {st.magic_batches[magic]} batches")
+            b.hint(_MAGIC_HINTS[magic] + f" — {plural(st.magic_batches[magic], 'batch')}")
     if st.codecs.get("zstd"):
         b.hint("Kafka 2.1+: zstd-compressed batches")
     if st.delete_horizon:
-        b.hint(f"log cleaner delete horizon set (KIP-534) in {st.delete_horizon} batches")
+        b.hint(f"log cleaner delete horizon set (KIP-534) in {plural(st.delete_horizon, 'batch')}")
     if st.magic_records:
         b.fact("records by message format", {f"v{k}": v for k, v in sorted(st.magic_records.items())})
     if st.codecs:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 
 from formats import litemq as F
+from mqtool.common import plural
 from mqtool.findings import ERROR, WARNING, Finding
 from mqtool.info import InfoBuilder, total_size
 from mqtool.litemq import cq as CQ
@@ -210,7 +211,7 @@ def _consumequeue(store: Store, b: InfoBuilder) -> dict:
         ends[(q.topic, q.queue_id)] = n
         b.set_queue_end(q.topic, q.queue_id, n)
     topics = {q.topic for q in qs}
-    detail = f"{len(topics)} topics, {len(qs)} queues, {sum(ends.values())} entries"
+    detail = f"{plural(len(topics), 'topic')}, {plural(len(qs), 'queue')}, {plural(sum(ends.values()), 'entry')}"
     if fsizes:
         detail += f"; file size {'/'.join(str(z) for z in sorted(fsizes))}"
     b.add_files("consumequeue", nfiles, nbytes, detail)

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from formats import rocketmq as F
+from mqtool.common import plural
 from mqtool.info import InfoBuilder, total_size
 from mqtool.options import InfoOptions
 from mqtool.render import iso_ms, progress
@@ -136,7 +137,7 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
     if comp:
         b.fact("compressed messages", comp)
     if magics.get("v2"):
-        b.hint(f"5.x: message magic v2 (0xDAA320AB, long topic names) in {magics['v2']} messages")
+        b.hint(f"5.x: message magic v2 (0xDAA320AB, long topic names) in {plural(magics['v2'], 'message')}")
     elif magics.get("v1"):
         b.hint("4.x or 5.x: message magic v1 only (5.x writes v1 for topics shorter than 128 bytes)")
     if cp_ms:
@@ -172,7 +173,7 @@ def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict) -> None:
             end = q.files[0].base // F.CQ_STORE_UNIT_SIZE if q.files else 0
         b.set_queue_end(q.topic, q.queue_id, end)
     topics = {q.topic for q in queues}
-    b.add_files("consumequeue", nfiles, nbytes, f"{len(topics)} topics, {len(queues)} queues")
+    b.add_files("consumequeue", nfiles, nbytes, f"{plural(len(topics), 'topic')}, {plural(len(queues), 'queue')}")
 
 
 def _index(s: RocketStore, b: InfoBuilder) -> None:
