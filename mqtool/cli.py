@@ -847,7 +847,7 @@ def decode_msgid(msg_id, as_json):
     from mqtool.rocketmq.msgid import decode_any
 
     row = decode_any(msg_id)
-    render.emit([row], [render.Column(k, k) for k in row], as_json)
+    render.emit([row], render.key_columns(row), as_json)
 
 
 # ---- completion -----------------------------------------------------------------------------

@@ -281,6 +281,15 @@ class Column:
         return str(v)
 
 
+def key_columns(keys: Iterable[str]) -> list[Column]:
+    """Plain columns for rows without a column list of their own, headed in words ('queue_offset' →
+    'Queue offset'; abbreviations such as 'id' and 'crc' upper-cased)."""
+    def header(k: str) -> str:
+        words = [w.upper() if w in ("id", "crc", "ip", "pid", "ts") else w for w in str(k).split("_")]
+        return " ".join(words)[:1].upper() + " ".join(words)[1:]
+    return [Column(k, header(k)) for k in keys]
+
+
 def render_table(rows: Iterable[dict], columns: list[Column], title: str | None = None,
                  console: Console | None = None, batch: int = 2000) -> int:
     """Print rows as tables that fit the console (see :mod:`mqtool.tables`), in chunks so an endless stream

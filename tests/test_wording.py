@@ -33,3 +33,13 @@ def test_info_names_the_family_unit(store, unit, other):
     assert " 1 topics" not in text and " 1 batches" not in text
     n = len(info.topics)
     assert f" in {n} topic{'' if n == 1 else 's'})" in text          # spelled out here, independently of plural()
+
+
+def test_generic_tables_have_headers_in_words(run_cli):
+    """decode-msgid and LiteMQ's checkpoint/abort/index dumps have no column list: headers come from the keys."""
+    from mqtool.render import key_columns
+
+    assert [c.header for c in key_columns(["queue_offset", "producer_id", "crc_ok"])] == \
+        ["Queue offset", "Producer ID", "CRC ok"]
+    code, out, _ = run_cli("decode-msgid", "0A00000500002A9F00000000000002FF", "--as", "table")
+    assert code == 0 and "_" not in "".join(line for line in out.splitlines() if line.startswith("┃"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from formats import litemq as F
 from mqtool.common import encode_body
 from mqtool.litemq.records import CQEntry, LiteRecord
-from mqtool.render import Column, iso_ms
+from mqtool.render import Column, iso_ms, key_columns
 
 
 def record_row(rec: LiteRecord, body_mode: str = "none") -> dict:
@@ -104,4 +104,4 @@ def columns_for(rows_kind: str) -> list[Column]:
 
 
 def generic_columns(keys) -> list[Column]:
-    return [Column(k, k) for k in keys]
+    return key_columns(keys)
