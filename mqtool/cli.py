@@ -280,6 +280,7 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
         raise click.BadParameter(f"--from-offset {kw['from_offset']} is not below --to-offset {kw['to_offset']}",
                                  param_hint="'--from-offset'")
     family, ops = _ops(path, fmt)
+    render.set_base(path)
     if "split_size" in kw:
         kw["split_size"] = _size(kw["split_size"])
         kw["ndjson"] = render.want_json(as_json) and window is None
@@ -570,6 +571,7 @@ def _verify_cmd(part: str):
             kw["runner"] = SparkRunner(get_session(master))
         for path in paths:
             family, ops = _ops(path, fmt)
+            render.set_base(path)
             opts = VerifyOptions(**kw)
             findings, summary_fn = ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):
@@ -773,6 +775,8 @@ def query(stores, fmt, as_json, engine, master, **kw):
             cols, r = ops.query(store, opts, stats)
             columns = columns or cols
             rows = r if len(stores) == 1 else _chain(rows, r)
+    if len(stores) == 1:
+        render.set_base(stores[0])
     n = render.emit(rows, columns, as_json)
     code = _report_stats(stats, stores[0])
     if n == 0:

@@ -28,7 +28,7 @@ def _no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
-_state = {"color": "auto", "quiet": False, "as": "auto", "fields": None}
+_state = {"color": "auto", "quiet": False, "as": "auto", "fields": None, "base": None}
 OUTPUT_MODES = ("auto", "table", "vertical", "json", "csv", "tsv")
 
 
@@ -46,6 +46,22 @@ def configure_output(mode: str | None = None, fields: list[str] | None = None) -
     """``--as MODE`` and ``--fields a,b``; called with no argument, back to the defaults."""
     _state["as"] = mode or "auto"
     _state["fields"] = fields or None
+    _state["base"] = None
+
+
+def set_base(path) -> None:
+    """The store a command reads: table cells show file paths below it relative to it (NDJSON keeps them
+    whole). A file given itself is shown by its name."""
+    p = os.path.abspath(path)
+    _state["base"] = p if os.path.isdir(p) else os.path.dirname(p)
+
+
+def relative(path: str) -> str:
+    base = _state["base"]
+    if not base or not isinstance(path, str):
+        return path
+    full = os.path.abspath(path)
+    return os.path.relpath(full, base) if full.startswith(base + os.sep) else path
 
 
 def output_mode(as_json: bool = False) -> str:
@@ -256,6 +272,9 @@ def iso_ms(ms: int | None) -> str:
         return str(ms)
 
 
+_PATH_KEYS = ("file", "path", "segment")
+
+
 @dataclass
 class Column:
     key: str
@@ -268,6 +287,8 @@ class Column:
 
     def cell(self, row: dict) -> str:
         v = row.get(self.key)
+        if self.key in _PATH_KEYS and isinstance(v, str):
+            v = relative(v)
         if self.fmt is not None:
             return self.fmt(v)
         if v is None:
@@ -507,7 +528,7 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
         tf.add_column("File")
         tf.add_column("Count", justify="right")
         for fname, cnt in sorted(s.by_file.items()):
-            tf.add_row(fname, str(cnt))
+            tf.add_row(Text(relative(fname)), str(cnt))
         con.print(tf)
         order = {"error": 0, "warning": 1, "info": 2}
         render_table((f.to_dict() for f in sorted(found, key=lambda f: (order.get(f.severity, 3)))),

@@ -128,3 +128,19 @@ def test_csv_and_tsv_read_back(run_cli, mode, delim):
 def test_fields_cannot_be_empty(run_cli):
     code, _, err = run_cli("dump", "commitlog", RMQ, "--fields", ",")
     assert code == 2 and "--fields" in err
+
+
+def test_paths_in_cells_are_relative_to_the_store(run_cli, tmp_path):
+    """Table cells name files below the store relative to it; NDJSON keeps the whole path."""
+    import shutil
+
+    store = tmp_path / "a-long-case-directory-name" / "store"
+    shutil.copytree(RMQ, store)
+    seg = store / "commitlog" / "00000000000000000000"
+    data = bytearray(seg.read_bytes())
+    data[4:8] = b"\0\0\0\0"
+    seg.write_bytes(bytes(data))
+    code, out, _ = run_cli("verify", "commitlog", store, "--as", "table", "--fields", "code,file,position")
+    assert code == 1 and "commitlog/00000000000000000000" in out and str(tmp_path) not in out
+    code, out, _ = run_cli("verify", "commitlog", store, "--json")
+    assert str(seg) in out
