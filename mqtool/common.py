@@ -18,6 +18,27 @@ def encode_body(data: bytes | None, mode: str):
     raise ValueError(f"unknown body mode {mode!r}")
 
 
+ENCODING_SUFFIX = "_encoding"
+
+
+def put_text(row: dict, name: str, raw: bytes) -> None:
+    """``row[name]`` = the bytes as text when they are valid UTF-8; otherwise base64 of the exact bytes and
+    ``row[name + "_encoding"] = "base64"``, so no byte is lost (tables decode it again for people)."""
+    try:
+        row[name] = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        row[name] = base64.b64encode(bytes(raw)).decode("ascii")
+        row[name + ENCODING_SUFFIX] = "base64"
+
+
+def put_body(row: dict, name: str, data: bytes | None, mode: str) -> None:
+    """``--body`` into ``row[name]``: text losslessly (see :func:`put_text`), hex or base64."""
+    if mode == "text" and data is not None:
+        put_text(row, name, data)
+    else:
+        row[name] = encode_body(data, mode)
+
+
 _SEGMENT_NAME = re.compile(r"^\d{20}$")
 
 

@@ -275,6 +275,16 @@ def iso_ms(ms: int | None) -> str:
 _PATH_KEYS = ("file", "path", "segment")
 
 
+def _decoded(v):
+    """A base64 field (see :func:`mqtool.common.put_text`) as text, undecodable bytes as \\xNN."""
+    if isinstance(v, list):
+        return [_decoded(x) for x in v]
+    try:
+        return base64.b64decode(v).decode("utf-8", errors="backslashreplace")
+    except (ValueError, TypeError):
+        return v
+
+
 @dataclass
 class Column:
     key: str
@@ -289,6 +299,8 @@ class Column:
         v = row.get(self.key)
         if self.key in _PATH_KEYS and isinstance(v, str):
             v = relative(v)
+        elif v is not None and row.get(self.key + "_encoding") == "base64":
+            v = _decoded(v)         # bytes that are not UTF-8: people read the text, escapes for the rest
         if self.fmt is not None:
             return self.fmt(v)
         if v is None:

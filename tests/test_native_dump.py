@@ -77,7 +77,10 @@ def python_lane(buf, pos, limit, end, base, file, max_size, body, cap):
         m = decode_common(buf, pos, end, base, file, max_size, True, None)
         if m is None or (body != "none" and m.sys_flag & F.COMPRESSED_FLAG):
             break
-        out.append(m.to_row(body))
+        row = m.to_row(body)
+        if any(k.endswith("_encoding") for k in row):     # not UTF-8: given losslessly, by the Python path only
+            break
+        out.append(row)
         pos += m.size
     return pos, out
 

@@ -57,12 +57,49 @@ static inline int call_ready(int body_mode)
 
 typedef RmqUnit Unit;
 
-/* A unit records.decode_common accepts (rmq_accept) and, with a body to render (body_mode != 0), not
- * compressed (those bodies are decompressed by the Python path). */
+/* Strictly valid UTF-8 (what Python's decoder accepts without a replacement). */
+static inline int rmq_utf8_ok(const unsigned char *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {                                   /* ASCII runs, a word at a time */
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
+        }
+        unsigned c = p[i];
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n) return 0;
+            unsigned c1 = p[i + 1];
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;   /* overlong, surrogates */
+            if ((c1 & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80) return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n) return 0;
+            unsigned c1 = p[i + 1];
+            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;   /* overlong, > U+10FFFF */
+            if ((c1 & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 || (p[i + 3] & 0xC0) != 0x80) return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A unit records.decode_common accepts (rmq_accept), with a body to render (body_mode != 0) not compressed
+ * (those bodies are decompressed by the Python path), and whose text (topic, properties, a body rendered as
+ * text) is valid UTF-8: other bytes are given losslessly (base64 with an encoding marker) by the Python path. */
 static inline int rmq_frame(const unsigned char *u, Py_ssize_t avail, long long max_size, int body_mode, Unit *x)
 {
     if (!rmq_accept(&S.L, u, avail, max_size, x)) return 0;
-    return !(body_mode != 0 && (x->sys_flag & S.compressed_flag));
+    if (body_mode != 0 && (x->sys_flag & S.compressed_flag)) return 0;
+    return rmq_utf8_ok(u + x->tp, x->tl) && rmq_utf8_ok(u + x->pp, (Py_ssize_t)x->total - x->pp)
+        && (body_mode != 1 || rmq_utf8_ok(u + S.L.fixed_size, (Py_ssize_t)x->body_len));
 }
 
 /* crc_ok of a unit: mqtool.fastcrc.crc32(body) & 0x7FFFFFFF == BODYCRC. 1, 0, or -1 (error set). */

@@ -42,39 +42,6 @@ static void w_i64(JB *b, long long v)
     while (k) w_ch(b, d[--k]);
 }
 
-/* Strictly valid UTF-8 (what Python's decoder accepts without a replacement). */
-static int utf8_ok(const unsigned char *p, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {                                   /* ASCII runs, a word at a time */
-            uint64_t w;
-            memcpy(&w, p + i, 8);
-            if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
-        }
-        unsigned c = p[i];
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) {
-            if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) return 0;
-            i += 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            if (i + 2 >= n) return 0;
-            unsigned c1 = p[i + 1];
-            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;   /* overlong, surrogates */
-            if ((c1 & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80) return 0;
-            i += 3;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            if (i + 3 >= n) return 0;
-            unsigned c1 = p[i + 1];
-            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;   /* overlong, > U+10FFFF */
-            if ((c1 & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 || (p[i + 3] & 0xC0) != 0x80) return 0;
-            i += 4;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
@@ -185,8 +152,6 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
 {
     const unsigned char *body = u + S.L.fixed_size, *props = u + x->pp;
     Py_ssize_t pl = (Py_ssize_t)x->total - x->pp, bl = (Py_ssize_t)x->body_len;
-    if (!utf8_ok(u + x->tp, x->tl) || !utf8_ok(props, pl) || (body_mode == 1 && !utf8_ok(body, bl)))
-        return 0;
     /* properties: split as records.property_dict does; a repeated name or too many: the dict path */
     const unsigned char *np[MAXPAIRS], *vp[MAXPAIRS];
     Py_ssize_t nn[MAXPAIRS], vn[MAXPAIRS];

@@ -114,6 +114,21 @@ class LiteRecord:
         return self.state != "live"
 
 
+class RawText(str):
+    """A string field whose bytes are not valid UTF-8: reads as the text with replacement characters, and
+    keeps the exact bytes in ``raw`` (rows give them losslessly)."""
+
+    __slots__ = ("raw",)
+
+    def __new__(cls, raw: bytes):
+        t = super().__new__(cls, raw.decode("utf-8", errors="replace"))
+        t.raw = bytes(raw)
+        return t
+
+    def __reduce__(self):               # rows cross process boundaries with --jobs
+        return (RawText, (self.raw,))
+
+
 def _str(buf, p: int, end: int, name: str, start: int, bad: list):
     q = p + 2
     if q > end:
@@ -126,7 +141,7 @@ def _str(buf, p: int, end: int, name: str, start: int, bad: list):
         return raw.decode("utf-8"), raw, e
     except UnicodeDecodeError:
         bad.append(name)
-        return raw.decode("utf-8", errors="replace"), raw, e
+        return RawText(raw), raw, e
 
 
 def _count(buf, p: int, end: int, name: str, start: int) -> tuple[int, int]:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from formats import litemq as F
-from mqtool.common import encode_body
-from mqtool.litemq.records import CQEntry, LiteRecord
+from mqtool.common import ENCODING_SUFFIX, put_body, put_text
+from mqtool.litemq.records import CQEntry, LiteRecord, RawText
 from mqtool.render import Column, iso_ms, key_columns
 
 
@@ -48,9 +48,36 @@ def record_row(rec: LiteRecord, body_mode: str = "none") -> dict:
         row["state"] = rec.state
     if rec.bad_utf8:
         row["bad_utf8"] = list(rec.bad_utf8)
+        _lossless(row, m)
     if body_mode != "none" and rec.body is not None:
-        row["body"] = encode_body(rec.body, body_mode)
+        put_body(row, "body", rec.body, body_mode)
     return row
+
+
+# Row keys of LiteMQ's string fields (Go names), for giving non-UTF-8 bytes back exactly.
+_TEXT_FIELDS = {"MessageID": "msg_id", "Topic": "topic", "TransactionID": "transaction_id",
+                "ShardingKey": "sharding_key", "BornHost": "born_host", "StoreHost": "store_host"}
+
+
+def _lossless(row: dict, m: dict) -> None:
+    """Fields with bytes that are not UTF-8 (:class:`RawText`): base64 of the exact bytes with a
+    ``<field>_encoding`` marker; for the lists every item is base64, for properties ``properties_raw``."""
+    for go, key in _TEXT_FIELDS.items():
+        if isinstance(m[go], RawText):
+            put_text(row, key, m[go].raw)
+    for go, key in (("Tags", "tags"), ("Keys", "keys")):
+        if any(isinstance(t, RawText) for t in m[go]):
+            row[key] = [_b64(t) for t in m[go]]
+            row[key + ENCODING_SUFFIX] = "base64"
+    if any(isinstance(x, RawText) for kv in m["Properties"] for x in kv):
+        row["properties_raw"] = [[_b64(k), _b64(v)] for k, v in m["Properties"]]
+        row["properties_raw" + ENCODING_SUFFIX] = "base64"
+
+
+def _b64(t: str) -> str:
+    import base64
+
+    return base64.b64encode(t.raw if isinstance(t, RawText) else t.encode("utf-8")).decode("ascii")
 
 
 def cq_row(e: CQEntry) -> dict:

@@ -15,7 +15,7 @@ from construct import ConstructError
 from formats import rocketmq as F
 from formats.common import format_host
 from mqtool import codecs
-from mqtool.common import encode_body
+from mqtool.common import put_body, put_text
 from mqtool.fastcrc import crc32
 from mqtool.schema_struct import fixed_prefix_format
 
@@ -170,8 +170,12 @@ class Message:
 
     def to_row(self, body_mode: str = "none") -> dict:
         pairs = self._pairs
+        try:
+            props_text, props_lossless = self.props_raw.decode("utf-8"), True
+        except UnicodeDecodeError:
+            props_text, props_lossless = self.props_raw.decode("utf-8", errors="replace"), False
         if pairs is None:        # straight to the dict; the pair list only when a name repeats
-            props, n = property_dict(self.props_raw.decode("utf-8", errors="replace"))
+            props, n = property_dict(props_text)
             pairs = self.property_pairs if n != len(props) else props
         else:
             props = dict(pairs)
@@ -188,7 +192,7 @@ class Message:
             "store_timestamp": self.store_timestamp, "store_host": sh if isinstance(sh, str) else _host(*sh),
             "reconsume_times": self.reconsume_times,
             "prepared_transaction_offset": self.prepared_transaction_offset,
-            "topic": self.topic_raw.decode("utf-8", errors="replace"), "properties": props,
+            "topic": None, "properties": props,
             "keys": [t for t in k.split(_KEY_SEP) if t] if k else [], "tags": props.get(_TAGS),
             "uniq_key": props.get(_UNIQ),
             "msg_id": _msgid_prefix(*sh) + f"{self.physical_offset:016X}"
@@ -198,9 +202,12 @@ class Message:
         }
         if len(pairs) != len(props):
             row["property_pairs"] = [list(p) for p in pairs]   # keep duplicated names for the record
+        put_text(row, "topic", self.topic_raw)
+        if not props_lossless:      # the dict above is for reading; the exact bytes are here
+            put_text(row, "properties_raw", self.props_raw)
         if body_mode != "none":
             try:
-                row["body"] = encode_body(self.body(), body_mode)
+                put_body(row, "body", self.body(), body_mode)
             except codecs.CodecError as e:
                 row["body"] = None
                 row["body_error"] = str(e)
