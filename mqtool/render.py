@@ -350,8 +350,9 @@ def render_table(rows: Iterable[dict], columns: list[Column], title: str | None 
     if fitted is None:
         return _render_vertical(chain(sample, it), columns, title, console)
     shown, widths = fitted
-    if len(shown) < len(columns):
-        _note_hidden([c.header for c in columns if c not in shown], console.width)
+    hidden = [c.header for c in columns if c not in shown and tables.content_widths([c], sample)[0]]
+    if hidden:
+        _note_hidden(hidden, console.width)
     n = 0
     table = None
     for r in chain(sample, it):

@@ -18,13 +18,20 @@ CELL_OVERHEAD = 3
 MIN_WRAPPED = 8       # a wrapping column narrower than this reads as one letter per line
 
 
-def natural_widths(columns: list["Column"], rows: Iterable[dict]) -> list[int]:
-    widths = [len(c.header) for c in columns]
+def content_widths(columns: list["Column"], rows: Iterable[dict]) -> list[int]:
+    """The widest cell of each column over ``rows`` (0: the column is empty there)."""
+    widths = [0] * len(columns)
     for r in rows:
         for i, c in enumerate(columns):
             n = max((len(line) for line in c.cell(r).splitlines()), default=0)
             if n > widths[i]:
                 widths[i] = n
+    return widths
+
+
+def natural_widths(columns: list["Column"], rows: Iterable[dict], content: list[int] | None = None) -> list[int]:
+    content = content_widths(columns, rows) if content is None else content
+    widths = [max(len(c.header), w) for c, w in zip(columns, content)]
     return [min(w, c.max_width) if c.max_width and c.priority > 0 else w for w, c in zip(widths, columns)]
 
 
@@ -41,9 +48,10 @@ def table_width(widths: Iterable[int]) -> int:
 
 def fit(columns: list["Column"], sample: list[dict], width: int) -> tuple[list["Column"], list[int]] | None:
     """(columns to show, their widths) for a table of at most ``width`` characters; None when the essential
-    columns alone do not fit (show records vertically)."""
-    natural = natural_widths(columns, sample)
-    keep = list(range(len(columns)))
+    columns alone do not fit (show records vertically). Columns empty in the whole sample are left out."""
+    content = content_widths(columns, sample)
+    natural = natural_widths(columns, sample, content)
+    keep = [i for i, c in enumerate(columns) if content[i] or c.priority == 0]      # empty columns: left out
     least = [least_width(c, w) for c, w in zip(columns, natural)]
     order = sorted((i for i in keep if columns[i].priority > 0), key=lambda i: (-columns[i].priority, -i))
     while table_width(least[i] for i in keep) > width and order:

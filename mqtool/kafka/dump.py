@@ -42,6 +42,25 @@ def _short(v) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
+def decoded_text(d) -> str | None:
+    """An internal topic's decoded record for a table cell: 'OffsetCommit group=g topic=t partition=0 → offset=5'
+    (JSON keeps the whole structure)."""
+    if not isinstance(d, dict):
+        return None if d is None else str(d)
+
+    def flat(x) -> str:
+        if isinstance(x, dict):
+            return " ".join(f"{k}={flat(v)}" for k, v in x.items() if v is not None)
+        return dumps(x) if isinstance(x, (list, tuple)) else str(x)
+
+    head = d.get("type") or ""
+    key, value = d.get("key"), d.get("value")
+    rest = {k: v for k, v in d.items() if k not in ("type", "key", "value", "key_version", "value_version")}
+    parts = [head, flat(key) if key is not None else "", ("→ " + flat(value)) if value is not None else "",
+             flat(rest) if rest else ""]
+    return " ".join(p for p in parts if p)
+
+
 LOG_COLUMNS = [
     Column("kind", "Kind", priority=4),
     Column("file", "File", fmt=lambda v: Path(v).name if v else "", max_width=26, priority=3),
@@ -56,6 +75,7 @@ LOG_COLUMNS = [
     Column("producer_id", "PID", justify="right", fmt=lambda v: "" if v in (None, -1) else str(v), priority=5),
     Column("flags", "Flags", priority=5),
     Column("crc_ok", "CRC ok", priority=3),
+    Column("decoded", "Decoded", fmt=lambda v: decoded_text(v) or "", max_width=60, priority=1),
     Column("key", "Key", fmt=_short, max_width=30, priority=1),
     Column("value", "Value", fmt=_short, max_width=40, priority=2),
 ]
