@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from formats import rocketmq as F
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.io import map_input
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
-from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, index_hash,
-                                     infer_index_geometry, tags_code)
+from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, Geometry, index_geometries,
+                                     index_hash, tags_code)
 from mqtool.rocketmq.layout import RocketStore, Segment
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import CommitLogReader, Damage, SegmentScanner
@@ -40,12 +40,6 @@ from mqtool.rocketmq.scan import CommitLogReader, Damage, SegmentScanner
 _CQ = F.CQ_STORE_UNIT_SIZE
 _NOT_DISPATCHED = (F.TRANSACTION_PREPARED_TYPE, F.TRANSACTION_ROLLBACK_TYPE)   # no consumequeue unit (§5)
 _MIN_TAGS_HASH = -(2 ** 31)        # tagsCode below this is a ConsumeQueueExt address, not a hash (§4.5)
-
-
-def _note(stats: ScanStats, text: str) -> None:
-    """An informative remark on stderr that does not change the exit code."""
-    if len(stats.notes) < 1000:
-        stats.notes.append(text)
 
 
 # ---- single-message reads ----------------------------------------------------------------------------
@@ -89,7 +83,7 @@ class MessageReader(CommitLogReader):
 class IndexFileReader:
     """One index file, mapped read-only; only the header, one slot and the chain entries are read."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, geometry: Geometry):
         self.path = path
         self._mi = map_input(path)
         buf = self._mi.buf
@@ -99,8 +93,8 @@ class IndexFileReader:
             self.header = dict(zip(IDX_HEADER_NAMES, IDX_HEADER.unpack_from(buf, 0)))
         else:
             self.header = {n: 0 for n in IDX_HEADER_NAMES}
-        self.slot_num, self.index_num = infer_index_geometry(self.size)
-        if self.slot_num is None:
+        self.slot_num, self.index_num = geometry.slots, geometry.entries
+        if self.slot_num is None or F.index_file_size(self.slot_num, self.index_num) != self.size:
             self.valid = False
 
     def close(self) -> None:
@@ -145,17 +139,27 @@ class IndexFileReader:
             ref, ref_pos, k = f"entry {k}", pos, prev
 
 
-def _open_index_files(store: RocketStore, stats: ScanStats) -> list[IndexFileReader]:
+def _open_index_files(store: RocketStore, opts: QueryOptions) -> tuple[list[IndexFileReader], str | None]:
+    """The store's index files, or ([], why) when one of them cannot be used (then the index cannot say
+    "not there": the caller scans instead)."""
+    geos = index_geometries(store.index_files, opts)
     out = []
     for p in store.index_files:
-        r = IndexFileReader(p)
-        if not r.valid:
-            stats.damage(f"{p}: index file of {r.size} bytes has no known geometry (40 + slots×4 + entries×20); "
-                         f"skipped")
+        g = geos.of(p)
+        try:
+            r = IndexFileReader(p, g)
+        except InputError as e:
+            why = f"{e}"
+        else:
+            if r.valid:
+                out.append(r)
+                continue
             r.close()
-            continue
-        out.append(r)
-    return out
+            why = g.warning or f"{p}: {r.size} bytes do not hold an index file"
+        for r in out:
+            r.close()
+        return [], why
+    return out, None
 
 
 def _topic_names(path: str) -> set[str]:
@@ -274,10 +278,15 @@ def run_query(store: RocketStore, opts: QueryOptions, stats: ScanStats) -> Itera
         reader.close()
 
 
-def _scan(store: RocketStore, stats: ScanStats, segments: list[Segment] | None = None) -> Iterator[Message]:
-    """Every message of the given segments (default: all), damage reported to ``stats``."""
+def _scan(store: RocketStore, stats: ScanStats, segments: list[Segment] | None = None,
+          from_offset: int = 0) -> Iterator[Message]:
+    """Every message of the given segments (default: all) from ``from_offset`` (a message start) on, damage
+    reported to ``stats``."""
     for seg in segments if segments is not None else store.segments:
-        for ev in SegmentScanner(seg).events():
+        if seg.end <= from_offset:
+            continue
+        start = from_offset - seg.base if seg.base < from_offset else 0
+        for ev in SegmentScanner(seg, start=start, resync_start=start == 0).events():
             if isinstance(ev, Message):
                 yield ev
             elif isinstance(ev, Damage):
@@ -307,20 +316,36 @@ def _by_key(store, reader, opts, stats, sel):
     holds = _key_matcher(sel, value)
     use_scan = opts.scan
     if not use_scan and not store.index_files:
-        _note(stats, "no index files in this store: answering by a full commitlog scan (as with --scan)")
+        stats.note("no index files in this store: answering by a full commitlog scan (as with --scan)")
         use_scan = True
     # LMQ queues (%LMQ%…) are consumequeue-only: messages are indexed under their own topic, so they are
     # not tried (an MQTT-style store can hold hundreds of thousands of them).
     topics = [opts.topic] if opts.topic is not None else \
         [t for t in known_topics(store) if not t.startswith(F.LMQ_PREFIX)]
     if not use_scan and not topics:
-        _note(stats, "no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
+        stats.note("no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
                      "full commitlog scan (as with --scan)")
         use_scan = True
+    files = []
+    if not use_scan:
+        files, why = _open_index_files(store, opts)
+        if why:
+            stats.note(f"the index files cannot be used ({why}): answering by a full commitlog scan "
+                       f"(as with --scan)")
+            use_scan = True
     if use_scan:
         found = _key_by_scan(store, opts, stats, holds, lo, hi)
     else:
-        found = _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi)
+        damaged = stats.damaged
+        found = _key_by_index(files, reader, opts, stats, holds, value, topics, lo, hi)
+        if stats.damaged > damaged:
+            stats.note("the index is damaged on the way to this key's entries: answering by a full commitlog "
+                       "scan as well")
+            have = {m.offset for m, _ in found}
+            found = sorted(found + [t for t in _key_by_scan(store, opts, stats, holds, lo, hi)
+                                    if t[0].offset not in have], key=lambda t: t[0].offset)[-opts.max:]
+        else:
+            found = _key_after_index(store, files, found, opts, stats, holds, lo, hi)
     what = "key" if sel == "key" else "uniq_key"
     rollback = 0
     for m, via in sorted(found, key=lambda t: t[0].offset):
@@ -343,16 +368,15 @@ def _by_key(store, reader, opts, stats, sel):
         info = ids.decode_uniq_key(value, m.born_timestamp)
         from mqtool.render import iso_ms
 
-        _note(stats, f"unique key {value}: producer {info['client_ip']} pid {info['pid']}, sent about "
+        stats.note(f"unique key {value}: producer {info['client_ip']} pid {info['pid']}, sent about "
                      f"{iso_ms(info['approx_time_ms'])} (UTC{info['producer_utc_offset_min']:+d} min)")
     if rollback:
-        _note(stats, f"{rollback} ROLLBACK message(s) above are not in the broker's index (IndexService skips "
+        stats.note(f"{rollback} ROLLBACK message(s) above are not in the broker's index (IndexService skips "
                      f"them): an index query would not return them")
 
 
-def _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi):
+def _key_by_index(files, reader, opts, stats, holds, value, topics, lo, hi):
     """Newest first, files newest first (like ``IndexService#queryOffset``); stop at ``opts.max`` real hits."""
-    files = _open_index_files(store, stats)
     found: list[tuple[Message, str]] = []
     seen: set[int] = set()
     hashes = {index_hash(f"{t}#{value}"): t for t in topics}
@@ -391,6 +415,26 @@ def _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi):
     return found
 
 
+def _key_after_index(store, files, found, opts, stats, holds, lo, hi):
+    """Messages stored after the last indexed one (the index does not cover them: a crash before the index
+    caught up, or messages without keys at the end) are found by scanning from there."""
+    end = max((f.header["endPhyOffset"] for f in files), default=0)
+    segs = store.segments
+    if not segs or (end > 0 and end >= segs[-1].end):
+        return found
+    have = {m.offset for m, _ in found}
+    tail, after = [], 0
+    for m in _scan(store, stats, from_offset=end):
+        after += m.offset != end
+        if m.offset not in have and (opts.topic is None or m.topic == opts.topic) and holds(m) \
+                and _in_window(m, lo, hi):
+            tail.append((m, "scan"))
+    if after:
+        stats.note(f"{after} message(s) after the last indexed one (commitlog offset {end}) are not covered by the "
+                   f"index files: searched them by a scan")
+    return sorted(found + tail, key=lambda t: t[0].offset)[-opts.max:]
+
+
 def _key_by_scan(store, opts, stats, holds, lo, hi):
     found = []
     for m in _scan(store, stats):
@@ -424,14 +468,14 @@ def _by_msg_id(store, reader, opts, stats):
         try:
             m = reader.read(off)
         except LookupError:
-            _note(stats, f"msgId {d['msg_id']}: offset {off} is not in this store's commitlog "
+            stats.note(f"msgId {d['msg_id']}: offset {off} is not in this store's commitlog "
                          f"({_extent(store)}){hint}")
             continue
         except DecodeFailure as e:
-            _note(stats, f"msgId {d['msg_id']}: no message starts at offset {off} ({e.code}: {e.message}){hint}")
+            stats.note(f"msgId {d['msg_id']}: no message starts at offset {off} ({e.code}: {e.message}){hint}")
             continue
         if not isinstance(m, Message):
-            _note(stats, f"msgId {d['msg_id']}: offset {off} holds a BLANK end-of-file unit, not a message{hint}")
+            stats.note(f"msgId {d['msg_id']}: offset {off} holds a BLANK end-of-file unit, not a message{hint}")
             continue
         row = m.to_row(opts.body)
         row["via"] = "msg_id"
@@ -441,7 +485,7 @@ def _by_msg_id(store, reader, opts, stats):
             continue
         if m.msg_id != d["msg_id"]:
             row["msg_id_store_host"] = d["store_host"]
-            _note(stats, f"msgId {d['msg_id']}: the message at offset {off} was stored by {m.store_host}, "
+            stats.note(f"msgId {d['msg_id']}: the message at offset {off} was stored by {m.store_host}, "
                          f"not {d['store_host']} (store copied from another broker, or a different broker's id)")
         yield row
 
@@ -457,17 +501,17 @@ def _by_offset(store, reader, opts, stats):
     off = opts.offset
     seg = reader.segment_for(off)
     if seg is None:
-        _note(stats, f"offset {off} is not in this store's commitlog ({_extent(store)})")
+        stats.note(f"offset {off} is not in this store's commitlog ({_extent(store)})")
         return
     if not opts.containing:
         try:
             m = reader.read(off)
         except DecodeFailure as e:
-            _note(stats, f"no message starts at offset {off} ({e.code}: {e.message}); "
+            stats.note(f"no message starts at offset {off} ({e.code}: {e.message}); "
                          f"--containing finds the one around it")
             return
         if not isinstance(m, Message):
-            _note(stats, f"offset {off} holds a BLANK end-of-file unit of {m.size} bytes, not a message")
+            stats.note(f"offset {off} holds a BLANK end-of-file unit of {m.size} bytes, not a message")
             return
         row = m.to_row(opts.body)
         row["via"] = "offset"
@@ -485,13 +529,13 @@ def _by_offset(store, reader, opts, stats):
             if ev.position > pos:
                 break
         elif isinstance(ev, Blank) and ev.position <= pos:
-            _note(stats, f"offset {off} lies in the BLANK end-of-file unit at {seg.base + ev.position}")
+            stats.note(f"offset {off} lies in the BLANK end-of-file unit at {seg.base + ev.position}")
             return
         elif isinstance(ev, Damage) and ev.position <= pos < ev.position + ev.length:
             stats.damage(f"{ev.file}@{ev.position} (offset {ev.offset}): offset {off} lies in a damaged range "
                          f"of {ev.length} bytes ({ev.code}: {ev.message})")
             return
-    _note(stats, f"offset {off} lies after the end of data in {seg.path}")
+    stats.note(f"offset {off} lies after the end of data in {seg.path}")
 
 
 # -- by queue position --
@@ -539,7 +583,7 @@ def _by_queue(store, reader, opts, stats):
         return
     queues = store.queues(topic, qid)
     if not queues or not queues[0].files:
-        _note(stats, f"no consumequeue files for {topic}/{qid} in this store (--scan reads the commitlog)")
+        stats.note(f"no consumequeue files for {topic}/{qid} in this store (--scan reads the commitlog)")
         return
     q = queues[0]
     maps = {}
@@ -549,7 +593,7 @@ def _by_queue(store, reader, opts, stats):
             f = next((s for s in q.files if s.base <= byte < s.base + s.size), None)
             if f is None:
                 if n == first:
-                    _note(stats, f"queue offset {n} is not in {q.dir} (files cover "
+                    stats.note(f"queue offset {n} is not in {q.dir} (files cover "
                                  f"{q.files[0].base // _CQ}..{(q.files[-1].base + q.files[-1].size) // _CQ - 1})")
                 break
             mi = maps.get(f.path)
@@ -566,12 +610,12 @@ def _by_queue(store, reader, opts, stats):
             if phy == 0 and size == 0 and tcode == 0:
                 rest = mi.buf[pos:]
                 if rest.count(0) == len(rest) and f is q.files[-1]:
-                    _note(stats, f"{where}: the queue ends before queue offset {n}")
+                    stats.note(f"{where}: the queue ends before queue offset {n}")
                     break
-                _note(stats, f"{where}: queue offset {n} has no unit (a hole: not dispatched, or zeroed)")
+                stats.note(f"{where}: queue offset {n} has no unit (a hole: not dispatched, or zeroed)")
                 continue
             if phy == 0 and size == F.CQ_BLANK_SIZE and tcode == 0:
-                _note(stats, f"{where}: queue offset {n} is a fill unit (the queue starts later)")
+                stats.note(f"{where}: queue offset {n} is a fill unit (the queue starts later)")
                 continue
             if phy < 0 or size <= 0:
                 stats.damage(f"{where}: queue offset {n}: unit with offset {phy} size {size} is invalid")
