@@ -31,6 +31,7 @@ class SizeDecision:
     evidence: str = ""
     candidates: tuple = ()
     warning: str | None = None
+    severity: str = "warning"        # of the finding that carries ``warning`` ("info": explained, not a doubt)
 
     def to_dict(self, name: str) -> dict:
         return {name: self.value, "from": self.source, "evidence": self.evidence or None}

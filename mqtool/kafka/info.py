@@ -123,8 +123,10 @@ def _interval(logdirs, b: InfoBuilder, opts: InfoOptions) -> None:
         for part in ld.partitions:
             dec = index_interval(part, opts)
             decided[part.label if ld.path is None else f"{ld.path.name}/{part.label}"] = dec
-            if dec.warning:
+            if dec.warning and dec.severity == "warning":
                 warnings.append(dec.warning)
+            elif dec.warning:
+                b.note(dec.warning)
     if not decided:
         return
     kinds = {(d.value, d.source) for d in decided.values()}

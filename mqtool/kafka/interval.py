@@ -22,14 +22,17 @@ _INF = float("inf")
 _CONF_KEYS = ("index.interval.bytes", "log.index.interval.bytes")
 
 
-def segment_range(index_path, log_path) -> tuple[int, float] | None:
-    """[lo, hi) of the intervals that reproduce this segment's ``.index`` entries; None when the index does
-    not fit the log at all (entries at positions where no batch starts, or past the data)."""
+def segment_range(index_path, log_path) -> tuple[int, float]:
+    """[lo, hi) of the intervals that reproduce this segment's ``.index`` entries (empty when none does).
+    Damage in the log or the index, or the end of the data, ends the evidence there: what follows is not
+    judged (verify reports it)."""
     positions = [pos for _rel, pos in read_offset_index(index_path).entries]
     lo, hi, last, j = 0, _INF, 0, 0
     with map_input(log_path) as m:
         for ev in scan(m.buf, str(log_path), check_crc=False, fd=m.fileno() if m.mapped else None):
             if not isinstance(ev, Batch):
+                if ev.kind != "zero-tail":
+                    return lo, hi          # damaged log: what came before it still counts (verify reports it)
                 break
             q = ev.position
             if j < len(positions) and positions[j] == q:
@@ -37,11 +40,9 @@ def segment_range(index_path, log_path) -> tuple[int, float] | None:
                 last, j = q, j + 1
                 continue
             if j < len(positions) and positions[j] < q:
-                return None
+                return lo, hi       # an entry where no batch starts: a damaged index (verify reports it)
             lo = max(lo, q - last)
-    if j < len(positions):
-        return None
-    return lo, hi
+    return lo, hi           # entries past the end of the data: a shorter log than the index (verify reports it)
 
 
 def _roundest(lo: int, hi: float) -> int:
@@ -101,9 +102,7 @@ def index_interval(part: Partition, opts=None) -> SizeDecision:
             r = segment_range(seg.index, seg.log)
         except InputError:
             continue
-        if r is None:
-            unfit.append(seg.name)
-        elif r[0] < r[1]:
+        if r[0] < r[1]:
             ranges.append((seg.name, r))
         else:
             unfit.append(seg.name)
@@ -133,4 +132,7 @@ def index_interval(part: Partition, opts=None) -> SizeDecision:
                 + (f", none fits {', '.join(unfit)}" if unfit else "")
                 + f"; using {value} (give --index-interval-bytes to choose)")
     cands = tuple(sorted({_pick(*r) for _, r in others}))
-    return SizeDecision(value, "store", how, cands, warn)
+    # a minority of segments off the rule is usual (a restart resets the broker's byte count; multi-batch
+    # appends index the set's last offset): information, unless the majority does not agree either
+    sev = "info" if 2 * len(agree) > len(ranges) + len(unfit) else "warning"
+    return SizeDecision(value, "store", how, cands, warn, sev)

@@ -56,7 +56,7 @@ def run_rebuild(path: Path, opts):
                 interval = dec.value
                 intervals[part.label] = dec.to_dict("bytes")
                 if dec.warning:
-                    x = Finding(WARNING, "kafka.index-interval", str(part.path), None, None, dec.warning,
+                    x = Finding(INFO if dec.severity == "info" else WARNING, "kafka.index-interval", str(part.path), None, None, dec.warning,
                                 dec.value, list(dec.candidates))
                     summary.add(x)
                     yield x

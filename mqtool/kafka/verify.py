@@ -103,7 +103,7 @@ class KafkaVerifier:
             self.interval = dec.value
             self.intervals[p.label] = dec.to_dict("bytes")
             if dec.warning:
-                yield self._f(WARNING, "index-interval", p.path, None, None, dec.warning, dec.value,
+                yield self._f(INFO if dec.severity == "info" else WARNING, "index-interval", p.path, None, None, dec.warning, dec.value,
                               list(dec.candidates))
         seen_all: list[SegmentSeen] = []
         prev_last = None
