@@ -190,3 +190,40 @@ def test_no_constant_tuned_to_the_test_stores():
     """The 100/400 fallback and the slots = entries/4 guess are gone (issue #15)."""
     src = (Path(__file__).resolve().parent.parent / "mqtool" / "rocketmq" / "indexes.py").read_text()
     assert "infer_index_geometry" not in src and "(100, 400)" not in src and "// 84" not in src
+
+
+@pytest.mark.parametrize("cmd", [["verify", "store"], ["verify", "index"], ["query"], ["dump", "index"],
+                                 ["dump", "consumequeue"], ["dump", "kafka"], ["info"], ["report"],
+                                 ["rebuild-index"], ["export"]])
+def test_size_options_on_every_verb_that_reads_those_files(cmd, run_cli):
+    code, out, _ = run_cli(*cmd, "--help")
+    assert code == 0
+    for opt in ("--broker-conf", "--cq-file-size", "--max-hash-slots", "--max-index-num", "--index-interval-bytes"):
+        assert opt in out, (cmd, opt)
+
+
+def test_broker_conf_decides_for_every_verb(tmp_path, run_cli):
+    """--broker-conf values win over the store (and are named as the source); a Kafka server.properties too."""
+    root = tmp_path / "store"
+    rocketmq_store(root, 13, 50, 100, 120, seed=5)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("maxHashSlotNum=13\nmaxIndexNum = 50\nmappedFileSizeConsumeQueue=100\n")
+    code, out, _ = run_cli("verify", "store", root, "--json", "--broker-conf", conf)
+    s = _jsonl(out)[-1]
+    assert s["index_geometry"]["from"] == "broker-conf" and s["cq_file_size"]["from"] == "broker-conf"
+    code, out, _ = run_cli("info", root, "--json", "--broker-conf", conf)
+    assert json.loads(out)["geometry"]["index geometry"]["from"] == "broker-conf"
+    # a stated geometry that does not fit the files is a warning, and the files decide
+    conf.write_text("maxHashSlotNum=7\nmaxIndexNum=7\n")
+    code, out, _ = run_cli("verify", "index", root, "--json", "--broker-conf", conf)
+    rows = _jsonl(out)
+    assert [r["severity"] for r in rows if r.get("code") == "index-geometry"] == ["warning"]
+    assert rows[-1]["index_geometry"]["from"] == "store" and rows[-1]["index_geometry"]["max_hash_slots"] == 13
+
+    part = tmp_path / "logs" / "conf-0"
+    kafka_partition(part, 700, seed=9)
+    props = tmp_path / "server.properties"
+    props.write_text("broker.id=0\nlog.index.interval.bytes=700\n")
+    code, out, _ = run_cli("verify", "store", tmp_path / "logs", "--json", "--broker-conf", props)
+    assert _jsonl(out)[-1]["index_interval_bytes"]["conf-0"] == {
+        "bytes": 700, "from": "broker-conf", "evidence": f"log.index.interval.bytes in {props}"}

@@ -357,16 +357,19 @@ def _decide(size: int, files: list[str], given: tuple, given_from: str) -> Geome
 
 
 def _few_pairs(size: int, k: int = 3) -> tuple:
-    """A few (slots, entries) pairs that fit ``size`` (entries = 4 × slots first: the brokers' ratio)."""
+    """A few (slots, entries) pairs that fit ``size``: those nearest the brokers' default ratio of four entries
+    per slot (examples for a warning; the store cannot tell which)."""
     body = size - F.INDEX_HEADER_SIZE
+    ratio = F.DEFAULT_MAX_INDEX_NUM // F.DEFAULT_MAX_HASH_SLOTS
+    near = body // (F.INDEX_SLOT_SIZE + ratio * F.INDEX_ENTRY_SIZE)
     out = []
-    n = body // F.INDEX_ENTRY_SIZE
-    while n >= 2 and len(out) < k:
-        rest = body - n * F.INDEX_ENTRY_SIZE
-        if rest > 0 and rest % F.INDEX_SLOT_SIZE == 0:
-            out.append((rest // F.INDEX_SLOT_SIZE, n))
-        n -= 1
-    return tuple(sorted(out, key=lambda p: abs(p[1] - 4 * p[0]))[:k])
+    for s in sorted(range(max(1, near - 5 * k), near + 5 * k + 1), key=lambda v: abs(v - near)):
+        rest = body - s * F.INDEX_SLOT_SIZE
+        if rest >= 2 * F.INDEX_ENTRY_SIZE and rest % F.INDEX_ENTRY_SIZE == 0:
+            out.append((s, rest // F.INDEX_ENTRY_SIZE))
+        if len(out) == k:
+            break
+    return tuple(sorted(out))
 
 
 class IndexGeometries:
