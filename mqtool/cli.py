@@ -675,7 +675,8 @@ def query(stores, fmt, as_json, engine, master, **kw):
     code = _report_stats(stats, stores[0])
     if n == 0:
         sys.stderr.write("mqtool: no message found\n")
-        h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan))
+        h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan
+                                                      and not stats.scanned))
         if h:
             render.hint(h)
         sys.exit(EXIT_FINDINGS)

@@ -113,6 +113,7 @@ class ScanStats:
     damaged: int = 0
     messages: int = 0
     notes: list = field(default_factory=list)
+    scanned: bool = False          # a key query answered by scanning the log (not only through the index)
 
     def note(self, text: str) -> None:
         """A note for the operator that is not damage (printed on stderr like the damage notes)."""

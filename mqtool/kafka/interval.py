@@ -15,7 +15,7 @@ from mqtool.errors import InputError, UsageError
 from mqtool.io import map_input
 from mqtool.kafka.files import read_offset_index
 from mqtool.kafka.layout import Partition
-from mqtool.kafka.records import Batch, scan
+from mqtool.pages import PageWindow
 from mqtool.options import SizeDecision
 
 _INF = float("inf")
@@ -29,12 +29,7 @@ def segment_range(index_path, log_path) -> tuple[int, float]:
     positions = [pos for _rel, pos in read_offset_index(index_path).entries]
     lo, hi, last, j = 0, _INF, 0, 0
     with map_input(log_path) as m:
-        for ev in scan(m.buf, str(log_path), check_crc=False, fd=m.fileno() if m.mapped else None):
-            if not isinstance(ev, Batch):
-                if ev.kind != "zero-tail":
-                    return lo, hi          # damaged log: what came before it still counts (verify reports it)
-                break
-            q = ev.position
+        for q in _batch_starts(m.buf):
             if j < len(positions) and positions[j] == q:
                 hi = min(hi, q - last)
                 last, j = q, j + 1
@@ -43,6 +38,22 @@ def segment_range(index_path, log_path) -> tuple[int, float]:
                 return lo, hi       # an entry where no batch starts: a damaged index (verify reports it)
             lo = max(lo, q - last)
     return lo, hi           # entries past the end of the data: a shorter log than the index (verify reports it)
+
+
+def _batch_starts(buf):
+    """Start positions of the batches of a .log, read from their length fields only (no decoding); stops at
+    the end of data (zeros) or at a length that cannot be a batch (damage: verify reports it)."""
+    n = len(buf)
+    p = 0
+    win = PageWindow(buf)           # bounded RSS on a mapped segment (mqtool.pages)
+    while p + K.LOG_OVERHEAD <= n:
+        if p >= win.next_at:
+            win.advance(p)
+        size = int.from_bytes(buf[p + 8:p + K.LOG_OVERHEAD], "big", signed=True)
+        if size < K.MIN_RECORD_OVERHEAD or p + K.LOG_OVERHEAD + size > n:
+            return
+        yield p
+        p += K.LOG_OVERHEAD + size
 
 
 def _roundest(lo: int, hi: float) -> int:

@@ -333,6 +333,7 @@ def _by_key(store, reader, opts, stats, sel):
             stats.note(f"the index files cannot be used ({why}): answering by a full commitlog scan "
                        f"(as with --scan)")
             use_scan = True
+    stats.scanned = use_scan
     if use_scan:
         found = _key_by_scan(store, opts, stats, holds, lo, hi)
     else:
@@ -341,6 +342,7 @@ def _by_key(store, reader, opts, stats, sel):
         if stats.damaged > damaged:
             stats.note("the index is damaged on the way to this key's entries: answering by a full commitlog "
                        "scan as well")
+            stats.scanned = True
             have = {m.offset for m, _ in found}
             found = sorted(found + [t for t in _key_by_scan(store, opts, stats, holds, lo, hi)
                                     if t[0].offset not in have], key=lambda t: t[0].offset)[-opts.max:]
