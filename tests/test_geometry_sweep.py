@@ -227,3 +227,18 @@ def test_broker_conf_decides_for_every_verb(tmp_path, run_cli):
     code, out, _ = run_cli("verify", "store", tmp_path / "logs", "--json", "--broker-conf", props)
     assert _jsonl(out)[-1]["index_interval_bytes"]["conf-0"] == {
         "bytes": 700, "from": "broker-conf", "evidence": f"log.index.interval.bytes in {props}"}
+
+
+def test_rebuild_of_an_unknown_geometry_keeps_the_files_size(tmp_path, run_cli):
+    """Index files that cannot tell their split: the rebuild writes files of their size (not the broker's
+    420 MB default), says it guessed, and warns with the candidates."""
+    root = tmp_path / "store"
+    rocketmq_store(root, 13, 50, 100, 20, seed=6)
+    (idx,) = (root / "index").iterdir()
+    size = 40 + 4 * 13 + 20 * 50
+    idx.write_bytes(bytes(size))
+    code, out, _ = run_cli("rebuild-index", root, "--out", tmp_path / "out", "--json")
+    rows = _jsonl(out)
+    assert code == 0 and rows[-1]["settings_from"]["maxHashSlotNum"] == "guess"
+    assert [r["severity"] for r in rows if r.get("code") == "index-geometry"] == ["warning"]
+    assert {p.stat().st_size for p in (tmp_path / "out" / "index").iterdir()} == {size}

@@ -357,8 +357,8 @@ def _decide(size: int, files: list[str], given: tuple, given_from: str) -> Geome
 
 
 def _few_pairs(size: int, k: int = 3) -> tuple:
-    """A few (slots, entries) pairs that fit ``size``: those nearest the brokers' default ratio of four entries
-    per slot (examples for a warning; the store cannot tell which)."""
+    """A few (slots, entries) pairs that fit ``size``, nearest the brokers' default ratio of four entries per
+    slot first (examples for a warning; the store cannot tell which)."""
     body = size - F.INDEX_HEADER_SIZE
     ratio = F.DEFAULT_MAX_INDEX_NUM // F.DEFAULT_MAX_HASH_SLOTS
     near = body // (F.INDEX_SLOT_SIZE + ratio * F.INDEX_ENTRY_SIZE)
@@ -369,7 +369,7 @@ def _few_pairs(size: int, k: int = 3) -> tuple:
             out.append((s, rest // F.INDEX_ENTRY_SIZE))
         if len(out) == k:
             break
-    return tuple(sorted(out))
+    return tuple(out)
 
 
 class IndexGeometries:

@@ -171,7 +171,13 @@ def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> 
     src["mappedFileSizeConsumeQueue"] = cq.source
     geos = indexes.index_geometries(store.index_files if store is not None else [], opts)
     geo = geos.main()
-    if geo is None or geo.slots is None:      # no index file to learn from (or none that tells)
+    (given_slots, given_num), _ = indexes.given_index_geometry(opts)
+    if geo is not None and geo.slots is None and geo.candidates and given_slots is None and given_num is None:
+        # the files' size is known, not its split: a pair of that size (named in the index-geometry warning),
+        # so the rebuild is the store's size rather than the broker's 420 MB default
+        slots, num = geo.candidates[0]
+        src["maxHashSlotNum"] = src["maxIndexNum"] = "guess"
+    elif geo is None or geo.slots is None:      # no index file to learn from (or none that tells)
         (slots, num), given_from = indexes.given_index_geometry(opts)
         src["maxHashSlotNum"] = given_from if slots is not None else "default"
         src["maxIndexNum"] = given_from if num is not None else "default"
