@@ -206,16 +206,21 @@ def _int32(buf, pos: int) -> int:
     return int.from_bytes(buf[pos:pos + 4], "big", signed=True)
 
 
-def _slots_out_of_range(buf, slots: int, top: int) -> int:
-    """How many slot values of the candidate slot table are not an entry number in [0, top]."""
+def _slots_out_of_range(buf, slots: int, top: int, fd: int | None = None) -> int:
+    """How many slot values of the candidate slot table are not an entry number in [0, top] (zero runs and
+    the holes of a sparse file are skipped without reading them)."""
     start, end = F.INDEX_HEADER_SIZE, F.INDEX_HEADER_SIZE + slots * F.INDEX_SLOT_SIZE
     step = 1 << 20
     bad = 0
-    for p in range(start, end, step):
+    p = start
+    while p < end:
+        nz = first_nonzero(buf, p, end, fd)
+        if nz < 0:
+            break
+        p = nz - (nz - start) % F.INDEX_SLOT_SIZE
         q = min(end, p + step)
         chunk = buf[p:q]
-        if first_nonzero(chunk, 0, len(chunk)) < 0:
-            continue
+        p = q
         a = array("i")
         a.frombytes(bytes(chunk))
         if sys.byteorder == "little":
@@ -225,7 +230,7 @@ def _slots_out_of_range(buf, slots: int, top: int) -> int:
     return bad
 
 
-def _misfits(buf, slots: int, count: int) -> tuple[int, int, int]:
+def _misfits(buf, slots: int, count: int, fd: int | None = None) -> tuple[int, int, int]:
     """(misfits, link misfits, checks) of reading the file as ``slots`` hash slots followed by entries
     (indexCount ``count``).
 
@@ -243,7 +248,9 @@ def _misfits(buf, slots: int, count: int) -> tuple[int, int, int]:
         head = _int32(buf, F.INDEX_HEADER_SIZE + (kh % slots) * F.INDEX_SLOT_SIZE) if kh >= 0 else -1
         if head < k or head > n:
             bad += 1
-    bad += min(_slots_out_of_range(buf, slots, n), len(newest))
+    if bad > (len(newest) + 2) // 16:
+        return bad, 0, len(newest) + 2          # already no fit: the slot table need not be read
+    bad += min(_slots_out_of_range(buf, slots, n, fd), len(newest))
     links = 0
     for k in set(newest) | set(range(1, min(n, _SAMPLE) + 1)):
         prev = IDX_ENTRY.unpack_from(buf, base + k * F.INDEX_ENTRY_SIZE)[3]
@@ -277,7 +284,7 @@ def _file_candidates(path: str, size: int) -> list[tuple[int, int]] | None:
         scored = []
         for s, n in dict.fromkeys(tries):
             if s >= 1 and n >= count:
-                bad, links, checks = _misfits(buf, s, count)
+                bad, links, checks = _misfits(buf, s, count, mi.fileno() if mi.mapped else None)
                 if bad <= checks // 16:          # a few damaged bytes do not hide the geometry
                     scored.append(((bad, links), (s, n)))
         least = min((b for b, _ in scored), default=None)
