@@ -42,6 +42,11 @@ _NOT_DISPATCHED = (F.TRANSACTION_PREPARED_TYPE, F.TRANSACTION_ROLLBACK_TYPE)   #
 _MIN_TAGS_HASH = -(2 ** 31)        # tagsCode below this is a ConsumeQueueExt address, not a hash (§4.5)
 
 
+def _note(stats: ScanStats, text: str) -> None:
+    """An informative remark on stderr that does not change the exit code."""
+    stats.note(text)
+
+
 # ---- single-message reads ----------------------------------------------------------------------------
 
 class MessageReader(CommitLogReader):
@@ -316,21 +321,21 @@ def _by_key(store, reader, opts, stats, sel):
     holds = _key_matcher(sel, value)
     use_scan = opts.scan
     if not use_scan and not store.index_files:
-        stats.note("no index files in this store: answering by a full commitlog scan (as with --scan)")
+        _note(stats, "no index files in this store: answering by a full commitlog scan (as with --scan)")
         use_scan = True
     # LMQ queues (%LMQ%…) are consumequeue-only: messages are indexed under their own topic, so they are
     # not tried (an MQTT-style store can hold hundreds of thousands of them).
     topics = [opts.topic] if opts.topic is not None else \
         [t for t in known_topics(store) if not t.startswith(F.LMQ_PREFIX)]
     if not use_scan and not topics:
-        stats.note("no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
+        _note(stats, "no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
                      "full commitlog scan (as with --scan)")
         use_scan = True
     files = []
     if not use_scan:
         files, why = _open_index_files(store, opts)
         if why:
-            stats.note(f"the index files cannot be used ({why}): answering by a full commitlog scan "
+            _note(stats, f"the index files cannot be used ({why}): answering by a full commitlog scan "
                        f"(as with --scan)")
             use_scan = True
     stats.scanned = use_scan
@@ -340,7 +345,7 @@ def _by_key(store, reader, opts, stats, sel):
         damaged = stats.damaged
         found = _key_by_index(files, reader, opts, stats, holds, value, topics, lo, hi)
         if stats.damaged > damaged:
-            stats.note("the index is damaged on the way to this key's entries: answering by a full commitlog "
+            _note(stats, "the index is damaged on the way to this key's entries: answering by a full commitlog "
                        "scan as well")
             stats.scanned = True
             have = {m.offset for m, _ in found}
@@ -370,10 +375,10 @@ def _by_key(store, reader, opts, stats, sel):
         info = ids.decode_uniq_key(value, m.born_timestamp)
         from mqtool.render import iso_ms
 
-        stats.note(f"unique key {value}: producer {info['client_ip']} pid {info['pid']}, sent about "
+        _note(stats, f"unique key {value}: producer {info['client_ip']} pid {info['pid']}, sent about "
                      f"{iso_ms(info['approx_time_ms'])} (UTC{info['producer_utc_offset_min']:+d} min)")
     if rollback:
-        stats.note(f"{rollback} ROLLBACK message(s) above are not in the broker's index (IndexService skips "
+        _note(stats, f"{rollback} ROLLBACK message(s) above are not in the broker's index (IndexService skips "
                      f"them): an index query would not return them")
 
 
@@ -432,7 +437,7 @@ def _key_after_index(store, files, found, opts, stats, holds, lo, hi):
                 and _in_window(m, lo, hi):
             tail.append((m, "scan"))
     if after:
-        stats.note(f"{after} message(s) after the last indexed one (commitlog offset {end}) are not covered by the "
+        _note(stats, f"{after} message(s) after the last indexed one (commitlog offset {end}) are not covered by the "
                    f"index files: searched them by a scan")
     return sorted(found + tail, key=lambda t: t[0].offset)[-opts.max:]
 
@@ -470,14 +475,14 @@ def _by_msg_id(store, reader, opts, stats):
         try:
             m = reader.read(off)
         except LookupError:
-            stats.note(f"msgId {d['msg_id']}: offset {off} is not in this store's commitlog "
+            _note(stats, f"msgId {d['msg_id']}: offset {off} is not in this store's commitlog "
                          f"({_extent(store)}){hint}")
             continue
         except DecodeFailure as e:
-            stats.note(f"msgId {d['msg_id']}: no message starts at offset {off} ({e.code}: {e.message}){hint}")
+            _note(stats, f"msgId {d['msg_id']}: no message starts at offset {off} ({e.code}: {e.message}){hint}")
             continue
         if not isinstance(m, Message):
-            stats.note(f"msgId {d['msg_id']}: offset {off} holds a BLANK end-of-file unit, not a message{hint}")
+            _note(stats, f"msgId {d['msg_id']}: offset {off} holds a BLANK end-of-file unit, not a message{hint}")
             continue
         row = m.to_row(opts.body)
         row["via"] = "msg_id"
@@ -487,7 +492,7 @@ def _by_msg_id(store, reader, opts, stats):
             continue
         if m.msg_id != d["msg_id"]:
             row["msg_id_store_host"] = d["store_host"]
-            stats.note(f"msgId {d['msg_id']}: the message at offset {off} was stored by {m.store_host}, "
+            _note(stats, f"msgId {d['msg_id']}: the message at offset {off} was stored by {m.store_host}, "
                          f"not {d['store_host']} (store copied from another broker, or a different broker's id)")
         yield row
 
@@ -503,17 +508,17 @@ def _by_offset(store, reader, opts, stats):
     off = opts.offset
     seg = reader.segment_for(off)
     if seg is None:
-        stats.note(f"offset {off} is not in this store's commitlog ({_extent(store)})")
+        _note(stats, f"offset {off} is not in this store's commitlog ({_extent(store)})")
         return
     if not opts.containing:
         try:
             m = reader.read(off)
         except DecodeFailure as e:
-            stats.note(f"no message starts at offset {off} ({e.code}: {e.message}); "
+            _note(stats, f"no message starts at offset {off} ({e.code}: {e.message}); "
                          f"--containing finds the one around it")
             return
         if not isinstance(m, Message):
-            stats.note(f"offset {off} holds a BLANK end-of-file unit of {m.size} bytes, not a message")
+            _note(stats, f"offset {off} holds a BLANK end-of-file unit of {m.size} bytes, not a message")
             return
         row = m.to_row(opts.body)
         row["via"] = "offset"
@@ -531,13 +536,13 @@ def _by_offset(store, reader, opts, stats):
             if ev.position > pos:
                 break
         elif isinstance(ev, Blank) and ev.position <= pos:
-            stats.note(f"offset {off} lies in the BLANK end-of-file unit at {seg.base + ev.position}")
+            _note(stats, f"offset {off} lies in the BLANK end-of-file unit at {seg.base + ev.position}")
             return
         elif isinstance(ev, Damage) and ev.position <= pos < ev.position + ev.length:
             stats.damage(f"{ev.file}@{ev.position} (offset {ev.offset}): offset {off} lies in a damaged range "
                          f"of {ev.length} bytes ({ev.code}: {ev.message})")
             return
-    stats.note(f"offset {off} lies after the end of data in {seg.path}")
+    _note(stats, f"offset {off} lies after the end of data in {seg.path}")
 
 
 # -- by queue position --
@@ -585,7 +590,7 @@ def _by_queue(store, reader, opts, stats):
         return
     queues = store.queues(topic, qid)
     if not queues or not queues[0].files:
-        stats.note(f"no consumequeue files for {topic}/{qid} in this store (--scan reads the commitlog)")
+        _note(stats, f"no consumequeue files for {topic}/{qid} in this store (--scan reads the commitlog)")
         return
     q = queues[0]
     maps = {}
@@ -595,7 +600,7 @@ def _by_queue(store, reader, opts, stats):
             f = next((s for s in q.files if s.base <= byte < s.base + s.size), None)
             if f is None:
                 if n == first:
-                    stats.note(f"queue offset {n} is not in {q.dir} (files cover "
+                    _note(stats, f"queue offset {n} is not in {q.dir} (files cover "
                                  f"{q.files[0].base // _CQ}..{(q.files[-1].base + q.files[-1].size) // _CQ - 1})")
                 break
             mi = maps.get(f.path)
@@ -612,12 +617,12 @@ def _by_queue(store, reader, opts, stats):
             if phy == 0 and size == 0 and tcode == 0:
                 rest = mi.buf[pos:]
                 if rest.count(0) == len(rest) and f is q.files[-1]:
-                    stats.note(f"{where}: the queue ends before queue offset {n}")
+                    _note(stats, f"{where}: the queue ends before queue offset {n}")
                     break
-                stats.note(f"{where}: queue offset {n} has no unit (a hole: not dispatched, or zeroed)")
+                _note(stats, f"{where}: queue offset {n} has no unit (a hole: not dispatched, or zeroed)")
                 continue
             if phy == 0 and size == F.CQ_BLANK_SIZE and tcode == 0:
-                stats.note(f"{where}: queue offset {n} is a fill unit (the queue starts later)")
+                _note(stats, f"{where}: queue offset {n} is a fill unit (the queue starts later)")
                 continue
             if phy < 0 or size <= 0:
                 stats.damage(f"{where}: queue offset {n}: unit with offset {phy} size {size} is invalid")
