@@ -168,6 +168,8 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             df = r.load(mine if len(mine) > 1 else mine[0])
             df.write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
         if findings:
+            from mqtool.spark.source import size_reader_options
+
             r = spark.read.format("mqtool").option("mode", "verify")
             for name, value in size_reader_options(sizes).items():
                 r = r.option(name, value)
@@ -184,17 +186,6 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     if findings:
         counts["findings"] = count_rows(outp / FINDINGS_DIR)
     return counts
-
-
-def size_reader_options(sizes: dict | None) -> dict[str, str]:
-    """SizeOptions fields as options of the ``mqtool`` data source (the names :func:`mqtool.spark.source.
-    size_options` reads back)."""
-    return {_camel(k): str(v) for k, v in (sizes or {}).items() if v is not None}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.title() for w in rest)
 
 
 def _move_tree(src: Path, dst: Path, force: bool) -> None:

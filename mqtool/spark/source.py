@@ -177,24 +177,34 @@ class MqtoolReader(DataSourceReader):
                 yield row
 
 
+def _option_name(field_name: str) -> str:
+    """A SizeOptions field as a data source option: ``max_hash_slots`` → ``maxHashSlots``."""
+    head, *rest = field_name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def size_reader_options(sizes: dict | None) -> dict[str, str]:
+    """SizeOptions fields (``--broker-conf`` … ``--index-interval-bytes``) as data source options."""
+    return {_option_name(k): str(v) for k, v in (sizes or {}).items() if v is not None}
+
+
 def size_options(options) -> dict:
     """Store geometry from the data source options (brokerConf, cqFileSize, maxHashSlots, maxIndexNum,
     indexIntervalBytes): the :class:`~mqtool.options.SizeOptions` fields, None where not given."""
     from dataclasses import fields
 
-    from mqtool.export import _camel
     from mqtool.options import SizeOptions
 
     out = {}
     for f in fields(SizeOptions):
-        v = options.get(_camel(f.name))
+        v = options.get(_option_name(f.name))
         if v is None or f.name == "broker_conf":
             out[f.name] = v
             continue
         try:
             out[f.name] = int(v)
         except ValueError:
-            raise UsageError(f"mqtool data source: option {_camel(f.name)}={v!r} is not a number") from None
+            raise UsageError(f"mqtool data source: option {_option_name(f.name)}={v!r} is not a number") from None
     return out
 
 
