@@ -122,7 +122,7 @@ def index_target(data: bytes) -> None:
     assert v.nonzero_slots() == [(i, v.slot(i)) for i in range(v.slot_num or 0) if v.slot(i)]
     ctx = _Ctx(RocketStore(path=str(_SCRATCH)), VerifyOptions(progress=False))
     n = 0
-    for f in _verify_index_file(ctx, path, None, None):
+    for f in _verify_index_file(ctx, path, None, None, v.geometry):
         assert isinstance(f, Finding)
         n += 1
         assert n <= 10 + 3 * (v.slot_num or 0) + 3 * v.entry_count, "unbounded findings"

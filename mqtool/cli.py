@@ -48,6 +48,29 @@ SPLIT_OPT = click.option("--split-size", type=str, default=None,
                               "units for dump).")
 
 
+def SIZE_OPTS(f):
+    """Store geometry, on every command that reads consumequeue, index or Kafka index files. Each size not
+    given comes from --broker-conf, else from the store's own files, else the broker default; the command
+    says which (info, the verify/rebuild summary)."""
+    for opt in reversed((
+        click.option("--broker-conf", type=click.Path(),
+                     help="broker.conf / broker.properties / broker.toml (LiteMQ: [consumequeue] file_size) / Kafka "
+                          "server.properties to take the sizes below from."),
+        click.option("--cq-file-size", type=click.IntRange(min=1), default=None,
+                     help="Consume queue file size in bytes (RocketMQ mappedFileSizeConsumeQueue, LiteMQ "
+                          "[consumequeue] file_size). Default: from the store's own files."),
+        click.option("--max-hash-slots", type=click.IntRange(min=1), default=None,
+                     help="RocketMQ index hash slots per file (maxHashSlotNum). Default: from the index files."),
+        click.option("--max-index-num", type=click.IntRange(min=2), default=None,
+                     help="RocketMQ index entries per file (maxIndexNum). Default: from the index files."),
+        click.option("--index-interval-bytes", type=click.IntRange(min=0), default=None,
+                     help="Kafka index.interval.bytes. Default: from the spacing of each partition's own .index "
+                          "entries, else 4096."),
+    )):
+        f = opt(f)
+    return f
+
+
 def _size(value):
     """'128M' / '1g' / '4096' → bytes (None stays None)."""
     from mqtool.ranges import MIN_SPLIT_SIZE, parse_size
@@ -346,6 +369,7 @@ def dump_commitlog(path, fmt, as_json, **kw):
 @click.option("--topic", help="Only this topic's queues.")
 @click.option("--queue", type=int, help="Only this queue id.")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N units.")
+@SIZE_OPTS
 @guarded
 def dump_consumequeue(path, fmt, as_json, **kw):
     """Units of consume queues (store root, consumequeue dir, one queue dir or one file).
@@ -362,6 +386,7 @@ def dump_consumequeue(path, fmt, as_json, **kw):
 @_dump_common
 @click.option("--slots", is_flag=True, help="Also list the non-empty hash slots.")
 @click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
+@SIZE_OPTS
 @guarded
 def dump_index(path, fmt, as_json, **kw):
     """Index files: header and entries (store root, index dir or one file).
@@ -427,6 +452,7 @@ def dump_abort(path, fmt, as_json):
 @BODY_OPT
 @JOBS_OPT
 @SPLIT_OPT
+@SIZE_OPTS
 @guarded
 def dump_kafka(path, as_json, **kw):
     """Kafka files: .log, .index, .timeindex, .txnindex, .snapshot, checkpoints (file, partition or log dir).
@@ -452,8 +478,9 @@ def dump_kafka(path, as_json, **kw):
               help="With --bucket auto: the narrowest width giving at most this many buckets.")
 @click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
+@SIZE_OPTS
 @guarded
-def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size):
+def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size, **sizes):
     """What is in a store and when, on one screen.
 
     Kind and version hints, files and sizes, first/last store time, messages and bytes per topic and
@@ -470,7 +497,7 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size):
     from mqtool.options import InfoOptions
 
     opts = InfoOptions(bucket_ms=parse_bucket(bucket), max_buckets=max_buckets,
-                       max_message_size=max_message_size)
+                       max_message_size=max_message_size, **sizes)
     result = build_info(store, fmt, opts)
     if render.want_json(as_json):
         render.write_ndjson([result.to_dict()])
@@ -494,8 +521,9 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size):
 @click.option("--bucket", default="auto", show_default=True, help="Timeline bucket width (see mqtool info).")
 @click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
+@SIZE_OPTS
 @guarded
-def report_cmd(store, output, fmt, force, bucket, max_message_size):
+def report_cmd(store, output, fmt, force, bucket, max_message_size, **sizes):
     """One self-contained HTML incident report: overview, timeline, bytes per topic, where the damage
     lies, consumer lag and every verify finding. No script, no network: attach it to the ticket.
 
@@ -514,8 +542,8 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size):
     detect(store, fmt)                    # "not a store" comes before anything about the output path
     out = prepare_output_file(output, [store], force)
     html, info, summary, _ = build_report(
-        store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size),
-        VerifyOptions(max_message_size=max_message_size))
+        store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size, **sizes),
+        VerifyOptions(max_message_size=max_message_size, **sizes))
     write_atomic(out, html.encode("utf-8"), overwrite=force)
     try:  # a report is meant to be shared: the usual permissions, not the temp file's 0600
         umask = os.umask(0)
@@ -551,14 +579,13 @@ def _verify_cmd(part: str):
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
     @click.option("--deep", is_flag=True, help="Kafka: also decode and check the records inside every batch.")
-    @click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
-                  help="Kafka: index.interval.bytes for the canonical-index comparison.")
     @click.option("--manifest", "manifest_out", type=click.Path(),
                   help="Also write a sha256 manifest (NDJSON, as `mqtool hash`) of the inputs to this file.")
     @JOBS_OPT
     @SPLIT_OPT
     @ENGINE_OPT
     @MASTER_OPT
+    @SIZE_OPTS
     @guarded
     def cmd(paths, fmt, as_json, engine, master, manifest_out=None, **kw):
         worst = EXIT_OK
@@ -673,24 +700,17 @@ def hash_cmd(paths, as_json, sums):
 @click.option("--out", type=click.Path(), help="Output directory (must not be inside the store).")
 @click.option("--force", is_flag=True, help="Allow a non-empty --out / overwrite files there.")
 @click.option("--compare", is_flag=True, help="Compare the rebuild with the store's own index files.")
-@click.option("--cq-file-size", type=int, help="Consume queue file size in bytes (mappedFileSizeConsumeQueue). "
-              "Sizes not given come from --broker-conf, else from the store's own files, else the broker defaults "
-              "(6000000 / 5000000 / 20000000).")
-@click.option("--max-hash-slots", type=int, help="Index hash slots per file (maxHashSlotNum).")
-@click.option("--max-index-num", type=int, help="Index entries per file (maxIndexNum).")
-@click.option("--broker-conf", type=click.Path(), help="broker.conf / broker.properties / broker.toml to take sizes from.")
 @click.option("--write-checkpoint", is_flag=True,
               help="Also write a checkpoint consistent with the rebuilt files. RocketMQ: 4096 bytes; "
               "physicMsgTimestamp = store time of the last message, logicsMsgTimestamp = of the last message given "
               "a consumequeue unit, indexMsgTimestamp = endTimestamp of the last full index file, "
               "masterFlushedOffset = confirmPhyOffset = 0.")
 @click.option("--trim", is_flag=True, help="Do not zero-fill the last file to its full size.")
-@click.option("--index-interval-bytes", type=int, default=4096, show_default=True,
-              help="Kafka: index.interval.bytes.")
 @click.option("--preallocate", is_flag=True, help="Kafka: leave indexes preallocated as a running broker does.")
 @click.option("--with-index", is_flag=True, help="LiteMQ: also write the key index file in LiteMQ's format.")
 @click.option("--no-store-hints", is_flag=True,
               help="LiteMQ: rebuild from the commitlog alone (no commit positions / entry times from the store).")
+@SIZE_OPTS
 @guarded
 def rebuild_index(store, fmt, as_json, **kw):
     """Rebuild index files from the log, into a separate directory, never in place.
@@ -740,6 +760,7 @@ def rebuild_index(store, fmt, as_json, **kw):
 @BODY_OPT
 @ENGINE_OPT
 @MASTER_OPT
+@SIZE_OPTS
 @guarded
 def query(stores, fmt, as_json, engine, master, **kw):
     """Find messages offline by key, unique key, message id, offset, queue position or time.
@@ -781,7 +802,8 @@ def query(stores, fmt, as_json, engine, master, **kw):
     code = _report_stats(stats, stores[0])
     if n == 0:
         sys.stderr.write("mqtool: no message found\n")
-        h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan))
+        h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan
+                                                      and not stats.scanned))
         if h:
             render.hint(h)
         sys.exit(EXIT_FINDINGS)
@@ -806,8 +828,9 @@ def _chain(a, b):
 @click.option("--findings", is_flag=True, help="Also write verify findings under OUT/_findings/store=…/.")
 @BODY_OPT
 @click.option("--force", is_flag=True, help="Allow a non-empty --to directory / overwrite files there.")
+@SIZE_OPTS
 @guarded
-def export(paths, out, fmt, engine, master, split_size, findings, body, force):
+def export(paths, out, fmt, engine, master, split_size, findings, body, force, **sizes):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
     Columns are those of `dump commitlog --json` plus `store` (the store's absolute path) and `topic`
@@ -823,9 +846,9 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force):
 
     split = _size(split_size)
     if engine == "spark":
-        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master)
+        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master, sizes=sizes)
     else:
-        counts = X.export_local(paths, out, fmt, split, body, findings, force)
+        counts = X.export_local(paths, out, fmt, split, body, findings, force, sizes=sizes)
     if not render._state["quiet"]:
         sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
                          f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")

@@ -117,8 +117,9 @@ def _stores(paths, fmt):
 
 
 def export_local(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
-                 jobs: int = 1) -> dict:
-    """Write the dataset with pyarrow in this process. Returns counts."""
+                 jobs: int = 1, sizes: dict | None = None) -> dict:
+    """Write the dataset with pyarrow in this process. Returns counts. ``sizes``: the
+    :class:`~mqtool.options.SizeOptions` fields for the verify findings."""
     _require_pyarrow()
     stores = _stores(paths, fmt)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
@@ -141,14 +142,14 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
 
         for path, fam in stores:
             with _PartitionedWriter(outp / FINDINGS_DIR, FINDING_FIELDS, ["store"], force) as w:
-                for row in verify_rows(path, fam):
+                for row in verify_rows(path, fam, sizes=sizes):
                     w.add(row)
             counts["findings"] += w.rows
     return counts
 
 
 def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
-                 master=None, spark=None) -> dict:
+                 master=None, spark=None, sizes: dict | None = None) -> dict:
     """Write the dataset through the ``mqtool`` data source on Spark (``master`` default ``local[*]``)."""
     from mqtool.spark.session import get_session
 
@@ -167,7 +168,11 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             df = r.load(mine if len(mine) > 1 else mine[0])
             df.write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
         if findings:
+            from mqtool.spark.source import size_reader_options
+
             r = spark.read.format("mqtool").option("mode", "verify")
+            for name, value in size_reader_options(sizes).items():
+                r = r.option(name, value)
             for fam in fams:
                 mine = [p for p, f in stores if f == fam]
                 r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \

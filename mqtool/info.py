@@ -167,6 +167,7 @@ class StoreInfo:
     damaged_bytes: int
     notes: list[str]
     log_files: list[dict] = field(default_factory=list)   # {stream, file, base, size}: the append-only logs
+    geometry: dict = field(default_factory=dict)           # size name -> {value(s), from, evidence}
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -228,6 +229,7 @@ class InfoBuilder:
         self._open_damage: dict[Hashable, list[DamageRange]] = {}
         self.damage: list[DamageRange] = []
         self.log_files: list[dict] = []
+        self.sizes: dict = {}
         self.damage_total = 0
         self.damaged_bytes = 0
         self.messages = 0
@@ -248,6 +250,14 @@ class InfoBuilder:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def size(self, name: str, decided: dict, text: str, warning: str | None = None) -> None:
+        """A store size and where it came from: ``geometry`` in ``info --json``, a line of the overview, and
+        a note when the store could not settle it."""
+        self.sizes[name] = decided
+        self.overview[name] = text
+        if warning:
+            self.note(f"warning: {warning}")
 
     def add_files(self, group: str, count: int, nbytes: int, detail: str | None = None) -> None:
         self.files.append(FileGroup(group, count, nbytes, detail))
@@ -344,7 +354,7 @@ class InfoBuilder:
                          self.messages, self.bytes, self.first, self.last,
                          sorted(topics.values(), key=lambda t: (-t.bytes, t.topic)), consumers, self.crash,
                          timeline, self.damage, self.damage_total, self.damaged_bytes, self.notes,
-                         self.log_files)
+                         self.log_files, self.sizes)
 
     def _timeline(self, opts: InfoOptions) -> Timeline:
         h = self._hist

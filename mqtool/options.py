@@ -5,7 +5,40 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class DumpOptions:
+class SizeOptions:
+    """Store geometry the user states (shared by every verb that reads consumequeue, index or Kafka index files).
+
+    Each size not given comes from ``broker_conf``, else from the store's own files, else the broker default;
+    each family decides in one place (``mqtool.rocketmq.indexes``, ``mqtool.litemq.cq``,
+    ``mqtool.kafka.interval``) and says which source decided.
+    """
+
+    broker_conf: str | None = None          # broker.conf / .properties / broker.toml / server.properties
+    cq_file_size: int | None = None         # consumequeue file size in bytes (RocketMQ, LiteMQ)
+    max_hash_slots: int | None = None       # RocketMQ maxHashSlotNum
+    max_index_num: int | None = None        # RocketMQ maxIndexNum
+    index_interval_bytes: int | None = None  # Kafka index.interval.bytes
+
+
+@dataclass(frozen=True)
+class SizeDecision:
+    """One size as decided for a store: the value, where it came from (``option``, ``broker-conf``, ``store``,
+    ``default``), what in the store showed it, and the other values that would fit as well (a ``warning``
+    names them when the store cannot tell)."""
+
+    value: int | None
+    source: str
+    evidence: str = ""
+    candidates: tuple = ()
+    warning: str | None = None
+    severity: str = "warning"        # of the finding that carries ``warning`` ("info": explained, not a doubt)
+
+    def to_dict(self, name: str) -> dict:
+        return {name: self.value, "from": self.source, "evidence": self.evidence or None}
+
+
+@dataclass
+class DumpOptions(SizeOptions):
     topic: str | None = None
     key: str | None = None
     tag: str | None = None
@@ -28,37 +61,31 @@ class DumpOptions:
 
 
 @dataclass
-class VerifyOptions:
+class VerifyOptions(SizeOptions):
     max_message_size: int = 4 * 1024 * 1024
     salvage_out: str | None = None
     force: bool = False
     jobs: int = 1                  # worker processes over byte ranges (0 = all cores); see mqtool.ranges
     progress: bool | None = None   # None = when stderr is a terminal
     deep: bool = False             # kafka: records inside batches too
-    index_interval_bytes: int = 4096   # kafka: for the canonical-index comparison
     split_size: int | None = None  # byte-range size (None = automatic)
     runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
 
 
 @dataclass
-class RebuildOptions:
+class RebuildOptions(SizeOptions):
     out: str | None = None
     force: bool = False
     compare: bool = False
-    cq_file_size: int | None = None
-    max_hash_slots: int | None = None
-    max_index_num: int | None = None
-    broker_conf: str | None = None
     write_checkpoint: bool = False
     trim: bool = False
-    index_interval_bytes: int = 4096
     preallocate: bool = False
     with_index: bool = False       # litemq: also write the key index file in LiteMQ's format
     no_store_hints: bool = False   # litemq: do not use the store's consumequeue for tx commits / entry times
 
 
 @dataclass
-class QueryOptions:
+class QueryOptions(SizeOptions):
     key: str | None = None
     unique_key: str | None = None
     msg_id: str | None = None
@@ -86,6 +113,12 @@ class ScanStats:
     damaged: int = 0
     messages: int = 0
     notes: list = field(default_factory=list)
+    scanned: bool = False          # a key query answered by scanning the log (not only through the index)
+
+    def note(self, text: str) -> None:
+        """A note for the operator that is not damage (printed on stderr like the damage notes)."""
+        if len(self.notes) < 1000:
+            self.notes.append(text)
 
     def damage(self, text: str) -> None:
         self.damaged += 1
@@ -94,7 +127,7 @@ class ScanStats:
 
 
 @dataclass
-class InfoOptions:
+class InfoOptions(SizeOptions):
     bucket_ms: int | None = None   # timeline bucket width; None = auto
     max_buckets: int = 60          # auto bucket: the narrowest width giving at most this many buckets
     max_message_size: int = 4 * 1024 * 1024

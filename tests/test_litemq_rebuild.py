@@ -68,9 +68,9 @@ def test_broker_toml_and_defaults(tmp_path):
     conf.write_text('[broker]\nbroker_name = "b"\n[commitlog]\nfile_size = 1073741824  # 1 GiB\n'
                     '[consumequeue]\nfile_size = 600_000_000\nmax_files = 100\n')
     assert broker_toml_sizes(conf) == {"commitlog": 1073741824, "consumequeue": 600000000}
-    assert cq_file_size(RebuildOptions(broker_conf=str(conf)))[0] == 600000000
-    assert cq_file_size(RebuildOptions(broker_conf=str(conf), cq_file_size=384))[0] == 384
-    assert cq_file_size(RebuildOptions())[0] == 629145600 == F.DEFAULT_CQ_FILE_SIZE
+    assert cq_file_size(RebuildOptions(broker_conf=str(conf))).value == 600000000
+    assert cq_file_size(RebuildOptions(broker_conf=str(conf), cq_file_size=384)).value == 384
+    assert cq_file_size(RebuildOptions()).value == 629145600 == F.DEFAULT_CQ_FILE_SIZE
     conf.write_text("[consumequeue]\nfile_size = 768\n")
     out = tmp_path / "out"
     found, s = _rebuild(_store("clean"), out=str(out), broker_conf=str(conf))

@@ -28,6 +28,7 @@ from pathlib import Path
 from formats import kafka as K
 from mqtool.common import plural
 from mqtool.errors import NotAStoreError, UsageError
+from mqtool.kafka.interval import index_interval
 from mqtool.info import InfoBuilder
 from mqtool.io import map_input, read_input
 from mqtool.kafka import files as KF
@@ -112,6 +113,29 @@ def collect(path, b: InfoBuilder, opts: InfoOptions) -> None:
                     prefix = ld.path.name + "/"
             _logdir(ld, prefix, b, st, opts, bar, done)
     _summarise(b, st)
+    _interval(logdirs, b, opts)
+
+
+def _interval(logdirs, b: InfoBuilder, opts: InfoOptions) -> None:
+    """``index.interval.bytes`` per partition and where it came from (mqtool.kafka.interval)."""
+    decided = {}
+    warnings = []
+    for ld in logdirs:
+        for part in ld.partitions:
+            dec = index_interval(part, opts)
+            decided[part.label if ld.path is None else f"{ld.path.name}/{part.label}"] = dec
+            if dec.warning and dec.severity == "warning":
+                warnings.append(dec.warning)
+            elif dec.warning:
+                b.note(dec.warning)
+    if not decided:
+        return
+    kinds = {(d.value, d.source) for d in decided.values()}
+    text = (f"{next(iter(decided.values())).value} bytes (from {next(iter(kinds))[1]})" if len(kinds) == 1 else
+            ", ".join(f"{k}: {d.value} ({d.source})" for k, d in list(decided.items())[:8])
+            + (f" … ({len(decided)} partitions)" if len(decided) > 8 else ""))
+    b.size("index.interval.bytes", {k: d.to_dict("bytes") for k, d in decided.items()}, text,
+           "; ".join(warnings) or None)
 
 
 def _log_bytes(ld: L.LogDir) -> int:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from formats import kafka as K
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
 from mqtool.kafka import files as F
+from mqtool.kafka.interval import index_interval
 from mqtool.kafka.layout import LogDir, discover, partition_from_dir
 from mqtool.kafka.rebuild import TxnTracker, recover_segment
 from mqtool.errors import InputError, NotAStoreError
@@ -32,7 +32,6 @@ def _entries(kind: str, data: bytes):
 
 
 def run_rebuild(path: Path, opts):
-    interval = int(opts.index_interval_bytes or K.DEFAULT_INDEX_INTERVAL_BYTES)
     if path.is_file():
         logdirs = [LogDir(None, [partition_from_dir(path.parent)])]
     else:
@@ -42,6 +41,7 @@ def run_rebuild(path: Path, opts):
     out = prepare_output_dir(opts.out, [path], opts.force) if opts.out else None
     summary = Summary()
     counts = {"segments": 0, "written": 0, "identical": 0, "differing": 0}
+    intervals: dict = {}
 
     def f(sev, code, file, pos, off, msg, expected=None, actual=None):
         x = Finding(sev, f"kafka.rebuild-{code}", str(file), pos, off, msg, expected, actual)
@@ -52,6 +52,14 @@ def run_rebuild(path: Path, opts):
         for ld in logdirs:
             for part in ld.partitions:
                 txn = TxnTracker()
+                dec = index_interval(part, opts)
+                interval = dec.value
+                intervals[part.label] = dec.to_dict("bytes")
+                if dec.warning:
+                    x = Finding(INFO if dec.severity == "info" else WARNING, "kafka.index-interval", str(part.path), None, None, dec.warning,
+                                dec.value, list(dec.candidates))
+                    summary.add(x)
+                    yield x
                 if out is not None:
                     rel = Path(part.path.name) if ld.path is None else Path(ld.path.name) / part.path.name
                     target_dir = out / rel
@@ -82,6 +90,7 @@ def run_rebuild(path: Path, opts):
                     if opts.compare:
                         yield from _compare(seg, built, res, f, counts)
         summary.extra.update(counts)
+        summary.extra["index_interval_bytes"] = intervals
 
     def summary_fn():
         summary.messages = counts["segments"]

@@ -33,6 +33,7 @@ from mqtool.io import map_input
 from mqtool.kafka import files as F
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.layout import LogDir, Partition, Segment
+from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
 from mqtool.kafka.records import Batch, Damage, iter_records, scan
 
@@ -64,7 +65,8 @@ class KafkaVerifier:
         self.opts = opts
         self.part = part
         self.deep = bool(getattr(opts, "deep", False))
-        self.interval = int(getattr(opts, "index_interval_bytes", None) or K.DEFAULT_INDEX_INTERVAL_BYTES)
+        self.interval = K.DEFAULT_INDEX_INTERVAL_BYTES      # per partition: see run_partition
+        self.intervals: dict = {}
         self.summary = Summary()
         self.salvage = None
         self.stats = {"segments": 0, "batches": 0, "records": 0, "bytes": 0, "partitions": 0}
@@ -89,11 +91,20 @@ class KafkaVerifier:
             if ld.path is not None and only_base is None and self.part == "store":
                 yield from self._guard(self.check_logdir_checkpoints(ld, leos))
         self.summary.extra.update(self.stats)
+        if self.intervals:
+            self.summary.extra["index_interval_bytes"] = self.intervals
 
     # -- partitions
     def run_partition(self, p: Partition, only_base=None, only_kind=None):
         self.stats["partitions"] += 1
         txn = TxnTracker()
+        if self.part in ("store", "index"):
+            dec = index_interval(p, self.opts)
+            self.interval = dec.value
+            self.intervals[p.label] = dec.to_dict("bytes")
+            if dec.warning:
+                yield self._f(INFO if dec.severity == "info" else WARNING, "index-interval", p.path, None, None, dec.warning, dec.value,
+                              list(dec.candidates))
         seen_all: list[SegmentSeen] = []
         prev_last = None
         for seg in p.transient:

@@ -7,7 +7,9 @@ Consumequeue entry n of a queue lives at byte n*24 of the queue's concatenated f
 from __future__ import annotations
 
 import gzip
+import re
 import struct
+from collections import Counter
 
 from construct import ConstructError
 
@@ -15,6 +17,7 @@ from formats import litemq as F
 from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import map_input, open_input, read_input
+from mqtool.options import SizeDecision
 from mqtool.litemq.layout import Queue, Store, list_queues, nominal_file_size
 from mqtool.litemq.records import CQ, INDEX_ENTRY, CQEntry
 
@@ -80,6 +83,53 @@ def read_queue(store: Store, q: Queue, with_stale: bool = False):
 
 def queues(store: Store, topic=None, queue=None):
     return list_queues(store, topic, queue)
+
+
+def broker_toml_sizes(path) -> dict:
+    """``file_size`` of the ``[commitlog]`` and ``[consumequeue]`` tables of LiteMQ's broker.toml.
+
+    Only these tables take effect in LiteMQ (most of its sample TOML lands in the wrong tables). A tiny
+    reader: table headers and ``key = integer`` lines (``_`` separators allowed), comments stripped.
+    """
+    text = read_input(path, 1 << 20).decode("utf-8", errors="replace")
+    out: dict = {}
+    table = ""
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"\[\s*([^\]]+?)\s*\]", line)
+        if m:
+            table = m.group(1)
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_\-]+)\s*=\s*([0-9_]+)", line)
+        if m and table in ("commitlog", "consumequeue") and m.group(1) == "file_size":
+            out[table] = int(m.group(2).replace("_", ""))
+    return out
+
+
+def cq_file_size(opts=None, store: Store | None = None) -> SizeDecision:
+    """The consumequeue file size of a LiteMQ store: ``--cq-file-size``, else ``--broker-conf``'s
+    ``[consumequeue] file_size``, else the size most of the store's consumequeue files have (LiteMQ
+    preallocates every file to it), else LiteMQ's default."""
+    given = getattr(opts, "cq_file_size", None)
+    if given:
+        return SizeDecision(given, "option", "--cq-file-size")
+    conf = getattr(opts, "broker_conf", None)
+    if conf:
+        sizes = broker_toml_sizes(conf)
+        if "consumequeue" in sizes:
+            return SizeDecision(sizes["consumequeue"], "broker-conf", f"[consumequeue] file_size in {conf}")
+    counts = Counter(f.size for q in (list_queues(store) if store is not None else ()) for f in q.files if f.size)
+    if counts:
+        (value, n), *rest = counts.most_common()
+        others = tuple(sorted(v for v, _ in rest))
+        warn = None
+        if others:
+            warn = (f"consumequeue files have several sizes: {value} ({n} files) or {', '.join(map(str, others))}; "
+                    f"using {value} (give --cq-file-size to choose)")
+        return SizeDecision(value, "store", f"the size of {n} consumequeue file(s)", others, warn)
+    return SizeDecision(F.DEFAULT_CQ_FILE_SIZE, "default", "LiteMQ's default (600 MiB)")
 
 
 # ---- checkpoint -------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def collect(path, b: InfoBuilder, opts: InfoOptions) -> None:
     else:
         b.note(f"the commitlog was not read (only a {b.store_kind[7:]} was named): run `mqtool info` on "
                f"{store.root or 'the data directory'} for messages and times")
-    q_ends = _consumequeue(store, b)
+    q_ends = _consumequeue(store, b, opts)
     if store.root is not None or store.kind == "checkpoint":
         _checkpoint(store, b, q_ends)
     _crash(store, b)
@@ -189,7 +189,7 @@ def _length(f: Finding) -> int:
     return 4 if f.code in ("bad-length", "bad-magic", "field-overrun", "truncated-length") else 0
 
 
-def _consumequeue(store: Store, b: InfoBuilder) -> dict:
+def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:
     """Queue ends {(topic, queue): live entries}; files row."""
     qs = CQ.queues(store)
     ends: dict = {}
@@ -215,8 +215,11 @@ def _consumequeue(store: Store, b: InfoBuilder) -> dict:
     if fsizes:
         detail += f"; file size {'/'.join(str(z) for z in sorted(fsizes))}"
     b.add_files("consumequeue", nfiles, nbytes, detail)
+    cq = CQ.cq_file_size(opts, store)
+    b.size("consumequeue file size", cq.to_dict("bytes"), f"{cq.value} bytes (from {cq.source}: {cq.evidence})",
+           cq.warning)
     if fsizes:
-        fs = max(fsizes)
+        fs = cq.value
         default = " (LiteMQ's code default)" if fs == F.DEFAULT_CQ_FILE_SIZE else \
             " (configs/broker.toml's value)" if fs == 600_000_000 else ""
         b.hint(f"consumequeue files preallocated to {fs} bytes{default}")

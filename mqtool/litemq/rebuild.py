@@ -16,7 +16,6 @@ reported. Files are ``%020d`` file indexes, zero-filled to the file size as Lite
 """
 from __future__ import annotations
 
-import re
 import struct
 from collections import defaultdict
 from pathlib import Path
@@ -28,45 +27,13 @@ from mqtool.errors import UsageError
 from mqtool.findings import INFO, WARNING, Finding, Summary
 from mqtool.io import AtomicWriter, prepare_output_dir, read_input
 from mqtool.litemq import cq as CQ
+from mqtool.litemq.cq import broker_toml_sizes, cq_file_size  # noqa: F401  (the one place that decides)
 from mqtool.litemq.layout import Store
 from mqtool.litemq.records import CQ as CQS
 from mqtool.litemq.records import INDEX_ENTRY, fnv1a32, tag_hash
 from mqtool.litemq.scan import WalkResult, walk
 from mqtool.litemq.verify import CQ_TIMESTAMP_TOLERANCE_MS
 from mqtool.options import RebuildOptions
-
-
-def broker_toml_sizes(path) -> dict:
-    """``file_size`` of the ``[commitlog]`` and ``[consumequeue]`` tables of LiteMQ's broker.toml.
-
-    Only these tables take effect in LiteMQ (most of its sample TOML lands in the wrong tables). A tiny
-    reader: table headers and ``key = integer`` lines (``_`` separators allowed), comments stripped.
-    """
-    text = read_input(path, 1 << 20).decode("utf-8", errors="replace")
-    out: dict = {}
-    table = ""
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        m = re.fullmatch(r"\[\s*([^\]]+?)\s*\]", line)
-        if m:
-            table = m.group(1)
-            continue
-        m = re.fullmatch(r"([A-Za-z0-9_\-]+)\s*=\s*([0-9_]+)", line)
-        if m and table in ("commitlog", "consumequeue") and m.group(1) == "file_size":
-            out[table] = int(m.group(2).replace("_", ""))
-    return out
-
-
-def cq_file_size(opts: RebuildOptions) -> tuple[int, str]:
-    if opts.cq_file_size:
-        return opts.cq_file_size, "--cq-file-size"
-    if opts.broker_conf:
-        sizes = broker_toml_sizes(opts.broker_conf)
-        if "consumequeue" in sizes:
-            return sizes["consumequeue"], f"{opts.broker_conf} [consumequeue] file_size"
-    return F.DEFAULT_CQ_FILE_SIZE, "LiteMQ's default (600 MiB)"
 
 
 def dispatch(records, hints: dict | None):
@@ -170,19 +137,21 @@ def run_rebuild(store: Store, opts: RebuildOptions):
 def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
     if store.kind not in ("root",):
         raise UsageError("rebuild-index needs the LiteMQ data directory (the one holding commitlog/)")
-    fs, src = cq_file_size(opts)
+    cq = cq_file_size(opts, store)
+    fs = cq.value
     if fs <= 0:
         raise UsageError("consumequeue file size must be positive")
     if fs % F.CQ_ENTRY_SIZE:
         yield Finding(WARNING, "cq-file-size", None, None, None,
                       f"consumequeue file size {fs} is not a multiple of 24: LiteMQ would get stuck", None, fs)
-    summary.extra.update(cq_file_size=fs, cq_file_size_from=src)
+    summary.extra.update(cq_file_size=fs, cq_file_size_from=cq.source, cq_file_size_evidence=cq.evidence or None)
+    if cq.warning:
+        yield Finding(WARNING, "cq-geometry", "consumequeue", None, None, cq.warning, fs, list(cq.candidates))
     store_sizes = {f.size for q in CQ.queues(store) for f in q.files}
     if store_sizes and fs not in store_sizes:
-        yield Finding(INFO if opts.cq_file_size or opts.broker_conf else WARNING, "cq-file-size-differs", None,
-                      None, None, f"the store's consumequeue files are {sorted(store_sizes)} bytes, the rebuild "
-                      f"uses {fs} ({src}); pass --cq-file-size {max(store_sizes)} to match them",
-                      fs, sorted(store_sizes))
+        yield Finding(INFO, "cq-file-size-differs", None, None, None,
+                      f"the store's consumequeue files are {sorted(store_sizes)} bytes, the rebuild uses {fs} "
+                      f"({cq.source}: {cq.evidence})", fs, sorted(store_sizes))
     out = prepare_output_dir(opts.out, [store.root], opts.force) if opts.out else None
     res = WalkResult()
     records = []

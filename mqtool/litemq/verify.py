@@ -185,6 +185,11 @@ def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary):
     abort_present = bool(store.abort_file and store.abort_file.is_file())
     queue_len: dict = {}
     if part in ("store", "consumequeue"):
+        cq = CQ.cq_file_size(opts, store)
+        summary.extra["cq_file_size"] = cq.to_dict("bytes")
+        if cq.warning:
+            yield Finding(WARNING, "cq-geometry", "consumequeue", None, None, cq.warning, cq.value,
+                          list(cq.candidates))
         yield from _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len)
     if part == "store":
         yield from _verify_markers(store, abort_present, summary, queue_len)

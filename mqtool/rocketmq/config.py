@@ -139,3 +139,24 @@ def parse_broker_conf(text: str) -> dict[str, str]:
                 out[k.strip()] = v.strip()
                 break
     return out
+
+
+def read_broker_conf(path) -> dict[str, str]:
+    """``--broker-conf``: a broker.conf / .properties / broker.toml / Kafka server.properties as key → value
+    strings (TOML's quoted strings unquoted: ``messageDelayLevel = "1s 5s ..."``)."""
+    from mqtool.io import read_input
+
+    conf = parse_broker_conf(read_input(path, limit=1 << 20).decode("utf-8", "replace"))
+    return {k: v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'" else v for k, v in conf.items()}
+
+
+def conf_int(conf: dict[str, str], key: str, path) -> int | None:
+    """An integer setting of a broker config, None when absent; a value that is no number is a usage error."""
+    if key not in conf:
+        return None
+    from mqtool.errors import UsageError
+
+    try:
+        return int(conf[key].strip().replace("_", ""))
+    except ValueError:
+        raise UsageError(f"{key}={conf[key]!r} in {path} is not a number") from None

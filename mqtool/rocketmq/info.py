@@ -34,8 +34,8 @@ def collect(path, b: InfoBuilder, opts: InfoOptions) -> None:
     b.store_kind = _kind(s, Path(path))
     cp = _checkpoint(s, b)
     dispatched = _commitlog(s, b, opts, cp)
-    _consumequeue(s, b, dispatched)
-    _index(s, b)
+    _consumequeue(s, b, dispatched, opts)
+    _index(s, b, opts)
     _config(s, b)
     _crash(s, b)
     _other_files(s, b)
@@ -145,7 +145,7 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
     return dispatched
 
 
-def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict) -> None:
+def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict, opts: InfoOptions) -> None:
     topic, queue = cq_filter(s)            # a topic or queue directory was named: only those queues
     queues = s.queues(topic, queue)
     if not queues:
@@ -174,16 +174,24 @@ def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict) -> None:
         b.set_queue_end(q.topic, q.queue_id, end)
     topics = {q.topic for q in queues}
     b.add_files("consumequeue", nfiles, nbytes, f"{plural(len(topics), 'topic')}, {plural(len(queues), 'queue')}")
+    cq = indexes.cq_file_size(s, opts)
+    b.size("consumequeue file size", cq.to_dict("bytes"), f"{cq.value} bytes (from {cq.source}: {cq.evidence})",
+           cq.warning)
 
 
-def _index(s: RocketStore, b: InfoBuilder) -> None:
+def _index(s: RocketStore, b: InfoBuilder, opts: InfoOptions) -> None:
     if not s.index_files:
         return
     entries = 0
     first = last = None
+    geos = indexes.index_geometries(s.index_files, opts)
+    g = geos.main()
+    b.size("index geometry", geos.summary(),
+           f"{g.slots} hash slots, {g.entries} entries per file (from {g.source}: {g.evidence})" if g.slots
+           else "unknown", "; ".join(geos.warnings()) or None)
     for p in s.index_files:
         try:
-            v = indexes.read_index_file(p)
+            v = indexes.read_index_file(p, geos.of(p))
         except Exception as e:
             b.note(f"{p}: unreadable ({e})")
             continue

@@ -124,17 +124,21 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
         return cols, rows(), "consumequeue"
     if part == "index":
         files = _need(s.index_files, "index files", path)
+        geos = indexes.index_geometries(files, opts)
+        for w in geos.warnings():
+            stats.note(f"warning: {w}")
 
         def rows():
             for f in files:
+                g = geos.of(f)
                 try:
-                    v = indexes.read_index_file(f)
+                    v = indexes.read_index_file(f, g)
                 except InputError as e:
                     stats.damage(f"{e}; skipped")
                     continue
                 h = dict(v.header)
                 yield {"kind": "index_header", "file": f, "position": 0, "size": v.size,
-                       "hash_slot_num": v.slot_num, "index_num": v.index_num, **h}
+                       "hash_slot_num": v.slot_num, "index_num": v.index_num, "geometry_from": g.source, **h}
                 if v.slot_num is None:
                     continue
                 if opts.slots:

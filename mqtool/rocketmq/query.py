@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from formats import rocketmq as F
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.io import map_input
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
-from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, index_hash,
-                                     infer_index_geometry, tags_code)
+from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, Geometry, index_geometries,
+                                     index_hash, tags_code)
 from mqtool.rocketmq.layout import RocketStore, Segment
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import CommitLogReader, Damage, SegmentScanner
@@ -44,8 +44,7 @@ _MIN_TAGS_HASH = -(2 ** 31)        # tagsCode below this is a ConsumeQueueExt ad
 
 def _note(stats: ScanStats, text: str) -> None:
     """An informative remark on stderr that does not change the exit code."""
-    if len(stats.notes) < 1000:
-        stats.notes.append(text)
+    stats.note(text)
 
 
 # ---- single-message reads ----------------------------------------------------------------------------
@@ -89,7 +88,7 @@ class MessageReader(CommitLogReader):
 class IndexFileReader:
     """One index file, mapped read-only; only the header, one slot and the chain entries are read."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, geometry: Geometry):
         self.path = path
         self._mi = map_input(path)
         buf = self._mi.buf
@@ -99,8 +98,8 @@ class IndexFileReader:
             self.header = dict(zip(IDX_HEADER_NAMES, IDX_HEADER.unpack_from(buf, 0)))
         else:
             self.header = {n: 0 for n in IDX_HEADER_NAMES}
-        self.slot_num, self.index_num = infer_index_geometry(self.size)
-        if self.slot_num is None:
+        self.slot_num, self.index_num = geometry.slots, geometry.entries
+        if self.slot_num is None or F.index_file_size(self.slot_num, self.index_num) != self.size:
             self.valid = False
 
     def close(self) -> None:
@@ -145,17 +144,27 @@ class IndexFileReader:
             ref, ref_pos, k = f"entry {k}", pos, prev
 
 
-def _open_index_files(store: RocketStore, stats: ScanStats) -> list[IndexFileReader]:
+def _open_index_files(store: RocketStore, opts: QueryOptions) -> tuple[list[IndexFileReader], str | None]:
+    """The store's index files, or ([], why) when one of them cannot be used (then the index cannot say
+    "not there": the caller scans instead)."""
+    geos = index_geometries(store.index_files, opts)
     out = []
     for p in store.index_files:
-        r = IndexFileReader(p)
-        if not r.valid:
-            stats.damage(f"{p}: index file of {r.size} bytes has no known geometry (40 + slots×4 + entries×20); "
-                         f"skipped")
+        g = geos.of(p)
+        try:
+            r = IndexFileReader(p, g)
+        except InputError as e:
+            why = f"{e}"
+        else:
+            if r.valid:
+                out.append(r)
+                continue
             r.close()
-            continue
-        out.append(r)
-    return out
+            why = g.warning or f"{p}: {r.size} bytes do not hold an index file"
+        for r in out:
+            r.close()
+        return [], why
+    return out, None
 
 
 def _topic_names(path: str) -> set[str]:
@@ -274,10 +283,15 @@ def run_query(store: RocketStore, opts: QueryOptions, stats: ScanStats) -> Itera
         reader.close()
 
 
-def _scan(store: RocketStore, stats: ScanStats, segments: list[Segment] | None = None) -> Iterator[Message]:
-    """Every message of the given segments (default: all), damage reported to ``stats``."""
+def _scan(store: RocketStore, stats: ScanStats, segments: list[Segment] | None = None,
+          from_offset: int = 0) -> Iterator[Message]:
+    """Every message of the given segments (default: all) from ``from_offset`` (a message start) on, damage
+    reported to ``stats``."""
     for seg in segments if segments is not None else store.segments:
-        for ev in SegmentScanner(seg).events():
+        if seg.end <= from_offset:
+            continue
+        start = from_offset - seg.base if seg.base < from_offset else 0
+        for ev in SegmentScanner(seg, start=start, resync_start=start == 0).events():
             if isinstance(ev, Message):
                 yield ev
             elif isinstance(ev, Damage):
@@ -317,10 +331,28 @@ def _by_key(store, reader, opts, stats, sel):
         _note(stats, "no topic given and none known (no consumequeue/ or config/topics.json): answering by a "
                      "full commitlog scan (as with --scan)")
         use_scan = True
+    files = []
+    if not use_scan:
+        files, why = _open_index_files(store, opts)
+        if why:
+            _note(stats, f"the index files cannot be used ({why}): answering by a full commitlog scan "
+                       f"(as with --scan)")
+            use_scan = True
+    stats.scanned = use_scan
     if use_scan:
         found = _key_by_scan(store, opts, stats, holds, lo, hi)
     else:
-        found = _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi)
+        damaged = stats.damaged
+        found = _key_by_index(files, reader, opts, stats, holds, value, topics, lo, hi)
+        if stats.damaged > damaged:
+            _note(stats, "the index is damaged on the way to this key's entries: answering by a full commitlog "
+                       "scan as well")
+            stats.scanned = True
+            have = {m.offset for m, _ in found}
+            found = sorted(found + [t for t in _key_by_scan(store, opts, stats, holds, lo, hi)
+                                    if t[0].offset not in have], key=lambda t: t[0].offset)[-opts.max:]
+        else:
+            found = _key_after_index(store, files, found, opts, stats, holds, lo, hi)
     what = "key" if sel == "key" else "uniq_key"
     rollback = 0
     for m, via in sorted(found, key=lambda t: t[0].offset):
@@ -350,9 +382,8 @@ def _by_key(store, reader, opts, stats, sel):
                      f"them): an index query would not return them")
 
 
-def _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi):
+def _key_by_index(files, reader, opts, stats, holds, value, topics, lo, hi):
     """Newest first, files newest first (like ``IndexService#queryOffset``); stop at ``opts.max`` real hits."""
-    files = _open_index_files(store, stats)
     found: list[tuple[Message, str]] = []
     seen: set[int] = set()
     hashes = {index_hash(f"{t}#{value}"): t for t in topics}
@@ -389,6 +420,26 @@ def _key_by_index(store, reader, opts, stats, holds, value, topics, lo, hi):
         for f in files:
             f.close()
     return found
+
+
+def _key_after_index(store, files, found, opts, stats, holds, lo, hi):
+    """Messages stored after the last indexed one (the index does not cover them: a crash before the index
+    caught up, or messages without keys at the end) are found by scanning from there."""
+    end = max((f.header["endPhyOffset"] for f in files), default=0)
+    segs = store.segments
+    if not segs or (end > 0 and end >= segs[-1].end):
+        return found
+    have = {m.offset for m, _ in found}
+    tail, after = [], 0
+    for m in _scan(store, stats, from_offset=end):
+        after += m.offset != end
+        if m.offset not in have and (opts.topic is None or m.topic == opts.topic) and holds(m) \
+                and _in_window(m, lo, hi):
+            tail.append((m, "scan"))
+    if after:
+        _note(stats, f"{after} message(s) after the last indexed one (commitlog offset {end}) are not covered by the "
+                   f"index files: searched them by a scan")
+    return sorted(found + tail, key=lambda t: t[0].offset)[-opts.max:]
 
 
 def _key_by_scan(store, opts, stats, holds, lo, hi):

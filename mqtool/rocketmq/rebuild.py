@@ -29,7 +29,6 @@ import struct
 import tempfile
 import time
 from array import array
-from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -44,8 +43,9 @@ from mqtool.options import RebuildOptions
 from mqtool.pages import PageWindow
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch as D
-from mqtool.rocketmq.config import parse_broker_conf
-from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, infer_index_geometry
+from mqtool.rocketmq import indexes
+from mqtool.rocketmq.config import read_broker_conf
+from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES
 from mqtool.rocketmq.layout import RocketStore, Segment
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
@@ -157,55 +157,38 @@ class Settings:
     index_num: int
     rules: D.DispatchRules
     sources: dict = field(default_factory=dict)   # setting -> where it came from
+    cq_decision: object = None                    # indexes.cq_file_size's SizeDecision
+    index_geometries: object = None               # indexes.IndexGeometries of the store's index files
 
 
 def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> Settings:
     """Each size comes from its option, else ``--broker-conf``, else the store's own files (consumequeue file
-    size; index file size → slots/entries), else the broker default. ``sources`` says which."""
-    conf: dict[str, str] = {}
-    if opts.broker_conf:
-        conf = parse_broker_conf(read_input(opts.broker_conf, limit=1 << 20).decode("utf-8", "replace"))
-        # broker.toml writes strings quoted: messageDelayLevel = "1s 5s ..."
-        conf = {k: v[1:-1] if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'" else v for k, v in conf.items()}
+    names and sizes; index headers and structure), else the broker default
+    (:func:`indexes.cq_file_size`, :func:`indexes.index_geometries`). ``sources`` says which."""
+    conf: dict[str, str] = read_broker_conf(opts.broker_conf) if opts.broker_conf else {}
     src: dict[str, str] = {}
-
-    def given(opt_val, conf_key):
-        if opt_val is not None:
-            src[conf_key] = "option"
-            return opt_val
-        if conf_key in conf:
-            try:
-                v = int(conf[conf_key].strip())
-            except ValueError:
-                raise UsageError(f"{conf_key}={conf[conf_key]!r} in {opts.broker_conf} is not a number") from None
-            src[conf_key] = "broker-conf"
-            return v
-        return None
-
-    cq_req = given(opts.cq_file_size, "mappedFileSizeConsumeQueue")
-    if cq_req is None:
-        cq_req = _store_cq_file_size(store)
-        src["mappedFileSizeConsumeQueue"] = "store" if cq_req is not None else "default"
-    cq_size = D.cq_file_size(cq_req)
-    slots = given(opts.max_hash_slots, "maxHashSlotNum")
-    num = given(opts.max_index_num, "maxIndexNum")
-    if (slots is None or num is None) and store is not None and store.index_files:
-        try:
-            size = os.stat(sorted(store.index_files, key=os.path.basename)[0]).st_size
-        except OSError:
-            size = 0
-        s_inf, n_inf = infer_index_geometry(size, slots, num) if size else (None, None)
-        if s_inf is not None:
-            if slots is None:
-                slots, src["maxHashSlotNum"] = s_inf, "store"
-            if num is None:
-                num, src["maxIndexNum"] = n_inf, "store"
-    if slots is None:
-        slots, src["maxHashSlotNum"] = F.DEFAULT_MAX_HASH_SLOTS, "default"
-    if num is None:
-        num, src["maxIndexNum"] = F.DEFAULT_MAX_INDEX_NUM, "default"
-    if cq_size <= 0 or slots <= 0 or num <= 1:
-        raise UsageError("--cq-file-size and --max-hash-slots must be > 0, --max-index-num > 1")
+    cq = indexes.cq_file_size(store, opts)
+    src["mappedFileSizeConsumeQueue"] = cq.source
+    geos = indexes.index_geometries(store.index_files if store is not None else [], opts)
+    geo = geos.main()
+    (given_slots, given_num), _ = indexes.given_index_geometry(opts)
+    if geo is not None and geo.slots is None and geo.candidates and given_slots is None and given_num is None:
+        # the files' size is known, not its split: a pair of that size (named in the index-geometry warning),
+        # so the rebuild is the store's size rather than the broker's 420 MB default
+        slots, num = geo.candidates[0]
+        src["maxHashSlotNum"] = src["maxIndexNum"] = "guess"
+    elif geo is None or geo.slots is None:      # no index file to learn from (or none that tells)
+        (slots, num), given_from = indexes.given_index_geometry(opts)
+        src["maxHashSlotNum"] = given_from if slots is not None else "default"
+        src["maxIndexNum"] = given_from if num is not None else "default"
+        slots = F.DEFAULT_MAX_HASH_SLOTS if slots is None else slots
+        num = F.DEFAULT_MAX_INDEX_NUM if num is None else num
+        if slots < 1 or num < 2:
+            raise UsageError(f"maxHashSlotNum {slots} / maxIndexNum {num} ({given_from}): slots must be > 0, "
+                             "entries > 1")
+    else:
+        slots, num = geo.slots, geo.entries
+        src["maxHashSlotNum"] = src["maxIndexNum"] = geo.source
     levels = D.parse_delay_levels(conf.get("messageDelayLevel"))
     src["messageDelayLevel"] = "broker-conf" if "messageDelayLevel" in conf else "default"
     if not levels:
@@ -216,19 +199,7 @@ def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> 
                       ("messageIndexEnable", "index_enable")):
         if key in conf:
             setattr(rules, attr, conf[key].strip().lower() == "true")
-    return Settings(cq_size, slots, num, rules, src)
-
-
-def _store_cq_file_size(store: RocketStore | None) -> int | None:
-    """The size most of the store's consumequeue files have (the broker writes every file full size)."""
-    if store is None:
-        return None
-    sizes = Counter()
-    for q in store.queues():
-        for seg in q.files:
-            if seg.size > 0 and seg.size % UNIT == 0:
-                sizes[seg.size] += 1
-    return sizes.most_common(1)[0][0] if sizes else None
+    return Settings(cq.value, slots, num, rules, src, cq, geos)
 
 
 # ---- commitlog records for dispatch -------------------------------------------------------------
@@ -1215,6 +1186,18 @@ def checkpoint_bytes(res: RebuildResult) -> bytes:
                                    confirmPhyOffset=0))
 
 
+def geometry_findings(settings: Settings, store: RocketStore) -> list[Finding]:
+    """Warnings for sizes the store could not settle (each names the candidates)."""
+    out = []
+    cq = settings.cq_decision
+    if cq is not None and cq.warning:
+        out.append(Finding(WARNING, "cq-geometry", store.consumequeue_dir, None, None, cq.warning,
+                           cq.value, list(cq.candidates)))
+    for w in settings.index_geometries.warnings() if settings.index_geometries is not None else ():
+        out.append(Finding(WARNING, "index-geometry", store.index_dir, None, None, w))
+    return out
+
+
 def run_rebuild(store: RocketStore, opts: RebuildOptions):
     """Engine entry point: ``(findings_iter, summary_fn)`` (see :mod:`mqtool.cli`)."""
     if not store.segments:
@@ -1248,6 +1231,7 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
 
     def run():
         t0 = time.perf_counter()
+        findings.extend(geometry_findings(settings, store))
         with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
             res = rebuild_store(store, settings, on_cq, on_index, findings,
                                 on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare)
@@ -1277,6 +1261,8 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
             "damaged_ranges": res.damaged,
             "cq_file_size": settings.cq_file_size, "max_hash_slots": settings.hash_slots,
             "max_index_num": settings.index_num, "settings_from": settings.sources,
+            "settings_evidence": {"mappedFileSizeConsumeQueue": settings.cq_decision.evidence,
+                                  "maxHashSlotNum/maxIndexNum": settings.index_geometries.summary()},
             "seconds": round(elapsed, 3),
         }
         if cmp_sink is not None:

@@ -524,6 +524,11 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
         return
     reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
     rules = dispatch.DispatchRules()
+    cq = indexes.cq_file_size(store, ctx.opts)
+    ctx.summary.extra["cq_file_size"] = cq.to_dict("bytes")
+    if cq.warning:
+        yield ctx.f(WARNING, "cq-geometry", store.consumequeue_dir or store.cq_file, None, None, cq.warning,
+                    cq.value, list(cq.candidates))
     for d, why in store.unreadable:
         yield ctx.f(ERROR, "dir-unreadable", d, None, None, f"cannot list directory: {why}")
     yield from _each_file(ctx, queues, reader, lambda qf: _verify_queue(ctx, qf, reader, rules))
@@ -651,19 +656,27 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = indexes.read_checkpoint(store.checkpoint)
         except Exception:
             cp = None
-    yield from _each_file(ctx, store.index_files, reader, lambda path: _verify_index_file(ctx, path, reader, cp))
+    geos = indexes.index_geometries(store.index_files, ctx.opts)
+    ctx.summary.extra["index_geometry"] = geos.summary()
+    for size, g in sorted(geos.by_size.items()):
+        if g.warning:
+            first = min((p for p, z in geos.sizes.items() if z == size), key=os.path.basename)
+            unchecked = "" if g.slots else \
+                f" ({sum(1 for z in geos.sizes.values() if z == size)} file(s) of this size not checked)"
+            yield ctx.f(WARNING, "index-geometry", first, None, None, g.warning + unchecked,
+                        None, [list(c) for c in g.candidates] or None)
+    yield from _each_file(ctx, store.index_files, reader,
+                          lambda path: _verify_index_file(ctx, path, reader, cp, geos.of(path)))
 
 
-def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
-    v = indexes.read_index_file(path)
+def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[Finding]:
+    v = indexes.read_index_file(path, geometry)
     h = v.header
     if v.size < F.INDEX_HEADER_SIZE:
         yield ctx.f(ERROR, "index-truncated", path, 0, None, f"index file is {v.size} bytes, shorter than its header")
         return
     if v.slot_num is None:
-        yield ctx.f(ERROR, "index-geometry", path, 0, None,
-                    f"cannot infer hash slot / entry counts from the file size {v.size}")
-        return
+        return                  # geometry unknown: one index-geometry warning names the candidates
     count = h["indexCount"]
     if count < 1 or count > v.index_num:
         yield ctx.f(ERROR, "index-header", path, 36, None,

@@ -145,6 +145,7 @@ class MqtoolReader(DataSourceReader):
         self.max_partitions = int(mp) if mp else None
         mms = options.get("maxMessageSize")
         self.max_message_size = parse_size(mms) if mms else 4 * 1024 * 1024
+        self.sizes = size_options(options)
 
     def partitions(self):
         if self.mode == "verify":
@@ -159,7 +160,8 @@ class MqtoolReader(DataSourceReader):
         if isinstance(partition, StorePartition):
             if not partition.path:
                 return iter(())
-            return S.to_batches(verify_rows(partition.path, partition.family, self.max_message_size), schema)
+            return S.to_batches(verify_rows(partition.path, partition.family, self.max_message_size, self.sizes),
+                                schema)
         return S.to_batches(self._message_rows(partition.ranges), schema, self.batch_rows)
 
     def _message_rows(self, ranges):
@@ -175,14 +177,45 @@ class MqtoolReader(DataSourceReader):
                 yield row
 
 
-def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024):
+def _option_name(field_name: str) -> str:
+    """A SizeOptions field as a data source option: ``max_hash_slots`` → ``maxHashSlots``."""
+    head, *rest = field_name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def size_reader_options(sizes: dict | None) -> dict[str, str]:
+    """SizeOptions fields (``--broker-conf`` … ``--index-interval-bytes``) as data source options."""
+    return {_option_name(k): str(v) for k, v in (sizes or {}).items() if v is not None}
+
+
+def size_options(options) -> dict:
+    """Store geometry from the data source options (brokerConf, cqFileSize, maxHashSlots, maxIndexNum,
+    indexIntervalBytes): the :class:`~mqtool.options.SizeOptions` fields, None where not given."""
+    from dataclasses import fields
+
+    from mqtool.options import SizeOptions
+
+    out = {}
+    for f in fields(SizeOptions):
+        v = options.get(_option_name(f.name))
+        if v is None or f.name == "broker_conf":
+            out[f.name] = v
+            continue
+        try:
+            out[f.name] = int(v)
+        except ValueError:
+            raise UsageError(f"mqtool data source: option {_option_name(f.name)}={v!r} is not a number") from None
+    return out
+
+
+def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024, sizes: dict | None = None):
     """Findings rows (and a summary row) of ``verify store`` on one store, run in one process."""
     from mqtool.detect import family_module
     from mqtool.options import VerifyOptions
 
     ops = family_module(family, "ops")
     findings, summary_fn = ops.verify("store", path, VerifyOptions(max_message_size=max_message_size, jobs=1,
-                                                                  progress=False))
+                                                                  progress=False, **(sizes or {})))
     for f in findings:
         yield S.finding_row(path, f.to_dict())
     yield S.finding_row(path, summary_fn().to_dict())

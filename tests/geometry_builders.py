@@ -1,0 +1,190 @@
+"""Stores of a chosen geometry for the geometry sweep (tests/test_geometry_sweep.py), built with the construct
+schemas and the brokers' own rules as the format references state them — not with mqtool's rebuild code:
+
+* RocketMQ (shared/reference/rocketmq.md §4, §6): one commitlog segment; consumequeue files of
+  ``cq_size`` bytes named by their first byte's queue offset, the last one zero-filled to full size; index
+  files of ``slots`` hash slots and ``entries`` entries, filled as ``IndexService#buildIndex`` /
+  ``IndexFile#putKey`` do (a new file once indexCount reaches maxIndexNum; a new file starts with the previous
+  file's end values, its first entry's timeDiff taken against them); each index file named by its first
+  entry's store time (the broker's creation time is not in the data), 1 ms later when that would not sort
+  after the previous name.
+* Kafka (shared/reference/kafka.md §5.3): a partition whose ``.index``/``.timeindex`` follow
+  ``LogSegment.append``'s rule for a given ``index.interval.bytes`` (an entry for a batch once more than the
+  interval was appended since the last entry; the time index takes the largest timestamp so far when the
+  offset index gets an entry, and once more when the segment is closed).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import random
+from pathlib import Path
+
+from formats import kafka as K
+from formats import rocketmq as F
+from formats.common import java_string_hash
+from rmq_bytes import T0, unit
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SEGMENT = 1 << 20
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, FIXTURES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _key_hash(key: str) -> int:
+    h = abs(java_string_hash(key))
+    return 0 if h >= 2 ** 31 else h
+
+
+def _props(pairs) -> bytes:
+    return F.properties_to_string(pairs).encode()
+
+
+def rocketmq_store(root: Path, slots: int, entries: int, cq_size: int, n_keys: int, seed: int) -> dict:
+    """Write a store whose index files hold ``n_keys`` keys; returns what was built (files, keys)."""
+    rng = random.Random(seed)
+    files: dict[str, bytes] = {}
+    log = bytearray()
+    queues: dict[tuple[str, int], list[bytes]] = {}
+    keys_at: list[tuple[str, str, int]] = []          # (topic, key, offset) of every indexed key
+    stamped: list[tuple[int, int, list[str]]] = []    # (offset, store time, index keys) per message
+    left, i, ts = n_keys, 0, T0
+    while left > 0:
+        topic = "GeoA" if i % 3 else "GeoB"
+        q = i % 2
+        ts += rng.choice((1, 7, 400, 1500))
+        uniq = f"0A0000010000{seed % 65536:04X}{i:016X}"
+        n_extra = min(left - 1, rng.choice((1, 1, 2)))
+        keys = [f"k{seed}-{i}-{j}" for j in range(n_extra)]
+        tags = f"Tag{i % 4}"
+        props = [("UNIQ_KEY", uniq), ("TAGS", tags)] + ([("KEYS", " ".join(keys))] if keys else [])
+        qoff = len(queues.get((topic, q), []))
+        data = unit(topic.encode(), f"body {i}".encode(), _props(props), phys=len(log), queue_id=q,
+                    queue_offset=qoff, store_ts=ts)
+        off = len(log)
+        log += data
+        queues.setdefault((topic, q), []).append(F.CqUnit.build(dict(offset=off, size=len(data),
+                                                                     tagsCode=java_string_hash(tags))))
+        index_keys = [uniq] + keys
+        stamped.append((off, ts, [f"{topic}#{k}" for k in index_keys]))
+        keys_at += [(topic, k, off) for k in index_keys]
+        left -= len(index_keys)
+        i += 1
+    assert len(log) + F.END_FILE_MIN_BLANK_LENGTH < SEGMENT
+    files["commitlog/" + f"{0:020d}"] = bytes(log) + bytes(SEGMENT - len(log))
+    for (topic, q), units in queues.items():
+        per = cq_size // F.CQ_STORE_UNIT_SIZE
+        for start in range(0, len(units), per):
+            chunk = b"".join(units[start:start + per])
+            files[f"consumequeue/{topic}/{q}/{start * F.CQ_STORE_UNIT_SIZE:020d}"] = chunk + bytes(cq_size - len(chunk))
+    for name, data in _index_files(stamped, slots, entries):
+        files[f"index/{name}"] = data
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return {"files": files, "keys": keys_at, "messages": i}
+
+
+def _index_files(stamped, slots: int, entries: int):
+    """``IndexFile#putKey`` over the messages' keys; yields (name, bytes) per file."""
+    out = []
+    cur = None
+    prev_name = None
+
+    def new_file(end_phy: int, end_ts: int):
+        return {"slots": [0] * slots, "entries": [dict(keyHash=0, phyOffset=0, timeDiff=0, prevIndex=0)],
+                "h": dict(beginTimestamp=end_ts, endTimestamp=end_ts, beginPhyOffset=end_phy, endPhyOffset=end_phy,
+                          hashSlotCount=0, indexCount=1), "first_ts": None}
+
+    for off, ts, keys in stamped:
+        if cur is not None and off < cur["h"]["endPhyOffset"]:
+            continue
+        for key in keys:
+            if cur is None or cur["h"]["indexCount"] >= entries:
+                if cur is not None:
+                    out.append(cur)
+                cur = new_file(cur["h"]["endPhyOffset"] if cur else 0, cur["h"]["endTimestamp"] if cur else 0)
+            h = cur["h"]
+            kh = _key_hash(key)
+            slot = kh % slots
+            head = cur["slots"][slot]
+            if head <= 0 or head > h["indexCount"]:
+                head = 0
+            diff = 0 if h["beginTimestamp"] <= 0 else min(max((ts - h["beginTimestamp"]) // 1000, 0), 2 ** 31 - 1)
+            cur["entries"].append(dict(keyHash=kh, phyOffset=off, timeDiff=diff, prevIndex=head))
+            cur["slots"][slot] = h["indexCount"]
+            if h["indexCount"] <= 1:
+                h["beginPhyOffset"], h["beginTimestamp"] = off, ts
+                cur["first_ts"] = ts
+            if head == 0:
+                h["hashSlotCount"] += 1
+            h["indexCount"] += 1
+            h["endPhyOffset"], h["endTimestamp"] = off, ts
+    if cur is not None:
+        out.append(cur)
+    for f in out:
+        ents = f["entries"] + [dict(keyHash=0, phyOffset=0, timeDiff=0, prevIndex=0)] * (entries - len(f["entries"]))
+        name = _ms_name(f["first_ts"])
+        if prev_name is not None and name <= prev_name:
+            name = _ms_name(_name_ms(prev_name) + 1)
+        prev_name = name
+        yield name, F.index_file(slots, entries).build(dict(header=f["h"], slots=f["slots"], entries=ents))
+
+
+def _ms_name(ms: int) -> str:
+    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return t.strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
+
+
+def _name_ms(name: str) -> int:
+    t = dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp()) * 1000 + int(name[14:])
+
+
+# ---- Kafka ---------------------------------------------------------------------------------------------
+
+def kafka_partition(part: Path, interval: int, seed: int, n_segments: int = 3) -> dict[str, bytes]:
+    """A partition dir of ``n_segments`` segments of v2 batches of random sizes, indexes per the broker's
+    append rule at ``interval``; returns {file name: bytes} of the index files written."""
+    kb = _load("build_kafka")
+    rng = random.Random(seed)
+    part.mkdir(parents=True, exist_ok=True)
+    written = {}
+    base, ts = 0, kb.T0
+    for _ in range(n_segments):
+        log, offset_idx, time_idx = bytearray(), bytearray(), bytearray()
+        since, max_ts, max_ts_off, last_time = 0, -1, -1, -1
+        n_batches = rng.randint(1, 40)
+        off = base
+        for _b in range(n_batches):
+            n = rng.randint(1, 4)
+            ts += rng.randint(-5, 30)                      # timestamps may go back: the time index must not
+            recs = [kb.record(j, j, b"k%d" % (off + j), b"v" * rng.randint(0, 600)) for j in range(n)]
+            batch = kb.batch_v2(off, recs, base_ts=ts, max_ts=ts + n - 1)
+            last = off + n - 1
+            if ts + n - 1 > max_ts:
+                max_ts, max_ts_off = ts + n - 1, last
+            if since > interval:
+                offset_idx += K.OffsetIndexEntry.build(dict(relativeOffset=last - base, position=len(log)))
+                if max_ts > last_time:
+                    time_idx += K.TimeIndexEntry.build(dict(timestamp=max_ts, relativeOffset=max_ts_off - base))
+                    last_time = max_ts
+                since = 0
+            log += batch
+            since += len(batch)
+            off = last + 1
+        if max_ts > last_time:                             # closing the segment: the last max timestamp
+            time_idx += K.TimeIndexEntry.build(dict(timestamp=max_ts, relativeOffset=max_ts_off - base))
+        name = f"{base:020d}"
+        for suffix, data in ((".log", log), (".index", offset_idx), (".timeindex", time_idx)):
+            (part / (name + suffix)).write_bytes(bytes(data))
+            if suffix != ".log":
+                written[name + suffix] = bytes(data)
+        base = off
+    return written
