@@ -1,0 +1,114 @@
+"""Consumequeue entries against the live commitlog: which ones are remnants of an older run.
+
+After a restart LiteMQ rewrites the commitlog from offset 0 of file 0 and each queue from entry 0 (its
+recovery globs ``*.data`` and finds nothing; /work/shared/reference/litemq.md "Restart behaviour"). When the
+new run writes fewer messages, the older run's entries after the new run's count stay in the queue files,
+still non-zero, still pointing at the older run's offsets. Such an entry is **stale** when
+
+* it points past the live end of the log (or into a file the live chain never reaches), or
+* it points at a live record whose topic, queue or size does not match the entry (overwritten), or
+* it points inside a live record (no record starts there).
+
+The record a stale entry pointed at may survive after the live end (then it is the older run's record,
+readable as a carved stale record) or be gone (overwritten).
+"""
+from __future__ import annotations
+
+from mqtool.io import map_input
+from mqtool.litemq.layout import Store, commitlog_segments
+
+#: Why an entry is stale (the ``stale_reason`` of a consumequeue row).
+PAST_END = "past-end"            # at or after the live end of the commitlog
+OVERWRITTEN = "overwritten"      # a live record starts there, of another topic/queue/size
+INSIDE_RECORD = "inside-record"  # inside a live record: no record starts there
+
+#: Walk findings that describe a restart over old data (warnings about history, not damaged bytes).
+RESTART_CODES = frozenset({"overwritten-record", "stale-records"})
+
+
+def stale_reason(e, where: str, rec=None) -> str | None:
+    """Why entry ``e`` (a CQEntry) is stale, None when it matches the live log.
+
+    ``where`` is ``"start"`` (a live record starts at the entry's offset; ``rec`` = its (topic, queue_id,
+    size)), ``"inside"`` (inside a live record) or ``"past-end"``."""
+    if where == "past-end":
+        return PAST_END
+    if where == "inside":
+        return INSIDE_RECORD
+    topic, queue_id, size = rec
+    if topic != e.topic or queue_id != e.queue_id or size != e.size:
+        return OVERWRITTEN
+    return None
+
+
+class LiveLog:
+    """Answers "is there a live record at this offset?" without walking the whole log per question: the
+    record chain of a file is hopped (length prefixes only, :func:`mqtool.litemq.ranges.hop`) and the furthest
+    intact boundary is remembered, so a queue's ascending entries cost one pass over each file."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.segs, self.fs = commitlog_segments(store)
+        by_index = {s.index: s for s in self.segs}
+        self._seg = by_index
+        # the live chain runs through files 0, 1, ... while each is exactly full
+        self._reach = set()
+        if self.segs and store.kind != "segment":
+            from mqtool.litemq.ranges import _full
+
+            i = self.segs[0].index
+            while i in by_index:
+                self._reach.add(i)
+                if not _full(by_index[i]):
+                    break
+                i += 1
+        elif self.segs:
+            self._reach.add(self.segs[0].index)
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.segs) and self.fs > 0
+
+    def locate(self, offset: int, with_body: bool = False):
+        """``(where, record)``: where is ``"start"`` (a live record starts at ``offset``; record = it),
+        ``"inside"`` (inside a live record) or ``"past-end"`` (record = an older run's record that still
+        starts there, state ``stale``, or None)."""
+        from mqtool.litemq.ranges import _hop_to
+        from mqtool.litemq.scan import live_record_at, parse_record_at
+
+        if not self.usable or offset < 0:
+            return "past-end", None
+        seg = self._seg.get(offset // self.fs)
+        if seg is None:
+            return "past-end", None
+        pos = offset - seg.base
+        name = self.store.display(seg.path)
+        with map_input(seg.path) as mi:
+            buf = mi.buf
+            size = len(buf)
+            where = "past-end"
+            if seg.index in self._reach:
+                end, ok = _hop_to(seg, buf, size, pos)
+                if ok and end == pos:
+                    where = "start"
+                elif ok:
+                    where = "inside"
+            if where == "start":
+                rec, _ = live_record_at(buf, pos, size, seg, name)
+                if rec is None:
+                    where = "past-end"    # the live chain ends here (the length disagrees with the fields)
+            if where == "past-end":
+                rec, _ = parse_record_at(buf, pos, size, seg, name)
+                if rec is not None:
+                    rec.state = "stale"
+            elif where == "inside":
+                rec = None
+            if rec is not None and with_body:
+                rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
+            return where, rec
+
+    def judge(self, e):
+        """``(reason, where, record)`` for a consumequeue entry (reason None: it matches the live log)."""
+        where, rec = self.locate(e.commitlog_offset)
+        fields = (rec.m["Topic"], rec.m["QueueID"], rec.size) if where == "start" else None
+        return stale_reason(e, where, fields), where, rec
