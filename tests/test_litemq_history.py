@@ -82,6 +82,17 @@ def test_fixture_include_stale_searches_carved_records(run_cli):
     assert code == 0 and [(r["offset"], r["stale"]) for r in _rows(out)] == [(new["offset"], False)]
 
 
+def test_fixture_query_offset_marks_an_older_runs_record(run_cli):
+    man = load_json(FIX / "messages.json")
+    end = man["restarted_new_end"]
+    old = next(m for m in man["store"] if m["offset"] >= end)
+    code, out, _ = run_cli("query", FIX / "restarted", "--offset", old["offset"], "--json")
+    assert [(r["msg_id"], r["stale"]) for r in _rows(out)] == [(old["msg_id"], True)]
+    new = man["restarted_new"][0]
+    code, out, _ = run_cli("query", FIX / "restarted", "--offset", new["offset"], "--json")
+    assert [(r["msg_id"], r["stale"]) for r in _rows(out)] == [(new["msg_id"], False)]
+
+
 def test_mismatch_without_a_restart_is_still_damage(run_cli, tmp_path):
     """The sound fixture store with one entry's size changed: no sign of a restart, so an error."""
     dst = tmp_path / "store"
@@ -161,3 +172,21 @@ def test_real_restart_over_old_data(tmp_path, run_cli):
             assert all(r["stale"] for r in rows)
         else:
             assert len(rows) == 1 and not rows[0]["stale"] and rows[0]["queue_id"] == qid
+
+
+def test_fixture_info_counts_only_live_entries():
+    from mqtool.info import build_info
+    from mqtool.options import InfoOptions
+
+    man = load_json(FIX / "messages.json")
+    info = build_info(FIX / "restarted", None, InfoOptions())
+    live = [e for e in man["restarted_cq"] if not e["stale"]]
+    d = info.to_dict()
+    ends = {(t["topic"], q["queue"]): q["max_offset"] for t in d["topics"] for q in t["queues"]}
+    want = {}
+    for e in man["restarted_cq"]:
+        want.setdefault((e["topic"], e["queue_id"]), 0)
+    for e in live:
+        want[(e["topic"], e["queue_id"])] = max(want[(e["topic"], e["queue_id"])], e["queue_offset"] + 1)
+    assert ends == want
+    assert any(f"{len(man['restarted_cq']) - len(live)} consumequeue entries" in n for n in info.notes)

@@ -14,6 +14,8 @@ readable as a carved stale record) or be gone (overwritten).
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from mqtool.io import map_input
 from mqtool.litemq.layout import Store, commitlog_segments
 
@@ -43,14 +45,19 @@ def stale_reason(e, where: str, rec=None) -> str | None:
 
 class LiveLog:
     """Answers "is there a live record at this offset?" without walking the whole log per question: the
-    record chain of a file is hopped (length prefixes only, :func:`mqtool.litemq.ranges.hop`) and the furthest
-    intact boundary is remembered, so a queue's ascending entries cost one pass over each file."""
+    record chain of a file is hopped (length prefixes only, :func:`mqtool.litemq.ranges.hop`) from the nearest
+    record boundary already known, one remembered every :data:`MARK_EVERY` records, so entries in any order
+    cost about one pass over each file (and memory of one int per ``MARK_EVERY`` records)."""
+
+    MARK_EVERY = 64
 
     def __init__(self, store: Store):
         self.store = store
         self.segs, self.fs = commitlog_segments(store)
         by_index = {s.index: s for s in self.segs}
         self._seg = by_index
+        self._marks: dict[int, list[int]] = {}     # segment index -> known chain boundaries, ascending
+        self._broken: dict[int, int] = {}          # segment index -> where its chain breaks (once found)
         # the live chain runs through files 0, 1, ... while each is exactly full
         self._reach = set()
         if self.segs and store.kind != "segment":
@@ -65,6 +72,27 @@ class LiveLog:
         elif self.segs:
             self._reach.add(self.segs[0].index)
 
+    def _on_chain(self, idx: int, buf, size: int, pos: int) -> str:
+        """"start", "inside" or "past-end" for ``pos`` in the chain of segment ``idx``."""
+        from mqtool.litemq.ranges import hop
+
+        broken = self._broken.get(idx)
+        if broken is not None and pos > broken:
+            return "past-end"
+        marks = self._marks.setdefault(idx, [0])
+        at = marks[bisect_right(marks, pos) - 1]
+        steps = 0
+        while at < pos:
+            nxt, ok = hop(buf, at, size, at + 1)
+            if not ok:
+                self._broken[idx] = at
+                return "start" if at == pos else "past-end"
+            at = nxt
+            steps += 1
+            if steps % self.MARK_EVERY == 0 and at > marks[-1]:
+                marks.append(at)
+        return "start" if at == pos else "inside"
+
     @property
     def usable(self) -> bool:
         return bool(self.segs) and self.fs > 0
@@ -73,7 +101,6 @@ class LiveLog:
         """``(where, record)``: where is ``"start"`` (a live record starts at ``offset``; record = it),
         ``"inside"`` (inside a live record) or ``"past-end"`` (record = an older run's record that still
         starts there, state ``stale``, or None)."""
-        from mqtool.litemq.ranges import _hop_to
         from mqtool.litemq.scan import live_record_at, parse_record_at
 
         if not self.usable or offset < 0:
@@ -86,13 +113,7 @@ class LiveLog:
         with map_input(seg.path) as mi:
             buf = mi.buf
             size = len(buf)
-            where = "past-end"
-            if seg.index in self._reach:
-                end, ok = _hop_to(seg, buf, size, pos)
-                if ok and end == pos:
-                    where = "start"
-                elif ok:
-                    where = "inside"
+            where = self._on_chain(seg.index, buf, size, pos) if seg.index in self._reach else "past-end"
             if where == "start":
                 rec, _ = live_record_at(buf, pos, size, seg, name)
                 if rec is None:

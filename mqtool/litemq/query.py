@@ -77,6 +77,8 @@ def _index_files(store):
 def _by_offset(store, opts):
     if opts.containing:
         rec = read_record_at(store, opts.offset, opts.body != "none", True)
+        if rec is not None and LiveLog(store).locate(rec.offset)[0] != "start":
+            rec.state = "stale"
     else:
         _, rec = LiveLog(store).locate(opts.offset, opts.body != "none")   # an older run's record: stale
     if rec is not None:
@@ -166,6 +168,7 @@ def _scan(store, opts, stats):
 def _by_index(store, files, opts, stats):
     """Walk the key's hash chain in each index file (newest entry first), newest file first."""
     h = fnv1a32(opts.key.encode("utf-8"))
+    live = LiveLog(store)
     seen = set()
     n = 0
     for p in sorted(files, reverse=True):
@@ -186,7 +189,11 @@ def _by_index(store, files, opts, stats):
             kh, off, _td, nxt = struct.unpack_from(">Iqii", data, ebase + 20 * cur)
             if kh == h and off not in seen:
                 seen.add(off)
-                rec = read_record_at(store, off, opts.body != "none")
+                where, rec = live.locate(off, opts.body != "none")
+                if rec is not None and where != "start":
+                    stats.notes.append(f"{p}: index entry {cur} points at offset {off}, which is not live data "
+                                       "(an older run's record): skipped; --include-stale searches those")
+                    continue
                 if rec is not None and _match(rec, opts):
                     yield record_row(rec, opts.body)
                     n += 1
