@@ -106,6 +106,26 @@ def test_mismatch_without_a_restart_is_still_damage(run_cli, tmp_path):
     assert ("error", "cq-size-mismatch") in codes and code == 1
 
 
+def test_entries_into_a_zeroed_tail_are_still_damage(run_cli, tmp_path):
+    """The sound fixture store with the end of its last commitlog file zeroed: entries past the new end, but no
+    sign of a restart (no older record survives there, time never goes back), so errors, not remnants."""
+    man = load_json(FIX / "messages.json")
+    dst = tmp_path / "store"
+    shutil.copytree(FIX / "store", dst)
+    fs = man["commitlog_file_size"]
+    last = sorted(man["store"], key=lambda m: m["offset"])
+    cut = last[-2]["offset"]
+    f = dst / "commitlog" / f"{cut // fs:020d}"
+    data = bytearray(f.read_bytes())
+    data[cut % fs:] = bytes(len(data) - cut % fs)
+    f.write_bytes(bytes(data))
+    code, out, _ = run_cli("verify", "store", dst, "--json")
+    rows = _rows(out)
+    codes = {(r["severity"], r["code"]) for r in rows if r.get("kind") == "finding"}
+    assert ("error", "cq-beyond-end") in codes and code == 1
+    assert not any(r.get("code") in ("cq-stale-entry", "cq-remnants") for r in rows)
+
+
 # ---- real bytes: clean/ (older run) with crash/'s first records and entries written over it ----------
 
 def _real_restart(tmp_path, n_new=12):

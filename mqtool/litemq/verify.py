@@ -225,14 +225,15 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
             if ri is not None:
                 reason = stale_reason(e, "start", (ri.topic, ri.queue_id, ri.size))
             else:
-                past = res.end_offset is None or e.commitlog_offset >= res.end_offset
+                past = res.end_offset is not None and e.commitlog_offset >= res.end_offset
                 reason = stale_reason(e, "past-end" if past else "inside")
-            # a restart shows as carved older records, store time going back in the log or in this queue,
-            # or an earlier remnant of this queue; without such a sign a mismatch is damage
+            # A restart shows as carved older records (an entry past the new end points at one of them), store
+            # time going back in the log or in this queue, or an earlier remnant of this queue. Without such a
+            # sign the entry is damage: a mismatch, or a queue pointing into a zeroed/truncated tail.
             restarted = (res.stale or res.regressed or q_remnants
                          or (prev_ts is not None and e.timestamp < prev_ts - TIME_REGRESSION_MS))
             prev_ts = e.timestamp
-            if reason == PAST_END or (reason and restarted):
+            if reason and restarted:
                 if not q_remnants:
                     first_remnant = (f, pos, e.index)
                 q_remnants += 1
