@@ -227,10 +227,11 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
             else:
                 past = res.end_offset is not None and e.commitlog_offset >= res.end_offset
                 reason = stale_reason(e, "past-end" if past else "inside")
-            # A restart shows as carved older records (an entry past the new end points at one of them), store
-            # time going back in the log or in this queue, or an earlier remnant of this queue. Without such a
+            # A restart shows as carved older records and no newer ones (an entry past the new end points at one
+            # of them), store time going back in the log or in this queue, or an earlier remnant of this queue
+            # (newer records after the end mean the end is damage, see scan._end_finding). Without such a
             # sign the entry is damage: a mismatch, or a queue pointing into a zeroed/truncated tail.
-            restarted = (res.stale or res.regressed or q_remnants
+            restarted = ((res.stale and not res.after_gap) or res.regressed or q_remnants
                          or (prev_ts is not None and e.timestamp < prev_ts - TIME_REGRESSION_MS))
             prev_ts = e.timestamp
             if reason and restarted:
@@ -248,7 +249,10 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
                               f"entry {e.index} is an older run's remnant: it {what[reason]}", None, reason)
                 continue
             if ri is None:
-                if res.end_offset is not None and e.commitlog_offset >= res.end_offset:
+                if old is not None:
+                    yield Finding(WARNING, "cq-points-to-stale", f, pos, e.commitlog_offset,
+                                  "entry points at a stale record (the queue was not rewritten after a restart)")
+                elif res.end_offset is not None and e.commitlog_offset >= res.end_offset:
                     yield Finding(ERROR, "cq-beyond-end", f, pos, e.commitlog_offset,
                                   "entry points past the end of the commitlog data", res.end_offset,
                                   e.commitlog_offset)
