@@ -126,6 +126,30 @@ def test_entries_into_a_zeroed_tail_are_still_damage(run_cli, tmp_path):
     assert not any(r.get("code") in ("cq-stale-entry", "cq-remnants") for r in rows)
 
 
+def test_entries_behind_damage_are_not_stale(run_cli, tmp_path):
+    """The sound fixture store with its second record's magic broken: every later record is this run's, behind
+    damage (after-gap), so no entry is an older run's; query gives such a record with its state and exit 1."""
+    man = load_json(FIX / "messages.json")
+    dst = tmp_path / "store"
+    shutil.copytree(FIX / "store", dst)
+    recs = sorted(man["store"], key=lambda m: m["offset"])
+    victim = recs[1]
+    fs = man["commitlog_file_size"]
+    f = dst / "commitlog" / f"{victim['offset'] // fs:020d}"
+    data = bytearray(f.read_bytes())
+    data[victim["offset"] % fs + 4] ^= 0xFF                     # the magic after the length prefix
+    f.write_bytes(bytes(data))
+    code, out, _ = run_cli("dump", "consumequeue", dst, "--json")
+    rows = _rows(out)
+    assert rows and not any(r["stale"] for r in rows)
+    later = next(m for m in recs[2:] if m["topic"] == "orders" and m["queue_id"] == 0 and not m["message_type_code"])
+    entry = next(r for r in rows if r["offset"] == later["offset"] and r["topic"] == "orders")
+    code, out, err = run_cli("query", dst, "--topic", "orders", "--queue", 0, "--queue-offset",
+                             entry["queue_offset"], "--json")
+    got = _rows(out)
+    assert code == 1 and [(r["offset"], r["state"]) for r in got] == [(later["offset"], "after-gap")]
+
+
 # ---- real bytes: clean/ (older run) with crash/'s first records and entries written over it ----------
 
 def _real_restart(tmp_path, n_new=12):

@@ -58,6 +58,7 @@ class LiveLog:
         self._seg = by_index
         self._marks: dict[int, list[int]] = {}     # segment index -> known chain boundaries, ascending
         self._broken: dict[int, int] = {}          # segment index -> where its chain breaks (once found)
+        self._end_ts = False                        # store time of the last live record (False: not read yet)
         # the live chain runs through files 0, 1, ... while each is exactly full
         self._reach = set()
         if self.segs and store.kind != "segment":
@@ -120,16 +121,57 @@ class LiveLog:
                     where = "past-end"    # the live chain ends here (the length disagrees with the fields)
             if where == "past-end":
                 rec, _ = parse_record_at(buf, pos, size, seg, name)
-                if rec is not None:
-                    rec.state = "stale"
+                if rec is not None:    # the walk's rule: older than the live data = stale, else behind damage
+                    end_ts = self._last_live_ts()
+                    rec.state = "stale" if end_ts is not None and rec.m["StoreTimestamp"] < end_ts else "after-gap"
             elif where == "inside":
                 rec = None
             if rec is not None and with_body:
                 rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
             return where, rec
 
+    def _last_live_ts(self) -> int | None:
+        """StoreTimestamp of the last record of the live chain (the walk compares carved records with the
+        newest live one; in one run store time only grows, so the last is the newest)."""
+        if self._end_ts is False:
+            from mqtool.litemq.scan import parse_record_at
+
+            self._end_ts = None
+            last = max(self._reach, default=None)
+            if last is not None:
+                from mqtool.litemq.ranges import hop
+
+                seg = self._seg[last]
+                with map_input(seg.path) as mi:
+                    buf, size = mi.buf, len(mi.buf)
+                    self._on_chain(last, buf, size, size)          # finds where the chain breaks
+                    end = self._broken.get(last, size)
+                    marks = self._marks.get(last, [0])
+                    at, prev = marks[max(bisect_right(marks, end - 1) - 1, 0)], None
+                    while at < end:                                # the record before the end
+                        prev = at
+                        at, ok = hop(buf, at, size, at + 1)
+                        if not ok:
+                            break
+                    if prev is not None:
+                        rec, _ = parse_record_at(buf, prev, size, seg, self.store.display(seg.path))
+                        if rec is not None:
+                            self._end_ts = rec.m["StoreTimestamp"]
+        return self._end_ts
+
     def judge(self, e):
         """``(reason, where, record)`` for a consumequeue entry (reason None: it matches the live log)."""
         where, rec = self.locate(e.commitlog_offset)
-        fields = (rec.m["Topic"], rec.m["QueueID"], rec.size) if where == "start" else None
-        return stale_reason(e, where, fields), where, rec
+        fields = (rec.m["Topic"], rec.m["QueueID"], rec.size) if rec is not None else None
+        reason = stale_reason(e, where, fields)
+        if reason == PAST_END:
+            # this run's entry (not older than the live data, the walk's rule for carved records): its record
+            # lies behind damage that ends the live data, or was destroyed by it
+            if rec is not None:
+                if rec.state == "after-gap" and stale_reason(e, "start", fields) is None:
+                    reason = None
+            else:
+                end_ts = self._last_live_ts()
+                if end_ts is not None and e.timestamp >= end_ts:
+                    reason = None
+        return reason, where, rec

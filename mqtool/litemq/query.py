@@ -107,6 +107,9 @@ def _by_queue(store, opts, stats):
             if reason is None:
                 if opts.body != "none":
                     rec = live.locate(e.commitlog_offset, True)[1]
+                if rec is not None and rec.state == "after-gap":
+                    stats.damage(f"{where_txt}: its record lies after damage that ends the live data (LiteMQ's "
+                                 "reader cannot reach it); given with state after-gap")
             elif (rec is not None and rec.m["Topic"] == e.topic and rec.m["QueueID"] == e.queue_id
                   and rec.size == e.size):
                 stats.notes.append(f"{where_txt} is stale ({reason}): an older run's entry; its record "
