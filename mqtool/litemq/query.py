@@ -102,7 +102,10 @@ def _by_queue(store, opts, stats):
                     break
                 continue
             reason, where, rec = live.judge(e)
-            reason = e.stale_reason or reason
+            matches = (rec is not None and rec.m["Topic"] == e.topic and rec.m["QueueID"] == e.queue_id
+                       and rec.size == e.size)
+            if not (matches and not rec.stale):       # an entry after a zero entry may still meet its live record
+                reason = e.stale_reason or reason
             where_txt = f"{e.file}@{e.position}: entry {e.index} (offset {e.commitlog_offset}, {e.size} bytes)"
             if reason is None:
                 if opts.body != "none":
@@ -110,8 +113,7 @@ def _by_queue(store, opts, stats):
                 if rec is not None and rec.state == "after-gap":
                     stats.damage(f"{where_txt}: its record lies after damage that ends the live data (LiteMQ's "
                                  "reader cannot reach it); given with state after-gap")
-            elif (rec is not None and rec.m["Topic"] == e.topic and rec.m["QueueID"] == e.queue_id
-                  and rec.size == e.size):
+            elif matches:
                 stats.notes.append(f"{where_txt} is stale ({reason}): an older run's entry; its record "
                                    "survives after the live end and is given marked stale")
                 if opts.body != "none":
