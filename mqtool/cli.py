@@ -755,6 +755,8 @@ def rebuild_index(store, fmt, as_json, **kw):
 @click.option("--end", help="With --key: latest store time (epoch ms or ISO-8601).")
 @click.option("--max", type=int, default=64, show_default=True, help="At most N results for --key.")
 @click.option("--scan", is_flag=True, help="Full scan instead of the index files.")
+@click.option("--include-stale", is_flag=True,
+              help="LiteMQ: --key/--msg-id/--topic also search stale records of an older run (marked stale).")
 @click.option("--timestamp", help="Kafka: first batch with max timestamp >= this (epoch ms or ISO-8601).")
 @click.option("--producer-id", type=int, help="Kafka: batches of this producer id.")
 @BODY_OPT

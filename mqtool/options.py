@@ -104,6 +104,7 @@ class QueryOptions(SizeOptions):
     timestamp: int | None = None   # kafka: by time
     producer_id: int | None = None
     body: str = "none"
+    include_stale: bool = False    # litemq: --key/--msg-id also search carved stale records
 
 
 @dataclass

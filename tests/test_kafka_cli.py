@@ -87,7 +87,7 @@ def test_dump_deep_print_data_fixture(run_cli):
     assert [x["offset"] for x in recs] == list(range(12))
     by = {x["offset"]: x for x in recs}
     assert by[0]["key"] == "k0" and by[0]["value"] == "legacy-v1-value"
-    assert by[1]["headers"] == {"h": "x", "n": None}
+    assert by[1]["headers"] == [["h", "x"], ["n", None]]
     assert by[2]["key"] is None and by[3]["value"] is None            # null key, tombstone
     assert by[5]["value"] == "gzip-1gzip-1gzip-1"
     assert by[9]["control_type"] == "ABORT" and by[9]["coordinator_epoch"] == 3

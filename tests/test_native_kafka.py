@@ -222,15 +222,17 @@ def test_record_json_equals_rendered_python_rows(monkeypatch, a, base, ts, ts_ty
 
 
 @needs_native
-def test_record_json_declines_duplicate_header_keys_and_odd_names(monkeypatch):
+def test_record_json_keeps_repeated_header_keys_and_declines_odd_names(monkeypatch):
     from mqtool.render import dumps
 
     h = [dict(headerKeyLength=1, headerKey=b"a", headerValueLength=1, headerValue=v) for v in (b"1", b"2")]
     rec = K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=-1, key=None,
                               valueLength=-1, value=None, headerCount=2, headers=h))
     b = _batch(rec, 1, 0, 0, 0, 0, -1, False)
-    assert D._native_record_json(NAT, b, OPTS[1]) is None                    # the dict keeps one: Python rows
-    assert D._native_record_rows(NAT, b, OPTS[1], 1) == _py_rows(b, OPTS[1], monkeypatch)
+    want = _py_rows(b, OPTS[1], monkeypatch)
+    assert want[0]["headers"] == [["a", "1"], ["a", "2"]]                     # Kafka's ordered list, both kept
+    assert D._native_record_json(NAT, b, OPTS[1]) == dumps(want[0])
+    assert D._native_record_rows(NAT, b, OPTS[1], 1) == want
     b.file = "/x/\udcff.log"                                                 # a non-UTF-8 file name
     assert D._json_pieces(b, OPTS[0]) is None
     b2 = _batch(rec[:0] + K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=0, key=b"",
@@ -253,7 +255,7 @@ def test_record_rows_clean_batch_not_declined(monkeypatch):
     rows = D._native_record_rows(NAT, b, OPTS[1], 1)
     assert [r["sequence"] for r in rows] == [2147483646, 2147483647, 0, 1, 2]     # wraps like Kafka's
     assert rows[2]["value"] is None and rows[2]["value_size"] == -1
-    assert rows[0]["headers"] == {"h\ufffd": "z"} and rows[0]["flags"] == "txn"
+    assert rows[0]["headers"] == [["h\ufffd", "z"]] and rows[0]["flags"] == "txn"
 
 
 def test_native_mode_choice():

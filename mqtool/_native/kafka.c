@@ -262,13 +262,9 @@ static inline int set_steal(PyObject *row, int key, PyObject *value)
 }
 
 /* One record row: a copy of the template with the record's own fields set in place (key order kept). */
-static int duplicate_header_keys(const uint8_t *p, const rec_t *r);
-
 /* Is the records area p[0:n] exactly `count` clean records whose offsets (and timestamps, when tsk) fit in
- * 64 bits — and, with no_dup_headers, none with a header key twice? Both builders check this first, so a
- * damaged area is left whole to the Python parser. */
-static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0, int tsk,
-                      int no_dup_headers)
+ * 64 bits? Both builders check this first, so a damaged area is left whole to the Python parser. */
+static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0, int tsk)
 {
     Py_ssize_t i = 0;
     if (count < 0 || count > n)
@@ -277,8 +273,7 @@ static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long lon
         rec_t r;
         int64_t off, ts;
         if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
-            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts))
-            || (no_dup_headers && duplicate_header_keys(p, &r)))
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)))
             return 0;
         i = r.end;
     }
@@ -303,8 +298,8 @@ static PyObject *build_row(const uint8_t *p, const rec_t *r, PyObject *template,
     if (row == NULL)
         return NULL;
     PyObject *hkeys = PyList_New((Py_ssize_t)r->header_count);
-    PyObject *hdict = text ? PyDict_New() : NULL;
-    if (hkeys == NULL || (text && hdict == NULL))
+    PyObject *hlist = text ? PyList_New((Py_ssize_t)r->header_count) : NULL;
+    if (hkeys == NULL || (text && hlist == NULL))
         goto fail;
     Py_ssize_t q = r->headers_off, ko, vo;
     int64_t kl = 0, vl = 0;
@@ -314,13 +309,16 @@ static PyObject *build_row(const uint8_t *p, const rec_t *r, PyObject *template,
         if (k == NULL)
             goto fail;
         PyList_SET_ITEM(hkeys, h, k);
-        if (text) {                              /* later duplicates win, at the first one's place */
+        if (text) {                              /* [key, value] in stored order, repeated keys kept */
             PyObject *v = field_obj(p, vo, vl, 1);
-            if (v == NULL || PyDict_SetItem(hdict, k, v) < 0) {
+            PyObject *pair = v != NULL ? PyList_New(2) : NULL;
+            if (pair == NULL) {
                 Py_XDECREF(v);
                 goto fail;
             }
-            Py_DECREF(v);
+            PyList_SET_ITEM(pair, 0, Py_NewRef(k));
+            PyList_SET_ITEM(pair, 1, v);
+            PyList_SET_ITEM(hlist, h, pair);
         }
     }
     if (set_steal(row, K_OFFSET, PyLong_FromLongLong(offset)) < 0
@@ -338,15 +336,15 @@ static PyObject *build_row(const uint8_t *p, const rec_t *r, PyObject *template,
         if (set_steal(row, K_KEY, field_obj(p, r->key_off, r->key_len, 1)) < 0
             || set_steal(row, K_VALUE, field_obj(p, r->value_off, r->value_len, 1)) < 0)
             goto fail;
-        rc = PyDict_SetItem(row, row_keys[K_HEADERS], hdict);
-        Py_CLEAR(hdict);
+        rc = PyDict_SetItem(row, row_keys[K_HEADERS], hlist);
+        Py_CLEAR(hlist);
         if (rc < 0)
             goto fail;
     }
     return row;
 fail:
     Py_XDECREF(hkeys);
-    Py_XDECREF(hdict);
+    Py_XDECREF(hlist);
     Py_DECREF(row);
     return NULL;
 }
@@ -379,7 +377,7 @@ static PyObject *record_rows(PyObject *self, PyObject *args)
     PyObject *out = NULL, *result = NULL;
     /* first pass: the whole area must be clean before any object is built (no work thrown away on the
      * rare damaged batch, and no partial answer) */
-    if (!area_clean(p, n, count, base, ts0, tsk, 0))
+    if (!area_clean(p, n, count, base, ts0, tsk))
         goto decline;
     out = PyList_New(count);
     if (out == NULL)
@@ -581,22 +579,6 @@ static int out_nullable_text(out_t *o, const uint8_t *p, Py_ssize_t off, int64_t
     return len < 0 ? out_put(o, "null", 4) : out_text(o, p + off, (Py_ssize_t)len);
 }
 
-/* 1 if two header keys of the record are the same bytes (a dict would keep one: leave it to Python). */
-static int duplicate_header_keys(const uint8_t *p, const rec_t *r)
-{
-    Py_ssize_t q = r->headers_off, ko[16], vo;
-    int64_t kl[16], vl = 0;
-    if (r->header_count > 16)
-        return 1;
-    for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
-        next_header(p, r->end, &q, &ko[h], &kl[h], &vo, &vl);
-        for (Py_ssize_t g = 0; g < h; g++)
-            if (kl[g] == kl[h] && memcmp(p + ko[g], p + ko[h], (size_t)kl[h]) == 0)
-                return 1;
-    }
-    return 0;
-}
-
 static int out_field(out_t *o, int code, const uint8_t *p, const rec_t *r, int64_t offset, int64_t timestamp,
                      int64_t sequence)
 {
@@ -612,17 +594,19 @@ static int out_field(out_t *o, int code, const uint8_t *p, const rec_t *r, int64
     case K_KEY: return out_nullable_text(o, p, r->key_off, r->key_len);
     case K_VALUE: return out_nullable_text(o, p, r->value_off, r->value_len);
     case K_HEADER_KEYS:
-    case K_HEADERS:
-        if (out_put(o, code == K_HEADERS ? "{" : "[", 1) < 0)
+    case K_HEADERS:                  /* ["k",...] or [["k","v"|null],...]: stored order, repeated keys kept */
+        if (out_put(o, "[", 1) < 0)
             return -1;
         for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
             next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
-            if ((h && out_put(o, ",", 1) < 0) || out_text(o, p + ko, (Py_ssize_t)kl) < 0)
+            if ((h && out_put(o, ",", 1) < 0) || (code == K_HEADERS && out_put(o, "[", 1) < 0)
+                || out_text(o, p + ko, (Py_ssize_t)kl) < 0)
                 return -1;
-            if (code == K_HEADERS && (out_put(o, ":", 1) < 0 || out_nullable_text(o, p, vo, vl) < 0))
+            if (code == K_HEADERS && (out_put(o, ",", 1) < 0 || out_nullable_text(o, p, vo, vl) < 0
+                                      || out_put(o, "]", 1) < 0))
                 return -1;
         }
-        return out_put(o, code == K_HEADERS ? "}" : "]", 1);
+        return out_put(o, "]", 1);
     }
     PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
     return -1;
@@ -671,7 +655,7 @@ static PyObject *record_json(PyObject *self, PyObject *args)
     Py_ssize_t n = view.len, i = 0;
     PyObject *result = NULL;
     out_t o = {NULL, 0, 0};
-    if (!area_clean(p, n, count, base, ts0, tsk, 1))   /* the whole area must be clean first, as record_rows */
+    if (!area_clean(p, n, count, base, ts0, tsk))   /* the whole area must be clean first, as record_rows */
         goto decline;
     i = 0;
     for (Py_ssize_t k = 0; k < count; k++) {

@@ -117,6 +117,12 @@ def batch_row(b: Batch) -> dict:
     return r
 
 
+def header_pairs(headers, mode: str) -> list:
+    """A record's headers as Kafka keeps them: an ordered list of ``[key, value]`` (a key may repeat; value
+    None for a null header value, else rendered by ``mode`` like a record value)."""
+    return [[bytes(k).decode("utf-8", "replace"), encode_body(v, mode)] for k, v in headers]
+
+
 def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     print_data = bool(getattr(opts, "print_data", False))
     mode = getattr(opts, "body", "none") or "none"
@@ -147,7 +153,7 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     if print_data:
         r["key"] = encode_body(rec.key, mode)
         r["value"] = encode_body(rec.value, mode)
-        r["headers"] = {bytes(k).decode("utf-8", "replace"): encode_body(v, mode) for k, v in rec.headers}
+        r["headers"] = header_pairs(rec.headers, mode)
         if decoder is not None and not b.is_control:
             r["decoded"] = decoder(rec.key, rec.value)
     r["flags"] = _flags(r)
@@ -432,7 +438,7 @@ class SalvageWriter:
     def write(self, b: Batch, rec) -> None:
         row = {"file": b.file, "position": b.position, "offset": rec.offset, "timestamp": rec.timestamp,
                "key": encode_body(rec.key, "base64"), "value": encode_body(rec.value, "base64"),
-               "headers": {bytes(k).decode("utf-8", "replace"): encode_body(v, "base64") for k, v in rec.headers},
+               "headers": header_pairs(rec.headers, "base64"),
                "crc_ok": b.crc_ok}
         self._f.write(dumps(row).encode("utf-8") + b"\n")
 

@@ -66,7 +66,7 @@ ROW_FIELDS: list[tuple[str, str]] = [
     ("coordinator_epoch", "int"),
     ("key", "string"),
     ("value", "string"),
-    ("headers", "map<string,string>"),
+    ("headers", "array<array<string>>"),   # ordered [key, value] pairs; a key may repeat
     # damage rows
     ("damage", "string"),
     ("message", "string"),

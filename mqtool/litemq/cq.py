@@ -65,7 +65,8 @@ def read_queue(store: Store, q: Queue, with_stale: bool = False):
                     if not with_stale:
                         break
                     off, size, th, ts = CQ.unpack(raw)
-                    yield CQEntry(name, pos, q.topic, q.queue_id, base_index + i, off, size, th, ts, raw, True)
+                    yield CQEntry(name, pos, q.topic, q.queue_id, base_index + i, off, size, th, ts, raw, True,
+                                  "after-queue-end")
                     continue
                 off, size, th, ts = CQ.unpack(raw)
                 if size == 0:

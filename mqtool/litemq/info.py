@@ -26,6 +26,7 @@ from mqtool.common import plural
 from mqtool.findings import ERROR, WARNING, Finding
 from mqtool.info import InfoBuilder, total_size
 from mqtool.litemq import cq as CQ
+from mqtool.litemq.history import LiveLog
 from mqtool.litemq.layout import Store, commitlog_segments, nominal_file_size, resolve
 from mqtool.litemq.records import LiteRecord
 from mqtool.litemq.scan import WalkResult, walk
@@ -198,6 +199,8 @@ def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:
     nfiles = 0
     nbytes = 0
     fsizes = set()
+    live = LiveLog(store)
+    stale = 0
     for q in qs:
         nfiles += len(q.files)
         nbytes += sum(f.size for f in q.files)
@@ -206,6 +209,9 @@ def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:
         n = 0
         for item in CQ.read_queue(store, q):
             if isinstance(item, Finding):
+                continue
+            if live.usable and live.judge(item)[0] is not None:
+                stale += 1                  # an older run's entry: not part of the queue's live end
                 continue
             n = max(n, item.index + 1)
         ends[(q.topic, q.queue_id)] = n
@@ -218,6 +224,10 @@ def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:
     cq = CQ.cq_file_size(opts, store)
     b.size("consumequeue file size", cq.to_dict("bytes"), f"{cq.value} bytes (from {cq.source}: {cq.evidence})",
            cq.warning)
+    if stale:
+        b.note(f"{stale} consumequeue entr{'y is' if stale == 1 else 'ies are'} an older run's (LiteMQ rewrote the "
+               "queues from entry 0 after a restart; they match no live record and are not counted above): "
+               "`mqtool dump consumequeue` marks them stale")
     if fsizes:
         fs = cq.value
         default = " (LiteMQ's code default)" if fs == F.DEFAULT_CQ_FILE_SIZE else \

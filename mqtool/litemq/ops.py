@@ -4,6 +4,7 @@ from __future__ import annotations
 from mqtool.errors import InputError, UsageError
 from mqtool.findings import INFO, Finding
 from mqtool.litemq import cq as CQ
+from mqtool.litemq.history import LiveLog
 from mqtool.litemq.layout import Store, resolve
 from mqtool.litemq.rows import CQ_COLUMNS, MESSAGE_COLUMNS, cq_row, generic_columns, record_row
 from mqtool.litemq.scan import walk
@@ -71,12 +72,22 @@ def _dump_cq(store: Store, opts: DumpOptions, stats: ScanStats):
     qs = CQ.queues(store, opts.topic, opts.queue)
     if not qs:
         stats.notes.append("no consumequeue files found")
+    live = LiveLog(store)
+    remnants = 0
     for q in qs:
         for item in CQ.read_queue(store, q, with_stale=opts.include_stale):
             if isinstance(item, Finding):
                 _note_damage(item, stats)
                 continue
+            if not item.stale and live.usable:
+                item.stale_reason = live.judge(item)[0]
+                item.stale = item.stale_reason is not None
+                remnants += item.stale
             yield cq_row(item)
+    if remnants:
+        stats.notes.append(f"{remnants} consumequeue entr{'y is' if remnants == 1 else 'ies are'} stale: they "
+                           "do not match the live commitlog (an older run's entries left after a restart); "
+                           "see stale_reason")
 
 
 def _dump_checkpoint(store: Store, stats: ScanStats):

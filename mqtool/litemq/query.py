@@ -9,6 +9,7 @@ from mqtool.errors import UsageError
 from mqtool.findings import INFO, Finding
 from mqtool.io import map_input
 from mqtool.litemq import cq as CQ
+from mqtool.litemq.history import RESTART_CODES, LiveLog
 from mqtool.litemq.layout import Store, commitlog_segments
 from mqtool.litemq.records import fnv1a32
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
@@ -60,7 +61,7 @@ def run_query(store: Store, opts: QueryOptions, stats: ScanStats):
         return MESSAGE_COLUMNS, _by_offset(store, opts)
     if not (opts.key or opts.msg_id or opts.time_from is not None or opts.time_to is not None or opts.topic):
         raise UsageError("give --key, --msg-id, --offset, --topic/--queue/--queue-offset or --time-from/--time-to")
-    if opts.key and not opts.scan:
+    if opts.key and not opts.scan and not opts.include_stale:   # the index covers live records only
         files = _index_files(store)
         if files:
             return MESSAGE_COLUMNS, _by_index(store, files, opts, stats)
@@ -74,28 +75,55 @@ def _index_files(store):
 
 
 def _by_offset(store, opts):
-    rec = read_record_at(store, opts.offset, opts.body != "none", opts.containing)
+    if opts.containing:
+        rec = read_record_at(store, opts.offset, opts.body != "none", True)
+        if rec is not None and LiveLog(store).locate(rec.offset)[0] != "start":
+            rec.state = "stale"
+    else:
+        _, rec = LiveLog(store).locate(opts.offset, opts.body != "none")   # an older run's record: stale
     if rec is not None:
         yield record_row(rec, opts.body)
 
 
 def _by_queue(store, opts, stats):
+    """Entries through the live log: a stale entry (an older run's, left after a restart) never yields a
+    live row; its record is given marked stale when it survives after the live end, else a note."""
     qs = CQ.queues(store, opts.topic, opts.queue)
     want = range(opts.queue_offset, opts.queue_offset + max(opts.count, 1))
+    live = LiveLog(store)
     for q in qs:
-        for e in CQ.read_queue(store, q):
+        for e in CQ.read_queue(store, q, with_stale=True):
             if isinstance(e, Finding):
-                if e.severity != INFO:
+                if e.severity != INFO and e.code != "cq-stale-entries":
                     stats.damage(f"{e.code}: {e.file}@{e.position}: {e.message}")
                 continue
             if e.index not in want:
                 if e.index >= want.stop:
                     break
                 continue
-            rec = read_record_at(store, e.commitlog_offset, opts.body != "none")
+            reason, where, rec = live.judge(e)
+            matches = (rec is not None and rec.m["Topic"] == e.topic and rec.m["QueueID"] == e.queue_id
+                       and rec.size == e.size)
+            if not (matches and not rec.stale):       # an entry after a zero entry may still meet its live record
+                reason = e.stale_reason or reason
+            where_txt = f"{e.file}@{e.position}: entry {e.index} (offset {e.commitlog_offset}, {e.size} bytes)"
+            if reason is None:
+                if opts.body != "none":
+                    rec = live.locate(e.commitlog_offset, True)[1]
+                if rec is not None and rec.state == "after-gap":
+                    stats.damage(f"{where_txt}: its record lies after damage that ends the live data (LiteMQ's "
+                                 "reader cannot reach it); given with state after-gap")
+            elif matches:
+                stats.notes.append(f"{where_txt} is stale ({reason}): an older run's entry; its record "
+                                   "survives after the live end and is given marked stale")
+                if opts.body != "none":
+                    rec = live.locate(e.commitlog_offset, True)[1]
+            else:
+                stats.notes.append(f"{where_txt} is stale ({reason}): an older run's entry whose record was "
+                                   "overwritten; nothing returned for it")
+                continue
             if rec is None:
-                stats.damage(f"{e.file}@{e.position}: entry {e.index} points at offset {e.commitlog_offset}, "
-                             "where no record starts")
+                stats.damage(f"{where_txt} points where no record starts")
                 continue
             row = record_row(rec, opts.body)
             row["cq_queue_offset"] = e.index
@@ -127,12 +155,14 @@ def _match(rec, opts) -> bool:
 
 def _scan(store, opts, stats):
     n = 0
-    for item in walk(store, carve_stale=False, with_body=opts.body != "none"):
+    for item in walk(store, carve_stale=opts.include_stale, with_body=opts.body != "none"):
         if isinstance(item, Finding):
-            if item.severity != INFO:
+            if item.code in RESTART_CODES:      # a restart's shape, not damage: a note, not exit 1
+                stats.notes.append(f"{item.code}: {item.message}")
+            elif item.severity != INFO:
                 stats.damage(f"{item.code}: {item.file}@{item.position}: {item.message}")
             continue
-        stats.messages += 1
+        stats.messages += not item.stale
         if _match(item, opts):
             yield record_row(item, opts.body)
             n += 1
@@ -143,6 +173,7 @@ def _scan(store, opts, stats):
 def _by_index(store, files, opts, stats):
     """Walk the key's hash chain in each index file (newest entry first), newest file first."""
     h = fnv1a32(opts.key.encode("utf-8"))
+    live = LiveLog(store)
     seen = set()
     n = 0
     for p in sorted(files, reverse=True):
@@ -163,7 +194,11 @@ def _by_index(store, files, opts, stats):
             kh, off, _td, nxt = struct.unpack_from(">Iqii", data, ebase + 20 * cur)
             if kh == h and off not in seen:
                 seen.add(off)
-                rec = read_record_at(store, off, opts.body != "none")
+                where, rec = live.locate(off, opts.body != "none")
+                if rec is not None and where != "start":
+                    stats.notes.append(f"{p}: index entry {cur} points at offset {off}, which is not live data "
+                                       "(an older run's record): skipped; --include-stale searches those")
+                    continue
                 if rec is not None and _match(rec, opts):
                     yield record_row(rec, opts.body)
                     n += 1

@@ -264,6 +264,7 @@ class CQEntry:
     timestamp: int
     raw: bytes = field(default=b"", repr=False)
     stale: bool = False
+    stale_reason: str | None = None   # see mqtool.litemq.history
 
 
 def is_rocketmq_magic(b: bytes) -> bool:

@@ -93,6 +93,7 @@ def cq_row(e: CQEntry) -> dict:
         "tag_hash": e.tag_hash,
         "store_timestamp": e.timestamp,
         "stale": e.stale,
+        "stale_reason": e.stale_reason,
     }
 
 
@@ -122,6 +123,7 @@ CQ_COLUMNS = [
     Column("size", "Size", justify="right"),
     Column("tag_hash", "TagHash", justify="right"),
     Column("store_timestamp", "Stored (UTC)", fmt=_ts),
+    Column("stale_reason", "Stale", fmt=lambda v: v.upper() if v else ""),
     Column("file", "File", max_width=48),
 ]
 

@@ -19,10 +19,11 @@ from mqtool.errors import OutputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import AtomicWriter
 from mqtool.litemq import cq as CQ
+from mqtool.litemq.history import INSIDE_RECORD, OVERWRITTEN, PAST_END, stale_reason
 from mqtool.litemq.layout import Store
 from mqtool.litemq.records import LiteRecord, fnv1a32, order_queue, tag_hash
 from mqtool.litemq.rows import record_row
-from mqtool.litemq.scan import WalkResult, walk
+from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, walk
 from mqtool.options import VerifyOptions
 from mqtool.render import dumps, iso_ms
 
@@ -209,8 +210,8 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
     total = 0
     max_indexed = -1
     for q in qs:
-        prev_off = None
-        n = 0
+        prev_off = prev_ts = first_remnant = None
+        n = q_remnants = 0
         for item in CQ.read_queue(store, q):
             if isinstance(item, Finding):
                 yield item
@@ -220,12 +221,40 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
             total += 1
             f, pos = e.file, e.position
             ri = live.get(e.commitlog_offset)
+            old = stale.get(e.commitlog_offset)
+            if ri is None and old is not None and old.state == "after-gap":
+                yield Finding(ERROR, "cq-unreachable-record", f, pos, e.commitlog_offset,
+                              "entry points at a record that LiteMQ's reader cannot reach (it lies after "
+                              "damage that ends the live data)")
+                continue
+            if ri is not None:
+                reason = stale_reason(e, "start", (ri.topic, ri.queue_id, ri.size))
+            else:
+                past = res.end_offset is not None and e.commitlog_offset >= res.end_offset
+                reason = stale_reason(e, "past-end" if past else "inside")
+            # A restart shows as carved older records and no newer ones (an entry past the new end points at one
+            # of them), store time going back in the log or in this queue, or an earlier remnant of this queue
+            # (newer records after the end mean the end is damage, see scan._end_finding). Without such a
+            # sign the entry is damage: a mismatch, or a queue pointing into a zeroed/truncated tail.
+            restarted = ((res.stale and not res.after_gap) or res.regressed or q_remnants
+                         or (prev_ts is not None and e.timestamp < prev_ts - TIME_REGRESSION_MS))
+            prev_ts = e.timestamp
+            if reason and restarted:
+                if not q_remnants:
+                    first_remnant = (f, pos, e.index)
+                q_remnants += 1
+                what = {PAST_END: "points past the live end of the commitlog" + (
+                            f"; the older record there survives as a stale record ({old.m['MessageID']!r})"
+                            if old is not None and old.m["Topic"] == q.topic and old.m["QueueID"] == q.queue_id
+                            and old.size == e.size else ""),
+                        OVERWRITTEN: f"points at a record of {ri.topic!r}/{ri.queue_id} ({ri.size} bytes) "
+                                     "that overwrote the one it meant" if ri else "",
+                        INSIDE_RECORD: "points inside a newer record (the one it meant was overwritten)"}
+                yield Finding(INFO, "cq-stale-entry", f, pos, e.commitlog_offset,
+                              f"entry {e.index} is an older run's remnant: it {what[reason]}", None, reason)
+                continue
             if ri is None:
-                if e.commitlog_offset in stale and stale[e.commitlog_offset].state == "after-gap":
-                    yield Finding(ERROR, "cq-unreachable-record", f, pos, e.commitlog_offset,
-                                  "entry points at a record that LiteMQ's reader cannot reach (it lies after "
-                                  "damage that ends the live data)")
-                elif e.commitlog_offset in stale:
+                if old is not None:
                     yield Finding(WARNING, "cq-points-to-stale", f, pos, e.commitlog_offset,
                                   "entry points at a stale record (the queue was not rewritten after a restart)")
                 elif res.end_offset is not None and e.commitlog_offset >= res.end_offset:
@@ -272,7 +301,13 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
                               "entry points before the previous entry of the queue", f">= {prev_off}",
                               e.commitlog_offset)
             prev_off = e.commitlog_offset
-        queue_len[(q.topic, q.queue_id)] = n
+        queue_len[(q.topic, q.queue_id)] = n - q_remnants
+        if q_remnants:
+            yield Finding(WARNING, "cq-remnants", first_remnant[0], first_remnant[1], None,
+                          f"{q.topic}/{q.queue_id}: {q_remnants} entr{'y' if q_remnants == 1 else 'ies'} (the first "
+                          f"is entry {first_remnant[2]}) match no live record: a restart rewrote the "
+                          "queue from entry 0 and the older run's entries after the new count survive "
+                          "(`dump consumequeue` marks them stale)", 0, q_remnants)
     summary.extra["cq_entries"] = total
     if lag:
         yield Finding(INFO, "cq-timestamp-lag", None, None, None,

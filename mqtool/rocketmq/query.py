@@ -304,7 +304,7 @@ def _scan(store: RocketStore, stats: ScanStats, segments: list[Segment] | None =
 def _key_matcher(sel: str, value: str) -> Callable[[Message], bool]:
     if sel == "key":
         return lambda m: value in m.keys
-    return lambda m: m.uniq_key == value
+    return lambda m: value in m.uniq_keys     # a batch item: its own id or its batch's
 
 
 def _by_key(store, reader, opts, stats, sel):
@@ -353,6 +353,14 @@ def _by_key(store, reader, opts, stats, sel):
                                     if t[0].offset not in have], key=lambda t: t[0].offset)[-opts.max:]
         else:
             found = _key_after_index(store, files, found, opts, stats, holds, lo, hi)
+        if not found and sel == "unique_key" and not stats.scanned:
+            # The broker indexes one UNIQ_KEY per message, the last: a batch item's own id (stored before its
+            # batch's) is in no index, so an index miss does not mean "not there".
+            _note(stats, f"unique key {value} is not in the index files; the broker indexes only a message's "
+                         "last UNIQ_KEY, and a batch item's own id comes before its batch's: answering by a "
+                         "full commitlog scan")
+            stats.scanned = True
+            found = _key_by_scan(store, opts, stats, holds, lo, hi)
     what = "key" if sel == "key" else "uniq_key"
     rollback = 0
     for m, via in sorted(found, key=lambda t: t[0].offset):

@@ -157,7 +157,14 @@ class Message:
 
     @property
     def uniq_key(self) -> str | None:
+        """The UNIQ_KEY the broker reads (the last one: a batch item's is its batch's)."""
         return self.prop(F.PROPERTY_UNIQ_KEY)
+
+    @property
+    def uniq_keys(self) -> list[str]:
+        """Every UNIQ_KEY, in stored order. A plain batch's item carries its own id (the one its producer was
+        given) and then the batch's, appended by the broker with the batch's properties."""
+        return [v for k, v in self.property_pairs if k == F.PROPERTY_UNIQ_KEY]
 
     @property
     def msg_id(self) -> str:
