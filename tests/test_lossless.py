@@ -86,3 +86,28 @@ def test_litemq_text_that_is_not_utf8_keeps_every_byte(run_cli, tmp_path):
     assert "msg_id_encoding" not in row and row["msg_id"] == "1795000000000000000-0"
     code, out, _ = run_cli("dump", "commitlog", store, "--as", "vertical", "--limit", "1")
     assert "or\\xffers" in out
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_kafka_keys_values_and_headers_keep_every_byte(run_cli, tmp_path, monkeypatch, native):
+    import importlib.util
+
+    from conftest import ROOT
+
+    monkeypatch.setenv("MQTOOL_NATIVE", native)
+    spec = importlib.util.spec_from_file_location("build_kafka", ROOT / "fixtures" / "build_kafka.py")
+    bk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bk)
+    recs = [bk.record(0, 0, b"plain", b"text"), bk.record(1, 1, b"k\xff", b"\x00\x9f\x92\x96", [(b"h\xc3", b"v")])]
+    part = tmp_path / "logs" / "bin-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(bk.batch_v2(0, recs, base_ts=bk.T0, max_ts=bk.T0 + 1))
+    code, out, err = run_cli("dump", "kafka", part, "--print-data", "--json")
+    assert code == 0, err
+    plain, odd = [r for r in map(json.loads, out.splitlines()) if r["kind"] == "record"]
+    assert plain["key"] == "plain" and plain["value"] == "text" and "key_encoding" not in plain
+    assert odd["key"] == _b64(b"k\xff") and odd["key_encoding"] == "base64"
+    assert odd["value"] == _b64(b"\x00\x9f\x92\x96") and odd["value_encoding"] == "base64"
+    assert odd["headers"] == [[_b64(b"h\xc3"), _b64(b"v")]] and odd["headers_encoding"] == "base64"
+    code, out, _ = run_cli("dump", "kafka", part, "--print-data", "--as", "vertical")
+    assert "k\\xff" in out

@@ -242,20 +242,42 @@ def test_record_json_keeps_repeated_header_keys_and_declines_odd_names(monkeypat
 
 
 @needs_native
-def test_record_rows_clean_batch_not_declined(monkeypatch):
+def _text_batch(value=b"v\xc3\xa9%02d", header_key=b"h\xc3\xa9"):
     recs = [K.Record.build(dict(attributes=0, timestampDelta=i * 3, offsetDelta=i, keyLength=3, key=b"k-%d" % i,
-                                valueLength=-1 if i == 2 else 5, value=None if i == 2 else b"v\xff\xfe%02d" % i,
-                                headerCount=1, headers=[dict(headerKeyLength=2, headerKey=b"h\xc3",
+                                valueLength=-1 if i == 2 else len(value % i),
+                                value=None if i == 2 else value % i,
+                                headerCount=1, headers=[dict(headerKeyLength=len(header_key), headerKey=header_key,
                                                              headerValueLength=1, headerValue=b"z")]))
             for i in range(5)]
-    b = _batch(b"".join(recs), 5, 1000, 5000, 5012, 0, 2147483646, True)
+    return _batch(b"".join(recs), 5, 1000, 5000, 5012, 0, 2147483646, True)
+
+
+def test_record_rows_clean_batch_not_declined(monkeypatch):
+    b = _text_batch()
     for text in (0, 1):
         got = D._native_record_rows(NAT, b, OPTS[text], text)
         assert got is not None and got == _py_rows(b, OPTS[text], monkeypatch)
     rows = D._native_record_rows(NAT, b, OPTS[1], 1)
     assert [r["sequence"] for r in rows] == [2147483646, 2147483647, 0, 1, 2]     # wraps like Kafka's
     assert rows[2]["value"] is None and rows[2]["value_size"] == -1
-    assert rows[0]["headers"] == [["h\ufffd", "z"]] and rows[0]["flags"] == "txn"
+    assert rows[0]["headers"] == [["h\u00e9", "z"]] and rows[0]["flags"] == "txn"
+
+
+def test_record_rows_leave_bytes_that_are_not_text_to_python(monkeypatch):
+    """Not UTF-8: the helper declines the batch and the Python rows give every byte back (base64 + marker)."""
+    import base64
+
+    b = _text_batch(value=b"v\xff\xfe%02d")
+    assert D._native_record_rows(NAT, b, OPTS[1], 1) is None
+    assert D._native_record_rows(NAT, b, OPTS[0], 0) is not None          # --deep rows show no values
+    rows = _py_rows(b, OPTS[1], monkeypatch)
+    assert base64.b64decode(rows[0]["value"]) == b"v\xff\xfe00" and rows[0]["value_encoding"] == "base64"
+    assert "key_encoding" not in rows[0] and rows[0]["key"] == "k-0"
+    b = _text_batch(header_key=b"h\xc3")
+    assert D._native_record_rows(NAT, b, OPTS[0], 0) is None
+    rows = _py_rows(b, OPTS[1], monkeypatch)
+    assert rows[0]["headers"] == [[base64.b64encode(b"h\xc3").decode(), base64.b64encode(b"z").decode()]]
+    assert rows[0]["headers_encoding"] == "base64" and rows[0]["header_keys_encoding"] == "base64"
 
 
 def test_native_mode_choice():

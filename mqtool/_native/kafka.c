@@ -264,7 +264,40 @@ static inline int set_steal(PyObject *row, int key, PyObject *value)
 /* One record row: a copy of the template with the record's own fields set in place (key order kept). */
 /* Is the records area p[0:n] exactly `count` clean records whose offsets (and timestamps, when tsk) fit in
  * 64 bits? Both builders check this first, so a damaged area is left whole to the Python parser. */
-static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0, int tsk)
+static Py_ssize_t utf8_seq(const uint8_t *s, Py_ssize_t left);
+
+/* Is p[off:off+len] text (valid UTF-8; a null field counts as text)? */
+static int is_text(const uint8_t *p, Py_ssize_t off, int64_t len)
+{
+    const uint8_t *s = p + off;
+    for (Py_ssize_t i = 0; i < (Py_ssize_t)len;) {
+        if (s[i] < 0x80) { i++; continue; }
+        Py_ssize_t l = utf8_seq(s + i, (Py_ssize_t)len - i);
+        if (l == 0) return 0;
+        i += l;
+    }
+    return 1;
+}
+
+/* Is every string this row shows valid UTF-8: header keys always, with text also keys, values and header
+ * values? Bytes that are not are given losslessly (base64 + marker) by the Python rows, so such an area is
+ * left to them. */
+static int area_text(const uint8_t *p, const rec_t *r, int text)
+{
+    if (text && (!is_text(p, r->key_off, r->key_len) || !is_text(p, r->value_off, r->value_len)))
+        return 0;
+    Py_ssize_t q = r->headers_off, ko, vo;
+    int64_t kl = 0, vl = 0;
+    for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+        next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
+        if (!is_text(p, ko, kl) || (text && !is_text(p, vo, vl)))
+            return 0;
+    }
+    return 1;
+}
+
+static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0, int tsk,
+                      int text)
 {
     Py_ssize_t i = 0;
     if (count < 0 || count > n)
@@ -273,7 +306,7 @@ static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long lon
         rec_t r;
         int64_t off, ts;
         if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
-            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)))
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || !area_text(p, &r, text))
             return 0;
         i = r.end;
     }
@@ -377,7 +410,7 @@ static PyObject *record_rows(PyObject *self, PyObject *args)
     PyObject *out = NULL, *result = NULL;
     /* first pass: the whole area must be clean before any object is built (no work thrown away on the
      * rare damaged batch, and no partial answer) */
-    if (!area_clean(p, n, count, base, ts0, tsk))
+    if (!area_clean(p, n, count, base, ts0, tsk, text))
         goto decline;
     out = PyList_New(count);
     if (out == NULL)
@@ -655,7 +688,10 @@ static PyObject *record_json(PyObject *self, PyObject *args)
     Py_ssize_t n = view.len, i = 0;
     PyObject *result = NULL;
     out_t o = {NULL, 0, 0};
-    if (!area_clean(p, n, count, base, ts0, tsk))   /* the whole area must be clean first, as record_rows */
+    int text = 0;
+    for (Py_ssize_t f = 0; f < nf; f++)
+        text |= codes[f] == K_KEY || codes[f] == K_VALUE || codes[f] == K_HEADERS;
+    if (!area_clean(p, n, count, base, ts0, tsk, text))   /* the whole area must be clean first, as record_rows */
         goto decline;
     i = 0;
     for (Py_ssize_t k = 0; k < count; k++) {

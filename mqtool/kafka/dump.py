@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from formats import kafka as K
-from mqtool.common import encode_body
+from mqtool.common import ENCODING_SUFFIX, encode_body, put_body
 from mqtool.errors import InputError
 from mqtool.io import AtomicWriter, map_input, prepare_output_dir
 from mqtool.kafka import files as F
@@ -119,8 +119,35 @@ def batch_row(b: Batch) -> dict:
 
 def header_pairs(headers, mode: str) -> list:
     """A record's headers as Kafka keeps them: an ordered list of ``[key, value]`` (a key may repeat; value
-    None for a null header value, else rendered by ``mode`` like a record value)."""
+    None for a null header value, else rendered by ``mode`` like a record value). With text that is not
+    UTF-8 anywhere in them, see :func:`put_headers`."""
     return [[bytes(k).decode("utf-8", "replace"), encode_body(v, mode)] for k, v in headers]
+
+
+def _is_text(b) -> bool:
+    try:
+        bytes(b).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def put_headers(r: dict, headers, mode: str) -> None:
+    """``headers`` (and ``header_keys``) into a row without losing a byte: when a key, or a value rendered as
+    text, is not UTF-8, every key and value of that record is base64 and ``headers_encoding`` says so."""
+    if all(_is_text(k) and (mode != "text" or v is None or _is_text(v)) for k, v in headers):
+        r["headers"] = header_pairs(headers, mode)
+        return
+    r["headers"] = [[encode_body(k, "base64"), encode_body(v, "base64")] for k, v in headers]
+    r["headers" + ENCODING_SUFFIX] = "base64"
+
+
+def put_header_keys(r: dict, headers) -> None:
+    if all(_is_text(k) for k, _ in headers):
+        r["header_keys"] = [bytes(k).decode("utf-8") for k, _ in headers]
+    else:
+        r["header_keys"] = [encode_body(k, "base64") for k, _ in headers]
+        r["header_keys" + ENCODING_SUFFIX] = "base64"
 
 
 def record_row(b: Batch, rec, opts, decoder=None) -> dict:
@@ -140,20 +167,21 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
         "key_size": -1 if rec.key is None else len(rec.key),
         "value_size": -1 if rec.value is None else len(rec.value),
         "sequence": rec.sequence,
-        "header_keys": [bytes(k).decode("utf-8", "replace") for k, _ in rec.headers],
+        "header_keys": None,
         "producer_id": b.producer_id,
         "is_transactional": b.is_transactional,
         "is_control": b.is_control,
         "crc_ok": rec.crc_ok if rec.crc_ok is not None else b.crc_ok,
     }
+    put_header_keys(r, rec.headers)
     if rec.control_type is not None:
         r["control_type"] = K.CONTROL_TYPES.get(rec.control_type, f"UNKNOWN({rec.control_type})")
         if rec.coordinator_epoch is not None:
             r["coordinator_epoch"] = rec.coordinator_epoch
     if print_data:
-        r["key"] = encode_body(rec.key, mode)
-        r["value"] = encode_body(rec.value, mode)
-        r["headers"] = header_pairs(rec.headers, mode)
+        put_body(r, "key", rec.key, mode)
+        put_body(r, "value", rec.value, mode)
+        put_headers(r, rec.headers, mode)
         if decoder is not None and not b.is_control:
             r["decoded"] = decoder(rec.key, rec.value)
     r["flags"] = _flags(r)
@@ -438,8 +466,8 @@ class SalvageWriter:
     def write(self, b: Batch, rec) -> None:
         row = {"file": b.file, "position": b.position, "offset": rec.offset, "timestamp": rec.timestamp,
                "key": encode_body(rec.key, "base64"), "value": encode_body(rec.value, "base64"),
-               "headers": header_pairs(rec.headers, "base64"),
-               "crc_ok": b.crc_ok}
+               "headers": None, "crc_ok": b.crc_ok}
+        put_headers(row, rec.headers, "base64")         # keys too, when one is not text
         self._f.write(dumps(row).encode("utf-8") + b"\n")
 
     def close(self) -> None:
