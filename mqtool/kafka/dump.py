@@ -265,7 +265,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 break
             stats.messages += 1
             if not ev.crc_ok:
-                stats.damage(f"{path}@{ev.position}: batch CRC mismatch")
+                stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
             if want_key is None:
                 yield batch_row(ev)
             if deep:

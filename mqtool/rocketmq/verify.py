@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import fastcrc, native
+from mqtool import codecs, fastcrc, native
 from mqtool.errors import InputError, NotAStoreError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.options import VerifyOptions
@@ -242,8 +242,10 @@ USE_FAST_LANE = True      # tests turn it off to compare the two paths
 _LANE_FIELDS = ["TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
                 "STORETIMESTAMP", "BODYLENGTH"]
 _LANE = selected_format(F.MessageV1, _LANE_FIELDS, stop_before="BODY")
-# sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch
-_LANE_DECLINE = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_PREPARED_TYPE | F.INNER_BATCH_FLAG
+# sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch, and
+# compressed bodies (the full path inflates them: a CRC over the stored bytes does not prove they inflate)
+_LANE_DECLINE = (F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_PREPARED_TYPE | F.INNER_BATCH_FLAG
+                 | F.COMPRESSED_FLAG)
 _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 
 
@@ -442,6 +444,14 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
         yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,
                     f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset {m.queue_offset})",
                     m.body_crc, actual)
+    elif m.sys_flag & F.COMPRESSED_FLAG:
+        # the CRC covers the stored (compressed) bytes; only inflating shows the body can be read
+        try:
+            codecs.check_inflates(m.compression, m._buf[m.body_start:m.body_start + m.body_len])
+        except codecs.CodecError as e:
+            yield ctx.f(ERROR, "body-inflate-failed", m.file, m.position, m.offset,
+                        f"{m.compression} body does not inflate ({e}; topic {m.topic}, queue {m.queue_id}, queue "
+                        f"offset {m.queue_offset})", m.compression, str(e))
     try:
         m.props_raw.decode("utf-8")
         m.topic_raw.decode("utf-8")
