@@ -107,3 +107,43 @@ def test_dump_exits_1_on_body_error_and_on_crc_mismatch(tmp_path, run_cli):
         code, out, err = run_cli("dump", "commitlog", store2, "--json", *extra)
         assert [r["position"] for r in _ndjson(out) if r.get("crc_ok") is False] == [plain.position]
         assert code == 1 and str(plain.position) in err, (extra, err)
+
+
+# ---- Kafka: compressed batch payloads are inflated by verify (without --deep) ---------------------------
+
+def _kafka_batches(log: Path):
+    from mqtool.kafka.records import Batch, scan
+
+    data = log.read_bytes()
+    return [b for b in scan(data, str(log)) if isinstance(b, Batch)]
+
+
+def _kafka_verify(run_cli, path, *args):
+    code, out, err = run_cli("verify", "store", path, "--json", *args)
+    rows = _ndjson(out)
+    return code, [r for r in rows if r["kind"] == "finding"], rows[-1]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("deep", [False, True])
+def test_kafka_payload_that_does_not_inflate_is_an_error(tmp_path, run_cli, codec, deep):
+    from crc32c import crc32c
+
+    from formats import kafka as K
+
+    logdir = _copy(require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "broker-append"), tmp_path / "evidence")
+    log = logdir / "forensics-0" / "00000000000000000037.log"       # v2 batches, every codec (MANIFEST §2)
+    victim = next(b for b in _kafka_batches(log) if b.magic == 2 and K.CODEC_NAMES[b.codec] == codec)
+    code, before, _ = _kafka_verify(run_cli, logdir)
+    assert not [f for f in before if f["code"] == "kafka.payload-inflate-failed"]
+    buf = bytearray(log.read_bytes())
+    start = victim.position + K.V2_HEADER_SIZE
+    buf[start:victim.end] = bytes([0xA5]) * (victim.end - start)
+    # CRC32C from the attributes to the end (reference: DefaultRecordBatch), recomputed over the garbage
+    struct.pack_into(">I", buf, victim.position + 17, crc32c(bytes(buf[victim.position + 21:victim.end])))
+    log.write_bytes(bytes(buf))
+    code, found, summary = _kafka_verify(run_cli, logdir, *(["--deep"] if deep else []))
+    bad = [f for f in found if f["code"] == "kafka.payload-inflate-failed"]
+    assert [(Path(f["file"]).name, f["position"], f["severity"]) for f in bad] == [(log.name, victim.position, "error")]
+    assert not [f for f in found if f["code"] == "kafka.crc-mismatch"]
+    assert code == 1 and summary["verdict"] == "damaged"

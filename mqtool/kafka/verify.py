@@ -4,6 +4,7 @@ Stable finding codes (``kafka.*``); severity in brackets:
 
 log      crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], offset-below-base [E],
          offset-not-increasing [E], offset-overflow [E], records-undecodable [E], record-offsets [E],
+         payload-inflate-failed [E] (a compressed batch whose payload does not inflate; checked without --deep),
          inner-crc-mismatch [E], offset-gaps [I], transient-file [I], empty-segment [I]
 .index   index-missing [I], index-size [E], index-sanity [E], index-garbage-tail [E], index-preallocated [I],
          index-not-monotonic [E], index-position-not-batch [E], index-offset-mismatch [E],
@@ -31,10 +32,10 @@ from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input
 from mqtool.kafka import files as F
-from mqtool.kafka.codecs import CodecError
+from mqtool.kafka.codecs import CodecError, codec_name
 from mqtool.kafka.layout import LogDir, Partition, Segment
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, Damage, iter_records, records_area, scan
 
 
 @dataclass
@@ -249,6 +250,12 @@ class KafkaVerifier:
                 seen.spans.append((base, b.last_offset, b.max_timestamp))
                 if self.deep or self.salvage is not None:
                     gaps += yield from self._check_records(path, b)
+                elif b.magic == 2 and b.codec != K.CODEC_NONE and b.crc_ok:
+                    # the CRC covers the compressed bytes; only inflating shows the records can be read
+                    try:
+                        records_area(b)
+                    except CodecError as e:
+                        yield self._inflate_finding(path, b, e)
         seen.canonical = rec.finish(True)
         seen.canonical_nofinal = None
         if not _sorted(seen.bases):
@@ -291,11 +298,18 @@ class KafkaVerifier:
                 prev = r.offset
                 if self.salvage is not None:
                     self.salvage(b, r)
-        except (CodecError, ValueError, IndexError) as e:
+        except CodecError as e:
+            yield self._inflate_finding(path, b, e)
+        except (ValueError, IndexError) as e:
             yield self._f(ERROR, "records-undecodable", path, b.position, b.base_offset,
                           f"records of the batch cannot be read: {e}")
         self.stats["records"] += n
         return gaps
+
+    def _inflate_finding(self, path, b: Batch, e: Exception):
+        return self._f(ERROR, "payload-inflate-failed", path, b.position, b.base_offset,
+                       f"{codec_name(b.codec)} payload of batch {b.base_offset}..{b.last_offset} does not inflate: {e}",
+                       expected=codec_name(b.codec), actual=str(e))
 
     def _index_shape(self, kind: str, path, ix, entry_size: int):
         """Size, garbage after the entries, preallocated zero tail: the checks .index and .timeindex share."""
