@@ -147,3 +147,79 @@ def test_kafka_payload_that_does_not_inflate_is_an_error(tmp_path, run_cli, code
     assert [(Path(f["file"]).name, f["position"], f["severity"]) for f in bad] == [(log.name, victim.position, "error")]
     assert not [f for f in found if f["code"] == "kafka.crc-mismatch"]
     assert code == 1 and summary["verdict"] == "damaged"
+
+
+# ---- checkpoints: negative, future, past the end of the log --------------------------------------------
+
+def _data_end(store) -> int:
+    """Global offset after the last message (an independent scan, not verify)."""
+    return max(m.offset + m.size for m in scan_store_segments(open_store(store).segments) if isinstance(m, Message))
+
+
+def test_rocketmq_checkpoint_of_garbage_is_not_sound(tmp_path, run_cli):
+    store = _copy(FIXTURES / "rocketmq" / "store", tmp_path / "store")
+    (store / "checkpoint").write_bytes(b"\xa5" * 40)
+    code, out, err = run_cli("verify", "store", store, "--json")
+    rows = _ndjson(out)
+    neg = [r for r in rows if r.get("code") == "checkpoint-negative"]
+    # five int64 fields (reference §7), each 0xA5A5... < 0, at 0, 8, 16, 24, 32
+    assert sorted(r["position"] for r in neg) == [0, 8, 16, 24, 32]
+    assert {r["severity"] for r in neg} == {"error"}
+    assert code == 1 and rows[-1]["verdict"] == "damaged"
+
+
+def test_rocketmq_checkpoint_future_and_beyond_log_end(tmp_path, run_cli):
+    import time
+
+    store = _copy(FIXTURES / "rocketmq" / "store", tmp_path / "store")
+    end = _data_end(store)
+    now = int(time.time() * 1000)
+    ts = 1795338600000 - 10**6                   # a past time: no finding
+    (store / "checkpoint").write_bytes(struct.pack(">5q", ts, now + 3 * 86400_000, ts, 0, end + 4096).ljust(4096, b"\0"))
+    found, s = _run_verify(store)
+    got = {(f.code, f.position, f.severity) for f in found if f.code.startswith("checkpoint-")
+           and f.code not in ("checkpoint-behind", "checkpoint-ahead")}
+    assert got == {("checkpoint-future", 8, "warning"), ("checkpoint-beyond-log-end", 32, "warning")}
+    # at the end exactly: fine
+    (store / "checkpoint").write_bytes(struct.pack(">5q", ts, ts, ts, 0, end).ljust(4096, b"\0"))
+    found, s = _run_verify(store)
+    assert not [f for f in found if f.code in ("checkpoint-future", "checkpoint-beyond-log-end", "checkpoint-negative")]
+
+
+def test_litemq_checkpoint_values(tmp_path, run_cli):
+    import time
+
+    from formats import litemq as L
+
+    store = _copy(require_realdata("litemq", "clean", "data", "broker"), tmp_path / "broker")
+    cp = store / "checkpoint" / "checkpoint"
+    doc = L.Checkpoint.parse(cp.read_bytes())
+    doc.header.lastFlushTime = -1
+    doc.header.lastUpdateTime = int(time.time() * 1000) + 3 * 86400_000
+    doc.header.commitLogFlushedOffset = sum(p.stat().st_size for p in (store / "commitlog").iterdir()) + 1
+    doc.consumers[0].topics[0].queues[0].offset = -7
+    cp.write_bytes(L.Checkpoint.build(doc))
+    code, out, err = run_cli("verify", "store", store, "--json")
+    rows = _ndjson(out)
+    got = sorted(((r["code"], r["severity"], r["position"]) for r in rows
+                  if r.get("code") in ("checkpoint-negative", "checkpoint-future", "checkpoint-beyond-log-end")),
+                 key=str)
+    # header: magic 4, version 2, then commitLogFlushedOffset @6 (8), cqFlushedCount @14, consumerOffsetCount @18,
+    # lastFlushTime @22 (8), lastUpdateTime @30 (formats/litemq.py, pkg/storage/checkpoint.go)
+    assert got == sorted([("checkpoint-beyond-log-end", "warning", 6), ("checkpoint-future", "warning", 30),
+                          ("checkpoint-negative", "error", None), ("checkpoint-negative", "error", 22)], key=str)
+    assert code == 1
+
+
+def test_kafka_negative_checkpoint_values(tmp_path, run_cli):
+    logdir = _copy(require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "broker-append"), tmp_path / "evidence")
+    (logdir / "recovery-point-offset-checkpoint").write_text("0\n1\nforensics 0 -5\n")
+    (logdir / "forensics-0" / "leader-epoch-checkpoint").write_text("0\n2\n3 37\n-1 75\n")
+    code, found, summary = _kafka_verify(run_cli, logdir)
+    neg = sorted(Path(f["file"]).name for f in found if f["code"] == "kafka.checkpoint-negative")
+    assert neg == ["leader-epoch-checkpoint", "recovery-point-offset-checkpoint"]
+    assert code == 1
+    (logdir / "recovery-point-offset-checkpoint").write_text("0\n1\nforensics 0 200\n")    # LEO is 127
+    (logdir / "forensics-0" / "leader-epoch-checkpoint").write_text("0\n2\n3 37\n4 75\n")
+    code, found, summary = _kafka_verify(run_cli, logdir)
+    assert [f["severity"] for f in found if f["code"] == "kafka.checkpoint-beyond-log-end"] == ["warning"]

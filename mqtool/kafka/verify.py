@@ -17,7 +17,7 @@ log      crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], o
          timeindex-covers-prefix [W], timeindex-noncanonical [I]
 .txnindex   txnindex-size [E], txnindex-no-marker [E], txnindex-missing-entry [E], txnindex-mismatch [W]
 .snapshot   snapshot-crc [E], snapshot-malformed [E], snapshot-beyond-log-end [W]
-checkpoints checkpoint-malformed [E], checkpoint-beyond-log-end [W], checkpoint-unknown-partition [W],
+checkpoints checkpoint-malformed [E], checkpoint-negative [E], checkpoint-beyond-log-end [W], checkpoint-unknown-partition [W],
          leader-epoch-beyond-log-end [E], leader-epoch-mismatch [W], leader-epoch-mid-batch [W],
          partition-metadata-malformed [E]
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from formats import kafka as K
 from mqtool.errors import InputError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.io import map_input
 from mqtool.kafka import files as F
 from mqtool.kafka.codecs import CodecError, codec_name
@@ -524,6 +524,9 @@ class KafkaVerifier:
             starts = [o for _e, o in entries]
             reported = set()
             for e, o in entries:
+                if e < 0 or o < 0:
+                    yield from self._negative(p.leader_epoch_checkpoint, f"epoch {e} start offset", min(e, o))
+                    continue
                 if o > leo:
                     yield self._f(ERROR, "leader-epoch-beyond-log-end", p.leader_epoch_checkpoint, None, o,
                                   f"epoch {e} starts at {o}, beyond the log end offset {leo}")
@@ -556,6 +559,10 @@ class KafkaVerifier:
                 yield self._f(ERROR, "partition-metadata-malformed", p.partition_metadata, None, None,
                               f"expected 'version: 0' and a 22-character topic_id, found {props}")
 
+    def _negative(self, path, what: str, value: int):
+        for sev, code, msg, exp, act in checkpoint_value_problems(what, value):
+            yield self._f(sev, code, path, None, None, msg, expected=exp, actual=act)
+
     # -- log-dir checkpoints
     def check_logdir_checkpoints(self, ld: LogDir, leos: dict):
         for name, path in sorted(ld.checkpoints.items()):
@@ -563,6 +570,9 @@ class KafkaVerifier:
             if c.problem:
                 yield self._f(ERROR, "checkpoint-malformed", path, None, None, c.problem)
             for topic, part, off in c.entries:
+                if off < 0:
+                    yield from self._negative(path, f"{name}: {topic}-{part}", off)
+                    continue
                 hit = leos.get((topic, part))
                 if hit is None:
                     yield self._f(WARNING, "checkpoint-unknown-partition", path, None, off,

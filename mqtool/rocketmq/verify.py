@@ -23,7 +23,7 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool import codecs, fastcrc, native
 from mqtool.errors import InputError, NotAStoreError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch, indexes
@@ -31,7 +31,7 @@ from mqtool.rocketmq.layout import RocketStore, cq_filter
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
-from mqtool.schema_struct import fixed_prefix_fields, selected_format
+from mqtool.schema_struct import field_offsets, fixed_prefix_fields, selected_format
 
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
 class _Ctx:
@@ -794,6 +794,8 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
         except InputError as e:
             yield ctx.f(ERROR, "file-unreadable", store.checkpoint, None, None, f"cannot read: {e.message}")
             cp = None
+        if cp is not None:
+            yield from _checkpoint_values(ctx, cp)
         if cp is not None and ctx.last_store_ts:
             phys = cp["physicMsgTimestamp"]
             if phys > ctx.last_store_ts:
@@ -834,6 +836,25 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
                 elif bv != v:
                     yield ctx.f(INFO, "config-differs-from-bak", str(d / name), None, None,
                                 f"{name} differs from its .bak ({_diff_summary(bv, v)})")
+
+
+# StoreCheckpoint (reference §7): three epoch-ms times, then 5.x offsets. confirmPhyOffset is a commitlog offset
+# of this store (the broker truncates to it at recovery); masterFlushedOffset is the master's, which a slave
+# may not have yet, so only its sign is checked.
+_CP_TIMES = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+
+
+def _checkpoint_values(ctx: _Ctx, cp: dict) -> Iterator[Finding]:
+    segs = ctx.store.segments
+    # where the data ends (the range runner of --jobs does not track it: the end of the files bounds it)
+    end = (ctx.data_end if ctx.data_end is not None else segs[-1].end) if segs else None
+    for name in _CP_TIMES + ("masterFlushedOffset", "confirmPhyOffset"):
+        for sev, code, msg, exp, act in checkpoint_value_problems(
+                name, cp[name], time=name in _CP_TIMES, log_end=end if name == "confirmPhyOffset" else None):
+            yield ctx.f(sev, code, ctx.store.checkpoint, _CP_AT[name], None, msg, exp, act)
+
+
+_CP_AT = field_offsets(F.Checkpoint)
 
 
 def _diff_summary(old, new) -> str:
