@@ -223,3 +223,89 @@ def test_kafka_negative_checkpoint_values(tmp_path, run_cli):
     (logdir / "forensics-0" / "leader-epoch-checkpoint").write_text("0\n2\n3 37\n4 75\n")
     code, found, summary = _kafka_verify(run_cli, logdir)
     assert [f["severity"] for f in found if f["code"] == "kafka.checkpoint-beyond-log-end"] == ["warning"]
+
+
+# ---- a missing middle segment: an error in verify, a note and exit 1 in dump ---------------------------
+
+def test_rocketmq_missing_middle_segment(tmp_path, run_cli):
+    store = _copy(FIXTURES / "rocketmq" / "store", tmp_path / "store")
+    segs = sorted((store / "commitlog").iterdir())
+    victim = segs[1]
+    victim.unlink()
+    found, s = _run_verify(store)
+    miss = [(Path(f.file).name, f.severity, f.expected, f.actual) for f in found if f.code == "segment-missing"]
+    size = segs[0].stat().st_size        # names are global offsets: the gap is the lost file's size
+    assert miss == [(segs[2].name, "error", int(segs[0].name) + size, int(segs[2].name))]
+    for jobs in ("1", "2"):
+        code, out, err = run_cli("dump", "commitlog", store, "--json", "-j", jobs, "--split-size", "4K")
+        assert code == 1 and "segment-missing" in err and segs[2].name in err, err
+        assert _ndjson(out)                      # the rows of the remaining files are still printed
+
+
+def test_litemq_missing_middle_segment(tmp_path, run_cli):
+    store = _copy(require_realdata("litemq", "clean", "data", "broker"), tmp_path / "broker")
+    (store / "commitlog" / "00000000000000000001").unlink()
+    code, out, err = run_cli("verify", "store", store, "--json")
+    miss = [r for r in _ndjson(out) if r.get("code") == "segment-missing"]
+    assert [(Path(r["file"]).name, r["severity"]) for r in miss] == [("00000000000000000002", "error")]
+    assert code == 1
+    for jobs in ("1", "2"):
+        code, out, err = run_cli("dump", "commitlog", store, "--json", "-j", jobs)
+        assert code == 1 and "segment-missing" in err, err
+
+
+def _kafka_copy(tmp_path) -> Path:
+    return _copy(require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "broker-append"), tmp_path / "evidence")
+
+
+def test_kafka_missing_middle_log_with_its_index_files_left(tmp_path, run_cli):
+    logdir = _kafka_copy(tmp_path)
+    part = logdir / "forensics-0"
+    (part / "00000000000000000037.log").unlink()         # segment 37 holds offsets 37..79 (MANIFEST §2)
+    code, found, summary = _kafka_verify(run_cli, logdir)
+    got = {(f["code"], Path(f["file"]).name, f["severity"]) for f in found
+           if f["code"] in ("kafka.segment-gap", "kafka.segment-log-missing", "kafka.snapshot-stray")}
+    assert got == {("kafka.segment-gap", "00000000000000000080.log", "error"),
+                   ("kafka.segment-log-missing", "00000000000000000037.index", "error"),
+                   ("kafka.snapshot-stray", "00000000000000000037.snapshot", "warning")}
+    assert code == 1
+    for jobs in ("1", "2"):
+        code, out, err = run_cli("dump", "kafka", logdir, "--json", "-j", jobs)
+        assert code == 1 and "segment-log-missing" in err and "offsets 37..79" in err, err
+
+
+def test_kafka_missing_middle_segment_all_files(tmp_path, run_cli):
+    logdir = _kafka_copy(tmp_path)
+    for f in (logdir / "forensics-0").glob("00000000000000000037.*"):
+        f.unlink()
+    code, found, summary = _kafka_verify(run_cli, logdir)
+    assert [(f["severity"], f["expected"], f["actual"]) for f in found if f["code"] == "kafka.segment-gap"] == \
+        [("error", 37, 80)]
+    code2, out, err = run_cli("dump", "kafka", logdir, "--json")
+    assert code == 1 and code2 == 1 and "offsets 37..79" in err
+
+
+def test_kafka_broker_normal_files_are_not_orphans(run_cli):
+    """broker-append has 00000000000000000127.snapshot (the clean-shutdown snapshot at the log end, no
+    segment 127): Kafka keeps it, so must we."""
+    logdir = require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "broker-append")
+    code, found, summary = _kafka_verify(run_cli, logdir)
+    assert not [f for f in found if f["code"] in ("kafka.snapshot-stray", "kafka.orphan-index",
+                                                   "kafka.segment-log-missing", "kafka.segment-gap")]
+    code, out, err = run_cli("dump", "kafka", logdir, "--json")
+    assert code == 0, err
+
+
+def test_kafka_orphan_files_before_the_first_log(tmp_path, run_cli):
+    """Index files and a snapshot of a segment below the first .log: an unfinished retention delete."""
+    logdir = _kafka_copy(tmp_path)
+    part = logdir / "forensics-0"
+    for f in part.glob("00000000000000000000.*"):
+        f.unlink()
+    shutil.copy(part / "00000000000000000037.index", part / "00000000000000000000.index")
+    shutil.copy(part / "00000000000000000037.snapshot", part / "00000000000000000000.snapshot")
+    code, found, summary = _kafka_verify(run_cli, logdir)
+    got = {(f["code"], Path(f["file"]).name, f["severity"]) for f in found
+           if f["code"] in ("kafka.orphan-index", "kafka.snapshot-stray", "kafka.segment-log-missing")}
+    assert got == {("kafka.orphan-index", "00000000000000000000.index", "warning"),
+                   ("kafka.snapshot-stray", "00000000000000000000.snapshot", "info")}

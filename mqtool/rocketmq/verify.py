@@ -27,7 +27,7 @@ from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_v
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch, indexes
-from mqtool.rocketmq.layout import RocketStore, cq_filter
+from mqtool.rocketmq.layout import RocketStore, cq_filter, segment_gaps
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
@@ -98,6 +98,7 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
         return
     sizes = [s.size for s in segs]
     common = max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
+    gaps = segment_gaps(segs)
     for i, s in enumerate(segs):
         last = i == len(segs) - 1
         if s.size == 0:
@@ -109,7 +110,7 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
                         common, s.size)
         if i:
             prev = segs[i - 1]
-            if s.base > prev.base + prev.size and prev.size:
+            if (prev, s) in gaps:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
                             f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
                             f"between {prev.name} and {s.name}"
