@@ -309,3 +309,43 @@ def test_kafka_orphan_files_before_the_first_log(tmp_path, run_cli):
            if f["code"] in ("kafka.orphan-index", "kafka.snapshot-stray", "kafka.segment-log-missing")}
     assert got == {("kafka.orphan-index", "00000000000000000000.index", "warning"),
                    ("kafka.snapshot-stray", "00000000000000000000.snapshot", "info")}
+
+
+# ---- --salvage-out: one rule for every family ----------------------------------------------------------
+
+def _family_case(family: str, tmp_path: Path) -> Path:
+    """A store copied to case/evidence (the layout of issue #15)."""
+    src = {"rocketmq": FIXTURES / "rocketmq" / "store",
+           "litemq": require_realdata("litemq", "clean", "data", "broker"),
+           "kafka": require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "broker-append")}[family]
+    return _copy(src, tmp_path / "case" / "evidence")
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_salvage_out_beside_the_store_is_accepted(tmp_path, run_cli, family):
+    store = _family_case(family, tmp_path)
+    before = sorted((p.relative_to(store), p.stat().st_size) for p in store.rglob("*"))
+    target = tmp_path / "case" / "salvage.ndjson"
+    code, out, err = run_cli("verify", "store", store, "--json", "--salvage-out", target)
+    assert code in (0, 1), err
+    assert target.is_file() and target.read_text().strip()
+    # a directory: the file goes inside it, under the same name for every family
+    code, out, err = run_cli("verify", "store", store, "--json", "--salvage-out", tmp_path / "case" / "out")
+    assert (tmp_path / "case" / "out" / "salvaged-messages.ndjson").is_file(), err
+    # an existing file needs --force
+    code, out, err = run_cli("verify", "store", store, "--json", "--salvage-out", target)
+    assert code == 2 and "exists" in err
+    code, out, err = run_cli("verify", "store", store, "--json", "--salvage-out", target, "--force")
+    assert code in (0, 1), err
+    assert sorted((p.relative_to(store), p.stat().st_size) for p in store.rglob("*")) == before
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_salvage_out_inside_the_store_is_refused(tmp_path, run_cli, family):
+    store = _family_case(family, tmp_path)
+    inner = next(p for p in sorted(store.iterdir()) if p.is_dir())
+    before = sorted((p.relative_to(store), p.stat().st_size) for p in store.rglob("*"))
+    for out in (store / "salvage.ndjson", inner / "salvage.ndjson", store, inner):
+        code, stdout, err = run_cli("verify", "store", store, "--json", "--salvage-out", out, "--force")
+        assert code == 2 and "input tree" in err, (out, err)
+    assert sorted((p.relative_to(store), p.stat().st_size) for p in store.rglob("*")) == before

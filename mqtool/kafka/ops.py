@@ -59,7 +59,8 @@ def verify(part: str, path, opts):
     salvage_ctx = None
     if getattr(opts, "salvage_out", None):
         from mqtool.kafka.dump import SalvageWriter
-        salvage_ctx = SalvageWriter(opts.salvage_out, getattr(opts, "force", False), [p])
+        inputs = [p] + [ld.path for ld in logdirs if ld.path is not None]     # the input trees
+        salvage_ctx = SalvageWriter(opts.salvage_out, getattr(opts, "force", False), inputs)
         v.salvage = salvage_ctx.write
 
     def findings():

@@ -880,12 +880,11 @@ def _diff_summary(old, new) -> str:
 class _Salvage:
     """Readable messages of a damaged store, as NDJSON with base64 bodies, written atomically."""
 
-    def __init__(self, out_dir: str, store: RocketStore, force: bool):
-        from mqtool.io import AtomicWriter, prepare_output_dir
+    def __init__(self, out: str, store: RocketStore, force: bool):
+        from mqtool.io import AtomicWriter, prepare_salvage_file
 
         inputs = [p for p in (store.root, store.commitlog_dir, store.path) if p]
-        d = prepare_output_dir(out_dir, inputs, force)
-        self.path = str(d / "salvaged-messages.ndjson")
+        self.path = str(prepare_salvage_file(out, inputs, force))
         self._w = AtomicWriter(self.path, overwrite=force)
         self._f = self._w.__enter__()
         self.count = 0
