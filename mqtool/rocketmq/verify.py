@@ -3,14 +3,15 @@
 Checks (reference §1, §3–§8):
 
 * commitlog: segment names/sizes/gaps; per unit magic, size bounds (before any allocation), TOTALSIZE against
-  the field lengths, body CRC, stored PHYSICALOFFSET against the real offset (stale or shifted data), BLANK
+  the field lengths, body CRC, a compressed body inflates (``body-inflate-failed``), stored PHYSICALOFFSET against the real offset (stale or shifted data), BLANK
   placement and size, properties, the 5.x ``__CRC32#`` whole-message CRC, queue-offset continuity per queue for
   dispatched messages, what lies after the end of data; damaged ranges are skipped by resync and counted;
 * consumequeue: every unit against the message it points at (start, size, topic, queue, queue offset, tagsCode),
   holes, dangling units, queues behind the commitlog, file naming and sizes, LMQ multi-dispatch;
 * index: header against entries, entries against messages (start, key hash, time), slot and chain sanity
   (ranges, cycles, bucket), files newer than the checkpoint;
-* store: abort marker, checkpoint against the data, config files and their ``.bak``.
+* store: abort marker, checkpoint against the data (``checkpoint-negative``, ``checkpoint-future``,
+  ``checkpoint-beyond-log-end``, ``checkpoint-ahead``/``-behind``), config files and their ``.bak``.
 """
 from __future__ import annotations
 
