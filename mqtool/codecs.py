@@ -108,9 +108,9 @@ def check_inflates(codec: str, data, max_size: int = 64 * 1024 * 1024, chunk: in
     if codec == "zstd":
         import zstandard
 
-        # fed in small pieces: one piece of input cannot make more than a few MiB of output (a 3-byte RLE
-        # block header stands for up to 128 KiB), so nothing grows with what a frame header claims
-        step = 128
+        # fed in small pieces: 32 input bytes make at most ~1 MiB of output (a 4-byte RLE block stands for up to
+        # 128 KiB), so nothing grows with what a frame header claims
+        step = 32
         buf = bytes(data)
         dctx = zstandard.ZstdDecompressor()
         try:

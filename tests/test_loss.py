@@ -349,3 +349,25 @@ def test_salvage_out_inside_the_store_is_refused(tmp_path, run_cli, family):
         code, stdout, err = run_cli("verify", "store", store, "--json", "--salvage-out", out, "--force")
         assert code == 2 and "input tree" in err, (out, err)
     assert sorted((p.relative_to(store), p.stat().st_size) for p in store.rglob("*")) == before
+
+
+@pytest.mark.parametrize("codec", ["zlib", "lz4", "zstd"])
+def test_inflate_check_keeps_memory_bounded(codec):
+    """verify's check holds one chunk, not the body: 16 MiB of zeros against a 4 MiB cap, and in full."""
+    import tracemalloc
+
+    from mqtool import codecs
+
+    bomb = codecs.compress(codec, bytes(16 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(codecs.CodecError, match="exceeds"):
+            codecs.check_inflates(codec, bomb, max_size=4 << 20)
+        assert codecs.check_inflates(codec, bomb, max_size=32 << 20) == 16 << 20
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20, peak
+    for bad in (bomb[:-7], bomb + b"tail", bytes([0xA5]) * 40):
+        with pytest.raises(codecs.CodecError):
+            codecs.check_inflates(codec, bad)
