@@ -314,7 +314,7 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
         rows = _in_window(rows, window)
     if opts.limit is not None:
         rows = _limit(rows, opts.limit)
-    emitted = render.emit(rows, columns, as_json, title=title)
+    emitted = render.emit(_note_damaged_rows(rows, stats), columns, as_json, title=title)
     code = _report_stats(stats, path)
     filters = [f"--{f.replace('_', '-')} {kw[f]}" for f in _FILTERS if kw.get(f) is not None]
     if window is not None:
@@ -324,6 +324,41 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
             sys.stderr.write(f"mqtool: nothing matched {' '.join(filters)}\n")
         code = EXIT_FINDINGS
     sys.exit(code)
+
+
+# A row that says its bytes are damaged: a failed CRC, a compressed body that does not inflate. As JSON keys
+# they cannot occur inside a string value of a pre-rendered line (there the quotes are escaped).
+_DAMAGED_MARKS = (b'"crc_ok":false', b'"body_error":"')
+
+
+def _row_damage(r: dict) -> str | None:
+    where = f"{r.get('file')}: position {r.get('position')}"
+    if r.get("body_error"):
+        return f"{where}: body does not decode: {r['body_error']}"
+    if r.get("crc_ok") is False:
+        return f"{where}: {r.get('kind') or 'record'} CRC does not match"
+    return None
+
+
+def _note_damaged_rows(rows, stats: ScanStats):
+    """Pass ``rows`` through; each one that reports damaged bytes is a damage note (so dump exits 1)."""
+    import json
+
+    for r in rows:
+        if type(r) is dict:
+            why = _row_damage(r)
+            if why:
+                stats.damage(why, at=(r.get("file"), r.get("position")))
+        elif isinstance(r, (str, bytes)):      # pre-rendered NDJSON line(s): look inside only when a mark is
+            raw = r.encode("utf-8", "surrogateescape") if isinstance(r, str) else bytes(r)
+            if any(m in raw for m in _DAMAGED_MARKS):
+                for line in raw.splitlines():
+                    if any(m in line for m in _DAMAGED_MARKS):
+                        row = json.loads(line)
+                        why = _row_damage(row)
+                        if why:
+                            stats.damage(why, at=(row.get("file"), row.get("position")))
+        yield r
 
 
 def _limit(rows, n):

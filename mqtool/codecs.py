@@ -70,3 +70,76 @@ def compress(codec: str, data: bytes, level: int = 5) -> bytes:
 
         return lz4.frame.compress(data)
     raise CodecError(f"unknown compression {codec!r}")
+
+
+def check_inflates(codec: str, data, max_size: int = 64 * 1024 * 1024, chunk: int = 1 << 16) -> int:
+    """Inflate ``data`` chunk by chunk, keeping nothing, and return the inflated size.
+
+    Raises :class:`CodecError` when the stream is damaged, truncated, followed by garbage, or inflates past
+    ``max_size``. Memory stays at one ``chunk`` whatever the stream's header claims (``verify`` uses it to
+    prove a compressed body is sound without holding the body).
+    """
+    total = 0
+
+    def grow(n: int) -> None:
+        nonlocal total
+        total += n
+        if total > max_size:
+            raise CodecError(f"decompressed size exceeds {max_size} bytes")
+
+    if codec in ("zlib", "gzip"):
+        d = zlib.decompressobj(zlib.MAX_WBITS | (16 if codec == "gzip" else 0))
+        buf = bytes(data)
+        try:
+            while True:
+                grow(len(d.decompress(buf, chunk)))
+                buf = d.unconsumed_tail
+                if d.eof or not buf:
+                    break
+            if not d.eof:
+                grow(len(d.flush(chunk)))
+        except zlib.error as e:
+            raise CodecError(f"{codec}: {e}") from None
+        if not d.eof:
+            raise CodecError(f"{codec}: truncated stream")
+        if d.unused_data:
+            raise CodecError(f"{codec}: {len(d.unused_data)} bytes after the end of the stream")
+        return total
+    if codec == "zstd":
+        import zstandard
+
+        # fed in small pieces: 32 input bytes make at most ~1 MiB of output (a 4-byte RLE block stands for up to
+        # 128 KiB), so nothing grows with what a frame header claims
+        step = 32
+        buf = bytes(data)
+        dctx = zstandard.ZstdDecompressor()
+        try:
+            while buf:
+                d = dctx.decompressobj()
+                pos = 0
+                while pos < len(buf) and not d.eof:
+                    grow(len(d.decompress(buf[pos:pos + step])))
+                    pos += step
+                if not d.eof:
+                    raise CodecError("zstd: truncated frame")
+                buf = d.unused_data + buf[pos:]
+        except zstandard.ZstdError as e:
+            raise CodecError(f"zstd: {e}") from None
+        return total
+    if codec == "lz4":
+        import lz4.frame
+
+        d = lz4.frame.LZ4FrameDecompressor()
+        buf = bytes(data)
+        try:
+            grow(len(d.decompress(buf, max_length=chunk)))
+            while not d.eof and not d.needs_input:
+                grow(len(d.decompress(b"", max_length=chunk)))
+        except RuntimeError as e:
+            raise CodecError(f"lz4: {e}") from None
+        if not d.eof:
+            raise CodecError("lz4: truncated frame")
+        if d.unused_data:
+            raise CodecError(f"lz4: {len(d.unused_data)} bytes after the end of the frame")
+        return total
+    raise CodecError(f"unknown compression {codec!r}")

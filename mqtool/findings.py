@@ -85,3 +85,33 @@ class Summary:
         }
         d.update(self.extra)
         return d
+
+
+#: How far a broker's clock may run ahead of the machine reading the store before a stored time is "future".
+CLOCK_SKEW_MS = 60 * 60 * 1000
+
+
+def checkpoint_value_problems(name: str, value: int, *, time: bool = False, log_end: int | None = None,
+                              now_ms: int | None = None) -> list[tuple]:
+    """What is wrong with one value a checkpoint stores, as (severity, code, message, expected, actual).
+
+    Every family's checkpoint holds offsets and epoch-millisecond times, which a broker never writes
+    negative; a time later than now (plus :data:`CLOCK_SKEW_MS`) was not written by a working clock; an
+    offset past ``log_end`` (the end of the data present) claims data that is not there.
+    """
+    import time as _time
+
+    if value < 0:
+        return [(ERROR, "checkpoint-negative", f"{name} is {value}: a broker never stores a negative "
+                 f"{'time' if time else 'offset or count'} (garbage or overwritten bytes)", ">= 0", value)]
+    if time:
+        now = int(_time.time() * 1000) if now_ms is None else now_ms
+        if value > now + CLOCK_SKEW_MS:
+            return [(WARNING, "checkpoint-future", f"{name} is {value}, later than now ({now}) by more than "
+                     f"{CLOCK_SKEW_MS // 60000} minutes: a wrong broker clock, or not a time at all",
+                     f"<= {now + CLOCK_SKEW_MS}", value)]
+    elif log_end is not None and value > log_end:
+        return [(WARNING, "checkpoint-beyond-log-end", f"{name} is {value}, beyond the end of the log ({log_end}): "
+                 "data the broker had written is not in these files (lost, truncated, or copied at different "
+                 "moments)", f"<= {log_end}", value)]
+    return []

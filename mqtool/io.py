@@ -298,6 +298,23 @@ def prepare_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike],
     return outp
 
 
+SALVAGE_FILE_NAME = "salvaged-messages.ndjson"
+
+
+def prepare_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> Path:
+    """The file ``verify --salvage-out OUT`` writes, the same rule for every family.
+
+    OUT names a directory when it is one or has no suffix (the file is :data:`SALVAGE_FILE_NAME` inside it),
+    else the file itself. Then the rule of :func:`prepare_output_file`: refused inside an input tree (the store
+    root, the part given) or over an input file, and over an existing file unless ``force``; a directory that
+    merely contains the store (``case/`` for ``case/evidence``) is fine, one new file there touches no input.
+    """
+    outp = Path(out)
+    if outp.is_dir() or not outp.suffix:
+        outp = outp / SALVAGE_FILE_NAME
+    return prepare_output_file(outp, inputs, force)
+
+
 class AtomicWriter:
     """Write a file under a temporary name in the target directory, fsync, then rename.
 

@@ -115,13 +115,20 @@ class ScanStats:
     messages: int = 0
     notes: list = field(default_factory=list)
     scanned: bool = False          # a key query answered by scanning the log (not only through the index)
+    noted_at: set = field(default_factory=set)
 
     def note(self, text: str) -> None:
         """A note for the operator that is not damage (printed on stderr like the damage notes)."""
         if len(self.notes) < 1000:
             self.notes.append(text)
 
-    def damage(self, text: str) -> None:
+    def damage(self, text: str, at: tuple | None = None) -> None:
+        """Count one damaged range; ``at`` ((file, position)) counts a place once however often it is met."""
+        if at is not None:
+            if at in self.noted_at:
+                return
+            if len(self.noted_at) < 100_000:
+                self.noted_at.add(at)
         self.damaged += 1
         if len(self.notes) < 1000:
             self.notes.append(text)

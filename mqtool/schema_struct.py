@@ -59,6 +59,15 @@ def fixed_prefix_fields(schema: Struct, choose=lambda ite: ite.elsesubcon,
     return out
 
 
+def field_offsets(schema: Struct, choose=lambda ite: ite.elsesubcon) -> dict[str, int]:
+    """{field name: byte offset} over the fixed-size prefix of ``schema`` (for findings that name a field)."""
+    out, o = {}, 0
+    for name, code in fixed_prefix_fields(schema, choose):
+        out[name] = o
+        o += struct.calcsize(">" + code)
+    return out
+
+
 def _split_codes(fmt: str) -> list[str]:
     """"i4sq" -> ["i", "4s", "q"]."""
     codes, num = [], ""

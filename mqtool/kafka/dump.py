@@ -11,7 +11,7 @@ from pathlib import Path
 from formats import kafka as K
 from mqtool.common import ENCODING_SUFFIX, encode_body, put_body
 from mqtool.errors import InputError
-from mqtool.io import AtomicWriter, map_input, prepare_output_dir
+from mqtool.io import AtomicWriter, map_input, prepare_salvage_file
 from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
@@ -319,7 +319,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 break
             stats.messages += 1
             if not ev.crc_ok:
-                stats.damage(f"{path}@{ev.position}: batch CRC mismatch")
+                stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
             if want_key is None:
                 yield batch_row(ev)
             if deep:
@@ -444,6 +444,43 @@ def dump_path(p: Path, opts, stats):
                 yield from _guarded(log_rows(f, opts, stats, "__cluster_metadata"), stats)
 
 
+def lost_segment_notes(path: Path, topic: str | None = None) -> list[str]:
+    """Damage notes for offsets that no segment of a partition under ``path`` holds: index files whose .log is
+    gone between other segments, and a segment whose base offset lies past the next offset of the one before
+    (unless the partition looks compacted, see :func:`mqtool.kafka.layout.looks_compacted`). The previous
+    segments are walked batch header by batch header (no CRC, no records)."""
+    notes = []
+    for ld in L.discover(path):
+        for part in ld.partitions:
+            if topic and part.topic != topic:
+                continue
+            for seg, where in L.orphan_segments(part):
+                if where == "inside":
+                    f = seg.index or seg.timeindex or seg.txnindex
+                    notes.append(f"{f}: segment-log-missing: no {seg.name}.log; the segment starting at offset "
+                                 f"{seg.base_offset} is missing")
+            logs = [s for s in part.segments if s.log is not None]
+            interior, gaps = 0, []
+            for a, b in zip(logs, logs[1:]):
+                last = None
+                try:
+                    with map_input(a.log) as m:
+                        for ev in scan(m.buf, str(a.log), check_crc=False, fd=m.fileno() if m.mapped else None):
+                            if isinstance(ev, Batch):
+                                base = ev.base_offset if ev.base_offset is not None else ev.last_offset
+                                if last is not None and base > last + 1:
+                                    interior += 1
+                                last = ev.last_offset if last is None else max(last, ev.last_offset)
+                except InputError:
+                    continue            # the rows of that file say it is unreadable
+                if last is not None and b.base_offset > last + 1:
+                    gaps.append((b, last + 1))
+            if not L.looks_compacted(part.topic, interior):
+                notes += [f"{b.log}: segment-gap: offsets {nxt}..{b.base_offset - 1} are in no segment (a deleted "
+                          f"or lost segment)" for b, nxt in gaps]
+    return notes
+
+
 def _guarded(rows, stats):
     """One unreadable file inside a directory (FIFO, device, symlink loop, permissions) is a note, not the end."""
     try:
@@ -456,10 +493,7 @@ class SalvageWriter:
     """verify --salvage-out: every readable record as NDJSON (keys/values base64), written atomically."""
 
     def __init__(self, out: str, force: bool, inputs):
-        target = Path(out)
-        prepare_output_dir(target.parent if target.suffix else target, inputs, True)
-        if not target.suffix:
-            target = target / "salvage.ndjson"
+        target = prepare_salvage_file(out, inputs, force)
         self._w = AtomicWriter(target, overwrite=force)
         self._f = self._w.__enter__()
 

@@ -165,6 +165,36 @@ def partition_from_dir(p: Path) -> Partition:
     return part
 
 
+def looks_compacted(topic: str | None, interior_gaps: int) -> bool:
+    """Offsets missing between segments are normal when the cleaner compacted the partition (it keeps the
+    segment base offsets while removing records): an internal ``__`` topic, or offsets missing inside
+    segments, says so."""
+    return (topic or "").startswith("__") or interior_gaps > 0
+
+
+def orphan_segments(part: Partition) -> list[tuple[Segment, str]]:
+    """Segments that have index files but no ``.log``, each with where its base offset lies among the
+    ``.log`` bases: "before" the first, "inside" (a middle or the last .log is missing), or "alone" (the
+    partition has no .log at all)."""
+    bases = [s.base_offset for s in part.segments if s.log is not None]
+    out = []
+    for s in part.segments:
+        if s.log is None:
+            out.append((s, "alone" if not bases else "before" if s.base_offset < bases[0] else "inside"))
+    return out
+
+
+def stray_snapshots(part: Partition) -> list[tuple[int, Path]]:
+    """Producer snapshots with no ``.log`` of the same base offset, except the largest one when it lies past
+    every segment base (the snapshot a clean shutdown writes at the log end): the files Kafka's
+    ``ProducerStateManager.removeStraySnapshots`` deletes when it loads the partition."""
+    bases = {s.base_offset for s in part.segments if s.log is not None}
+    snaps = [(o, f) for o, f in part.snapshots if o not in bases]
+    if snaps and (not bases or snaps[-1][0] > max(bases)):
+        snaps = snaps[:-1]
+    return snaps
+
+
 def logdir_from_dir(p: Path) -> LogDir:
     ld = LogDir(p)
     for n in _listdir(p):

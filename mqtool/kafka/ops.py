@@ -19,6 +19,11 @@ def dump(part: str, path, opts, stats):
         raise NotAStoreError("not a Kafka file (expected .log, .index, .timeindex, .txnindex, .snapshot, "
                              ".checkpoint or a checkpoint/metadata file)", str(p))
     columns = columns_for(kind) if p.is_file() else LOG_COLUMNS
+    if not p.is_file():
+        from mqtool.kafka.dump import lost_segment_notes
+
+        for note in lost_segment_notes(p, getattr(opts, "topic", None)):
+            stats.damage(note)
     if (getattr(opts, "jobs", 1) != 1 or getattr(opts, "runner", None) is not None) \
             and kind in (None, "log", "kraft-snapshot"):
         from mqtool.kafka.ranges import parallel_dump_rows
@@ -54,7 +59,8 @@ def verify(part: str, path, opts):
     salvage_ctx = None
     if getattr(opts, "salvage_out", None):
         from mqtool.kafka.dump import SalvageWriter
-        salvage_ctx = SalvageWriter(opts.salvage_out, getattr(opts, "force", False), [p])
+        inputs = [p] + [ld.path for ld in logdirs if ld.path is not None]     # the input trees
+        salvage_ctx = SalvageWriter(opts.salvage_out, getattr(opts, "force", False), inputs)
         v.salvage = salvage_ctx.write
 
     def findings():

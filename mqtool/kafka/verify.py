@@ -2,8 +2,10 @@
 
 Stable finding codes (``kafka.*``); severity in brackets:
 
-log      crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], offset-below-base [E],
+log      segment-gap [E; I when the partition looks compacted] (offsets between two segments are in none),
+         crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], offset-below-base [E],
          offset-not-increasing [E], offset-overflow [E], records-undecodable [E], record-offsets [E],
+         payload-inflate-failed [E] (a compressed batch whose payload does not inflate; checked without --deep),
          inner-crc-mismatch [E], offset-gaps [I], transient-file [I], empty-segment [I]
 .index   index-missing [I], index-size [E], index-sanity [E], index-garbage-tail [E], index-preallocated [I],
          index-not-monotonic [E], index-position-not-batch [E], index-offset-mismatch [E],
@@ -15,8 +17,11 @@ log      crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], o
          the max timestamp inside the batch, not the batch's last offset), timeindex-no-final-entry [I],
          timeindex-covers-prefix [W], timeindex-noncanonical [I]
 .txnindex   txnindex-size [E], txnindex-no-marker [E], txnindex-missing-entry [E], txnindex-mismatch [W]
-.snapshot   snapshot-crc [E], snapshot-malformed [E], snapshot-beyond-log-end [W]
-checkpoints checkpoint-malformed [E], checkpoint-beyond-log-end [W], checkpoint-unknown-partition [W],
+.snapshot   snapshot-crc [E], snapshot-malformed [E], snapshot-beyond-log-end [W], snapshot-stray [I; W when its
+         offset lies between two segment bases] (no .log of that base; Kafka deletes it at load)
+orphans  segment-log-missing [E] (.index/.timeindex/.txnindex of a middle or last segment whose .log is gone),
+         orphan-index [W] (index files before the first .log, or in a partition with no .log)
+checkpoints checkpoint-malformed [E], checkpoint-negative [E], checkpoint-beyond-log-end [W], checkpoint-unknown-partition [W],
          leader-epoch-beyond-log-end [E], leader-epoch-mismatch [W], leader-epoch-mid-batch [W],
          partition-metadata-malformed [E]
 """
@@ -28,14 +33,15 @@ from pathlib import Path
 
 from formats import kafka as K
 from mqtool.errors import InputError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.io import map_input
 from mqtool.kafka import files as F
-from mqtool.kafka.codecs import CodecError
-from mqtool.kafka.layout import LogDir, Partition, Segment
+from mqtool.kafka.codecs import CodecError, codec_name
+from mqtool.kafka.layout import (LogDir, Partition, Segment, looks_compacted, orphan_segments,
+                                 stray_snapshots)
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, Damage, iter_records, records_area, scan
 
 
 @dataclass
@@ -137,6 +143,7 @@ class KafkaVerifier:
             if s.last_offset is not None:
                 leo = max(leo, s.last_offset + 1)
         if only_base is None and self.part == "store":
+            yield from self._orphans(p)
             yield from self._guard(self.check_partition_files(p, seen_all, leo))
         return leo
 
@@ -157,16 +164,39 @@ class KafkaVerifier:
         gaps = [s for s in seen_all if s.boundary_gap is not None]
         if not gaps:
             return
-        compacted = (p.topic or "").startswith("__") or any(s.interior_gaps for s in seen_all)
+        compacted = looks_compacted(p.topic, sum(s.interior_gaps for s in seen_all))
         by_base = {s.base: seg for seg in p.segments for s in seen_all if s.base == seg.base_offset}
         for s in gaps:
             last, base = s.boundary_gap
             seg = by_base.get(s.base)
-            yield self._f(INFO if compacted else WARNING, "segment-gap", seg.log if seg else None, None, base,
+            yield self._f(INFO if compacted else ERROR, "segment-gap", seg.log if seg else None, None, base,
                           f"offsets {last + 1}..{base - 1} are in no segment: the previous segment ends at {last} "
                           f"and this one starts at {base} (a deleted or lost segment"
                           + (", or compaction" if compacted else "; the partition shows no sign of compaction")
                           + ")", expected=last + 1, actual=base)
+
+    def _orphans(self, p: Partition):
+        """Index files whose .log is gone, and producer snapshots Kafka would delete as strays."""
+        for seg, where in orphan_segments(p):
+            files = [f for f in (seg.index, seg.timeindex, seg.txnindex) if f is not None]
+            names = ", ".join(f.name for f in files)
+            if where == "inside":
+                yield self._f(ERROR, "segment-log-missing", files[0], None, seg.base_offset,
+                              f"{names} but no {seg.name}.log: the log segment starting at offset {seg.base_offset} "
+                              "is missing (deleted or lost), its index files remain")
+            else:
+                yield self._f(WARNING, "orphan-index", files[0], None, seg.base_offset,
+                              f"{names} without a {seg.name}.log "
+                              + ("before the first segment: a retention delete that did not finish (Kafka "
+                                 "deletes such files at startup)" if where == "before" else
+                                 "and the partition has no .log at all"))
+        bases = [s.base_offset for s in p.segments if s.log is not None]
+        for off, f in stray_snapshots(p):
+            inside = bool(bases) and bases[0] < off < bases[-1]
+            yield self._f(WARNING if inside else INFO, "snapshot-stray", f, None, off,
+                          f"producer snapshot at offset {off} matches no segment base offset"
+                          + (": the segment it was taken for is missing" if inside else "")
+                          + " (Kafka deletes such a snapshot when it loads the partition)")
 
     # -- .log
     def check_log(self, seg: Segment, seen: SegmentSeen, txn: TxnTracker, prev_last, active: bool = True):
@@ -260,6 +290,12 @@ class KafkaVerifier:
                 seen.spans.append((base, b.last_offset, b.max_timestamp))
                 if self.deep or self.salvage is not None:
                     gaps += yield from self._check_records(path, b)
+                elif b.magic == 2 and b.codec != K.CODEC_NONE and b.crc_ok:
+                    # the CRC covers the compressed bytes; only inflating shows the records can be read
+                    try:
+                        records_area(b)
+                    except CodecError as e:
+                        yield self._inflate_finding(path, b, e)
         seen.canonical = rec.finish(True)
         seen.canonical_nofinal = None
         if not _sorted(seen.bases):
@@ -302,11 +338,18 @@ class KafkaVerifier:
                 prev = r.offset
                 if self.salvage is not None:
                     self.salvage(b, r)
-        except (CodecError, ValueError, IndexError) as e:
+        except CodecError as e:
+            yield self._inflate_finding(path, b, e)
+        except (ValueError, IndexError) as e:
             yield self._f(ERROR, "records-undecodable", path, b.position, b.base_offset,
                           f"records of the batch cannot be read: {e}")
         self.stats["records"] += n
         return gaps
+
+    def _inflate_finding(self, path, b: Batch, e: Exception):
+        return self._f(ERROR, "payload-inflate-failed", path, b.position, b.base_offset,
+                       f"{codec_name(b.codec)} payload of batch {b.base_offset}..{b.last_offset} does not inflate: {e}",
+                       expected=codec_name(b.codec), actual=str(e))
 
     def _index_shape(self, kind: str, path, ix, entry_size: int):
         """Size, garbage after the entries, preallocated zero tail: the checks .index and .timeindex share."""
@@ -521,6 +564,9 @@ class KafkaVerifier:
             starts = [o for _e, o in entries]
             reported = set()
             for e, o in entries:
+                if e < 0 or o < 0:
+                    yield from self._negative(p.leader_epoch_checkpoint, f"epoch {e} start offset", min(e, o))
+                    continue
                 if o > leo:
                     yield self._f(ERROR, "leader-epoch-beyond-log-end", p.leader_epoch_checkpoint, None, o,
                                   f"epoch {e} starts at {o}, beyond the log end offset {leo}")
@@ -553,6 +599,10 @@ class KafkaVerifier:
                 yield self._f(ERROR, "partition-metadata-malformed", p.partition_metadata, None, None,
                               f"expected 'version: 0' and a 22-character topic_id, found {props}")
 
+    def _negative(self, path, what: str, value: int):
+        for sev, code, msg, exp, act in checkpoint_value_problems(what, value):
+            yield self._f(sev, code, path, None, None, msg, expected=exp, actual=act)
+
     # -- log-dir checkpoints
     def check_logdir_checkpoints(self, ld: LogDir, leos: dict):
         for name, path in sorted(ld.checkpoints.items()):
@@ -560,6 +610,9 @@ class KafkaVerifier:
             if c.problem:
                 yield self._f(ERROR, "checkpoint-malformed", path, None, None, c.problem)
             for topic, part, off in c.entries:
+                if off < 0:
+                    yield from self._negative(path, f"{name}: {topic}-{part}", off)
+                    continue
                 hit = leos.get((topic, part))
                 if hit is None:
                     yield self._f(WARNING, "checkpoint-unknown-partition", path, None, off,

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from formats import litemq as F
-from mqtool.errors import OutputError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import AtomicWriter
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
+from mqtool.io import AtomicWriter, prepare_salvage_file
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.history import INSIDE_RECORD, OVERWRITTEN, PAST_END, stale_reason
 from mqtool.litemq.layout import Store
@@ -26,6 +24,7 @@ from mqtool.litemq.rows import record_row
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, walk
 from mqtool.options import VerifyOptions
 from mqtool.render import dumps, iso_ms
+from mqtool.schema_struct import field_offsets
 
 #: LiteMQ stamps the consumequeue entry a moment after encoding the record (a few ms at most).
 CQ_TIMESTAMP_TOLERANCE_MS = 1000
@@ -193,7 +192,7 @@ def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary):
                           list(cq.candidates))
         yield from _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len)
     if part == "store":
-        yield from _verify_markers(store, abort_present, summary, queue_len)
+        yield from _verify_markers(store, abort_present, summary, queue_len, res.end_offset)
     if part in ("store", "index"):
         yield from _verify_index(store, live, part == "index")
     if opts.salvage_out:
@@ -357,7 +356,7 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
                       f"{c} {tname} record(s) have no consumequeue entry, as LiteMQ dispatches them", 0, c)
 
 
-def _verify_markers(store: Store, abort_present: bool, summary: Summary, qlen: dict):
+def _verify_markers(store: Store, abort_present: bool, summary: Summary, qlen: dict, log_end: int | None = None):
     ab = store.abort_file
     if abort_present:
         row, fs = CQ.read_abort(ab)
@@ -384,10 +383,13 @@ def _verify_markers(store: Store, abort_present: bool, summary: Summary, qlen: d
                       fnd.expected, fnd.actual)
     if row is None:
         return
+    yield from _checkpoint_values(store.display(cp), row, log_end)
     for group, topics in row["consumer_offsets"].items():
         for topic, qs in topics.items():
             for qid, off in qs.items():
                 n = qlen.get((topic, qid))
+                if off < 0:
+                    continue          # reported by _checkpoint_values
                 if n is None:
                     yield Finding(WARNING, "checkpoint-unknown-queue", store.display(cp), None, None,
                                   f"consumer {group} has an offset for {topic}/{qid}, which has no consumequeue")
@@ -395,6 +397,29 @@ def _verify_markers(store: Store, abort_present: bool, summary: Summary, qlen: d
                     yield Finding(WARNING, "consumer-offset-beyond-queue", store.display(cp), None, None,
                                   f"consumer {group} acked {topic}/{qid} up to {off}, the queue has {n} entries",
                                   n, off)
+
+
+# header fields of the checkpoint: (row key, schema field, epoch-ms time?); see formats/litemq.py
+_CP_FIELDS = (("commitlog_flushed_offset", "commitLogFlushedOffset", False), ("cq_flushed_count", "cqFlushedCount", False),
+              ("consumer_offset_count", "consumerOffsetCount", False), ("last_flush_time", "lastFlushTime", True),
+              ("last_update_time", "lastUpdateTime", True))
+_CP_AT = field_offsets(F.CheckpointHeader)
+
+
+def _checkpoint_values(name: str, row: dict, log_end: int | None):
+    """Negative values, times in the future, a flushed offset past the end of the live data."""
+    for key, field, is_time in _CP_FIELDS:
+        for sev, code, msg, exp, act in checkpoint_value_problems(
+                field, row[key], time=is_time, log_end=log_end if key == "commitlog_flushed_offset" else None):
+            yield Finding(sev, code, name, _CP_AT[field], None, msg, exp, act)
+    for what, table in (("consumequeue offset", {"": row["consumequeue_offsets"]}), ("consumer offset",
+                                                                                    row["consumer_offsets"])):
+        for group, topics in table.items():
+            for topic, qs in topics.items():
+                for qid, off in qs.items():
+                    label = f"{what} of {group + ' ' if group else ''}{topic}/{qid}"
+                    for sev, code, msg, exp, act in checkpoint_value_problems(label, off):
+                        yield Finding(sev, code, name, None, None, msg, exp, act)
 
 
 def _verify_index(store: Store, live: dict, explicit: bool):
@@ -447,13 +472,7 @@ def _verify_index(store: Store, live: dict, explicit: bool):
 
 
 def _salvage(store: Store, opts: VerifyOptions):
-    out = Path(opts.salvage_out)
-    root = store.root or store.target.parent
-    try:
-        out.resolve().relative_to(root.resolve())
-        raise OutputError("refusing to write inside the input tree", str(out))
-    except ValueError:
-        pass
+    out = prepare_salvage_file(opts.salvage_out, [store.root or store.target.parent, store.target], opts.force)
     with AtomicWriter(out, overwrite=opts.force) as f:
         for item in walk(store, carve_stale=True, with_body=True):
             if isinstance(item, Finding):

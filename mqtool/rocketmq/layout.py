@@ -32,6 +32,13 @@ class Segment:
         return self.base + self.size
 
 
+def segment_gaps(segs: list[Segment]) -> list[tuple[Segment, Segment]]:
+    """(previous, next) for every pair of consecutive segment files with bytes missing between them: the
+    names are global offsets, so a file that starts after the end of the one before means a lost file (or a
+    truncated one). A 0-byte file tells nothing about its size and makes no gap."""
+    return [(a, b) for a, b in zip(segs, segs[1:]) if a.size and b.base > a.end]
+
+
 @dataclass
 class QueueFiles:
     topic: str

@@ -8,7 +8,7 @@ from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexes, nativedump
-from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store
+from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store, segment_gaps
 from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
 from mqtool.rocketmq.scan import iter_messages
 
@@ -66,6 +66,9 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
     if part in ("commitlog", "kafka"):
         segs = _need(forced_commitlog(s), "commitlog segments", path)
         keep = message_filter(opts)
+        for prev, seg in segment_gaps(segs):     # lost bytes no row can show: say so, and exit 1
+            stats.damage(f"{seg.path}: segment-missing: {seg.base - prev.end} bytes between {prev.name} and "
+                         f"{seg.name} are in no file (a segment file is missing)")
 
         def on_damage(d):
             stats.damage(damage_note(d))

@@ -3,14 +3,15 @@
 Checks (reference §1, §3–§8):
 
 * commitlog: segment names/sizes/gaps; per unit magic, size bounds (before any allocation), TOTALSIZE against
-  the field lengths, body CRC, stored PHYSICALOFFSET against the real offset (stale or shifted data), BLANK
+  the field lengths, body CRC, a compressed body inflates (``body-inflate-failed``), stored PHYSICALOFFSET against the real offset (stale or shifted data), BLANK
   placement and size, properties, the 5.x ``__CRC32#`` whole-message CRC, queue-offset continuity per queue for
   dispatched messages, what lies after the end of data; damaged ranges are skipped by resync and counted;
 * consumequeue: every unit against the message it points at (start, size, topic, queue, queue offset, tagsCode),
   holes, dangling units, queues behind the commitlog, file naming and sizes, LMQ multi-dispatch;
 * index: header against entries, entries against messages (start, key hash, time), slot and chain sanity
   (ranges, cycles, bucket), files newer than the checkpoint;
-* store: abort marker, checkpoint against the data, config files and their ``.bak``.
+* store: abort marker, checkpoint against the data (``checkpoint-negative``, ``checkpoint-future``,
+  ``checkpoint-beyond-log-end``, ``checkpoint-ahead``/``-behind``), config files and their ``.bak``.
 """
 from __future__ import annotations
 
@@ -21,17 +22,17 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import fastcrc, native
+from mqtool import codecs, fastcrc, native
 from mqtool.errors import InputError, NotAStoreError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch, indexes
-from mqtool.rocketmq.layout import RocketStore, cq_filter
+from mqtool.rocketmq.layout import RocketStore, cq_filter, segment_gaps
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
-from mqtool.schema_struct import fixed_prefix_fields, selected_format
+from mqtool.schema_struct import field_offsets, fixed_prefix_fields, selected_format
 
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
 class _Ctx:
@@ -98,6 +99,7 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
         return
     sizes = [s.size for s in segs]
     common = max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
+    gaps = segment_gaps(segs)
     for i, s in enumerate(segs):
         last = i == len(segs) - 1
         if s.size == 0:
@@ -109,7 +111,7 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
                         common, s.size)
         if i:
             prev = segs[i - 1]
-            if s.base > prev.base + prev.size and prev.size:
+            if (prev, s) in gaps:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
                             f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
                             f"between {prev.name} and {s.name}"
@@ -242,8 +244,10 @@ USE_FAST_LANE = True      # tests turn it off to compare the two paths
 _LANE_FIELDS = ["TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
                 "STORETIMESTAMP", "BODYLENGTH"]
 _LANE = selected_format(F.MessageV1, _LANE_FIELDS, stop_before="BODY")
-# sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch
-_LANE_DECLINE = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_PREPARED_TYPE | F.INNER_BATCH_FLAG
+# sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch, and
+# compressed bodies (the full path inflates them: a CRC over the stored bytes does not prove they inflate)
+_LANE_DECLINE = (F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_PREPARED_TYPE | F.INNER_BATCH_FLAG
+                 | F.COMPRESSED_FLAG)
 _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 
 
@@ -442,6 +446,14 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
         yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,
                     f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset {m.queue_offset})",
                     m.body_crc, actual)
+    elif m.sys_flag & F.COMPRESSED_FLAG:
+        # the CRC covers the stored (compressed) bytes; only inflating shows the body can be read
+        try:
+            codecs.check_inflates(m.compression, m._buf[m.body_start:m.body_start + m.body_len])
+        except codecs.CodecError as e:
+            yield ctx.f(ERROR, "body-inflate-failed", m.file, m.position, m.offset,
+                        f"{m.compression} body does not inflate ({e}; topic {m.topic}, queue {m.queue_id}, queue "
+                        f"offset {m.queue_offset})", m.compression, str(e))
     try:
         m.props_raw.decode("utf-8")
         m.topic_raw.decode("utf-8")
@@ -797,6 +809,8 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
         except InputError as e:
             yield ctx.f(ERROR, "file-unreadable", store.checkpoint, None, None, f"cannot read: {e.message}")
             cp = None
+        if cp is not None:
+            yield from _checkpoint_values(ctx, cp)
         if cp is not None and ctx.last_store_ts:
             phys = cp["physicMsgTimestamp"]
             if phys > ctx.last_store_ts:
@@ -839,6 +853,25 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
                                 f"{name} differs from its .bak ({_diff_summary(bv, v)})")
 
 
+# StoreCheckpoint (reference §7): three epoch-ms times, then 5.x offsets. confirmPhyOffset is a commitlog offset
+# of this store (the broker truncates to it at recovery); masterFlushedOffset is the master's, which a slave
+# may not have yet, so only its sign is checked.
+_CP_TIMES = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+
+
+def _checkpoint_values(ctx: _Ctx, cp: dict) -> Iterator[Finding]:
+    segs = ctx.store.segments
+    # where the data ends (the range runner of --jobs does not track it: the end of the files bounds it)
+    end = (ctx.data_end if ctx.data_end is not None else segs[-1].end) if segs else None
+    for name in _CP_TIMES + ("masterFlushedOffset", "confirmPhyOffset"):
+        for sev, code, msg, exp, act in checkpoint_value_problems(
+                name, cp[name], time=name in _CP_TIMES, log_end=end if name == "confirmPhyOffset" else None):
+            yield ctx.f(sev, code, ctx.store.checkpoint, _CP_AT[name], None, msg, exp, act)
+
+
+_CP_AT = field_offsets(F.Checkpoint)
+
+
 def _diff_summary(old, new) -> str:
     if isinstance(old, dict) and isinstance(new, dict):
         parts = []
@@ -861,12 +894,11 @@ def _diff_summary(old, new) -> str:
 class _Salvage:
     """Readable messages of a damaged store, as NDJSON with base64 bodies, written atomically."""
 
-    def __init__(self, out_dir: str, store: RocketStore, force: bool):
-        from mqtool.io import AtomicWriter, prepare_output_dir
+    def __init__(self, out: str, store: RocketStore, force: bool):
+        from mqtool.io import AtomicWriter, prepare_salvage_file
 
         inputs = [p for p in (store.root, store.commitlog_dir, store.path) if p]
-        d = prepare_output_dir(out_dir, inputs, force)
-        self.path = str(d / "salvaged-messages.ndjson")
+        self.path = str(prepare_salvage_file(out, inputs, force))
         self._w = AtomicWriter(self.path, overwrite=force)
         self._f = self._w.__enter__()
         self.count = 0
