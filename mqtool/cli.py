@@ -384,21 +384,20 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size):
       mqtool report store/ -o /tmp/r.html --force --bucket 1m
     """
     from mqtool.info import parse_bucket
-    from mqtool.io import prepare_output_file, write_atomic
+    from mqtool.io import open_output_file
     from mqtool.options import InfoOptions
     from mqtool.report import build_report
 
-    out = prepare_output_file(output, [store], force)
+    umask = os.umask(0)
+    os.umask(umask)
+    # a report is meant to be shared: the usual permissions, not the temp file's 0600
+    writer = open_output_file(output, [store], force, mode=0o666 & ~umask)
+    out = writer.path
     html, info, summary, _ = build_report(
         store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size),
         VerifyOptions(max_message_size=max_message_size))
-    write_atomic(out, html.encode("utf-8"), overwrite=force)
-    try:  # a report is meant to be shared: the usual permissions, not the temp file's 0600
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(out, 0o666 & ~umask)
-    except OSError:
-        pass
+    with writer as f:
+        f.write(html.encode("utf-8"))
     sys.stdout.write(f"{out}\n")
     sys.stdout.flush()
     if not render.quiet():
@@ -475,14 +474,13 @@ verify.command("index", help="Verify index files against the commitlog.\n\n\b\nE
 
 
 def _write_manifest(out: str, paths, force: bool) -> None:
-    from mqtool.io import AtomicWriter, prepare_output_file
+    from mqtool.io import open_output_file
     from mqtool.manifest import manifest_rows
 
     for p in paths:
         if not os.path.lexists(p):
             raise MqToolError("no such file or directory", p)
-    target = prepare_output_file(out, list(paths), force)
-    with AtomicWriter(target, overwrite=force) as f:
+    with open_output_file(out, list(paths), force) as f:
         for p in paths:
             for row in manifest_rows(p):
                 f.write((render.dumps(row) + "\n").encode("utf-8", "surrogateescape"))

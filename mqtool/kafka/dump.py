@@ -11,7 +11,7 @@ from pathlib import Path
 from formats import kafka as K
 from mqtool.common import encode_body
 from mqtool.errors import InputError
-from mqtool.io import AtomicWriter, map_input, prepare_output_dir
+from mqtool.io import map_input, prepare_output_dir
 from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
@@ -403,10 +403,8 @@ class SalvageWriter:
 
     def __init__(self, out: str, force: bool, inputs):
         target = Path(out)
-        prepare_output_dir(target.parent if target.suffix else target, inputs, True)
-        if not target.suffix:
-            target = target / "salvage.ndjson"
-        self._w = AtomicWriter(target, overwrite=force)
+        d = prepare_output_dir(target.parent if target.suffix else target, inputs, True)
+        self._w = d.atomic(target.name if target.suffix else "salvage.ndjson", overwrite=force)
         self._f = self._w.__enter__()
 
     def write(self, b: Batch, rec) -> None:

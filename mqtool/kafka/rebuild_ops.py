@@ -14,7 +14,7 @@ from pathlib import Path
 
 from formats import kafka as K
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
+from mqtool.io import map_input, prepare_output_dir, read_input
 from mqtool.kafka import files as F
 from mqtool.kafka.layout import LogDir, discover, partition_from_dir
 from mqtool.kafka.rebuild import TxnTracker, recover_segment
@@ -54,7 +54,7 @@ def run_rebuild(path: Path, opts):
                 txn = TxnTracker()
                 if out is not None:
                     rel = Path(part.path.name) if ld.path is None else Path(ld.path.name) / part.path.name
-                    target_dir = out / rel
+                    target_dir = rel
                 for i, seg in enumerate(part.segments):
                     if seg.log is None:
                         continue
@@ -77,7 +77,7 @@ def run_rebuild(path: Path, opts):
                         built["txnindex"] = res.txnindex_bytes()
                     if out is not None:
                         for kind, data in built.items():
-                            write_atomic(target_dir / f"{seg.name}.{kind}", data, overwrite=opts.force)
+                            out.write(target_dir / f"{seg.name}.{kind}", data)
                             counts["written"] += 1
                     if opts.compare:
                         yield from _compare(seg, built, res, f, counts)

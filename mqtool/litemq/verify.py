@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from formats import litemq as F
-from mqtool.errors import OutputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import AtomicWriter
+from mqtool.io import open_output_file
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.layout import Store
 from mqtool.litemq.records import LiteRecord, fnv1a32, order_queue, tag_hash
@@ -407,14 +405,8 @@ def _verify_index(store: Store, live: dict, explicit: bool):
 
 
 def _salvage(store: Store, opts: VerifyOptions):
-    out = Path(opts.salvage_out)
     root = store.root or store.target.parent
-    try:
-        out.resolve().relative_to(root.resolve())
-        raise OutputError("refusing to write inside the input tree", str(out))
-    except ValueError:
-        pass
-    with AtomicWriter(out, overwrite=opts.force) as f:
+    with open_output_file(opts.salvage_out, [root], opts.force) as f:
         for item in walk(store, carve_stale=True, with_body=True):
             if isinstance(item, Finding):
                 continue

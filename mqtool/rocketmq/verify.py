@@ -849,12 +849,11 @@ class _Salvage:
     """Readable messages of a damaged store, as NDJSON with base64 bodies, written atomically."""
 
     def __init__(self, out_dir: str, store: RocketStore, force: bool):
-        from mqtool.io import AtomicWriter, prepare_output_dir
+        from mqtool.io import prepare_output_dir
 
         inputs = [p for p in (store.root, store.commitlog_dir, store.path) if p]
-        d = prepare_output_dir(out_dir, inputs, force)
-        self.path = str(d / "salvaged-messages.ndjson")
-        self._w = AtomicWriter(self.path, overwrite=force)
+        self._w = prepare_output_dir(out_dir, inputs, force).atomic("salvaged-messages.ndjson")
+        self.path = str(self._w.path)
         self._f = self._w.__enter__()
         self.count = 0
 
