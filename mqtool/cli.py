@@ -64,7 +64,7 @@ def _size(value):
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    sys.stderr.write(f"mqtool: {message}\n")
+    render.say(message)
     sys.exit(code)
 
 
@@ -77,7 +77,7 @@ def guarded(fn):
             return fn(*args, **kwargs)
         except MqToolError as e:
             if getattr(e, "hint", None) and not render.quiet():
-                sys.stderr.write(f"mqtool: {e}\n")
+                render.say(str(e))
                 render.hint(e.hint)
                 sys.exit(e.exit_code)
             _fail(str(e), e.exit_code)
@@ -113,9 +113,9 @@ def _ops(path, fmt):
 def _report_stats(stats: ScanStats, path=None) -> int:
     if not render.quiet():
         for n in stats.notes:
-            sys.stderr.write(f"mqtool: {n}\n")
+            render.say(n)
         if stats.damaged > len(stats.notes):
-            sys.stderr.write(f"mqtool: ... {stats.damaged - len(stats.notes)} more damaged ranges\n")
+            render.say(f"... {stats.damaged - len(stats.notes)} more damaged ranges")
         if stats.damaged and path is not None:
             render.hint(hints.damaged_while_reading(path, stats.damaged))
     return EXIT_FINDINGS if stats.damaged else EXIT_OK
@@ -134,7 +134,8 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and which compiled helpers are in use, then exit.")
-@click.option("--no-color", is_flag=True, help="No colours (also honoured: NO_COLOR).")
+@click.option("--no-color", is_flag=True, help="No colours, no styling, no progress bar: no terminal escape at all "
+              "(also honoured: NO_COLOR).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars, notes or hints on stderr (errors still print).")
 def cli(no_color: bool, quiet: bool):
     """Offline forensic toolkit for RocketMQ, LiteMQ and Kafka broker stores.
@@ -398,11 +399,11 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size):
         VerifyOptions(max_message_size=max_message_size))
     with writer as f:
         f.write(html.encode("utf-8"))
-    sys.stdout.write(f"{out}\n")
+    sys.stdout.write(f"{render.visible(out) if render.stdout_is_tty() else out}\n")
     sys.stdout.flush()
     if not render.quiet():
-        sys.stderr.write(f"mqtool: wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
-                         f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages\n")
+        render.say(f"wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
+                   f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages")
     if summary.errors or info.damage_total:
         render.hint(hints.damaged_while_reading(store, info.damage_total) if info.damage_total else
                     hints.verify_found_errors([store], False))
@@ -449,7 +450,7 @@ def _verify_cmd(part: str):
             opts = VerifyOptions(**kw)
             findings, summary_fn = ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):
-                render.stdout_console().rule(f"{family}: {path}")
+                render.stdout_console().rule(render.text(f"{family}: {path}"))
             s = render.render_verify(findings, summary_fn, as_json)
             if s.errors:
                 worst = EXIT_FINDINGS
@@ -517,13 +518,13 @@ def hash_cmd(paths, as_json, sums):
                 if r["kind"] == "manifest":
                     summary.update(r)
                     if not render.want_json(as_json) and not sums:
-                        sys.stderr.write(f"mqtool: {r['files']} files, {r['bytes']} bytes, "
-                                         f"{r['unhashed']} not hashed; manifest digest {r['digest']}\n")
+                        render.say(f"{r['files']} files, {r['bytes']} bytes, "
+                                   f"{r['unhashed']} not hashed; manifest digest {r['digest']}")
                         continue
                 yield r
 
         if sums:
-            for line in sha256sum_lines(rows()):
+            for line in sha256sum_lines(rows(), for_terminal=render.stdout_is_tty()):
                 sys.stdout.write(line)
             sys.stdout.flush()
         else:
@@ -632,7 +633,7 @@ def query(stores, fmt, as_json, engine, master, **kw):
     stats = ScanStats()
     if engine == "spark" and detect(stores[0], fmt) == "kafka":
         # Kafka key queries have their own rows (partition, transaction state): they run embedded
-        sys.stderr.write("mqtool: note: Kafka queries run embedded (--engine spark ignored)\n")
+        render.say("note: Kafka queries run embedded (--engine spark ignored)")
         engine = "local"
     if engine == "spark":
         from mqtool.spark.fleet import query_columns, query_rows
@@ -651,7 +652,7 @@ def query(stores, fmt, as_json, engine, master, **kw):
     n = render.emit(rows, columns, as_json)
     code = _report_stats(stats, stores[0])
     if n == 0:
-        sys.stderr.write("mqtool: no message found\n")
+        render.say("no message found")
         h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan))
         if h:
             render.hint(h)
@@ -698,12 +699,10 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force):
     else:
         counts = X.export_local(paths, out, fmt, split, body, findings, force)
     if not render._state["quiet"]:
-        sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
-                         f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
-                         + "\n")
+        render.say(f"exported {counts['messages']} messages from {counts['stores']} store(s) to "
+                   f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))
     if counts.get("damaged"):
-        sys.stderr.write(f"mqtool: {counts['damaged']} damaged range(s) skipped (mqtool verify store tells "
-                         "what and where)\n")
+        render.say(f"{counts['damaged']} damaged range(s) skipped (mqtool verify store tells what and where)")
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
 
