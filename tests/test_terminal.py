@@ -186,3 +186,23 @@ def test_visible_escapes():
     assert visible("back\\slash") == "back\\\\slash"
     assert visible(os.fsdecode(b"name\xff")) == "name\\xff"            # a file name that is not UTF-8
     assert visible(12) == "12"
+
+
+def test_sha256sum_lines_survive_odd_names(tmp_path, run_cli):
+    """``hash --sha256sum`` into a file: names with a newline, backslash or CR escaped as coreutils does, so
+    ``sha256sum -c`` (the independent check) accepts every line; on a terminal the names are sanitised."""
+    if shutil.which("sha256sum") is None:
+        pytest.skip("no sha256sum here")
+    import subprocess
+
+    store = tmp_path / "store"
+    store.mkdir()
+    for i, name in enumerate(["plain", "new\nline", "back\\slash", "cr\rname", "esc\x1b[2J"]):
+        (store / name).write_bytes(b"x" * i)
+    code, out, err = run_cli("hash", store, "--sha256sum")
+    assert code == 0, err
+    (tmp_path / "SUMS").write_text(out)
+    r = subprocess.run(["sha256sum", "-c", str(tmp_path / "SUMS")], cwd=store, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.count("OK") == 5, (r.stdout, r.stderr, out)
+    code, out = run_pty(["hash", store, "--sha256sum"], {"NO_COLOR": "1"})
+    assert code == 0 and b"\x1b" not in out and b"esc\\x1b[2J" in out and b"new\\nline" in out
