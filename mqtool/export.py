@@ -42,8 +42,8 @@ def _require_pyarrow():
 class _PartitionedWriter:
     """One Parquet file per partition key, each written atomically below ``out`` (no link followed)."""
 
-    def __init__(self, out: OutputDir, prefix: tuple[str, ...], fields: list[tuple[str, str]], part_cols: list[str], overwrite: bool,
-                 batch_rows: int = 4096):
+    def __init__(self, out: OutputDir, prefix: tuple[str, ...], fields: list[tuple[str, str]], part_cols: list[str],
+                 overwrite: bool, batch_rows: int = 4096):
         from mqtool.spark.schema import arrow_schema
 
         self.out = out

@@ -389,17 +389,6 @@ class OutputDir:
         with self.atomic(rel, overwrite) as f:
             f.write(data)
 
-    def exists(self, rel: str | os.PathLike) -> bool:
-        """Something (a link included) is at ``rel``; its directories are not created to find out."""
-        parts = Path(rel).parts
-        try:
-            fd = self._fds.get(tuple(parts[:-1]))
-            if fd is None:
-                return os.path.lexists(os.path.join(self.real, *parts))
-            return _lstat_at(parts[-1], fd) is not None
-        except OSError:
-            return False
-
     def scratch_dir(self) -> Path:
         """A new private directory below the root (for an engine that writes by path, e.g. Spark); remove it
         with :meth:`remove_scratch`."""
