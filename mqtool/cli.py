@@ -87,7 +87,7 @@ def _size(value):
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    sys.stderr.write(f"mqtool: {message}\n")
+    render.say(message)
     sys.exit(code)
 
 
@@ -100,7 +100,7 @@ def guarded(fn):
             return fn(*args, **kwargs)
         except MqToolError as e:
             if getattr(e, "hint", None) and not render.quiet():
-                sys.stderr.write(f"mqtool: {e}\n")
+                render.say(str(e))
                 render.hint(e.hint)
                 sys.exit(e.exit_code)
             _fail(str(e), e.exit_code)
@@ -136,9 +136,9 @@ def _ops(path, fmt):
 def _report_stats(stats: ScanStats, path=None) -> int:
     if not render.quiet():
         for n in stats.notes:
-            sys.stderr.write(f"mqtool: {n}\n")
+            render.say(n)
         if stats.damaged > len(stats.notes):
-            sys.stderr.write(f"mqtool: ... {stats.damaged - len(stats.notes)} more damaged ranges\n")
+            render.say(f"... {stats.damaged - len(stats.notes)} more damaged ranges")
         if stats.damaged and path is not None:
             render.hint(hints.damaged_while_reading(path, stats.damaged))
     return EXIT_FINDINGS if stats.damaged else EXIT_OK
@@ -172,7 +172,8 @@ def _global_options() -> list[click.Option]:
     return [
         click.Option(["--color"], type=click.Choice(["auto", "always", "never"]), default=None,
                      help="Colours: auto (terminals only, honours NO_COLOR), always, never.", **common),
-        click.Option(["--no-color"], is_flag=True, help="Same as --color never.", **common),
+        click.Option(["--no-color"], is_flag=True, help="Same as --color never: no colours, no styling, no progress "
+                     "bar, no terminal escape at all (also honoured: NO_COLOR).", **common),
         click.Option(["-q", "--quiet"], is_flag=True,
                      help="No progress bars, notes or hints on stderr (errors still print).", **common),
     ]
@@ -321,7 +322,7 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
         filters.append("--since/--until")
     if filters and not emitted and opts.limit != 0:
         if not render.quiet():
-            sys.stderr.write(f"mqtool: nothing matched {' '.join(filters)}\n")
+            render.say(f"nothing matched {' '.join(filters)}")
         code = EXIT_FINDINGS
     sys.exit(code)
 
@@ -570,27 +571,26 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size, **sizes):
       mqtool report store/ -o /tmp/r.html --force --bucket 1m
     """
     from mqtool.info import parse_bucket
-    from mqtool.io import prepare_output_file, write_atomic
+    from mqtool.io import open_output_file
     from mqtool.options import InfoOptions
     from mqtool.report import build_report
 
     detect(store, fmt)                    # "not a store" comes before anything about the output path
-    out = prepare_output_file(output, [store], force)
+    umask = os.umask(0)
+    os.umask(umask)
+    # a report is meant to be shared: the usual permissions, not the temp file's 0600
+    writer = open_output_file(output, [store], force, mode=0o666 & ~umask)
+    out = writer.path
     html, info, summary, _ = build_report(
         store, fmt, InfoOptions(bucket_ms=parse_bucket(bucket), max_message_size=max_message_size, **sizes),
         VerifyOptions(max_message_size=max_message_size, **sizes))
-    write_atomic(out, html.encode("utf-8"), overwrite=force)
-    try:  # a report is meant to be shared: the usual permissions, not the temp file's 0600
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(out, 0o666 & ~umask)
-    except OSError:
-        pass
-    sys.stdout.write(f"{out}\n")
+    with writer as f:
+        f.write(html.encode("utf-8"))
+    sys.stdout.write(f"{render.visible(out) if render.stdout_is_tty() else out}\n")
     sys.stdout.flush()
     if not render.quiet():
-        sys.stderr.write(f"mqtool: wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
-                         f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages\n")
+        render.say(f"wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
+                   f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages")
     if summary.errors or info.damage_total:
         render.hint(hints.damaged_while_reading(store, info.damage_total) if info.damage_total else
                     hints.verify_found_errors([store], False))
@@ -637,7 +637,7 @@ def _verify_cmd(part: str):
             opts = VerifyOptions(**kw)
             findings, summary_fn = ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):
-                render.stdout_console().rule(f"{family}: {path}")
+                render.stdout_console().rule(render.text(f"{family}: {path}"))
             s = render.render_verify(findings, summary_fn, as_json)
             if s.errors:
                 worst = EXIT_FINDINGS
@@ -662,14 +662,13 @@ verify.command("index", help="Verify index files against the commitlog.\n\n\b\nE
 
 
 def _write_manifest(out: str, paths, force: bool) -> None:
-    from mqtool.io import AtomicWriter, prepare_output_file
+    from mqtool.io import open_output_file
     from mqtool.manifest import manifest_rows
 
     for p in paths:
         if not os.path.lexists(p):
             raise MqToolError("no such file or directory", p)
-    target = prepare_output_file(out, list(paths), force)
-    with AtomicWriter(target, overwrite=force) as f:
+    with open_output_file(out, list(paths), force) as f:
         for p in paths:
             for row in manifest_rows(p):
                 f.write((render.dumps(row) + "\n").encode("utf-8", "surrogateescape"))
@@ -706,13 +705,13 @@ def hash_cmd(paths, as_json, sums):
                 if r["kind"] == "manifest":
                     summary.update(r)
                     if not render.want_json(as_json) and not sums:
-                        sys.stderr.write(f"mqtool: {r['files']} files, {r['bytes']} bytes, "
-                                         f"{r['unhashed']} not hashed; manifest digest {r['digest']}\n")
+                        render.say(f"{r['files']} files, {r['bytes']} bytes, "
+                                   f"{r['unhashed']} not hashed; manifest digest {r['digest']}")
                         continue
                 yield r
 
         if sums:
-            for line in sha256sum_lines(rows()):
+            for line in sha256sum_lines(rows(), for_terminal=render.stdout_is_tty()):
                 sys.stdout.write(line)
             sys.stdout.flush()
         else:
@@ -817,7 +816,7 @@ def query(stores, fmt, as_json, engine, master, **kw):
     stats = ScanStats()
     if engine == "spark" and detect(stores[0], fmt) == "kafka":
         # Kafka key queries have their own rows (partition, transaction state): they run embedded
-        sys.stderr.write("mqtool: note: Kafka queries run embedded (--engine spark ignored)\n")
+        render.say("note: Kafka queries run embedded (--engine spark ignored)")
         engine = "local"
     if engine == "spark":
         from mqtool.spark.fleet import query_columns, query_rows
@@ -838,7 +837,7 @@ def query(stores, fmt, as_json, engine, master, **kw):
     n = render.emit(rows, columns, as_json)
     code = _report_stats(stats, stores[0])
     if n == 0:
-        sys.stderr.write("mqtool: no message found\n")
+        render.say("no message found")
         h = hints.query_found_nothing(stores[0], bool((opts.key or opts.unique_key) and not opts.scan
                                                       and not stats.scanned))
         if h:
@@ -887,12 +886,10 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force, *
     else:
         counts = X.export_local(paths, out, fmt, split, body, findings, force, sizes=sizes)
     if not render._state["quiet"]:
-        sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
-                         f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
-                         + "\n")
+        render.say(f"exported {counts['messages']} messages from {counts['stores']} store(s) to "
+                   f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))
     if counts.get("damaged"):
-        sys.stderr.write(f"mqtool: {counts['damaged']} damaged range(s) skipped (mqtool verify store tells "
-                         "what and where)\n")
+        render.say(f"{counts['damaged']} damaged range(s) skipped (mqtool verify store tells what and where)")
         sys.exit(EXIT_FINDINGS)
     sys.exit(EXIT_OK)
 

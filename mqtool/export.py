@@ -12,12 +12,10 @@ the default) and ``spark`` (the ``mqtool`` data source on any master).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from mqtool.errors import OutputError, UsageError
-from mqtool.io import AtomicWriter, move_output, prepare_output_dir
+from mqtool.errors import UsageError
+from mqtool.io import OutputDir, prepare_output_dir
 from mqtool.options import DumpOptions
 from mqtool.ranges import FINDING_FIELDS, family_ranges
 
@@ -42,13 +40,14 @@ def _require_pyarrow():
 
 
 class _PartitionedWriter:
-    """One Parquet file per partition key, each written through :class:`AtomicWriter`."""
+    """One Parquet file per partition key, each written atomically below ``out`` (no link followed)."""
 
-    def __init__(self, out: Path, fields: list[tuple[str, str]], part_cols: list[str], overwrite: bool,
-                 batch_rows: int = 4096):
+    def __init__(self, out: OutputDir, prefix: tuple[str, ...], fields: list[tuple[str, str]], part_cols: list[str],
+                 overwrite: bool, batch_rows: int = 4096):
         from mqtool.spark.schema import arrow_schema
 
         self.out = out
+        self.prefix = prefix
         self.part_cols = part_cols
         self.schema = arrow_schema([f for f in fields if f[0] not in part_cols])
         self.overwrite = overwrite
@@ -69,9 +68,8 @@ class _PartitionedWriter:
     def _new(self, key: tuple):
         import pyarrow.parquet as pq
 
-        d = self.out.joinpath(*[f"{c}={hive_escape(v)}" for c, v in zip(self.part_cols, key)])
-        d.mkdir(parents=True, exist_ok=True)
-        aw = AtomicWriter(d / "part-00000.parquet", overwrite=self.overwrite)
+        d = Path(*self.prefix, *[f"{c}={hive_escape(v)}" for c, v in zip(self.part_cols, key)])
+        aw = self.out.atomic(d / "part-00000.parquet", overwrite=self.overwrite)
         f = aw.__enter__()
         try:
             pw = pq.ParquetWriter(f, self.schema, compression="zstd")
@@ -131,7 +129,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
 
     for path, fam in stores:
         mod = family_ranges(fam)
-        with _PartitionedWriter(outp, mod.ROW_FIELDS, ["store", "topic"], force) as w:
+        with _PartitionedWriter(outp, (), mod.ROW_FIELDS, ["store", "topic"], force) as w:
             for rng in mod.plan(path, split_size):
                 for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
                     row["store"] = path
@@ -141,7 +139,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         from mqtool.spark.source import verify_rows
 
         for path, fam in stores:
-            with _PartitionedWriter(outp / FINDINGS_DIR, FINDING_FIELDS, ["store"], force) as w:
+            with _PartitionedWriter(outp, (FINDINGS_DIR,), FINDING_FIELDS, ["store"], force) as w:
                 for row in verify_rows(path, fam, sizes=sizes):
                     w.add(row)
             counts["findings"] += w.rows
@@ -157,7 +155,7 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     spark = spark or get_session(master)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
     fams = sorted({f for _, f in stores})
-    tmp = Path(tempfile.mkdtemp(prefix=".mqtool-tmp-spark-", dir=outp))
+    tmp = outp.scratch_dir()
     counts = {"messages": 0, "findings": 0, "stores": len(stores)}
     try:
         for fam in fams:
@@ -177,37 +175,22 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                 mine = [p for p, f in stores if f == fam]
                 r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
                     .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
-        _move_tree(tmp / "m", outp, force)
-        if findings and (tmp / "f").exists():
-            _move_tree(tmp / "f", outp / FINDINGS_DIR, force)
+        _move_tree(outp, tmp / "m", ())
+        if findings:
+            _move_tree(outp, tmp / "f", (FINDINGS_DIR,))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    counts["messages"] = count_rows(outp)
+        outp.remove_scratch(tmp)
+    counts["messages"] = count_rows(outp.path)
     if findings:
-        counts["findings"] = count_rows(outp / FINDINGS_DIR)
+        counts["findings"] = count_rows(outp.path / FINDINGS_DIR)
     return counts
 
 
-def _move_tree(src: Path, dst: Path, force: bool) -> None:
-    """Move Spark's output (partition dirs, part files) into ``dst``; Spark's own markers are dropped."""
-    if not src.exists():
-        return
-    dst.mkdir(parents=True, exist_ok=True)
-    for p in sorted(src.iterdir()):
-        if p.name.startswith(("_", ".")):
-            continue
-        target = dst / p.name
-        if target.exists():
-            if p.is_dir() and target.is_dir():
-                _move_tree(p, target, force)
-                continue
-            if not force:
-                raise OutputError("file exists (use --force to overwrite)", str(target))
-            if target.is_dir():
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        move_output(p, target)
+def _move_tree(out: OutputDir, src: Path, rel: tuple[str, ...]) -> None:
+    """Move Spark's output (partition dirs, part files) to ``rel`` below ``out``; Spark's own markers are
+    dropped."""
+    if src.is_dir():
+        out.move_tree_in(src, rel, skip=lambda name: name.startswith(("_", ".")))
 
 
 def count_rows(path: Path) -> int:

@@ -1,16 +1,18 @@
 """Evidence-safe file access: read-only inputs, atomic outputs.
 
 Every input goes through :func:`open_input` / :func:`map_input`; nothing in mqtool opens a store file
-for writing. Every output goes through :class:`AtomicWriter` (temp name, fsync, rename) into a directory
-checked by :func:`prepare_output_dir`.
+for writing. Every output goes through :class:`AtomicWriter` (temp name, fsync, rename) below an output
+root (:class:`OutputDir`, from :func:`prepare_output_dir` or :func:`open_output_file`) without following a
+link at any component below that root.
 """
 from __future__ import annotations
 
 import errno
 import mmap
 import os
+import secrets
+import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -237,28 +239,230 @@ def map_input(path: str | os.PathLike, whole_limit: int | None = None) -> Mapped
     return MappedInput(path, whole_limit)
 
 
-def _is_within(child: Path, parent: Path) -> bool:
+# ---- outputs ------------------------------------------------------------------------------------------------
+#
+# Every output lies below an *output root*: the --out / --to / --salvage-out directory, or the directory of a
+# single output file (report -o, --manifest). The path up to the root is the user's and is checked with
+# realpath against every input tree. Below the root nothing is followed: each directory is opened relative to
+# its parent's descriptor with O_NOFOLLOW (and re-checked: its real path is the one we built, in no input
+# tree); each file is written under a fresh temporary name created with O_EXCL|O_NOFOLLOW, fsynced and renamed
+# into place, and a rename replaces a link instead of writing through it. ``--force`` replaces a link found
+# in the way (a directory link is removed and a real directory made); it never follows one.
+
+_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOT_A_DIR = {errno.ELOOP, errno.ENOTDIR, errno.EMLINK}      # what opening a link or file as a directory gives
+TEMP_PREFIX = ".mqtool-tmp-"
+_MAX_OPEN_DIRS = 64
+
+
+def _real(p) -> str:
+    return os.path.realpath(os.fspath(p))
+
+
+def _inside(child: str, parent: str) -> bool:
+    """``child`` is ``parent`` or lies below it (both real paths)."""
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def _input_trees(inputs) -> list[tuple[str, str]]:
+    """(as given, real path) of every input tree; an input file stands for its directory."""
+    out = []
+    for inp in inputs:
+        shown, real = str(inp), _real(inp)
+        if os.path.isfile(real):
+            shown, real = str(Path(inp).parent), os.path.dirname(real)
+        out.append((shown, real))
+    return out
+
+
+def _temp_name() -> str:
+    return TEMP_PREFIX + secrets.token_hex(8)
+
+
+def _lstat_at(name: str, dfd: int) -> os.stat_result | None:
     try:
-        child.resolve().relative_to(parent.resolve())
-        return True
-    except ValueError:
-        return False
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
 
 
-def prepare_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> Path:
-    """Check (and create) an output directory.
+def _check_name(name: str, where: str) -> None:
+    if name in ("", ".", "..") or "/" in name or "\x00" in name:
+        raise OutputError(f"refusing an output name that is not one plain path component: {name!r}", where)
+
+
+class OutputDir:
+    """An output root, opened once, and the way to create anything below it without following links.
+
+    ``inputs`` are the input trees nothing may be written into; ``force`` lets a link found where a
+    directory is needed be replaced by a real directory (without ``force`` it is refused).
+    ``may_contain_inputs``: the root of a single output file may be a directory that holds an input
+    (``report.html`` next to ``store/``); a directory root may not.
+    """
+
+    def __init__(self, path: str | os.PathLike, inputs=(), force: bool = False, *,
+                 may_contain_inputs: bool = False):
+        self.path = Path(path)
+        self.force = force
+        self.real = _real(path)
+        self._trees = _input_trees(inputs)
+        self._may_contain = may_contain_inputs
+        self._fds: dict[tuple[str, ...], int] = {}
+        try:
+            fd = os.open(self.real, _O_DIR)
+        except OSError as e:
+            raise OutputError(f"cannot open output directory: {e.strerror or e}", str(self.path)) from None
+        self._fds[()] = fd
+        self._recheck((), fd)
+
+    def _where(self, rel) -> str:
+        return os.path.join(self.real, *rel)
+
+    def _recheck(self, rel: tuple[str, ...], fd: int) -> None:
+        """The directory open at ``fd`` is the one at its real path, and in no input tree."""
+        where = self._where(rel)
+        try:
+            same = os.path.realpath(where) == where and \
+                os.path.samestat(os.fstat(fd), os.stat(where, follow_symlinks=False))
+        except OSError:
+            same = False
+        if not same:
+            raise OutputError("output directory changed while writing (a link or another directory took its place)",
+                              where)
+        for shown, tree in self._trees:
+            if _inside(where, tree) or (_inside(tree, where) and not (rel == () and self._may_contain)):
+                raise OutputError(f"refusing to write inside the input tree {shown}", where)
+
+    def dir_fd(self, rel: tuple[str, ...] = ()) -> int:
+        """Descriptor of the directory ``rel`` below the root, created as needed (valid until the next call)."""
+        rel = tuple(rel)
+        fd = self._fds.get(rel)
+        if fd is not None:
+            return fd
+        parent = self.dir_fd(rel[:-1])
+        fd = self._open_dir(parent, rel)
+        try:
+            self._recheck(rel, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if len(self._fds) >= _MAX_OPEN_DIRS:        # bounded: many partitions must not exhaust descriptors
+            for k in [k for k in self._fds if k]:
+                os.close(self._fds.pop(k))
+        self._fds[rel] = fd
+        return fd
+
+    def _open_dir(self, parent: int, rel: tuple[str, ...]) -> int:
+        name, where = rel[-1], self._where(rel)
+        _check_name(name, where)
+        for _ in range(4):
+            try:
+                return os.open(name, _O_DIR, dir_fd=parent)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=parent)
+                except FileExistsError:
+                    pass
+                except OSError as e:
+                    raise OutputError(f"cannot create output directory: {e.strerror or e}", where) from None
+                continue
+            except OSError as e:
+                if e.errno not in _NOT_A_DIR:
+                    raise OutputError(f"cannot open output directory: {e.strerror or e}", where) from None
+            st = _lstat_at(name, parent)
+            if st is None:
+                continue
+            if not stat.S_ISLNK(st.st_mode):
+                raise OutputError("output exists and is not a directory", where)
+            if not self.force:
+                raise OutputError("a symbolic link stands where an output directory goes; refusing to follow it "
+                                  "(--force replaces the link)", where)
+            os.unlink(name, dir_fd=parent)          # the link itself, never what it points at
+        raise OutputError("cannot create output directory (it keeps changing)", where)
+
+    def atomic(self, rel: str | os.PathLike, overwrite: bool | None = None, mode: int | None = None) -> "AtomicWriter":
+        """An :class:`AtomicWriter` for the file ``rel`` below the root (``overwrite`` defaults to force)."""
+        return AtomicWriter(self.path / rel, self.force if overwrite is None else overwrite, root=self, mode=mode)
+
+    def write(self, rel: str | os.PathLike, data: bytes, overwrite: bool | None = None) -> None:
+        with self.atomic(rel, overwrite) as f:
+            f.write(data)
+
+    def scratch_dir(self) -> Path:
+        """A new private directory below the root (for an engine that writes by path, e.g. Spark); remove it
+        with :meth:`remove_scratch`."""
+        root = self.dir_fd(())
+        for _ in range(100):
+            name = _temp_name()
+            try:
+                os.mkdir(name, 0o700, dir_fd=root)
+            except FileExistsError:
+                continue
+            return Path(self.real) / name
+        raise OutputError("cannot create a scratch directory", str(self.path))
+
+    def remove_scratch(self, path: Path) -> None:
+        try:
+            shutil.rmtree(Path(path).name, dir_fd=self.dir_fd(()))
+        except FileNotFoundError:
+            pass
+
+    def move_tree_in(self, src: str | os.PathLike, rel: tuple[str, ...] = (), skip=lambda name: False) -> None:
+        """Move the entries of the scratch directory ``src`` to ``rel`` below the root, merging directories.
+        Something already at a file's place (a link included) is replaced only with force; a link where a
+        directory goes is treated as in :meth:`dir_fd`."""
+        dfd = os.dup(self.dir_fd(rel))
+        try:
+            for entry in sorted(os.scandir(src), key=lambda e: e.name):
+                if skip(entry.name):
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    self.move_tree_in(entry.path, rel + (entry.name,), skip)
+                    continue
+                st = _lstat_at(entry.name, dfd)
+                if st is not None:
+                    where = self._where(rel + (entry.name,))
+                    if stat.S_ISDIR(st.st_mode):
+                        raise OutputError("output is a directory", where)
+                    if not self.force:
+                        raise OutputError("file exists (use --force to overwrite)", where)
+                os.replace(entry.path, entry.name, dst_dir_fd=dfd)
+            _fsync_fd(dfd)
+        finally:
+            os.close(dfd)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+def prepare_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> OutputDir:
+    """Check (and create) an output directory; everything below it is written through the returned
+    :class:`OutputDir`.
 
     Refuses a directory inside (or equal to, or containing) any input tree, and a non-empty directory
     unless ``force``.
     """
     outp = Path(out)
-    for inp in inputs:
-        ip = Path(inp)
-        if ip.is_file():
-            ip = ip.parent
-        if _is_within(outp, ip) or _is_within(ip, outp):
-            raise OutputError(f"refusing to write inside the input tree {ip}", str(outp))
-    if outp.exists():
+    real = _real(outp)
+    for shown, tree in _input_trees(inputs):
+        if _inside(real, tree) or _inside(tree, real):
+            raise OutputError(f"refusing to write inside the input tree {shown}", str(outp))
+    if os.path.lexists(outp):
         if not outp.is_dir():
             raise OutputError("output exists and is not a directory", str(outp))
         if any(outp.iterdir()) and not force:
@@ -268,7 +472,7 @@ def prepare_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike], 
             outp.mkdir(parents=True)
         except OSError as e:
             raise OutputError(f"cannot create output directory: {e.strerror or e}", str(outp)) from None
-    return outp
+    return OutputDir(outp, inputs, force)
 
 
 def prepare_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> Path:
@@ -276,20 +480,22 @@ def prepare_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike],
 
     Unlike :func:`prepare_output_dir`, the file may be written into a directory that *contains* an input
     (``report.html`` next to ``store/``): one new file there cannot touch the input. Refused: a file inside
-    (or equal to) an input tree, a directory, and an existing file unless ``force``. Creates the parent.
+    (or equal to) an input tree, a directory, and an existing file (a link included) unless ``force``, which
+    replaces it (a link is replaced, never followed). Creates the parent.
     """
     outp = Path(out)
+    if outp.name in ("", ".", ".."):
+        raise OutputError("give a file name", str(outp))
+    where = os.path.join(_real(outp.parent), outp.name)
     for inp in inputs:
-        ip = Path(inp)
-        if ip.is_file():
-            if outp.resolve() == ip.resolve():
-                raise OutputError("refusing to overwrite an input file", str(outp))
-            ip = ip.parent
-        if _is_within(outp, ip):
-            raise OutputError(f"refusing to write inside the input tree {ip}", str(outp))
-    if outp.is_dir():
+        if os.path.isfile(_real(inp)) and _real(inp) == where:
+            raise OutputError("refusing to overwrite an input file", str(outp))
+    for shown, tree in _input_trees(inputs):
+        if _inside(where, tree):
+            raise OutputError(f"refusing to write inside the input tree {shown}", str(outp))
+    if os.path.isdir(outp) and not os.path.islink(outp):
         raise OutputError("output is a directory; give a file name", str(outp))
-    if outp.exists() and not force:
+    if os.path.lexists(outp) and not force:
         raise OutputError("file exists (use --force to overwrite)", str(outp))
     try:
         outp.parent.mkdir(parents=True, exist_ok=True)
@@ -309,71 +515,159 @@ def prepare_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike]
     root, the part given) or over an input file, and over an existing file unless ``force``; a directory that
     merely contains the store (``case/`` for ``case/evidence``) is fine, one new file there touches no input.
     """
+    return prepare_output_file(salvage_target(out), inputs, force)
+
+
+def salvage_target(out: str | os.PathLike) -> Path:
+    """OUT of ``--salvage-out``: the file :data:`SALVAGE_FILE_NAME` inside OUT when OUT is a directory or has
+    no suffix, else OUT itself."""
     outp = Path(out)
-    if outp.is_dir() or not outp.suffix:
-        outp = outp / SALVAGE_FILE_NAME
-    return prepare_output_file(outp, inputs, force)
+    return outp / SALVAGE_FILE_NAME if outp.is_dir() or not outp.suffix else outp
+
+
+def open_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> "AtomicWriter":
+    """The writer of ``verify --salvage-out OUT`` (:func:`prepare_salvage_file`'s rule, written link-safely)."""
+    return open_output_file(salvage_target(out), inputs, force)
+
+
+def open_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool,
+                     mode: int | None = None) -> "AtomicWriter":
+    """:func:`prepare_output_file`, then the :class:`AtomicWriter` that writes it (``with ... as f``)."""
+    target = prepare_output_file(out, inputs, force)
+    root = OutputDir(target.parent, inputs, force, may_contain_inputs=True)
+    return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True)
 
 
 class AtomicWriter:
     """Write a file under a temporary name in the target directory, fsync, then rename.
 
     An interrupted run leaves at most a ``.mqtool-tmp-*`` file, never a half-written file under the final
-    name. ``overwrite=False`` refuses an existing target.
+    name. ``overwrite=False`` refuses an existing target (a link included); ``overwrite=True`` replaces it
+    (a link is replaced, not followed). ``root``: the :class:`OutputDir` the path lies below (no link below
+    it is followed); without one, the file's own directory is the root. ``mode``: permissions to give the
+    file (else the temp file's 0600).
     """
 
-    def __init__(self, path: str | os.PathLike, overwrite: bool = False):
+    def __init__(self, path: str | os.PathLike, overwrite: bool = False, root: OutputDir | None = None,
+                 mode: int | None = None, own_root: bool = False):
         self.path = Path(path)
         self.overwrite = overwrite
+        self.mode = mode
+        self._root = root
+        self._own_root = own_root or root is None
+        self._dfd: int | None = None
         self._tmp: str | None = None
         self._f = None
 
+    def _locate(self) -> tuple[OutputDir, tuple[str, ...]]:
+        if self._root is None:
+            try:    # the path up to the file's directory is the user's own
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise OutputError(f"cannot create output directory: {e.strerror or e}", str(self.path.parent)) \
+                    from None
+            self._root = OutputDir(self.path.parent)
+            return self._root, (self.path.name,)
+        try:
+            rel = self.path.relative_to(self._root.path).parts
+        except ValueError:
+            rel = ()
+        if not rel:
+            raise OutputError("output file is not below its output directory", str(self.path))
+        return self._root, rel
+
     def __enter__(self):
-        if self.path.exists() and not self.overwrite:
-            raise OutputError("file exists (use --force to overwrite)", str(self.path))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=".mqtool-tmp-", dir=self.path.parent)
+        try:
+            root, rel = self._locate()
+            self._name = name = rel[-1]
+            _check_name(name, str(self.path))
+            self._dfd = os.dup(root.dir_fd(rel[:-1]))
+            st = _lstat_at(name, self._dfd)
+            if st is not None:
+                if stat.S_ISDIR(st.st_mode):
+                    raise OutputError("output is a directory; give a file name", str(self.path))
+                if not self.overwrite:
+                    raise OutputError("file exists (use --force to overwrite)", str(self.path))
+            for _ in range(100):
+                tmp = _temp_name()
+                try:
+                    fd = os.open(tmp, _O_NEW, 0o600, dir_fd=self._dfd)
+                except FileExistsError:      # taken (a link planted there included): another name
+                    continue
+                self._tmp = tmp
+                break
+            else:
+                raise OutputError("cannot create a temporary file", str(self.path.parent))
+        except OSError as e:
+            self._release()
+            raise OutputError(f"cannot write: {e.strerror or e}", str(self.path)) from None
+        except BaseException:
+            self._release()
+            raise
         self._f = os.fdopen(fd, "wb")
         return self._f
 
     def __exit__(self, exc_type, exc, tb):
-        f = self._f
+        f, dfd = self._f, self._dfd
         try:
             if exc_type is None:
                 f.flush()
+                if self.mode is not None:
+                    os.fchmod(f.fileno(), self.mode)
                 os.fsync(f.fileno())
             f.close()
             if exc_type is None:
-                os.replace(self._tmp, self.path)
-                _fsync_dir(self.path.parent)
+                self._publish()
+                _fsync_fd(dfd)
             else:
-                os.unlink(self._tmp)
-        except BaseException:
-            if self._tmp and os.path.exists(self._tmp):
-                os.unlink(self._tmp)
+                os.unlink(self._tmp, dir_fd=dfd)
+        except BaseException as e:
+            try:
+                os.unlink(self._tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            self._release()
+            if isinstance(e, OSError):
+                raise OutputError(f"cannot write: {e.strerror or e}", str(self.path)) from None
             raise
+        self._release()
         return False
 
+    def _publish(self) -> None:
+        dfd, tmp, name = self._dfd, self._tmp, self._name
+        if self.overwrite:
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            return
+        try:        # a hard link never replaces: what appeared at the name meanwhile is kept
+            os.link(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd, follow_symlinks=False)
+        except FileExistsError:
+            raise OutputError("file exists (use --force to overwrite)", str(self.path)) from None
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS):
+                raise
+            if _lstat_at(name, dfd) is not None:    # a filesystem without hard links: check, then rename
+                raise OutputError("file exists (use --force to overwrite)", str(self.path)) from None
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            return
+        os.unlink(tmp, dir_fd=dfd)
 
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
+    def _release(self) -> None:
+        if self._dfd is not None:
+            os.close(self._dfd)
+            self._dfd = None
+        if self._own_root and self._root is not None:
+            self._root.close()
+
+
+def _fsync_fd(fd: int) -> None:
     try:
         os.fsync(fd)
     except OSError:
         pass
-    finally:
-        os.close(fd)
 
 
 def write_atomic(path: str | os.PathLike, data: bytes, overwrite: bool = False) -> None:
+    """One small file written atomically; its directory is the output root (see :func:`open_output_file`
+    for a file that needs the input-tree checks)."""
     with AtomicWriter(path, overwrite=overwrite) as f:
         f.write(data)
-
-
-def move_output(src: str | os.PathLike, dst: str | os.PathLike) -> None:
-    """Rename a finished output file/dir (e.g. Spark's part files) into place; both sides are outputs."""
-    os.replace(src, dst)
-    _fsync_dir(Path(dst).parent)

@@ -17,6 +17,7 @@ from typing import Iterator
 from mqtool.errors import InputError
 from mqtool.io import open_input
 from mqtool.render import iso_ms
+from mqtool.sanitize import visible
 
 CHUNK = 1 << 20
 
@@ -138,8 +139,17 @@ def manifest_rows(path: str | os.PathLike) -> Iterator[dict]:
            "unhashed": problems, "digest": digest.hexdigest()}
 
 
-def sha256sum_lines(rows) -> Iterator[str]:
-    """``sha256sum -c`` compatible lines for the hashed entries."""
+def sha256sum_lines(rows, for_terminal: bool = False) -> Iterator[str]:
+    """``sha256sum -c`` compatible lines for the hashed entries. A name holding a backslash, newline or
+    carriage return is escaped as coreutils does (the line starts with a backslash). ``for_terminal``:
+    names shown with :func:`mqtool.sanitize.visible` instead (for a person, not for ``sha256sum -c``)."""
     for r in rows:
         if r.get("kind") == "manifest_entry" and r.get("sha256"):
-            yield f"{r['sha256']}  {r['path']}\n"
+            path = r["path"]
+            if for_terminal:
+                yield f"{r['sha256']}  {visible(path)}\n"
+            elif any(c in path for c in "\\\n\r"):
+                esc = path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+                yield f"\\{r['sha256']}  {esc}\n"
+            else:
+                yield f"{r['sha256']}  {path}\n"

@@ -1,6 +1,8 @@
 """Rendering: records/findings → rich tables (people) or NDJSON (scripts). Never reads a store file.
 
-Data goes to stdout, humans' text (errors, progress, summaries in table mode) to stderr.
+Data goes to stdout, humans' text (errors, progress, summaries in table mode) to stderr. Everything shown to a
+person passes :func:`mqtool.sanitize.visible` (no control character or bidi override from the data reaches
+the terminal) and reaches rich as :class:`rich.text.Text` (data is never parsed as rich markup).
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
     DownloadColumn
 from rich.table import Table
 from rich.text import Text
+
+from mqtool.sanitize import visible
 
 try:  # optional fast path
     import orjson as _orjson
@@ -92,14 +96,24 @@ def stderr_console() -> Console:
     return _console(stderr=True)
 
 
+def text(value, style: str = "") -> Text:
+    """A table cell, title or line for a person: sanitised (:func:`visible`), never parsed as markup."""
+    return Text(visible("" if value is None else value), style=style)
+
+
+def say(message: str) -> None:
+    """One line for a person on stderr: ``mqtool: <message>``, sanitised."""
+    sys.stderr.write(f"mqtool: {visible(message)}\n")
+
+
 def quiet() -> bool:
     return _state["quiet"]
 
 
-def hint(text: str) -> None:
+def hint(message: str) -> None:
     """A suggestion for the next command, on stderr (suppressed by ``--quiet``)."""
     if not _state["quiet"]:
-        sys.stderr.write(f"mqtool: hint: {text}\n")
+        say(f"hint: {message}")
 
 
 def stdout_is_tty() -> bool:
@@ -358,7 +372,7 @@ def render_table(rows: Iterable[dict], columns: list[Column], title: str | None 
     for r in chain(sample, it):
         if table is None:
             table = _new_table(shown, widths, title if n == 0 else None)
-        table.add_row(*[Text(c.cell(r)) for c in shown])
+        table.add_row(*[text(c.cell(r)) for c in shown])
         n += 1
         if n % batch == 0:
             console.print(table)
@@ -370,15 +384,15 @@ def render_table(rows: Iterable[dict], columns: list[Column], title: str | None 
 
 def _note_hidden(headers: list[str], width: int) -> None:
     if not _state["quiet"]:
-        sys.stderr.write(f"mqtool: {width} columns wide: left out {', '.join(headers)} "
-                         f"(--fields to choose columns, --as vertical for every field)\n")
+        say(f"{width} columns wide: left out {', '.join(headers)} (--fields to choose columns, --as vertical "
+            "for every field)")
 
 
 def _render_vertical(rows: Iterable[dict], columns: list[Column], title: str | None, console: Console) -> int:
     """One block per record, ``field: value`` lines (empty fields left out), as psql's expanded view."""
     label = max(len(c.header) for c in columns)
     if title:
-        console.print(Text(title, style="bold"))
+        console.print(text(title, style="bold"))
     n = 0
     for r in rows:
         n += 1
@@ -387,12 +401,12 @@ def _render_vertical(rows: Iterable[dict], columns: list[Column], title: str | N
         for c in columns:
             value = c.cell(r)
             if value != "":
-                console.print(Text(f"{c.header.rjust(label)} : ", style="bold") + Text(value), soft_wrap=False)
+                console.print(Text(f"{c.header.rjust(label)} : ", style="bold") + text(value), soft_wrap=False)
     return n
 
 
 def _new_table(columns: list[Column], widths: list[int] | None = None, title: str | None = None) -> Table:
-    t = Table(title=title, show_lines=False, header_style="bold")
+    t = Table(title=text(title) if title else None, show_lines=False, header_style="bold")
     for i, c in enumerate(columns):
         whole = c.priority == 0 or c.no_wrap
         t.add_column(c.header, justify=c.justify, overflow="fold",
@@ -455,10 +469,11 @@ def emit(rows: Iterable[dict], columns: list[Column], as_json: bool, title: str 
 
 
 def progress(total_bytes: int, description: str = "scanning", enabled: bool | None = None):
-    """A byte-progress bar on stderr when stderr is a terminal (else a no-op object)."""
+    """A byte-progress bar on stderr when stderr is a terminal and colour is on (else a no-op object)."""
     if enabled is None:
         enabled = stderr_is_tty() and not _state["quiet"]
-    if not enabled or total_bytes <= 0:
+    # no colour means no terminal escape at all, and a live bar moves the cursor
+    if not enabled or total_bytes <= 0 or _colorless():
         return _NoProgress()
     return _Progress(total_bytes, description)
 
@@ -479,11 +494,11 @@ class _NoProgress:
 
 class _Progress:
     def __init__(self, total: int, description: str):
-        self._p = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+        self._p = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                            TransferSpeedColumn(), TimeRemainingColumn(), console=stderr_console(),
                            transient=True)
         self._total = total
-        self._desc = description
+        self._desc = visible(description)
 
     def __enter__(self):
         self._p.__enter__()
@@ -534,24 +549,24 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
     for (sev, code), cnt in sorted(s.by_code.items(), key=lambda kv: (["error", "warning", "info"].index(kv[0][0])
                                                                         if kv[0][0] in ("error", "warning", "info")
                                                                         else 3, kv[0][1])):
-        t.add_row(_sev_style(sev), code, str(cnt))
+        t.add_row(_sev_style(sev), text(code), str(cnt))
     if s.by_code:
         con.print(t)
         tf = Table(title="Findings by file", header_style="bold")
         tf.add_column("File")
         tf.add_column("Count", justify="right")
         for fname, cnt in sorted(s.by_file.items()):
-            tf.add_row(Text(relative(fname)), str(cnt))
+            tf.add_row(text(relative(fname)), str(cnt))
         con.print(tf)
         order = {"error": 0, "warning": 1, "info": 2}
         render_table((f.to_dict() for f in sorted(found, key=lambda f: (order.get(f.severity, 3)))),
                      FINDING_COLUMNS, title="Findings", console=con)
     verdict_style = {"sound": "bold green", "sound-with-warnings": "bold yellow", "damaged": "bold red"}
-    con.print(f"[{verdict_style.get(s.verdict, 'bold')}]verdict: {s.verdict}[/]  "
-              f"errors={s.errors} warnings={s.warnings} infos={s.infos} messages={s.messages} "
-              f"skipped_ranges={s.skipped_ranges} skipped_bytes={s.skipped_bytes}")
+    con.print(Text.assemble(text(f"verdict: {s.verdict}", verdict_style.get(s.verdict, "bold")),
+                            text(f"  errors={s.errors} warnings={s.warnings} infos={s.infos} messages={s.messages} "
+                                 f"skipped_ranges={s.skipped_ranges} skipped_bytes={s.skipped_bytes}")))
     return s
 
 
-def _sev_style(sev: str) -> str:
-    return {"error": "[red]error[/]", "warning": "[yellow]warning[/]", "info": "[blue]info[/]"}.get(sev, sev)
+def _sev_style(sev: str) -> Text:
+    return text(sev, {"error": "red", "warning": "yellow", "info": "blue"}.get(sev, ""))

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from mqtool.common import plural
 from mqtool.info import StoreInfo, Timeline, bucket_label, merged_buckets
-from mqtool.render import iso_ms, stdout_console
+from mqtool.render import iso_ms, stdout_console, text
 
 MAX_ROWS = 12
 CHART_HEIGHT = 6
@@ -86,7 +86,7 @@ def render_info(info: StoreInfo, console: Console | None = None) -> None:
     if info.damage_total:
         con.print(_damage(info))
     for n in info.notes:
-        con.print(Text(f"note: {n}", style="dim"))
+        con.print(text(f"note: {n}", style="dim"))
 
 
 def _overview(info: StoreInfo):
@@ -106,17 +106,17 @@ def _overview(info: StoreInfo):
     unclean = crash.get("unclean")
     mark = {True: Text("UNCLEAN SHUTDOWN", style="bold red"), False: Text("clean", style="green"),
             None: Text("unknown", style="yellow")}[unclean]
-    g.add_row("crash marker", Text.assemble(mark, " — ", crash.get("detail") or ""))
+    g.add_row("crash marker", Text.assemble(mark, " — ", text(crash.get("detail") or "")))
     if info.damage_total:
         g.add_row("damage", Text(f"{info.damage_total} damaged ranges, {human_bytes(info.damaged_bytes)}",
                                  style="bold red"))
     else:
         g.add_row("damage", Text("none met while reading", style="green"))
     if info.version_hints:
-        g.add_row("version hints", Text("; ".join(info.version_hints)))
+        g.add_row("version hints", text("; ".join(info.version_hints)))
     for k, v in info.overview.items():
-        g.add_row(Text(k), Text(fact_text(k, v)))
-    title = Text.assemble((info.store_kind, "bold"), "  ", info.path)
+        g.add_row(text(k), text(fact_text(k, v)))
+    title = Text.assemble(text(info.store_kind, "bold"), "  ", text(info.path))
     return Panel(g, title=title, title_align="left", expand=False)
 
 
@@ -127,7 +127,7 @@ def _files(info: StoreInfo):
     t.add_column("Size", justify="right")
     t.add_column("Detail", overflow="fold")
     for f in info.files:
-        t.add_row(Text(f.group), str(f.count), human_bytes(f.bytes), Text(f.detail or ""))
+        t.add_row(text(f.group), str(f.count), human_bytes(f.bytes), text(f.detail))
     return t
 
 
@@ -175,8 +175,8 @@ def _topics(info: StoreInfo):
             parts.append(f"… {len(queues) - 16} more")
         if empty:
             parts.append(f"(+{empty} empty)")
-        t.add_row(Text(ts.topic), str(ts.messages), human_bytes(ts.bytes), fmt(ts.first_store_time),
-                  fmt(ts.last_store_time), Text(" ".join(parts)))
+        t.add_row(text(ts.topic), str(ts.messages), human_bytes(ts.bytes), fmt(ts.first_store_time),
+                  fmt(ts.last_store_time), text(" ".join(parts)))
     if len(info.topics) > MAX_ROWS:
         t.caption = f"… {len(info.topics) - MAX_ROWS} more topics (mqtool info --json)"
     return t
@@ -197,7 +197,8 @@ def _consumers(info: StoreInfo):
     # where the offsets come from (config/consumerOffset.json, __consumer_offsets-N, checkpoint/checkpoint)
     srcs = sorted({re.sub(r"^(.*/)?(__consumer_offsets)-\d+$", r"\2", c.source) for c in info.consumers if c.source})
     src = ", ".join(srcs[:2]) + (" …" if len(srcs) > 2 else "") if srcs else "committed offsets"
-    t = Table(title=f"Consumer offsets and lag ({src} vs queue ends)", header_style="bold", title_justify="left")
+    t = Table(title=text(f"Consumer offsets and lag ({src} vs queue ends)"), header_style="bold",
+              title_justify="left")
     t.add_column("Group", max_width=32, overflow="ellipsis", no_wrap=True)
     t.add_column("Topic", max_width=32, overflow="ellipsis", no_wrap=True)
     t.add_column("Committed", justify="right")
@@ -207,9 +208,9 @@ def _consumers(info: StoreInfo):
     rows = sorted(agg.items(), key=lambda kv: (-kv[1][2], kv[0]))
     for (g, tp), (com, end, lag, per, unknown) in rows[:MAX_ROWS]:
         per = [x for _, x in sorted(per, key=lambda p: (isinstance(p[0], str), p[0]))]
-        t.add_row(Text(g), Text(tp), str(com), "?" if unknown and not per else str(end),
+        t.add_row(text(g), text(tp), str(com), "?" if unknown and not per else str(end),
                   Text("?" if unknown and not per else str(lag), style="bold yellow" if lag else ""),
-                  Text(" ".join(per[:16]) + (" …" if len(per) > 16 else "") if per else "queue end unknown"))
+                  text(" ".join(per[:16]) + (" …" if len(per) > 16 else "") if per else "queue end unknown"))
     if len(rows) > MAX_ROWS:
         t.caption = f"… {len(rows) - MAX_ROWS} more (mqtool info --json)"
     return t
@@ -282,7 +283,7 @@ def _damage(info: StoreInfo):
         when = f"{iso_ms(d.time_before) or '…'} → {iso_ms(d.time_after) or '…'}"
         if d.time_before is not None and d.time_before == d.time_after:
             when = iso_ms(d.time_before)
-        t.add_row(Text(f"{d.file}@{d.position}"), str(d.offset), str(d.length), Text(d.code, style="red"), when)
+        t.add_row(text(f"{d.file}@{d.position}"), str(d.offset), str(d.length), text(d.code, style="red"), when)
     if info.damage_total > 5:
-        t.caption = f"… {info.damage_total - 5} more: mqtool verify store {info.path}"
+        t.caption = text(f"… {info.damage_total - 5} more: mqtool verify store {info.path}")
     return t

@@ -20,10 +20,12 @@ MIN_WRAPPED = 8       # a wrapping column narrower than this reads as one letter
 
 def content_widths(columns: list["Column"], rows: Iterable[dict]) -> list[int]:
     """The widest cell of each column over ``rows`` (0: the column is empty there)."""
+    from mqtool.sanitize import visible
+
     widths = [0] * len(columns)
     for r in rows:
         for i, c in enumerate(columns):
-            n = max((len(line) for line in c.cell(r).splitlines()), default=0)
+            n = len(visible(c.cell(r)))          # as shown: escapes for controls, one line
             if n > widths[i]:
                 widths[i] = n
     return widths

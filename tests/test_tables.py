@@ -44,7 +44,7 @@ def _columns(family):
 
 CASES = {"rocketmq": (("dump", "commitlog", RMQ), ("offset", "msg_id", "topic")),
          "litemq": (("dump", "commitlog", LITEMQ), ("offset", "msg_id", "topic")),
-         "kafka": (("dump", "kafka", KAFKA), ("offset",))}
+         "kafka": (("dump", "kafka", KAFKA, "--print-data"), ("offset",))}
 
 
 @pytest.mark.parametrize("family", sorted(CASES))

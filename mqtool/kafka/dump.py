@@ -11,7 +11,7 @@ from pathlib import Path
 from formats import kafka as K
 from mqtool.common import ENCODING_SUFFIX, encode_body, put_body
 from mqtool.errors import InputError
-from mqtool.io import AtomicWriter, map_input, prepare_salvage_file
+from mqtool.io import map_input, open_salvage_file
 from mqtool.kafka import files as F
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
@@ -493,8 +493,7 @@ class SalvageWriter:
     """verify --salvage-out: every readable record as NDJSON (keys/values base64), written atomically."""
 
     def __init__(self, out: str, force: bool, inputs):
-        target = prepare_salvage_file(out, inputs, force)
-        self._w = AtomicWriter(target, overwrite=force)
+        self._w = open_salvage_file(out, inputs, force)
         self._f = self._w.__enter__()
 
     def write(self, b: Batch, rec) -> None:

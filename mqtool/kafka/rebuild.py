@@ -8,8 +8,8 @@ running max once more (the entry a segment gets at roll/close). Aborted transact
 markers, with the first offset of the producer's open transaction (possibly in an earlier segment) and the
 last stable offset at the time of the abort (``ProducerStateManager.lastStableOffset``).
 
-Outputs are written with :func:`mqtool.io.write_atomic` into a directory checked by
-:func:`mqtool.io.prepare_output_dir`, never in place.
+Outputs are written atomically below a directory checked by :func:`mqtool.io.prepare_output_dir`
+(no link below it followed), never in place.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import map_input, prepare_output_dir, read_input, write_atomic
+from mqtool.io import map_input, prepare_output_dir, read_input
 from mqtool.kafka import files as F
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.layout import LogDir, discover, partition_from_dir
@@ -62,7 +62,7 @@ def run_rebuild(path: Path, opts):
                     yield x
                 if out is not None:
                     rel = Path(part.path.name) if ld.path is None else Path(ld.path.name) / part.path.name
-                    target_dir = out / rel
+                    target_dir = rel
                 for i, seg in enumerate(part.segments):
                     if seg.log is None:
                         continue
@@ -85,7 +85,7 @@ def run_rebuild(path: Path, opts):
                         built["txnindex"] = res.txnindex_bytes()
                     if out is not None:
                         for kind, data in built.items():
-                            write_atomic(target_dir / f"{seg.name}.{kind}", data, overwrite=opts.force)
+                            out.write(target_dir / f"{seg.name}.{kind}", data)
                             counts["written"] += 1
                     if opts.compare:
                         yield from _compare(seg, built, res, f, counts)

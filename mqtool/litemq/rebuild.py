@@ -25,7 +25,7 @@ from construct import ConstructError
 from formats import litemq as F
 from mqtool.errors import UsageError
 from mqtool.findings import INFO, WARNING, Finding, Summary
-from mqtool.io import AtomicWriter, prepare_output_dir, read_input
+from mqtool.io import prepare_output_dir, read_input
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.cq import broker_toml_sizes, cq_file_size  # noqa: F401  (the one place that decides)
 from mqtool.litemq.layout import Store
@@ -178,7 +178,7 @@ def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
             rel = Path("consumequeue") / topic / str(qid) / f"{idx:020d}"
             rebuilt_files[str(rel)] = (data, full)
             if out is not None:
-                with AtomicWriter(out / rel, overwrite=opts.force) as f:
+                with out.atomic(rel) as f:
                     f.write(data)
                     if full > len(data):
                         f.truncate(full)       # sparse zero fill, as LiteMQ's ftruncate
@@ -197,7 +197,7 @@ def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
             import datetime as dt
 
             name = dt.datetime.fromtimestamp(last_ts / 1000, tz=dt.timezone.utc).strftime("%Y%m%d%H%M%S")
-            with AtomicWriter(out / "index" / name, overwrite=opts.force) as f:
+            with out.atomic(Path("index") / name) as f:
                 f.write(data)
             summary.extra["index_file"] = f"index/{name}"
         if opts.compare:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from formats import litemq as F
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
-from mqtool.io import AtomicWriter, prepare_salvage_file
+from mqtool.io import open_salvage_file
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.history import INSIDE_RECORD, OVERWRITTEN, PAST_END, stale_reason
 from mqtool.litemq.layout import Store
@@ -472,8 +472,7 @@ def _verify_index(store: Store, live: dict, explicit: bool):
 
 
 def _salvage(store: Store, opts: VerifyOptions):
-    out = prepare_salvage_file(opts.salvage_out, [store.root or store.target.parent, store.target], opts.force)
-    with AtomicWriter(out, overwrite=opts.force) as f:
+    with open_salvage_file(opts.salvage_out, [store.root or store.target.parent, store.target], opts.force) as f:
         for item in walk(store, carve_stale=True, with_body=True):
             if isinstance(item, Finding):
                 continue

@@ -38,7 +38,7 @@ from formats import rocketmq as F
 from mqtool import native
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import AtomicWriter, map_input, open_input, prepare_output_dir, read_input, write_atomic
+from mqtool.io import OutputDir, map_input, open_input, prepare_output_dir, read_input
 from mqtool.options import RebuildOptions
 from mqtool.pages import PageWindow
 from mqtool.render import progress
@@ -620,7 +620,7 @@ class IndexBuilder:
 class DirSink:
     """Writes rebuilt files under ``out`` (consumequeue/<topic>/<queueId>/<name>, index/<name>, checkpoint)."""
 
-    def __init__(self, out: Path, force: bool, trim: bool):
+    def __init__(self, out: OutputDir, force: bool, trim: bool):
         self.out, self.force, self.trim = out, force, trim
         self.written = 0
 
@@ -631,15 +631,15 @@ class DirSink:
             data = data.rstrip(b"\x00")
             data += bytes(-len(data) % UNIT)
             size = len(data)
-        self._write(self.out / "consumequeue" / topic / str(queue_id) / name, [data], max(size, len(data)))
+        self._write(Path("consumequeue", topic, str(queue_id), name), [data], max(size, len(data)))
 
     def index_file(self, name: str, ib: "IndexFileBuilder") -> None:
         pieces, size = ib.parts()
-        self._write(self.out / "index" / name, pieces, size)
+        self._write(Path("index", name), pieces, size)
 
     def _write(self, path: Path, pieces: list, size: int) -> None:
         """The pieces, then zeros up to ``size`` as a hole (reads back as zeros; no page is written for it)."""
-        with AtomicWriter(path, overwrite=self.force) as f:
+        with self.out.atomic(path, overwrite=self.force) as f:
             n = 0
             for piece in pieces:
                 f.write(piece)
@@ -650,7 +650,7 @@ class DirSink:
         self.written += 1
 
     def checkpoint(self, data: bytes) -> None:
-        write_atomic(self.out / "checkpoint", data, overwrite=self.force)
+        self.out.write("checkpoint", data, overwrite=self.force)
         self.written += 1
 
 

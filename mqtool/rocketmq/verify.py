@@ -895,11 +895,11 @@ class _Salvage:
     """Readable messages of a damaged store, as NDJSON with base64 bodies, written atomically."""
 
     def __init__(self, out: str, store: RocketStore, force: bool):
-        from mqtool.io import AtomicWriter, prepare_salvage_file
+        from mqtool.io import open_salvage_file
 
         inputs = [p for p in (store.root, store.commitlog_dir, store.path) if p]
-        self.path = str(prepare_salvage_file(out, inputs, force))
-        self._w = AtomicWriter(self.path, overwrite=force)
+        self._w = open_salvage_file(out, inputs, force)
+        self.path = str(self._w.path)
         self._f = self._w.__enter__()
         self.count = 0
 

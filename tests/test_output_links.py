@@ -1,0 +1,242 @@
+"""Outputs never follow a link into anything (issue 16, item 1).
+
+Every writing command is first run into a clean directory to learn what it writes (names are the command's
+own, so the test does not restate them). Then, level by level, each of those paths is replaced by a symbolic
+link into the store (a directory link to the store directory of the same name, else the store root; a file
+link to the store file of the same name, else a commitlog/log segment), and the command is run again,
+without and with ``--force``. Without ``--force`` it refuses (one line, exit 2); with it every link is
+replaced, never written through. Either way the store is byte/size/mtime identical (the snapshot of
+tests/test_evidence.py, directories included).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from test_evidence import _copy, snapshot
+
+STORES = {
+    "rocketmq": FIXTURES / "rocketmq" / "store",
+    "kafka": FIXTURES / "kafka" / "logdir",
+    "litemq": FIXTURES / "litemq" / "store",
+}
+
+# (id, family, arguments with {s} = store and {o} = the output directory, whether --force applies)
+COMMANDS = [
+    ("rmq-rebuild", "rocketmq", ("rebuild-index", "{s}", "--out", "{o}", "--write-checkpoint")),
+    ("kafka-rebuild", "kafka", ("rebuild-index", "{s}", "--out", "{o}")),
+    ("kafka-rebuild-partition", "kafka", ("rebuild-index", "{s}/fixture-0", "--out", "{o}")),
+    ("litemq-rebuild", "litemq", ("rebuild-index", "{s}", "--out", "{o}", "--cq-file-size", "384",
+                                  "--with-index")),
+    ("rmq-salvage", "rocketmq", ("verify", "store", "{s}", "--salvage-out", "{o}")),
+    ("kafka-salvage", "kafka", ("verify", "store", "{s}", "--salvage-out", "{o}")),
+    ("litemq-salvage", "litemq", ("verify", "store", "{s}", "--salvage-out", "{o}/salvage.ndjson")),
+    ("manifest", "rocketmq", ("verify", "store", "{s}", "--manifest", "{o}/manifest.ndjson")),
+    ("report", "kafka", ("report", "{s}", "-o", "{o}/report.html")),
+    ("export", "rocketmq", ("export", "{s}", "--to", "{o}", "--findings")),
+    ("export-kafka", "kafka", ("export", "{s}", "--to", "{o}")),
+]
+
+
+def _args(cmd, store: Path, out: Path, force: bool) -> list[str]:
+    args = [a.format(s=store, o=out) for a in cmd]
+    return args + (["--force"] if force else [])
+
+
+def _written(out: Path) -> dict[str, bool]:
+    """relative path -> is a directory, for everything the command wrote (lstat: no link here)."""
+    found = {}
+    for dirpath, dirnames, filenames in os.walk(out):
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            assert not p.is_symlink()
+            found[str(p.relative_to(out))] = p.is_dir()
+    return found
+
+
+def _target(store: Path, rel: str, is_dir: bool) -> Path:
+    """What a planted link points at: the store's own entry of that name when there is one."""
+    name = Path(rel).name
+    for cand in [store / rel, *sorted(store.rglob(name))]:
+        if cand.exists() and cand.is_dir() == is_dir:
+            return cand
+    if is_dir:
+        return store
+    return max((p for p in store.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+def _plant(out: Path, store: Path, written: dict[str, bool], depth: int) -> dict[str, Path]:
+    """Real directories down to ``depth``, a link at every written path of that depth."""
+    links = {}
+    for rel, is_dir in sorted(written.items()):
+        parts = Path(rel).parts
+        if len(parts) == depth:
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            target = _target(store, rel, is_dir)
+            (out / rel).symlink_to(target, target_is_directory=is_dir)
+            links[rel] = target
+    return links
+
+
+def _depths(written: dict[str, bool]) -> list[int]:
+    return sorted({len(Path(r).parts) for r in written})
+
+
+def _cases():
+    out = []
+    for cid, fam, cmd in COMMANDS:
+        for force in (False, True):
+            out.append(pytest.param(fam, cmd, force, id=f"{cid}-{'force' if force else 'noforce'}"))
+    return out
+
+
+def _needs(cmd):
+    if cmd[0] == "export":
+        pytest.importorskip("pyarrow")
+
+
+@pytest.mark.parametrize("family,cmd,force", _cases())
+def test_planted_links_are_never_followed(tmp_path, run_cli, family, cmd, force):
+    _needs(cmd)
+    store = _copy(STORES[family], tmp_path / "in" / STORES[family].name)
+    clean = tmp_path / "clean"
+    code, _, err = run_cli(*_args(cmd, store, clean, False))
+    assert code in (0, 1), err
+    written = _written(clean)
+    assert written, "the command wrote nothing: the test would prove nothing"
+    before = snapshot(tmp_path / "in")
+    depths = _depths(written)
+    assert depths, written
+    for depth in depths:
+        out = tmp_path / f"out-{depth}"
+        links = _plant(out, store, written, depth)
+        assert links
+        code, stdout, err = run_cli(*_args(cmd, store, out, force))
+        assert snapshot(tmp_path / "in") == before, (depth, force)
+        assert "Traceback" not in err
+        if not force:
+            assert code == 2 and err.startswith("mqtool: ") and err.count("\n") == 1, (depth, err)
+            assert "not empty" in err or "exists" in err or "symbolic link" in err, err
+            for rel in links:
+                assert (out / rel).is_symlink(), rel       # refused: left as it was
+        else:
+            assert code in (0, 1), (depth, err)
+            for rel, is_dir in written.items():          # every link replaced by what the command writes
+                p = out / rel
+                assert not p.is_symlink() and p.is_dir() == is_dir, (depth, rel)
+            for rel, is_dir in written.items():
+                if not is_dir and not rel.endswith((".html", ".parquet")):
+                    assert (out / rel).read_bytes() == (clean / rel).read_bytes(), rel
+
+
+def test_a_link_at_the_temporary_name_is_not_written_through(tmp_path, run_cli, monkeypatch):
+    """Temporary names are created with O_EXCL|O_NOFOLLOW: a link already there makes us pick another."""
+    from mqtool import io
+
+    store = _copy(STORES["rocketmq"], tmp_path / "in" / "store")
+    before = snapshot(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = store / "commitlog" / "00000000000000000000"
+    planted = ".mqtool-tmp-planted"
+    (out / planted).symlink_to(victim)
+    (out / "consumequeue").mkdir()
+    (out / "consumequeue" / planted).symlink_to(victim)
+    names = iter([planted] * 3)
+    real = io._temp_name
+    monkeypatch.setattr(io, "_temp_name", lambda: next(names, None) or real())
+    code, _, err = run_cli("rebuild-index", store, "--out", out, "--force", "--write-checkpoint")
+    assert code == 0, err
+    code, _, err = run_cli("verify", "store", store, "--manifest", out / "m.ndjson")
+    assert code == 0, err
+    assert (out / planted).is_symlink() and (out / "consumequeue" / planted).is_symlink()
+    assert (out / "checkpoint").is_file() and (out / "m.ndjson").is_file()
+    assert snapshot(tmp_path / "in") == before
+
+
+def test_force_replaces_a_link_in_place_of_a_single_output_file(tmp_path, run_cli):
+    store = _copy(STORES["rocketmq"], tmp_path / "in" / "store")
+    before = snapshot(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.html").symlink_to(store / "checkpoint")
+    (out / "dangling.html").symlink_to(store / "no-such-file")       # would create a file in the store
+    for name in ("r.html", "dangling.html"):
+        code, _, err = run_cli("report", store, "-o", out / name)
+        assert code == 2 and "exists" in err, err
+        code, _, err = run_cli("report", store, "-o", out / name, "--force")
+        assert code in (0, 1), err
+        assert not (out / name).is_symlink() and (out / name).read_bytes().startswith(b"<!")
+    assert snapshot(tmp_path / "in") == before
+    assert not (store / "no-such-file").exists()
+
+
+def test_a_link_below_the_output_root_into_the_store_is_refused_without_force(tmp_path):
+    """The output directory API itself: a directory link is never entered; with force it is replaced."""
+    from mqtool.errors import OutputError
+    from mqtool.io import OutputDir
+
+    store = _copy(STORES["rocketmq"], tmp_path / "in" / "store")
+    before = snapshot(tmp_path / "in")
+    out = tmp_path / "out"
+    (out / "a").mkdir(parents=True)
+    (out / "a" / "b").symlink_to(store / "consumequeue")
+    with OutputDir(out, [store]) as d:
+        with pytest.raises(OutputError, match="symbolic link"):
+            d.write("a/b/Orders/0/x", b"data")
+        with pytest.raises(OutputError, match="one plain path component"):
+            d.write("a/../../in/store/x", b"data")
+    with OutputDir(out, [store], force=True) as d:
+        d.write("a/b/Orders/0/x", b"data")
+    assert (out / "a" / "b" / "Orders" / "0" / "x").read_bytes() == b"data"
+    assert not (out / "a" / "b").is_symlink()
+    assert snapshot(tmp_path / "in") == before
+
+
+def test_an_output_directory_that_turns_out_inside_the_store_is_refused(tmp_path):
+    """The realpath re-check: a directory reached below the root is checked against the input trees
+    (here the root itself is given inside the store, as an engine bug would)."""
+    from mqtool.errors import OutputError
+    from mqtool.io import OutputDir
+
+    store = _copy(STORES["rocketmq"], tmp_path / "in" / "store")
+    before = snapshot(tmp_path / "in")
+    with pytest.raises(OutputError, match="input tree"):
+        OutputDir(store / "index", [store])
+    with pytest.raises(OutputError, match="input tree"):
+        OutputDir(tmp_path / "in", [store])                       # contains the store
+    assert snapshot(tmp_path / "in") == before
+
+
+def test_moving_a_scratch_tree_in_replaces_links_only_with_force(tmp_path):
+    """Spark's export output is moved in from a scratch directory the same way (no link followed)."""
+    from mqtool.errors import OutputError
+    from mqtool.io import OutputDir
+
+    store = _copy(STORES["kafka"], tmp_path / "in" / "logdir")
+    before = snapshot(tmp_path / "in")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "store=x").symlink_to(store / "fixture-0")
+    for force in (False, True):
+        with OutputDir(out, [store], force=force) as d:
+            scratch = d.scratch_dir()
+            (scratch / "store=x" / "topic=t").mkdir(parents=True)
+            (scratch / "store=x" / "topic=t" / "part-0.parquet").write_bytes(b"p")
+            (scratch / "_SUCCESS").write_bytes(b"")
+            try:
+                if not force:
+                    with pytest.raises(OutputError, match="symbolic link"):
+                        d.move_tree_in(scratch, skip=lambda n: n.startswith("_"))
+                else:
+                    d.move_tree_in(scratch, skip=lambda n: n.startswith("_"))
+            finally:
+                d.remove_scratch(scratch)
+    assert (out / "store=x" / "topic=t" / "part-0.parquet").read_bytes() == b"p"
+    assert sorted(p.name for p in out.iterdir()) == ["store=x"]
+    assert snapshot(tmp_path / "in") == before
+    shutil.rmtree(out)
