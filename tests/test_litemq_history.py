@@ -234,3 +234,13 @@ def test_fixture_info_counts_only_live_entries():
         want[(e["topic"], e["queue_id"])] = max(want[(e["topic"], e["queue_id"])], e["queue_offset"] + 1)
     assert ends == want
     assert any(f"{len(man['restarted_cq']) - len(live)} consumequeue entries" in n for n in info.notes)
+
+
+def test_dump_of_a_restarted_store_is_not_damage(run_cli):
+    """The older run's records after the live end are history, not damage: notes on stderr, exit 0."""
+    from conftest import FIXTURES
+
+    for jobs in ("1", "0"):
+        code, out, err = run_cli("dump", "commitlog", FIXTURES / "litemq" / "restarted", "--json", "--jobs", jobs)
+        assert code == 0 and out
+        assert "overwritten-record" in err and "damaged" not in err

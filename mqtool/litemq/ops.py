@@ -4,7 +4,7 @@ from __future__ import annotations
 from mqtool.errors import InputError, UsageError
 from mqtool.findings import INFO, Finding
 from mqtool.litemq import cq as CQ
-from mqtool.litemq.history import LiveLog
+from mqtool.litemq.history import RESTART_CODES, LiveLog
 from mqtool.litemq.layout import Store, resolve
 from mqtool.litemq.rows import CQ_COLUMNS, MESSAGE_COLUMNS, cq_row, generic_columns, record_row
 from mqtool.litemq.scan import walk
@@ -14,10 +14,14 @@ DUMP_PARTS = ("commitlog", "consumequeue", "checkpoint", "index", "abort")
 
 
 def _note_damage(f: Finding, stats: ScanStats) -> None:
-    if f.severity != INFO:
-        where = f.file or "-"
-        if f.position is not None:
-            where += f"@{f.position}"
+    if f.severity == INFO:
+        return
+    where = f.file or "-"
+    if f.position is not None:
+        where += f"@{f.position}"
+    if f.code in RESTART_CODES:         # a restart's shape (older records after the live end), not damage
+        stats.note(f"{f.code}: {where}: {f.message}")
+    else:
         stats.damage(f"{f.severity}: {f.code}: {where}: {f.message}")
 
 
