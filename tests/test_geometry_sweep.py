@@ -242,3 +242,23 @@ def test_rebuild_of_an_unknown_geometry_keeps_the_files_size(tmp_path, run_cli):
     assert code == 0 and rows[-1]["settings_from"]["maxHashSlotNum"] == "guess"
     assert [r["severity"] for r in rows if r.get("code") == "index-geometry"] == ["warning"]
     assert {p.stat().st_size for p in (tmp_path / "out" / "index").iterdir()} == {size}
+
+
+def test_litemq_cq_file_size_option_is_obeyed_when_reading(run_cli):
+    """--cq-file-size says how the store is shaped: dump consumequeue numbers entries with it (file index x
+    entries per file), where the store's own 384-byte files give 16 entries per file."""
+    import json
+
+    from conftest import require_realdata
+
+    store = require_realdata("litemq", "clean", "data", "broker")
+    args = ("dump", "consumequeue", store, "--topic", "orders.v1", "--queue", "0", "--json")
+
+    def first_of_file(extra):
+        code, out, err = run_cli(*args, *extra)
+        assert code in (0, 1), err
+        rows = [json.loads(x) for x in out.splitlines()]
+        return {r["file"].rsplit("/", 1)[1]: r["queue_offset"] for r in reversed(rows)}
+
+    assert first_of_file(())["00000000000000000001"] == 384 // 24          # from the store's files
+    assert first_of_file(("--cq-file-size", "768"))["00000000000000000001"] == 768 // 24

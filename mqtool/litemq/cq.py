@@ -24,11 +24,12 @@ from mqtool.litemq.records import CQ, INDEX_ENTRY, CQEntry
 _ZERO_ENTRY = bytes(F.CQ_ENTRY_SIZE)
 
 
-def read_queue(store: Store, q: Queue, with_stale: bool = False):
+def read_queue(store: Store, q: Queue, with_stale: bool = False, file_size: int | None = None):
     """Yield CQEntry objects of one queue (live ones; then stale ones flagged when ``with_stale``) and
-    Findings about the queue's files."""
+    Findings about the queue's files. ``file_size``: the store's consumequeue file size as
+    :func:`cq_file_size` decided it (options, broker.toml, the store's files); else this queue's own."""
     files = q.files
-    fs = nominal_file_size(files)
+    fs = file_size or nominal_file_size(files)
     if not files:
         return
     if fs % F.CQ_ENTRY_SIZE:

@@ -201,13 +201,14 @@ def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:
     fsizes = set()
     live = LiveLog(store)
     stale = 0
+    cq = CQ.cq_file_size(opts, store)
     for q in qs:
         nfiles += len(q.files)
         nbytes += sum(f.size for f in q.files)
         if q.files:
             fsizes.add(nominal_file_size(q.files))
         n = 0
-        for item in CQ.read_queue(store, q):
+        for item in CQ.read_queue(store, q, file_size=cq.value):
             if isinstance(item, Finding):
                 continue
             if live.usable and live.judge(item)[0] is not None:
@@ -221,7 +222,6 @@ def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:
     if fsizes:
         detail += f"; file size {'/'.join(str(z) for z in sorted(fsizes))}"
     b.add_files("consumequeue", nfiles, nbytes, detail)
-    cq = CQ.cq_file_size(opts, store)
     b.size("consumequeue file size", cq.to_dict("bytes"), f"{cq.value} bytes (from {cq.source}: {cq.evidence})",
            cq.warning)
     if stale:

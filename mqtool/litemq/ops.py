@@ -74,12 +74,13 @@ def _dump_commitlog(store: Store, opts: DumpOptions, stats: ScanStats):
 
 def _dump_cq(store: Store, opts: DumpOptions, stats: ScanStats):
     qs = CQ.queues(store, opts.topic, opts.queue)
+    fs = CQ.cq_file_size(opts, store).value
     if not qs:
         stats.notes.append("no consumequeue files found")
     live = LiveLog(store)
     remnants = 0
     for q in qs:
-        for item in CQ.read_queue(store, q, with_stale=opts.include_stale):
+        for item in CQ.read_queue(store, q, with_stale=opts.include_stale, file_size=fs):
             if isinstance(item, Finding):
                 _note_damage(item, stats)
                 continue

@@ -89,10 +89,11 @@ def _by_queue(store, opts, stats):
     """Entries through the live log: a stale entry (an older run's, left after a restart) never yields a
     live row; its record is given marked stale when it survives after the live end, else a note."""
     qs = CQ.queues(store, opts.topic, opts.queue)
+    fs = CQ.cq_file_size(opts, store).value
     want = range(opts.queue_offset, opts.queue_offset + max(opts.count, 1))
     live = LiveLog(store)
     for q in qs:
-        for e in CQ.read_queue(store, q, with_stale=True):
+        for e in CQ.read_queue(store, q, with_stale=True, file_size=fs):
             if isinstance(e, Finding):
                 if e.severity != INFO and e.code != "cq-stale-entries":
                     stats.damage(f"{e.code}: {e.file}@{e.position}: {e.message}")

@@ -190,7 +190,7 @@ def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary):
         if cq.warning:
             yield Finding(WARNING, "cq-geometry", "consumequeue", None, None, cq.warning, cq.value,
                           list(cq.candidates))
-        yield from _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len)
+        yield from _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len, cq.value)
     if part == "store":
         yield from _verify_markers(store, abort_present, summary, queue_len, res.end_offset)
     if part in ("store", "index"):
@@ -199,7 +199,7 @@ def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary):
         _salvage(store, opts)
 
 
-def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len):
+def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len, file_size=None):
     qs = CQ.queues(store)
     if not qs:
         yield Finding(WARNING if live else INFO, "no-consumequeue", store.display(store.consumequeue_dir)
@@ -211,7 +211,7 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
     for q in qs:
         prev_off = prev_ts = first_remnant = None
         n = q_remnants = 0
-        for item in CQ.read_queue(store, q):
+        for item in CQ.read_queue(store, q, file_size=file_size):
             if isinstance(item, Finding):
                 yield item
                 continue
