@@ -298,11 +298,26 @@ def prepare_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike],
     return outp
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it where the system tells it (Linux ``/proc``)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)       # elsewhere: set and restore (not thread-safe, but brief)
+    os.umask(old)
+    return old
+
+
 class AtomicWriter:
     """Write a file under a temporary name in the target directory, fsync, then rename.
 
     An interrupted run leaves at most a ``.mqtool-tmp-*`` file, never a half-written file under the final
-    name. ``overwrite=False`` refuses an existing target.
+    name. ``overwrite=False`` refuses an existing target. The file gets the permissions of the umask, as a
+    plain ``open()`` would give it.
     """
 
     def __init__(self, path: str | os.PathLike, overwrite: bool = False):
@@ -316,6 +331,10 @@ class AtomicWriter:
             raise OutputError("file exists (use --force to overwrite)", str(self.path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=".mqtool-tmp-", dir=self.path.parent)
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())     # mkstemp's 0600 → what open() would have given
+        except OSError:
+            pass
         self._f = os.fdopen(fd, "wb")
         return self._f
 
