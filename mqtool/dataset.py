@@ -143,6 +143,29 @@ class BatchBuilder:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
+def spark_select(family: str, row_fields: list[tuple[str, str]]) -> list[str]:
+    """Spark SQL expressions (for ``DataFrame.selectExpr``) turning the data source rows of ``family`` into the
+    export columns, the same values as :class:`BatchBuilder` gives (used by ``export --engine spark``)."""
+    from mqtool.spark.schema import spark_ddl
+
+    have = dict(row_fields)
+    out = []
+    for n, t in export_fields():
+        sql_type = spark_ddl([(n, t)]).split(" ", 1)[1]
+        col = f"`{n}`"
+        if n == FAMILY_COLUMN[0]:
+            out.append(f"'{family}' AS {col}")
+        elif n not in have:
+            out.append(f"CAST(NULL AS {sql_type}) AS {col}")
+        elif have[n] == t:
+            out.append(col)
+        elif t == "array<string>" and have[n] == "string":
+            out.append(f"CASE WHEN {col} IS NULL THEN NULL ELSE array({col}) END AS {col}")
+        else:       # int → bigint; int/bigint → decimal text; boolean → 'true'/'false'
+            out.append(f"CAST({col} AS {sql_type}) AS {col}")
+    return out
+
+
 def to_family_types(table, fields: list[tuple[str, str]]):
     """A table read back from an export, with the columns of ``fields`` turned back into those types (the
     inverse of the export conversions: one-element lists → their string, decimal text → numbers)."""
@@ -183,4 +206,4 @@ def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024,
 
 
 __all__ = ["FINDING_FIELDS", "BatchBuilder", "combine_types", "export_fields", "family_converters",
-           "to_family_types", "union_fields", "verify_rows"]
+           "spark_select", "to_family_types", "union_fields", "verify_rows"]

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from mqtool.errors import OutputError, UsageError
-from mqtool.dataset import export_fields
+from mqtool.dataset import export_fields, spark_select
 from mqtool.io import move_output, prepare_output_dir
 from mqtool.options import DumpOptions
 from mqtool.ranges import FINDING_FIELDS, family_ranges
@@ -226,6 +226,7 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             if split_size:
                 r = r.option("splitSize", str(split_size))
             df = r.load(mine if len(mine) > 1 else mine[0])
+            df = df.selectExpr(*spark_select(fam, family_ranges(fam).ROW_FIELDS))    # the one export schema
             df.write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
         if findings:
             from mqtool.spark.source import size_reader_options

@@ -193,6 +193,7 @@ def test_mixed_export_reads_back_with_spark(mixed):
 
     out, stores = mixed
     mine = SparkSession.getActiveSession() is None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     s = (SparkSession.builder.master("local[1]").appName("mqtool-export-test")
          .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
     try:
@@ -203,6 +204,20 @@ def test_mixed_export_reads_back_with_spark(mixed):
         assert got == {fam: len(embedded(fam, p)) for fam, p in stores.items()}
         kafka_magic = {r["magic"] for r in df.filter("family = 'kafka'").select("magic").distinct().collect()}
         assert kafka_magic == {str(d["magic"]) for d in embedded("kafka", stores["kafka"])}
+        # --engine spark writes the same schema and the same rows
+        import mqtool.spark
+        from mqtool.export import export_spark
+
+        mqtool.spark.register(s)
+        out2 = out.parent / "spark.parquet"
+        export_spark(list(stores.values()), str(out2), body="base64", split_size=1 << 20, spark=s)
+
+        def table(o):
+            t = ds.dataset(str(o), partitioning="hive").to_table()
+            return sorted(t.select(sorted(t.column_names)).to_pylist(),
+                          key=lambda d: (d["store"], d["file"], d["position"]))
+
+        assert table(out2) == table(out)
     finally:
         if mine:
             s.stop()
