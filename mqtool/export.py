@@ -48,6 +48,14 @@ def _require_pyarrow():
 # Parquet settings of the local engine: zstd without dictionary pages (on the bench store: 2.5x faster to write
 # than with them, and smaller files, message columns being mostly unique values)
 PARQUET_OPTIONS = {"compression": "zstd", "use_dictionary": False}
+# A row group is written once this many rows or bytes (Arrow) are buffered for one file: large enough for
+# readers and the writer's per-column costs, small enough to bound memory (per open file)
+ROW_GROUP_ROWS = 65536
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+# ... and whatever the number of files (topics), at most this much is buffered per writer (rows as dicts,
+# then as Arrow): beyond it every file writes what it holds
+MAX_PENDING_ROWS = 16384
+MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 
 
 class _PartitionedWriter:
@@ -55,7 +63,7 @@ class _PartitionedWriter:
     time. Writes in place: the caller writes into a temporary directory and moves it when all went well."""
 
     def __init__(self, out: Path, fields: list[tuple[str, str]], part_cols: list[str], overwrite: bool = False,
-                 batch_rows: int = 8192, family: str | None = None, row_fields: list[tuple[str, str]] | None = None,
+                 batch_rows: int = 4096, family: str | None = None, row_fields: list[tuple[str, str]] | None = None,
                  file_name: str = "part-00000.parquet"):
         from mqtool.dataset import BatchBuilder
 
@@ -66,8 +74,10 @@ class _PartitionedWriter:
         self.overwrite = overwrite
         self.batch_rows = batch_rows
         self.file_name = file_name
-        self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows)
+        self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows, pending batches)
         self.rows = 0
+        self._pending = 0           # rows held as dicts, all files
+        self._buffered = 0          # bytes held as Arrow batches, all files
 
     def add(self, row: dict) -> None:
         key = row.get(self.part_cols[0]) if len(self.part_cols) == 1 else tuple(map(row.get, self.part_cols))
@@ -76,8 +86,12 @@ class _PartitionedWriter:
             ent = self._open[key] = self._new(key)
         ent[1].append(row)
         self.rows += 1
+        self._pending += 1
         if len(ent[1]) >= self.batch_rows:
             self._flush(ent)
+        elif self._pending >= MAX_PENDING_ROWS:
+            for e in self._open.values():
+                self._flush(e)
 
     def _new(self, key: tuple):
         import pyarrow.parquet as pq
@@ -86,19 +100,39 @@ class _PartitionedWriter:
             key = (key,)
         d = self.out.joinpath(*[f"{c}={hive_escape(v)}" for c, v in zip(self.part_cols, key)])
         d.mkdir(parents=True, exist_ok=True)
-        return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [])
+        return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [], [])
 
-    def _flush(self, ent) -> None:
+    def _flush(self, ent, final: bool = False) -> None:
+        """Pending rows → an Arrow batch; buffered batches → a row group when big enough (or ``final``)."""
         if ent[1]:
-            ent[0].write_batch(self.builder.batch(ent[1]))
+            b = self.builder.batch(ent[1])
+            ent[2].append(b)
+            self._pending -= len(ent[1])
+            self._buffered += b.nbytes
             ent[1].clear()
+        if self._buffered >= MAX_BUFFERED_BYTES and not final:
+            for e in self._open.values():
+                self._write(e)
+        batches = ent[2]
+        if batches and (final or sum(b.num_rows for b in batches) >= ROW_GROUP_ROWS
+                        or sum(b.nbytes for b in batches) >= ROW_GROUP_BYTES):
+            self._write(ent)
+
+    def _write(self, ent) -> None:
+        import pyarrow as pa
+
+        batches = ent[2]
+        if batches:
+            ent[0].write_table(pa.Table.from_batches(batches, schema=self.schema), row_group_size=ROW_GROUP_ROWS)
+            self._buffered -= sum(b.nbytes for b in batches)
+            batches.clear()
 
     def close(self, exc=None) -> None:
         err = None
         for ent in self._open.values():
             try:
                 if exc is None:
-                    self._flush(ent)
+                    self._flush(ent, final=True)
                 ent[0].close()
             except BaseException as e:  # keep closing the others
                 err = err or e
