@@ -152,7 +152,13 @@ def _stores(paths, fmt):
     (and executors on other machines, whose working directory differs) name a store the same way."""
     from mqtool.detect import detect
 
-    return [(os.path.abspath(p), detect(p, fmt)) for p in paths]
+    out, seen = [], set()
+    for p in paths:
+        a = os.path.abspath(p)
+        if a not in seen:       # a store given twice is exported once (its part files would collide)
+            seen.add(a)
+            out.append((a, detect(p, fmt)))
+    return out
 
 
 def _export_range_task(args) -> tuple[int, int]:

@@ -248,6 +248,13 @@ def test_force_replaces_an_earlier_export_of_the_store(run_cli, tmp_path):
     assert not [f for f in out.iterdir() if f.name.startswith(".")]
 
 
+def test_a_store_given_twice_is_exported_once(run_cli, tmp_path):
+    p = rmq()
+    out = tmp_path / "out"
+    export(run_cli, out, p, p + "/", args=("--split-size", "20000", "-j", "2"))
+    same_rows("rocketmq", read_store(out, p, "rocketmq"), embedded("rocketmq", p))
+
+
 def test_help_is_true(run_cli):
     code, out, _ = run_cli("export", "--help")
     assert code == 0 and "--jobs" in out and "worker processes" in out
