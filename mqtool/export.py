@@ -62,7 +62,7 @@ class _PartitionedWriter:
     """One Parquet file (``file_name``) per partition key under ``out``, rows buffered ``batch_rows`` at a
     time. Writes in place: the caller writes into a temporary directory and moves it when all went well."""
 
-    def __init__(self, out: Path, fields: list[tuple[str, str]], part_cols: list[str], overwrite: bool = False,
+    def __init__(self, out: Path, fields: list[tuple[str, str]], part_cols: list[str],
                  batch_rows: int = 4096, family: str | None = None, row_fields: list[tuple[str, str]] | None = None,
                  file_name: str = "part-00000.parquet"):
         from mqtool.dataset import BatchBuilder
@@ -71,7 +71,6 @@ class _PartitionedWriter:
         self.part_cols = part_cols
         self.builder = BatchBuilder([f for f in fields if f[0] not in part_cols], family, row_fields)
         self.schema = self.builder.schema
-        self.overwrite = overwrite
         self.batch_rows = batch_rows
         self.file_name = file_name
         self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows, pending batches)

@@ -262,16 +262,21 @@ def test_help_is_true(run_cli):
 
 # ---- failures leave nothing ------------------------------------------------------------------------
 
-def _blocked(mod: str, *cli_args) -> subprocess.CompletedProcess:
-    """Run the CLI in a fresh interpreter where ``import <mod>`` fails (a meta-path blocker)."""
-    code = (f"import sys; sys.modules[{mod!r}] = None\n"
-            f"try:\n    import {mod}\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit('not blocked')\n"
-            "from mqtool.cli import main\n"
-            f"sys.argv = ['mqtool'] + {[str(a) for a in cli_args]!r}\n"
-            "main()\n")
+def _run_cli_with(prelude: str, *cli_args) -> subprocess.CompletedProcess:
+    """Run the CLI in a fresh interpreter (one thread: a pool forks and its workers inherit ``prelude``)."""
+    code = prelude + ("\nfrom mqtool.cli import main\n"
+                      f"sys.argv = ['mqtool'] + {[str(a) for a in cli_args]!r}\n"
+                      "main()\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env=env)
+    return subprocess.run([sys.executable, "-c", "import sys\n" + code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=env)
+
+
+def _blocked(mod: str, *cli_args) -> subprocess.CompletedProcess:
+    """Run the CLI where ``import <mod>`` fails (a meta-path blocker)."""
+    return _run_cli_with(f"sys.modules[{mod!r}] = None\n"
+                         f"try:\n    import {mod}\nexcept ImportError:\n    pass\n"
+                         "else:\n    raise SystemExit('not blocked')", *cli_args)
 
 
 def test_findings_without_pyspark(tmp_path):
@@ -321,19 +326,17 @@ def test_failure_in_findings_leaves_nothing(run_cli, tmp_path, monkeypatch, exis
         assert not out.exists()
 
 
-def test_failure_in_a_worker_leaves_nothing(run_cli, tmp_path, monkeypatch):
-    from mqtool.rocketmq import ranges as R
-
-    real = R.iter_range_rows
-
-    def broken(rng, opts, on_damage=None):
-        if rng.index == 3:
-            raise RuntimeError("worker failed")
-        return real(rng, opts, on_damage)
-
-    monkeypatch.setattr(R, "iter_range_rows", broken)
+def test_failure_in_a_worker_leaves_nothing(tmp_path):
     out = tmp_path / "out"
-    assert_fails(run_cli, "worker failed", "export", rmq(), "--to", out, "--split-size", "20000", "-j", "2")
+    r = _run_cli_with("from mqtool.rocketmq import ranges as R\n"
+                      "real = R.iter_range_rows\n"
+                      "def broken(rng, opts, on_damage=None):\n"
+                      "    if rng.index == 3:\n"
+                      "        raise OSError('worker failed')\n"
+                      "    return real(rng, opts, on_damage)\n"
+                      "R.iter_range_rows = broken",
+                      "export", rmq(), "--to", out, "--split-size", "20000", "-j", "2")
+    assert r.returncode != 0 and "worker failed" in r.stderr, (r.returncode, r.stderr)
     assert not out.exists()
 
 
