@@ -20,7 +20,7 @@ from pathlib import Path
 
 from mqtool.errors import OutputError, UsageError
 from mqtool.dataset import export_fields, spark_select
-from mqtool.io import move_output, prepare_output_dir
+from mqtool.io import current_umask, move_output, prepare_output_dir
 from mqtool.options import DumpOptions
 from mqtool.ranges import FINDING_FIELDS, family_ranges
 
@@ -165,7 +165,7 @@ def _export_range_task(args) -> tuple[int, int]:
     ``tmp``. Returns (rows, damaged ranges met)."""
     import gc
 
-    rng, opts, tmp = args
+    rng, opts, tmp, umask = args
     mod = family_ranges(rng.family)
     damaged = [0]
 
@@ -174,6 +174,7 @@ def _export_range_task(args) -> tuple[int, int]:
 
     gc_was = gc.isenabled()
     gc.disable()        # rows are short-lived dicts without cycles: collections would only cost time
+    umask_was = os.umask(umask)     # the caller's (a forkserver worker has the forkserver's)
     try:
         # one store per range: its partition directory is fixed, rows are split by topic only
         with _PartitionedWriter(Path(tmp) / f"store={hive_escape(rng.store)}",
@@ -183,6 +184,7 @@ def _export_range_task(args) -> tuple[int, int]:
             for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
                 add(row)
     finally:
+        os.umask(umask_was)
         if gc_was:
             gc.enable()
     return w.rows, damaged[0]
@@ -208,7 +210,8 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         ranges = [r for path, fam in stores for r in family_ranges(fam).plan(path, split_size)]
         runner = runner_for(opts, ranges)
         plain = DumpOptions(body=body)
-        for rows, damaged in runner.imap(_export_range_task, [(r, plain, str(tmp / "m")) for r in ranges]):
+        mask = current_umask()
+        for rows, damaged in runner.imap(_export_range_task, [(r, plain, str(tmp / "m"), mask) for r in ranges]):
             counts["messages"] += rows
             counts["damaged"] += damaged
         if findings:

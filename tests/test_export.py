@@ -344,15 +344,28 @@ def test_failure_in_a_worker_leaves_nothing(tmp_path):
 
 @pytest.mark.parametrize("umask", [0o022, 0o027])
 def test_files_get_the_umask_permissions(run_cli, tmp_path, umask):
-    from mqtool.io import write_atomic
+    """Also when the pool's workers come from a forkserver started earlier under another umask (a thread is
+    running, so the pool does not fork; see mqtool.ranges.PoolRunner)."""
+    import threading
 
-    old = os.umask(umask)
+    from mqtool.io import write_atomic
+    from mqtool.ranges import PoolRunner
+
+    ev = threading.Event()
+    t = threading.Thread(target=ev.wait, daemon=True)
+    t.start()
     try:
-        out = tmp_path / "out"
-        export(run_cli, out, rmq(), args=("--findings", "-j", "2", "--split-size", "100000"))
-        write_atomic(tmp_path / "single.txt", b"x")
+        assert list(PoolRunner(2).imap(abs, range(-3, 0))) == [3, 2, 1]     # starts the forkserver
+        old = os.umask(umask)
+        try:
+            out = tmp_path / "out"
+            export(run_cli, out, rmq(), args=("--findings", "-j", "2", "--split-size", "100000"))
+            write_atomic(tmp_path / "single.txt", b"x")
+        finally:
+            os.umask(old)
     finally:
-        os.umask(old)
+        ev.set()
+        t.join()
     paths = [out, *out.rglob("*")]
     assert any(p.is_file() for p in paths) and any(p.name == "_findings" for p in paths)
     for q in paths:
