@@ -37,8 +37,9 @@ BODY_OPT = click.option("--body", type=click.Choice(["none", "text", "hex", "bas
                         show_default=True, help="Include message bodies (decompressed) in this encoding.")
 
 ENGINE_OPT = click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
-                          help="local: this machine (process pool); spark: Apache Spark through PySpark "
-                               "(pip install 'mqtool[spark]', Java 17+).")
+                          help="local: this machine (with --jobs worker processes where the command has "
+                               "--jobs); spark: Apache Spark through PySpark (pip install 'mqtool[spark]', "
+                               "Java 17+).")
 MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default local[*]).")
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Worker processes over byte ranges of the log (0 = all cores). "
@@ -861,16 +862,21 @@ def _chain(a, b):
 @ENGINE_OPT
 @MASTER_OPT
 @SPLIT_OPT
+@JOBS_OPT
 @click.option("--findings", is_flag=True, help="Also write verify findings under OUT/_findings/store=…/.")
 @BODY_OPT
-@click.option("--force", is_flag=True, help="Allow a non-empty --to directory / overwrite files there.")
+@click.option("--force", is_flag=True,
+              help="Allow a non-empty --to directory; a store exported there before is replaced.")
 @SIZE_OPTS
 @guarded
-def export(paths, out, fmt, engine, master, split_size, findings, body, force, **sizes):
+def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, force, **sizes):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
-    Columns are those of `dump commitlog --json` plus `store` (the store's absolute path) and `topic`
-    as partition columns. Read it with Spark (spark.read.parquet(OUT)), pyarrow or DuckDB.
+    Columns are those of `dump commitlog --json` of every family in one schema (plus `family`), with
+    `store` (the store's absolute path) and `topic` as partition columns. Read it with Spark
+    (spark.read.parquet(OUT)), pyarrow or DuckDB. The local engine (pip install 'mqtool[parquet]') runs
+    the byte ranges in --jobs worker processes, each writing its own part files; the dataset appears only
+    when complete. --jobs does not apply to --engine spark.
 
     \b
     Examples:
@@ -884,7 +890,7 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force, *
     if engine == "spark":
         counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master, sizes=sizes)
     else:
-        counts = X.export_local(paths, out, fmt, split, body, findings, force, sizes=sizes)
+        counts = X.export_local(paths, out, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
     if not render._state["quiet"]:
         render.say(f"exported {counts['messages']} messages from {counts['stores']} store(s) to "
                    f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))

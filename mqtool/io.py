@@ -432,6 +432,27 @@ class OutputDir:
         finally:
             os.close(dfd)
 
+    def replace_entries_in(self, src: str | os.PathLike, rel: tuple[str, ...] = ()) -> None:
+        """Move each entry of the scratch directory ``src`` to ``rel`` below the root, replacing whatever is at
+        its name as a whole (a directory tree, a file or a link: removed, never followed; only with force)."""
+        if not os.path.isdir(src):
+            return
+        dfd = os.dup(self.dir_fd(rel))
+        try:
+            for entry in sorted(os.scandir(src), key=lambda e: e.name):
+                st = _lstat_at(entry.name, dfd)
+                if st is not None:
+                    if not self.force:
+                        raise OutputError("exists (use --force to replace it)", self._where(rel + (entry.name,)))
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(entry.name, dir_fd=dfd)      # the fd-based walk: links are not followed
+                    else:
+                        os.unlink(entry.name, dir_fd=dfd)
+                os.replace(entry.path, entry.name, dst_dir_fd=dfd)
+            _fsync_fd(dfd)
+        finally:
+            os.close(dfd)
+
     def close(self) -> None:
         for fd in self._fds.values():
             try:
@@ -538,6 +559,20 @@ def open_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], fo
     return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True)
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it where the system tells it (Linux ``/proc``)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)       # elsewhere: set and restore (not thread-safe, but brief)
+    os.umask(old)
+    return old
+
+
 class AtomicWriter:
     """Write a file under a temporary name in the target directory, fsync, then rename.
 
@@ -545,14 +580,14 @@ class AtomicWriter:
     name. ``overwrite=False`` refuses an existing target (a link included); ``overwrite=True`` replaces it
     (a link is replaced, not followed). ``root``: the :class:`OutputDir` the path lies below (no link below
     it is followed); without one, the file's own directory is the root. ``mode``: permissions to give the
-    file (else the temp file's 0600).
+    file; by default those of the umask, as a plain ``open()`` would give it.
     """
 
     def __init__(self, path: str | os.PathLike, overwrite: bool = False, root: OutputDir | None = None,
                  mode: int | None = None, own_root: bool = False):
         self.path = Path(path)
         self.overwrite = overwrite
-        self.mode = mode
+        self.mode = 0o666 & ~current_umask() if mode is None else mode
         self._root = root
         self._own_root = own_root or root is None
         self._dfd: int | None = None
@@ -612,8 +647,7 @@ class AtomicWriter:
         try:
             if exc_type is None:
                 f.flush()
-                if self.mode is not None:
-                    os.fchmod(f.fileno(), self.mode)
+                os.fchmod(f.fileno(), self.mode)
                 os.fsync(f.fileno())
             f.close()
             if exc_type is None:

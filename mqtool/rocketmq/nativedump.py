@@ -240,6 +240,18 @@ def parallel_rows(path, segs, opts, stats):
     return rows()
 
 
+def range_rows(rng, opts, on_damage=None) -> Iterator[dict]:
+    """The rows of the units that start in byte range ``rng`` (no per-row filter; see :func:`usable`): the rows
+    of :func:`mqtool.rocketmq.ranges.iter_range_rows`, built by the helper."""
+    lo, hi = opts.from_offset, opts.to_offset
+    if (lo is not None and rng.base + rng.size <= lo) or (hi is not None and rng.base + rng.start >= hi):
+        return
+    seg = Segment(rng.file, rng.name, rng.base, rng.size)
+    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop)
+    yield from _event_rows(helper(), scanner, opts, on_damage, [0])
+
+
 def range_lines_task(args) -> tuple[int, object, list]:
     """Pool task: (row count, rendered rows, damage notes) of the units that start in one range; the rows as
     :class:`render.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""

@@ -24,6 +24,7 @@ import os
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from mqtool.dataset import verify_rows  # noqa: F401  (moved there: export needs it without pyspark)
 from mqtool.errors import UsageError
 from mqtool.ranges import FINDING_FIELDS, family_ranges, parse_size
 from mqtool.spark import schema as S
@@ -206,16 +207,3 @@ def size_options(options) -> dict:
         except ValueError:
             raise UsageError(f"mqtool data source: option {_option_name(f.name)}={v!r} is not a number") from None
     return out
-
-
-def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024, sizes: dict | None = None):
-    """Findings rows (and a summary row) of ``verify store`` on one store, run in one process."""
-    from mqtool.detect import family_module
-    from mqtool.options import VerifyOptions
-
-    ops = family_module(family, "ops")
-    findings, summary_fn = ops.verify("store", path, VerifyOptions(max_message_size=max_message_size, jobs=1,
-                                                                  progress=False, **(sizes or {})))
-    for f in findings:
-        yield S.finding_row(path, f.to_dict())
-    yield S.finding_row(path, summary_fn().to_dict())
