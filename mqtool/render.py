@@ -294,7 +294,7 @@ def _decoded(v):
     if isinstance(v, list):
         return [_decoded(x) for x in v]
     try:
-        return base64.b64decode(v).decode("utf-8", errors="backslashreplace")
+        return base64.b64decode(v).decode("utf-8", errors="surrogateescape")    # shown as \xNN by visible()
     except (ValueError, TypeError):
         return v
 
