@@ -48,8 +48,9 @@ class _Ctx:
         self.data_end: int | None = None       # global offset where commitlog data ends
         self.salvage = None
 
-    def f(self, severity, code, file, position, offset, message, expected=None, actual=None) -> Finding:
-        fd = Finding(severity, code, file, position, offset, message, expected, actual)
+    def f(self, severity, code, file, position, offset, message, expected=None, actual=None,
+          span=None) -> Finding:
+        fd = Finding(severity, code, file, position, offset, message, expected, actual, span)
         self.summary.add(fd)
         return fd
 
@@ -106,14 +107,15 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
         elif s.size != common:
             yield ctx.f(ERROR, "segment-size", s.path, 0, s.base,
                         f"segment is {s.size} bytes, the others are {common} (the broker refuses to load this)",
-                        common, s.size)
+                        common, s.size, span=(s.base + s.size, s.base + common) if s.size < common else None)
         if i:
             prev = segs[i - 1]
             if s.base > prev.base + prev.size and prev.size:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
                             f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
                             f"between {prev.name} and {s.name}"
-                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base)
+                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base,
+                            span=(prev.end, s.base))
             elif s.base < prev.end:
                 yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
                             f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
@@ -487,7 +489,8 @@ def _shift_finding(ctx: _Ctx, delta: int, file, position, offset, physical_offse
 
 def _damage_finding(ctx: _Ctx, ev: Damage) -> Finding:
     return ctx.f(ERROR, ev.code, ev.file, ev.position, ev.offset,
-                 f"{ev.message}; skipped {ev.length} bytes to the next valid unit", ev.expected, ev.actual)
+                 f"{ev.message}; skipped {ev.length} bytes to the next valid unit", ev.expected, ev.actual,
+                 span=(ev.offset, ev.offset + ev.length))
 
 
 def _blank_findings(ctx: _Ctx, ev: Blank, seg_size: int, last_seg: bool) -> Iterator[Finding]:
