@@ -37,6 +37,10 @@ PAST_END = frozenset({
     "cq-dangling",                                                                        # RocketMQ
     "cq-beyond-end", "cq-unreachable-record", "after-gap-record", "data-after-gap",       # LiteMQ
 })
+#: a damaged structure of a file → the codes in the same file that follow from it (a bad hash slot makes
+#: the entries it leads to look chained from the wrong slot, cycles where chains now meet, and leaves its
+#: own chain unreachable)
+FILE_ROOTS = {"index-bad-slot": frozenset({"index-wrong-slot", "index-chain-cycle", "index-unreachable"})}
 #: codes reported at the first message after a range of lost messages
 AFTER_RANGE = frozenset({"queue-offset-gap"})
 _KAFKA_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
@@ -99,6 +103,7 @@ class Linker:
         self._log = _Spans()                           # RocketMQ / LiteMQ: global commitlog offsets
         self._files: dict[str, _Spans] = {}            # Kafka: positions in each .log
         self._kafka_logs: dict[str, str] = {}          # segment path without suffix → first root id
+        self._file_roots: dict[str, tuple[str, frozenset]] = {}   # file → (root id, codes that follow)
 
     def damage(self) -> tuple[int, int]:
         """(damaged ranges, damaged bytes) of the current store: the merged spans of its root findings."""
@@ -136,7 +141,12 @@ class Linker:
             if cause is None:
                 spans.add(f.span[0], f.span[1], fid)
         else:
-            cause = self._kafka_cause(f) if kafka else self._cause(f)
+            fr = self._file_roots.get(f.file) if f.file else None
+            cause = fr[0] if fr and f.code in fr[1] else None
+            if cause is None:
+                cause = self._kafka_cause(f) if kafka else self._cause(f)
+        if cause is None and f.code in FILE_ROOTS and f.file:
+            self._file_roots.setdefault(f.file, (fid, FILE_ROOTS[f.code]))
         if cause is not None:
             self.consequences[cause] += 1
         if kafka and f.file and f.file.endswith(".log") and f.severity == ERROR and cause is None:

@@ -259,3 +259,22 @@ def test_nonsense_option_values_are_usage_errors(run_cli, tmp_path, args):
     store = FIXTURES / "rocketmq" / "store"
     code, _, err = run_cli(*[a.format(store=store, tmp=tmp_path) for a in args])
     assert code == 2 and "Invalid value" in err
+
+
+def test_a_bad_hash_slot_is_named_as_the_root(run_cli, tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "rocketmq" / "store", store)
+    idx, = (store / "index").iterdir()
+    data = bytearray(idx.read_bytes())
+    header = 40                                   # IndexHeader, then 4-byte slots
+    heads = [(i, v) for i in range(500) if (v := struct.unpack_from(">i", data, header + 4 * i)[0])]
+    (slot, _), (_, other_head) = heads[0], heads[1]
+    struct.pack_into(">i", data, header + 4 * slot, other_head)        # slot now leads into another chain
+    idx.write_bytes(bytes(data))
+    code, out, _ = run_cli("verify", "index", store, "--json")
+    findings = [r for r in _ndjson(out) if r["kind"] == "finding"]
+    roots = [f for f in findings if f["severity"] == "error" and f["caused_by"] is None]
+    assert code == 1 and len(roots) == 1
+    assert roots[0]["code"] == "index-bad-slot" and roots[0]["position"] == header + 4 * slot
+    wrong = [f for f in findings if f["code"] == "index-wrong-slot"]
+    assert wrong and all(f["caused_by"] == roots[0]["id"] for f in wrong)

@@ -688,6 +688,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
     # entries
     min_off = max_off = None
     min_ts = max_ts = None
+    bad_hash = set()                       # entries whose key hash matches none of their message's keys
     for k in range(1, n + 1):
         kh, off, td, prev = v.entry(k)
         pos = v.entry_position(k)
@@ -711,6 +712,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
         keys = ([m.uniq_key] if m.uniq_key else []) + m.keys
         topic = m.topic
         if kh not in {indexes.index_hash(f"{topic}#{key}") for key in keys}:
+            bad_hash.add(k)
             yield ctx.f(ERROR, "index-hash-mismatch", path, pos, off,
                         f"entry {k}: key hash {kh} matches none of the message's keys ({topic}: {keys[:5]})",
                         None, kh)
@@ -726,6 +728,11 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp) -> Iterator[Finding]:
     seen = bytearray(n + 1)
     for i, cur in used:
         steps = 0
+        if 0 < cur <= n and v.entry(cur)[0] % slots != i and (reader is not None and cur not in bad_hash):
+            # the head entry is sound (its hash is its message's) but belongs to another slot: the slot is bad
+            yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                        f"slot {i} points at entry {cur}, whose key hash belongs to slot {v.entry(cur)[0] % slots}",
+                        None, cur)
         while 0 < cur <= n:
             if seen[cur]:
                 yield ctx.f(ERROR, "index-chain-cycle", path, F.INDEX_HEADER_SIZE + 4 * i, None,
