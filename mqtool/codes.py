@@ -72,6 +72,7 @@ blank-in-last-segment | R | I | normal | the last segment is full (BLANK at its 
 missing-blank | R | W | damage | a segment ends in zero fill without its BLANK unit although later segments hold data
 data-after-end | R | W | history | non-zero bytes after the end of data (stale data from a truncation or reuse)
 zero-fill | R | I | normal | data ends here; the rest is preallocated zero fill
+born-timestamp-implausible | RL | W | content | a message's born time lies more than a year before, or more than a day after, its store time (e.g. 1970 in a message stored in 2026): a wrong producer clock or a damaged field no checksum covers
 queue-offset-gap | R | W | lost | a queue's QUEUEOFFSET jumps forward: messages of the queue are missing in between
 queue-offset-repeat | R | W | content | a queue's QUEUEOFFSET repeats or goes back
 segment-missing | RL | E | lost | a commitlog segment file between two others is missing: its messages are lost
@@ -244,7 +245,7 @@ kafka.skipped-bytes | K | E | damage | damaged bytes skipped up to the next vali
 kafka.partial-tail | K | W | crash | bytes at the end of a segment that make no whole batch (interrupted write; recovery truncates them)
 kafka.zero-tail | K | I | normal | zero bytes at the end of the active segment: end of data (preallocated)
 kafka.zeroed-range | K | W | damage | zeros to the end of a segment that is not the active one (Kafka trims segments at roll)
-kafka.segment-gap | K | W,I | lost | offsets in no segment between two segments: a deleted or lost segment (info when the partition looks compacted)
+kafka.segment-gap | K | E,I | lost | offsets in no segment between two segments: a deleted or lost segment, its records lost (info when the partition looks compacted)
 kafka.file-unreadable | K | E | io | a segment, index or checkpoint path that cannot be read
 kafka.file-changed | K | E | io | a segment shrank while being read; its scan stopped there
 kafka.offset-below-base | K | E | damage | a batch's base offset is below the segment's base offset

@@ -119,3 +119,27 @@ class Summary:
         }
         d.update(self.extra)
         return d
+
+
+# ---- born time versus store time (RocketMQ, LiteMQ) -----------------------------------------------------------
+
+#: how far a producer's born time may lie before the broker's store time: a retry, a DLQ move, a scheduled
+#: or timer message keeps its born time and is stored again later (days, by the broker's defaults); a year
+#: more is no such delay but a wrong clock or a damaged field
+BORN_BEFORE_STORE_MS = 366 * 24 * 3600 * 1000
+#: how far it may lie after the store time (producer and broker clocks apart)
+BORN_AFTER_STORE_MS = 24 * 3600 * 1000
+
+
+def born_plausible(born: int, stored: int) -> bool:
+    return -BORN_AFTER_STORE_MS <= stored - born <= BORN_BEFORE_STORE_MS
+
+
+def born_finding(file, position, offset, born: int, stored: int) -> Finding:
+    """The warning for a born time no delay or clock skew explains (e.g. 1970 in a message stored in 2026)."""
+    from mqtool.render import iso_ms
+
+    how = "before" if born < stored else "after"
+    return Finding(WARNING, "born-timestamp-implausible", file, position, offset,
+                   f"born time {iso_ms(born)} is {abs(stored - born) // 86_400_000} days {how} the store time "
+                   f"{iso_ms(stored)}: a wrong producer clock or a damaged field", stored, born)

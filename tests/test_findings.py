@@ -278,3 +278,36 @@ def test_a_bad_hash_slot_is_named_as_the_root(run_cli, tmp_path):
     assert roots[0]["code"] == "index-bad-slot" and roots[0]["position"] == header + 4 * slot
     wrong = [f for f in findings if f["code"] == "index-wrong-slot"]
     assert wrong and all(f["caused_by"] == roots[0]["id"] for f in wrong)
+
+
+# ---- severity review: an impossible born time ---------------------------------------------------------------
+
+def test_a_1970_born_time_is_a_warning_on_both_lanes(run_cli, tmp_path, lane_impl):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "rocketmq" / "store", store)
+    seg = store / "commitlog" / "00000000000000000000"
+    data = bytearray(seg.read_bytes())
+    # message v1: TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG (4 bytes each), QUEUEOFFSET, PHYSICALOFFSET (8),
+    # SYSFLAG (4), then BORNTIMESTAMP (8) at byte 40; the body CRC does not cover it
+    assert struct.unpack_from(">q", data, 40)[0] > 1_700_000_000_000
+    struct.pack_into(">q", data, 40, 0)
+    seg.write_bytes(bytes(data))
+    _, out, _ = run_cli("verify", "commitlog", store, "--json")
+    rows = _ndjson(out)
+    born = [r for r in rows if r["kind"] == "finding" and r["code"] == "born-timestamp-implausible"]
+    assert len(born) == 1 and born[0]["severity"] == "warning" and born[0]["position"] == 0 and born[0]["actual"] == 0
+    assert rows[-1]["warnings"] >= 1
+    # the first message is still counted and read
+    assert rows[-1]["messages"] == _ndjson(run_cli("verify", "commitlog", FIXTURES / "rocketmq" / "store",
+                                                   "--json")[1])[-1]["messages"]
+
+
+def test_born_time_window():
+    from mqtool.findings import born_plausible
+
+    day = 86_400_000
+    stored = 1_795_338_600_357            # 2026-11-22
+    assert born_plausible(stored - 3 * day, stored)                 # a retry days later
+    assert born_plausible(stored + 3_600_000, stored)               # clocks an hour apart
+    assert not born_plausible(0, stored)                            # 1970
+    assert not born_plausible(stored + 2 * day, stored)             # born far after stored

@@ -110,7 +110,7 @@ def test_kafka_deleted_middle_segment_is_a_segment_gap(run_cli, tmp_path):
     code, fs, s = _verify(run_cli, store)
     gap = [f for f in fs if f["code"] == "kafka.segment-gap"]
     assert [(f["severity"], Path(f["file"]).name, f["expected"], f["actual"]) for f in gap] == \
-        [("warning", "00000000000000000080.log", 37, 80)]
+        [("error", "00000000000000000080.log", 37, 80)]       # data lost: an error (issue 17)
 
 
 def test_kafka_zeroed_inactive_segment_is_not_preallocation(run_cli, tmp_path):

@@ -143,7 +143,7 @@ class KafkaVerifier:
         """Offsets missing between two segments. Retention deletes only from the start and a roll starts the
         new segment at the next offset, so a gap at a segment boundary means a deleted (or lost) segment,
         unless the partition is compacted (the cleaner keeps segment base offsets while removing records):
-        warning when nothing else in the partition shows compaction, info otherwise."""
+        an error (data lost) when nothing else in the partition shows compaction, info otherwise."""
         gaps = [s for s in seen_all if s.boundary_gap is not None]
         if not gaps:
             return
@@ -152,7 +152,7 @@ class KafkaVerifier:
         for s in gaps:
             last, base = s.boundary_gap
             seg = by_base.get(s.base)
-            yield self._f(INFO if compacted else WARNING, "segment-gap", seg.log if seg else None, None, base,
+            yield self._f(INFO if compacted else ERROR, "segment-gap", seg.log if seg else None, None, base,
                           f"offsets {last + 1}..{base - 1} are in no segment: the previous segment ends at {last} "
                           f"and this one starts at {base} (a deleted or lost segment"
                           + (", or compaction" if compacted else "; the partition shows no sign of compaction")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from formats import litemq as F
 from mqtool.errors import OutputError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, born_finding, born_plausible
 from mqtool.io import AtomicWriter
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.layout import Store
@@ -76,6 +76,8 @@ def record_findings(rec: LiteRecord, max_message_size: int = 4 * 1024 * 1024) ->
                            max_message_size, body_len))
     m = rec.m
     f, pos, off = rec.file, rec.position, rec.offset
+    if not born_plausible(m["BornTimestamp"], m["StoreTimestamp"]):
+        out.append(born_finding(f, pos, off, m["BornTimestamp"], m["StoreTimestamp"]))
     if rec.length != rec.consumed + F.TRAILING_PAD:
         out.append(Finding(ERROR, "length-mismatch", f, pos, off,
                            "length prefix disagrees with the encoded fields (+6 overcount)",

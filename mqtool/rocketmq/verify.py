@@ -23,7 +23,8 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool import fastcrc, native
 from mqtool.errors import InputError, NotAStoreError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
+from mqtool.findings import (BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, ERROR, INFO, WARNING, Finding, Summary,
+                             born_finding, born_plausible)
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch, indexes
@@ -242,7 +243,7 @@ def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
 USE_FAST_LANE = True      # tests turn it off to compare the two paths
 # Fields the fast lane needs, unpacked from the schema-derived fixed part (the others are skipped as pad bytes).
 _LANE_FIELDS = ["TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
-                "STORETIMESTAMP", "BODYLENGTH"]
+                "BORNTIMESTAMP", "STORETIMESTAMP", "BODYLENGTH"]
 _LANE = selected_format(F.MessageV1, _LANE_FIELDS, stop_before="BODY")
 # sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch
 _LANE_DECLINE = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_PREPARED_TYPE | F.INNER_BATCH_FLAG
@@ -287,7 +288,7 @@ def _native_lane(crc="auto"):
     try:
         mod.configure(tuple(at[n][:2] for n in _LANE_FIELDS), _LANE.size, tl_size, pl_size,
                       F.MESSAGE_MAGIC_CODE_V1, F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG,
-                      _MULTI_DISPATCH, crc)
+                      _MULTI_DISPATCH, crc, BORN_BEFORE_STORE_MS, BORN_AFTER_STORE_MS)
     except (ValueError, TypeError, OverflowError):    # a layout the C loop refuses: use the Python lane
         return None
     return mod
@@ -345,7 +346,9 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
         n = 0
         limit = min(limit, end - fixed + 1)          # pos < limit: a whole fixed part is there
         while pos < limit:
-            total, magic, body_crc, qid, qoff, phys, sys_flag, store_ts, blen = unpack(buf, pos)
+            total, magic, body_crc, qid, qoff, phys, sys_flag, born_ts, store_ts, blen = unpack(buf, pos)
+            if not born_plausible(born_ts, store_ts):
+                break
             stop = pos + total
             p = pos + fixed + blen                   # TOPICLENGTH (v1: one byte; v2 takes the full path)
             if magic != v1 or total < min_size or stop > end or total > max_size or sys_flag & _LANE_DECLINE \
@@ -461,6 +464,10 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
         else:
             yield ctx.f(ERROR, "prop-crc-malformed", m.file, m.position, m.offset,
                         "__CRC32# property is not 10 digits", None, digits.decode("latin-1"))
+    if not born_plausible(m.born_timestamp, m.store_timestamp):
+        fd = born_finding(m.file, m.position, m.offset, m.born_timestamp, m.store_timestamp)
+        ctx.summary.add(fd)
+        yield fd
     key = _note_dispatch(ctx, m)
     if key is not None:
         exp = expected_next.get(key)
