@@ -177,3 +177,31 @@ class Linker:
 def link(findings: Iterable[Finding]) -> list[Finding]:
     """All findings of one store, with ids and ``caused_by``."""
     return list(Linker().link(findings))
+
+
+def linked(findings: Iterable[Finding], summary_fn, store: str | None = None, family: str | None = None,
+           linker: Linker | None = None):
+    """A verify run (findings iterator, summary function) as every output gives it: findings with ids and
+    ``caused_by``; the summary naming ``store`` and ``family``, with ``consequences`` and the damaged ranges
+    and bytes of the root findings. ``linker``: one per run, so ids stay unique over several stores."""
+    linker = linker or Linker()
+    linker.new_store()
+    caused = [0]
+
+    def gen():
+        for f in linker.link(findings):
+            if f.caused_by is not None:
+                caused[0] += 1
+            yield f
+
+    def summary():
+        s = summary_fn()
+        s.consequences = caused[0]
+        s.damaged_ranges, s.damaged_bytes = linker.damage()
+        if store is not None:
+            s.store = store
+        if family is not None:
+            s.family = family
+        return s
+
+    return gen(), summary

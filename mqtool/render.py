@@ -359,35 +359,17 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
     ``file:position: severity[code] message``, with its number of consequences; ``all_findings`` lists them
     too) or ``table``.
     """
-    from mqtool.causes import Linker
+    from mqtool.causes import Linker, linked
 
     linker = linker or Linker()
-    linker.new_store()
-    caused = [0]
-
-    def linked():
-        for f in linker.link(findings):
-            if f.caused_by is not None:
-                caused[0] += 1
-            yield f
-
-    def finish():
-        s = summary_fn()
-        s.consequences = caused[0]
-        s.damaged_ranges, s.damaged_bytes = linker.damage()
-        if store is not None:
-            s.store = store
-        if family is not None:
-            s.family = family
-        return s
-
+    findings, summary_fn = linked(findings, summary_fn, store, family, linker)
     if want_json(as_json):
-        write_ndjson(f.to_dict() for f in linked())
-        s = finish()
+        write_ndjson(f.to_dict() for f in findings)
+        s = summary_fn()
         write_ndjson([s.to_dict()])
         return s
-    found = list(linked())
-    s = finish()
+    found = list(findings)
+    s = summary_fn()
     con = stdout_console()
     if view == "table":
         _findings_tables(con, found, s)

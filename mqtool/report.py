@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from mqtool.causes import Linker
+from mqtool.causes import linked
 from mqtool.detect import detect, family_module
 from mqtool.info import build_info
 from mqtool.options import InfoOptions, VerifyOptions
@@ -21,19 +21,16 @@ def build_report(path, fmt: str | None, info_opts: InfoOptions, verify_opts: Ver
     family = detect(path, fmt)
     info = build_info(path, family, info_opts)
     ops = family_module(family, "ops")
-    findings_iter, summary_fn = ops.verify("store", path, verify_opts)
+    # the same ids, caused_by and damaged ranges as `verify store`
+    findings_iter, summary_fn = linked(*ops.verify("store", path, verify_opts), path, family)
     findings = []
     dropped = 0
-    linker = Linker()                 # the same ids, caused_by and damaged ranges as `verify store`
-    for f in linker.link(findings_iter):
+    for f in findings_iter:
         if len(findings) < MAX_FINDINGS_KEPT:
             findings.append(f)
         else:
             dropped += 1
     summary = summary_fn()
-    summary.store, summary.family = path, family
-    summary.consequences = sum(linker.consequences.values())
-    summary.damaged_ranges, summary.damaged_bytes = linker.damage()
     if dropped:
         info.notes.append(f"{dropped} verify findings beyond the first {MAX_FINDINGS_KEPT} are counted, not listed")
     sizes: dict[str, int] = {}

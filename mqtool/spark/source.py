@@ -180,9 +180,11 @@ def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024)
     from mqtool.detect import family_module
     from mqtool.options import VerifyOptions
 
+    from mqtool.causes import linked
+
     ops = family_module(family, "ops")
-    findings, summary_fn = ops.verify("store", path, VerifyOptions(max_message_size=max_message_size, jobs=1,
-                                                                  progress=False))
+    findings, summary_fn = linked(*ops.verify("store", path, VerifyOptions(max_message_size=max_message_size,
+                                                                          jobs=1, progress=False)), path, family)
     for f in findings:
         yield S.finding_row(path, f.to_dict())
     yield S.finding_row(path, summary_fn().to_dict())
