@@ -777,9 +777,9 @@ def explain(code, as_list, as_json):
         if as_json:
             render.write_ndjson(rows)
         else:
-            for r in rows:
-                click.echo(f"{r['code']:<40} {','.join(r['families']):<16} {'/'.join(r['severities']):<14} "
-                           f"{r['meaning']}")
+            for r in rows:      # one line each, cut to 80 columns (`mqtool explain CODE` has the whole text)
+                line = f"{r['code']:<34} {'/'.join(s[0].upper() for s in r['severities']):<4} {r['meaning']}"
+                click.echo(line if len(line) <= 80 else line[:79] + "…")
         return
     info = lookup(code)
     if info is None:

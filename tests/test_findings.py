@@ -96,6 +96,9 @@ def test_explain(run_cli):
     rows = _ndjson(out)
     assert code == 0 and len(rows) == len(REGISTRY) == len({r["code"] for r in rows})
     assert run_cli("explain")[0] == 2
+    code, out, _ = run_cli("explain", "--list")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == len(REGISTRY) and all(len(line) <= 80 for line in lines)
 
 
 # ---- root causes on damage made here ------------------------------------------------------------------
