@@ -725,8 +725,8 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force):
     else:
         counts = X.export_local(paths, out, fmt, split, body, findings, force)
     if not render._state["quiet"]:
-        sys.stderr.write(f"mqtool: exported {counts['messages']} messages from {counts['stores']} store(s) to "
-                         f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
+        sys.stderr.write(f"mqtool: exported {counts['messages']} messages ({counts['rows']} rows) from "
+                         f"{counts['stores']} store(s) to {out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else "")
                          + "\n")
     if counts.get("damaged"):
         sys.stderr.write(f"mqtool: {counts['damaged']} damaged range(s) skipped (mqtool verify store tells "

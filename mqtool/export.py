@@ -135,7 +135,8 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                 for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
                     row["store"] = path
                     w.add(row)
-        counts["messages"] += w.rows
+        counts["rows"] = counts.get("rows", 0) + w.rows
+    counts["messages"] = count_messages(outp, stores)
     if findings:
         from mqtool.spark.source import verify_rows
 
@@ -177,7 +178,8 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             _move_tree(tmp / "f", outp / FINDINGS_DIR, force)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    counts["messages"] = count_rows(outp)
+    counts["rows"] = count_rows(outp)
+    counts["messages"] = count_messages(outp, stores)
     if findings:
         counts["findings"] = count_rows(outp / FINDINGS_DIR)
     return counts
@@ -203,6 +205,34 @@ def _move_tree(src: Path, dst: Path, force: bool) -> None:
             else:
                 target.unlink()
         move_output(p, target)
+
+
+def count_messages(outp: Path, stores) -> int:
+    """Messages in the dataset written to ``outp``: RocketMQ and LiteMQ rows are messages; Kafka rows are
+    batches, whose records count by their header (:func:`mqtool.kafka.records.header_records`, control
+    batches excluded) — the number ``verify`` and ``info`` give."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from formats import kafka as K
+
+    n = 0
+    for path, fam in stores:
+        d = Path(outp) / f"store={hive_escape(path)}"
+        if not d.exists():
+            continue
+        if fam != "kafka":
+            n += count_rows(d)
+            continue
+        cols = ["kind", "count", "is_control", "crc_ok", "magic", "size"]
+        for b in ds.dataset(str(d), format="parquet", partitioning="hive").to_batches(columns=cols):
+            data = pc.and_(pc.equal(b["kind"], "batch"), pc.invert(pc.fill_null(b["is_control"], False)))
+            count = pc.max_element_wise(pc.fill_null(b["count"], 0), 0)
+            room = pc.max_element_wise(pc.subtract(pc.fill_null(b["size"], 0), K.V2_HEADER_SIZE), 0)
+            v2 = pc.if_else(pc.fill_null(b["crc_ok"], False), pc.min_element_wise(count, room), 0)
+            per = pc.if_else(pc.equal(pc.fill_null(b["magic"], 2), 2), v2, count)
+            n += pc.sum(pc.if_else(data, per, 0)).as_py() or 0
+    return n
 
 
 def count_rows(path: Path) -> int:

@@ -314,3 +314,10 @@ def test_born_time_window():
     assert born_plausible(stored + 3_600_000, stored)               # clocks an hour apart
     assert not born_plausible(0, stored)                            # 1970
     assert not born_plausible(stored + 2 * day, stored)             # born far after stored
+
+
+def test_export_counts_kafka_messages_as_records(run_cli, tmp_path):
+    pytest.importorskip("pyarrow")
+    code, _, err = run_cli("export", FIXTURES / "kafka" / "logdir", "--to", tmp_path / "out")
+    # 11 records (see test_kafka_messages_are_records_in_verify_and_info) in 6 batch rows
+    assert code == 0 and "exported 11 messages (6 rows)" in err
