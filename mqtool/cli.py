@@ -29,6 +29,10 @@ from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats,
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
+#: counts and sizes that must be at least 1; offsets and counts that may be 0 but never negative
+POSITIVE = click.IntRange(min=1)
+NON_NEGATIVE = click.IntRange(min=0)
+
 FORMAT_OPT = click.option("--format", "fmt", type=click.Choice(["rocketmq", "litemq", "kafka"]),
                           default=None, help="Store family; detected from content and layout when omitted.")
 JSON_OPT = click.option("--json", "as_json", is_flag=True,
@@ -44,6 +48,17 @@ MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Worker processes over byte ranges of the log (0 = all cores). "
                              "Output is the same for any value.")
+
+
+def FINDINGS_VIEW_OPTS(f):
+    f = click.option("--table", is_flag=True,
+                     help="On a terminal: findings as tables (by code, by file, every finding) instead of one "
+                          "line per finding.")(f)
+    return click.option("--all-findings", is_flag=True,
+                        help="On a terminal: also list the findings that follow from another (caused_by); by "
+                             "default each root finding says how many follow from it. NDJSON always has all.")(f)
+
+
 SPLIT_OPT = click.option("--split-size", type=str, default=None,
                          help="Byte-range size of the split (e.g. 64M, 1G; default 128M, and smaller work "
                               "units for dump).")
@@ -378,9 +393,9 @@ def _limit(rows, n):
 @click.option("--topic", help="Only messages of this topic.")
 @click.option("--key", help="Only messages whose KEYS contain this key.")
 @click.option("--tag", help="Only messages with this tag.")
-@click.option("--from-offset", type=int, help="Start at this global offset (inclusive).")
-@click.option("--to-offset", type=int, help="Stop before this global offset.")
-@click.option("--limit", type=click.IntRange(min=0), help="At most N records.")
+@click.option("--from-offset", type=NON_NEGATIVE, help="Start at this global offset (inclusive).")
+@click.option("--to-offset", type=NON_NEGATIVE, help="Stop before this global offset.")
+@click.option("--limit", type=NON_NEGATIVE, help="At most N records.")
 @BODY_OPT
 @click.option("--include-blank", is_flag=True, help="Also list BLANK end-of-file units.")
 @click.option("--include-stale", is_flag=True, help="LiteMQ: also carve stale records after the end of data.")
@@ -404,8 +419,8 @@ def dump_commitlog(path, fmt, as_json, **kw):
 @click.argument("path", type=click.Path())
 @_dump_common
 @click.option("--topic", help="Only this topic's queues.")
-@click.option("--queue", type=int, help="Only this queue id.")
-@click.option("--limit", type=click.IntRange(min=0), help="At most N units.")
+@click.option("--queue", type=NON_NEGATIVE, help="Only this queue id.")
+@click.option("--limit", type=NON_NEGATIVE, help="At most N units.")
 @SIZE_OPTS
 @guarded
 def dump_consumequeue(path, fmt, as_json, **kw):
@@ -422,7 +437,7 @@ def dump_consumequeue(path, fmt, as_json, **kw):
 @click.argument("path", type=click.Path())
 @_dump_common
 @click.option("--slots", is_flag=True, help="Also list the non-empty hash slots.")
-@click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
+@click.option("--limit", type=NON_NEGATIVE, help="At most N rows.")
 @SIZE_OPTS
 @guarded
 def dump_index(path, fmt, as_json, **kw):
@@ -483,8 +498,8 @@ def dump_abort(path, fmt, as_json):
 @click.option("--deep", "--deep-iteration", "deep", is_flag=True, help="Records inside each batch.")
 @click.option("--print-data", "--print-data-log", "print_data", is_flag=True,
               help="Keys and values too (implies --deep).")
-@click.option("--max-bytes", type=int, help="Stop after N bytes of each .log segment.")
-@click.option("--limit", type=click.IntRange(min=0), help="At most N rows.")
+@click.option("--max-bytes", type=NON_NEGATIVE, help="Stop after N bytes of each .log segment.")
+@click.option("--limit", type=NON_NEGATIVE, help="At most N rows.")
 @_time_opts
 @BODY_OPT
 @JOBS_OPT
@@ -511,9 +526,9 @@ def dump_kafka(path, as_json, **kw):
               help="One JSON object on stdout (the default when stdout is not a terminal).")
 @click.option("--bucket", default="auto", show_default=True,
               help="Timeline bucket width: 100ms, 10s, 1m, 1h, 1d … or auto.")
-@click.option("--max-buckets", type=int, default=60, show_default=True,
+@click.option("--max-buckets", type=POSITIVE, default=60, show_default=True,
               help="With --bucket auto: the narrowest width giving at most this many buckets.")
-@click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
 @SIZE_OPTS
 @guarded
@@ -556,7 +571,7 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size, **sizes
 @FORMAT_OPT
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--bucket", default="auto", show_default=True, help="Timeline bucket width (see mqtool info).")
-@click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
 @SIZE_OPTS
 @guarded
@@ -610,7 +625,7 @@ def _verify_cmd(part: str):
     @click.argument("paths", nargs=-1, required=True, type=click.Path())
     @FORMAT_OPT
     @JSON_OPT
-    @click.option("--max-message-size", type=int, default=4 * 1024 * 1024, show_default=True,
+    @click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
                   help="Largest plausible message (bytes); larger sizes are findings.")
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
@@ -622,8 +637,11 @@ def _verify_cmd(part: str):
     @ENGINE_OPT
     @MASTER_OPT
     @SIZE_OPTS
+    @FINDINGS_VIEW_OPTS
     @guarded
-    def cmd(paths, fmt, as_json, engine, master, manifest_out=None, **kw):
+    def cmd(paths, fmt, as_json, engine, master, manifest_out=None, all_findings=False, table=False, **kw):
+        from mqtool.causes import Linker
+
         worst = EXIT_OK
         if manifest_out:
             _write_manifest(manifest_out, paths, kw.get("force", False))
@@ -632,6 +650,8 @@ def _verify_cmd(part: str):
             from mqtool.spark.session import SparkRunner, get_session
 
             kw["runner"] = SparkRunner(get_session(master))
+        linker = Linker()           # ids unique over the whole run
+        summaries = []
         for path in paths:
             family, ops = _ops(path, fmt)
             render.set_base(path)
@@ -639,9 +659,14 @@ def _verify_cmd(part: str):
             findings, summary_fn = ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):
                 render.stdout_console().rule(render.text(f"{family}: {path}"))
-            s = render.render_verify(findings, summary_fn, as_json)
+            s = render.render_verify(findings, summary_fn, as_json, linker=linker,
+                                     view="table" if table else "compact", all_findings=all_findings,
+                                     store=path, family=family)
+            summaries.append(s)
             if s.errors:
                 worst = EXIT_FINDINGS
+        if len(summaries) > 1:
+            render.render_total(summaries, as_json)
         if worst and part == "store":
             h = hints.verify_found_errors(paths, bool(kw.get("salvage_out")))
             if h:
@@ -765,7 +790,7 @@ def rebuild_index(store, fmt, as_json, **kw):
     if not opts.out and not opts.compare:
         raise click.UsageError("give --out DIR, --compare, or both")
     findings, summary_fn = ops.rebuild(store, opts)
-    s = render.render_verify(findings, summary_fn, as_json)
+    s = render.render_verify(findings, summary_fn, as_json, store=store, family=family)
     sys.exit(EXIT_FINDINGS if (s.errors or s.warnings) and opts.compare else EXIT_OK)
 
 
@@ -778,17 +803,17 @@ def rebuild_index(store, fmt, as_json, **kw):
 @click.option("--key", help="Business key (KEYS), through the index files.")
 @click.option("--unique-key", help="Client message id (UNIQ_KEY).")
 @click.option("--msg-id", help="Broker offsetMsgId (store host + physical offset).")
-@click.option("--offset", type=int, help="Message starting at this global offset (Kafka: this offset).")
+@click.option("--offset", type=NON_NEGATIVE, help="Message starting at this global offset (Kafka: this offset).")
 @click.option("--containing", is_flag=True, help="With --offset: the message that contains the offset.")
 @click.option("--topic", help="Topic (narrows --key/--unique-key; required with --queue).")
-@click.option("--queue", type=int, help="Queue id (with --topic and --queue-offset).")
-@click.option("--queue-offset", type=int, help="Logical offset in the queue.")
-@click.option("--count", type=int, default=1, show_default=True, help="With --queue-offset: how many.")
+@click.option("--queue", type=NON_NEGATIVE, help="Queue id (with --topic and --queue-offset).")
+@click.option("--queue-offset", type=NON_NEGATIVE, help="Logical offset in the queue.")
+@click.option("--count", type=POSITIVE, default=1, show_default=True, help="With --queue-offset: how many.")
 @click.option("--time-from", help="Store time from (epoch ms or ISO-8601).")
 @click.option("--time-to", help="Store time to (epoch ms or ISO-8601).")
 @click.option("--begin", help="With --key: earliest store time (epoch ms or ISO-8601).")
 @click.option("--end", help="With --key: latest store time (epoch ms or ISO-8601).")
-@click.option("--max", type=int, default=64, show_default=True, help="At most N results for --key.")
+@click.option("--max", type=POSITIVE, default=64, show_default=True, help="At most N results for --key.")
 @click.option("--scan", is_flag=True, help="Full scan instead of the index files.")
 @click.option("--include-stale", is_flag=True,
               help="LiteMQ: --key/--msg-id/--topic also search stale records of an older run (marked stale).")
@@ -892,8 +917,8 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
     else:
         counts = X.export_local(paths, out, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
     if not render._state["quiet"]:
-        render.say(f"exported {counts['messages']} messages from {counts['stores']} store(s) to "
-                   f"{out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))
+        render.say(f"exported {counts['messages']} messages ({counts['rows']} rows) from {counts['stores']} "
+                   f"store(s) to {out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))
     if counts.get("damaged"):
         render.say(f"{counts['damaged']} damaged range(s) skipped (mqtool verify store tells what and where)")
         sys.exit(EXIT_FINDINGS)
@@ -915,6 +940,55 @@ def decode_msgid(msg_id, as_json):
 
     row = decode_any(msg_id)
     render.emit([row], render.key_columns(row), as_json)
+
+
+# ---- explain --------------------------------------------------------------------------------
+
+@cli.command("explain")
+@click.argument("code", required=False)
+@click.option("--list", "as_list", is_flag=True, help="List every finding code (family, severity, meaning).")
+@click.option("--json", "as_json", is_flag=True, help="NDJSON (one object per code) instead of text.")
+def explain(code, as_list, as_json):
+    """What a finding code means, its family and severity, likely causes and what to do next.
+
+    \b
+    Examples:
+      mqtool explain cq-dangling
+      mqtool explain kafka.segment-gap
+      mqtool explain --list
+      mqtool explain --list --json | jq -r 'select(.severity=="error") | .code'
+    """
+    from mqtool.codes import REGISTRY, lookup
+
+    if as_list == bool(code):
+        raise click.UsageError("give a CODE, or --list")
+    if as_list:
+        rows = [c.to_dict() for c in REGISTRY.values()]
+        if as_json:
+            render.write_ndjson(rows)
+        else:
+            for r in rows:      # one line each, cut to 80 columns (`mqtool explain CODE` has the whole text)
+                line = f"{r['code']:<34} {'/'.join(s[0].upper() for s in r['severities']):<4} {r['meaning']}"
+                click.echo(line if len(line) <= 80 else line[:79] + "…")
+        return
+    info = lookup(code)
+    if info is None:
+        near = sorted(c for c in REGISTRY if code.strip(".").split(".")[-1] in c)[:8]
+        _fail(f"unknown finding code {code!r}" + (f"; similar: {', '.join(near)}" if near else "")
+              + " (mqtool explain --list shows all)")
+    if as_json:
+        render.write_ndjson([info.to_dict()])
+        return
+    import textwrap
+
+    def para(label, text):
+        return textwrap.fill(text, 78, initial_indent=f"  {label:<10}", subsequent_indent=" " * 12,
+                             break_on_hyphens=False)
+
+    click.echo("\n".join([info.code, "", textwrap.fill(info.meaning + ".", 78, initial_indent="  ",
+                                                      subsequent_indent="  "), "",
+                          para("family", ", ".join(info.families)), para("severity", " or ".join(info.severities)),
+                          para("kind", info.klass), para("causes", info.causes), para("next", info.action)]))
 
 
 # ---- completion -----------------------------------------------------------------------------

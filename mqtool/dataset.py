@@ -193,13 +193,14 @@ def to_family_types(table, fields: list[tuple[str, str]]):
 def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024, sizes: dict | None = None):
     """Findings rows (and a summary row) of ``verify store`` on one store, run in one process; the columns
     of :data:`mqtool.ranges.FINDING_FIELDS`."""
+    from mqtool.causes import linked
     from mqtool.detect import family_module
     from mqtool.options import VerifyOptions
     from mqtool.spark.schema import finding_row
 
     ops = family_module(family, "ops")
-    findings, summary_fn = ops.verify("store", path, VerifyOptions(max_message_size=max_message_size, jobs=1,
-                                                                  progress=False, **(sizes or {})))
+    findings, summary_fn = linked(*ops.verify("store", path, VerifyOptions(
+        max_message_size=max_message_size, jobs=1, progress=False, **(sizes or {}))), path, family)
     for f in findings:
         yield finding_row(path, f.to_dict())
     yield finding_row(path, summary_fn().to_dict())

@@ -202,7 +202,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     stores = _stores(paths, fmt)
     created = not os.path.lexists(out)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
-    counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
+    counts = {"messages": 0, "rows": 0, "findings": 0, "stores": len(stores), "damaged": 0}
     tmp = outp.scratch_dir()
     try:
         opts = DumpOptions(body=body, jobs=jobs, split_size=split_size)
@@ -211,7 +211,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         plain = DumpOptions(body=body)
         mask = current_umask()
         for rows, damaged in runner.imap(_export_range_task, [(r, plain, str(tmp / "m"), mask) for r in ranges]):
-            counts["messages"] += rows
+            counts["rows"] += rows
             counts["damaged"] += damaged
         if findings:
             from mqtool.dataset import verify_rows
@@ -230,6 +230,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             shutil.rmtree(outp.path, ignore_errors=True)
         raise
     outp.remove_scratch(tmp)
+    counts["messages"] = count_messages(outp.path, stores)
     return counts
 
 
@@ -268,7 +269,8 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             _move_tree(outp, tmp / "f", (FINDINGS_DIR,))
     finally:
         outp.remove_scratch(tmp)
-    counts["messages"] = count_rows(outp.path)
+    counts["rows"] = count_rows(outp.path)
+    counts["messages"] = count_messages(outp.path, stores)
     if findings:
         counts["findings"] = count_rows(outp.path / FINDINGS_DIR)
     return counts
@@ -279,6 +281,34 @@ def _move_tree(out: OutputDir, src: Path, rel: tuple[str, ...]) -> None:
     dropped."""
     if src.is_dir():
         out.move_tree_in(src, rel, skip=lambda name: name.startswith(("_", ".")))
+
+
+def count_messages(outp: Path, stores) -> int:
+    """Messages in the dataset written to ``outp``: RocketMQ and LiteMQ rows are messages; Kafka rows are
+    batches, whose records count by their header (:func:`mqtool.kafka.records.header_records`, control
+    batches excluded) — the number ``verify`` and ``info`` give."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from formats import kafka as K
+
+    n = 0
+    for path, fam in stores:
+        d = Path(outp) / f"store={hive_escape(path)}"
+        if not d.exists():
+            continue
+        if fam != "kafka":
+            n += count_rows(d)
+            continue
+        cols = ["kind", "count", "is_control", "crc_ok", "magic", "size"]
+        for b in ds.dataset(str(d), format="parquet", partitioning="hive").to_batches(columns=cols):
+            data = pc.and_(pc.equal(b["kind"], "batch"), pc.invert(pc.fill_null(b["is_control"], False)))
+            count = pc.max_element_wise(pc.fill_null(b["count"], 0), 0)
+            room = pc.max_element_wise(pc.subtract(pc.fill_null(b["size"], 0), K.V2_HEADER_SIZE), 0)
+            v2 = pc.if_else(pc.fill_null(b["crc_ok"], False), pc.min_element_wise(count, room), 0)
+            per = pc.if_else(pc.equal(pc.fill_null(b["magic"], "2"), "2"), v2, count)    # one schema: magic is text
+            n += pc.sum(pc.if_else(data, per, 0)).as_py() or 0
+    return n
 
 
 def count_rows(path: Path) -> int:

@@ -1,6 +1,7 @@
 """Findings: what verify (and damaged-input scans) report. Data, not control flow."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -21,10 +22,29 @@ class Finding:
     message: str
     expected: Any = None
     actual: Any = None
+    #: the damaged or missing bytes [start, end) in the log's offset space, for a finding other findings can
+    #: follow from (see :mod:`mqtool.causes`); None for the others
+    span: tuple[int, int] | None = None
+    #: unique within a run; set by :func:`mqtool.causes.link`
+    id: str | None = None
+    #: the id of the root finding this one follows from (None: a root)
+    caused_by: str | None = None
+
+    if os.environ.get("MQTOOL_CHECK_CODES"):      # tests: every code must be registered, at a listed severity
+        def __post_init__(self):
+            from mqtool.codes import REGISTRY
+
+            info = REGISTRY.get(self.code)
+            if info is None:
+                raise AssertionError(f"finding code {self.code!r} is not registered in mqtool/codes.py")
+            if self.severity not in info.severities:
+                raise AssertionError(f"finding code {self.code!r} emitted as {self.severity}, registered as "
+                                     f"{'/'.join(info.severities)} in mqtool/codes.py")
 
     def to_dict(self) -> dict:
         return {
             "kind": "finding",
+            "id": self.id,
             "severity": self.severity,
             "code": self.code,
             "file": self.file,
@@ -33,6 +53,7 @@ class Finding:
             "expected": self.expected,
             "actual": self.actual,
             "message": self.message,
+            "caused_by": self.caused_by,
         }
 
 
@@ -46,6 +67,13 @@ class Summary:
     messages: int = 0
     skipped_ranges: int = 0
     skipped_bytes: int = 0
+    store: str | None = None
+    family: str | None = None
+    consequences: int = 0          # findings that follow from another (caused_by set)
+    #: byte ranges of the log reported damaged or missing (merged spans of the root findings,
+    #: :meth:`mqtool.causes.Linker.damage`); None before linking: the ranges the reader skipped
+    damaged_ranges: int | None = None
+    damaged_bytes: int | None = None
     by_code: Counter = field(default_factory=Counter)
     by_file: Counter = field(default_factory=Counter)
     extra: dict = field(default_factory=dict)
@@ -75,13 +103,19 @@ class Summary:
     def to_dict(self) -> dict:
         d = {
             "kind": "summary",
+            "store": self.store,
+            "family": self.family,
+            "verdict": self.verdict,
             "errors": self.errors,
             "warnings": self.warnings,
             "infos": self.infos,
+            "consequences": self.consequences,
             "messages": self.messages,
+            # one definition for verify and report: the log's bytes that root findings report damaged or missing
+            "damaged_ranges": self.skipped_ranges if self.damaged_ranges is None else self.damaged_ranges,
+            "damaged_bytes": self.skipped_bytes if self.damaged_bytes is None else self.damaged_bytes,
             "skipped_ranges": self.skipped_ranges,
             "skipped_bytes": self.skipped_bytes,
-            "verdict": self.verdict,
         }
         d.update(self.extra)
         return d
@@ -115,3 +149,27 @@ def checkpoint_value_problems(name: str, value: int, *, time: bool = False, log_
                  "data the broker had written is not in these files (lost, truncated, or copied at different "
                  "moments)", f"<= {log_end}", value)]
     return []
+
+
+# ---- born time versus store time (RocketMQ, LiteMQ) -----------------------------------------------------------
+
+#: how far a producer's born time may lie before the broker's store time: a retry, a DLQ move, a scheduled
+#: or timer message keeps its born time and is stored again later (days, by the broker's defaults); a year
+#: more is no such delay but a wrong clock or a damaged field
+BORN_BEFORE_STORE_MS = 366 * 24 * 3600 * 1000
+#: how far it may lie after the store time (producer and broker clocks apart)
+BORN_AFTER_STORE_MS = 24 * 3600 * 1000
+
+
+def born_plausible(born: int, stored: int) -> bool:
+    return -BORN_AFTER_STORE_MS <= stored - born <= BORN_BEFORE_STORE_MS
+
+
+def born_finding(file, position, offset, born: int, stored: int) -> Finding:
+    """The warning for a born time no delay or clock skew explains (e.g. 1970 in a message stored in 2026)."""
+    from mqtool.render import iso_ms
+
+    how = "before" if born < stored else "after"
+    return Finding(WARNING, "born-timestamp-implausible", file, position, offset,
+                   f"born time {iso_ms(born)} is {abs(stored - born) // 86_400_000} days {how} the store time "
+                   f"{iso_ms(stored)}: a wrong producer clock or a damaged field", stored, born)

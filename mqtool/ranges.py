@@ -48,6 +48,8 @@ FINDING_FIELDS: list[tuple[str, str]] = [
     ("expected", "string"),     # JSON text of the NDJSON value (a bare string stays as it is)
     ("actual", "string"),
     ("message", "string"),
+    ("id", "string"),           # unique within the store's verify run
+    ("caused_by", "string"),    # the id of the root finding this one follows from
 ]
 
 

@@ -518,6 +518,7 @@ class _Progress:
 # ---- findings -------------------------------------------------------------------------------
 
 FINDING_COLUMNS = [
+    Column("id", "Id", priority=1),
     Column("severity", "Severity", priority=0),
     Column("code", "Code", priority=0),
     Column("file", "File", max_width=48, priority=1),
@@ -526,14 +527,30 @@ FINDING_COLUMNS = [
     Column("expected", "Expected", max_width=24, priority=4),
     Column("actual", "Actual", max_width=24, priority=4),
     Column("message", "Message", max_width=80, priority=2),
+    Column("caused_by", "Caused by", priority=3),
 ]
 
 
-def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bool) -> Any:
-    """Render a verify run: NDJSON findings then a summary object, or tables (summary first for people).
+_SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
+_SEV_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
-    ``findings`` yields Finding objects; ``summary_fn`` is called after they are exhausted.
+
+def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bool, *, linker=None,
+                  view: str = "compact", all_findings: bool = False, store: str | None = None,
+                  family: str | None = None) -> Any:
+    """Render a verify run: NDJSON findings then a summary object, or (on a terminal) the findings for people
+    and the summary line.
+
+    ``findings`` yields Finding objects; ``summary_fn`` is called after they are exhausted. Every finding gets
+    an ``id`` and, when it follows from another, ``caused_by`` (:mod:`mqtool.causes`; pass one ``linker`` for
+    all stores of a run, so ids stay unique). On a terminal ``view`` is ``compact`` (one line per root finding,
+    ``file:position: severity[code] message``, with its number of consequences; ``all_findings`` lists them
+    too) or ``table``.
     """
+    from mqtool.causes import Linker, linked
+
+    linker = linker or Linker()
+    findings, summary_fn = linked(findings, summary_fn, store, family, linker)
     if want_json(as_json):
         write_ndjson(f.to_dict() for f in findings)
         s = summary_fn()
@@ -542,13 +559,88 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
     found = list(findings)
     s = summary_fn()
     con = stdout_console()
+    if view == "table":
+        _findings_tables(con, found, s)
+    else:
+        _findings_compact(con, found, linker.consequences, all_findings, store)
+    con.print(summary_line(s))
+    return s
+
+
+def summary_line(s) -> "Text":
+    """The one-line verdict of a verify run (terminal)."""
+    from rich.text import Text
+
+    verdict_style = {"sound": "bold green", "sound-with-warnings": "bold yellow", "damaged": "bold red"}
+    d = s.to_dict()
+    head = visible(f"{d['family']} {d['store']}: ") if d.get("store") else ""
+    roots = d["errors"] + d["warnings"] + d["infos"] - d.get("consequences", 0)
+    return Text.assemble(head, (f"verdict: {s.verdict}", verdict_style.get(s.verdict, "bold")),
+                         f"\n  errors={d['errors']} warnings={d['warnings']} infos={d['infos']} "
+                         f"(root findings {roots}, consequences {d.get('consequences', 0)})"
+                         f"\n  messages={d['messages']} damaged_ranges={d['damaged_ranges']} "
+                         f"damaged_bytes={d['damaged_bytes']}")
+
+
+def finding_location(f, store: str | None = None) -> str:
+    """``file:position`` (``file@offset`` without a position; ``store`` for store-wide findings); a file
+    inside ``store`` is named relative to it."""
+    name = f.file
+    if name is not None and store:
+        root = os.path.join(store, "")
+        if name.startswith(root) and len(name) > len(root):
+            name = name[len(root):]
+    if name is None:
+        return "store" if f.offset is None else f"@{f.offset}"
+    if f.position is not None:
+        return f"{name}:{f.position}"
+    return name if f.offset is None else f"{name}@{f.offset}"
+
+
+def finding_line(f, consequences: int = 0, store: str | None = None, follows: bool = True) -> "Text":
+    """One finding, compiler style: ``file:position: severity[code] message``."""
+    from rich.text import Text
+
+    t = Text.assemble(visible(f"{finding_location(f, store)}: "),
+                      (visible(f"{f.severity}[{f.code}]"), _SEV_STYLE.get(f.severity, "")), visible(f" {f.message}"))
+    if consequences:
+        t.append(f" (and {consequences} consequence{'s' if consequences != 1 else ''})", "dim")
+    if f.caused_by and follows:
+        t.append(f" (follows from {f.caused_by})", "dim")
+    return t
+
+
+def _findings_compact(con: Console, found: list, consequences, all_findings: bool, store=None) -> None:
+    by_root: dict[str, list] = {}
+    roots = []
+    for f in found:
+        if f.caused_by is None:
+            roots.append(f)
+        else:
+            by_root.setdefault(f.caused_by, []).append(f)
+    roots.sort(key=lambda f: _SEV_ORDER.get(f.severity, 3))
+    hidden = 0
+    for r in roots:
+        n = consequences.get(r.id, 0)
+        con.print(finding_line(r, n, store))
+        if all_findings:
+            for c in by_root.get(r.id, ()):
+                line = finding_line(c, store=store, follows=False)
+                line.pad_left(4)
+                con.print(line)
+        else:
+            hidden += n
+    if hidden:
+        con.print(f"({hidden} findings that follow from those above are not shown: --all-findings lists them, "
+                  "--json gives every finding)", style="dim", highlight=False)
+
+
+def _findings_tables(con: Console, found: list, s) -> None:
     t = Table(title="Findings by code", header_style="bold")
     t.add_column("Severity")
     t.add_column("Code")
     t.add_column("Count", justify="right")
-    for (sev, code), cnt in sorted(s.by_code.items(), key=lambda kv: (["error", "warning", "info"].index(kv[0][0])
-                                                                        if kv[0][0] in ("error", "warning", "info")
-                                                                        else 3, kv[0][1])):
+    for (sev, code), cnt in sorted(s.by_code.items(), key=lambda kv: (_SEV_ORDER.get(kv[0][0], 3), kv[0][1])):
         t.add_row(_sev_style(sev), text(code), str(cnt))
     if s.by_code:
         con.print(t)
@@ -558,15 +650,28 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
         for fname, cnt in sorted(s.by_file.items()):
             tf.add_row(text(relative(fname)), str(cnt))
         con.print(tf)
-        order = {"error": 0, "warning": 1, "info": 2}
-        render_table((f.to_dict() for f in sorted(found, key=lambda f: (order.get(f.severity, 3)))),
+        render_table((f.to_dict() for f in sorted(found, key=lambda f: (_SEV_ORDER.get(f.severity, 3)))),
                      FINDING_COLUMNS, title="Findings", console=con)
-    verdict_style = {"sound": "bold green", "sound-with-warnings": "bold yellow", "damaged": "bold red"}
-    con.print(Text.assemble(text(f"verdict: {s.verdict}", verdict_style.get(s.verdict, "bold")),
-                            text(f"  errors={s.errors} warnings={s.warnings} infos={s.infos} messages={s.messages} "
-                                 f"skipped_ranges={s.skipped_ranges} skipped_bytes={s.skipped_bytes}")))
-    return s
 
 
 def _sev_style(sev: str) -> Text:
     return text(sev, {"error": "red", "warning": "yellow", "info": "blue"}.get(sev, ""))
+
+
+#: summary fields a multi-store run adds up in its total
+TOTAL_FIELDS = ("errors", "warnings", "infos", "consequences", "messages", "damaged_ranges", "damaged_bytes")
+
+
+def render_total(summaries: list, as_json: bool) -> dict:
+    """The closing total of a run over several stores (a ``kind: total`` object in NDJSON)."""
+    dicts = [s.to_dict() for s in summaries]
+    total = {"kind": "total", "stores": len(dicts)}
+    for k in TOTAL_FIELDS:
+        total[k] = sum(d.get(k) or 0 for d in dicts)
+    total["damaged_stores"] = sum(1 for s in summaries if s.verdict == "damaged")
+    if want_json(as_json):
+        write_ndjson([total])
+    else:
+        stdout_console().print(text(f"total over {total['stores']} stores: {total['damaged_stores']} damaged; "
+                                    + " ".join(f"{k}={total[k]}" for k in TOTAL_FIELDS)), highlight=False)
+    return total

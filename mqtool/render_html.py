@@ -18,7 +18,8 @@ from mqtool.info import StoreInfo, bucket_label, merged_buckets
 from mqtool.render import iso_ms
 from mqtool.render_info import _unit, fact_text, human_bytes, human_span, time_label
 
-MAX_FINDING_ROWS = 5000
+MAX_FINDING_ROWS = 1000        # root findings listed (all are counted)
+MAX_CONSEQUENCE_ROWS = 20     # findings listed under each root (all are counted)
 MAX_TOPIC_BARS = 25
 MAX_TABLE_ROWS = 1000      # topics / consumer rows in the HTML tables (the JSON of `mqtool info` has all)
 MAX_CLEAN_STRIPS = 8       # with more logs than this, the damage map draws only those with marks
@@ -116,11 +117,20 @@ def _cards(info: StoreInfo, summary) -> str:
         ("shutdown", {True: "UNCLEAN", False: "clean", None: "unknown"}[unclean], bool(unclean)),
         ("errors", str(getattr(summary, "errors", 0)), bool(getattr(summary, "errors", 0))),
         ("warnings", str(getattr(summary, "warnings", 0)), False),
-        ("damaged ranges", f"{info.damage_total} ({human_bytes(info.damaged_bytes)})", bool(info.damage_total)),
+        _damage_card(info, summary),
     ]
     return '<div class="cards">' + "".join(
         f'<div class="card{" bad" if bad else ""}"><div class="k">{_e(k)}</div><div class="v">{_e(v)}</div></div>'
         for k, v, bad in cards) + "</div>"
+
+
+def _damage_card(info: StoreInfo, summary) -> tuple[str, str, bool]:
+    """Damaged ranges and bytes as `verify store` counts them (the merged spans of its root findings)."""
+    d = summary.to_dict() if summary is not None else None
+    if d is None:
+        return "damaged ranges", f"{info.damage_total} ({human_bytes(info.damaged_bytes)})", bool(info.damage_total)
+    return ("damaged ranges", f"{d['damaged_ranges']} ({human_bytes(d['damaged_bytes'])})",
+            bool(d["damaged_ranges"]))
 
 
 def _overview(info: StoreInfo, summary) -> str:
@@ -134,9 +144,10 @@ def _overview(info: StoreInfo, summary) -> str:
     for k, v in info.overview.items():
         rows.append((k, fact_text(k, v)))
     if summary is not None:
-        rows.append(("verify", f"errors={summary.errors} warnings={summary.warnings} infos={summary.infos} "
-                               f"messages={summary.messages} skipped_ranges={summary.skipped_ranges} "
-                               f"skipped_bytes={summary.skipped_bytes}"))
+        d = summary.to_dict()
+        rows.append(("verify", f"errors={d['errors']} warnings={d['warnings']} infos={d['infos']} "
+                               f"(consequences {d['consequences']}) messages={d['messages']} "
+                               f"damaged_ranges={d['damaged_ranges']} damaged_bytes={d['damaged_bytes']}"))
     return '<dl class="kv">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in rows) + "</dl>"
 
 
@@ -327,28 +338,51 @@ def _log_strip(stream, files: list[dict], marks: dict, single: bool = False) -> 
 
 
 def _findings(findings: list, summary, store_path: str) -> str:
+    """Counts by code, then one row per root finding (its consequences, capped, folded under it)."""
     if not findings:
         return '<p class="note" id="no-findings">verify reported no finding.</p>'
     by_code = Counter((f.severity, f.code) for f in findings)
     code_rows = "".join(f"<tr><td class=sev-{_e(s)}>{_e(s)}</td><td>{_e(c)}</td><td class=num>{n}</td></tr>"
                         for (s, c), n in sorted(by_code.items(), key=lambda kv: (SEV_ORDER.get(kv[0][0], 3), kv[0][1])))
-    ordered = sorted(findings, key=lambda f: (SEV_ORDER.get(f.severity, 3), f.file or "", f.position or 0))
+    caused: dict[str, list] = {}
+    roots = []
+    for f in findings:
+        if f.caused_by is None:
+            roots.append(f)
+        else:
+            caused.setdefault(f.caused_by, []).append(f)
+    roots.sort(key=lambda f: (SEV_ORDER.get(f.severity, 3), f.file or "", f.position or 0))
     rows = []
-    for f in ordered[:MAX_FINDING_ROWS]:
-        rows.append(f'<tr class="finding" data-severity="{_e(f.severity)}"><td class="sev-{_e(f.severity)}">'
-                    f"{_e(f.severity)}</td><td>{_e(f.code)}</td><td class=path>{_e(_short(f.file, store_path))}</td>"
-                    f"<td class=num>{_e(f.position)}</td><td class=num>{_e(f.offset)}</td>"
-                    f"<td class=msg>{_e(_clip(f.expected))}</td><td class=msg>{_e(_clip(f.actual))}</td>"
-                    f"<td class=msg>{_e(f.message)}</td></tr>")
+    for f in roots[:MAX_FINDING_ROWS]:
+        rows.append(_finding_row(f, store_path, "finding"))
+        sub = caused.get(f.id, [])
+        if sub:
+            inner = "".join(_finding_row(c, store_path, "consequence") for c in sub[:MAX_CONSEQUENCE_ROWS])
+            if len(sub) > MAX_CONSEQUENCE_ROWS:
+                inner += (f'<tr><td colspan=8 class="note">{len(sub) - MAX_CONSEQUENCE_ROWS} more not listed'
+                          "</td></tr>")
+            rows.append(f'<tr class="consequences"><td colspan=8><details><summary>and {len(sub)} consequence'
+                        f'{"s" if len(sub) != 1 else ""} (findings that follow from this one)</summary>'
+                        f"<table>{inner}</table></details></td></tr>")
     more = ""
-    if len(findings) > MAX_FINDING_ROWS:
-        more = (f'<p class="note">{len(findings) - MAX_FINDING_ROWS} more findings not shown: '
+    if len(roots) > MAX_FINDING_ROWS:
+        more = (f'<p class="note">{len(roots) - MAX_FINDING_ROWS} more root findings not shown: '
                 f'<code>mqtool verify store {_e(store_path)} --json</code> lists all.</p>')
     return ("<table><thead><tr><th>Severity</th><th>Code</th><th class=num>Count</th></tr></thead><tbody>"
             + code_rows + "</tbody></table>"
+            + f'<p class="note">{len(roots)} root findings; {len(findings) - len(roots)} findings follow from '
+              "them and are folded under the one they follow from.</p>"
             + '<table id="findings-table"><thead><tr><th>Severity</th><th>Code</th><th>File</th>'
               "<th class=num>Position</th><th class=num>Offset</th><th>Expected</th><th>Actual</th><th>Message</th>"
               "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>" + more)
+
+
+def _finding_row(f, store_path: str, cls: str) -> str:
+    return (f'<tr class="{cls}" id="{_e(f.id)}" data-severity="{_e(f.severity)}"><td class="sev-{_e(f.severity)}">'
+            f"{_e(f.severity)}</td><td>{_e(f.code)}</td><td class=path>{_e(_short(f.file, store_path))}</td>"
+            f"<td class=num>{_e(f.position)}</td><td class=num>{_e(f.offset)}</td>"
+            f"<td class=msg>{_e(_clip(f.expected))}</td><td class=msg>{_e(_clip(f.actual))}</td>"
+            f"<td class=msg>{_e(f.message)}</td></tr>")
 
 
 def _short(path: str | None, root: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+from mqtool.causes import linked
 from mqtool.detect import detect, family_module
 from mqtool.info import build_info
 from mqtool.options import InfoOptions, VerifyOptions
@@ -20,7 +21,8 @@ def build_report(path, fmt: str | None, info_opts: InfoOptions, verify_opts: Ver
     family = detect(path, fmt)
     info = build_info(path, family, info_opts)
     ops = family_module(family, "ops")
-    findings_iter, summary_fn = ops.verify("store", path, verify_opts)
+    # the same ids, caused_by and damaged ranges as `verify store`
+    findings_iter, summary_fn = linked(*ops.verify("store", path, verify_opts), path, family)
     findings = []
     dropped = 0
     for f in findings_iter:

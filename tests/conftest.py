@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# every Finding checks at construction that its code is registered (mqtool/codes.py) at the severity it is
+# emitted with; set before mqtool is imported, inherited by CLI subprocesses
+os.environ.setdefault("MQTOOL_CHECK_CODES", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 

@@ -87,7 +87,8 @@ def _configure_args():
 
 
 def test_configuration_comes_from_the_schema():
-    fields, fixed, tl, pl, magic, min_size, mask, tail, tag, multi, _ = _configure_args()
+    fields, fixed, tl, pl, magic, min_size, mask, tail, tag, multi, _, born_before, born_after = _configure_args()
+    assert (born_before, born_after) == (verify.BORN_BEFORE_STORE_MS, verify.BORN_AFTER_STORE_MS)
     names = verify._LANE_FIELDS
     # the offsets are those of the construct schema: build a unit and read each field back at its offset
     unit = _unit(b"Topic", 3, 41, 12345, b"body", b"KEYS\x01k", sys_flag=0x1, store_ts=777)

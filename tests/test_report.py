@@ -81,13 +81,19 @@ def test_report_of_a_damaged_store(run_cli, tmp_path):
     assert page.count("svg") >= 3
     assert page.count("rect", **{"class": "damaged-bucket"}) >= 1
     assert page.count("rect", **{"class": "damage-mark"}) >= 1
-    # the verify findings: one row per finding, same as `verify store --json` says
+    # the verify findings: one row per root finding, its consequences folded under it, as `verify store --json`
+    # links them; the damaged-ranges tile says what the verify summary says
     code_v, out_v, _ = run_cli("verify", "store", store, "--json")
     rows = [json.loads(x) for x in out_v.splitlines()]
     findings = [r for r in rows if r["kind"] == "finding"]
+    roots = [f for f in findings if f["caused_by"] is None]
     summary = rows[-1]
-    assert page.count("tr", **{"class": "finding"}) == len(findings)
-    assert page.count("tr", **{"class": "finding", "data-severity": "error"}) == summary["errors"] > 0
+    assert page.count("tr", **{"class": "finding"}) == len(roots)
+    assert page.count("tr", **{"class": "finding", "data-severity": "error"}) == \
+        sum(1 for f in roots if f["severity"] == "error") > 0
+    assert page.count("tr", **{"class": "finding"}) + page.count("tr", **{"class": "consequence"}) == len(findings)
+    assert summary["damaged_ranges"] >= 1
+    assert f"damaged ranges{summary['damaged_ranges']} (" in "".join(page.text)
     text = "".join(page.text)
     assert "bad-length-field" in text or "bad-magic" in text
     assert "damaged" in text and "UNCLEAN" in text

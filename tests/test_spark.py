@@ -129,8 +129,10 @@ def test_verify_mode_rows_are_the_findings(spark):
     df = spark.read.format("mqtool").option("mode", "verify").load(paths)
     got = [r.asDict() for r in df.collect()]
     want = []
-    for p in paths:
-        fs, summary_fn = verify_store(open_store(p), "store", VerifyOptions())
+    from mqtool.causes import linked
+
+    for p in paths:      # the findings as `verify store` gives them (ids, caused_by, summary naming the store)
+        fs, summary_fn = linked(*verify_store(open_store(p), "store", VerifyOptions()), p, "rocketmq")
         want += [finding_row(p, f.to_dict()) for f in fs] + [finding_row(p, summary_fn().to_dict())]
     cols = [c for c in df.columns]
     assert [{c: w.get(c) for c in cols} for w in want] == got

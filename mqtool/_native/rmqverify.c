@@ -22,7 +22,8 @@
 
 /* ---- configuration (set once by configure(), from the schema) ------------------------------------------- */
 
-enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_QUEUEOFF, F_PHYS, F_SYSFLAG, F_STORETS, F_BODYLEN, NFIELDS };
+enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_QUEUEOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_STORETS, F_BODYLEN,
+       NFIELDS };
 
 typedef struct {
     int configured;
@@ -31,6 +32,7 @@ typedef struct {
     Py_ssize_t fixed;          /* size of the fixed part (BODY starts here when BODYLENGTH is its last field) */
     int tl_size, pl_size;      /* TOPICLENGTH, PROPERTIESLENGTH sizes (signed big-endian) */
     int64_t magic, min_size, decline_mask;
+    int64_t born_before, born_after;  /* plausible born time: [store - born_before, store + born_after] */
     Py_ssize_t crc_tail;       /* "__CRC32#" counts only in the last crc_tail bytes of the properties */
     char crc_tag[32];
     Py_ssize_t crc_tag_len;
@@ -335,7 +337,11 @@ static PyObject *scan(PyObject *self, PyObject *args)
         int64_t sys_flag = rd_be(u + cfg.off[F_SYSFLAG], cfg.size[F_SYSFLAG]);
         int64_t blen = rd_be(u + cfg.off[F_BODYLEN], cfg.size[F_BODYLEN]);
         int64_t phys = rd_be(u + cfg.off[F_PHYS], cfg.size[F_PHYS]);
-        int64_t delta;
+        int64_t delta, born_gap;
+        if (__builtin_sub_overflow(rd_be(u + cfg.off[F_STORETS], cfg.size[F_STORETS]),
+                                   rd_be(u + cfg.off[F_BORNTS], cfg.size[F_BORNTS]), &born_gap)
+            || born_gap > cfg.born_before || born_gap < -cfg.born_after)
+            break;                                      /* an implausible born time: the full path reports it */
         if (magic != cfg.magic || total < cfg.min_size || total > max_size || total > end - pos
             || (sys_flag & cfg.decline_mask) || blen < 0 || blen > total
             || __builtin_sub_overflow(phys, (int64_t)pos, &delta) || delta != shift)
@@ -426,9 +432,10 @@ error:
 
 PyDoc_STRVAR(configure_doc,
 "configure(fields, fixed, topic_len_size, props_len_size, magic, min_size, decline_mask, crc_tail, crc_tag,\n"
-"          multi_dispatch, crc32)\n\n"
+"          multi_dispatch, crc32, born_before, born_after)\n\n"
 "fields: ((offset, size), ...) of TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG,\n"
-"STORETIMESTAMP, BODYLENGTH in the fixed part (signed big-endian, 1/2/4/8 bytes), all derived from the schema.\n"
+"BORNTIMESTAMP, STORETIMESTAMP, BODYLENGTH in the fixed part (signed big-endian, 1/2/4/8 bytes), all derived\n"
+"from the schema. born_before / born_after (ms): how far a born time may lie before / after the store time.\n"
 "crc32: a callable equal to zlib.crc32, or None for the built-in slicing-by-8.");
 
 static int ok_size(long s) { return s == 1 || s == 2 || s == 4 || s == 8; }
@@ -438,14 +445,14 @@ static PyObject *configure(PyObject *self, PyObject *args)
     PyObject *fields, *crc;
     Py_ssize_t fixed, crc_tail;
     int tl_size, pl_size;
-    long long magic, min_size, mask;
+    long long magic, min_size, mask, born_before, born_after;
     Py_buffer tag, multi;
-    if (!PyArg_ParseTuple(args, "O!niiLLLny*y*O", &PyTuple_Type, &fields, &fixed, &tl_size, &pl_size, &magic,
-                          &min_size, &mask, &crc_tail, &tag, &multi, &crc))
+    if (!PyArg_ParseTuple(args, "O!niiLLLny*y*OLL", &PyTuple_Type, &fields, &fixed, &tl_size, &pl_size, &magic,
+                          &min_size, &mask, &crc_tail, &tag, &multi, &crc, &born_before, &born_after))
         return NULL;
     Config c = {0};
     const char *why = NULL;
-    if (PyTuple_GET_SIZE(fields) != NFIELDS) why = "fields: 9 (offset, size) pairs expected";
+    if (PyTuple_GET_SIZE(fields) != NFIELDS) why = "fields: 10 (offset, size) pairs expected";
     for (int i = 0; why == NULL && i < NFIELDS; i++) {
         long off, size;
         if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "ll", &off, &size)) goto fail;
@@ -455,7 +462,7 @@ static PyObject *configure(PyObject *self, PyObject *args)
     }
     if (why == NULL && (fixed <= 0 || !ok_size(tl_size) || !ok_size(pl_size) || min_size < fixed
                         || crc_tail < 0 || tag.len >= (Py_ssize_t)sizeof c.crc_tag
-                        || multi.len >= (Py_ssize_t)sizeof c.multi))
+                        || multi.len >= (Py_ssize_t)sizeof c.multi || born_before < 0 || born_after < 0))
         why = "bad sizes";
     if (why == NULL && crc != Py_None && !PyCallable_Check(crc)) why = "crc32 must be callable or None";
     if (why != NULL) {
@@ -468,6 +475,8 @@ static PyObject *configure(PyObject *self, PyObject *args)
     c.magic = magic;
     c.min_size = min_size;
     c.decline_mask = mask;
+    c.born_before = born_before;
+    c.born_after = born_after;
     c.crc_tail = crc_tail;
     memcpy(c.crc_tag, tag.buf, (size_t)tag.len);
     c.crc_tag_len = tag.len;

@@ -35,7 +35,7 @@ from mqtool.kafka import files as KF
 from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decode_consumer_offsets
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, Damage, header_records, iter_records, scan
 from mqtool.options import InfoOptions
 from mqtool.render import progress
 
@@ -269,12 +269,7 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
     if bt.is_control:
         st.control += bt.count or 0
         return
-    n = bt.count if bt.count and bt.count > 0 else 0
-    if bt.magic == 2:
-        # the header's count is a length field: never more records than the bytes could hold uncompressed
-        # (each record takes at least one byte), and not trusted at all when the CRC fails
-        room = max(0, bt.size - K.V2_HEADER_SIZE)
-        n = min(n, room) if bt.crc_ok else 0
+    n = header_records(bt)
     recs = None
     if commits is None and n and bt.error is None and (bt.codec == K.CODEC_NONE or bt.magic < 2) and (
             n == 1 or bt.timestamp_type == 1 or

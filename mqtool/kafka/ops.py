@@ -72,7 +72,7 @@ def verify(part: str, path, opts):
 
     def summary() -> Summary:
         s = v.summary
-        s.messages = v.stats["records"] or v.stats["batches"]
+        s.messages = v.messages
         return s
 
     return findings(), summary

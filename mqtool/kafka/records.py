@@ -561,6 +561,17 @@ def parse_records(data: bytes, count: int):
     return out, i
 
 
+def header_records(batch: Batch) -> int:
+    """How many records a batch holds by its header (no decoding): v2 the record count, capped by what its
+    bytes could hold (each record takes at least one byte) and 0 when the CRC fails (the count is then no
+    reference); legacy entries their message count. What ``messages`` counts in verify, info and report."""
+    n = batch.count if batch.count and batch.count > 0 else 0
+    if batch.magic == 2:
+        room = max(0, batch.size - K.V2_HEADER_SIZE)
+        n = min(n, room) if batch.crc_ok else 0
+    return n
+
+
 def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
     """Records of one batch with absolute offsets and effective timestamps. Raises CodecError/ValueError.
     Header keys stay bytes here (``Record.headers``); renderers decode them."""

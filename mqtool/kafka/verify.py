@@ -41,7 +41,7 @@ from mqtool.kafka.layout import (LogDir, Partition, Segment, looks_compacted, or
                                  stray_snapshots)
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, iter_records, records_area, scan
+from mqtool.kafka.records import Batch, Damage, header_records, iter_records, records_area, scan
 
 
 @dataclass
@@ -76,11 +76,12 @@ class KafkaVerifier:
         self.summary = Summary()
         self.salvage = None
         self.stats = {"segments": 0, "batches": 0, "records": 0, "bytes": 0, "partitions": 0}
+        self.messages = 0           # records of data batches, by their headers (as info and report count)
 
     # -- helpers
-    def _f(self, sev, code, file, position, offset, message, expected=None, actual=None):
+    def _f(self, sev, code, file, position, offset, message, expected=None, actual=None, span=None):
         f = Finding(sev, f"kafka.{code}", str(file) if file is not None else None, position, offset, message,
-                    expected, actual)
+                    expected, actual, span)
         self.summary.add(f)
         return f
 
@@ -160,7 +161,7 @@ class KafkaVerifier:
         """Offsets missing between two segments. Retention deletes only from the start and a roll starts the
         new segment at the next offset, so a gap at a segment boundary means a deleted (or lost) segment,
         unless the partition is compacted (the cleaner keeps segment base offsets while removing records):
-        warning when nothing else in the partition shows compaction, info otherwise."""
+        an error (data lost) when nothing else in the partition shows compaction, info otherwise."""
         gaps = [s for s in seen_all if s.boundary_gap is not None]
         if not gaps:
             return
@@ -226,7 +227,8 @@ class KafkaVerifier:
                         yield self._f(WARNING, "zeroed-range", path, ev.start, None,
                                       f"{ev.length} zero bytes from {ev.start} to the end of a segment that is not "
                                       "the active one: Kafka trims a segment when it rolls, so these bytes were "
-                                      "zeroed (damage) or the broker died while preallocating")
+                                      "zeroed (damage) or the broker died while preallocating",
+                                      span=(ev.start, ev.end))
                     elif ev.kind == "zero-tail":
                         yield self._f(INFO, "zero-tail", path, ev.start, None,
                                       f"{ev.length} zero bytes from {ev.start} to the end: end of data "
@@ -234,17 +236,19 @@ class KafkaVerifier:
                     elif ev.kind == "partial-tail":
                         yield self._f(WARNING, "partial-tail", path, ev.start, None,
                                       f"{ev.length} bytes at the end do not make a whole batch "
-                                      "(interrupted write; Kafka recovery truncates them)")
+                                      "(interrupted write; Kafka recovery truncates them)", span=(ev.start, ev.end))
                     else:
                         self.summary.skipped_ranges += 1
                         self.summary.skipped_bytes += ev.length
                         yield self._f(ERROR, "skipped-bytes", path, ev.start, None,
                                       f"bytes {ev.start}..{ev.end} ({ev.length}) skipped: {ev.message}",
-                                      actual=ev.length)
+                                      actual=ev.length, span=(ev.start, ev.end))
                     continue
                 b: Batch = ev
                 seen.batches += 1
                 self.stats["batches"] += 1
+                if not b.is_control:
+                    self.messages += header_records(b)
                 if not b.crc_ok:
                     yield self._f(ERROR, "crc-mismatch", path, b.position, b.base_offset,
                                   f"{'CRC32C' if b.magic == 2 else 'CRC32'} of magic v{b.magic} batch does not match",

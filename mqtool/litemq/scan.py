@@ -150,7 +150,7 @@ def walk_prologue(store: Store, segs, fs):
         if prev is not None and s.index != prev + 1:
             yield Finding(ERROR, "segment-missing", store.display(s.path), None, s.base,
                           f"file index {s.index} follows {prev}: files {prev + 1}..{s.index - 1} are missing",
-                          prev + 1, s.index)
+                          prev + 1, s.index, span=(s.base - (s.index - prev - 1) * fs, s.base))
         prev = s.index
 
 
@@ -215,7 +215,7 @@ def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, la
     if kind == "zero-length" and newer_total:
         return Finding(ERROR, "zeroed-range", name, pos, off,
                        f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
-                       "(damage), not the end of data", None, 0)
+                       "(damage), not the end of data", None, 0, span=(off, off + 4))
     if kind == "zero-length" and not nonzero:
         return Finding(INFO, "end-of-data", name, pos, off,
                        "end of data: zero fill to the end of the file (LiteMQ preallocation)")
@@ -223,13 +223,14 @@ def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, la
         return Finding(INFO, "end-of-data", name, pos, off, "end of data (first zero length); non-zero bytes follow")
     if newer_total:
         return Finding(ERROR, kind, name, pos, off,
-                       f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act)
+                       f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act,
+                       span=(off, off + 4))
     if carved:
         return Finding(WARNING, "overwritten-record", name, pos, off,
                        f"live data ends inside an older record ({msg}); older records follow: "
                        "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
     return Finding(ERROR, kind, name, pos, off, f"{msg}; the live data ends here and nothing readable follows",
-                   exp, act)
+                   exp, act, span=(off, off + 4))
 
 
 def live_record_at(buf, pos: int, limit: int, seg: Segment, name: str):

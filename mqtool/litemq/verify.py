@@ -14,7 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from formats import litemq as F
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
+from mqtool.errors import OutputError
+from mqtool.findings import (ERROR, INFO, WARNING, Finding, Summary, born_finding, born_plausible,
+                             checkpoint_value_problems)
 from mqtool.io import open_salvage_file
 from mqtool.litemq import cq as CQ
 from mqtool.litemq.history import INSIDE_RECORD, OVERWRITTEN, PAST_END, stale_reason
@@ -76,6 +78,8 @@ def record_findings(rec: LiteRecord, max_message_size: int = 4 * 1024 * 1024) ->
                            max_message_size, body_len))
     m = rec.m
     f, pos, off = rec.file, rec.position, rec.offset
+    if not born_plausible(m["BornTimestamp"], m["StoreTimestamp"]):
+        out.append(born_finding(f, pos, off, m["BornTimestamp"], m["StoreTimestamp"]))
     if rec.length != rec.consumed + F.TRAILING_PAD:
         out.append(Finding(ERROR, "length-mismatch", f, pos, off,
                            "length prefix disagrees with the encoded fields (+6 overcount)",

@@ -24,7 +24,8 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool import codecs, fastcrc, native
 from mqtool.errors import InputError, NotAStoreError
-from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
+from mqtool.findings import (BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, ERROR, INFO, WARNING, Finding, Summary,
+                             born_finding, born_plausible, checkpoint_value_problems)
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch, indexes
@@ -49,8 +50,9 @@ class _Ctx:
         self.data_end: int | None = None       # global offset where commitlog data ends
         self.salvage = None
 
-    def f(self, severity, code, file, position, offset, message, expected=None, actual=None) -> Finding:
-        fd = Finding(severity, code, file, position, offset, message, expected, actual)
+    def f(self, severity, code, file, position, offset, message, expected=None, actual=None,
+          span=None) -> Finding:
+        fd = Finding(severity, code, file, position, offset, message, expected, actual, span)
         self.summary.add(fd)
         return fd
 
@@ -108,14 +110,15 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
         elif s.size != common:
             yield ctx.f(ERROR, "segment-size", s.path, 0, s.base,
                         f"segment is {s.size} bytes, the others are {common} (the broker refuses to load this)",
-                        common, s.size)
+                        common, s.size, span=(s.base + s.size, s.base + common) if s.size < common else None)
         if i:
             prev = segs[i - 1]
             if (prev, s) in gaps:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
                             f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
                             f"between {prev.name} and {s.name}"
-                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base)
+                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base,
+                            span=(prev.end, s.base))
             elif s.base < prev.end:
                 yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
                             f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
@@ -242,7 +245,7 @@ def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
 USE_FAST_LANE = True      # tests turn it off to compare the two paths
 # Fields the fast lane needs, unpacked from the schema-derived fixed part (the others are skipped as pad bytes).
 _LANE_FIELDS = ["TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
-                "STORETIMESTAMP", "BODYLENGTH"]
+                "BORNTIMESTAMP", "STORETIMESTAMP", "BODYLENGTH"]
 _LANE = selected_format(F.MessageV1, _LANE_FIELDS, stop_before="BODY")
 # sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch, and
 # compressed bodies (the full path inflates them: a CRC over the stored bytes does not prove they inflate)
@@ -289,7 +292,7 @@ def _native_lane(crc="auto"):
     try:
         mod.configure(tuple(at[n][:2] for n in _LANE_FIELDS), _LANE.size, tl_size, pl_size,
                       F.MESSAGE_MAGIC_CODE_V1, F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG,
-                      _MULTI_DISPATCH, crc)
+                      _MULTI_DISPATCH, crc, BORN_BEFORE_STORE_MS, BORN_AFTER_STORE_MS)
     except (ValueError, TypeError, OverflowError):    # a layout the C loop refuses: use the Python lane
         return None
     return mod
@@ -347,7 +350,9 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
         n = 0
         limit = min(limit, end - fixed + 1)          # pos < limit: a whole fixed part is there
         while pos < limit:
-            total, magic, body_crc, qid, qoff, phys, sys_flag, store_ts, blen = unpack(buf, pos)
+            total, magic, body_crc, qid, qoff, phys, sys_flag, born_ts, store_ts, blen = unpack(buf, pos)
+            if not born_plausible(born_ts, store_ts):
+                break
             stop = pos + total
             p = pos + fixed + blen                   # TOPICLENGTH (v1: one byte; v2 takes the full path)
             if magic != v1 or total < min_size or stop > end or total > max_size or sys_flag & _LANE_DECLINE \
@@ -471,6 +476,10 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
         else:
             yield ctx.f(ERROR, "prop-crc-malformed", m.file, m.position, m.offset,
                         "__CRC32# property is not 10 digits", None, digits.decode("latin-1"))
+    if not born_plausible(m.born_timestamp, m.store_timestamp):
+        fd = born_finding(m.file, m.position, m.offset, m.born_timestamp, m.store_timestamp)
+        ctx.summary.add(fd)
+        yield fd
     key = _note_dispatch(ctx, m)
     if key is not None:
         exp = expected_next.get(key)
@@ -499,7 +508,8 @@ def _shift_finding(ctx: _Ctx, delta: int, file, position, offset, physical_offse
 
 def _damage_finding(ctx: _Ctx, ev: Damage) -> Finding:
     return ctx.f(ERROR, ev.code, ev.file, ev.position, ev.offset,
-                 f"{ev.message}; skipped {ev.length} bytes to the next valid unit", ev.expected, ev.actual)
+                 f"{ev.message}; skipped {ev.length} bytes to the next valid unit", ev.expected, ev.actual,
+                 span=(ev.offset, ev.offset + ev.length))
 
 
 def _blank_findings(ctx: _Ctx, ev: Blank, seg_size: int, last_seg: bool) -> Iterator[Finding]:
@@ -710,6 +720,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
     # entries
     min_off = max_off = None
     min_ts = max_ts = None
+    bad_hash = set()                       # entries whose key hash matches none of their message's keys
     for k in range(1, n + 1):
         kh, off, td, prev = v.entry(k)
         pos = v.entry_position(k)
@@ -733,6 +744,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
         keys = ([m.uniq_key] if m.uniq_key else []) + m.keys
         topic = m.topic
         if kh not in {indexes.index_hash(f"{topic}#{key}") for key in keys}:
+            bad_hash.add(k)
             yield ctx.f(ERROR, "index-hash-mismatch", path, pos, off,
                         f"entry {k}: key hash {kh} matches none of the message's keys ({topic}: {keys[:5]})",
                         None, kh)
@@ -748,6 +760,11 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
     seen = bytearray(n + 1)
     for i, cur in used:
         steps = 0
+        if 0 < cur <= n and v.entry(cur)[0] % slots != i and (reader is not None and cur not in bad_hash):
+            # the head entry is sound (its hash is its message's) but belongs to another slot: the slot is bad
+            yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                        f"slot {i} points at entry {cur}, whose key hash belongs to slot {v.entry(cur)[0] % slots}",
+                        None, cur)
         while 0 < cur <= n:
             if seen[cur]:
                 yield ctx.f(ERROR, "index-chain-cycle", path, F.INDEX_HEADER_SIZE + 4 * i, None,

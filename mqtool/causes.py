@@ -1,0 +1,207 @@
+"""Root causes: every finding of a run gets an ``id``; a finding that follows from another gets
+``caused_by`` (the root's id). One pass over the finding stream, shared by every family, so the checks
+themselves stay as they are.
+
+Roots are findings with a ``span``: the damaged or missing bytes [start, end) in the log's offset space
+(RocketMQ / LiteMQ: global commitlog offsets), set where the damage is found. A later finding follows
+from a root when
+
+* its ``offset`` lies inside the root's span (a consume-queue unit or index entry pointing there, a check of
+  the same bytes), or is the span's end and it reports the gap in a queue that lost messages
+  (:data:`AFTER_RANGE`), or
+* it says that something lies past the end of the readable data (:data:`PAST_END`: units past a truncation,
+  records after a gap) and the nearest root at or before its offset ends the data.
+
+Kafka's index entries give a Kafka offset, not a log position: an ``.index``/``.timeindex``/``.txnindex``
+pointer finding follows from the first error found in the ``.log`` of the same segment.
+
+A span that overlaps or adjoins an earlier root's span is the same damage seen from another side (a truncated
+segment, the gap after it, the record it cuts): that finding follows from the earlier root, whose span grows.
+
+The stream order is the check order (the log first, then what points into it), so a root is always seen
+before its consequences and nothing needs to be held back.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import os
+from collections import Counter
+from typing import Iterable, Iterator
+
+from mqtool.codes import REGISTRY
+from mqtool.findings import ERROR, Finding
+
+#: codes that report something past the end of what the reader can reach
+PAST_END = frozenset({
+    "cq-dangling",                                                                        # RocketMQ
+    "cq-beyond-end", "cq-unreachable-record", "after-gap-record", "data-after-gap",       # LiteMQ
+})
+#: a damaged structure of a file → the codes in the same file that follow from it (a bad hash slot makes
+#: the entries it leads to look chained from the wrong slot, cycles where chains now meet, and leaves its
+#: own chain unreachable)
+FILE_ROOTS = {"index-bad-slot": frozenset({"index-wrong-slot", "index-chain-cycle", "index-unreachable"})}
+#: codes reported at the first message after a range of lost messages
+AFTER_RANGE = frozenset({"queue-offset-gap"})
+_KAFKA_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
+def _is_pointer(code: str) -> bool:
+    info = REGISTRY.get(code)
+    return info is not None and info.klass == "pointer"
+
+
+class _Spans:
+    """Root spans of one offset space: sorted, not overlapping (a span touching another joins it)."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.roots: list[list] = []          # [start, end, id]
+
+    def find(self, offset: int):
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return self.roots[i] if i >= 0 else None
+
+    def touching(self, a: int, b: int) -> str | None:
+        i = bisect.bisect_right(self.starts, b) - 1       # spans do not overlap: only this one can touch
+        if i < 0 or a > self.roots[i][1]:
+            return None
+        r = self.roots[i]
+        r[1] = max(r[1], b)
+        if a < r[0]:
+            del self.starts[i], self.roots[i]
+            r[0] = a
+            self._insert(r)
+        return r[2]
+
+    def add(self, a: int, b: int, rid: str) -> None:
+        self._insert([a, b, rid])
+
+    def _insert(self, r: list) -> None:
+        j = bisect.bisect_right(self.starts, r[0])
+        self.starts.insert(j, r[0])
+        self.roots.insert(j, r)
+
+    def totals(self) -> tuple[int, int]:
+        return len(self.roots), sum(e - s for s, e, _ in self.roots)
+
+
+class Linker:
+    """Assign ids and ``caused_by`` over one run (several stores: call :meth:`new_store` between them)."""
+
+    #: findings past the end of the data seen before any root (LiteMQ reports the records after a gap before
+    #: the damage that ends its live data): held until a root arrives, at most this many
+    MAX_PENDING = 100_000
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.consequences: Counter = Counter()       # root id → number of findings caused by it
+        self._pending: list[Finding] = []
+        self.new_store()
+
+    def new_store(self) -> None:
+        self._log = _Spans()                           # RocketMQ / LiteMQ: global commitlog offsets
+        self._files: dict[str, _Spans] = {}            # Kafka: positions in each .log
+        self._kafka_logs: dict[str, str] = {}          # segment path without suffix → first root id
+        self._file_roots: dict[str, tuple[str, frozenset]] = {}   # file → (root id, codes that follow)
+
+    def damage(self) -> tuple[int, int]:
+        """(damaged ranges, damaged bytes) of the current store: the merged spans of its root findings."""
+        n, b = self._log.totals()
+        for sp in self._files.values():
+            fn, fb = sp.totals()
+            n, b = n + fn, b + fb
+        return n, b
+
+    def link(self, findings: Iterable[Finding]) -> Iterator[Finding]:
+        """The findings with ids and ``caused_by``, in their order, except that a finding past the end of the
+        data that arrives before any root waits for the next root (or the end)."""
+        for f in findings:
+            if (not self._log.roots and f.code in PAST_END and f.offset is not None
+                    and len(self._pending) < self.MAX_PENDING):
+                self._pending.append(f)
+                continue
+            out = self._one(f)
+            yield out
+            if self._pending and out.span is not None and out.caused_by is None:
+                held, self._pending = self._pending, []
+                for p in held:
+                    yield self._one(p)
+        held, self._pending = self._pending, []
+        for p in held:
+            yield self._one(p)
+
+    def _one(self, f: Finding) -> Finding:
+        self.count += 1
+        fid = f"F{self.count}"
+        kafka = f.code.startswith("kafka.")
+        if f.span is not None:
+            spans = self._files.setdefault(f.file or "", _Spans()) if kafka else self._log
+            cause = spans.touching(*f.span)
+            if cause is None:
+                spans.add(f.span[0], f.span[1], fid)
+        else:
+            fr = self._file_roots.get(f.file) if f.file else None
+            cause = fr[0] if fr and f.code in fr[1] else None
+            if cause is None:
+                cause = self._kafka_cause(f) if kafka else self._cause(f)
+        if cause is None and f.code in FILE_ROOTS and f.file:
+            self._file_roots.setdefault(f.file, (fid, FILE_ROOTS[f.code]))
+        if cause is not None:
+            self.consequences[cause] += 1
+        if kafka and f.file and f.file.endswith(".log") and f.severity == ERROR and cause is None:
+            self._kafka_logs.setdefault(f.file[:-4], fid)
+        return dataclasses.replace(f, id=fid, caused_by=cause)
+
+    def _kafka_cause(self, f: Finding) -> str | None:
+        if f.file and _is_pointer(f.code):
+            stem, ext = os.path.splitext(f.file)
+            if ext in _KAFKA_INDEX_SUFFIXES:
+                return self._kafka_logs.get(stem)
+        return None
+
+    def _cause(self, f: Finding) -> str | None:
+        if f.offset is None:
+            return None
+        r = self._log.find(f.offset)
+        if r is None:
+            return None
+        start, end, rid = r
+        if f.offset < end:
+            return rid
+        if f.offset == end and f.code in AFTER_RANGE:
+            return rid
+        return rid if f.code in PAST_END else None
+
+
+def link(findings: Iterable[Finding]) -> list[Finding]:
+    """All findings of one store, with ids and ``caused_by``."""
+    return list(Linker().link(findings))
+
+
+def linked(findings: Iterable[Finding], summary_fn, store: str | None = None, family: str | None = None,
+           linker: Linker | None = None):
+    """A verify run (findings iterator, summary function) as every output gives it: findings with ids and
+    ``caused_by``; the summary naming ``store`` and ``family``, with ``consequences`` and the damaged ranges
+    and bytes of the root findings. ``linker``: one per run, so ids stay unique over several stores."""
+    linker = linker or Linker()
+    linker.new_store()
+    caused = [0]
+
+    def gen():
+        for f in linker.link(findings):
+            if f.caused_by is not None:
+                caused[0] += 1
+            yield f
+
+    def summary():
+        s = summary_fn()
+        s.consequences = caused[0]
+        s.damaged_ranges, s.damaged_bytes = linker.damage()
+        if store is not None:
+            s.store = store
+        if family is not None:
+            s.family = family
+        return s
+
+    return gen(), summary
