@@ -11,6 +11,7 @@ import mmap
 import os
 import stat
 import tempfile
+import weakref
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -74,6 +75,28 @@ def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
 READ_WHOLE_LIMIT = 16 * 1024 * 1024
 
 
+def _load_guard():
+    from mqtool import native
+
+    return native.guard()
+
+
+_guard = _load_guard()
+
+
+def _guard_map(mm: mmap.mmap) -> None:
+    """Register a new read-only map with the SIGBUS guard (``mqtool/_native/guard.c``): a page that a
+    truncation removes while we read reads as zeros instead of killing the process, and the scanners' size
+    checks turn it into a ``file-changed`` finding. Unregistered when the map object goes away (records
+    decoded lazily may hold the map after its MappedInput is closed). Without the guard (not built, or
+    ``MQTOOL_SIGBUS_GUARD=0``) only the checks between records remain."""
+    if _guard is None:
+        return
+    slot = _guard.watch(mm)
+    if slot >= 0:
+        weakref.finalize(mm, _guard.unwatch, slot)
+
+
 class MappedInput:
     """A read-only view of a whole file: the bytes themselves for small files, mmap(ACCESS_READ) beyond
     :data:`READ_WHOLE_LIMIT`.
@@ -87,6 +110,7 @@ class MappedInput:
         self.path = str(path)
         self._f = open_input(path)
         self._mm = None
+        self._faults = _guard.faults() if _guard is not None else 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit
         try:
             size = os.fstat(self._f.fileno()).st_size
@@ -98,12 +122,25 @@ class MappedInput:
             else:
                 self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
+                _guard_map(self._mm)
         except OSError as e:
             self._f.close()
             raise InputError(f"cannot map: {e.strerror or e}", self.path) from None
         except BaseException:
             self._f.close()
             raise
+
+    def faulted(self) -> bool:
+        """True when a lost page of some guarded map was read (as zeros) since :meth:`checked` (or since
+        this file was opened) and this file is now shorter than its map: what was read since that
+        check may hold those zeros. Calling it marks the check."""
+        if self._mm is None or _guard is None:
+            return False
+        n = _guard.faults()
+        if n == self._faults:
+            return False
+        self._faults = n
+        return self.shrunk()
 
     @property
     def mapped(self) -> bool:

@@ -180,6 +180,11 @@ class SegmentScanner:
             fno, size = (mi.fileno(), len(buf)) if mapped else (-1, 0)
             try:
                 for ev in self._walk(buf, view, mi, runs):
+                    if mapped and mi.faulted():
+                        # the walk read lost pages as zeros (the SIGBUS guard, mqtool.io): what it made of
+                        # them since the last check is not the file's content; stop before handing it on
+                        yield from self._changed(mi, ev)
+                        return
                     yield ev
                     # mi.shrunk() inlined (one fstat per event, no Python calls around it)
                     if mapped:
@@ -190,13 +195,8 @@ class SegmentScanner:
                         if now >= size:
                             continue
                     if mi.shrunk():
-                        # Reading on would touch pages that no longer exist (SIGBUS): stop here.
-                        now = mi.current_size()
-                        if type(ev) is list:
-                            ev = ev[-1]
-                        yield Damage(seg.path, ev.position, ev.offset, 0, "file-changed",
-                                     f"the file shrank to {now} bytes while being read; stopped here", len(buf), now)
-                        yield End(seg.path, ev.position, ev.offset, "eof", -1)
+                        # Reading on would touch pages that no longer exist (zeros, or SIGBUS unguarded): stop here.
+                        yield from self._changed(mi, ev, after=True)
                         return
                 if mi.changed() and not mi.mapped:
                     now = mi.current_size()
@@ -206,6 +206,18 @@ class SegmentScanner:
             finally:
                 if view is not None:
                     view.release()
+
+    def _changed(self, mi, ev, after: bool = False) -> Iterator:
+        """The file shrank while ``ev`` was read (``after``: after it was handed on): a file-changed damage at
+        ``ev`` (the first unit of a run read from lost pages, the last of one handed on), and the End."""
+        seg = self.seg
+        if type(ev) is list:
+            ev = ev[-1] if after else ev[0]
+        pos = ev.position
+        now = mi.current_size()
+        yield Damage(seg.path, pos, seg.base + pos, 0, "file-changed",
+                     f"the file shrank to {now} bytes while being read; stopped here", len(mi.buf), now)
+        yield End(seg.path, pos, seg.base + pos, "eof", -1)
 
     def _walk(self, buf, view, mi, runs: bool = False) -> Iterator:
         seg = self.seg
@@ -443,7 +455,12 @@ class CommitLogReader:
             buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
-        m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        try:
+            m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        finally:
+            mi = self._maps[seg.base]
+            if mi.faulted():     # read lost pages (zeros, see mqtool.io): the file shrank meanwhile
+                raise DecodeFailure("file-changed", f"{seg.path} shrank to {mi.current_size()} bytes while being read")
         # each access may map a 64 KB fault-around block: count accesses as well as bytes
         self._read += m.size + _FAULT_AROUND
         if self._read >= 4 * WINDOW:      # each release walks the whole map: not too often
