@@ -228,7 +228,7 @@ class SegmentScanner:
         if pos > 0 and self.resync_start:
             # the first unit that starts in [start, stop); none: every unit here belongs to the walk of an
             # earlier range (searching only up to ``stop`` keeps ranges over zero fill cheap)
-            pos = self._resync(buf, view, pos, end, limit=stop) if pos < min(stop, end) else None
+            pos = self._range_start(buf, view, pos, end, stop) if pos < min(stop, end) else None
             if pos is None:
                 return
         max_size, check_crc = self.max_size, self.check_crc
@@ -238,8 +238,8 @@ class SegmentScanner:
         # bounded RSS (mqtool.pages); a unit may end past stop
         win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20))
         while pos < end:
-            if pos >= stop and self._resync(buf, view, stop, end, limit=pos + 1) is not None:
-                return      # in step with the next range: a unit it starts from lies in [stop, pos]
+            if pos >= stop and self._range_start(buf, view, stop, end, pos + 1) is not None:
+                return      # in step with the next range: the unit it starts from lies in [stop, pos] (at pos)
             if pos >= win.next_at:
                 win.advance(pos)
             if lane is not None and pos < stop:
@@ -309,6 +309,49 @@ class SegmentScanner:
             pos += m.size
         if pos >= end:
             yield End(file, end, base + end, "eof", -1)
+
+    def _range_start(self, buf, view, start: int, end: int, limit: int) -> int | None:
+        """Where the walk of a range that begins at ``start`` starts: the first position in [start, limit)
+        where a unit validates (:meth:`_resync`) and that no decodable unit starting before it covers.
+
+        A unit that an earlier unit overlaps (bytes deleted inside that earlier unit shift the next one into
+        it) is never where the whole-segment walk goes: it reads the earlier unit, then reports damage from
+        that unit's end. A walk cannot step over a position chosen by this rule (it moves to the end of a
+        decoded unit, which would cover it, or to the next unit that validates), so the walk of the previous
+        range arrives exactly here and stops: the ranges' events, in order, are the whole walk's."""
+        lo = start
+        while lo < limit:
+            p = self._resync(buf, view, lo, end, limit=limit)
+            if p is None or not self._covered(buf, view, p, end):
+                return p
+            lo = p + 1
+        return None
+
+    def _covered(self, buf, view, p: int, end: int) -> bool:
+        """True when a unit that decodes (CRC aside) starts in [p - max_size, p) and ends after ``p``."""
+        base, path, max_size = self.seg.base, self.seg.path, self.max_size
+        lo = max(0, p - max_size)
+        mod = _native_state.get("mod") if native_decoder() is not None else None     # (configured by that call)
+        if mod is not None and type(buf) in _SLICES_TO_BYTES:
+            for c in mod.covering(buf, lo, p, max_size):        # candidates; the decode decides
+                try:
+                    decode_message(buf, c, end, base, path, max_size, False, view)
+                    return True
+                except DecodeFailure:
+                    pass
+            return False
+        for pat in (_V1, _V2):
+            i = buf.find(pat, lo + 4, p + 4)
+            while i >= 0:
+                c = i - 4
+                if c < p and c + int.from_bytes(buf[c:c + 4], "big", signed=True) > p:
+                    try:
+                        decode_message(buf, c, end, base, path, max_size, False, view)
+                        return True
+                    except DecodeFailure:
+                        pass
+                i = buf.find(pat, i + 1, p + 4)
+        return False
 
     def _resync(self, buf, view, start: int, end: int, limit: int | None = None) -> int | None:
         """Next position >= start (and < ``limit`` when given) where a unit validates (see module doc), or
