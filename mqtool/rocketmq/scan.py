@@ -135,9 +135,10 @@ class SegmentScanner:
 
     Range mode (byte-range splits for ``--jobs`` and Spark, see :mod:`mqtool.rocketmq.ranges`): with
     ``start > 0`` the walk begins at the first position >= ``start`` where a unit validates (the same
-    :meth:`_resync` rule as damage salvage; the skipped bytes belong to the previous range and yield
-    nothing). With ``stop`` set, the walk goes on past ``stop`` while it is not yet in step with where the
-    next range begins (until a unit validates in ``[stop, pos]``): it reads a unit that straddles ``stop``,
+    :meth:`_resync` rule as damage salvage) and that no decodable unit starting before it covers
+    (:meth:`_range_start`); the skipped bytes belong to the previous range and yield nothing. With ``stop``
+    set, the walk goes on past ``stop`` while it is not yet in step with where the next range begins (until
+    it stands on that range's first unit): it reads a unit that straddles ``stop``,
     and also damage or unreadable units that begin at or after ``stop`` (which the next range skips), then
     ends without an :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
     ranges equals the events of one whole-segment walk.
