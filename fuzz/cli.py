@@ -98,9 +98,16 @@ def run_cli(args: list[str], native: bool) -> tuple[int, bytes, str, BaseExcepti
 
     from mqtool.cli import cli
 
+    saved = os.environ.get("MQTOOL_NATIVE")
     os.environ["MQTOOL_NATIVE"] = "1" if native else "0"
     t = time.monotonic()
-    r = CliRunner().invoke(cli, args, catch_exceptions=True)
+    try:
+        r = CliRunner().invoke(cli, args, catch_exceptions=True)
+    finally:
+        if saved is None:
+            os.environ.pop("MQTOOL_NATIVE", None)
+        else:
+            os.environ["MQTOOL_NATIVE"] = saved
     dt = time.monotonic() - t
     exc = r.exception if r.exception is not None and not isinstance(r.exception, SystemExit) else None
     return r.exit_code, r.stdout_bytes, r.stderr, exc, dt
@@ -148,18 +155,11 @@ def fuzz(seconds: float | None = None, cases: int | None = None, seed: int = 1, 
     stats = Stats()
     deadline = None if seconds is None else time.monotonic() + seconds
     k = first
-    saved = os.environ.get("MQTOOL_NATIVE")
-    try:
-        while (cases is None or k < first + cases) and (deadline is None or time.monotonic() < deadline):
-            one_case(k, seed, stats, families, **kw)
-            k += 1
-            if stop_on_failure and stats.failures:
-                break
-    finally:
-        if saved is None:
-            os.environ.pop("MQTOOL_NATIVE", None)
-        else:
-            os.environ["MQTOOL_NATIVE"] = saved
+    while (cases is None or k < first + cases) and (deadline is None or time.monotonic() < deadline):
+        one_case(k, seed, stats, families, **kw)
+        k += 1
+        if stop_on_failure and stats.failures:
+            break
     return stats
 
 
