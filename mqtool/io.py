@@ -75,13 +75,7 @@ def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
 READ_WHOLE_LIMIT = 16 * 1024 * 1024
 
 
-def _load_guard():
-    from mqtool import native
-
-    return native.guard()
-
-
-_guard = _load_guard()
+_guard = None          # mqtool._native.guard once the first map is made (None: not built or switched off)
 
 
 def _guard_map(mm: mmap.mmap) -> None:
@@ -90,8 +84,13 @@ def _guard_map(mm: mmap.mmap) -> None:
     checks turn it into a ``file-changed`` finding. Unregistered when the map object goes away (records
     decoded lazily may hold the map after its MappedInput is closed). Without the guard (not built, or
     ``MQTOOL_SIGBUS_GUARD=0``) only the checks between records remain."""
+    global _guard
     if _guard is None:
-        return
+        from mqtool import native
+
+        _guard = native.guard()
+        if _guard is None:
+            return
     slot = _guard.watch(mm)
     if slot >= 0:
         weakref.finalize(mm, _guard.unwatch, slot)
@@ -110,7 +109,7 @@ class MappedInput:
         self.path = str(path)
         self._f = open_input(path)
         self._mm = None
-        self._faults = _guard.faults() if _guard is not None else 0
+        self._faults = 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit
         try:
             size = os.fstat(self._f.fileno()).st_size
@@ -123,6 +122,7 @@ class MappedInput:
                 self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
                 _guard_map(self._mm)
+                self._faults = _guard.faults() if _guard is not None else 0
         except OSError as e:
             self._f.close()
             raise InputError(f"cannot map: {e.strerror or e}", self.path) from None
@@ -131,9 +131,9 @@ class MappedInput:
             raise
 
     def faulted(self) -> bool:
-        """True when a lost page of some guarded map was read (as zeros) since :meth:`checked` (or since
-        this file was opened) and this file is now shorter than its map: what was read since that
-        check may hold those zeros. Calling it marks the check."""
+        """True when a lost page of some guarded map was read (as zeros) since the previous call (or since
+        this file was mapped) and this file is now shorter than its map: what was read since that call may
+        hold those zeros."""
         if self._mm is None or _guard is None:
             return False
         n = _guard.faults()

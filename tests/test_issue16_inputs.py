@@ -7,18 +7,26 @@ they are xfail here (strict=False: they pass once fixed).
 from __future__ import annotations
 
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES
 
-sys.path.insert(0, str(FIXTURES))
+from formats import kafka as K
 
-import build_kafka as B  # noqa: E402
 
-from formats import kafka as K  # noqa: E402
+def _fixture_builder():
+    """fixtures/build_kafka.py under its own module name (bench/ has a build_kafka too)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fixtures_build_kafka", FIXTURES / "build_kafka.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+B = _fixture_builder()
 
 
 def _run(*args):

@@ -18,8 +18,6 @@ import pytest
 
 from conftest import ROOT, require_realdata
 
-sys.path.insert(0, str(ROOT / "bench"))
-
 _HOOK = r"""
 import os, sys
 from mqtool import io
@@ -50,8 +48,7 @@ def _run(victim: Path, cut: int, args: list[str], native: bool, tmp_path: Path, 
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
-    import build_kafka
-    import build_rocketmq
+    from bench import build_kafka, build_rocketmq
 
     root = tmp_path_factory.mktemp("shrink-src")
     quiet = lambda *a, **k: None     # noqa: E731
