@@ -138,3 +138,17 @@ def _guard_built() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _die(_):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_worker_killed_by_a_signal_is_one_line_not_a_traceback():
+    """Without the guard a lost page killed a --jobs worker and the parent printed BrokenProcessPool's
+    traceback; any worker death (OOM killer...) is now one line and exit 2."""
+    from mqtool.errors import MqToolError
+    from mqtool.ranges import PoolRunner
+
+    with pytest.raises(MqToolError, match="worker process died"):
+        list(PoolRunner(2).imap(_die, range(3)))
