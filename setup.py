@@ -16,6 +16,7 @@ NATIVE_MODULES = [
     ("mqtool._native.rmqdump", ["mqtool/_native/rmqdump.c", "mqtool/_native/rmqjson.c"]),
     ("mqtool._native.kafka", ["mqtool/_native/kafka.c"]),
     ("mqtool._native.rmqdecode", ["mqtool/_native/rmqdecode.c"]),
+    ("mqtool._native.guard", ["mqtool/_native/guard.c"]),
 ]
 
 setup(

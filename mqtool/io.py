@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import stat
+import weakref
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -76,6 +77,27 @@ def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
 READ_WHOLE_LIMIT = 16 * 1024 * 1024
 
 
+_guard = None          # mqtool._native.guard once the first map is made (None: not built or switched off)
+
+
+def _guard_map(mm: mmap.mmap) -> None:
+    """Register a new read-only map with the SIGBUS guard (``mqtool/_native/guard.c``): a page that a
+    truncation removes while we read reads as zeros instead of killing the process, and the scanners' size
+    checks turn it into a ``file-changed`` finding. Unregistered when the map object goes away (records
+    decoded lazily may hold the map after its MappedInput is closed). Without the guard (not built, or
+    ``MQTOOL_SIGBUS_GUARD=0``) only the checks between records remain."""
+    global _guard
+    if _guard is None:
+        from mqtool import native
+
+        _guard = native.guard()
+        if _guard is None:
+            return
+    slot = _guard.watch(mm)
+    if slot >= 0:
+        weakref.finalize(mm, _guard.unwatch, slot)
+
+
 class MappedInput:
     """A read-only view of a whole file: the bytes themselves for small files, mmap(ACCESS_READ) beyond
     :data:`READ_WHOLE_LIMIT`.
@@ -89,6 +111,7 @@ class MappedInput:
         self.path = str(path)
         self._f = open_input(path)
         self._mm = None
+        self._faults = 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit
         try:
             size = os.fstat(self._f.fileno()).st_size
@@ -100,12 +123,26 @@ class MappedInput:
             else:
                 self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
+                _guard_map(self._mm)
+                self._faults = _guard.faults() if _guard is not None else 0
         except OSError as e:
             self._f.close()
             raise InputError(f"cannot map: {e.strerror or e}", self.path) from None
         except BaseException:
             self._f.close()
             raise
+
+    def faulted(self) -> bool:
+        """True when a lost page of some guarded map was read (as zeros) since the previous call (or since
+        this file was mapped) and this file is now shorter than its map: what was read since that call may
+        hold those zeros."""
+        if self._mm is None or _guard is None:
+            return False
+        n = _guard.faults()
+        if n == self._faults:
+            return False
+        self._faults = n
+        return self.shrunk()
 
     @property
     def mapped(self) -> bool:

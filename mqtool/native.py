@@ -13,6 +13,7 @@ import os
 
 # Every helper setup.py builds (keep the two lists in step; tests/test_native.py checks they load under CI).
 HELPERS = ("probe", "rmqverify", "rmqrebuild", "rmqdump", "kafka", "rmqdecode")
+GUARD = "guard"        # also built by setup.py; loaded by guard(), not load(): MQTOOL_NATIVE=0 leaves it on
 _OFF = {"0", "off", "no", "false"}
 _cache: dict[str, object] = {}
 
@@ -33,6 +34,21 @@ def load(name: str):
     return _cache[name]
 
 
+def guard():
+    """The SIGBUS guard (``mqtool._native.guard``) or None (not built, or ``MQTOOL_SIGBUS_GUARD=0``, which
+    the benchmark uses to measure it). A safety net rather than a decoder: ``MQTOOL_NATIVE=0`` leaves it on,
+    so the pure-Python readers are guarded too."""
+    if os.environ.get("MQTOOL_SIGBUS_GUARD", "1").strip().lower() in _OFF:
+        return None
+    key = "(guard)"         # cached apart from load()'s entries
+    if key not in _cache:
+        try:
+            _cache[key] = importlib.import_module(f"mqtool._native.{GUARD}")
+        except ImportError:
+            _cache[key] = None
+    return _cache[key]
+
+
 def status() -> dict[str, bool]:
     """Which helpers are in use now (for ``mqtool --version`` and the benchmark)."""
     return {n: load(n) is not None for n in HELPERS}
@@ -45,4 +61,5 @@ def summary() -> str:
     used = ", ".join(n for n, ok in status().items() if ok and n != "probe")
     if not used:
         used = "none (pure Python)" + ("" if enabled() else ", MQTOOL_NATIVE=0")
-    return f"compiled helpers: {used}; CRC-32: {fastcrc.IMPLEMENTATION}"
+    return (f"compiled helpers: {used}; CRC-32: {fastcrc.IMPLEMENTATION}; "
+            f"SIGBUS guard: {'on' if guard() is not None else 'off'}")

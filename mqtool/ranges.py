@@ -172,6 +172,7 @@ class PoolRunner:
     def imap(self, fn: Callable, items: Iterable) -> Iterator:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
         method = "fork" if threading.active_count() == 1 and "fork" in mp.get_all_start_methods() else None
         if method is None:
@@ -190,6 +191,12 @@ class PoolRunner:
                 pending.append(ex.submit(fn, item))
             while pending:
                 yield pending.popleft().result()
+        except BrokenProcessPool:
+            # a worker was killed (out of memory, a signal): one line and exit 2, not a traceback
+            from mqtool.errors import MqToolError
+
+            raise MqToolError("a worker process died (killed by a signal or out of memory); "
+                              "run again, or with --jobs 1") from None
         finally:
             for f in pending:
                 f.cancel()

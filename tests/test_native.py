@@ -15,7 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_setup_and_loader_list_the_same_helpers():
     text = (ROOT / "setup.py").read_text()
     built = set(re.findall(r'"mqtool\._native\.(\w+)"', text))
-    assert built == set(native.HELPERS)
+    assert built == set(native.HELPERS) | {native.GUARD}
+
+
+def test_sigbus_guard_loads_even_with_helpers_off(monkeypatch):
+    """The guard is a safety net for every reader (tests/test_shrink.py): MQTOOL_NATIVE=0 keeps it."""
+    monkeypatch.setenv("MQTOOL_NATIVE", "0")
+    if native.guard() is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the SIGBUS guard was not built")
+        pytest.skip("the SIGBUS guard was not built")
+    monkeypatch.setenv("MQTOOL_SIGBUS_GUARD", "0")
+    assert native.guard() is None
 
 
 @pytest.mark.parametrize("name", native.HELPERS)

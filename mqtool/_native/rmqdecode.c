@@ -171,6 +171,61 @@ done:
     return result;
 }
 
+/* ---- units that could cover a position (scan.SegmentScanner._covered) ---------------------------------- */
+
+/* covering(buf, lo, p, max_size) -> [c]: every c in [lo, p) whose magic field holds the v1 or v2 code and whose
+ * TOTALSIZE lies in [min size, max_size] and reaches past p. A prefilter: the caller decodes each candidate. */
+static PyObject *covering(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj;
+    Py_ssize_t lo, p;
+    long long max_size;
+    if (!PyArg_ParseTuple(args, "OnnL", &bufobj, &lo, &p, &max_size))
+        return NULL;
+    if (!S.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "rmqdecode.configure() was not called");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = view.buf;
+    PyObject *out = PyList_New(0);
+    const RmqLayout *L = &S.L;
+    Py_ssize_t mo = L->off[F_MAGIC], ms = L->size[F_MAGIC], to = L->off[F_TOTAL], ts = L->size[F_TOTAL];
+    Py_ssize_t need = (mo + ms > to + ts ? mo + ms : to + ts);
+    unsigned char first = (unsigned char)(((unsigned long long)L->magic_v1 >> (8 * (ms - 1))) & 0xff);
+    unsigned char first2 = (unsigned char)(((unsigned long long)L->magic_v2 >> (8 * (ms - 1))) & 0xff);
+    if (lo < 0) lo = 0;
+    if (p > view.len) p = view.len;
+    for (Py_ssize_t c = lo; out != NULL && c < p && c + need <= view.len; c++) {
+        const unsigned char *m = b + c + mo;
+        if (*m != first && *m != first2) {       /* jump to the next byte that can start a magic field */
+            Py_ssize_t n = p - c;
+            if (c + mo + n > view.len) n = view.len - (c + mo);
+            if (n <= 0) break;
+            const unsigned char *q = memchr(m, first, (size_t)n);
+            const unsigned char *q2 = first2 == first ? NULL : memchr(m, first2, (size_t)n);
+            if (q2 != NULL && (q == NULL || q2 < q)) q = q2;
+            if (q == NULL) break;
+            c = (q - b) - mo;
+            if (c >= p || c + need > view.len) break;
+        }
+        long long magic = be(b + c + mo, ms);
+        if (magic != L->magic_v1 && magic != L->magic_v2) continue;
+        long long total = be(b + c + to, ts);
+        if (total < L->min_size || total > max_size || c + total <= p) continue;
+        PyObject *v = PyLong_FromSsize_t(c);
+        if (v == NULL || PyList_Append(out, v) < 0) {
+            Py_XDECREF(v);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
 static PyObject *configure(PyObject *self, PyObject *args)
@@ -236,6 +291,9 @@ static PyMethodDef methods[] = {
     {"messages", messages, METH_VARARGS,
      "messages(buf, pos, limit, end, base, file, max_size, check_crc, cap) -> (new_pos, [Message]): the "
      "Message objects of the common units from pos (each starting before limit, at most cap)."},
+    {"covering", covering, METH_VARARGS,
+     "covering(buf, lo, p, max_size) -> [c]: positions in [lo, p) with a message magic code and a TOTALSIZE "
+     "(min size..max_size) reaching past p."},
     {NULL, NULL, 0, NULL},
 };
 

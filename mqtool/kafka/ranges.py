@@ -165,10 +165,11 @@ def _wanted(rng: ByteRange, opts) -> bool:
 
 
 def dump_range_task(args):
-    """Pool task: (rows or NDJSON lines, damage notes, damaged count, batch count) of one range."""
+    """Pool task: (rows or NDJSON lines, damage notes, damaged count, batch count, the places counted) of one
+    range."""
     rng, opts = args
     if not _wanted(rng, opts):
-        return [], [], 0, 0
+        return [], [], 0, 0, set()
     stats = ScanStats()
     topic, _, _ = topic_partition(rng.file)
     rows = list(_range_log_rows(rng, opts, stats, topic))
@@ -176,7 +177,7 @@ def dump_range_task(args):
         from mqtool.render import dumps
 
         rows = [r if type(r) is PreRendered else dumps(r) for r in rows]   # chunks of kafka.dump
-    return rows, stats.notes, stats.damaged, stats.messages
+    return rows, stats.notes, stats.damaged, stats.messages, stats.noted_at
 
 
 def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
@@ -198,9 +199,10 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     plain = _plain(opts)
 
     def rows():
-        for rws, notes, damaged, n in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
+        for rws, notes, damaged, n, at in runner.imap(dump_range_task, [(r, plain) for r in ranges]):
             stats.messages += n
             stats.damaged += damaged
+            stats.noted_at |= at          # a place a worker counted is not counted again from its row
             room = max(0, 1000 - len(stats.notes))
             stats.notes.extend(notes[:room])
             for r in rws:

@@ -135,9 +135,10 @@ class SegmentScanner:
 
     Range mode (byte-range splits for ``--jobs`` and Spark, see :mod:`mqtool.rocketmq.ranges`): with
     ``start > 0`` the walk begins at the first position >= ``start`` where a unit validates (the same
-    :meth:`_resync` rule as damage salvage; the skipped bytes belong to the previous range and yield
-    nothing). With ``stop`` set, the walk goes on past ``stop`` while it is not yet in step with where the
-    next range begins (until a unit validates in ``[stop, pos]``): it reads a unit that straddles ``stop``,
+    :meth:`_resync` rule as damage salvage) and that no decodable unit starting before it covers
+    (:meth:`_range_start`); the skipped bytes belong to the previous range and yield nothing. With ``stop``
+    set, the walk goes on past ``stop`` while it is not yet in step with where the next range begins (until
+    it stands on that range's first unit): it reads a unit that straddles ``stop``,
     and also damage or unreadable units that begin at or after ``stop`` (which the next range skips), then
     ends without an :class:`End` event once it reaches the next range's first unit. The union of the events of consecutive
     ranges equals the events of one whole-segment walk.
@@ -180,6 +181,11 @@ class SegmentScanner:
             fno, size = (mi.fileno(), len(buf)) if mapped else (-1, 0)
             try:
                 for ev in self._walk(buf, view, mi, runs):
+                    if mapped and mi.faulted():
+                        # the walk read lost pages as zeros (the SIGBUS guard, mqtool.io): what it made of
+                        # them since the last check is not the file's content; stop before handing it on
+                        yield from self._changed(mi, ev)
+                        return
                     yield ev
                     # mi.shrunk() inlined (one fstat per event, no Python calls around it)
                     if mapped:
@@ -190,13 +196,8 @@ class SegmentScanner:
                         if now >= size:
                             continue
                     if mi.shrunk():
-                        # Reading on would touch pages that no longer exist (SIGBUS): stop here.
-                        now = mi.current_size()
-                        if type(ev) is list:
-                            ev = ev[-1]
-                        yield Damage(seg.path, ev.position, ev.offset, 0, "file-changed",
-                                     f"the file shrank to {now} bytes while being read; stopped here", len(buf), now)
-                        yield End(seg.path, ev.position, ev.offset, "eof", -1)
+                        # Reading on would touch pages that no longer exist (zeros, or SIGBUS unguarded): stop here.
+                        yield from self._changed(mi, ev, after=True)
                         return
                 if mi.changed() and not mi.mapped:
                     now = mi.current_size()
@@ -207,6 +208,18 @@ class SegmentScanner:
                 if view is not None:
                     view.release()
 
+    def _changed(self, mi, ev, after: bool = False) -> Iterator:
+        """The file shrank while ``ev`` was read (``after``: after it was handed on): a file-changed damage at
+        ``ev`` (the first unit of a run read from lost pages, the last of one handed on), and the End."""
+        seg = self.seg
+        if type(ev) is list:
+            ev = ev[-1] if after else ev[0]
+        pos = ev.position
+        now = mi.current_size()
+        yield Damage(seg.path, pos, seg.base + pos, 0, "file-changed",
+                     f"the file shrank to {now} bytes while being read; stopped here", len(mi.buf), now)
+        yield End(seg.path, pos, seg.base + pos, "eof", -1)
+
     def _walk(self, buf, view, mi, runs: bool = False) -> Iterator:
         seg = self.seg
         fd = mi.fileno() if mi.mapped else None
@@ -216,7 +229,7 @@ class SegmentScanner:
         if pos > 0 and self.resync_start:
             # the first unit that starts in [start, stop); none: every unit here belongs to the walk of an
             # earlier range (searching only up to ``stop`` keeps ranges over zero fill cheap)
-            pos = self._resync(buf, view, pos, end, limit=stop) if pos < min(stop, end) else None
+            pos = self._range_start(buf, view, pos, end, stop) if pos < min(stop, end) else None
             if pos is None:
                 return
         max_size, check_crc = self.max_size, self.check_crc
@@ -226,8 +239,8 @@ class SegmentScanner:
         # bounded RSS (mqtool.pages); a unit may end past stop
         win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20))
         while pos < end:
-            if pos >= stop and self._resync(buf, view, stop, end, limit=pos + 1) is not None:
-                return      # in step with the next range: a unit it starts from lies in [stop, pos]
+            if pos >= stop and self._range_start(buf, view, stop, end, pos + 1) is not None:
+                return      # in step with the next range: the unit it starts from lies in [stop, pos] (at pos)
             if pos >= win.next_at:
                 win.advance(pos)
             if lane is not None and pos < stop:
@@ -297,6 +310,49 @@ class SegmentScanner:
             pos += m.size
         if pos >= end:
             yield End(file, end, base + end, "eof", -1)
+
+    def _range_start(self, buf, view, start: int, end: int, limit: int) -> int | None:
+        """Where the walk of a range that begins at ``start`` starts: the first position in [start, limit)
+        where a unit validates (:meth:`_resync`) and that no decodable unit starting before it covers.
+
+        A unit that an earlier unit overlaps (bytes deleted inside that earlier unit shift the next one into
+        it) is never where the whole-segment walk goes: it reads the earlier unit, then reports damage from
+        that unit's end. A walk cannot step over a position chosen by this rule (it moves to the end of a
+        decoded unit, which would cover it, or to the next unit that validates), so the walk of the previous
+        range arrives exactly here and stops: the ranges' events, in order, are the whole walk's."""
+        lo = start
+        while lo < limit:
+            p = self._resync(buf, view, lo, end, limit=limit)
+            if p is None or not self._covered(buf, view, p, end):
+                return p
+            lo = p + 1
+        return None
+
+    def _covered(self, buf, view, p: int, end: int) -> bool:
+        """True when a unit that decodes (CRC aside) starts in [p - max_size, p) and ends after ``p``."""
+        base, path, max_size = self.seg.base, self.seg.path, self.max_size
+        lo = max(0, p - max_size)
+        mod = _native_state.get("mod") if native_decoder() is not None else None     # (configured by that call)
+        if mod is not None and type(buf) in _SLICES_TO_BYTES:
+            for c in mod.covering(buf, lo, p, max_size):        # candidates; the decode decides
+                try:
+                    decode_message(buf, c, end, base, path, max_size, False, view)
+                    return True
+                except DecodeFailure:
+                    pass
+            return False
+        for pat in (_V1, _V2):
+            i = buf.find(pat, lo + 4, p + 4)
+            while i >= 0:
+                c = i - 4
+                if c < p and c + int.from_bytes(buf[c:c + 4], "big", signed=True) > p:
+                    try:
+                        decode_message(buf, c, end, base, path, max_size, False, view)
+                        return True
+                    except DecodeFailure:
+                        pass
+                i = buf.find(pat, i + 1, p + 4)
+        return False
 
     def _resync(self, buf, view, start: int, end: int, limit: int | None = None) -> int | None:
         """Next position >= start (and < ``limit`` when given) where a unit validates (see module doc), or
@@ -443,7 +499,12 @@ class CommitLogReader:
             buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
-        m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        try:
+            m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+        finally:
+            mi = self._maps[seg.base]
+            if mi.faulted():     # read lost pages (zeros, see mqtool.io): the file shrank meanwhile
+                raise DecodeFailure("file-changed", f"{seg.path} shrank to {mi.current_size()} bytes while being read")
         # each access may map a 64 KB fault-around block: count accesses as well as bytes
         self._read += m.size + _FAULT_AROUND
         if self._read >= 4 * WINDOW:      # each release walks the whole map: not too often
