@@ -147,31 +147,50 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     return counts
 
 
+CORRUPT_COL = "_mqtool_damage"
+
+
 def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
                  master=None, spark=None) -> dict:
-    """Write the dataset through the ``mqtool`` data source on Spark (``master`` default ``local[*]``)."""
-    from mqtool.spark.session import get_session
+    """Write the dataset through the ``mqtool`` data source on Spark (the session Spark's configuration
+    gives, or ``master``). Damaged ranges are counted in the same pass (corrupt-record rows observed on
+    their way to the writer, then dropped), so ``damaged`` equals the embedded count; a file an executor
+    cannot read fails the export, naming the file."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from mqtool.spark.session import describe, get_session, spark_errors
 
     stores = _stores(paths, fmt)
     spark = spark or get_session(master)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
     fams = sorted({f for _, f in stores})
     tmp = Path(tempfile.mkdtemp(prefix=".mqtool-tmp-spark-", dir=outp))
-    counts = {"messages": 0, "findings": 0, "stores": len(stores)}
+    counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
     try:
-        for fam in fams:
-            mine = [p for p, f in stores if f == fam]
-            r = spark.read.format("mqtool").option("format", fam).option("body", body)
-            if split_size:
-                r = r.option("splitSize", str(split_size))
-            df = r.load(mine if len(mine) > 1 else mine[0])
-            df.write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
-        if findings:
-            r = spark.read.format("mqtool").option("mode", "verify")
+        with spark_errors("export on Spark"):
             for fam in fams:
                 mine = [p for p, f in stores if f == fam]
-                r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
-                    .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
+                describe(spark, "mqtool export", f"mqtool export: {fam} messages of {len(mine)} store(s): "
+                         + ", ".join(mine))
+                r = spark.read.format("mqtool").option("format", fam).option("body", body) \
+                    .option("columnNameOfCorruptRecord", CORRUPT_COL)
+                if split_size:
+                    r = r.option("splitSize", str(split_size))
+                obs = Observation(f"mqtool-damage-{fam}")
+                df = r.load(mine if len(mine) > 1 else mine[0])
+                df = df.observe(obs, F.count(F.col(CORRUPT_COL)).alias("damaged"))
+                df.where(F.col(CORRUPT_COL).isNull()).drop(CORRUPT_COL) \
+                    .write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
+                counts["damaged"] += int(obs.get.get("damaged") or 0)
+            if findings:
+                r = spark.read.format("mqtool").option("rows", "verify")
+                for fam in fams:
+                    mine = [p for p, f in stores if f == fam]
+                    describe(spark, "mqtool export", f"mqtool export: {fam} verify findings of {len(mine)} "
+                             "store(s): " + ", ".join(mine))
+                    r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
+                        .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
         _move_tree(tmp / "m", outp, force)
         if findings and (tmp / "f").exists():
             _move_tree(tmp / "f", outp / FINDINGS_DIR, force)

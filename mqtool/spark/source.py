@@ -6,21 +6,32 @@
   default 128 MiB); each partition resyncs to the first record that starts in its range and yields the
   rows of ``mqtool dump commitlog`` for the records that start there, as Arrow record batches, with a
   ``store`` column first (the store path as given). Union over partitions == the embedded scan.
-* verify mode (``option("mode", "verify")``): one partition per store, rows are that store's verify
+* verify rows (``option("rows", "verify")``): one partition per store, rows are that store's verify
   findings (the NDJSON objects of ``mqtool verify store``) plus one ``kind = "summary"`` row per store.
+* damage rows (``option("rows", "damage")``): the ranges the message scan skipped as damaged, one
+  findings-shaped row each (``kind = "damage"``), the same ranges ``dump``/``export`` count.
 
-Options: ``format`` (default auto), ``mode`` (messages|verify), ``splitSize`` (bytes or 64K/128M/1G),
+Damaged input follows Spark's own conventions (as the CSV/JSON sources): ``mode`` = ``PERMISSIVE``
+(default: rows of the readable records; damage kept: as rows with only ``store`` and the
+``columnNameOfCorruptRecord`` column set when that option names a column, else through ``rows=damage``),
+``DROPMALFORMED`` (damage dropped) or ``FAILFAST`` (the first damaged range fails the job, naming it). A file
+that cannot be opened or vanished fails the job, naming the file, unless ``ignoreCorruptFiles`` /
+``ignoreMissingFiles`` is true (then it is skipped, as Spark's file sources do).
+
+Options: ``format`` (default auto), ``rows`` (messages|verify|damage), ``mode``, ``splitSize`` (bytes or 64K/128M/1G),
 ``body`` (none|text|hex|base64), ``includeBlank`` (false), ``deep`` (false; Kafka: record rows too, with
 their keys/values when ``body`` is set), ``topic``, ``key``, ``tag`` (the dump filters),
 ``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive
 ranges into at most this many partitions). Paths may be store roots, commitlog dirs or segment files, and
-globs (expanded on the driver); they must be readable by the executors under the same name (local disk, NFS, a mounted bucket).
+globs (expanded on the driver, and made absolute there: executors have other working directories); they must
+be readable by the executors under the same name (local disk, NFS, a mounted bucket).
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
+import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -29,6 +40,19 @@ from mqtool.ranges import FINDING_FIELDS, family_ranges, parse_size
 from mqtool.spark import schema as S
 
 FAMILIES = ("rocketmq", "litemq", "kafka")
+ROWS = ("messages", "verify", "damage")
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+# An executor's failure carries this marker and a JSON object, so that the driver can name the file in one
+# line (see :func:`mqtool.spark.session.spark_errors`).
+FAIL_MARK = "MQTOOL-READ-FAILED"
+
+
+class ReadFailed(Exception):
+    """Raised on an executor: a file cannot be read (or, with FAILFAST, a range is damaged)."""
+
+    def __init__(self, kind: str, file: str, message: str):
+        super().__init__(f"{FAIL_MARK}{json.dumps({'kind': kind, 'file': file, 'message': message})}"
+                         f"{FAIL_MARK}")
 
 
 def _truthy(v) -> bool:
@@ -55,11 +79,11 @@ def expand_paths(options) -> list[str]:
             hits = sorted(glob.glob(p))
             if not hits:
                 raise UsageError(f"mqtool data source: no path matches {p!r}")
-            out.extend(hits)
+            out.extend(os.path.abspath(h) for h in hits)
         else:
             if not os.path.lexists(p):
                 raise UsageError(f"mqtool data source: no such path {p!r}")
-            out.append(p)
+            out.append(os.path.abspath(p))
     return out
 
 
@@ -102,10 +126,8 @@ class MqtoolDataSource(DataSource):
         return "mqtool"
 
     def _mode(self) -> str:
-        mode = str(self.options.get("mode", "messages")).lower()
-        if mode not in ("messages", "verify"):
-            raise UsageError(f"mqtool data source: unknown mode {mode!r} (messages or verify)")
-        return mode
+        """Which rows: messages, verify or damage (``rows``; ``mode=verify`` is the older spelling)."""
+        return read_modes(self.options)[0]
 
     def _stores(self) -> list[tuple[str, str]]:
         if not hasattr(self, "_stores_cache"):
@@ -113,13 +135,19 @@ class MqtoolDataSource(DataSource):
         return self._stores_cache
 
     def row_fields(self) -> list[tuple[str, str]]:
-        if self._mode() == "verify":
+        if self._mode() in ("verify", "damage"):
             return FINDING_FIELDS
         fams = sorted({f for _, f in self._stores()})
         if len(fams) != 1:
             raise UsageError(f"mqtool data source: the paths hold several families ({', '.join(fams)}); "
                              "load each family separately (option format)")
-        return family_ranges(fams[0]).ROW_FIELDS
+        fields = list(family_ranges(fams[0]).ROW_FIELDS)
+        corrupt = self.options.get("columnNameOfCorruptRecord")
+        if corrupt and read_modes(self.options)[1] == "PERMISSIVE":
+            if corrupt in {n for n, _ in fields}:
+                raise UsageError(f"mqtool data source: columnNameOfCorruptRecord {corrupt!r} is a column already")
+            fields.append((corrupt, "string"))
+        return fields
 
     def schema(self):
         return S.spark_ddl(self.row_fields())
@@ -128,11 +156,49 @@ class MqtoolDataSource(DataSource):
         return MqtoolReader(self.options, self._stores(), self._mode(), self.row_fields())
 
 
+def read_modes(options) -> tuple[str, str]:
+    """(rows, mode) of the options: rows messages|verify|damage, mode PERMISSIVE|DROPMALFORMED|FAILFAST."""
+    rows = str(options.get("rows") or "").strip().lower()
+    mode = str(options.get("mode") or "").strip()
+    if mode.lower() in ROWS:            # mode=verify / mode=messages: the spelling before `rows`
+        rows, mode = rows or mode.lower(), ""
+    rows = rows or "messages"
+    mode = mode.upper() or "PERMISSIVE"
+    if rows not in ROWS:
+        raise UsageError(f"mqtool data source: unknown rows {rows!r} (messages, verify or damage)")
+    if mode not in MODES:
+        raise UsageError(f"mqtool data source: unknown mode {mode!r} (PERMISSIVE, DROPMALFORMED or FAILFAST)")
+    return rows, mode
+
+
+_CODE = re.compile(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)+)\b")
+
+
+def damage_record(rng, d) -> dict:
+    """A damage report of a range reader (a RocketMQ ``Damage`` or a one-line note) → a findings row, with
+    ``note`` the one-line text ``dump`` prints for it."""
+    if hasattr(d, "code"):
+        from mqtool.rocketmq.ranges import damage_note
+
+        return {"store": rng.store, "kind": "damage", "severity": "error", "code": d.code, "file": d.file,
+                "position": d.position, "offset": d.offset, "message": f"{d.message}; skipped {d.length} bytes",
+                "note": damage_note(d)}
+    text = str(d)
+    m = _CODE.search(text)
+    return {"store": rng.store, "kind": "damage", "severity": "error", "code": m.group(1) if m else "damage",
+            "file": rng.file, "message": text, "note": text}
+
+
 class MqtoolReader(DataSourceReader):
     def __init__(self, options, stores, mode, fields):
         self.stores = stores
         self.mode = mode
         self.fields = fields
+        self.on_bad = read_modes(options)[1]
+        self.ignore_corrupt = _truthy(options.get("ignoreCorruptFiles", "false"))
+        self.ignore_missing = _truthy(options.get("ignoreMissingFiles", "false"))
+        corrupt = options.get("columnNameOfCorruptRecord")
+        self.corrupt_col = corrupt if corrupt and self.on_bad == "PERMISSIVE" and mode == "messages" else None
         self.split = parse_size(options.get("splitSize"))
         self.body = str(options.get("body", "none")).lower()
         self.include_blank = _truthy(options.get("includeBlank", "false"))
@@ -168,11 +234,45 @@ class MqtoolReader(DataSourceReader):
         opts = DumpOptions(topic=self.topic, key=self.key, tag=self.tag, body=self.body,
                            include_blank=self.include_blank, max_message_size=self.max_message_size,
                            deep=self.deep, print_data=self.deep and self.body != "none")
+        want_rows = self.mode == "messages"
         for rng in ranges:
+            try:
+                os.close(os.open(rng.file, os.O_RDONLY))
+            except OSError as e:
+                if self._file_fails(rng.file, e.strerror or str(e)):
+                    continue
+            damage: list[dict] = []
             store = rng.store
-            for row in family_ranges(rng.family).iter_range_rows(rng, opts):
-                row["store"] = store
-                yield row
+            for row in family_ranges(rng.family).iter_range_rows(
+                    rng, opts, on_damage=lambda d, rng=rng: damage.append(damage_record(rng, d))):
+                yield from self._damage_rows(damage)
+                if want_rows:
+                    row["store"] = store
+                    yield row
+            yield from self._damage_rows(damage)
+
+    def _file_fails(self, file: str, why: str) -> bool:
+        """A file cannot be read: True to skip it (ignoreMissingFiles / ignoreCorruptFiles), else raise."""
+        missing = not os.path.lexists(file)
+        if (missing and self.ignore_missing) or (not missing and self.ignore_corrupt):
+            return True
+        raise ReadFailed("missing" if missing else "unreadable", file,
+                         "the file vanished" if missing else why)
+
+    def _damage_rows(self, damage: list):
+        """What becomes of the damage reported so far (emptied): an unreadable file fails (or is skipped);
+        otherwise per mode: a failure, a corrupt-record row, a damage row, or nothing."""
+        while damage:
+            rec = damage.pop(0)
+            if rec["code"] == "file-unreadable" or not os.path.lexists(rec["file"]):
+                if self._file_fails(rec["file"], rec["message"]):
+                    continue
+            if self.on_bad == "FAILFAST":
+                raise ReadFailed("damage", rec["file"], rec["note"])
+            if self.mode == "damage":
+                yield rec
+            elif self.corrupt_col:
+                yield {"store": rec["store"], self.corrupt_col: rec["note"]}
 
 
 def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024):

@@ -1,0 +1,201 @@
+"""Spark at fleet scale (issue #19), on local[2]: nothing lost silently (Spark's mode / ignoreCorruptFiles /
+ignoreMissingFiles conventions, damage reachable from the driver, the export's exit code and note as
+embedded), paths made absolute on the driver, and Spark's own configuration obeyed by ``get_session``.
+
+Expected values come from the embedded engine (a second implementation: the range readers in one process)
+and from the damage we plant. Skips without pyspark/Java unless CI=true."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import require_realdata
+
+_CI = os.environ.get("CI", "").lower() == "true"
+
+try:
+    import pyarrow  # noqa: F401
+    import pyspark  # noqa: F401
+except ImportError as e:  # pragma: no cover
+    if _CI:
+        raise
+    pytest.skip(f"pyspark/pyarrow not installed ({e.name})", allow_module_level=True)
+
+from mqtool.spark.session import java_binary  # noqa: E402
+
+if java_binary() is None:  # pragma: no cover
+    if _CI:
+        raise RuntimeError("Java 17+ is needed for the Spark tests")
+    pytest.skip("no Java for Spark", allow_module_level=True)
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName("mqtool-tests-fleet")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    import mqtool.spark
+
+    mqtool.spark.register(s)
+    yield s
+    s.stop()
+
+
+def _copy(name, tmp_path) -> Path:
+    dst = tmp_path / name / "store"
+    shutil.copytree(require_realdata("rocketmq", name, "store"), dst)
+    for p in dst.rglob("*"):
+        if p.is_file():
+            p.chmod(0o644)
+    return dst
+
+
+def _damaged(tmp_path) -> Path:
+    """A RocketMQ store with two damaged ranges planted in its second segment: the size fields of its
+    20th and 80th messages overwritten."""
+    from mqtool.options import DumpOptions
+    from mqtool.ranges import family_ranges
+
+    dst = _copy("gen-5.1.4-clean", tmp_path)
+    seg = sorted((dst / "commitlog").iterdir())[1]
+    mod = family_ranges("rocketmq")
+    rng = [r for r in mod.plan(str(dst), None) if r.file == str(seg)][0]
+    at = [row["offset"] - rng.base for row in mod.iter_range_rows(rng, DumpOptions())]
+    data = bytearray(seg.read_bytes())
+    for i in (20, 80):
+        data[at[i]:at[i] + 4] = b"\xff\xff\xff\x7f"
+    seg.write_bytes(bytes(data))
+    return dst
+
+
+def _embedded_damage(store) -> list:
+    """(file, position, code) of every damaged range the embedded range readers report."""
+    from mqtool.options import DumpOptions
+    from mqtool.ranges import family_ranges
+
+    mod = family_ranges("rocketmq")
+    out = []
+    for rng in mod.plan(str(store), 4096):
+        list(mod.iter_range_rows(rng, DumpOptions(), on_damage=lambda d: out.append((d.file, d.position, d.code))))
+    return out
+
+
+def test_damage_is_reachable_and_modes_follow_spark(spark, tmp_path):
+    store = _damaged(tmp_path)
+    want = _embedded_damage(store)
+    assert len(want) >= 2
+    def rd():       # a DataFrameReader keeps its options: a fresh one per read
+        return spark.read.format("mqtool").option("splitSize", "4K").option("maxPartitions", "3")
+
+    dmg = rd().option("rows", "damage").load(str(store)).collect()
+    assert [(d.file, d.position, d.code) for d in dmg] == want
+    assert {d.kind for d in dmg} == {"damage"} and {d.store for d in dmg} == {str(store)}
+    plain = rd().load(str(store)).count()
+    # PERMISSIVE with a corrupt-record column: one row per damaged range, other columns null
+    df = rd().option("columnNameOfCorruptRecord", "_bad").load(str(store))
+    bad = df.where("_bad IS NOT NULL").collect()
+    assert len(bad) == len(want) and all(b.offset is None and b.store == str(store) for b in bad)
+    assert all(f"@{pos} " in b._bad and code in b._bad for b, (_, pos, code) in zip(bad, want))
+    assert df.count() == plain + len(want)
+    # DROPMALFORMED: the readable rows only, even with the column asked for
+    assert rd().option("mode", "DROPMALFORMED").option("columnNameOfCorruptRecord", "_bad") \
+        .load(str(store)).count() == plain
+    # FAILFAST: the job fails, naming the damaged file
+    with pytest.raises(Exception, match="MQTOOL-READ-FAILED.*" + want[0][2]):
+        rd().option("mode", "FAILFAST").load(str(store)).count()
+    with pytest.raises(Exception, match="unknown mode"):
+        rd().option("mode", "LENIENT").load(str(store)).count()
+
+
+def test_vanished_and_unreadable_files_fail_the_job_by_default(spark, tmp_path):
+    store = _copy("gen-4.9.7-clean", tmp_path)
+    segs = sorted((store / "commitlog").iterdir())
+    total = spark.read.format("mqtool").load(str(store)).count()
+    per_seg = {s.name: spark.read.format("mqtool").load(str(s)).count() for s in segs}
+    assert per_seg[segs[1].name] > 0
+    def rd():
+        return spark.read.format("mqtool").option("splitSize", "64K")
+
+    df = rd().load(str(store)).rdd                # planned while every segment is there
+    df_ignore = rd().option("ignoreMissingFiles", "true").load(str(store)).rdd
+    assert df.getNumPartitions() == df_ignore.getNumPartitions() == len(segs)
+    segs[1].rename(tmp_path / "moved-away")       # renamed during the job
+    with pytest.raises(Exception, match=f"MQTOOL-READ-FAILED.*{segs[1]}.*vanished"):
+        df.collect()
+    assert len(df_ignore.collect()) == total - per_seg[segs[1].name]
+    # unreadable (for root too): a dangling link in the segment's place
+    segs[1].symlink_to(tmp_path / "nowhere")
+    with pytest.raises(Exception, match=f"MQTOOL-READ-FAILED.*{segs[1]}"):
+        rd().load(str(store)).count()
+    assert rd().option("ignoreCorruptFiles", "true").load(str(store)).count() == total - per_seg[segs[1].name]
+
+
+def test_relative_paths_are_made_absolute_on_the_driver(spark, tmp_path):
+    store = _copy("gen-4.9.7-clean", tmp_path)
+    # relative to the driver JVM's working directory (the data source plans in a Python the JVM starts)
+    rel = os.path.relpath(store, spark._jvm.System.getProperty("user.dir"))
+    rows = spark.read.format("mqtool").load(rel).select("store").distinct().collect()
+    assert [r.store for r in rows] == [str(store)]
+
+
+def test_cli_export_spark_exit_code_and_note_as_embedded(spark, run_cli, tmp_path):
+    store = _damaged(tmp_path)
+    n = len(_embedded_damage(store))
+    a = run_cli("export", store, "--to", tmp_path / "a", "--split-size", "4K")
+    b = run_cli("export", store, "--to", tmp_path / "b", "--split-size", "4K", "--engine", "spark")
+    assert a[0] == 1 and f"{n} damaged range(s) skipped" in a[2]
+    assert b[0] == a[0] and b[2].replace(str(tmp_path / "b"), "OUT") == a[2].replace(str(tmp_path / "a"), "OUT")
+
+
+def test_cli_export_spark_names_an_unreadable_file(spark, run_cli, tmp_path):
+    store = _copy("gen-4.9.7-clean", tmp_path)
+    seg = sorted((store / "commitlog").iterdir())[1]
+    seg.unlink()
+    seg.symlink_to(tmp_path / "nowhere")
+    code, out, err = run_cli("export", store, "--to", tmp_path / "o", "--engine", "spark")
+    assert code == 2 and err.count("\n") == 1 and str(seg) in err, err
+    assert "Traceback" not in err and "Py4J" not in err and "MQTOOL-READ" not in err
+    assert not list((tmp_path / "o").iterdir())       # nothing half-written is left
+
+
+def test_cli_verify_spark_relative_path(spark, run_cli, tmp_path, monkeypatch):
+    store = _copy("gen-4.9.7-clean", tmp_path)
+    monkeypatch.chdir(store.parent)
+    a = run_cli("verify", "store", "store", "--json", "--jobs", "1")
+    b = run_cli("verify", "store", "store", "--json", "--engine", "spark", "--split-size", "40K")
+    assert a == b and a[0] == 0
+
+
+def _session_master(env: dict, tmp_path) -> str:
+    code = ("from mqtool.spark.session import get_session; s = get_session(); "
+            "print('MASTER', s.sparkContext.master, s.conf.get('spark.sql.shuffle.partitions')); s.stop()")
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_SUBMIT", "SPARK_CONF"))}
+    e.update(env, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=300,
+                       cwd=tmp_path)
+    line = [x for x in p.stdout.splitlines() if x.startswith("MASTER")]
+    assert line, p.stderr[-2000:]
+    return line[0]
+
+
+def test_get_session_obeys_spark_defaults_and_submit_args(tmp_path):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.master local[1]\nspark.sql.shuffle.partitions 7\n"
+                                              "spark.ui.enabled false\n")
+    assert _session_master({"SPARK_CONF_DIR": str(conf)}, tmp_path) == "MASTER local[1] 7"
+    assert _session_master({"PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false "
+                            "pyspark-shell"}, tmp_path) == "MASTER local[2] 4"
