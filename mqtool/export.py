@@ -26,6 +26,56 @@ FINDINGS_DIR = "_findings"
 _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
 
 
+# Partition values: kept as they are up to PART_RAW_MAX UTF-8 bytes (escaped, at most three times as long: a
+# directory name stays under the 255 bytes file systems allow); a longer value is named by its first
+# PART_PREFIX characters, "~" and 16 hex digits of its SHA-256, and listed in OUT/_partitions.ndjson with
+# its true value. Both engines apply the same rule (Spark through the same expression, see _spark_partition).
+PART_RAW_MAX = 80
+PART_PREFIX = 32
+PARTITIONS_FILE = "_partitions.ndjson"
+
+
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
+
+
+def partition_value(value):
+    """The value a partition directory is named after (None stays None)."""
+    if value is None:
+        return None
+    s = str(value)
+    if len(_utf8(s)) <= PART_RAW_MAX:
+        return s
+    import hashlib
+
+    return f"{s[:PART_PREFIX]}~{hashlib.sha256(_utf8(s)).hexdigest()[:16]}"
+
+
+def _spark_partition(col):
+    """:func:`partition_value` as a Spark column expression."""
+    from pyspark.sql import functions as F
+
+    return F.when(F.octet_length(col) <= PART_RAW_MAX, col).otherwise(
+        F.concat(F.substring(col, 1, PART_PREFIX), F.lit("~"), F.substring(F.sha2(col, 256), 1, 16)))
+
+
+def write_partition_index(outp: Path, mapping: dict, force: bool) -> None:
+    """``OUT/_partitions.ndjson``: one line per shortened partition value, {column, dir, value} (sorted), so
+    that every directory name maps back to its true value. Not written when no value was shortened."""
+    if not mapping:
+        return
+    from mqtool.render import dumps
+
+    lines = [dumps({"column": c, "dir": f"{c}={hive_escape(partition_value(v))}", "value": v})
+             for c, v in sorted(mapping)]
+    with AtomicWriter(outp / PARTITIONS_FILE, overwrite=force) as f:
+        f.write(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+
+
+def _shortened(col: str, values) -> set:
+    return {(col, v) for v in values if v is not None and partition_value(v) != v}
+
+
 def hive_escape(value) -> str:
     if value is None or value == "":
         return "__HIVE_DEFAULT_PARTITION__"
@@ -54,6 +104,7 @@ class _PartitionedWriter:
         self.overwrite = overwrite
         self.batch_rows = batch_rows
         self._open: dict[tuple, tuple] = {}     # key -> (AtomicWriter, ParquetWriter, pending rows)
+        self.shortened: set = set()             # (column, true value) of the partitions named by a hash
         self.rows = 0
 
     def add(self, row: dict) -> None:
@@ -69,7 +120,9 @@ class _PartitionedWriter:
     def _new(self, key: tuple):
         import pyarrow.parquet as pq
 
-        d = self.out.joinpath(*[f"{c}={hive_escape(v)}" for c, v in zip(self.part_cols, key)])
+        for c, v in zip(self.part_cols, key):
+            self.shortened |= _shortened(c, [v])
+        d = self.out.joinpath(*[f"{c}={hive_escape(partition_value(v))}" for c, v in zip(self.part_cols, key)])
         d.mkdir(parents=True, exist_ok=True)
         aw = AtomicWriter(d / "part-00000.parquet", overwrite=self.overwrite)
         f = aw.__enter__()
@@ -125,6 +178,8 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
     opts = DumpOptions(body=body)
 
+    shortened = _shortened("store", [p for p, _ in stores])
+
     def on_damage(d):
         counts["damaged"] += 1
 
@@ -136,6 +191,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                     row["store"] = path
                     w.add(row)
         counts["messages"] += w.rows
+        shortened |= w.shortened
     if findings:
         from mqtool.spark.source import verify_rows
 
@@ -144,6 +200,8 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                 for row in verify_rows(path, fam):
                     w.add(row)
             counts["findings"] += w.rows
+            shortened |= w.shortened
+    write_partition_index(outp, shortened, force)
     return counts
 
 
@@ -167,6 +225,7 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     fams = sorted({f for _, f in stores})
     tmp = Path(tempfile.mkdtemp(prefix=".mqtool-tmp-spark-", dir=outp))
     counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
+    shortened = _shortened("store", [p for p, _ in stores])
     try:
         with spark_errors("export on Spark"):
             for fam in fams:
@@ -179,10 +238,16 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                     r = r.option("splitSize", str(split_size))
                 obs = Observation(f"mqtool-damage-{fam}")
                 df = r.load(mine if len(mine) > 1 else mine[0])
-                df = df.observe(obs, F.count(F.col(CORRUPT_COL)).alias("damaged"))
+                long_topic = F.when(F.octet_length("topic") > PART_RAW_MAX, F.col("topic"))
+                df = df.observe(obs, F.count(F.col(CORRUPT_COL)).alias("damaged"),
+                                F.collect_set(long_topic).alias("long_topics"))
                 df.where(F.col(CORRUPT_COL).isNull()).drop(CORRUPT_COL) \
+                    .withColumn("store", _spark_partition(F.col("store"))) \
+                    .withColumn("topic", _spark_partition(F.col("topic"))) \
                     .write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
-                counts["damaged"] += int(obs.get.get("damaged") or 0)
+                got = obs.get
+                counts["damaged"] += int(got.get("damaged") or 0)
+                shortened |= _shortened("topic", got.get("long_topics") or [])
             if findings:
                 r = spark.read.format("mqtool").option("rows", "verify")
                 for fam in fams:
@@ -190,10 +255,12 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                     describe(spark, "mqtool export", f"mqtool export: {fam} verify findings of {len(mine)} "
                              "store(s): " + ", ".join(mine))
                     r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
+                        .withColumn("store", _spark_partition(F.col("store"))) \
                         .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
         _move_tree(tmp / "m", outp, force)
         if findings and (tmp / "f").exists():
             _move_tree(tmp / "f", outp / FINDINGS_DIR, force)
+        write_partition_index(outp, shortened, force)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     counts["messages"] = count_rows(outp)

@@ -199,3 +199,27 @@ def test_get_session_obeys_spark_defaults_and_submit_args(tmp_path):
     assert _session_master({"SPARK_CONF_DIR": str(conf)}, tmp_path) == "MASTER local[1] 7"
     assert _session_master({"PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false "
                             "pyspark-shell"}, tmp_path) == "MASTER local[2] 4"
+
+
+def test_export_partition_values_same_on_spark(spark, run_cli, tmp_path):
+    """Issue #16 item 7 on Spark: the same directories and the same _partitions.ndjson as the local engine."""
+    from test_export_partitions import LONG, long_topic_store
+
+    store = long_topic_store(tmp_path)
+    log = tmp_path / "log"
+    log.mkdir()
+    shutil.copytree(require_realdata("kafka", "kafka-python-3.0.12-patched", "kp-0"), log / "we\nird-0")
+    for src, fmt in ((store, "rocketmq"), (log, "kafka")):
+        a, b = tmp_path / f"a-{fmt}", tmp_path / f"b-{fmt}"
+        assert run_cli("export", src, "--to", a, "--format", fmt)[0] == 0
+        code, _, err = run_cli("export", src, "--to", b, "--format", fmt, "--engine", "spark")
+        assert code == 0, err
+
+        def dirs(out):
+            return sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_dir())
+
+        assert dirs(a) == dirs(b) and len(dirs(a)) >= 2
+        assert (a / "_partitions.ndjson").exists() == (b / "_partitions.ndjson").exists() == (fmt == "rocketmq")
+        if fmt == "rocketmq":
+            assert (a / "_partitions.ndjson").read_text() == (b / "_partitions.ndjson").read_text()
+            assert LONG in (b / "_partitions.ndjson").read_text()
