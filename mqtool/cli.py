@@ -39,7 +39,9 @@ BODY_OPT = click.option("--body", type=click.Choice(["none", "text", "hex", "bas
 ENGINE_OPT = click.option("--engine", type=click.Choice(["local", "spark"]), default="local", show_default=True,
                           help="local: this machine (process pool); spark: Apache Spark through PySpark "
                                "(pip install 'mqtool[spark]', Java 17+).")
-MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default local[*]).")
+MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default: what Spark's own "
+                                            "configuration says: spark-submit, spark-defaults.conf, "
+                                            "PYSPARK_SUBMIT_ARGS; else local[*]).")
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Worker processes over byte ranges of the log (0 = all cores). "
                              "Output is the same for any value.")
@@ -679,8 +681,12 @@ def _chain(a, b):
 @click.option("--findings", is_flag=True, help="Also write verify findings under OUT/_findings/store=…/.")
 @BODY_OPT
 @click.option("--force", is_flag=True, help="Allow a non-empty --to directory / overwrite files there.")
+@click.option("--partition-size", help="--engine spark: pack small segments into tasks of about this size "
+                                       "(default: --split-size when given, else 128M).")
+@click.option("--max-partitions", type=click.IntRange(min=1), help="--engine spark: at most this many tasks.")
 @guarded
-def export(paths, out, fmt, engine, master, split_size, findings, body, force):
+def export(paths, out, fmt, engine, master, split_size, findings, body, force, partition_size,
+           max_partitions):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
     Columns are those of `dump commitlog --json` plus `store` (the store's absolute path) and `topic`
@@ -696,7 +702,8 @@ def export(paths, out, fmt, engine, master, split_size, findings, body, force):
 
     split = _size(split_size)
     if engine == "spark":
-        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master)
+        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master,
+                                partition_size=_size(partition_size), max_partitions=max_partitions)
     else:
         counts = X.export_local(paths, out, fmt, split, body, findings, force)
     if not render._state["quiet"]:

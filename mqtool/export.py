@@ -209,7 +209,7 @@ CORRUPT_COL = "_mqtool_damage"
 
 
 def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
-                 master=None, spark=None) -> dict:
+                 master=None, spark=None, partition_size=None, max_partitions=None) -> dict:
     """Write the dataset through the ``mqtool`` data source on Spark (the session Spark's configuration
     gives, or ``master``). Damaged ranges are counted in the same pass (corrupt-record rows observed on
     their way to the writer, then dropped), so ``damaged`` equals the embedded count; a file an executor
@@ -236,6 +236,10 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                     .option("columnNameOfCorruptRecord", CORRUPT_COL)
                 if split_size:
                     r = r.option("splitSize", str(split_size))
+                if partition_size:
+                    r = r.option("maxPartitionBytes", str(partition_size))
+                if max_partitions:
+                    r = r.option("maxPartitions", str(max_partitions))
                 obs = Observation(f"mqtool-damage-{fam}")
                 df = r.load(mine if len(mine) > 1 else mine[0])
                 long_topic = F.when(F.octet_length("topic") > PART_RAW_MAX, F.col("topic"))

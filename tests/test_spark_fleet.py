@@ -223,3 +223,38 @@ def test_export_partition_values_same_on_spark(spark, run_cli, tmp_path):
         if fmt == "rocketmq":
             assert (a / "_partitions.ndjson").read_text() == (b / "_partitions.ndjson").read_text()
             assert LONG in (b / "_partitions.ndjson").read_text()
+
+
+def test_group_ranges_packs_small_segments_like_spark():
+    from mqtool.ranges import ByteRange
+    from mqtool.spark.source import group_ranges
+
+    def rng(i, n):
+        return ByteRange("kafka", "s", f"f{i}", f"f{i}", 0, n, 0, n, i, True, i)
+
+    M = 1024 * 1024
+    small = [rng(i, 1000) for i in range(170)]
+    # 170 tiny segments: each costs 1000 bytes + 4 MiB; 128 MiB tasks take 31 of them
+    groups = group_ranges(small)
+    assert [len(g) for g in groups] == [31] * 5 + [15]
+    assert [r for g in groups for r in g] == small                  # order kept, nothing lost
+    big = [rng(0, 128 * M), rng(1, 100), rng(2, 100), rng(3, 128 * M)]
+    assert [len(g) for g in group_ranges(big)] == [1, 2, 1]
+    assert [len(g) for g in group_ranges(small, max_partitions=4)] == [42, 43, 42, 43]
+    assert [len(g) for g in group_ranges(small, target=1)] == [1] * 170
+    assert len(group_ranges(small, target=1, max_partitions=4)) == 4
+
+
+def test_small_kafka_segments_are_coalesced(spark):
+    from mqtool.ranges import family_ranges
+
+    paths = [str(require_realdata("kafka", d)) for d in ("kaipasubhash-kafka-logs-2022/4008d90",
+                                                          "ldi-poc-kraft-2026/8030792")]
+    ranges = sum(len(family_ranges("kafka").plan(p, None)) for p in paths)
+    assert ranges > 100
+    for p in paths:
+        df = spark.read.format("mqtool").option("format", "kafka").load(p)
+        assert df.rdd.getNumPartitions() <= 2
+    one = spark.read.format("mqtool").option("format", "kafka").option("maxPartitionBytes", "1").load(paths[0])
+    assert one.rdd.getNumPartitions() == len(family_ranges("kafka").plan(paths[0], None))
+    assert one.count() == spark.read.format("mqtool").option("format", "kafka").load(paths[0]).count()

@@ -21,8 +21,10 @@ that cannot be opened or vanished fails the job, naming the file, unless ``ignor
 Options: ``format`` (default auto), ``rows`` (messages|verify|damage), ``mode``, ``splitSize`` (bytes or 64K/128M/1G),
 ``body`` (none|text|hex|base64), ``includeBlank`` (false), ``deep`` (false; Kafka: record rows too, with
 their keys/values when ``body`` is set), ``topic``, ``key``, ``tag`` (the dump filters),
-``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive
-ranges into at most this many partitions). Paths may be store roots, commitlog dirs or segment files, and
+``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitionBytes`` (task size: small
+segments and ranges are packed into partitions of about this many bytes, as Spark packs small files; default
+the split size when given, else 128 MiB), ``openCostInBytes`` (4M, what a range costs beyond its bytes),
+``maxPartitions`` (a cap on the number of partitions). Paths may be store roots, commitlog dirs or segment files, and
 globs (expanded on the driver, and made absolute there: executors have other working directories); they must
 be readable by the executors under the same name (local disk, NFS, a mounted bucket).
 """
@@ -103,13 +105,34 @@ class RangePartition(InputPartition):
         self.ranges = list(ranges)
 
 
-def group_ranges(ranges: list, max_partitions: int | None) -> list[list]:
-    """Consecutive ranges in at most ``max_partitions`` groups of near-equal count (order kept)."""
-    if not max_partitions or len(ranges) <= max_partitions:
-        return [[r] for r in ranges]
-    n = len(ranges)
-    bounds = [n * i // max_partitions for i in range(max_partitions + 1)]
-    return [ranges[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024    # as Spark's spark.sql.files.maxPartitionBytes
+DEFAULT_OPEN_COST = 4 * 1024 * 1024             # as Spark's spark.sql.files.openCostInBytes
+
+
+def group_ranges(ranges: list, max_partitions: int | None = None, target: int | None = None,
+                 open_cost: int = DEFAULT_OPEN_COST) -> list[list]:
+    """Consecutive ranges packed into Spark partitions (order kept), as Spark packs small files: each range
+    costs its length plus ``open_cost``; a partition is closed before it would pass ``target`` bytes (default
+    128 MiB). With ``max_partitions``, at most that many partitions (near-equal range counts if packing by
+    size gives more)."""
+    target = target or DEFAULT_PARTITION_BYTES
+    groups: list[list] = []
+    cur: list = []
+    size = 0
+    for r in ranges:
+        cost = r.length + open_cost
+        if cur and size + cost > target:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(r)
+        size += cost
+    if cur:
+        groups.append(cur)
+    if max_partitions and len(groups) > max_partitions:
+        n = len(ranges)
+        bounds = [n * i // max_partitions for i in range(max_partitions + 1)]
+        return [ranges[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return groups
 
 
 class StorePartition(InputPartition):
@@ -209,6 +232,10 @@ class MqtoolReader(DataSourceReader):
         self.batch_rows = int(options.get("batchRows", S.BATCH_ROWS))
         mp = options.get("maxPartitions")
         self.max_partitions = int(mp) if mp else None
+        # the task size: maxPartitionBytes, else the split size when one was given, else 128 MiB
+        self.partition_bytes = parse_size(options.get("maxPartitionBytes")) or self.split
+        oc = options.get("openCostInBytes")
+        self.open_cost = parse_size(oc) if oc not in (None, "") else DEFAULT_OPEN_COST
         mms = options.get("maxMessageSize")
         self.max_message_size = parse_size(mms) if mms else 4 * 1024 * 1024
 
@@ -218,7 +245,8 @@ class MqtoolReader(DataSourceReader):
         ranges = []
         for p, f in self.stores:
             ranges.extend(family_ranges(f).plan(p, self.split))
-        return [RangePartition(g) for g in group_ranges(ranges, self.max_partitions)] or [StorePartition("", "")]
+        groups = group_ranges(ranges, self.max_partitions, self.partition_bytes, self.open_cost)
+        return [RangePartition(g) for g in groups] or [StorePartition("", "")]
 
     def read(self, partition):
         schema = S.arrow_schema(self.fields)
