@@ -26,11 +26,11 @@ FINDINGS_DIR = "_findings"
 _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
 
 
-# Partition values: kept as they are up to PART_RAW_MAX UTF-8 bytes (escaped, at most three times as long: a
-# directory name stays under the 255 bytes file systems allow); a longer value is named by its first
-# PART_PREFIX characters, "~" and 16 hex digits of its SHA-256, and listed in OUT/_partitions.ndjson with
-# its true value. Both engines apply the same rule (Spark through the same expression, see _spark_partition).
-PART_RAW_MAX = 80
+# Partition values: a directory is named after the value (escaped as Spark does) while that name fits in
+# PART_NAME_MAX bytes (file systems allow 255 for a name, "topic=" included); a longer value is named by its
+# first PART_PREFIX characters, "~" and 16 hex digits of its SHA-256, and listed in OUT/_partitions.ndjson
+# with its true value. Both engines apply the same rule (Spark through the same expression, _spark_partition).
+PART_NAME_MAX = 240
 PART_PREFIX = 32
 PARTITIONS_FILE = "_partitions.ndjson"
 
@@ -44,7 +44,7 @@ def partition_value(value):
     if value is None:
         return None
     s = str(value)
-    if len(_utf8(s)) <= PART_RAW_MAX:
+    if len(_utf8(hive_escape(s))) <= PART_NAME_MAX:
         return s
     import hashlib
 
@@ -52,11 +52,19 @@ def partition_value(value):
 
 
 def _spark_partition(col):
-    """:func:`partition_value` as a Spark column expression."""
+    """:func:`partition_value` as a Spark column expression (escaped length: bytes + 2 per escaped char)."""
     from pyspark.sql import functions as F
 
-    return F.when(F.octet_length(col) <= PART_RAW_MAX, col).otherwise(
+    return F.when(_spark_escaped_length(col) <= PART_NAME_MAX, col).otherwise(
         F.concat(F.substring(col, 1, PART_PREFIX), F.lit("~"), F.substring(F.sha2(col, 256), 1, 16)))
+
+
+def _spark_escaped_length(col):
+    from pyspark.sql import functions as F
+
+    kept = "[^" + "".join("\\" + c if c in "\\[]^-" else c for c in sorted(_ESCAPE - {"\x7f"})) + \
+        "\\x{7f}\\x{00}-\\x{1f}]"
+    return F.octet_length(col) + 2 * F.length(F.regexp_replace(col, kept, ""))
 
 
 def write_partition_index(outp: Path, mapping: dict, force: bool) -> None:
@@ -242,7 +250,7 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                     r = r.option("maxPartitions", str(max_partitions))
                 obs = Observation(f"mqtool-damage-{fam}")
                 df = r.load(mine if len(mine) > 1 else mine[0])
-                long_topic = F.when(F.octet_length("topic") > PART_RAW_MAX, F.col("topic"))
+                long_topic = F.when(_spark_escaped_length(F.col("topic")) > PART_NAME_MAX, F.col("topic"))
                 df = df.observe(obs, F.count(F.col(CORRUPT_COL)).alias("damaged"),
                                 F.collect_set(long_topic).alias("long_topics"))
                 df.where(F.col(CORRUPT_COL).isNull()).drop(CORRUPT_COL) \
