@@ -59,6 +59,7 @@ DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",        # the CLI's stdout/stderr are its own
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.python.filterPushdown.enabled": "true",   # the mqtool data source's filter pushdown
 }
 
 

@@ -176,7 +176,21 @@ class MqtoolDataSource(DataSource):
         return S.spark_ddl(self.row_fields())
 
     def reader(self, schema):
-        return MqtoolReader(self.options, self._stores(), self._mode(), self.row_fields())
+        # Spark (4.1+) refuses a reader with pushFilters unless spark.sql.python.filterPushdown.enabled is
+        # true, and calls reader() from its pushdown worker only when it is: give the filtering reader there.
+        cls = FilteringReader if _called_for_pushdown() else MqtoolReader
+        return cls(self.options, self._stores(), self._mode(), self.row_fields())
+
+
+def _called_for_pushdown() -> bool:
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        f = f.f_back
+    return False
 
 
 def read_modes(options) -> tuple[str, str]:
@@ -220,6 +234,7 @@ class MqtoolReader(DataSourceReader):
         self.on_bad = read_modes(options)[1]
         self.ignore_corrupt = _truthy(options.get("ignoreCorruptFiles", "false"))
         self.ignore_missing = _truthy(options.get("ignoreMissingFiles", "false"))
+        self.predicates: list[tuple] = []       # (op, column, value) pushed by Spark (FilteringReader)
         corrupt = options.get("columnNameOfCorruptRecord")
         self.corrupt_col = corrupt if corrupt and self.on_bad == "PERMISSIVE" and mode == "messages" else None
         self.split = parse_size(options.get("splitSize"))
@@ -271,10 +286,11 @@ class MqtoolReader(DataSourceReader):
                     continue
             damage: list[dict] = []
             store = rng.store
+            preds = self.predicates
             for row in family_ranges(rng.family).iter_range_rows(
                     rng, opts, on_damage=lambda d, rng=rng: damage.append(damage_record(rng, d))):
                 yield from self._damage_rows(damage)
-                if want_rows:
+                if want_rows and (not preds or keep_row(row, preds, store)):
                     row["store"] = store
                     yield row
             yield from self._damage_rows(damage)
@@ -301,6 +317,77 @@ class MqtoolReader(DataSourceReader):
                 yield rec
             elif self.corrupt_col:
                 yield {"store": rec["store"], self.corrupt_col: rec["note"]}
+
+
+_PY_TYPES = {"string": str, "long": int, "int": int}
+_OPS = {"EqualTo": "==", "In": "in", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
+        "LessThanOrEqual": "<=", "StringStartsWith": "startswith", "IsNotNull": "notnull"}
+
+
+class FilteringReader(MqtoolReader):
+    """:class:`MqtoolReader` with Spark filter pushdown: IS NOT NULL, and comparisons (=, IN, <, <=, >, >=,
+    STARTSWITH) of a
+    string or integer column (topic, keys' siblings: tags, queue_id, queue_offset, offset, timestamps, ...)
+    with literals of the column's type are evaluated on each row before it is turned into Arrow, and a
+    single topic equality also becomes the ``topic`` reader option (Kafka partitions of other topics are
+    not read at all). Those filters are not evaluated again by Spark; any other filter is left to Spark."""
+
+    def pushFilters(self, filters):
+        if self.mode != "messages":
+            yield from filters
+            return
+        types = dict(self.fields)
+        for f in filters:
+            p = _predicate(f, types)
+            if p is None:
+                yield f
+                continue
+            self.predicates.append(p)
+            if p[0] == "==" and p[1] == "topic" and self.topic is None:
+                self.topic = p[2]
+
+
+def _predicate(f, types: dict):
+    op = _OPS.get(type(f).__name__)
+    attr = getattr(f, "attribute", None)
+    if op is None or not attr or len(attr) != 1:
+        return None
+    if op == "notnull":
+        return (op, attr[0], None) if attr[0] in types else None
+    py = _PY_TYPES.get(types.get(attr[0], ""))
+    if py is None or (op == "startswith" and py is not str):
+        return None
+    vals = f.value if op == "in" else (f.value,)
+    if not all(type(v) is py for v in vals):
+        return None
+    return (op, attr[0], frozenset(vals) if op == "in" else f.value)
+
+
+def keep_row(row: dict, preds, store: str) -> bool:
+    """All pushed predicates hold for the row (a null never matches, as in SQL)."""
+    for op, col, val in preds:
+        v = store if col == "store" else row.get(col)
+        if v is None:
+            return False
+        if op == "notnull":
+            continue
+        if op == "==":
+            ok = v == val
+        elif op == "in":
+            ok = v in val
+        elif op == ">":
+            ok = v > val
+        elif op == ">=":
+            ok = v >= val
+        elif op == "<":
+            ok = v < val
+        elif op == "<=":
+            ok = v <= val
+        else:
+            ok = v.startswith(val)
+        if not ok:
+            return False
+    return True
 
 
 def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024):
