@@ -444,11 +444,13 @@ def _verify_cmd(part: str):
             _write_manifest(manifest_out, paths, kw.get("force", False))
         kw["split_size"] = _size(kw["split_size"])
         if engine == "spark":
-            from mqtool.spark.session import SparkRunner, get_session
+            from mqtool.spark.session import SparkRunner, describe, get_session
 
             kw["runner"] = SparkRunner(get_session(master))
         for path in paths:
             family, ops = _ops(path, fmt)
+            if engine == "spark":
+                describe(kw["runner"].spark, "mqtool verify", f"mqtool verify {part} ({family}): {path}")
             opts = VerifyOptions(**kw)
             findings, summary_fn = ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):

@@ -290,3 +290,19 @@ def test_pushed_filters_give_spark_s_own_answer(spark, where):
         assert "Filter" not in plan.split("BatchScan")[0].replace("PushedFilters", ""), plan
     if "no-such" not in where:
         assert want
+
+
+def test_spark_submit_runs_the_cli(tmp_path, run_cli):
+    """The documented recipe: spark-submit [options] <mqtool/__main__.py> VERB ... --engine spark."""
+    import mqtool.__main__ as main_mod
+    from pyspark.find_spark_home import _find_spark_home
+
+    submit = Path(_find_spark_home()) / "bin" / "spark-submit"
+    store = str(require_realdata("rocketmq", "gen-4.9.7-kill", "store"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    p = subprocess.run([str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", main_mod.__file__,
+                        "verify", "store", store, "--json", "--engine", "spark"],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    want = run_cli("verify", "store", store, "--json", "--jobs", "1")
+    assert (p.returncode, p.stdout) == want[:2], p.stderr[-2000:]
