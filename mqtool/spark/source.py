@@ -37,7 +37,8 @@ import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mqtool.errors import UsageError
+from mqtool.errors import InputError, UsageError
+from mqtool.io import open_input
 from mqtool.ranges import FINDING_FIELDS, family_ranges, parse_size
 from mqtool.spark import schema as S
 
@@ -280,9 +281,9 @@ class MqtoolReader(DataSourceReader):
         want_rows = self.mode == "messages"
         for rng in ranges:
             try:
-                os.close(os.open(rng.file, os.O_RDONLY))
-            except OSError as e:
-                if self._file_fails(rng.file, e.strerror or str(e)):
+                open_input(rng.file).close()        # read-only, O_NOATIME, FIFOs refused
+            except InputError as e:
+                if self._file_fails(rng.file, e.message):
                     continue
             damage: list[dict] = []
             store = rng.store
