@@ -44,7 +44,9 @@ ENGINE_OPT = click.option("--engine", type=click.Choice(["local", "spark"]), def
                           help="local: this machine (with --jobs worker processes where the command has "
                                "--jobs); spark: Apache Spark through PySpark (pip install 'mqtool[spark]', "
                                "Java 17+).")
-MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default local[*]).")
+MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark (default: what Spark's own "
+                                            "configuration says: spark-submit, spark-defaults.conf, "
+                                            "PYSPARK_SUBMIT_ARGS; else local[*]).")
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Worker processes over byte ranges of the log (0 = all cores). "
                              "Output is the same for any value.")
@@ -647,7 +649,7 @@ def _verify_cmd(part: str):
             _write_manifest(manifest_out, paths, kw.get("force", False))
         kw["split_size"] = _size(kw["split_size"])
         if engine == "spark":
-            from mqtool.spark.session import SparkRunner, get_session
+            from mqtool.spark.session import SparkRunner, describe, get_session
 
             kw["runner"] = SparkRunner(get_session(master))
         linker = Linker()           # ids unique over the whole run
@@ -655,6 +657,8 @@ def _verify_cmd(part: str):
         for path in paths:
             family, ops = _ops(path, fmt)
             render.set_base(path)
+            if engine == "spark":
+                describe(kw["runner"].spark, "mqtool verify", f"mqtool verify {part} ({family}): {path}")
             opts = VerifyOptions(**kw)
             findings, summary_fn = ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):
@@ -892,9 +896,13 @@ def _chain(a, b):
 @BODY_OPT
 @click.option("--force", is_flag=True,
               help="Allow a non-empty --to directory; a store exported there before is replaced.")
+@click.option("--partition-size", help="--engine spark: pack small segments into tasks of about this size "
+                                       "(default: --split-size when given, else 128M).")
+@click.option("--max-partitions", type=click.IntRange(min=1), help="--engine spark: at most this many tasks.")
 @SIZE_OPTS
 @guarded
-def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, force, **sizes):
+def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, force, partition_size,
+           max_partitions, **sizes):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
     Columns are those of `dump commitlog --json` of every family in one schema (plus `family`), with
@@ -913,7 +921,8 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
 
     split = _size(split_size)
     if engine == "spark":
-        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master, sizes=sizes)
+        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master, sizes=sizes,
+                                partition_size=_size(partition_size), max_partitions=max_partitions)
     else:
         counts = X.export_local(paths, out, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
     if not render._state["quiet"]:

@@ -5,7 +5,8 @@ Layout of ``OUT`` (Hive-style partitions, readable by Spark, pyarrow, DuckDB, pa
     OUT/store=<store path>/topic=<topic>/part-*.parquet     message rows (columns of ``dump commitlog``)
     OUT/_findings/store=<store path>/part-*.parquet          with --findings: verify findings + summary rows
 
-Partition values are escaped as Spark/Hive do (``/`` → ``%2F`` …); the ``_findings`` directory is skipped
+Partition values are escaped as Spark/Hive do (``/`` → ``%2F`` …); a value whose directory name would be too
+long is named by a prefix and a hash, listed with its true value in ``OUT/_partitions.ndjson``; the ``_findings`` directory is skipped
 by readers that load ``OUT`` itself. Every message file has the one schema of
 :func:`mqtool.dataset.export_fields` (all families), so a mixed export reads back as one table. Two engines:
 ``local`` (pyarrow on this machine, a process pool over byte ranges, the default) and ``spark`` (the
@@ -26,6 +27,63 @@ from mqtool.ranges import FINDING_FIELDS, family_ranges
 FINDINGS_DIR = "_findings"
 # Characters Spark's ExternalCatalogUtils.escapePathName escapes in partition directory names.
 _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
+
+
+# Partition values: a directory is named after the value (escaped as Spark does) while that name fits in
+# PART_NAME_MAX bytes (file systems allow 255 for a name, "topic=" included); a longer value is named by its
+# first PART_PREFIX characters, "~" and 16 hex digits of its SHA-256, and listed in OUT/_partitions.ndjson
+# with its true value. Both engines apply the same rule (Spark through the same expression, _spark_partition).
+PART_NAME_MAX = 240
+PART_PREFIX = 32
+PARTITIONS_FILE = "_partitions.ndjson"
+
+
+def _utf8(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
+
+
+def partition_value(value):
+    """The value a partition directory is named after (None stays None)."""
+    if value is None:
+        return None
+    s = str(value)
+    if len(_utf8(hive_escape(s))) <= PART_NAME_MAX:
+        return s
+    import hashlib
+
+    return f"{s[:PART_PREFIX]}~{hashlib.sha256(_utf8(s)).hexdigest()[:16]}"
+
+
+def _spark_partition(col):
+    """:func:`partition_value` as a Spark column expression (escaped length: bytes + 2 per escaped char)."""
+    from pyspark.sql import functions as F
+
+    return F.when(_spark_escaped_length(col) <= PART_NAME_MAX, col).otherwise(
+        F.concat(F.substring(col, 1, PART_PREFIX), F.lit("~"), F.substring(F.sha2(col, 256), 1, 16)))
+
+
+def _spark_escaped_length(col):
+    from pyspark.sql import functions as F
+
+    kept = "[^" + "".join("\\" + c if c in "\\[]^-" else c for c in sorted(_ESCAPE - {"\x7f"})) + \
+        "\\x{7f}\\x{00}-\\x{1f}]"
+    return F.octet_length(col) + 2 * F.length(F.regexp_replace(col, kept, ""))
+
+
+def write_partition_index(outp: OutputDir, mapping: set, force: bool) -> None:
+    """``OUT/_partitions.ndjson``: one line per shortened partition value, {column, dir, value} (sorted), so
+    that every directory name maps back to its true value. Not written when no value was shortened."""
+    if not mapping:
+        return
+    from mqtool.render import dumps
+
+    lines = [dumps({"column": c, "dir": f"{c}={hive_escape(partition_value(v))}", "value": v})
+             for c, v in sorted(mapping)]
+    outp.write(PARTITIONS_FILE, ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"), overwrite=force)
+
+
+def _shortened(col: str, values) -> set:
+    return {(col, v) for v in values if v is not None and partition_value(v) != v}
 
 
 def hive_escape(value) -> str:
@@ -73,6 +131,7 @@ class _PartitionedWriter:
         self.batch_rows = batch_rows
         self.file_name = file_name
         self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows, pending batches)
+        self.shortened: set = set()             # (column, true value) of the partitions named by a hash
         self.rows = 0
         self._pending = 0           # rows held as dicts, all files
         self._buffered = 0          # bytes held as Arrow batches, all files
@@ -96,7 +155,9 @@ class _PartitionedWriter:
 
         if len(self.part_cols) == 1:
             key = (key,)
-        d = self.out.joinpath(*[f"{c}={hive_escape(v)}" for c, v in zip(self.part_cols, key)])
+        for c, v in zip(self.part_cols, key):
+            self.shortened |= _shortened(c, [v])
+        d = self.out.joinpath(*[f"{c}={hive_escape(partition_value(v))}" for c, v in zip(self.part_cols, key)])
         d.mkdir(parents=True, exist_ok=True)
         return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [], [])
 
@@ -159,9 +220,9 @@ def _stores(paths, fmt):
     return out
 
 
-def _export_range_task(args) -> tuple[int, int]:
+def _export_range_task(args) -> tuple[int, int, set]:
     """Pool task: the rows of one byte range written as ``part-<range>.parquet`` files (one per topic) under
-    ``tmp``. Returns (rows, damaged ranges met)."""
+    ``tmp``. Returns (rows, damaged ranges met, topics whose partition directory is named by a hash)."""
     import gc
 
     rng, opts, tmp, umask = args
@@ -176,7 +237,7 @@ def _export_range_task(args) -> tuple[int, int]:
     umask_was = os.umask(umask)     # the caller's (a forkserver worker has the forkserver's)
     try:
         # one store per range: its partition directory is fixed, rows are split by topic only
-        with _PartitionedWriter(Path(tmp) / f"store={hive_escape(rng.store)}",
+        with _PartitionedWriter(Path(tmp) / f"store={hive_escape(partition_value(rng.store))}",
                                 [f for f in export_fields() if f[0] != "store"], ["topic"], family=rng.family,
                                 row_fields=mod.ROW_FIELDS, file_name=f"part-{rng.index:05d}.parquet") as w:
             add = w.add
@@ -186,7 +247,7 @@ def _export_range_task(args) -> tuple[int, int]:
         os.umask(umask_was)
         if gc_was:
             gc.enable()
-    return w.rows, damaged[0]
+    return w.rows, damaged[0], w.shortened
 
 
 def export_local(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
@@ -210,9 +271,12 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         runner = runner_for(opts, ranges)
         plain = DumpOptions(body=body)
         mask = current_umask()
-        for rows, damaged in runner.imap(_export_range_task, [(r, plain, str(tmp / "m"), mask) for r in ranges]):
+        shortened = _shortened("store", [p for p, _ in stores])
+        for rows, damaged, short in runner.imap(_export_range_task,
+                                                [(r, plain, str(tmp / "m"), mask) for r in ranges]):
             counts["rows"] += rows
             counts["damaged"] += damaged
+            shortened |= short
         if findings:
             from mqtool.dataset import verify_rows
 
@@ -224,6 +288,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         # each store=… partition replaces an earlier export's as a whole (--force), links never followed
         outp.replace_entries_in(tmp / "m")
         outp.replace_entries_in(tmp / "f", (FINDINGS_DIR,))
+        write_partition_index(outp, shortened, force)
     except BaseException:
         outp.remove_scratch(tmp)
         if created:
@@ -234,39 +299,72 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     return counts
 
 
+CORRUPT_COL = "_mqtool_damage"
+
+
 def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
-                 master=None, spark=None, sizes: dict | None = None) -> dict:
-    """Write the dataset through the ``mqtool`` data source on Spark (``master`` default ``local[*]``)."""
-    from mqtool.spark.session import get_session
+                 master=None, spark=None, sizes: dict | None = None, partition_size=None,
+                 max_partitions=None) -> dict:
+    """Write the dataset through the ``mqtool`` data source on Spark (the session Spark's configuration
+    gives, or ``master``). Damaged ranges are counted in the same pass (corrupt-record rows observed on
+    their way to the writer, then dropped), so ``damaged`` equals the embedded count; a file an executor
+    cannot read fails the export, naming the file."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from mqtool.spark.session import describe, get_session, spark_errors
 
     stores = _stores(paths, fmt)
     spark = spark or get_session(master)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
     fams = sorted({f for _, f in stores})
     tmp = outp.scratch_dir()
-    counts = {"messages": 0, "findings": 0, "stores": len(stores)}
+    counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
+    shortened = _shortened("store", [p for p, _ in stores])
     try:
-        for fam in fams:
-            mine = [p for p, f in stores if f == fam]
-            r = spark.read.format("mqtool").option("format", fam).option("body", body)
-            if split_size:
-                r = r.option("splitSize", str(split_size))
-            df = r.load(mine if len(mine) > 1 else mine[0])
-            df = df.selectExpr(*spark_select(fam, family_ranges(fam).ROW_FIELDS))    # the one export schema
-            df.write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
-        if findings:
-            from mqtool.spark.source import size_reader_options
-
-            r = spark.read.format("mqtool").option("mode", "verify")
-            for name, value in size_reader_options(sizes).items():
-                r = r.option(name, value)
+        with spark_errors("export on Spark"):
             for fam in fams:
                 mine = [p for p, f in stores if f == fam]
-                r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
-                    .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
+                describe(spark, "mqtool export", f"mqtool export: {fam} messages of {len(mine)} store(s): "
+                         + ", ".join(mine))
+                r = spark.read.format("mqtool").option("format", fam).option("body", body) \
+                    .option("columnNameOfCorruptRecord", CORRUPT_COL)
+                if split_size:
+                    r = r.option("splitSize", str(split_size))
+                if partition_size:
+                    r = r.option("maxPartitionBytes", str(partition_size))
+                if max_partitions:
+                    r = r.option("maxPartitions", str(max_partitions))
+                obs = Observation(f"mqtool-damage-{fam}")
+                df = r.load(mine if len(mine) > 1 else mine[0])
+                long_topic = F.when(_spark_escaped_length(F.col("topic")) > PART_NAME_MAX, F.col("topic"))
+                df = df.observe(obs, F.count(F.col(CORRUPT_COL)).alias("damaged"),
+                                F.collect_set(long_topic).alias("long_topics"))
+                df = df.where(F.col(CORRUPT_COL).isNull()).drop(CORRUPT_COL)
+                df.selectExpr(*spark_select(fam, family_ranges(fam).ROW_FIELDS)) \
+                    .withColumn("store", _spark_partition(F.col("store"))) \
+                    .withColumn("topic", _spark_partition(F.col("topic"))) \
+                    .write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
+                got = obs.get
+                counts["damaged"] += int(got.get("damaged") or 0)
+                shortened |= _shortened("topic", got.get("long_topics") or [])
+            if findings:
+                from mqtool.spark.source import size_reader_options
+
+                r = spark.read.format("mqtool").option("rows", "verify")
+                for name, value in size_reader_options(sizes).items():
+                    r = r.option(name, value)
+                for fam in fams:
+                    mine = [p for p, f in stores if f == fam]
+                    describe(spark, "mqtool export", f"mqtool export: {fam} verify findings of {len(mine)} "
+                             "store(s): " + ", ".join(mine))
+                    r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
+                        .withColumn("store", _spark_partition(F.col("store"))) \
+                        .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
         _move_tree(outp, tmp / "m", ())
         if findings:
             _move_tree(outp, tmp / "f", (FINDINGS_DIR,))
+        write_partition_index(outp, shortened, force)
     finally:
         outp.remove_scratch(tmp)
     counts["rows"] = count_rows(outp.path)
@@ -294,7 +392,7 @@ def count_messages(outp: Path, stores) -> int:
 
     n = 0
     for path, fam in stores:
-        d = Path(outp) / f"store={hive_escape(path)}"
+        d = Path(outp) / f"store={hive_escape(partition_value(path))}"
         if not d.exists():
             continue
         if fam != "kafka":

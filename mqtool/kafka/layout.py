@@ -21,7 +21,7 @@ from formats import kafka as K
 
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)((?:\.deleted|\.cleaned|\.swap)?)$")
 KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint((?:\.deleted|\.part)?)$")
-PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<part>\d+)(?P<suffix>\.[0-9a-f]{32}-(?:delete|future|stray)|-future|-stray|-delete)?$")
+PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<part>\d+)(?P<suffix>\.[0-9a-f]{32}-(?:delete|future|stray)|-future|-stray|-delete)?\Z", re.S)
 LOGDIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
                       "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
 PARTITION_FILES = ("leader-epoch-checkpoint", "partition.metadata", "quorum-state")

@@ -6,30 +6,57 @@
   default 128 MiB); each partition resyncs to the first record that starts in its range and yields the
   rows of ``mqtool dump commitlog`` for the records that start there, as Arrow record batches, with a
   ``store`` column first (the store path as given). Union over partitions == the embedded scan.
-* verify mode (``option("mode", "verify")``): one partition per store, rows are that store's verify
+* verify rows (``option("rows", "verify")``): one partition per store, rows are that store's verify
   findings (the NDJSON objects of ``mqtool verify store``) plus one ``kind = "summary"`` row per store.
+* damage rows (``option("rows", "damage")``): the ranges the message scan skipped as damaged, one
+  findings-shaped row each (``kind = "damage"``), the same ranges ``dump``/``export`` count.
 
-Options: ``format`` (default auto), ``mode`` (messages|verify), ``splitSize`` (bytes or 64K/128M/1G),
+Damaged input follows Spark's own conventions (as the CSV/JSON sources): ``mode`` = ``PERMISSIVE``
+(default: rows of the readable records; damage kept: as rows with only ``store`` and the
+``columnNameOfCorruptRecord`` column set when that option names a column, else through ``rows=damage``),
+``DROPMALFORMED`` (damage dropped) or ``FAILFAST`` (the first damaged range fails the job, naming it). A file
+that cannot be opened or vanished fails the job, naming the file, unless ``ignoreCorruptFiles`` /
+``ignoreMissingFiles`` is true (then it is skipped, as Spark's file sources do).
+
+Options: ``format`` (default auto), ``rows`` (messages|verify|damage), ``mode``, ``splitSize`` (bytes or 64K/128M/1G),
 ``body`` (none|text|hex|base64), ``includeBlank`` (false), ``deep`` (false; Kafka: record rows too, with
 their keys/values when ``body`` is set), ``topic``, ``key``, ``tag`` (the dump filters),
-``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitions`` (group consecutive
-ranges into at most this many partitions). Paths may be store roots, commitlog dirs or segment files, and
-globs (expanded on the driver); they must be readable by the executors under the same name (local disk, NFS, a mounted bucket).
+``maxMessageSize``, ``batchRows`` (rows per Arrow batch, 4096), ``maxPartitionBytes`` (task size: small
+segments and ranges are packed into partitions of about this many bytes, as Spark packs small files; default
+the split size when given, else 128 MiB), ``openCostInBytes`` (4M, what a range costs beyond its bytes),
+``maxPartitions`` (a cap on the number of partitions). Paths may be store roots, commitlog dirs or segment files, and
+globs (expanded on the driver, and made absolute there: executors have other working directories); they must
+be readable by the executors under the same name (local disk, NFS, a mounted bucket).
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
+import re
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from mqtool.dataset import verify_rows  # noqa: F401  (moved there: export needs it without pyspark)
-from mqtool.errors import UsageError
+from mqtool.errors import InputError, UsageError
+from mqtool.io import open_input
 from mqtool.ranges import FINDING_FIELDS, family_ranges, parse_size
 from mqtool.spark import schema as S
 
 FAMILIES = ("rocketmq", "litemq", "kafka")
+ROWS = ("messages", "verify", "damage")
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+# An executor's failure carries this marker and a JSON object, so that the driver can name the file in one
+# line (see :func:`mqtool.spark.session.spark_errors`).
+FAIL_MARK = "MQTOOL-READ-FAILED"
+
+
+class ReadFailed(Exception):
+    """Raised on an executor: a file cannot be read (or, with FAILFAST, a range is damaged)."""
+
+    def __init__(self, kind: str, file: str, message: str):
+        super().__init__(f"{FAIL_MARK}{json.dumps({'kind': kind, 'file': file, 'message': message})}"
+                         f"{FAIL_MARK}")
 
 
 def _truthy(v) -> bool:
@@ -56,11 +83,11 @@ def expand_paths(options) -> list[str]:
             hits = sorted(glob.glob(p))
             if not hits:
                 raise UsageError(f"mqtool data source: no path matches {p!r}")
-            out.extend(hits)
+            out.extend(os.path.abspath(h) for h in hits)
         else:
             if not os.path.lexists(p):
                 raise UsageError(f"mqtool data source: no such path {p!r}")
-            out.append(p)
+            out.append(os.path.abspath(p))
     return out
 
 
@@ -80,13 +107,34 @@ class RangePartition(InputPartition):
         self.ranges = list(ranges)
 
 
-def group_ranges(ranges: list, max_partitions: int | None) -> list[list]:
-    """Consecutive ranges in at most ``max_partitions`` groups of near-equal count (order kept)."""
-    if not max_partitions or len(ranges) <= max_partitions:
-        return [[r] for r in ranges]
-    n = len(ranges)
-    bounds = [n * i // max_partitions for i in range(max_partitions + 1)]
-    return [ranges[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+DEFAULT_PARTITION_BYTES = 128 * 1024 * 1024    # as Spark's spark.sql.files.maxPartitionBytes
+DEFAULT_OPEN_COST = 4 * 1024 * 1024             # as Spark's spark.sql.files.openCostInBytes
+
+
+def group_ranges(ranges: list, max_partitions: int | None = None, target: int | None = None,
+                 open_cost: int = DEFAULT_OPEN_COST) -> list[list]:
+    """Consecutive ranges packed into Spark partitions (order kept), as Spark packs small files: each range
+    costs its length plus ``open_cost``; a partition is closed before it would pass ``target`` bytes (default
+    128 MiB). With ``max_partitions``, at most that many partitions (near-equal range counts if packing by
+    size gives more)."""
+    target = target or DEFAULT_PARTITION_BYTES
+    groups: list[list] = []
+    cur: list = []
+    size = 0
+    for r in ranges:
+        cost = r.length + open_cost
+        if cur and size + cost > target:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(r)
+        size += cost
+    if cur:
+        groups.append(cur)
+    if max_partitions and len(groups) > max_partitions:
+        n = len(ranges)
+        bounds = [n * i // max_partitions for i in range(max_partitions + 1)]
+        return [ranges[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return groups
 
 
 class StorePartition(InputPartition):
@@ -103,10 +151,8 @@ class MqtoolDataSource(DataSource):
         return "mqtool"
 
     def _mode(self) -> str:
-        mode = str(self.options.get("mode", "messages")).lower()
-        if mode not in ("messages", "verify"):
-            raise UsageError(f"mqtool data source: unknown mode {mode!r} (messages or verify)")
-        return mode
+        """Which rows: messages, verify or damage (``rows``; ``mode=verify`` is the older spelling)."""
+        return read_modes(self.options)[0]
 
     def _stores(self) -> list[tuple[str, str]]:
         if not hasattr(self, "_stores_cache"):
@@ -114,19 +160,72 @@ class MqtoolDataSource(DataSource):
         return self._stores_cache
 
     def row_fields(self) -> list[tuple[str, str]]:
-        if self._mode() == "verify":
+        if self._mode() in ("verify", "damage"):
             return FINDING_FIELDS
         fams = sorted({f for _, f in self._stores()})
         if len(fams) != 1:
             raise UsageError(f"mqtool data source: the paths hold several families ({', '.join(fams)}); "
                              "load each family separately (option format)")
-        return family_ranges(fams[0]).ROW_FIELDS
+        fields = list(family_ranges(fams[0]).ROW_FIELDS)
+        corrupt = self.options.get("columnNameOfCorruptRecord")
+        if corrupt and read_modes(self.options)[1] == "PERMISSIVE":
+            if corrupt in {n for n, _ in fields}:
+                raise UsageError(f"mqtool data source: columnNameOfCorruptRecord {corrupt!r} is a column already")
+            fields.append((corrupt, "string"))
+        return fields
 
     def schema(self):
         return S.spark_ddl(self.row_fields())
 
     def reader(self, schema):
-        return MqtoolReader(self.options, self._stores(), self._mode(), self.row_fields())
+        # Spark (4.1+) refuses a reader with pushFilters unless spark.sql.python.filterPushdown.enabled is
+        # true, and calls reader() from its pushdown worker only when it is: give the filtering reader there.
+        cls = FilteringReader if _called_for_pushdown() else MqtoolReader
+        return cls(self.options, self._stores(), self._mode(), self.row_fields())
+
+
+def _called_for_pushdown() -> bool:
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
+        f = f.f_back
+    return False
+
+
+def read_modes(options) -> tuple[str, str]:
+    """(rows, mode) of the options: rows messages|verify|damage, mode PERMISSIVE|DROPMALFORMED|FAILFAST."""
+    rows = str(options.get("rows") or "").strip().lower()
+    mode = str(options.get("mode") or "").strip()
+    if mode.lower() in ROWS:            # mode=verify / mode=messages: the spelling before `rows`
+        rows, mode = rows or mode.lower(), ""
+    rows = rows or "messages"
+    mode = mode.upper() or "PERMISSIVE"
+    if rows not in ROWS:
+        raise UsageError(f"mqtool data source: unknown rows {rows!r} (messages, verify or damage)")
+    if mode not in MODES:
+        raise UsageError(f"mqtool data source: unknown mode {mode!r} (PERMISSIVE, DROPMALFORMED or FAILFAST)")
+    return rows, mode
+
+
+_CODE = re.compile(r"\b([a-z][a-z0-9]*(?:-[a-z0-9]+)+)\b")
+
+
+def damage_record(rng, d) -> dict:
+    """A damage report of a range reader (a RocketMQ ``Damage`` or a one-line note) → a findings row, with
+    ``note`` the one-line text ``dump`` prints for it."""
+    if hasattr(d, "code"):
+        from mqtool.rocketmq.ranges import damage_note
+
+        return {"store": rng.store, "kind": "damage", "severity": "error", "code": d.code, "file": d.file,
+                "position": d.position, "offset": d.offset, "message": f"{d.message}; skipped {d.length} bytes",
+                "note": damage_note(d)}
+    text = str(d)
+    m = _CODE.search(text)
+    return {"store": rng.store, "kind": "damage", "severity": "error", "code": m.group(1) if m else "damage",
+            "file": rng.file, "message": text, "note": text}
 
 
 class MqtoolReader(DataSourceReader):
@@ -134,6 +233,12 @@ class MqtoolReader(DataSourceReader):
         self.stores = stores
         self.mode = mode
         self.fields = fields
+        self.on_bad = read_modes(options)[1]
+        self.ignore_corrupt = _truthy(options.get("ignoreCorruptFiles", "false"))
+        self.ignore_missing = _truthy(options.get("ignoreMissingFiles", "false"))
+        self.predicates: list[tuple] = []       # (op, column, value) pushed by Spark (FilteringReader)
+        corrupt = options.get("columnNameOfCorruptRecord")
+        self.corrupt_col = corrupt if corrupt and self.on_bad == "PERMISSIVE" and mode == "messages" else None
         self.split = parse_size(options.get("splitSize"))
         self.body = str(options.get("body", "none")).lower()
         self.include_blank = _truthy(options.get("includeBlank", "false"))
@@ -144,6 +249,10 @@ class MqtoolReader(DataSourceReader):
         self.batch_rows = int(options.get("batchRows", S.BATCH_ROWS))
         mp = options.get("maxPartitions")
         self.max_partitions = int(mp) if mp else None
+        # the task size: maxPartitionBytes, else the split size when one was given, else 128 MiB
+        self.partition_bytes = parse_size(options.get("maxPartitionBytes")) or self.split
+        oc = options.get("openCostInBytes")
+        self.open_cost = parse_size(oc) if oc not in (None, "") else DEFAULT_OPEN_COST
         mms = options.get("maxMessageSize")
         self.max_message_size = parse_size(mms) if mms else 4 * 1024 * 1024
         self.sizes = size_options(options)
@@ -154,7 +263,8 @@ class MqtoolReader(DataSourceReader):
         ranges = []
         for p, f in self.stores:
             ranges.extend(family_ranges(f).plan(p, self.split))
-        return [RangePartition(g) for g in group_ranges(ranges, self.max_partitions)] or [StorePartition("", "")]
+        groups = group_ranges(ranges, self.max_partitions, self.partition_bytes, self.open_cost)
+        return [RangePartition(g) for g in groups] or [StorePartition("", "")]
 
     def read(self, partition):
         schema = S.arrow_schema(self.fields)
@@ -171,11 +281,117 @@ class MqtoolReader(DataSourceReader):
         opts = DumpOptions(topic=self.topic, key=self.key, tag=self.tag, body=self.body,
                            include_blank=self.include_blank, max_message_size=self.max_message_size,
                            deep=self.deep, print_data=self.deep and self.body != "none")
+        want_rows = self.mode == "messages"
         for rng in ranges:
+            try:
+                open_input(rng.file).close()        # read-only, O_NOATIME, FIFOs refused
+            except InputError as e:
+                if self._file_fails(rng.file, e.message):
+                    continue
+            damage: list[dict] = []
             store = rng.store
-            for row in family_ranges(rng.family).iter_range_rows(rng, opts):
-                row["store"] = store
-                yield row
+            preds = self.predicates
+            for row in family_ranges(rng.family).iter_range_rows(
+                    rng, opts, on_damage=lambda d, rng=rng: damage.append(damage_record(rng, d))):
+                yield from self._damage_rows(damage)
+                if want_rows and (not preds or keep_row(row, preds, store)):
+                    row["store"] = store
+                    yield row
+            yield from self._damage_rows(damage)
+
+    def _file_fails(self, file: str, why: str) -> bool:
+        """A file cannot be read: True to skip it (ignoreMissingFiles / ignoreCorruptFiles), else raise."""
+        missing = not os.path.lexists(file)
+        if (missing and self.ignore_missing) or (not missing and self.ignore_corrupt):
+            return True
+        raise ReadFailed("missing" if missing else "unreadable", file,
+                         "the file vanished" if missing else why)
+
+    def _damage_rows(self, damage: list):
+        """What becomes of the damage reported so far (emptied): an unreadable file fails (or is skipped);
+        otherwise per mode: a failure, a corrupt-record row, a damage row, or nothing."""
+        while damage:
+            rec = damage.pop(0)
+            if rec["code"] == "file-unreadable" or not os.path.lexists(rec["file"]):
+                if self._file_fails(rec["file"], rec["message"]):
+                    continue
+            if self.on_bad == "FAILFAST":
+                raise ReadFailed("damage", rec["file"], rec["note"])
+            if self.mode == "damage":
+                yield rec
+            elif self.corrupt_col:
+                yield {"store": rec["store"], self.corrupt_col: rec["note"]}
+
+
+_PY_TYPES = {"string": str, "long": int, "int": int}
+_OPS = {"EqualTo": "==", "In": "in", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
+        "LessThanOrEqual": "<=", "StringStartsWith": "startswith", "IsNotNull": "notnull"}
+
+
+class FilteringReader(MqtoolReader):
+    """:class:`MqtoolReader` with Spark filter pushdown: IS NOT NULL, and comparisons (=, IN, <, <=, >, >=,
+    STARTSWITH) of a
+    string or integer column (topic, keys' siblings: tags, queue_id, queue_offset, offset, timestamps, ...)
+    with literals of the column's type are evaluated on each row before it is turned into Arrow, and a
+    single topic equality also becomes the ``topic`` reader option (Kafka partitions of other topics are
+    not read at all). Those filters are not evaluated again by Spark; any other filter is left to Spark."""
+
+    def pushFilters(self, filters):
+        if self.mode != "messages":
+            yield from filters
+            return
+        types = dict(self.fields)
+        for f in filters:
+            p = _predicate(f, types)
+            if p is None:
+                yield f
+                continue
+            self.predicates.append(p)
+            if p[0] == "==" and p[1] == "topic" and self.topic is None:
+                self.topic = p[2]
+
+
+def _predicate(f, types: dict):
+    op = _OPS.get(type(f).__name__)
+    attr = getattr(f, "attribute", None)
+    if op is None or not attr or len(attr) != 1:
+        return None
+    if op == "notnull":
+        return (op, attr[0], None) if attr[0] in types else None
+    py = _PY_TYPES.get(types.get(attr[0], ""))
+    if py is None or (op == "startswith" and py is not str):
+        return None
+    vals = f.value if op == "in" else (f.value,)
+    if not all(type(v) is py for v in vals):
+        return None
+    return (op, attr[0], frozenset(vals) if op == "in" else f.value)
+
+
+def keep_row(row: dict, preds, store: str) -> bool:
+    """All pushed predicates hold for the row (a null never matches, as in SQL)."""
+    for op, col, val in preds:
+        v = store if col == "store" else row.get(col)
+        if v is None:
+            return False
+        if op == "notnull":
+            continue
+        if op == "==":
+            ok = v == val
+        elif op == "in":
+            ok = v in val
+        elif op == ">":
+            ok = v > val
+        elif op == ">=":
+            ok = v >= val
+        elif op == "<":
+            ok = v < val
+        elif op == "<=":
+            ok = v <= val
+        else:
+            ok = v.startswith(val)
+        if not ok:
+            return False
+    return True
 
 
 def _option_name(field_name: str) -> str:
