@@ -123,14 +123,22 @@ class BatchBuilder:
                                if row_fields is not None else [])
 
     def batch(self, rows: list[dict]):
+        get = dict.get
+        return self.batch_from_columns({name: list(map(get, rows, repeat(name))) for _, name, _ in self.present},
+                                       len(rows))
+
+    def batch_from_columns(self, columns: dict[str, list], n: int):
+        """The batch of ``n`` rows given column-wise: ``columns[name]`` lists the values of every present column
+        (the family's row fields; a missing name counts as all None)."""
         import pyarrow as pa
 
-        n = len(rows)
         conv = self.converters
         arrays = [None] * len(self.schema)
-        get = dict.get
         for i, name, typ in self.present:
-            col = list(map(get, rows, repeat(name)))
+            col = columns.get(name)
+            if col is None:
+                arrays[i] = pa.nulls(n, type=typ)
+                continue
             fn = conv.get(name)
             if fn is not None:
                 col = [None if v is None else fn(v) for v in col]

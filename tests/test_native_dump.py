@@ -114,6 +114,23 @@ def same_rows(a: list, b: list) -> None:
     assert [render.dumps(r) for r in a] == [render.dumps(r) for r in b]
 
 
+def columns_of(rows: list) -> dict:
+    """The rows column-wise as ``columns()`` gives them: topic -> one list per ROW_KEYS key (None if absent)."""
+    out: dict = {}
+    for r in rows:
+        lists = out.setdefault(r["topic"], [[] for _ in nativedump.ROW_KEYS])
+        for k, values in zip(nativedump.ROW_KEYS, lists):
+            values.append(r.get(k))
+    return out
+
+
+def same_columns(a: dict, b: dict) -> None:
+    """Equal topics in equal order, equal values with equal JSON bytes (bool vs int, property order ...)."""
+    assert list(a) == list(b)
+    assert a == b
+    assert render.dumps(list(a.values())) == render.dumps(list(b.values()))
+
+
 # JSON escapes and UTF-8 edge cases: surrogates, overlong forms, > U+10FFFF, truncated sequences, U+2028
 _ODD = [b'q"uo\\te', b"\x08\x0c\n\r\t\x00\x1f\x7f", b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xf4\x90\x80\x80",
         b"\xf4\x8f\xbf\xbf", b"\xe0\x80\x80", b"\xe0\xa0\x80", b"\xc0\xaf", b"\xc2\x80", b"\xe4\xb8",
@@ -187,6 +204,12 @@ def test_lane_equals_decode_common_and_to_row(data, body, cap, max_size, cut, st
                                                                max_size, nativedump.BODY_MODES[body], cap)
                 assert jn <= len(py[1]) and data == ndjson_bytes(py[1][:jn])
                 assert jpos == (py[1][jn]["position"] if jn < len(py[1]) else py[0])
+                # the export's column lane: the same run, each row's values appended to its topic's lists
+                by_topic: dict = {}
+                cpos, cn = nativedump.helper().columns(buf, pos, limit, len(buf), 4096, "seg", max_size,
+                                                       nativedump.BODY_MODES[body], by_topic, cap)
+                assert (cpos, cn) == (py[0], len(py[1]))
+                same_columns(by_topic, columns_of(py[1]))
                 seen += len(py[1])
                 if py[0] > pos:
                     pos = py[0]

@@ -190,11 +190,39 @@ static PyObject *new_dict(Py_ssize_t n)
 #endif
 }
 
-/* Set row[key] = v, stealing v (NULL: an error is already set). */
+/* columns(): the list of column lists (one per row key, ROW_KEYS order) of the unit's topic, that the values go
+ * to instead of a dict per row; NULL in rows(). Only set inside a columns() call (the GIL is held throughout). */
+static PyObject *COLS;
+
+/* columns(): the column lists of `topic` in by_topic (a dict topic -> list of NKEYS lists), made when new.
+ * Borrowed reference, or NULL (error set). */
+static PyObject *topic_columns(PyObject *by_topic, PyObject *topic)
+{
+    PyObject *cols = PyDict_GetItemWithError(by_topic, topic);
+    if (cols != NULL || PyErr_Occurred()) {
+        if (cols != NULL && (!PyList_CheckExact(cols) || PyList_GET_SIZE(cols) != NKEYS)) {
+            PyErr_SetString(PyExc_ValueError, "columns: a topic's entry must be a list of one list per row key");
+            return NULL;
+        }
+        return cols;
+    }
+    cols = PyList_New(NKEYS);
+    if (cols == NULL) return NULL;
+    for (int i = 0; i < NKEYS; i++) {
+        PyObject *l = PyList_New(0);
+        if (l == NULL) { Py_DECREF(cols); return NULL; }
+        PyList_SET_ITEM(cols, i, l);
+    }
+    int r = PyDict_SetItem(by_topic, topic, cols);
+    Py_DECREF(cols);                /* the dict holds it */
+    return r < 0 ? NULL : cols;
+}
+
+/* Set row[key] = v (or append v to its column), stealing v (NULL: an error is already set). */
 static int put(PyObject *row, int key, PyObject *v)
 {
     if (v == NULL) return -1;
-    int r = PyDict_SetItem(row, S.keys[key], v);
+    int r = COLS ? PyList_Append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
     Py_DECREF(v);
     return r;
 }
@@ -203,7 +231,8 @@ static int put_ll(PyObject *row, int key, long long v) { return put(row, key, Py
 
 static int put_borrowed(PyObject *row, int key, PyObject *v)
 {
-    return PyDict_SetItem(row, S.keys[key], v ? v : Py_None);
+    if (v == NULL) v = Py_None;
+    return COLS ? PyList_Append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
 }
 
 /* crc_ok: mqtool.fastcrc.crc32 over the body (rmqunit.h). */
@@ -214,16 +243,34 @@ int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc
 
 /* ---- one unit ------------------------------------------------------------------------------------------ */
 
-/* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked). */
+/* S.topic = the topic p[0:n] as str; the last one is reused when the bytes are the same. 0 or -1. */
+static int topic_text(const unsigned char *p, Py_ssize_t n)
+{
+    if (S.topic == NULL || S.topic_len != n || memcmp(S.topic_raw, p, (size_t)n) != 0) {
+        PyObject *t = text(p, n, all_ascii(p, n));
+        if (t == NULL) return -1;
+        Py_XSETREF(S.topic, t);
+        S.topic_len = n <= (Py_ssize_t)sizeof S.topic_raw ? n : -1;     /* too long to remember: no reuse */
+        if (S.topic_len >= 0) memcpy(S.topic_raw, p, (size_t)n);
+    }
+    return 0;
+}
+
+/* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked); with
+ * by_topic (columns()), its values are appended to its topic's column lists instead and None is returned. */
 static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_ssize_t tp, Py_ssize_t tl,
                            Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
-                           int body_mode)
+                           int body_mode, PyObject *by_topic)
 {
     long long sys_flag = be(u + S.L.off[F_SYSFLAG], S.L.size[F_SYSFLAG]);
     long long body_crc = be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]);
     const unsigned char *body = u + S.L.fixed_size;
-    PyObject *row = PyDict_Copy(S.template), *v;
-    if (row == NULL) return NULL;
+    PyObject *row, *v;
+    if (by_topic != NULL) {         /* columns: every key of the topic's lists gets one value, None if absent */
+        if (topic_text(u + tp, tl) < 0 || (COLS = topic_columns(by_topic, S.topic)) == NULL) return NULL;
+        Py_INCREF(Py_None);
+        row = Py_None;
+    } else if ((row = PyDict_Copy(S.template)) == NULL) return NULL;
 
     int crc_ok = rmq_crc_ok(body, body_len, body_crc);
     if (crc_ok < 0) goto fail;
@@ -248,15 +295,7 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
         || put_ll(row, K_PREPARED, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED])) < 0)
         goto fail;
 
-    /* topic: the last one is reused when the bytes are the same */
-    if (S.topic == NULL || S.topic_len != tl || memcmp(S.topic_raw, u + tp, (size_t)tl) != 0) {
-        PyObject *t = text(u + tp, tl, all_ascii(u + tp, tl));
-        if (t == NULL) goto fail;
-        Py_XSETREF(S.topic, t);
-        S.topic_len = tl <= (Py_ssize_t)sizeof S.topic_raw ? tl : -1;   /* too long to remember: no reuse */
-        if (S.topic_len >= 0) memcpy(S.topic_raw, u + tp, (size_t)tl);
-    }
-    if (put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
+    if (topic_text(u + tp, tl) < 0 || put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
 
     /* properties: the dict; the pair list too when a name repeats */
     Py_ssize_t pl = (Py_ssize_t)total - pp;
@@ -293,15 +332,16 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
     if (sys_flag & S.compressed_flag) {
         v = PyTuple_GET_ITEM(S.comp_names, (sys_flag & S.comp_mask) >> S.comp_shift);
         if (put_borrowed(row, K_COMPRESSION, v) < 0) goto fail;
-    }
+    } else if (COLS && put_borrowed(row, K_COMPRESSION, NULL) < 0) goto fail;
     if (kept != PyDict_GET_SIZE(props)) {             /* a name repeats: keep every pair for the record */
         PyObject *pairs = PyList_New(0), *scratch = PyDict_New();
         int bad = pairs == NULL || scratch == NULL || split_props(u + pp, pl, pascii, scratch, pairs) < 0;
         Py_XDECREF(scratch);
         if (bad) { Py_XDECREF(pairs); goto fail; }
         if (put(row, K_PROPERTY_PAIRS, pairs) < 0) goto fail;
-    }
+    } else if (COLS && put_borrowed(row, K_PROPERTY_PAIRS, NULL) < 0) goto fail;
     if (body_mode != 0 && put(row, K_BODY, encode_body(body, (Py_ssize_t)body_len, body_mode)) < 0) goto fail;
+    if (body_mode == 0 && COLS && put_borrowed(row, K_BODY, NULL) < 0) goto fail;
     return row;
 fail:
     Py_DECREF(row);
@@ -310,14 +350,15 @@ fail:
 
 /* ---- the lane --------------------------------------------------------------------------------------------- */
 
-static PyObject *rows(PyObject *self, PyObject *args)
+/* rows() (out: a list of row dicts) and columns() (out: a dict topic -> one list per row key). */
+static PyObject *run(PyObject *args, int columnar)
 {
     PyObject *bufobj, *file, *out;
     Py_ssize_t pos, limit, end, cap;
     long long base, max_size;
     int body_mode;
     if (!PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
-                          &body_mode, &PyList_Type, &out, &cap))
+                          &body_mode, columnar ? &PyDict_Type : &PyList_Type, &out, &cap))
         return NULL;
     if (!call_ready(body_mode)) return NULL;
     Py_buffer view;
@@ -330,9 +371,10 @@ static PyObject *rows(PyObject *self, PyObject *args)
     while (count < cap && pos >= 0 && pos < limit && rmq_frame(b + pos, end - pos, max_size, body_mode, &x)) {
         const unsigned char *u = b + pos;
         long long total = x.total;
-        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode);
+        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode,
+                                   columnar ? out : NULL);
         if (row == NULL) goto done;
-        int r = PyList_Append(out, row);
+        int r = columnar ? 0 : PyList_Append(out, row);
         Py_DECREF(row);
         if (r < 0) goto done;
         pos += (Py_ssize_t)total;
@@ -340,9 +382,14 @@ static PyObject *rows(PyObject *self, PyObject *args)
     }
     result = Py_BuildValue("nn", pos, count);
 done:
+    COLS = NULL;
     PyBuffer_Release(&view);
     return result;
 }
+
+static PyObject *rows(PyObject *self, PyObject *args) { return run(args, 0); }
+
+static PyObject *columns(PyObject *self, PyObject *args) { return run(args, 1); }
 
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
@@ -414,6 +461,10 @@ static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) -> (new_pos, count): append the "
      "dump rows of the common units from pos (starting before limit, at most cap) to out."},
+    {"columns", columns, METH_VARARGS,
+     "columns(buf, pos, limit, end, base, file, max_size, body_mode, by_topic, cap) -> (new_pos, count): rows() "
+     "column-wise, by topic: by_topic maps a topic to one list per row key (made when new); each unit appends "
+     "its values (None where the row lacks the key) to its topic's lists. After an error they may be uneven."},
     {"json_rows", rmq_json_rows, METH_VARARGS,
      "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
      "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},

@@ -15,6 +15,7 @@ tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`m
 from __future__ import annotations
 
 import dataclasses
+from itertools import repeat
 import struct
 from typing import Iterator
 
@@ -311,3 +312,94 @@ def _lane(mod, file: str, max_size: int, mode: int, out: list, cap: int = ROWS_P
         return call(buf, pos, limit, end, base, file, max_size, mode, out, cap)
 
     return lane
+
+
+# ---- export: the same rows column-wise, by topic -------------------------------------------------------------
+
+COLUMN_CHUNK_ROWS = 16384       # rows (all topics) per chunk handed to the export writer (bounded memory)
+COLUMN_RUN_ROWS = 4096          # units per call of the helper's columns()
+
+
+def range_columns(rng, opts, names, on_damage=None, chunk: int = COLUMN_CHUNK_ROWS):
+    """The rows of :func:`range_rows`, column-wise and split by topic: yields chunks of at most about ``chunk``
+    rows, each ``{topic: (columns, n)}`` with ``columns`` mapping every one of ``names`` (row keys) to the
+    ``n`` values of that topic's rows in row order (None where a row lacks the key; keys outside ``names``
+    are left out). Runs of common units are filled by the helper's ``columns``; the units it declines come
+    as dicts from the scanner (the Python path) and are added key by key. None when the helper cannot serve
+    ``opts`` (a per-row filter or offset bounds) or a row key is not among ``names``."""
+    if not usable(opts) or opts.from_offset is not None or opts.to_offset is not None:
+        return None
+    names = tuple(names)
+    if not set(ROW_KEYS) <= set(names):
+        return None
+    return _column_chunks(helper(), rng, opts, names, on_damage, chunk)
+
+
+def _column_chunks(mod, rng, opts, names, on_damage, chunk):
+    seg = Segment(rng.file, rng.name, rng.base, rng.size)
+    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop)
+    body = opts.body
+    mode = BODY_MODES[body]
+    include_blank = opts.include_blank
+    extra = [n for n in names if n not in ROW_KEYS]     # not filled by the helper: None for its rows
+    key_at = {k: i for i, k in enumerate(ROW_KEYS)}
+    by_topic: dict = {}         # topic -> one list per ROW_KEYS key (the helper makes the entries)
+    extras: dict = {}           # topic -> one list per extra name (values of Python rows, padded with None)
+    count = [0]
+    call = mod.columns
+    file = seg.path
+    max_size = scanner.max_size
+
+    def lane(buf, view, pos, limit, end, base):
+        npos, n = call(buf, pos, limit, end, base, file, max_size, mode, by_topic, COLUMN_RUN_ROWS)
+        count[0] += n
+        return npos, n
+
+    def pad(topic, lists):
+        have = len(lists[0])
+        ex = extras.setdefault(topic, [[] for _ in extra])
+        for e in ex:
+            e.extend(repeat(None, have - len(e)))
+        return ex
+
+    def add(row: dict):
+        topic = row.get("topic")
+        lists = by_topic.get(topic)
+        if lists is None:
+            lists = by_topic[topic] = [[] for _ in ROW_KEYS]
+        ex = pad(topic, lists)
+        get = row.get
+        for k, lst in zip(ROW_KEYS, lists):
+            lst.append(get(k))
+        for n, e in zip(extra, ex):
+            e.append(get(n))
+        count[0] += 1
+
+    def chunk_out():
+        out = {}
+        for topic, lists in by_topic.items():
+            ex = pad(topic, lists)
+            cols = {n: lists[key_at[n]] if n in key_at else ex[extra.index(n)] for n in names}
+            out[topic] = (cols, len(lists[0]))
+        by_topic.clear()
+        extras.clear()
+        count[0] = 0
+        return out
+
+    scanner.fast_lane = lane
+    for ev in scanner.events():
+        t = type(ev)
+        if t is Message:
+            add(ev.to_row(body))
+        elif t is Blank:
+            if include_blank:
+                add(ev.to_row(body))
+        elif t is Damage and on_damage is not None:
+            on_damage(ev)
+        elif t is not FastRun:
+            continue
+        if count[0] >= chunk:
+            yield chunk_out()
+    if count[0]:
+        yield chunk_out()
