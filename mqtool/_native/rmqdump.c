@@ -193,32 +193,33 @@ static PyObject *new_dict(Py_ssize_t n)
 /* columns(): the list of column lists (one per row key, ROW_KEYS order) of the unit's topic, that the values go
  * to instead of a dict per row; NULL in rows(). Only set inside a columns() call (the GIL is held throughout). */
 static PyObject *COLS;
-
-/* columns(): the column lists of `topic` in by_topic (a dict topic -> list of NKEYS lists), made when new.
- * Borrowed reference, or NULL (error set). */
-static PyObject *topic_columns(PyObject *by_topic, PyObject *topic)
+/* columns(): the column lists of `topic` in by_topic (a dict topic -> one column per row key), made by calling
+ * new_entry() when new. A column is a list, or for integer values a bytearray (native int64 each). Borrowed
+ * reference, or NULL (error set). */
+static PyObject *topic_columns(PyObject *by_topic, PyObject *topic, PyObject *new_entry)
 {
     PyObject *cols = PyDict_GetItemWithError(by_topic, topic);
-    if (cols != NULL || PyErr_Occurred()) {
-        if (cols != NULL && (!PyList_CheckExact(cols) || PyList_GET_SIZE(cols) != NKEYS)) {
-            PyErr_SetString(PyExc_ValueError, "columns: a topic's entry must be a list of one list per row key");
-            return NULL;
-        }
-        return cols;
+    if (cols == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        cols = PyObject_CallNoArgs(new_entry);
+        if (cols == NULL) return NULL;
+        int r = PyDict_SetItem(by_topic, topic, cols);
+        Py_DECREF(cols);            /* the dict holds it */
+        if (r < 0) return NULL;
     }
-    cols = PyList_New(NKEYS);
-    if (cols == NULL) return NULL;
-    for (int i = 0; i < NKEYS; i++) {
-        PyObject *l = PyList_New(0);
-        if (l == NULL) { Py_DECREF(cols); return NULL; }
-        PyList_SET_ITEM(cols, i, l);
+    int ok = PyList_CheckExact(cols) && PyList_GET_SIZE(cols) == NKEYS;
+    for (int i = 0; ok && i < NKEYS; i++)
+        ok = PyList_CheckExact(PyList_GET_ITEM(cols, i)) || PyByteArray_CheckExact(PyList_GET_ITEM(cols, i));
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "columns: a topic's entry must be a list of one list or bytearray per "
+                                          "row key");
+        return NULL;
     }
-    int r = PyDict_SetItem(by_topic, topic, cols);
-    Py_DECREF(cols);                /* the dict holds it */
-    return r < 0 ? NULL : cols;
+    return cols;
 }
 
-/* Set row[key] = v (or append v to its column), stealing v (NULL: an error is already set). */
+/* Set row[key] = v (or append v to its column; a bytearray column takes no object: an error), stealing v
+ * (NULL: an error is already set). */
 static int put(PyObject *row, int key, PyObject *v)
 {
     if (v == NULL) return -1;
@@ -227,7 +228,18 @@ static int put(PyObject *row, int key, PyObject *v)
     return r;
 }
 
-static int put_ll(PyObject *row, int key, long long v) { return put(row, key, PyLong_FromLongLong(v)); }
+static int put_ll(PyObject *row, int key, long long v)
+{
+    if (COLS && PyByteArray_CheckExact(PyList_GET_ITEM(COLS, key))) {    /* 8 more bytes in the bytearray */
+        PyObject *ba = PyList_GET_ITEM(COLS, key);
+        Py_ssize_t n = PyByteArray_GET_SIZE(ba);
+        int64_t x = (int64_t)v;
+        if (PyByteArray_Resize(ba, n + (Py_ssize_t)sizeof x) < 0) return -1;
+        memcpy(PyByteArray_AS_STRING(ba) + n, &x, sizeof x);
+        return 0;
+    }
+    return put(row, key, PyLong_FromLongLong(v));
+}
 
 static int put_borrowed(PyObject *row, int key, PyObject *v)
 {
@@ -260,14 +272,14 @@ static int topic_text(const unsigned char *p, Py_ssize_t n)
  * by_topic (columns()), its values are appended to its topic's column lists instead and None is returned. */
 static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_ssize_t tp, Py_ssize_t tl,
                            Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
-                           int body_mode, PyObject *by_topic)
+                           int body_mode, PyObject *by_topic, PyObject *new_entry)
 {
     long long sys_flag = be(u + S.L.off[F_SYSFLAG], S.L.size[F_SYSFLAG]);
     long long body_crc = be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]);
     const unsigned char *body = u + S.L.fixed_size;
     PyObject *row, *v;
     if (by_topic != NULL) {         /* columns: every key of the topic's lists gets one value, None if absent */
-        if (topic_text(u + tp, tl) < 0 || (COLS = topic_columns(by_topic, S.topic)) == NULL) return NULL;
+        if (topic_text(u + tp, tl) < 0 || (COLS = topic_columns(by_topic, S.topic, new_entry)) == NULL) return NULL;
         Py_INCREF(Py_None);
         row = Py_None;
     } else if ((row = PyDict_Copy(S.template)) == NULL) return NULL;
@@ -353,14 +365,20 @@ fail:
 /* rows() (out: a list of row dicts) and columns() (out: a dict topic -> one list per row key). */
 static PyObject *run(PyObject *args, int columnar)
 {
-    PyObject *bufobj, *file, *out;
+    PyObject *bufobj, *file, *out, *new_entry = NULL;
     Py_ssize_t pos, limit, end, cap;
     long long base, max_size;
     int body_mode;
-    if (!PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
-                          &body_mode, columnar ? &PyDict_Type : &PyList_Type, &out, &cap))
+    if (columnar ? !PyArg_ParseTuple(args, "OnnnLOLiO!On", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
+                                     &body_mode, &PyDict_Type, &out, &new_entry, &cap)
+                 : !PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
+                                     &body_mode, &PyList_Type, &out, &cap))
         return NULL;
     if (!call_ready(body_mode)) return NULL;
+    if (new_entry != NULL && !PyCallable_Check(new_entry)) {
+        PyErr_SetString(PyExc_TypeError, "columns: new_entry must be callable");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = view.buf;
@@ -372,7 +390,7 @@ static PyObject *run(PyObject *args, int columnar)
         const unsigned char *u = b + pos;
         long long total = x.total;
         PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode,
-                                   columnar ? out : NULL);
+                                   columnar ? out : NULL, new_entry);
         if (row == NULL) goto done;
         int r = columnar ? 0 : PyList_Append(out, row);
         Py_DECREF(row);
@@ -462,9 +480,10 @@ static PyMethodDef methods[] = {
      "rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) -> (new_pos, count): append the "
      "dump rows of the common units from pos (starting before limit, at most cap) to out."},
     {"columns", columns, METH_VARARGS,
-     "columns(buf, pos, limit, end, base, file, max_size, body_mode, by_topic, cap) -> (new_pos, count): rows() "
-     "column-wise, by topic: by_topic maps a topic to one list per row key (made when new); each unit appends "
-     "its values (None where the row lacks the key) to its topic's lists. After an error they may be uneven."},
+     "columns(buf, pos, limit, end, base, file, max_size, body_mode, by_topic, new_entry, cap) -> (new_pos, count): "
+     "rows() column-wise, by topic: by_topic maps a topic to one column per row key (new_entry() makes one); "
+     "each unit appends its values (None where the row lacks the key) to its topic's columns: a list, or for "
+     "integer values a bytearray of native int64. After an error they may be uneven."},
     {"json_rows", rmq_json_rows, METH_VARARGS,
      "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
      "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},

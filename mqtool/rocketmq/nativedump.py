@@ -41,6 +41,7 @@ _FIELDS = ("TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "FLAG", "QUEUEOFFSET"
            "BORNTIMESTAMP", "BORNHOST.addr", "BORNHOST.port", "STORETIMESTAMP", "STOREHOSTADDRESS.addr",
            "STOREHOSTADDRESS.port", "RECONSUMETIMES", "PREPAREDTRANSACTIONOFFSET", "BODYLENGTH")
 BODY_MODES = {"none": 0, "text": 1, "hex": 2, "base64": 3}
+_KIND = ROW_KEYS.index("kind")     # a column that is a list in the helper's columns (its length: the rows)
 
 _state: dict[str, object] = {}
 
@@ -320,11 +321,11 @@ COLUMN_CHUNK_ROWS = 16384       # rows (all topics) per chunk handed to the expo
 COLUMN_RUN_ROWS = 4096          # units per call of the helper's columns()
 
 
-def range_columns(rng, opts, names, on_damage=None, chunk: int = COLUMN_CHUNK_ROWS):
+def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = COLUMN_CHUNK_ROWS):
     """The rows of :func:`range_rows`, column-wise and split by topic: yields chunks of at most about ``chunk``
     rows, each ``{topic: (columns, n)}`` with ``columns`` mapping every one of ``names`` (row keys) to the
     ``n`` values of that topic's rows in row order (None where a row lacks the key; keys outside ``names``
-    are left out). Runs of common units are filled by the helper's ``columns``; the units it declines come
+    are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array. Runs of common units are filled by the helper's ``columns``; the units it declines come
     as dicts from the scanner (the Python path) and are added key by key. None when the helper cannot serve
     ``opts`` (a per-row filter or offset bounds) or a row key is not among ``names``."""
     if not usable(opts) or opts.from_offset is not None or opts.to_offset is not None:
@@ -332,10 +333,12 @@ def range_columns(rng, opts, names, on_damage=None, chunk: int = COLUMN_CHUNK_RO
     names = tuple(names)
     if not set(ROW_KEYS) <= set(names):
         return None
-    return _column_chunks(helper(), rng, opts, names, on_damage, chunk)
+    return _column_chunks(helper(), rng, opts, names, frozenset(int_keys) & set(ROW_KEYS), on_damage, chunk)
 
 
-def _column_chunks(mod, rng, opts, names, on_damage, chunk):
+def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
+    import pyarrow as pa
+
     seg = Segment(rng.file, rng.name, rng.base, rng.size)
     scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
                              stop=rng.stop)
@@ -344,7 +347,14 @@ def _column_chunks(mod, rng, opts, names, on_damage, chunk):
     include_blank = opts.include_blank
     extra = [n for n in names if n not in ROW_KEYS]     # not filled by the helper: None for its rows
     key_at = {k: i for i, k in enumerate(ROW_KEYS)}
-    by_topic: dict = {}         # topic -> one list per ROW_KEYS key (the helper makes the entries)
+    by_topic: dict = {}         # topic -> one column per ROW_KEYS key (a bytearray of int64 for int_keys)
+    nulls: dict = {}            # (topic, key index) -> row numbers whose int_keys value is None (Python rows)
+    is_int = [k in int_keys for k in ROW_KEYS]
+    int64 = struct.Struct("=q").pack
+
+    def new_entry():
+        return [bytearray() if i else [] for i in is_int]
+
     extras: dict = {}           # topic -> one list per extra name (values of Python rows, padded with None)
     count = [0]
     call = mod.columns
@@ -352,12 +362,12 @@ def _column_chunks(mod, rng, opts, names, on_damage, chunk):
     max_size = scanner.max_size
 
     def lane(buf, view, pos, limit, end, base):
-        npos, n = call(buf, pos, limit, end, base, file, max_size, mode, by_topic, COLUMN_RUN_ROWS)
+        npos, n = call(buf, pos, limit, end, base, file, max_size, mode, by_topic, new_entry, COLUMN_RUN_ROWS)
         count[0] += n
         return npos, n
 
     def pad(topic, lists):
-        have = len(lists[0])
+        have = len(lists[_KIND])
         ex = extras.setdefault(topic, [[] for _ in extra])
         for e in ex:
             e.extend(repeat(None, have - len(e)))
@@ -367,11 +377,19 @@ def _column_chunks(mod, rng, opts, names, on_damage, chunk):
         topic = row.get("topic")
         lists = by_topic.get(topic)
         if lists is None:
-            lists = by_topic[topic] = [[] for _ in ROW_KEYS]
+            lists = by_topic[topic] = new_entry()
         ex = pad(topic, lists)
         get = row.get
-        for k, lst in zip(ROW_KEYS, lists):
-            lst.append(get(k))
+        at = len(lists[_KIND])
+        for i, (k, lst) in enumerate(zip(ROW_KEYS, lists)):
+            v = get(k)
+            if not is_int[i]:
+                lst.append(v)
+            elif v is None:
+                nulls.setdefault((topic, i), []).append(at)
+                lst += bytes(8)
+            else:
+                lst += int64(v)
         for n, e in zip(extra, ex):
             e.append(get(n))
         count[0] += 1
@@ -380,9 +398,19 @@ def _column_chunks(mod, rng, opts, names, on_damage, chunk):
         out = {}
         for topic, lists in by_topic.items():
             ex = pad(topic, lists)
+            rows = len(lists[_KIND])
+            for i, ints in enumerate(is_int):
+                if ints:
+                    lists[i] = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(lists[i])])
+                    if (topic, i) in nulls:
+                        values = lists[i].to_pylist()
+                        for r in nulls[topic, i]:
+                            values[r] = None
+                        lists[i] = pa.array(values, type=pa.int64())
             cols = {n: lists[key_at[n]] if n in key_at else ex[extra.index(n)] for n in names}
-            out[topic] = (cols, len(lists[0]))
+            out[topic] = (cols, rows)
         by_topic.clear()
+        nulls.clear()
         extras.clear()
         count[0] = 0
         return out

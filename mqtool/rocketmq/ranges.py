@@ -120,7 +120,8 @@ def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None)
     values), built column-wise by the compiled helper; None when it cannot serve ``opts`` (then use the rows)."""
     from mqtool.rocketmq import nativedump
 
-    return nativedump.range_columns(rng, opts, names, on_damage)
+    return nativedump.range_columns(rng, opts, names, {n for n, t in ROW_FIELDS if t in ("int", "long")},
+                                    on_damage)
 
 
 def _plain(opts):
