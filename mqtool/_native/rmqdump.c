@@ -6,6 +6,7 @@
  * consistent -- and appends for each the very dict Message.to_row(body_mode) builds (same keys, order, values).
  * It stops at the first unit it does not fully handle (anything else: the Python path decodes it and gives
  * the precise reason) and returns (new_pos, count); that is the SegmentScanner fast-lane contract.
+ * columns(...) is the same walk for `export`: the values go to per-topic columns instead of a dict per row.
  *
  * No layout is written here: configure(...) is called once from mqtool/rocketmq/nativedump.py with the field
  * offsets/sizes of the struct derived from formats.rocketmq.MessageV1, the magic codes, flags, masks, name

@@ -3,7 +3,8 @@
 The helper is a :class:`~mqtool.rocketmq.scan.SegmentScanner` fast lane: it consumes runs of the common unit
 (exactly the units :func:`mqtool.rocketmq.records.decode_common` accepts: v1/v2 magic, IPv4 hosts, every
 length consistent) and gives, for each, the dict :meth:`Message.to_row` builds (``rows``) or, for NDJSON
-output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``json_rows``, in blocks). Every
+output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``json_rows``, in blocks), or for
+``export`` the same values column-wise by topic (``columns``, :func:`range_columns`). Every
 other unit (IPv6 hosts, damage, BLANK, compressed bodies when bodies are asked for; for the JSON lane also
 non-UTF-8 text and repeated property names) is left to the next lane, then to the scanner and the Python
 path, so the output is the same with and without the helper (``tests/test_native_dump.py``).
@@ -325,9 +326,10 @@ def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = CO
     """The rows of :func:`range_rows`, column-wise and split by topic: yields chunks of at most about ``chunk``
     rows, each ``{topic: (columns, n)}`` with ``columns`` mapping every one of ``names`` (row keys) to the
     ``n`` values of that topic's rows in row order (None where a row lacks the key; keys outside ``names``
-    are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array. Runs of common units are filled by the helper's ``columns``; the units it declines come
-    as dicts from the scanner (the Python path) and are added key by key. None when the helper cannot serve
-    ``opts`` (a per-row filter or offset bounds) or a row key is not among ``names``."""
+    are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array. Runs of
+    common units are filled by the helper's ``columns``; the units it declines come as dicts from the scanner
+    (the Python path) and are added key by key in their place. None when the helper cannot serve ``opts`` (a
+    per-row filter or offset bounds) or a row key is not among ``names``."""
     if not usable(opts) or opts.from_offset is not None or opts.to_offset is not None:
         return None
     names = tuple(names)
