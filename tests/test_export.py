@@ -383,11 +383,13 @@ def _whole_table(out) -> tuple:
     return t.schema, sorted(map(repr, t.select(sorted(t.column_names)).to_pylist()))
 
 
-@pytest.mark.parametrize("store, body", [("fixture", "base64"), ("gen-5.1.4-clean", "none"),
-                                         ("gen-5.1.4-clean", "text"), ("gen-4.9.7-kill", "base64")])
-def test_column_lane_writes_the_dict_lane_dataset(tmp_path, monkeypatch, store, body):
+@pytest.mark.parametrize("store, body, chunk_bytes", [
+    ("fixture", "base64", None), ("gen-5.1.4-clean", "none", None), ("gen-5.1.4-clean", "text", 2000),
+    ("gen-4.9.7-kill", "base64", 1)])
+def test_column_lane_writes_the_dict_lane_dataset(tmp_path, monkeypatch, store, body, chunk_bytes):
     """The same files' contents with the helper's column lane as without the helper (rows from the Python
-    decoder), on the fixture store (IPv6 hosts, compressed bodies, odd properties) and real stores."""
+    decoder), on the fixture store (IPv6 hosts, compressed bodies, odd properties) and real stores; also with
+    chunks cut by their store bytes (a chunk per lane run or unit)."""
     from mqtool import native
     from mqtool.export import export_local
     from mqtool.rocketmq import nativedump
@@ -395,6 +397,9 @@ def test_column_lane_writes_the_dict_lane_dataset(tmp_path, monkeypatch, store, 
     if native.load("rmqdump") is None:
         pytest.skip("compiled helper rmqdump not built")
     p = str(ROOT / "fixtures" / "rocketmq" / "store") if store == "fixture" else rmq(store)
+    if chunk_bytes is not None:
+        monkeypatch.setattr(nativedump, "COLUMN_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(nativedump, "ROWS_PER_RUN", 3)
     used = []
     real = nativedump._column_chunks
     monkeypatch.setattr(nativedump, "_column_chunks", lambda *a: used.append(1) or real(*a))

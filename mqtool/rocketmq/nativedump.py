@@ -318,8 +318,8 @@ def _lane(mod, file: str, max_size: int, mode: int, out: list, cap: int = ROWS_P
 
 # ---- export: the same rows column-wise, by topic -------------------------------------------------------------
 
-COLUMN_CHUNK_ROWS = 16384       # rows (all topics) per chunk handed to the export writer (bounded memory)
-COLUMN_RUN_ROWS = 4096          # units per call of the helper's columns()
+COLUMN_CHUNK_ROWS = 16384       # rows (all topics) per chunk handed to the export writer, at most, and
+COLUMN_CHUNK_BYTES = 32 << 20   # store bytes per chunk, about (bounded memory whatever the message size)
 
 
 def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = COLUMN_CHUNK_ROWS):
@@ -358,14 +358,15 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
         return [bytearray() if i else [] for i in is_int]
 
     extras: dict = {}           # topic -> one list per extra name (values of Python rows, padded with None)
-    count = [0]
+    count = [0, 0]              # rows and store bytes in the chunk
     call = mod.columns
     file = seg.path
     max_size = scanner.max_size
 
     def lane(buf, view, pos, limit, end, base):
-        npos, n = call(buf, pos, limit, end, base, file, max_size, mode, by_topic, new_entry, COLUMN_RUN_ROWS)
+        npos, n = call(buf, pos, limit, end, base, file, max_size, mode, by_topic, new_entry, ROWS_PER_RUN)
         count[0] += n
+        count[1] += npos - pos
         return npos, n
 
     def pad(topic, lists):
@@ -395,6 +396,7 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
         for n, e in zip(extra, ex):
             e.append(get(n))
         count[0] += 1
+        count[1] += row.get("size") or 0
 
     def chunk_out():
         out = {}
@@ -414,7 +416,7 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
         by_topic.clear()
         nulls.clear()
         extras.clear()
-        count[0] = 0
+        count[0] = count[1] = 0
         return out
 
     scanner.fast_lane = lane
@@ -429,7 +431,7 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
             on_damage(ev)
         elif t is not FastRun:
             continue
-        if count[0] >= chunk:
+        if count[0] >= chunk or count[1] >= COLUMN_CHUNK_BYTES:
             yield chunk_out()
     if count[0]:
         yield chunk_out()
