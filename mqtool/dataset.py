@@ -78,6 +78,22 @@ def export_fields() -> list[tuple[str, str]]:
     return list(_export_fields())
 
 
+def _one_element_list(v):
+    return [v]
+
+
+def _one_element_lists(values, typ):
+    """``values`` (an Arrow array) as the list array ``typ`` of one-element lists, null where a value is null:
+    what :func:`_one_element_list` gives value by value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    valid = values.is_valid()
+    ends = pc.cumulative_sum(pc.cast(valid, pa.int32()))
+    offsets = pa.concat_arrays([pa.array([0], type=pa.int32()), ends])
+    return pa.ListArray.from_arrays(offsets, values.drop_null(), type=typ, mask=pc.invert(valid))
+
+
 def _converter(src: str, dst: str):
     """Value conversion from a family's type to the export type (None: the value goes in as it is)."""
     if src == dst or (src, dst) == ("int", "long"):
@@ -87,7 +103,7 @@ def _converter(src: str, dst: str):
     if dst == "string" and src in _SCALARS_TO_TEXT:
         return str
     if dst == "array<string>" and src == "string":
-        return lambda v: [v]
+        return _one_element_list
     raise TypeError(f"no conversion from {src} to {dst}")
 
 
@@ -123,15 +139,26 @@ class BatchBuilder:
                                if row_fields is not None else [])
 
     def batch(self, rows: list[dict]):
+        get = dict.get
+        return self.batch_from_columns({name: list(map(get, rows, repeat(name))) for _, name, _ in self.present},
+                                       len(rows))
+
+    def batch_from_columns(self, columns: dict[str, list], n: int):
+        """The batch of ``n`` rows given column-wise: ``columns[name]`` lists the values of every present column
+        (the family's row fields; a missing name counts as all None)."""
         import pyarrow as pa
 
-        n = len(rows)
         conv = self.converters
         arrays = [None] * len(self.schema)
-        get = dict.get
         for i, name, typ in self.present:
-            col = list(map(get, rows, repeat(name)))
+            col = columns.get(name)
+            if col is None:
+                arrays[i] = pa.nulls(n, type=typ)
+                continue
             fn = conv.get(name)
+            if fn is _one_element_list:     # with Arrow kernels, not value by value
+                arrays[i] = _one_element_lists(pa.array(col, type=typ.value_type), typ)
+                continue
             if fn is not None:
                 col = [None if v is None else fn(v) for v in col]
             arrays[i] = pa.array(col, type=typ)

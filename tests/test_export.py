@@ -329,12 +329,14 @@ def test_failure_in_findings_leaves_nothing(run_cli, tmp_path, monkeypatch, exis
 def test_failure_in_a_worker_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     r = _run_cli_with("from mqtool.rocketmq import ranges as R\n"
-                      "real = R.iter_range_rows\n"
-                      "def broken(rng, opts, on_damage=None):\n"
-                      "    if rng.index == 3:\n"
-                      "        raise OSError('worker failed')\n"
-                      "    return real(rng, opts, on_damage)\n"
-                      "R.iter_range_rows = broken",
+                      "def breaking(real):\n"
+                      "    def broken(rng, opts, *args, on_damage=None):\n"
+                      "        if rng.index == 3:\n"
+                      "            raise OSError('worker failed')\n"
+                      "        return real(rng, opts, *args, on_damage=on_damage)\n"
+                      "    return broken\n"
+                      "R.iter_range_rows = breaking(R.iter_range_rows)\n"
+                      "R.iter_range_columns = breaking(R.iter_range_columns)",
                       "export", rmq(), "--to", out, "--split-size", "20000", "-j", "2")
     assert r.returncode != 0 and "worker failed" in r.stderr, (r.returncode, r.stderr)
     assert not out.exists()
@@ -372,3 +374,39 @@ def test_files_get_the_umask_permissions(run_cli, tmp_path, umask):
         want = (0o777 if q.is_dir() else 0o666) & ~umask
         assert (q.stat().st_mode & 0o777) == want, (q, oct(q.stat().st_mode))
     assert (Path(tmp_path / "single.txt").stat().st_mode & 0o777) == 0o666 & ~umask
+
+
+# ---- the column lane (RocketMQ with the compiled helper) ------------------------------------------------------
+
+def _whole_table(out) -> tuple:
+    t = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    return t.schema, sorted(map(repr, t.select(sorted(t.column_names)).to_pylist()))
+
+
+@pytest.mark.parametrize("store, body, chunk_bytes", [
+    ("fixture", "base64", None), ("gen-5.1.4-clean", "none", None), ("gen-5.1.4-clean", "text", 2000),
+    ("gen-4.9.7-kill", "base64", 1)])
+def test_column_lane_writes_the_dict_lane_dataset(tmp_path, monkeypatch, store, body, chunk_bytes):
+    """The same files' contents with the helper's column lane as without the helper (rows from the Python
+    decoder), on the fixture store (IPv6 hosts, compressed bodies, odd properties) and real stores; also with
+    chunks cut by their store bytes (a chunk per lane run or unit)."""
+    from mqtool import native
+    from mqtool.export import export_local
+    from mqtool.rocketmq import nativedump
+
+    if native.load("rmqdump") is None:
+        pytest.skip("compiled helper rmqdump not built")
+    p = str(ROOT / "fixtures" / "rocketmq" / "store") if store == "fixture" else rmq(store)
+    if chunk_bytes is not None:
+        monkeypatch.setattr(nativedump, "COLUMN_CHUNK_BYTES", chunk_bytes)
+        monkeypatch.setattr(nativedump, "ROWS_PER_RUN", 3)
+    used = []
+    real = nativedump._column_chunks
+    monkeypatch.setattr(nativedump, "_column_chunks", lambda *a: used.append(1) or real(*a))
+    export_local([p], str(tmp_path / "lane"), body=body, split_size=20000)
+    assert used
+    monkeypatch.setattr(nativedump, "USE_NATIVE", False)
+    export_local([p], str(tmp_path / "python"), body=body, split_size=20000)
+    assert len(used) > 1 and _whole_table(tmp_path / "lane") == _whole_table(tmp_path / "python")
+    files = sorted(f.relative_to(tmp_path / "lane") for f in (tmp_path / "lane").rglob("*.parquet"))
+    assert files == sorted(f.relative_to(tmp_path / "python") for f in (tmp_path / "python").rglob("*.parquet"))

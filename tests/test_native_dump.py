@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from formats import rocketmq as F
 from mqtool import native, render
 from mqtool.options import DumpOptions, ScanStats
-from mqtool.rocketmq import nativedump, ops
+from mqtool.rocketmq import nativedump, ops, ranges as R
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, decode_common, decode_message
 
 from tests.conftest import require_realdata
@@ -114,6 +114,38 @@ def same_rows(a: list, b: list) -> None:
     assert [render.dumps(r) for r in a] == [render.dumps(r) for r in b]
 
 
+INT_KEYS = frozenset(n for n, t in R.ROW_FIELDS if t in ("int", "long"))
+
+
+def new_columns(ints) -> list:
+    return [bytearray() if k in ints else [] for k in nativedump.ROW_KEYS]
+
+
+def columns_of(rows: list, ints) -> dict:
+    """The rows column-wise as ``columns()`` gives them: topic -> one column per ROW_KEYS key (None if absent),
+    a bytearray of native int64 values for the keys in ``ints``."""
+    out: dict = {}
+    for r in rows:
+        cols = out.setdefault(r["topic"], new_columns(ints))
+        for k, values in zip(nativedump.ROW_KEYS, cols):
+            if k in ints:
+                values += struct.pack("=q", r[k])
+            else:
+                values.append(r.get(k))
+    return out
+
+
+def same_columns(a: dict, b: dict) -> None:
+    """Equal topics in equal order, equal values with equal JSON bytes (bool vs int, property order ...)."""
+    assert list(a) == list(b)
+    assert a == b
+
+    def plain(cols):
+        return [c if isinstance(c, list) else list(memoryview(c).cast("q")) for c in cols]
+
+    assert render.dumps([plain(c) for c in a.values()]) == render.dumps([plain(c) for c in b.values()])
+
+
 # JSON escapes and UTF-8 edge cases: surrogates, overlong forms, > U+10FFFF, truncated sequences, U+2028
 _ODD = [b'q"uo\\te', b"\x08\x0c\n\r\t\x00\x1f\x7f", b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xf4\x90\x80\x80",
         b"\xf4\x8f\xbf\xbf", b"\xe0\x80\x80", b"\xe0\xa0\x80", b"\xc0\xaf", b"\xc2\x80", b"\xe4\xb8",
@@ -187,6 +219,15 @@ def test_lane_equals_decode_common_and_to_row(data, body, cap, max_size, cut, st
                                                                max_size, nativedump.BODY_MODES[body], cap)
                 assert jn <= len(py[1]) and data == ndjson_bytes(py[1][:jn])
                 assert jpos == (py[1][jn]["position"] if jn < len(py[1]) else py[0])
+                # the export's column lane: the same run, each row's values appended to its topic's columns
+                # (integers as int64 bytes where the column is a bytearray, as objects where it is a list)
+                for ints in (INT_KEYS, frozenset()):
+                    by_topic: dict = {}
+                    cpos, cn = nativedump.helper().columns(buf, pos, limit, len(buf), 4096, "seg", max_size,
+                                                           nativedump.BODY_MODES[body], by_topic,
+                                                           lambda: new_columns(ints), cap)
+                    assert (cpos, cn) == (py[0], len(py[1]))
+                    same_columns(by_topic, columns_of(py[1], ints))
                 seen += len(py[1])
                 if py[0] > pos:
                     pos = py[0]

@@ -6,6 +6,7 @@
  * consistent -- and appends for each the very dict Message.to_row(body_mode) builds (same keys, order, values).
  * It stops at the first unit it does not fully handle (anything else: the Python path decodes it and gives
  * the precise reason) and returns (new_pos, count); that is the SegmentScanner fast-lane contract.
+ * columns(...) is the same walk for `export`: the values go to per-topic columns instead of a dict per row.
  *
  * No layout is written here: configure(...) is called once from mqtool/rocketmq/nativedump.py with the field
  * offsets/sizes of the struct derived from formats.rocketmq.MessageV1, the magic codes, flags, masks, name
@@ -190,20 +191,61 @@ static PyObject *new_dict(Py_ssize_t n)
 #endif
 }
 
-/* Set row[key] = v, stealing v (NULL: an error is already set). */
+/* columns(): the list of column lists (one per row key, ROW_KEYS order) of the unit's topic, that the values go
+ * to instead of a dict per row; NULL in rows(). Only set inside a columns() call (the GIL is held throughout). */
+static PyObject *COLS;
+/* columns(): the column lists of `topic` in by_topic (a dict topic -> one column per row key), made by calling
+ * new_entry() when new. A column is a list, or for integer values a bytearray (native int64 each). Borrowed
+ * reference, or NULL (error set). */
+static PyObject *topic_columns(PyObject *by_topic, PyObject *topic, PyObject *new_entry)
+{
+    PyObject *cols = PyDict_GetItemWithError(by_topic, topic);
+    if (cols == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        cols = PyObject_CallNoArgs(new_entry);
+        if (cols == NULL) return NULL;
+        int r = PyDict_SetItem(by_topic, topic, cols);
+        Py_DECREF(cols);            /* the dict holds it */
+        if (r < 0) return NULL;
+    }
+    int ok = PyList_CheckExact(cols) && PyList_GET_SIZE(cols) == NKEYS;
+    for (int i = 0; ok && i < NKEYS; i++)
+        ok = PyList_CheckExact(PyList_GET_ITEM(cols, i)) || PyByteArray_CheckExact(PyList_GET_ITEM(cols, i));
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "columns: a topic's entry must be a list of one list or bytearray per "
+                                          "row key");
+        return NULL;
+    }
+    return cols;
+}
+
+/* Set row[key] = v (or append v to its column; a bytearray column takes no object: an error), stealing v
+ * (NULL: an error is already set). */
 static int put(PyObject *row, int key, PyObject *v)
 {
     if (v == NULL) return -1;
-    int r = PyDict_SetItem(row, S.keys[key], v);
+    int r = COLS ? PyList_Append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
     Py_DECREF(v);
     return r;
 }
 
-static int put_ll(PyObject *row, int key, long long v) { return put(row, key, PyLong_FromLongLong(v)); }
+static int put_ll(PyObject *row, int key, long long v)
+{
+    if (COLS && PyByteArray_CheckExact(PyList_GET_ITEM(COLS, key))) {    /* 8 more bytes in the bytearray */
+        PyObject *ba = PyList_GET_ITEM(COLS, key);
+        Py_ssize_t n = PyByteArray_GET_SIZE(ba);
+        int64_t x = (int64_t)v;
+        if (PyByteArray_Resize(ba, n + (Py_ssize_t)sizeof x) < 0) return -1;
+        memcpy(PyByteArray_AS_STRING(ba) + n, &x, sizeof x);
+        return 0;
+    }
+    return put(row, key, PyLong_FromLongLong(v));
+}
 
 static int put_borrowed(PyObject *row, int key, PyObject *v)
 {
-    return PyDict_SetItem(row, S.keys[key], v ? v : Py_None);
+    if (v == NULL) v = Py_None;
+    return COLS ? PyList_Append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
 }
 
 /* crc_ok: mqtool.fastcrc.crc32 over the body (rmqunit.h). */
@@ -214,16 +256,34 @@ int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc
 
 /* ---- one unit ------------------------------------------------------------------------------------------ */
 
-/* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked). */
+/* S.topic = the topic p[0:n] as str; the last one is reused when the bytes are the same. 0 or -1. */
+static int topic_text(const unsigned char *p, Py_ssize_t n)
+{
+    if (S.topic == NULL || S.topic_len != n || memcmp(S.topic_raw, p, (size_t)n) != 0) {
+        PyObject *t = text(p, n, all_ascii(p, n));
+        if (t == NULL) return -1;
+        Py_XSETREF(S.topic, t);
+        S.topic_len = n <= (Py_ssize_t)sizeof S.topic_raw ? n : -1;     /* too long to remember: no reuse */
+        if (S.topic_len >= 0) memcpy(S.topic_raw, p, (size_t)n);
+    }
+    return 0;
+}
+
+/* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked); with
+ * by_topic (columns()), its values are appended to its topic's column lists instead and None is returned. */
 static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_ssize_t tp, Py_ssize_t tl,
                            Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
-                           int body_mode)
+                           int body_mode, PyObject *by_topic, PyObject *new_entry)
 {
     long long sys_flag = be(u + S.L.off[F_SYSFLAG], S.L.size[F_SYSFLAG]);
     long long body_crc = be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]);
     const unsigned char *body = u + S.L.fixed_size;
-    PyObject *row = PyDict_Copy(S.template), *v;
-    if (row == NULL) return NULL;
+    PyObject *row, *v;
+    if (by_topic != NULL) {         /* columns: every key of the topic's lists gets one value, None if absent */
+        if (topic_text(u + tp, tl) < 0 || (COLS = topic_columns(by_topic, S.topic, new_entry)) == NULL) return NULL;
+        Py_INCREF(Py_None);
+        row = Py_None;
+    } else if ((row = PyDict_Copy(S.template)) == NULL) return NULL;
 
     int crc_ok = rmq_crc_ok(body, body_len, body_crc);
     if (crc_ok < 0) goto fail;
@@ -248,15 +308,7 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
         || put_ll(row, K_PREPARED, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED])) < 0)
         goto fail;
 
-    /* topic: the last one is reused when the bytes are the same */
-    if (S.topic == NULL || S.topic_len != tl || memcmp(S.topic_raw, u + tp, (size_t)tl) != 0) {
-        PyObject *t = text(u + tp, tl, all_ascii(u + tp, tl));
-        if (t == NULL) goto fail;
-        Py_XSETREF(S.topic, t);
-        S.topic_len = tl <= (Py_ssize_t)sizeof S.topic_raw ? tl : -1;   /* too long to remember: no reuse */
-        if (S.topic_len >= 0) memcpy(S.topic_raw, u + tp, (size_t)tl);
-    }
-    if (put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
+    if (topic_text(u + tp, tl) < 0 || put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
 
     /* properties: the dict; the pair list too when a name repeats */
     Py_ssize_t pl = (Py_ssize_t)total - pp;
@@ -293,15 +345,16 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
     if (sys_flag & S.compressed_flag) {
         v = PyTuple_GET_ITEM(S.comp_names, (sys_flag & S.comp_mask) >> S.comp_shift);
         if (put_borrowed(row, K_COMPRESSION, v) < 0) goto fail;
-    }
+    } else if (COLS && put_borrowed(row, K_COMPRESSION, NULL) < 0) goto fail;
     if (kept != PyDict_GET_SIZE(props)) {             /* a name repeats: keep every pair for the record */
         PyObject *pairs = PyList_New(0), *scratch = PyDict_New();
         int bad = pairs == NULL || scratch == NULL || split_props(u + pp, pl, pascii, scratch, pairs) < 0;
         Py_XDECREF(scratch);
         if (bad) { Py_XDECREF(pairs); goto fail; }
         if (put(row, K_PROPERTY_PAIRS, pairs) < 0) goto fail;
-    }
+    } else if (COLS && put_borrowed(row, K_PROPERTY_PAIRS, NULL) < 0) goto fail;
     if (body_mode != 0 && put(row, K_BODY, encode_body(body, (Py_ssize_t)body_len, body_mode)) < 0) goto fail;
+    if (body_mode == 0 && COLS && put_borrowed(row, K_BODY, NULL) < 0) goto fail;
     return row;
 fail:
     Py_DECREF(row);
@@ -310,16 +363,23 @@ fail:
 
 /* ---- the lane --------------------------------------------------------------------------------------------- */
 
-static PyObject *rows(PyObject *self, PyObject *args)
+/* rows() (out: a list of row dicts) and columns() (out: a dict topic -> one list per row key). */
+static PyObject *run(PyObject *args, int columnar)
 {
-    PyObject *bufobj, *file, *out;
+    PyObject *bufobj, *file, *out, *new_entry = NULL;
     Py_ssize_t pos, limit, end, cap;
     long long base, max_size;
     int body_mode;
-    if (!PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
-                          &body_mode, &PyList_Type, &out, &cap))
+    if (columnar ? !PyArg_ParseTuple(args, "OnnnLOLiO!On", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
+                                     &body_mode, &PyDict_Type, &out, &new_entry, &cap)
+                 : !PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
+                                     &body_mode, &PyList_Type, &out, &cap))
         return NULL;
     if (!call_ready(body_mode)) return NULL;
+    if (new_entry != NULL && !PyCallable_Check(new_entry)) {
+        PyErr_SetString(PyExc_TypeError, "columns: new_entry must be callable");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = view.buf;
@@ -330,9 +390,10 @@ static PyObject *rows(PyObject *self, PyObject *args)
     while (count < cap && pos >= 0 && pos < limit && rmq_frame(b + pos, end - pos, max_size, body_mode, &x)) {
         const unsigned char *u = b + pos;
         long long total = x.total;
-        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode);
+        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode,
+                                   columnar ? out : NULL, new_entry);
         if (row == NULL) goto done;
-        int r = PyList_Append(out, row);
+        int r = columnar ? 0 : PyList_Append(out, row);
         Py_DECREF(row);
         if (r < 0) goto done;
         pos += (Py_ssize_t)total;
@@ -340,9 +401,14 @@ static PyObject *rows(PyObject *self, PyObject *args)
     }
     result = Py_BuildValue("nn", pos, count);
 done:
+    COLS = NULL;
     PyBuffer_Release(&view);
     return result;
 }
+
+static PyObject *rows(PyObject *self, PyObject *args) { return run(args, 0); }
+
+static PyObject *columns(PyObject *self, PyObject *args) { return run(args, 1); }
 
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
@@ -414,6 +480,11 @@ static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) -> (new_pos, count): append the "
      "dump rows of the common units from pos (starting before limit, at most cap) to out."},
+    {"columns", columns, METH_VARARGS,
+     "columns(buf, pos, limit, end, base, file, max_size, body_mode, by_topic, new_entry, cap) -> (new_pos, count): "
+     "rows() column-wise, by topic: by_topic maps a topic to one column per row key (new_entry() makes one); "
+     "each unit appends its values (None where the row lacks the key) to its topic's columns: a list, or for "
+     "integer values a bytearray of native int64. After an error they may be uneven."},
     {"json_rows", rmq_json_rows, METH_VARARGS,
      "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
      "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},

@@ -3,7 +3,8 @@
 The helper is a :class:`~mqtool.rocketmq.scan.SegmentScanner` fast lane: it consumes runs of the common unit
 (exactly the units :func:`mqtool.rocketmq.records.decode_common` accepts: v1/v2 magic, IPv4 hosts, every
 length consistent) and gives, for each, the dict :meth:`Message.to_row` builds (``rows``) or, for NDJSON
-output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``json_rows``, in blocks). Every
+output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``json_rows``, in blocks), or for
+``export`` the same values column-wise by topic (``columns``, :func:`range_columns`). Every
 other unit (IPv6 hosts, damage, BLANK, compressed bodies when bodies are asked for; for the JSON lane also
 non-UTF-8 text and repeated property names) is left to the next lane, then to the scanner and the Python
 path, so the output is the same with and without the helper (``tests/test_native_dump.py``).
@@ -15,6 +16,7 @@ tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`m
 from __future__ import annotations
 
 import dataclasses
+from itertools import repeat
 import struct
 from typing import Iterator
 
@@ -40,6 +42,7 @@ _FIELDS = ("TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "FLAG", "QUEUEOFFSET"
            "BORNTIMESTAMP", "BORNHOST.addr", "BORNHOST.port", "STORETIMESTAMP", "STOREHOSTADDRESS.addr",
            "STOREHOSTADDRESS.port", "RECONSUMETIMES", "PREPAREDTRANSACTIONOFFSET", "BODYLENGTH")
 BODY_MODES = {"none": 0, "text": 1, "hex": 2, "base64": 3}
+_KIND = ROW_KEYS.index("kind")     # a column that is a list in the helper's columns (its length: the rows)
 
 _state: dict[str, object] = {}
 
@@ -311,3 +314,124 @@ def _lane(mod, file: str, max_size: int, mode: int, out: list, cap: int = ROWS_P
         return call(buf, pos, limit, end, base, file, max_size, mode, out, cap)
 
     return lane
+
+
+# ---- export: the same rows column-wise, by topic -------------------------------------------------------------
+
+COLUMN_CHUNK_ROWS = 16384       # rows (all topics) per chunk handed to the export writer, at most, and
+COLUMN_CHUNK_BYTES = 32 << 20   # store bytes per chunk, about (bounded memory whatever the message size)
+
+
+def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = COLUMN_CHUNK_ROWS):
+    """The rows of :func:`range_rows`, column-wise and split by topic: yields chunks of at most about ``chunk``
+    rows, each ``{topic: (columns, n)}`` with ``columns`` mapping every one of ``names`` (row keys) to the
+    ``n`` values of that topic's rows in row order (None where a row lacks the key; keys outside ``names``
+    are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array. Runs of
+    common units are filled by the helper's ``columns``; the units it declines come as dicts from the scanner
+    (the Python path) and are added key by key in their place. None when the helper cannot serve ``opts`` (a
+    per-row filter or offset bounds) or a row key is not among ``names``."""
+    if not usable(opts) or opts.from_offset is not None or opts.to_offset is not None:
+        return None
+    names = tuple(names)
+    if not set(ROW_KEYS) <= set(names):
+        return None
+    return _column_chunks(helper(), rng, opts, names, frozenset(int_keys) & set(ROW_KEYS), on_damage, chunk)
+
+
+def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
+    import pyarrow as pa
+
+    seg = Segment(rng.file, rng.name, rng.base, rng.size)
+    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop)
+    body = opts.body
+    mode = BODY_MODES[body]
+    include_blank = opts.include_blank
+    extra = [n for n in names if n not in ROW_KEYS]     # not filled by the helper: None for its rows
+    key_at = {k: i for i, k in enumerate(ROW_KEYS)}
+    by_topic: dict = {}         # topic -> one column per ROW_KEYS key (a bytearray of int64 for int_keys)
+    nulls: dict = {}            # (topic, key index) -> row numbers whose int_keys value is None (Python rows)
+    is_int = [k in int_keys for k in ROW_KEYS]
+    int64 = struct.Struct("=q").pack
+
+    def new_entry():
+        return [bytearray() if i else [] for i in is_int]
+
+    extras: dict = {}           # topic -> one list per extra name (values of Python rows, padded with None)
+    count = [0, 0]              # rows and store bytes in the chunk
+    call = mod.columns
+    file = seg.path
+    max_size = scanner.max_size
+
+    def lane(buf, view, pos, limit, end, base):
+        npos, n = call(buf, pos, limit, end, base, file, max_size, mode, by_topic, new_entry, ROWS_PER_RUN)
+        count[0] += n
+        count[1] += npos - pos
+        return npos, n
+
+    def pad(topic, lists):
+        have = len(lists[_KIND])
+        ex = extras.setdefault(topic, [[] for _ in extra])
+        for e in ex:
+            e.extend(repeat(None, have - len(e)))
+        return ex
+
+    def add(row: dict):
+        topic = row.get("topic")
+        lists = by_topic.get(topic)
+        if lists is None:
+            lists = by_topic[topic] = new_entry()
+        ex = pad(topic, lists)
+        get = row.get
+        at = len(lists[_KIND])
+        for i, (k, lst) in enumerate(zip(ROW_KEYS, lists)):
+            v = get(k)
+            if not is_int[i]:
+                lst.append(v)
+            elif v is None:
+                nulls.setdefault((topic, i), []).append(at)
+                lst += bytes(8)
+            else:
+                lst += int64(v)
+        for n, e in zip(extra, ex):
+            e.append(get(n))
+        count[0] += 1
+        count[1] += row.get("size") or 0
+
+    def chunk_out():
+        out = {}
+        for topic, lists in by_topic.items():
+            ex = pad(topic, lists)
+            rows = len(lists[_KIND])
+            for i, ints in enumerate(is_int):
+                if ints:
+                    lists[i] = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(lists[i])])
+                    if (topic, i) in nulls:
+                        values = lists[i].to_pylist()
+                        for r in nulls[topic, i]:
+                            values[r] = None
+                        lists[i] = pa.array(values, type=pa.int64())
+            cols = {n: lists[key_at[n]] if n in key_at else ex[extra.index(n)] for n in names}
+            out[topic] = (cols, rows)
+        by_topic.clear()
+        nulls.clear()
+        extras.clear()
+        count[0] = count[1] = 0
+        return out
+
+    scanner.fast_lane = lane
+    for ev in scanner.events():
+        t = type(ev)
+        if t is Message:
+            add(ev.to_row(body))
+        elif t is Blank:
+            if include_blank:
+                add(ev.to_row(body))
+        elif t is Damage and on_damage is not None:
+            on_damage(ev)
+        elif t is not FastRun:
+            continue
+        if count[0] >= chunk or count[1] >= COLUMN_CHUNK_BYTES:
+            yield chunk_out()
+    if count[0]:
+        yield chunk_out()

@@ -115,6 +115,15 @@ def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None) -> Iterat
             yield m.to_row(body)
 
 
+def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None):
+    """The rows of :func:`iter_range_rows` as ``(columns, n)`` chunks (``columns``: each of ``names`` → its
+    values), built column-wise by the compiled helper; None when it cannot serve ``opts`` (then use the rows)."""
+    from mqtool.rocketmq import nativedump
+
+    return nativedump.range_columns(rng, opts, names, {n for n, t in ROW_FIELDS if t in ("int", "long")},
+                                    on_damage)
+
+
 def _plain(opts):
     """A copy of an options object that can be pickled (no runner)."""
     return dataclasses.replace(opts, runner=None)
