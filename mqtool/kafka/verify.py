@@ -34,7 +34,7 @@ from mqtool.kafka import files as F
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.layout import LogDir, Partition, Segment
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, Damage, LimitExceeded, iter_records, scan
 
 
 @dataclass
@@ -216,7 +216,8 @@ class KafkaVerifier:
                 rec.feed(b, ctype)
                 base = b.base_offset if b.base_offset is not None else b.last_offset
                 if b.error:
-                    yield self._f(ERROR, "records-undecodable", path, b.position, b.last_offset, b.error)
+                    yield self._f(WARNING if b.error_code != "records-undecodable" else ERROR, b.error_code,
+                                  path, b.position, b.last_offset, b.error)
                 if base < seg.base_offset:
                     yield self._f(ERROR, "offset-below-base", path, b.position, base,
                                   f"batch base offset {base} is below the segment's base offset {seg.base_offset}",
@@ -291,6 +292,8 @@ class KafkaVerifier:
                 prev = r.offset
                 if self.salvage is not None:
                     self.salvage(b, r)
+        except LimitExceeded as e:
+            yield self._f(WARNING, e.code, path, b.position, b.base_offset, f"records not all checked: {e}")
         except (CodecError, ValueError, IndexError) as e:
             yield self._f(ERROR, "records-undecodable", path, b.position, b.base_offset,
                           f"records of the batch cannot be read: {e}")
