@@ -190,6 +190,11 @@ class KafkaVerifier:
                         yield self._f(INFO, "zero-tail", path, ev.start, None,
                                       f"{ev.length} zero bytes from {ev.start} to the end: end of data "
                                       "(preallocated segment), not corruption")
+                    elif ev.kind == "partial-tail" and seen.batches == 0:
+                        # a segment none of whose bytes make a batch: nothing in it is readable (an interrupted
+                        # append leaves its tail after readable batches, not instead of them)
+                        yield self._f(ERROR, "no-readable-batch", path, ev.start, None,
+                                      f"no batch readable in the segment: {ev.message}", actual=ev.length)
                     elif ev.kind == "partial-tail":
                         yield self._f(WARNING, "partial-tail", path, ev.start, None,
                                       f"{ev.length} bytes at the end do not make a whole batch "
@@ -293,7 +298,8 @@ class KafkaVerifier:
                 if self.salvage is not None:
                     self.salvage(b, r)
         except LimitExceeded as e:
-            yield self._f(WARNING, e.code, path, b.position, b.base_offset, f"records not all checked: {e}")
+            if e.code != b.error_code:          # a legacy wrapper's cap is reported once, with the batch
+                yield self._f(WARNING, e.code, path, b.position, b.base_offset, f"records not all checked: {e}")
         except (CodecError, ValueError, IndexError) as e:
             yield self._f(ERROR, "records-undecodable", path, b.position, b.base_offset,
                           f"records of the batch cannot be read: {e}")
