@@ -142,17 +142,18 @@ def caps(monkeypatch):
 
 @pytest.mark.parametrize("impl", ["python", "native"])
 def test_records_stream_in_bounded_groups(tmp_path, monkeypatch, impl):
-    """More records than one group, over several decompressed chunks: every record, in order, none lost at a
-    chunk or group boundary (values 300 bytes: records straddle the 1 MiB chunks)."""
+    """More records than one group, over several decompressed chunks (an area above the 4 MiB read whole):
+    every record, in order, none lost at a chunk or group boundary (400-byte values straddle the chunks)."""
     if impl == "python":
         monkeypatch.setattr(R, "_native", None)
     elif R._native is None:
         pytest.skip("compiled kafka helper not built")
     n = 3 * R._GROUP + 17
-    raw = big_values(n, 300)
+    raw = big_values(n, 400)
     b = next(R.scan(raw, "x.log"))
+    assert len(R.records_area(b)) > R._WHOLE_BYTES
     got = [(r.offset, len(r.value)) for r in R.iter_records(b)]
-    assert got == [(i, 300) for i in range(n)]
+    assert got == [(i, 400) for i in range(n)]
 
 
 def test_record_cap_in_python_and_native_agree(monkeypatch, caps):
@@ -270,7 +271,7 @@ def test_query_count_larger_than_records(tmp_path, run_cli):
     assert code == 0 and [(r["offset"], r["key"]) for r in ndjson(out)] == [(0, "k")]
     code, out, err = run_cli("query", store, "--offset", "1")
     no_traceback(err)
-    assert code == 1 and "ends inside record 1 of 2" in err
+    assert code == 1 and "records area ends inside record 1 of 2" in err
 
 
 @pytest.mark.parametrize("pos", [-4096, 1 << 30, 7])

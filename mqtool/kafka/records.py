@@ -50,6 +50,8 @@ _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
 MAX_BATCH_RECORDS = 1 << 20                 # MQTOOL_KAFKA_MAX_BATCH_RECORDS overrides
 MAX_RECORD_HEADERS = 1 << 16                # MQTOOL_KAFKA_MAX_RECORD_HEADERS overrides
 _GROUP = 4096                               # records decoded per step (one bounded list at a time)
+_WHOLE_RECORDS = 65536                      # ... unless the area is small: then all at once, up to this many
+_WHOLE_BYTES = 4 << 20                      # (small: up to this size)
 
 
 class LimitExceeded(ValueError):
@@ -559,6 +561,20 @@ def _header_count_of(buf, i: int, max_headers: int):
 def _record_groups(feed: _Feed, count: int, max_headers: int):
     """The tuples of ``parse_records`` for ``count`` records read from ``feed``, a bounded group at a time."""
     parse = _native.parse_records if _native is not None else None
+    if count <= _WHOLE_RECORDS and not feed.have(_WHOLE_BYTES + 1):
+        # the common case, a small area read whole: one call for all its records (as many as the compiled
+        # walker builds in one call at most), no framing walk
+        data = feed.buf[feed.pos:]
+        got = parse(data, count, max_headers) if parse is not None else None
+        if got is None:
+            try:
+                got = parse_records(data, count, max_headers)
+            except (IndexError, ValueError):
+                got = None          # damaged: the walk below gives the records before the damage, then why
+        if got is not None:
+            feed.pos += got[1]
+            yield got[0]
+            return
     done = 0
     while done < count:
         buf, i = feed.buf, feed.pos
