@@ -215,6 +215,9 @@ def test_many_records_small_all_verbs(tmp_path, run_cli, caps):
     no_traceback(err)
     assert code == 1 and "batch-records-limit" not in out
     assert "more than 1000 records" in err
+    code, out, err = run_cli("info", store, "--json")
+    no_traceback(err)
+    assert code == 1 and json.loads(out)["family"] == "kafka"
 
 
 def test_many_headers_small(tmp_path, run_cli, caps):
