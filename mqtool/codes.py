@@ -302,6 +302,10 @@ kafka.snapshot-malformed | K | E | damage | a producer snapshot cannot be parsed
 kafka.snapshot-beyond-log-end | K | W | lost | a snapshot's offset is past the log end
 kafka.snapshot-stray | K | I,W | normal | a producer snapshot Kafka would delete as stray at startup (warning when it lies between two segment bases)
 kafka.checkpoint-negative | K | E | damage | a negative offset in an offset checkpoint, or a negative epoch or start offset in leader-epoch-checkpoint: Kafka never writes one
+kafka.batch-records-limit | K | W | content | a batch claims more records than the cap (MQTOOL_KAFKA_MAX_BATCH_RECORDS, default 1,048,576): the records past it are not checked
+kafka.record-headers-limit | K | W | content | a record claims more headers than the cap (MQTOOL_KAFKA_MAX_RECORD_HEADERS, default 65,536): its headers are not checked
+kafka.no-readable-batch | K | E | damage | a segment in which no batch can be read (e.g. its only batch claims more bytes than the file holds)
+kafka.rebuild-offset-overflow | K | W | damage | an index or time entry whose offset does not fit 32 bits from the segment base: the rebuild skips it, as the broker would roll the segment
 kafka.checkpoint-malformed | K | E | damage | a checkpoint file cannot be parsed
 kafka.checkpoint-beyond-log-end | K | W | lost | a checkpoint offset is past the log end: the log lost data after it was written
 kafka.index-interval | K | W,I | geometry | the segments' .index spacing points at different index.interval.bytes values: the ranges are named (info when most segments agree)

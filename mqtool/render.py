@@ -251,24 +251,34 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     batch: list[bytes] = []
     add = batch.append
     n = 0
+    size = 0
     try:
         for r in rows:
             if type(r) is PreRendered:
-                add(r.encode("utf-8", errors="surrogateescape") + b"\n")
+                line = r.encode("utf-8", errors="surrogateescape") + b"\n"
             elif type(r) is PreRenderedLines:     # a big block: write it as it is, after what is batched
                 if batch:
                     w(b"".join(batch))
                     batch.clear()
+                    size = 0
                 w(r)
+                n += 1
+                continue
             else:
                 try:
-                    add(enc(r, default=_default, option=opt))
+                    line = enc(r, default=_default, option=opt)
                 except TypeError:  # ints beyond 64 bits, non-UTF-8 file names: the careful writer
-                    add((_json_dumps(r) + "\n").encode("utf-8"))
+                    line = (_json_dumps(r) + "\n").encode("utf-8")
+            r = None                  # a row with a large body: its line alone is kept from here
+            add(line)
+            size += len(line)
             n += 1
-            if len(batch) >= 32:      # ~25 KB per write: below malloc's mmap threshold (pre-rendered too)
-                w(b"".join(batch))
+            # ~25 KB per write: below malloc's mmap threshold (pre-rendered too); large lines go at once, so
+            # memory is one row's line whatever the bodies (never a batch of them)
+            if len(batch) >= 32 or size >= 1 << 16:
+                w(b"".join(batch) if len(batch) > 1 else batch[0])
                 batch.clear()
+                size = 0
     finally:
         if batch:
             w(b"".join(batch))

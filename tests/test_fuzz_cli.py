@@ -3,7 +3,6 @@ on and off. The long run and its counts are in docs/hardening.md."""
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -14,18 +13,10 @@ sys.path.insert(0, str(ROOT))
 
 from fuzz import cli as F  # noqa: E402
 
-# Tracebacks of issue #16 item 5 (crafted Kafka input), fixed on another branch (h-memory): reported as xfail
-# here until that lands, every other failure fails the smoke.
-KNOWN_ELSEWHERE = re.compile(r"kafka \[.*uncaught (error|IndexError|struct\.error)")
-
-
 def _check(stats):
     assert stats.cases > 0 and stats.runs == stats.cases * 14
     assert set(stats.exits) <= {0, 1, 2}
-    other = [f for f in stats.failures if not KNOWN_ELSEWHERE.search(f)]
-    assert not other, "\n\n".join(other[:5])
-    if stats.failures:
-        pytest.xfail("known Kafka tracebacks of issue #16 item 5 (fixed elsewhere): " + stats.failures[0][:300])
+    assert not stats.failures, "\n\n".join(stats.failures[:5])
 
 
 def test_cli_fuzz_smoke():
@@ -59,8 +50,7 @@ def test_an_uncaught_exception_is_reported(monkeypatch):
     assert any("uncaught KeyError" in f and "seed 5" in f for f in stats.failures), stats.failures
 
 
-# Regression inputs the fuzzer found (replayed by case number and seed).
-@pytest.mark.xfail(strict=False, reason="issue #16 item 5: Kafka tracebacks, fixed on the h-memory branch")
+# Regression inputs the fuzzer found (replayed by case number and seed): Kafka tracebacks of issue #16 item 5.
 @pytest.mark.parametrize("case", [116, 497])
 def test_fuzzer_found_kafka_tracebacks(case):
     stats = F.Stats()

@@ -1,15 +1,13 @@
 """The crafted inputs of issue #16 as regression inputs (hand-built bytes, from the issue's descriptions).
 
 Items 4 and 6 (shrinking files, split sizes) are tested in tests/test_shrink.py and tests/test_split_identity.py.
-The Kafka cases of items 5 and 8 are fixed on other branches (h-memory, verify exit codes): until those land
-they are xfail here (strict=False: they pass once fixed).
+The Kafka cases of items 5 and 8 each fail on the code before their fix.
 """
 from __future__ import annotations
 
 import struct
 from pathlib import Path
 
-import pytest
 
 from conftest import FIXTURES
 
@@ -59,7 +57,6 @@ def _clean(code, err, exc):
     assert "Traceback" not in err
 
 
-@pytest.mark.xfail(strict=False, reason="issue #16 item 5, fixed on another branch (h-memory)")
 def test_rebuild_index_of_a_batch_at_base_offset_2_pow_32(tmp_path):
     # more than index.interval.bytes (4096) before it: the rebuilt .index gets an entry for it
     part = _partition(tmp_path, _batch(0, pad=5000) + _batch(1 << 32, pad=5000) + _batch((1 << 32) + 1))
@@ -67,7 +64,6 @@ def test_rebuild_index_of_a_batch_at_base_offset_2_pow_32(tmp_path):
     _clean(code, err, exc)
 
 
-@pytest.mark.xfail(strict=False, reason="issue #16 item 5, fixed on another branch (h-memory)")
 def test_query_a_batch_whose_count_says_2_but_holds_1(tmp_path):
     raw = bytearray(_batch(0, 1))
     struct.pack_into(">i", raw, K.V2_RECORDS_COUNT_OFFSET, 2)
@@ -77,7 +73,6 @@ def test_query_a_batch_whose_count_says_2_but_holds_1(tmp_path):
     _clean(code, err, exc)
 
 
-@pytest.mark.xfail(strict=False, reason="issue #16 item 5, fixed on another branch (h-memory)")
 def test_query_through_an_index_entry_at_a_negative_position(tmp_path):
     log = b"".join(_batch(i * 3, 3) for i in range(4))
     part = _partition(tmp_path, log, struct.pack(">ii", -933165402, -2064730467))     # (relative offset, position)
@@ -85,7 +80,6 @@ def test_query_through_an_index_entry_at_a_negative_position(tmp_path):
     _clean(code, err, exc)
 
 
-@pytest.mark.xfail(strict=False, reason="issue #16 item 8, decided on another branch (verify exit codes)")
 def test_only_batch_claiming_2_pow_31_minus_1_bytes_is_not_sound(tmp_path):
     raw = bytearray(_batch(0, 2))
     struct.pack_into(">i", raw, K.LOG_OVERHEAD - 4, 0x7FFFFFFF)      # batchLength (after the baseOffset)

@@ -17,6 +17,10 @@
  * Python code, which gives the precise error. Every length is checked against the bytes left before any
  * byte is read. Buffers come in through the buffer protocol and are released on every path; no pointer is
  * kept past a call. The GIL is held throughout (Python objects are built as we go).
+ *
+ * Memory: no call builds more than MAX_RECORDS_PER_CALL records, nor a record with more headers than the
+ * optional last argument max_headers (the cap of mqtool.kafka.records.limits()); such input is declined
+ * (None), and Python streams it in bounded groups or reports the cap as a finding.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +35,9 @@
     "headers=array(this['headerCount'],{headerKeyLength=zigzag,headerKey=bytes(this['headerKeyLength'])," \
     "headerValueLength=zigzag,headerValue=if((this['headerValueLength'] >= 0),"                         \
     "bytes(this['headerValueLength']),pass)})})"
+
+#define MAX_RECORDS_PER_CALL 65536
+static int64_t max_headers = INT64_MAX;     /* set from each call's optional last argument */
 
 /* Row keys, set by configure(): the order is fixed here, the spelling comes from Python. */
 enum { K_OFFSET, K_TIMESTAMP, K_SIZE, K_KEY_SIZE, K_VALUE_SIZE, K_SEQUENCE, K_HEADER_KEYS, K_KEY, K_VALUE,
@@ -117,7 +124,7 @@ static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
     if (i >= end)                                             /* headerCount */
         return -1;
     r->headers_zero_byte = p[i] == 0;
-    if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > len)
+    if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > len || v > max_headers)
         return -1;
     r->header_count = v;
     r->headers_off = i;
@@ -203,15 +210,17 @@ static PyObject *parse_records(PyObject *self, PyObject *args)
 {
     PyObject *obj;
     Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "On", &obj, &count))
+    long long mh = INT64_MAX;
+    if (!PyArg_ParseTuple(args, "On|L", &obj, &count, &mh))
         return NULL;
+    max_headers = mh;
     Py_buffer view;
     if (get_buffer(obj, &view) < 0)
         return NULL;
     const uint8_t *p = (const uint8_t *)view.buf;
     Py_ssize_t n = view.len, i = 0;
     PyObject *out = NULL, *result = NULL;
-    if (count < 0 || count > n)                  /* each record is at least 2 bytes: no huge list */
+    if (count < 0 || count > n || count > MAX_RECORDS_PER_CALL)   /* records are >= 2 bytes: no huge list */
         goto decline;
     out = PyList_New(count);
     if (out == NULL)
@@ -300,7 +309,7 @@ static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long lon
                       int text)
 {
     Py_ssize_t i = 0;
-    if (count < 0 || count > n)
+    if (count < 0 || count > n || count > MAX_RECORDS_PER_CALL)
         return 0;
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
@@ -393,9 +402,11 @@ static PyObject *record_rows(PyObject *self, PyObject *args)
     Py_ssize_t count;
     long long base, ts0, seq;
     int tsk, text;
-    if (!PyArg_ParseTuple(args, "OnLLiLO!p", &obj, &count, &base, &ts0, &tsk, &seq, &PyDict_Type, &template,
-                          &text))
+    long long mh = INT64_MAX;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!p|L", &obj, &count, &base, &ts0, &tsk, &seq, &PyDict_Type, &template,
+                          &text, &mh))
         return NULL;
+    max_headers = mh;
     if (row_keys[0] == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "kafka helper: configure() was not called");
         return NULL;
@@ -654,9 +665,11 @@ static PyObject *record_json(PyObject *self, PyObject *args)
     Py_ssize_t count;
     long long base, ts0, seq;
     int tsk;
-    if (!PyArg_ParseTuple(args, "OnLLiLO!O!", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
-                          &PyTuple_Type, &order))
+    long long mh = INT64_MAX;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!O!|L", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
+                          &PyTuple_Type, &order, &mh))
         return NULL;
+    max_headers = mh;
     Py_ssize_t nf = PyTuple_GET_SIZE(order);
     if (PyTuple_GET_SIZE(segs) != nf + 1 || nf > 16) {
         PyErr_SetString(PyExc_ValueError, "record_json: len(segs) must be len(order) + 1 (at most 16 fields)");

@@ -7,7 +7,10 @@
   magic v0 producers wrote a checksum over the magic too (KAFKA-3160); every other field is read normally.
 * zstd: standard frames, possibly several, content size unknown.
 
-Every function takes a ``limit`` (bytes) and raises :class:`CodecError` instead of growing past it.
+Every function takes a ``limit`` (bytes) and raises :class:`CodecError` (:class:`CodecTooLarge` for the
+limit) instead of growing past it. :func:`decompress_chunks` gives the same bytes as :func:`decompress` as a
+stream of chunks of at most ``CHUNK`` bytes (those above ``WHOLE_MAX``), so a reader of a batch that inflates
+to hundreds of MiB never holds more than a chunk and the record it is reading.
 
 Fast paths (same bytes out; anything they do not fully handle goes to the careful code, which gives the
 result or the precise error; ``tests/test_native_kafka.py`` checks fast == careful on generated and damaged
@@ -33,6 +36,8 @@ from formats.kafka import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC
                            LZ4_FRAME_MAGIC, XERIAL_SNAPPY_MAGIC)
 
 DEFAULT_LIMIT = 256 * 1024 * 1024
+CHUNK = 1 << 20                 # streamed output pieces
+WHOLE_MAX = 4 << 20             # outputs up to this size come out whole (the fast paths)
 _I32BE = struct.Struct(">i")
 _U32LE = struct.Struct("<I")
 _LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
@@ -40,6 +45,10 @@ _LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
 class CodecError(ValueError):
     """The compressed bytes cannot be decoded (bad framing, truncated stream, too large)."""
+
+
+class CodecTooLarge(CodecError):
+    """The output would grow past the limit."""
 
 
 def gunzip(data, limit: int = DEFAULT_LIMIT) -> bytes:
@@ -77,34 +86,43 @@ def _gunzip_members(zmod, buf: bytes, limit: int) -> bytes | None:
 
 
 def _gunzip_careful(buf: bytes, limit: int) -> bytes:
-    out = []
+    return b"".join(_gunzip_stream(buf, limit))
+
+
+def _gunzip_stream(buf: bytes, limit: int):
     total = 0
     while buf:
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(buf, limit - total + 1)
-        except zlib.error as e:
-            raise CodecError(f"gzip: {e}") from None
-        total += len(chunk)
-        if total > limit:
-            raise CodecError(f"gzip: more than {limit} bytes")
-        out.append(chunk)
-        if not d.eof:
-            raise CodecError("gzip: truncated stream")
+        data = buf
+        while not d.eof:
+            try:
+                chunk = d.decompress(data, min(CHUNK, limit - total + 1))
+            except zlib.error as e:
+                raise CodecError(f"gzip: {e}") from None
+            total += len(chunk)
+            if total > limit:
+                raise CodecTooLarge(f"gzip: more than {limit} bytes")
+            if chunk:
+                yield chunk
+            data = d.unconsumed_tail
+            if not chunk and not data and not d.eof:
+                raise CodecError("gzip: truncated stream")
         buf = d.unused_data
         # trailing zero padding after the last member is tolerated
         if buf and not buf.startswith(b"\x1f\x8b"):
             if buf.strip(b"\x00"):
                 raise CodecError("gzip: garbage after the stream")
             break
-    return b"".join(out)
 
 
 def unsnappy(data, limit: int = DEFAULT_LIMIT) -> bytes:
+    return b"".join(_snappy_stream(data, limit))
+
+
+def _snappy_stream(data, limit: int):
     buf = bytes(data)
     if buf.startswith(XERIAL_SNAPPY_MAGIC):
         pos = len(XERIAL_SNAPPY_MAGIC) + 8        # int32 version, int32 min-compatible version
-        out = []
         total = 0
         while pos < len(buf):
             if pos + 4 > len(buf):
@@ -114,20 +132,25 @@ def unsnappy(data, limit: int = DEFAULT_LIMIT) -> bytes:
             if n < 0 or pos + n > len(buf):
                 raise CodecError(f"snappy: xerial block length {n} past the end")
             try:
+                if cramjam.snappy.decompress_raw_len(buf[pos:pos + n]) > limit - total:
+                    raise CodecTooLarge(f"snappy: more than {limit} bytes")
                 chunk = bytes(cramjam.snappy.decompress_raw(buf[pos:pos + n]))
+            except CodecError:
+                raise
             except Exception as e:  # cramjam raises its own DecompressionError
                 raise CodecError(f"snappy: {e}") from None
             total += len(chunk)
             if total > limit:
-                raise CodecError(f"snappy: more than {limit} bytes")
-            out.append(chunk)
+                raise CodecTooLarge(f"snappy: more than {limit} bytes")
+            yield chunk
             pos += n
-        return b"".join(out)
+        return
+    # raw snappy (non-Java clients) has no blocks: one piece, its stated size checked first
     try:
         n = cramjam.snappy.decompress_raw_len(buf)
         if n > limit:
-            raise CodecError(f"snappy: more than {limit} bytes")
-        return bytes(cramjam.snappy.decompress_raw(buf))
+            raise CodecTooLarge(f"snappy: more than {limit} bytes")
+        yield bytes(cramjam.snappy.decompress_raw(buf))
     except CodecError:
         raise
     except Exception as e:
@@ -136,6 +159,10 @@ def unsnappy(data, limit: int = DEFAULT_LIMIT) -> bytes:
 
 def unlz4(data, limit: int = DEFAULT_LIMIT) -> bytes:
     """Kafka LZ4 frame; the header checksum byte is skipped, not checked (v0 wrote a wrong one)."""
+    return b"".join(_lz4_stream(data, limit))
+
+
+def _lz4_stream(data, limit: int):
     buf = bytes(data)
     if not buf.startswith(LZ4_FRAME_MAGIC):
         raise CodecError("lz4: no frame magic")
@@ -151,7 +178,6 @@ def unlz4(data, limit: int = DEFAULT_LIMIT) -> bytes:
     if block_max is None:
         raise CodecError(f"lz4: bad block size id in BD 0x{bd:02x}")
     pos = 6 + (8 if content_size else 0) + 1      # + header checksum byte
-    out = []
     total = 0
     while True:
         if pos + 4 > len(buf):
@@ -174,11 +200,8 @@ def unlz4(data, limit: int = DEFAULT_LIMIT) -> bytes:
                 raise CodecError(f"lz4: {e}") from None
         total += len(chunk)
         if total > limit:
-            raise CodecError(f"lz4: more than {limit} bytes")
-        out.append(chunk)
-    if content_checksum:
-        pos += 4
-    return b"".join(out)
+            raise CodecTooLarge(f"lz4: more than {limit} bytes")
+        yield chunk
 
 
 _ZSTD = zstandard.ZstdDecompressor()
@@ -215,27 +238,23 @@ def unzstd(data, limit: int = DEFAULT_LIMIT) -> bytes:
 
 
 def _unzstd_careful(buf: bytes, limit: int) -> bytes:
-    d = zstandard.ZstdDecompressor()
-    try:
-        out = _zstd_stream(d, buf, limit)
-    except zstandard.ZstdError as e:
-        raise CodecError(f"zstd: {e}") from None
-    return out
+    return b"".join(_zstd_stream(buf, limit))
 
 
-def _zstd_stream(d, data: bytes, limit: int) -> bytes:
-    out = []
+def _zstd_stream(buf: bytes, limit: int):
     total = 0
-    reader = d.stream_reader(data, read_across_frames=True)
+    reader = zstandard.ZstdDecompressor().stream_reader(buf, read_across_frames=True)
     while True:
-        chunk = reader.read(1 << 20)
+        try:
+            chunk = reader.read(CHUNK)
+        except zstandard.ZstdError as e:
+            raise CodecError(f"zstd: {e}") from None
         if not chunk:
             break
         total += len(chunk)
         if total > limit:
-            raise CodecError(f"zstd: more than {limit} bytes")
-        out.append(chunk)
-    return b"".join(out)
+            raise CodecTooLarge(f"zstd: more than {limit} bytes")
+        yield chunk
 
 
 _DECODERS = {CODEC_GZIP: gunzip, CODEC_SNAPPY: unsnappy, CODEC_LZ4: unlz4, CODEC_ZSTD: unzstd}
@@ -249,6 +268,30 @@ def decompress(codec: int, data, limit: int = DEFAULT_LIMIT) -> bytes:
     if fn is None:
         raise CodecError(f"unknown compression codec id {codec}")
     return fn(data, limit)
+
+
+_STREAMS = {CODEC_GZIP: _gunzip_stream, CODEC_SNAPPY: _snappy_stream, CODEC_LZ4: _lz4_stream,
+             CODEC_ZSTD: _zstd_stream}
+
+
+def decompress_chunks(codec: int, data, limit: int = DEFAULT_LIMIT):
+    """The bytes of :func:`decompress` as an iterator of chunks: outputs up to ``WHOLE_MAX`` bytes in one
+    piece through the fast paths, larger ones streamed (pieces of at most ``CHUNK`` bytes, except a raw
+    snappy stream, which has no blocks). Raises CodecError while iterating."""
+    if codec == CODEC_NONE:
+        view = memoryview(data)
+        for i in range(0, len(view), CHUNK):
+            yield bytes(view[i:i + CHUNK])
+        return
+    if codec not in _DECODERS:
+        raise CodecError(f"unknown compression codec id {codec}")
+    try:
+        yield decompress(codec, data, min(limit, WHOLE_MAX))
+        return
+    except CodecTooLarge:
+        if limit <= WHOLE_MAX:
+            raise
+    yield from _STREAMS[codec](bytes(data), limit)
 
 
 def codec_name(codec: int) -> str:

@@ -17,7 +17,7 @@ from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
-from mqtool.kafka.records import Batch, Damage, Record, iter_records, records_area, scan, scan_range
+from mqtool.kafka.records import Batch, Damage, Record, iter_records, scan, scan_range
 from mqtool import render
 from mqtool.render import Column, PreRendered, dumps, iso_ms
 
@@ -221,13 +221,16 @@ def native_lines(opts, decoder=None) -> bool:
 def _native_record_rows(nat, b: Batch, opts, text: int):
     """The record rows of a plain v2 batch from the compiled walker, or None when it declines (damaged or
     unusual records area: the Python path gives the rows or the precise error). Raises CodecError."""
-    data = records_area(b)
+    data = R.small_records_area(b)
+    if data is None:
+        return None
     template = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
     if b.timestamp_type == 1:          # LogAppendTime: as iter_records
         ts0, tsk = b.max_timestamp, 0
     else:
         ts0, tsk = b.base_timestamp, 1
-    return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text)
+    return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text,
+                           R.limits()[1])
 
 
 _PLACEHOLDERS = ["\x01mqtool-native-{}\x01".format(code) for code in range(len(_NATIVE_ROW_KEYS))]
@@ -267,12 +270,14 @@ def _native_record_json(nat, b: Batch, opts):
     pieces = _json_pieces(b, opts)
     if pieces is None:
         return None
-    data = records_area(b)
+    data = R.small_records_area(b)
+    if data is None:
+        return None
     if b.timestamp_type == 1:
         ts0, tsk = b.max_timestamp, 0
     else:
         ts0, tsk = b.base_timestamp, 1
-    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces)
+    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces, R.limits()[1])
 
 
 def damage_row(path, d: Damage) -> dict:
@@ -343,9 +348,10 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                             continue
                         yield record_row(ev, rec, opts, decoder)
                 except (CodecError, ValueError, IndexError) as e:
+                    code = getattr(e, "code", "records-undecodable")
                     stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
                     yield {"kind": "damage", "file": str(path), "position": ev.position, "size": ev.size,
-                           "damage": "records-undecodable", "message": str(e)}
+                           "damage": code, "message": str(e)}
 
 
 # ---- other files --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -270,30 +271,38 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         st.control += bt.count or 0
         return
     n = header_records(bt)
-    recs = None
+    stamps = None
     if commits is None and n and bt.error is None and (bt.codec == K.CODEC_NONE or bt.magic < 2) and (
             n == 1 or bt.timestamp_type == 1 or
             (bt.magic == 2 and bt.delete_horizon_ms is None and bt.base_timestamp == bt.max_timestamp)):
         # every record's time is the batch max timestamp: no need to decode (as verify without --deep)
-        recs = [(bt.max_timestamp, None, None)] * n
+        stamps = array("q", [bt.max_timestamp]) * n
+    pairs = []                  # (key, value) of offset commits: only for __consumer_offsets
     try:
-        if recs is None:
-            recs = [(r.timestamp, r.key, r.value) for r in iter_records(bt)]
+        if stamps is None:
+            stamps = array("q")     # 8 bytes a record (the records themselves are not kept)
+            for r in iter_records(bt):
+                t = r.timestamp
+                stamps.append(t if t is not None and 0 <= t < 1 << 63 else -1)
+                if commits is not None:
+                    pairs.append((r.key, r.value))
     except (CodecError, ValueError, IndexError) as e:
-        b.add_damage(file, bt.position, bt.base_offset, bt.size, "records-undecodable",
+        code = getattr(e, "code", "records-undecodable")
+        b.add_damage(file, bt.position, bt.base_offset, bt.size, code,
                      f"records of the batch cannot be read: {e}", stream, at_time=at)
-        recs = [(bt.max_timestamp, None, None)] * n
-    if not recs:
+        stamps = array("q", [bt.max_timestamp]) * n
+        pairs = []
+    if not stamps:
         return
-    st.magic_records[bt.magic] += len(recs)
-    share, extra = divmod(bt.size, len(recs))
-    for i, (ts, key, value) in enumerate(recs):
-        if ts is None or ts < 0:
+    st.magic_records[bt.magic] += len(stamps)
+    share, extra = divmod(bt.size, len(stamps))
+    for i, ts in enumerate(stamps):
+        if ts < 0:
             st.no_timestamp += 1
             ts = -1
         b.add_message(topic, queue, ts, share + (extra if i == 0 else 0), stream)
-        if commits is not None:
-            _commit(key, value, commits, source)
+    for key, value in pairs:
+        _commit(key, value, commits, source)
 
 
 def _commit(key, value, commits: dict, source: str) -> None:

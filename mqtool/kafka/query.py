@@ -41,13 +41,26 @@ def _index_position(seg, target: int) -> int:
         return 0
     offs = [seg.base_offset + rel for rel, _ in idx.entries]
     i = bisect.bisect_left(offs, target) - 1
-    return idx.entries[i][1] if i >= 0 else 0
+    return _in_log(seg, idx.entries[i][1]) if i >= 0 else 0
+
+
+def _in_log(seg, position: int) -> int:
+    """An index's position when it lies inside the .log, else 0 (a scan from the start): index entries are
+    data from the store like any other, and a negative or past-the-end one must not steer the reader."""
+    try:
+        size = seg.log.stat().st_size
+    except OSError:
+        return 0
+    return position if 0 <= position < size else 0
 
 
 def _time_position(seg, ts: int) -> int:
     if seg.timeindex is None:
         return 0
-    t = F.read_time_index(seg.timeindex)
+    try:
+        t = F.read_time_index(seg.timeindex)
+    except Exception:  # noqa: BLE001 - as _index_position: an unreadable index just means a scan from 0
+        return 0
     stamps = [e[0] for e in t.entries]
     i = bisect.bisect_left(stamps, ts) - 1
     if i < 0:
@@ -56,8 +69,16 @@ def _time_position(seg, ts: int) -> int:
 
 
 def _batches_from(seg, start: int):
+    """Batches from ``start`` (an index position); from 0 when no batch starts exactly there (a stale or
+    crafted index must not hide the batches before it)."""
     with map_input(seg.log) as m:
-        for ev in scan(m.buf, str(seg.log), start=start, fd=m.fileno() if m.mapped else None):
+        fd = m.fileno() if m.mapped else None
+        first = True
+        for ev in scan(m.buf, str(seg.log), start=start, fd=fd):
+            if first and start > 0 and not isinstance(ev, Batch):
+                yield from (b for b in scan(m.buf, str(seg.log), fd=fd) if isinstance(b, Batch))
+                return
+            first = False
             if isinstance(ev, Batch):
                 yield ev
 
@@ -106,7 +127,7 @@ def _by_offset(parts, opts, stats):
                     if rec.offset == target or (opts.containing and rec.offset >= target):
                         yield _row(part, b, rec, opts)
                         break
-            except (CodecError, ValueError) as e:
+            except (CodecError, ValueError, IndexError) as e:
                 stats.damage(f"{b.file}@{b.position}: {e}")
             break
 
@@ -127,7 +148,7 @@ def _by_time(parts, opts, stats):
                             yield _row(part, b, rec, opts)
                             done = True
                             break
-                except (CodecError, ValueError) as e:
+                except (CodecError, ValueError, IndexError) as e:
                     stats.damage(f"{b.file}@{b.position}: {e}")
                 if done:
                     break
@@ -150,7 +171,7 @@ def _by_key(parts, opts, stats):
                             n += 1
                             if opts.max and n >= opts.max:
                                 return
-                except (CodecError, ValueError) as e:
+                except (CodecError, ValueError, IndexError) as e:
                     stats.damage(f"{b.file}@{b.position}: {e}")
 
 
@@ -201,5 +222,5 @@ def _by_time_range(parts, opts, stats):
                     for rec in iter_records(b):
                         if rec.timestamp >= lo and (hi is None or rec.timestamp < hi):
                             yield _row(part, b, rec, opts)
-                except (CodecError, ValueError) as e:
+                except (CodecError, ValueError, IndexError) as e:
                     stats.damage(f"{b.file}@{b.position}: {e}")

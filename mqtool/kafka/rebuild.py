@@ -35,6 +35,7 @@ class SegmentIndexes:
     aborted: list = field(default_factory=list)           # (version, pid, first, last, lso)
     valid_bytes: int = 0                                  # where recovery would truncate the .log
     stop_reason: str | None = None                        # why recovery stopped before the end, if it did
+    overflow: list = field(default_factory=list)          # (position, offset): entries that cannot be written
 
     def index_bytes(self, preallocate: bool = False) -> bytes:
         data = b"".join(_OFFSET_ENTRY.pack(*e) for e in self.offset_entries)
@@ -93,12 +94,21 @@ class Recoverer:
         self.txn = txn
         self.valid = 0
         self.last_entry = 0
-        self.max_ts, self.max_ts_off = K.NO_TIMESTAMP, -1
+        self.max_ts, self.max_ts_off, self.max_ts_pos = K.NO_TIMESTAMP, -1, 0
         self.last_time_ts = K.NO_TIMESTAMP
         self.stopped = False
 
-    def _maybe_time(self, ts: int, off: int) -> None:
-        if ts > self.last_time_ts:
+    def _fits(self, off: int, position: int) -> bool:
+        """Does ``off`` fit an index entry (a relative offset in 0..2^31-1, as Kafka's
+        ``LogSegment.ensureOffsetInRange``; the broker splits such a segment instead)? Else noted, skipped."""
+        if 0 <= off - self.base <= 0x7FFFFFFF:
+            return True
+        if not self.out.overflow or self.out.overflow[-1] != (position, off):
+            self.out.overflow.append((position, off))
+        return False
+
+    def _maybe_time(self, ts: int, off: int, position: int) -> None:
+        if ts > self.last_time_ts and self._fits(off, position):
             self.out.time_entries.append((ts, off - self.base))
             self.last_time_ts = ts
 
@@ -113,10 +123,11 @@ class Recoverer:
                 self._observe_txn(b, control_type)
             return False
         if b.max_timestamp > self.max_ts:
-            self.max_ts, self.max_ts_off = b.max_timestamp, b.last_offset
+            self.max_ts, self.max_ts_off, self.max_ts_pos = b.max_timestamp, b.last_offset, b.position
         if self.valid - self.last_entry > self.interval:
-            self.out.offset_entries.append((b.last_offset - self.base, self.valid))
-            self._maybe_time(self.max_ts, self.max_ts_off)
+            if self._fits(b.last_offset, b.position):
+                self.out.offset_entries.append((b.last_offset - self.base, self.valid))
+            self._maybe_time(self.max_ts, self.max_ts_off, self.max_ts_pos)
             self.last_entry = self.valid
         self._observe_txn(b, control_type)
         self.valid += b.size
@@ -138,7 +149,7 @@ class Recoverer:
     def finish(self, final_time_entry: bool = True) -> SegmentIndexes:
         self.out.valid_bytes = self.valid
         if final_time_entry:
-            self._maybe_time(self.max_ts, self.max_ts_off)
+            self._maybe_time(self.max_ts, self.max_ts_off, self.max_ts_pos)
         return self.out
 
 

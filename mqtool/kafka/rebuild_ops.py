@@ -79,6 +79,10 @@ def run_rebuild(path: Path, opts):
                     if res.stop_reason:
                         yield f(WARNING, "log-truncated", seg.log, res.valid_bytes, None,
                                 f"recovery would truncate the log at {res.valid_bytes}: {res.stop_reason}")
+                    for pos, off in res.overflow:
+                        yield f(WARNING, "offset-overflow", seg.log, pos, off,
+                                f"offset {off} is not within 2^31-1 of the segment base {seg.base_offset}: "
+                                "no index entry for it (Kafka would split this segment)")
                     pre = bool(opts.preallocate) and active
                     built = {"index": res.index_bytes(pre), "timeindex": res.timeindex_bytes(pre)}
                     if res.aborted:

@@ -16,6 +16,7 @@ End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
 from __future__ import annotations
 
 import mmap
+import os
 import re
 import struct
 import zlib
@@ -27,7 +28,7 @@ from crc32c import crc32c
 from formats import kafka as K
 from mqtool import native
 from mqtool.io import first_nonzero
-from mqtool.kafka.codecs import CodecError, decompress
+from mqtool.kafka.codecs import CodecError, CodecTooLarge, decompress, decompress_chunks
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
 
@@ -39,6 +40,52 @@ _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _NONZERO = re.compile(rb"[^\x00]")
 _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
+
+# ---- limits -------------------------------------------------------------------------------------
+# Records are decoded as a stream (bounded memory whatever the batch inflates to); these caps bound the
+# work per batch and per record. Kafka itself sets no count limit, but its default message.max.bytes
+# (1048588) lets an uncompressed batch hold at most ~150,000 of the smallest (7-byte) records, and real
+# producers put far fewer in a batch; headers are a handful per record in every client. Exceeding a cap
+# is a finding (``batch-records-limit`` / ``record-headers-limit``), never an exception to the user.
+MAX_BATCH_RECORDS = 1 << 20                 # MQTOOL_KAFKA_MAX_BATCH_RECORDS overrides
+MAX_RECORD_HEADERS = 1 << 16                # MQTOOL_KAFKA_MAX_RECORD_HEADERS overrides
+_GROUP = 4096                               # records decoded per step (one bounded list at a time)
+_WHOLE_RECORDS = 65536                      # ... unless the area is small: then all at once, up to this many
+_WHOLE_BYTES = 4 << 20                      # (small: up to this size)
+
+
+class LimitExceeded(ValueError):
+    """A cap on records per batch or headers per record was reached; ``code`` names the finding."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        v = int(raw) if raw else default
+    except ValueError:
+        v = default
+    return v if v > 0 else default
+
+
+def limits() -> tuple[int, int]:
+    """(records per batch, headers per record) now in force (environment overrides, else the defaults)."""
+    return (_env_int("MQTOOL_KAFKA_MAX_BATCH_RECORDS", MAX_BATCH_RECORDS),
+            _env_int("MQTOOL_KAFKA_MAX_RECORD_HEADERS", MAX_RECORD_HEADERS))
+
+
+def _records_limit(n: int, cap: int, what: str = "records") -> LimitExceeded:
+    return LimitExceeded("batch-records-limit",
+                         f"batch holds more than {cap} {what} (cap MQTOOL_KAFKA_MAX_BATCH_RECORDS; "
+                         f"the first {n} were read, the rest not)")
+
+
+def _headers_limit(n: int, cap: int) -> LimitExceeded:
+    return LimitExceeded("record-headers-limit",
+                         f"record with {n} headers, more than {cap} (cap MQTOOL_KAFKA_MAX_RECORD_HEADERS)")
 
 
 @dataclass(slots=True)
@@ -83,6 +130,8 @@ class Batch:
     delete_horizon_ms: int | None = None
     error: str | None = None    # e.g. a legacy wrapper whose payload does not decompress
     _buf: object = field(default=None, repr=False)
+    error_code: str = "records-undecodable"     # the finding for ``error`` (or a LimitExceeded code)
+    inner_last: int | None = None   # legacy wrappers: offset field of the last inner message
 
     @property
     def end(self) -> int:
@@ -382,12 +431,25 @@ def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
     b = Batch(path, p, size + 12, magic, off, off, crc, crc_ok, attrs, codec, ts_type, ts, _buf=buf)
     if codec != K.CODEC_NONE:
         # A wrapper: base offset and count come from the inner messages.
+        first = None
         try:
-            inner = list(_legacy_inner(b))
-            b.count = len(inner)
-            b.base_offset = inner[0].offset if inner else off
+            n = 0
+            for f in _legacy_walk(b):
+                if first is None:
+                    first = f[0]
+                b.inner_last = f[0]
+                n += 1
+            b.count = n
+            if first is not None:
+                b.base_offset = first if magic == 0 else off - b.inner_last + first
         except (CodecError, ValueError, struct.error, IndexError) as e:
-            b.base_offset, b.count, b.error = None, None, f"inner messages unreadable: {e}"
+            b.base_offset, b.count, b.inner_last = None, None, None
+            if isinstance(e, LimitExceeded):
+                b.error, b.error_code = str(e), e.code
+                if magic == 0:
+                    b.base_offset = first
+            else:
+                b.error = f"inner messages unreadable: {e}"
     return b
 
 
@@ -414,6 +476,183 @@ def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
     if batch.codec == K.CODEC_NONE:
         return bytes(raw)
     return decompress(batch.codec, raw, limit)
+
+
+NATIVE_AREA_MAX = 16 << 20      # whole-batch compiled walks (dump) take areas up to this size
+
+
+def small_records_area(batch: Batch) -> bytes | None:
+    """The records area when it is at most ``NATIVE_AREA_MAX`` bytes and the batch within the record cap,
+    else None (the caller streams with :func:`iter_records`). Raises CodecError for undecodable bytes."""
+    if batch.count is None or batch.count > limits()[0] or (
+            batch.codec == K.CODEC_NONE and batch.size - K.V2_HEADER_SIZE > NATIVE_AREA_MAX):
+        return None
+    try:
+        return records_area(batch, NATIVE_AREA_MAX)
+    except CodecTooLarge:
+        return None
+
+
+class _Feed:
+    """Bytes from an iterator of chunks, read front to back: ``buf[pos:]`` is what is not consumed yet."""
+
+    __slots__ = ("it", "buf", "pos", "done")
+
+    def __init__(self, chunks):
+        self.it = iter(chunks)
+        self.buf = b""
+        self.pos = 0
+        self.done = False
+
+    def have(self, n: int) -> bool:
+        """At least ``n`` unconsumed bytes in ``buf`` (pulling chunks as needed)? False at the end of data."""
+        left = len(self.buf) - self.pos
+        if left >= n:
+            return True
+        parts = [self.buf[self.pos:]]
+        while left < n and not self.done:
+            c = next(self.it, None)
+            if c is None:
+                self.done = True
+                break
+            parts.append(c)
+            left += len(c)
+        self.buf = b"".join(parts)
+        self.pos = 0
+        return left >= n
+
+    def rest(self) -> int:
+        """Drain: the number of bytes not consumed."""
+        n = len(self.buf) - self.pos
+        self.buf, self.pos = b"", 0
+        for c in self.it:
+            n += len(c)
+        self.done = True
+        return n
+
+
+def _zz(b, i: int):
+    """Zigzag varint at b[i] → (value, next index); None when b ends inside it."""
+    try:
+        return _varint(b, i)
+    except IndexError:
+        return None
+
+
+def _header_count_of(buf, i: int, max_headers: int):
+    """For a record at buf[i] that is not all in ``buf`` yet: raise the header cap finding as soon as the
+    header count is readable (before the rest of a huge record is gathered)."""
+    j = i
+    for k in range(3):                      # length (then the 1-byte attributes), ts delta, offset delta
+        got = _zz(buf, j)
+        if got is None:
+            return
+        j = got[1] + (1 if k == 0 else 0)
+    for _ in range(2):                      # key, value
+        got = _zz(buf, j)
+        if got is None:
+            return
+        j = got[1] + max(got[0], 0)
+    got = _zz(buf, j)
+    if got is not None and got[0] > max_headers:
+        raise _headers_limit(got[0], max_headers)
+
+
+def _record_groups(feed: _Feed, count: int, max_headers: int):
+    """The tuples of ``parse_records`` for ``count`` records read from ``feed``, a bounded group at a time."""
+    parse = _native.parse_records if _native is not None else None
+    if count <= _WHOLE_RECORDS and not feed.have(_WHOLE_BYTES + 1):
+        # the common case, a small area read whole: one call for all its records (as many as the compiled
+        # walker builds in one call at most), no framing walk
+        data = feed.buf[feed.pos:]
+        got = parse(data, count, max_headers) if parse is not None else None
+        if got is None:
+            try:
+                got = parse_records(data, count, max_headers)
+            except (IndexError, ValueError):
+                got = None          # damaged: the walk below gives the records before the damage, then why
+        if got is not None:
+            feed.pos += got[1]
+            yield got[0]
+            return
+    done = 0
+    while done < count:
+        buf, i = feed.buf, feed.pos
+        n = len(buf)
+        j = i
+        k = 0
+        need = None
+        while k < _GROUP and done + k < count:
+            got = _zz(buf, j)
+            if got is None:
+                need = n - i + 1            # the length varint is cut: one more chunk
+                break
+            length, h = got
+            if length < 0:
+                raise ValueError(f"record {done + k}: negative record length {length}")
+            if h + length > n:
+                need = h + length - i
+                break
+            j = h + length
+            k += 1
+        if k == 0:
+            if need > (n - i) and need > 1 << 16:
+                _header_count_of(buf, i, max_headers)
+            if not feed.have(need):
+                raise ValueError(f"the records area ends inside record {done} of {count}")
+            continue
+        data = buf[i:j]
+        got = parse(data, k, max_headers) if parse is not None else None
+        if got is None:
+            try:
+                got = parse_records(data, k, max_headers)
+            except IndexError:
+                raise ValueError(f"record fields past the end of a record (records {done}..{done + k - 1})") from None
+        feed.pos = j
+        done += k
+        yield got[0]
+
+
+def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
+    """Records of one batch with absolute offsets and effective timestamps, decoded as a stream (memory
+    bounded whatever the batch inflates to). Raises CodecError/ValueError (LimitExceeded at a cap) when
+    the bytes run out or do not parse; the records before that point have been yielded.
+    Header keys stay bytes here (``Record.headers``); renderers decode them."""
+    max_records, max_headers = limits()
+    if batch.magic < 2:
+        if batch.codec == K.CODEC_NONE:
+            yield _legacy_single(batch)
+        else:
+            yield from _legacy_inner(batch, limit)
+        return
+    if batch.count < 0:
+        raise ValueError(f"negative record count {batch.count}")
+    raw = memoryview(batch._buf)[batch.position + K.V2_HEADER_SIZE:batch.end]
+    if batch.count > len(raw) and batch.codec == K.CODEC_NONE:
+        raise ValueError(f"record count {batch.count} larger than the records area ({len(raw)} bytes)")
+    feed = _Feed(decompress_chunks(batch.codec, raw, limit))
+    count = min(batch.count, max_records)
+    base = batch.base_offset
+    seq = batch.base_sequence
+    if batch.timestamp_type == 1:          # LogAppendTime: every record reports the batch's max timestamp
+        ts0, tsk = batch.max_timestamp, 0
+    else:
+        ts0, tsk = batch.base_timestamp, 1
+    control = batch.is_control
+    for recs in _record_groups(feed, count, max_headers):
+        for (length, _a, tsd, od, key, value, headers) in recs:
+            r = Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length,
+                       (seq + od) & 0x7FFFFFFF if seq >= 0 else -1)
+            if control and key is not None and len(key) >= 4:
+                r.control_type = _I16.unpack_from(key, 2)[0]
+                if r.control_type in (K.CONTROL_ABORT, K.CONTROL_COMMIT) and value is not None and len(value) >= 6:
+                    r.coordinator_epoch = _I32.unpack_from(value, 2)[0]
+            yield r
+    if count < batch.count:
+        raise _records_limit(count, max_records)
+    left = feed.rest()
+    if left:
+        raise ValueError(f"{left} bytes left after {batch.count} records")
 
 
 def _layout(sc) -> str:
@@ -456,10 +695,13 @@ def _load_native():
 _native = _load_native()
 
 
-def parse_records(data: bytes, count: int):
+def parse_records(data: bytes, count: int, max_headers: int | None = None):
     """Fast decoder for ``count`` v2 records in ``data``: a list of tuples
     (size, attributes, timestampDelta, offsetDelta, key, value, headers) and the end index.
-    Equivalent to ``K.Record`` (hypothesis-tested); raises ValueError/IndexError on bad bytes."""
+    Equivalent to ``K.Record`` (hypothesis-tested); raises ValueError/IndexError on bad bytes, and
+    LimitExceeded for a record with more than ``max_headers`` headers (default: :func:`limits`)."""
+    if max_headers is None:
+        max_headers = limits()[1]
     out = []
     append = out.append
     i = 0
@@ -530,6 +772,8 @@ def parse_records(data: bytes, count: int):
                 hcount, i = vi(data, i)
             if hcount < 0 or hcount > length:
                 raise ValueError(f"bad header count {hcount}")
+            if hcount > max_headers:
+                raise _headers_limit(hcount, max_headers)
             headers = []
             for _h in range(hcount):
                 x = data[i]
@@ -572,46 +816,6 @@ def header_records(batch: Batch) -> int:
     return n
 
 
-def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
-    """Records of one batch with absolute offsets and effective timestamps. Raises CodecError/ValueError.
-    Header keys stay bytes here (``Record.headers``); renderers decode them."""
-    if batch.magic < 2:
-        if batch.codec == K.CODEC_NONE:
-            yield _legacy_single(batch)
-        else:
-            yield from _legacy_inner(batch, limit)
-        return
-    data = records_area(batch, limit)
-    if batch.count < 0:
-        raise ValueError(f"negative record count {batch.count}")
-    if batch.count > len(data):
-        raise ValueError(f"record count {batch.count} larger than the records area ({len(data)} bytes)")
-    got = _native.parse_records(data, batch.count) if _native is not None else None
-    recs, used = parse_records(data, batch.count) if got is None else got
-    if used != len(data):
-        raise ValueError(f"{len(data) - used} bytes left after {batch.count} records")
-    base = batch.base_offset
-    seq = batch.base_sequence
-    if batch.timestamp_type == 1:          # LogAppendTime: every record reports the batch's max timestamp
-        ts0, tsk = batch.max_timestamp, 0
-    else:
-        ts0, tsk = batch.base_timestamp, 1
-    if seq >= 0:
-        out = [Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length, (seq + od) & 0x7FFFFFFF)
-               for (length, _a, tsd, od, key, value, headers) in recs]
-    else:
-        out = [Record(batch, base + od, ts0 + tsk * tsd, key, value, headers, length)
-               for (length, _a, tsd, od, key, value, headers) in recs]
-    if batch.is_control:
-        for r in out:
-            key, value = r.key, r.value
-            if key is not None and len(key) >= 4:
-                r.control_type = _I16.unpack_from(key, 2)[0]
-                if r.control_type in (K.CONTROL_ABORT, K.CONTROL_COMMIT) and value is not None and len(value) >= 6:
-                    r.coordinator_epoch = _I32.unpack_from(value, 2)[0]
-    yield from out
-
-
 def _legacy_fields(buf, p: int, n: int):
     """(offset, size, crc, magic, attrs, ts, key, value, crc_ok) of a legacy message at p; ValueError if bad."""
     if p + 26 > n:
@@ -652,27 +856,43 @@ def _legacy_single(batch: Batch) -> Record:
     return Record(batch, f[0], f[5], f[6], f[7], [], f[1] + 12, -1, f[8])
 
 
-def _legacy_inner(batch: Batch, limit: int = 256 * 1024 * 1024):
+def _legacy_walk(batch: Batch, limit: int = 256 * 1024 * 1024):
+    """The fields (as :func:`_legacy_fields`) of a wrapper's inner messages, decompressed as a stream."""
     w = _legacy_fields(batch._buf, batch.position, batch.end)
     value = w[7]
     if value is None:
         raise ValueError("compressed wrapper without a value")
-    data = decompress(batch.codec, value, limit)
-    msgs = []
-    p = 0
-    n = len(data)
-    while p < n:
-        if n - p < 12:
-            raise ValueError(f"{n - p} stray bytes after the inner messages")
-        f = _legacy_fields(data, p, n)
-        msgs.append(f)
-        p += 12 + f[1]
-    if not msgs:
-        return
+    max_records = limits()[0]
+    feed = _Feed(decompress_chunks(batch.codec, value, limit))
+    at = 0                                  # position of feed.buf[feed.pos] in the decompressed bytes
+    n = 0
+    while feed.have(1):
+        if not feed.have(12):
+            raise ValueError(f"{len(feed.buf) - feed.pos} stray bytes after the inner messages")
+        size = _I32.unpack_from(feed.buf, feed.pos + 8)[0]
+        if size < 0 or not feed.have(12 + size):
+            raise ValueError(f"inner message at {at}: size {size} past the end of the wrapper's data")
+        if n >= max_records:
+            raise _records_limit(n, max_records, "inner messages")
+        p = feed.pos
+        try:
+            f = _legacy_fields(feed.buf, p, p + 12 + size)
+        except ValueError as e:
+            raise ValueError(f"inner message at {at}: {e}") from None
+        yield f
+        n += 1
+        feed.pos = p + 12 + size
+        at += 12 + size
+
+
+def _legacy_inner(batch: Batch, limit: int = 256 * 1024 * 1024):
+    last_inner = batch.inner_last
+    if batch.magic == 1 and last_inner is None:
+        for f in _legacy_walk(batch, limit):          # magic 1: offsets are relative to the last one
+            last_inner = f[0]
     wrapper_off = batch.last_offset
-    last_inner = msgs[-1][0]
     log_append = batch.magic == 1 and batch.timestamp_type == 1
-    for f in msgs:
+    for f in _legacy_walk(batch, limit):
         off = f[0] if batch.magic == 0 else wrapper_off - last_inner + f[0]
         ts = batch.max_timestamp if log_append else f[5]
         yield Record(batch, off, ts, f[6], f[7], [], f[1] + 12, -1, f[8])

@@ -41,7 +41,7 @@ from mqtool.kafka.layout import (LogDir, Partition, Segment, looks_compacted, or
                                  stray_snapshots)
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, header_records, iter_records, records_area, scan
+from mqtool.kafka.records import Batch, Damage, LimitExceeded, header_records, iter_records, records_area, scan
 
 
 @dataclass
@@ -233,6 +233,11 @@ class KafkaVerifier:
                         yield self._f(INFO, "zero-tail", path, ev.start, None,
                                       f"{ev.length} zero bytes from {ev.start} to the end: end of data "
                                       "(preallocated segment), not corruption")
+                    elif ev.kind == "partial-tail" and seen.batches == 0:
+                        # a segment none of whose bytes make a batch: nothing in it is readable (an interrupted
+                        # append leaves its tail after readable batches, not instead of them)
+                        yield self._f(ERROR, "no-readable-batch", path, ev.start, None,
+                                      f"no batch readable in the segment: {ev.message}", actual=ev.length)
                     elif ev.kind == "partial-tail":
                         yield self._f(WARNING, "partial-tail", path, ev.start, None,
                                       f"{ev.length} bytes at the end do not make a whole batch "
@@ -261,7 +266,8 @@ class KafkaVerifier:
                 rec.feed(b, ctype)
                 base = b.base_offset if b.base_offset is not None else b.last_offset
                 if b.error:
-                    yield self._f(ERROR, "records-undecodable", path, b.position, b.last_offset, b.error)
+                    yield self._f(WARNING if b.error_code != "records-undecodable" else ERROR, b.error_code,
+                                  path, b.position, b.last_offset, b.error)
                 if base < seg.base_offset:
                     yield self._f(ERROR, "offset-below-base", path, b.position, base,
                                   f"batch base offset {base} is below the segment's base offset {seg.base_offset}",
@@ -342,6 +348,9 @@ class KafkaVerifier:
                 prev = r.offset
                 if self.salvage is not None:
                     self.salvage(b, r)
+        except LimitExceeded as e:
+            if e.code != b.error_code:          # a legacy wrapper's cap is reported once, with the batch
+                yield self._f(WARNING, e.code, path, b.position, b.base_offset, f"records not all checked: {e}")
         except CodecError as e:
             yield self._inflate_finding(path, b, e)
         except (ValueError, IndexError) as e:

@@ -1,0 +1,401 @@
+"""Hostile Kafka input (issue 16): memory bounded under inflation, caps reported as findings, no traceback on
+crafted offsets, counts and index positions.
+
+Inputs are built here from the construct schemas (fixtures/build_kafka.py); the expected values are hand-derived
+from how the bytes were built (record counts, offsets, positions). Small variants run in-process with the caps
+lowered (``MQTOOL_KAFKA_MAX_*``); one full-size input per kind runs the CLI in a subprocess under an address-space
+limit and checks its peak RSS.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+import zstandard
+from crc32c import crc32c
+
+from conftest import ROOT
+from fixtures.build_kafka import batch_v2, record
+from formats import kafka as K
+from mqtool.kafka import records as R
+
+MiB = 1 << 20
+SEG0 = "00000000000000000000"
+RSS_LIMIT_KB = 300 * 1024          # the promise: peak RSS under 300 MB for any input
+AS_LIMIT = 1536 * MiB              # address space for the subprocess (a 4-8 GB blow-up dies early)
+
+
+# ---- builders -----------------------------------------------------------------------------------
+
+def _zz(v: int) -> bytes:
+    """Zigzag varint, as K.Record encodes lengths and deltas."""
+    v = (v << 1) ^ (v >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def v2_batch(area: bytes, count: int, codec: int, base: int = 0, last_delta: int = 0) -> bytes:
+    """A v2 batch around an already encoded (compressed) records area, with a valid CRC."""
+    hdr = dict(baseOffset=base, batchLength=K.V2_HEADER_SIZE - K.LOG_OVERHEAD + len(area), partitionLeaderEpoch=0,
+               magic=2, crc=0, attributes=codec, lastOffsetDelta=last_delta, baseTimestamp=0, maxTimestamp=0,
+               producerId=-1, producerEpoch=-1, baseSequence=-1, recordsCount=count)
+    raw = bytearray(K.RecordBatch.build(dict(header=hdr, records=area)))
+    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
+    return bytes(raw)
+
+
+def zstd_stream(pieces) -> bytes:
+    c = zstandard.ZstdCompressor(level=3).compressobj()
+    return b"".join([c.compress(p) for p in pieces] + [c.flush()])
+
+
+def repeated(piece: bytes, n: int):
+    """``piece * n`` in ~1 MiB pieces (never the whole thing in memory)."""
+    per = max(1, MiB // len(piece))
+    block = piece * per
+    while n:
+        k = min(per, n)
+        yield block if k == per else piece * k
+        n -= k
+
+
+# the smallest record: length 6, attributes 0, timestampDelta 0, offsetDelta 0, null key, null value, no headers
+TINY = record(0, 0, None, None)
+assert TINY == b"\x0c\x00\x00\x00\x01\x01\x00"
+
+
+def many_records(n: int) -> bytes:
+    """One zstd batch claiming and holding ``n`` seven-byte records (lastOffsetDelta n-1)."""
+    return v2_batch(zstd_stream(repeated(TINY, n)), n, K.CODEC_ZSTD, last_delta=n - 1)
+
+
+def many_headers(n: int) -> bytes:
+    """One zstd batch of one record with ``n`` headers (empty key, null value: 2 bytes each)."""
+    body = b"\x00" + _zz(0) + _zz(0) + _zz(-1) + _zz(-1) + _zz(n)
+    head = _zz(len(body) + 2 * n) + body
+    return v2_batch(zstd_stream([head, *repeated(b"\x00\x01", n)]), 1, K.CODEC_ZSTD)
+
+
+def big_values(n: int, size: int) -> bytes:
+    """One zstd batch of ``n`` records with ``size``-byte values and offsets 0..n-1 (under every cap)."""
+    val = b"v" * size
+    recs = (record(i, 0, None, val) for i in range(n))
+    return v2_batch(zstd_stream(recs), n, K.CODEC_ZSTD, last_delta=n - 1)
+
+
+def legacy_inner_v0(offset: int) -> bytes:
+    msg = bytearray(struct.pack(">qi", offset, 14) + bytes(4) + b"\x00\x00" + struct.pack(">ii", -1, -1))
+    msg[12:16] = struct.pack(">I", zlib.crc32(bytes(msg[16:])))
+    return bytes(msg)
+
+
+def legacy_gzip_wrapper(n: int) -> bytes:
+    """A magic-0 gzip wrapper at offset 0 holding ``n`` identical 26-byte inner messages (offset 0)."""
+    c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    value = b"".join([c.compress(p) for p in repeated(legacy_inner_v0(0), n)] + [c.flush()])
+    w = bytearray(struct.pack(">qi", 0, 0) + bytes(4) + bytes([0, K.CODEC_GZIP]) + struct.pack(">i", -1)
+                  + struct.pack(">i", len(value)) + value)
+    w[8:12] = struct.pack(">i", len(w) - 12)
+    w[12:16] = struct.pack(">I", zlib.crc32(bytes(w[16:])))
+    return bytes(w)
+
+
+def logdir(tmp_path: Path, log: bytes, name: str = SEG0, index: bytes | None = None) -> Path:
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True, exist_ok=True)
+    (part / f"{name}.log").write_bytes(log)
+    if index is not None:
+        (part / f"{name}.index").write_bytes(index)
+    return tmp_path / "logs"
+
+
+def ndjson(out: str) -> list[dict]:
+    return [json.loads(x) for x in out.splitlines() if x.strip()]
+
+
+def no_traceback(err: str):
+    assert "Traceback" not in err and "MemoryError" not in err and "Error:" not in err.replace("mqtool: ", ""), err
+
+
+@pytest.fixture
+def caps(monkeypatch):
+    def set_caps(records=None, headers=None):
+        if records is not None:
+            monkeypatch.setenv("MQTOOL_KAFKA_MAX_BATCH_RECORDS", str(records))
+        if headers is not None:
+            monkeypatch.setenv("MQTOOL_KAFKA_MAX_RECORD_HEADERS", str(headers))
+    return set_caps
+
+
+# ---- the decoder itself -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("impl", ["python", "native"])
+def test_records_stream_in_bounded_groups(tmp_path, monkeypatch, impl):
+    """More records than one group, over several decompressed chunks (an area above the 4 MiB read whole):
+    every record, in order, none lost at a chunk or group boundary (400-byte values straddle the chunks)."""
+    if impl == "python":
+        monkeypatch.setattr(R, "_native", None)
+    elif R._native is None:
+        pytest.skip("compiled kafka helper not built")
+    n = 3 * R._GROUP + 17
+    raw = big_values(n, 400)
+    b = next(R.scan(raw, "x.log"))
+    assert len(R.records_area(b)) > R._WHOLE_BYTES
+    got = [(r.offset, len(r.value)) for r in R.iter_records(b)]
+    assert got == [(i, 400) for i in range(n)]
+
+
+def test_record_cap_in_python_and_native_agree(monkeypatch, caps):
+    caps(records=5)
+    b = next(R.scan(many_records(12), "x.log"))
+    with pytest.raises(R.LimitExceeded) as e:
+        list(R.iter_records(b))
+    assert e.value.code == "batch-records-limit"
+    seen = []
+    with pytest.raises(R.LimitExceeded):
+        for r in R.iter_records(b):
+            seen.append(r.offset)
+    assert seen == [0] * 5                      # the first 5 (all offsetDelta 0), then the finding
+
+
+def test_header_cap_python_and_native(monkeypatch, caps):
+    caps(headers=100)
+    b = next(R.scan(many_headers(101), "x.log"))
+    for nat in (R._native, None):
+        monkeypatch.setattr(R, "_native", nat)
+        with pytest.raises(R.LimitExceeded) as e:
+            list(R.iter_records(b))
+        assert e.value.code == "record-headers-limit" and "101 headers" in str(e.value)
+    b = next(R.scan(many_headers(100), "x.log"))            # at the cap: read
+    assert len(next(R.iter_records(b)).headers) == 100
+
+
+def test_native_declines_oversized_calls():
+    if R._native is None:
+        pytest.skip("compiled kafka helper not built")
+    area = TINY * 70000
+    assert R._native.parse_records(area, 70000) is None            # more than one call may build
+    assert R._native.parse_records(TINY * 10, 10)[1] == 70
+    hdr = many_headers(3)
+    b = next(R.scan(hdr, "x.log"))
+    data = R.records_area(b)
+    assert R._native.parse_records(data, 1, 2) is None             # above max_headers: declined to Python
+    assert len(R._native.parse_records(data, 1, 3)[0][0][6]) == 3
+
+
+# ---- CLI: small variants, in-process ------------------------------------------------------------
+
+def test_many_records_small_all_verbs(tmp_path, run_cli, caps):
+    caps(records=1000)
+    store = logdir(tmp_path, many_records(5000))
+    code, out, err = run_cli("verify", "store", store, "--deep", "--json")
+    no_traceback(err)
+    rows = ndjson(out)
+    lim = [r for r in rows if r.get("code") == "kafka.batch-records-limit"]
+    assert [(r["severity"], r["position"], r["file"].endswith(f"{SEG0}.log")) for r in lim] == [("warning", 0, True)]
+    assert rows[-1]["records"] == 1000
+    code, out, err = run_cli("dump", "kafka", store, "--deep", "--json")
+    no_traceback(err)
+    rows = ndjson(out)
+    assert code == 1
+    assert sum(r["kind"] == "record" for r in rows) == 1000
+    assert [r["damage"] for r in rows if r["kind"] == "damage"] == ["batch-records-limit"]
+    code, out, err = run_cli("query", store, "--offset", "5")
+    no_traceback(err)
+    assert code == 1 and "batch-records-limit" not in out
+    assert "more than 1000 records" in err
+    code, out, err = run_cli("info", store, "--json")
+    no_traceback(err)
+    assert code == 1 and json.loads(out)["family"] == "kafka"
+
+
+def test_many_headers_small(tmp_path, run_cli, caps):
+    caps(headers=64)
+    store = logdir(tmp_path, many_headers(1000))
+    code, out, err = run_cli("verify", "store", store, "--deep", "--json")
+    no_traceback(err)
+    lim = [r for r in ndjson(out) if r.get("code") == "kafka.record-headers-limit"]
+    assert [(r["severity"], r["position"]) for r in lim] == [("warning", 0)]
+    for args in (("--deep",), ("--print-data",)):
+        code, out, err = run_cli("dump", "kafka", store, *args, "--json")
+        no_traceback(err)
+        assert [r["damage"] for r in ndjson(out) if r["kind"] == "damage"] == ["record-headers-limit"]
+
+
+def test_legacy_wrapper_small(tmp_path, run_cli, caps):
+    caps(records=100)
+    store = logdir(tmp_path, legacy_gzip_wrapper(1000))
+    code, out, err = run_cli("verify", "store", store, "--deep", "--json")
+    no_traceback(err)
+    lim = [r for r in ndjson(out) if r.get("code") == "kafka.batch-records-limit"]
+    assert [(r["severity"], r["position"]) for r in lim] == [("warning", 0)]      # once, with the batch
+    caps(records=2000)
+    code, out, err = run_cli("dump", "kafka", store, "--deep", "--json")
+    no_traceback(err)
+    rows = ndjson(out)
+    assert sum(r["kind"] == "record" for r in rows) == 1000 and not [r for r in rows if r["kind"] == "damage"]
+    assert [r["count"] for r in rows if r["kind"] == "batch"] == [1000]
+
+
+# ---- crafted offsets, counts, index positions, lengths (no traceback) ----------------------------
+
+def test_rebuild_index_offset_beyond_32_bits(tmp_path, run_cli):
+    """Segment 0 with a batch at base offset 2^32: no index entry can hold it (relative offset > 2^31-1)."""
+    big = 1 << 32
+    log = b"".join(batch_v2(big + i, [record(0, 0, b"k", b"v" * 200)], base_ts=1, max_ts=1) for i in range(40))
+    store = logdir(tmp_path, log)
+    code, out, err = run_cli("rebuild-index", store, "--out", tmp_path / "out", "--json")
+    no_traceback(err)
+    rows = ndjson(out)
+    over = [r for r in rows if r.get("code") == "kafka.rebuild-offset-overflow"]
+    assert over and all(r["file"].endswith(f"{SEG0}.log") and r["offset"] >= big for r in over)
+    idx = tmp_path / "out" / "logs" / "t-0" / f"{SEG0}.index"
+    assert idx.read_bytes() == b""                     # nothing that would wrap around
+
+
+def test_query_count_larger_than_records(tmp_path, run_cli):
+    """recordsCount says 2, the area holds 1 record: offset 0 is readable and shown; asking for offset 1 is one
+    damage line on stderr and exit 1 (was an IndexError traceback)."""
+    area = record(0, 0, b"k", b"v")
+    store = logdir(tmp_path, v2_batch(area, 2, K.CODEC_NONE, last_delta=1))
+    code, out, err = run_cli("query", store, "--offset", "0", "--json")
+    no_traceback(err)
+    assert code == 0 and [(r["offset"], r["key"]) for r in ndjson(out)] == [(0, "k")]
+    code, out, err = run_cli("query", store, "--offset", "1")
+    no_traceback(err)
+    assert code == 1 and "records area ends inside record 1 of 2" in err
+
+
+@pytest.mark.parametrize("pos", [-4096, 1 << 30, 7])
+def test_query_index_position_outside_log(tmp_path, run_cli, pos):
+    """An .index entry at a negative, past-the-end or mid-batch position: the scan starts from 0 instead."""
+    log = b"".join(batch_v2(i, [record(0, 0, b"k%d" % i, b"v")], base_ts=1, max_ts=1) for i in range(10))
+    index = struct.pack(">ii", 3, pos)
+    store = logdir(tmp_path, log, index=index)
+    code, out, err = run_cli("query", store, "--offset", "5", "--json")
+    no_traceback(err)
+    assert code == 0
+    assert [(r["offset"], r["key"]) for r in ndjson(out)] == [(5, "k5")]
+
+
+def test_only_batch_claims_2gib(tmp_path, run_cli):
+    """The partition's only batch claims length 2^31-1: nothing readable, an error naming file and position."""
+    raw = bytearray(batch_v2(0, [record(0, 0, b"k", b"v")], base_ts=1, max_ts=1))
+    raw[8:12] = struct.pack(">i", 0x7FFFFFFF)
+    store = logdir(tmp_path, bytes(raw) + bytes(32 * 1024 - len(raw)).replace(b"\x00", b"\x01"))
+    code, out, err = run_cli("verify", "store", store, "--json")
+    no_traceback(err)
+    rows = ndjson(out)
+    assert code == 1 and rows[-1]["verdict"] == "damaged"
+    bad = [r for r in rows if r.get("code") == "kafka.no-readable-batch"]
+    assert [(r["severity"], r["position"], Path(r["file"]).name) for r in bad] == [("error", 0, f"{SEG0}.log")]
+
+
+# ---- full size, in a subprocess under a memory limit ----------------------------------------------
+
+def _run_limited(args, env_extra=None, timeout=120):
+    """Run the CLI in a child with RLIMIT_AS; returns (code, stdout, stderr, peak RSS of the child in KB)."""
+    code = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({AS_LIMIT}, {AS_LIMIT}))\n"
+        "from mqtool.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "finally:\n"
+        "    sys.stdout.flush()\n"
+        "    sys.stderr.write('\\nRSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", **(env_extra or {}))
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                       env=env, timeout=timeout, cwd=ROOT)
+    tail = p.stderr.rstrip().rsplit("\n", 1)
+    rss = int(tail[-1].split()[1]) if tail[-1].startswith("RSS ") else None
+    return p.returncode, p.stdout, tail[0] if len(tail) > 1 else "", rss
+
+
+def test_full_size_many_tiny_records(tmp_path):
+    """37 M seven-byte records in one zstd batch (247 MiB inflated, under the 256 MiB cap) in a 32 KB-class
+    segment: streamed, stopped at the default record cap with a finding; bounded RSS."""
+    n = 37_000_000
+    raw = many_records(n)
+    assert len(raw) < 64 * 1024
+    store = logdir(tmp_path, raw)
+    code, out, err, rss = _run_limited(["query", store, "--offset", "5"])
+    no_traceback(err)
+    assert code == 1 and f"more than {R.MAX_BATCH_RECORDS} records" in err
+    assert rss is not None and rss < RSS_LIMIT_KB, rss
+
+
+def test_full_size_big_area_under_the_caps(tmp_path):
+    """A batch that inflates to ~250 MiB of 1 KiB-valued records, within every cap: all read, streamed."""
+    n = 250_000
+    store = logdir(tmp_path, big_values(n, 1024))
+    code, out, err, rss = _run_limited(["verify", "store", store, "--deep", "--json"])
+    no_traceback(err)
+    summary = ndjson(out)[-1]
+    assert summary["records"] == n and summary["errors"] == 0
+    assert rss is not None and rss < RSS_LIMIT_KB, rss
+
+
+def test_full_size_many_headers(tmp_path):
+    """One record with 104 M headers (208 MB inflated): the cap stops it as soon as the count is read."""
+    store = logdir(tmp_path, many_headers(104_000_000))
+    code, out, err, rss = _run_limited(["dump", "kafka", store, "--print-data", "--json"])
+    no_traceback(err)
+    assert code == 1
+    assert [r["damage"] for r in ndjson(out) if r["kind"] == "damage"] == ["record-headers-limit"]
+    assert rss is not None and rss < RSS_LIMIT_KB, rss
+
+
+def test_full_size_legacy_wrapper(tmp_path):
+    """A gzip wrapper of 10 M inner messages (260 MB inflated): counted as a stream, capped with a finding."""
+    store = logdir(tmp_path, legacy_gzip_wrapper(10_000_000))
+    code, out, err, rss = _run_limited(["verify", "store", store, "--json"])
+    no_traceback(err)
+    rows = ndjson(out)
+    assert [r["severity"] for r in rows if r.get("code") == "kafka.batch-records-limit"] == ["warning"]
+    assert rss is not None and rss < RSS_LIMIT_KB, rss
+
+
+def test_full_size_rocketmq_compressed_bodies_as_text(tmp_path):
+    """RocketMQ `dump --body text` over 4 zlib bodies of 60 MiB each: one body's line at a time is held, so
+    the peak does not grow with the number of bodies (it did: the writer batched 32 lines whatever their size)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from formats import rocketmq as F
+    from rmq_bytes import unit
+
+    body = zlib.compress(b"a" * (60 * MiB), 9)
+    data = bytearray()
+    for i in range(4):
+        data += unit(body=body, phys=len(data), queue_offset=i, sysflag=F.COMPRESSED_FLAG)
+    (tmp_path / "store" / "commitlog").mkdir(parents=True)
+    (tmp_path / "store" / "commitlog" / SEG0).write_bytes(bytes(data))
+    out = tmp_path / "out.ndjson"
+    code = ("import resource, sys\n"
+            f"resource.setrlimit(resource.RLIMIT_AS, ({AS_LIMIT}, {AS_LIMIT}))\n"
+            "from mqtool.cli import main\n"
+            "try:\n"
+            "    main(sys.argv[1:])\n"
+            "finally:\n"
+            "    sys.stderr.write('\\nRSS %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    with open(out, "wb") as fh:
+        p = subprocess.run([sys.executable, "-c", code, "dump", "commitlog", str(tmp_path / "store"), "--body",
+                            "text", "--json"], stdout=fh, stderr=subprocess.PIPE, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd=ROOT)
+    no_traceback(p.stderr)
+    assert p.returncode == 0
+    rss = int(p.stderr.rstrip().rsplit("\n", 1)[-1].split()[1])
+    assert rss < RSS_LIMIT_KB, rss
+    with open(out, "rb") as fh:
+        lines = [len(line) for line in fh]
+    assert len(lines) == 4 and all(n > 60 * MiB for n in lines)
