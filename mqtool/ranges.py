@@ -203,6 +203,15 @@ class PoolRunner:
             ex.shutdown(wait=True, cancel_futures=True)
 
 
+def rows_stay_in_one_process(opts) -> bool:
+    """Dump rows that carry bodies or values (``--body``, Kafka ``--print-data``) are made in this process,
+    whatever ``--jobs`` says: a worker hands back all rows of its range at once, and inflated bodies (up to
+    64 MiB each) would make that unbounded; one process streams them row by row. Same rows either way. (A
+    Spark runner is another matter: its executors stream to the writer.)"""
+    return opts.runner is None and (getattr(opts, "body", "none") not in (None, "none")
+                                    or bool(getattr(opts, "print_data", False)))
+
+
 def runner_for(opts, ranges: list[ByteRange], explicit_split: bool | None = None,
                min_bytes: int = PARALLEL_MIN_BYTES):
     """The runner a command should use: ``opts.runner`` when set (e.g. Spark), else a pool when it pays

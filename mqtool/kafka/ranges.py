@@ -19,7 +19,7 @@ from typing import Iterator
 
 from mqtool.kafka import layout as L
 from mqtool.options import DumpOptions, ScanStats
-from mqtool.ranges import ByteRange, runner_for, split_segments
+from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
 from mqtool.render import PreRendered
 
 FAMILY = "kafka"
@@ -186,6 +186,8 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     if opts.max_bytes is not None:
         return None
     if not opts.ndjson and opts.runner is None and not opts.jobs:
+        return None
+    if rows_stay_in_one_process(opts):
         return None
     if opts.runner is None and not opts.jobs and opts.split_size is None:
         from mqtool.kafka.dump import native_lines

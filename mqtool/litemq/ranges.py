@@ -38,7 +38,7 @@ from mqtool.litemq.records import MIN_MESSAGE_LEN
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, live_record_at, walk_prologue, walk_tail
 from mqtool.options import DumpOptions, ScanStats
-from mqtool.ranges import ByteRange, runner_for, split_segments
+from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
 from mqtool.render import PreRendered
 
 FAMILY = "litemq"
@@ -329,6 +329,8 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     if opts.include_stale:
         return None
     if not opts.ndjson and opts.runner is None and not opts.jobs:
+        return None
+    if rows_stay_in_one_process(opts):
         return None
     ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
     runner = runner_for(opts, ranges)        # an explicit --split-size always gets its pool

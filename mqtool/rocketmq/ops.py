@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
+from mqtool.ranges import rows_stay_in_one_process
 from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexes, nativedump
 from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store, segment_gaps
@@ -74,7 +75,8 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             stats.damage(damage_note(d))
 
         cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
-        if (opts.jobs != 1 or opts.runner is not None) and not nativedump.one_process(opts):
+        if (opts.jobs != 1 or opts.runner is not None) and not nativedump.one_process(opts) \
+                and not rows_stay_in_one_process(opts):
             par = nativedump.parallel_rows(s.commitlog_dir or path, segs, opts, stats)
             if par is not None:
                 return cols, par, f"commitlog {s.commitlog_dir or path}"
