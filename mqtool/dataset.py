@@ -24,6 +24,9 @@ from itertools import repeat
 from mqtool.ranges import FINDING_FIELDS
 
 FAMILY_COLUMN = ("family", "string")
+#: the true store path and topic of rows whose partition directory had to be named by a hash (else null):
+#: a Hive partition column is read from the directory name, so the exact value travels in the file too
+FULL_COLUMNS = (("store_full", "string"), ("topic_full", "string"))
 _SCALARS_TO_TEXT = {"int", "long", "bool"}
 
 
@@ -70,7 +73,7 @@ def family_fields() -> dict[str, list[tuple[str, str]]]:
 
 @functools.lru_cache(maxsize=None)
 def _export_fields() -> tuple:
-    return tuple(union_fields(family_fields()))
+    return tuple(union_fields(family_fields()) + list(FULL_COLUMNS))
 
 
 def export_fields() -> list[tuple[str, str]]:
@@ -133,7 +136,7 @@ class BatchBuilder:
         names = {n for n, _ in fields}
         have = {n for n, _ in row_fields} if row_fields is not None else names
         self.present = [(i, f.name, f.type) for i, f in enumerate(self.schema)
-                        if f.name in have and f.name != FAMILY_COLUMN[0]]
+                        if f.name in have and f.name != FAMILY_COLUMN[0] and (f.name, "string") not in FULL_COLUMNS]
         self.family_index = self.schema.get_field_index(FAMILY_COLUMN[0]) if family else -1
         self.converters = dict(family_converters([(n, t) for n, t in row_fields if n in names], fields)
                                if row_fields is not None else [])

@@ -62,6 +62,14 @@ def _spark_partition(col):
         F.concat(F.substring(col, 1, PART_PREFIX), F.lit("~"), F.substring(F.sha2(col, 256), 1, 16)))
 
 
+def _spark_full(col):
+    """The ``<column>_full`` value as a Spark expression: the true value where :func:`_spark_partition`
+    shortens it, else null."""
+    from pyspark.sql import functions as F
+
+    return F.when(_spark_escaped_length(col) > PART_NAME_MAX, col)
+
+
 def _spark_escaped_length(col):
     from pyspark.sql import functions as F
 
@@ -130,7 +138,7 @@ class _PartitionedWriter:
         self.schema = self.builder.schema
         self.batch_rows = batch_rows
         self.file_name = file_name
-        self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows, pending batches)
+        self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows, pending batches, true values)
         self.shortened: set = set()             # (column, true value) of the partitions named by a hash
         self.rows = 0
         self._pending = 0           # rows held as dicts, all files
@@ -174,8 +182,11 @@ class _PartitionedWriter:
         for c, v in zip(self.part_cols, key):
             self.shortened |= _shortened(c, [v])
         d = self.out.joinpath(*[f"{c}={hive_escape(partition_value(v))}" for c, v in zip(self.part_cols, key)])
+        # a value named by a hash: its rows carry the true one (``<column>_full``, a constant of this file)
+        full = {f"{c}_full": v for c, v in zip(self.part_cols, key) if v is not None and partition_value(v) != v}
+        full = {n: v for n, v in full.items() if self.schema.get_field_index(n) >= 0}
         d.mkdir(parents=True, exist_ok=True)
-        return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [], [])
+        return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [], [], full)
 
     def _flush(self, ent, final: bool = False) -> None:
         """Pending rows → an Arrow batch; buffered batches → a row group when big enough (or ``final``)."""
@@ -198,7 +209,11 @@ class _PartitionedWriter:
 
         batches = ent[2]
         if batches:
-            ent[0].write_table(pa.Table.from_batches(batches, schema=self.schema), row_group_size=ROW_GROUP_ROWS)
+            table = pa.Table.from_batches(batches, schema=self.schema)
+            for name, value in ent[3].items():
+                i = self.schema.get_field_index(name)
+                table = table.set_column(i, self.schema.field(i), pa.array([value] * table.num_rows, pa.string()))
+            ent[0].write_table(table, row_group_size=ROW_GROUP_ROWS)
             self._buffered -= sum(b.nbytes for b in batches)
             batches.clear()
 
@@ -366,6 +381,8 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                                 F.collect_set(long_topic).alias("long_topics"))
                 df = df.where(F.col(CORRUPT_COL).isNull()).drop(CORRUPT_COL)
                 df.selectExpr(*spark_select(fam, family_ranges(fam).ROW_FIELDS)) \
+                    .withColumn("store_full", _spark_full(F.col("store"))) \
+                    .withColumn("topic_full", _spark_full(F.col("topic"))) \
                     .withColumn("store", _spark_partition(F.col("store"))) \
                     .withColumn("topic", _spark_partition(F.col("topic"))) \
                     .write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))

@@ -53,6 +53,13 @@ def test_long_topic_is_hashed_and_listed(run_cli, tmp_path):
     rows = read_dataset(tmp_path / "o", ROW_FIELDS, ["store", "topic"]).to_pylist()
     back = {partition_value(e["value"]): e["value"] for e in idx if e["column"] == "topic"}
     assert sorted(back.get(r["topic"], r["topic"]) for r in rows) == sorted([LONG, "short", LONG, PCT, OK])
+    # the row keeps the true topic: topic_full where the directory shows a shortened one, else null
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(str(tmp_path / "o"), partitioning="hive").to_table()
+    got = sorted((r["topic_full"] or r["topic"]) for r in table.to_pylist())
+    assert got == sorted([LONG, "short", LONG, PCT, OK])
+    assert {r["topic_full"] for r in table.to_pylist() if r["topic"] in ("short", OK)} == {None}
 
 
 def test_kafka_partition_dir_with_a_newline_keeps_its_topic(run_cli, tmp_path):

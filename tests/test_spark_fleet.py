@@ -223,6 +223,11 @@ def test_export_partition_values_same_on_spark(spark, run_cli, tmp_path):
         if fmt == "rocketmq":
             assert (a / "_partitions.ndjson").read_text() == (b / "_partitions.ndjson").read_text()
             assert LONG in (b / "_partitions.ndjson").read_text()
+            import pyarrow.dataset as ds
+
+            full = [{(r["topic"], r["topic_full"]) for r in ds.dataset(str(o), partitioning="hive").to_table(
+                columns=["topic", "topic_full"]).to_pylist()} for o in (a, b)]
+            assert full[0] == full[1] and any(t == LONG for _, t in full[0])     # the row keeps the true topic
 
 
 def test_group_ranges_packs_small_segments_like_spark():
