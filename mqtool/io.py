@@ -565,17 +565,6 @@ def prepare_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike],
 SALVAGE_FILE_NAME = "salvaged-messages.ndjson"
 
 
-def prepare_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> Path:
-    """The file ``verify --salvage-out OUT`` writes, the same rule for every family.
-
-    OUT names a directory when it is one or has no suffix (the file is :data:`SALVAGE_FILE_NAME` inside it),
-    else the file itself. Then the rule of :func:`prepare_output_file`: refused inside an input tree (the store
-    root, the part given) or over an input file, and over an existing file unless ``force``; a directory that
-    merely contains the store (``case/`` for ``case/evidence``) is fine, one new file there touches no input.
-    """
-    return prepare_output_file(salvage_target(out), inputs, force)
-
-
 def salvage_target(out: str | os.PathLike) -> Path:
     """OUT of ``--salvage-out``: the file :data:`SALVAGE_FILE_NAME` inside OUT when OUT is a directory or has
     no suffix, else OUT itself."""
@@ -584,7 +573,10 @@ def salvage_target(out: str | os.PathLike) -> Path:
 
 
 def open_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> "AtomicWriter":
-    """The writer of ``verify --salvage-out OUT`` (:func:`prepare_salvage_file`'s rule, written link-safely)."""
+    """The writer of ``verify --salvage-out OUT``, the same rule for every family: the file of
+    :func:`salvage_target`, then the rule of :func:`prepare_output_file` (refused inside an input tree or over an
+    input file, over an existing file unless ``force``; a directory that merely contains the store, ``case/`` for
+    ``case/evidence``, is fine), written link-safely."""
     return open_output_file(salvage_target(out), inputs, force)
 
 

@@ -60,3 +60,21 @@ def lane_impl(request, monkeypatch):
     elif verify._NATIVE is None:
         pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
     return request.param
+
+
+def local_spark(app_name: str):
+    """A local[2] SparkSession for tests (no UI, quiet), with the mqtool data source registered; the caller's
+    fixture decides its scope and stops it."""
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    s = (SparkSession.builder.master("local[2]").appName(app_name)
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    import mqtool.spark   # registers the data source on the active session
+
+    mqtool.spark.register(s)
+    return s

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import realdata_root, require_realdata
+from conftest import local_spark, realdata_root, require_realdata
 
 _CI = os.environ.get("CI", "").lower() == "true"
 
@@ -54,16 +53,7 @@ def store_path(name) -> str:
 
 @pytest.fixture(scope="session")
 def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("mqtool-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import mqtool.spark   # registers the data source on the active session
-
-    mqtool.spark.register(s)
+    s = local_spark("mqtool-tests")
     yield s
     s.stop()
 

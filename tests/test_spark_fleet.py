@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_realdata
+from conftest import local_spark, require_realdata
 
 _CI = os.environ.get("CI", "").lower() == "true"
 
@@ -40,16 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    s = (SparkSession.builder.master("local[2]").appName("mqtool-tests-fleet")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    s.sparkContext.setLogLevel("ERROR")
-    import mqtool.spark
-
-    mqtool.spark.register(s)
+    s = local_spark("mqtool-tests-fleet")
     yield s
     s.stop()
 
