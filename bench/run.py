@@ -106,7 +106,7 @@ def child_header_walk(store: str, info: dict) -> dict:
 
 def child_decode(store: str, info: dict) -> dict:
     """Decode every unit to a record (body CRC checked, as ``dump`` does)."""
-    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.store import open_store
     from mqtool.rocketmq.scan import iter_messages
 
     s = open_store(store)

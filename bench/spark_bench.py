@@ -125,7 +125,7 @@ def run(store: str, master: str = "local[2]", jobs: int | None = None, queries: 
         split_size: int | None = None) -> dict:
     from mqtool.options import DumpOptions, ScanStats, VerifyOptions
     from mqtool.ranges import effective_jobs
-    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.store import open_store
     from mqtool.rocketmq.ops import dump
     from mqtool.rocketmq.verify import verify_store
 

@@ -18,9 +18,9 @@ from mqtool import codecs
 from mqtool.errors import UsageError
 from mqtool.findings import Finding
 from mqtool.options import VerifyOptions
-from mqtool.rocketmq import indexes
+from mqtool.rocketmq import indexfiles
 from mqtool.rocketmq.config import ConfigSyntaxError, parse_fastjson
-from mqtool.rocketmq.layout import QueueFiles, RocketStore, Segment
+from mqtool.rocketmq.store import QueueFiles, RocketStore, Segment
 from mqtool.rocketmq.msgid import decode_any
 from mqtool.rocketmq.records import DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner
@@ -106,7 +106,7 @@ def consumequeue_target(data: bytes) -> None:
     path = _scratch("consumequeue/T/0/00000000000000000000", data)
     q = QueueFiles("T", 0, str(Path(path).parent), [Segment(path, "00000000000000000000", 0, len(data))])
     prev = -1
-    for u in indexes.iter_cq_units(q, include_zero=True):
+    for u in indexfiles.iter_cq_units(q, include_zero=True):
         assert u.queue_offset > prev and u.position + F.CQ_STORE_UNIT_SIZE <= len(data)
         prev = u.queue_offset
         u.to_row()
@@ -117,7 +117,7 @@ def index_target(data: bytes) -> None:
     from mqtool.rocketmq.verify import _Ctx, _verify_index_file
 
     path = _scratch("index/20261122090857074", data)
-    v = indexes.read_index_file(path)
+    v = indexfiles.read_index_file(path)
     # the bulk slot decoder agrees with the one-slot-at-a-time reader
     assert v.nonzero_slots() == [(i, v.slot(i)) for i in range(v.slot_num or 0) if v.slot(i)]
     ctx = _Ctx(RocketStore(path=str(_SCRATCH)), VerifyOptions(progress=False))
@@ -131,7 +131,7 @@ def index_target(data: bytes) -> None:
 def store_target(data: bytes) -> None:
     """A whole tiny store cut from the input (commitlog, one queue, one small index file, checkpoint), through
     verify_store: the cross-file checks follow offsets and links read from the input."""
-    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.store import open_store
     from mqtool.rocketmq.verify import verify_store
 
     n = len(data)
@@ -154,7 +154,7 @@ def store_target(data: bytes) -> None:
 
 def checkpoint_target(data: bytes) -> None:
     path = _scratch("checkpoint", data)
-    row = indexes.read_checkpoint(path)
+    row = indexfiles.read_checkpoint(path)
     assert row["file_size"] == min(len(data), F.CHECKPOINT_FILE_SIZE + 1)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from mqtool.errors import MqToolError
 from mqtool.findings import Finding
-from mqtool.kafka import files as KF
+from mqtool.kafka import indexfiles as KF
 from mqtool.kafka.codecs import CodecError, decompress
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka.records import Batch, Damage, iter_records, scan

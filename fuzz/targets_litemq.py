@@ -13,8 +13,8 @@ from pathlib import Path
 from formats import litemq as F
 from mqtool.errors import MqToolError
 from mqtool.findings import Finding
-from mqtool.litemq import cq as CQ
-from mqtool.litemq.layout import Segment, resolve
+from mqtool.litemq import indexfiles as CQ
+from mqtool.litemq.store import Segment, resolve
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 from mqtool.litemq.scan import carve, parse_record_at, walk
 from mqtool.options import VerifyOptions

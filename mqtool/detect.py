@@ -101,7 +101,7 @@ def _scores(p: Path) -> dict[str, int]:
     scores = {}
     for fam in FAMILIES:
         try:
-            layout = family_module(fam, "layout")
+            layout = family_module(fam, "store")
         except UsageError:
             continue
         try:
@@ -127,7 +127,7 @@ def _suggest(root: Path, max_dirs: int = 300, max_depth: int = 3) -> str | None:
             sub = Path(e.path)
             for fam in FAMILIES:
                 try:
-                    if family_module(fam, "layout").sniff(sub) > 0:
+                    if family_module(fam, "store").sniff(sub) > 0:
                         found.append(f"{sub} ({fam})")
                         break
                 except (UsageError, OSError, ValueError):

@@ -9,7 +9,7 @@ class SizeOptions:
     """Store geometry the user states (shared by every verb that reads consumequeue, index or Kafka index files).
 
     Each size not given comes from ``broker_conf``, else from the store's own files, else the broker default;
-    each family decides in one place (``mqtool.rocketmq.indexes``, ``mqtool.litemq.cq``,
+    each family decides in one place (``mqtool.rocketmq.indexfiles``, ``mqtool.litemq.indexfiles``,
     ``mqtool.kafka.interval``) and says which source decided.
     """
 

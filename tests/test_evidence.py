@@ -323,7 +323,7 @@ def test_atomic_writer_leaves_nothing_when_interrupted(tmp_path):
 def test_interrupted_salvage_leaves_no_half_file(tmp_path, monkeypatch):
     from mqtool.options import VerifyOptions
     from mqtool.rocketmq import verify as V
-    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.store import open_store
 
     store = _store_copy(tmp_path)
     out = tmp_path / "salvage"

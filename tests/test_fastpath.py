@@ -23,7 +23,7 @@ from formats import rocketmq as F
 from mqtool import fastcrc
 from mqtool.options import VerifyOptions
 from mqtool.rocketmq import ops, records, scan, verify
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import (DecodeFailure, _decode_checked, decode_message, property_dict,
                                      property_pairs)
 from mqtool.schema_struct import fixed_prefix_format, selected_format

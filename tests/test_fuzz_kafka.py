@@ -52,7 +52,7 @@ def test_hostile_batch_lengths_cost_nothing():
 def test_found_by_fuzzing_quorum_state_not_an_object(tmp_path):
     """quorum-state holding JSON that is no object (or nested past the recursion limit) is a problem, not a
     crash (found by the text_files target)."""
-    from mqtool.kafka.files import read_quorum_state
+    from mqtool.kafka.indexfiles import read_quorum_state
 
     for text in ("[1, 2]", "7", "[" * 100_000):
         p = tmp_path / "quorum-state"

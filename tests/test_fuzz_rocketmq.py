@@ -124,12 +124,12 @@ def test_found_by_fuzzing_unterminated_key_string(tmp_path, run_cli):
 
 
 def test_bulk_slot_decoder_matches_real_index_files():
-    from mqtool.rocketmq import indexes
+    from mqtool.rocketmq import indexfiles
 
     files = sorted(realdata_root().glob("rocketmq/*/store/index/*"))
     if not files:
         pytest.skip("no real index files")
     for p in files:
-        v = indexes.read_index_file(str(p))
+        v = indexfiles.read_index_file(str(p))
         slow = [(i, v.slot(i)) for i in range(v.slot_num or 0) if v.slot(i)]
         assert v.nonzero_slots() == slow and slow

@@ -188,7 +188,7 @@ def test_kafka_broker_append_rebuild_equals_recovered(tmp_path, run_cli):
 
 def test_no_constant_tuned_to_the_test_stores():
     """The 100/400 fallback and the slots = entries/4 guess are gone (issue #15)."""
-    src = (Path(__file__).resolve().parent.parent / "mqtool" / "rocketmq" / "indexes.py").read_text()
+    src = (Path(__file__).resolve().parent.parent / "mqtool" / "rocketmq" / "indexfiles.py").read_text()
     assert "infer_index_geometry" not in src and "(100, 400)" not in src and "// 84" not in src
 
 

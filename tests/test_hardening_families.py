@@ -173,7 +173,7 @@ io.READ_WHOLE_LIMIT = 0                      # map every file (what large files 
 family, store, victim, cut, trigger = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 out = []
 if family == "litemq":
-    from mqtool.litemq.layout import resolve
+    from mqtool.litemq.store import resolve
     from mqtool.litemq.scan import walk
     events = walk(resolve(store), carve_stale=True)
 else:

@@ -24,7 +24,7 @@ from conftest import FIXTURES, ROOT, require_realdata
 from formats import rocketmq as F
 from mqtool import codecs
 from mqtool.options import VerifyOptions
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.verify import verify_store
 from rmq_bytes import unit, units
 
@@ -367,7 +367,7 @@ def test_empty_files(tmp_path, cli):
 _SHRINK_SCRIPT = r"""
 import os, sys
 from mqtool import io
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.scan import SegmentScanner
 io.READ_WHOLE_LIMIT = int(sys.argv[2])
 seg = open_store(sys.argv[1]).segments[0]

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from conftest import load_json, require_realdata
 from mqtool.info import PLAUSIBLE_FROM_MS, build_info
-from mqtool.kafka import files as KF
+from mqtool.kafka import indexfiles as KF
 from mqtool.options import InfoOptions
 from mqtool.render_info import render_info
 from test_report import assert_self_contained, parse

@@ -6,7 +6,7 @@ import sys
 
 
 from conftest import FIXTURES, ROOT, require_realdata
-from mqtool.kafka.layout import sniff
+from mqtool.kafka.store import sniff
 
 FIX = FIXTURES / "kafka" / "logdir"
 
@@ -46,7 +46,7 @@ def test_sniff_refuses_rocketmq_and_litemq(tmp_path):
 def test_sniff_transient_suffixes_and_layout(tmp_path):
     import shutil
 
-    from mqtool.kafka.layout import partition_from_dir
+    from mqtool.kafka.store import partition_from_dir
     d = tmp_path / "t-0"
     shutil.copytree(FIX / "fixture-0", d)
     shutil.copy(d / "00000000000000000000.log", d / "00000000000000000000.log.deleted")

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import load_json, require_realdata
 from mqtool.io import map_input, read_input
-from mqtool.kafka import files as F
-from mqtool.kafka import layout as L
+from mqtool.kafka import indexfiles as F
+from mqtool.kafka import store as L
 from mqtool.kafka.internal import decode_consumer_offsets, decode_transaction_state, decode_cluster_metadata
 from mqtool.kafka.records import Batch, Damage, iter_records, scan
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import load_json, require_realdata
 from formats import litemq as F
-from mqtool.litemq.layout import resolve
+from mqtool.litemq.store import resolve
 from mqtool.litemq.rebuild import broker_toml_sizes, cq_file_size, run_rebuild
 from mqtool.options import RebuildOptions
 

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from conftest import load_json, require_realdata
-from mqtool.litemq.layout import resolve
+from mqtool.litemq.store import resolve
 from mqtool.litemq.scan import walk
 from mqtool.litemq.verify import run_verify
 from mqtool.options import VerifyOptions

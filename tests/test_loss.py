@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES, require_realdata
 from formats import rocketmq as F
 from mqtool.options import VerifyOptions
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import Message
 from mqtool.rocketmq.scan import scan_store_segments
 from mqtool.rocketmq.verify import verify_store

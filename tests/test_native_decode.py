@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from formats import rocketmq as F
 from mqtool import native, pages
 from mqtool.rocketmq import scan
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, Message, decode_common
 
 from tests.conftest import require_realdata
@@ -229,7 +229,7 @@ _SHRINK_SCRIPT = r"""
 import os, sys
 from mqtool import io
 from mqtool.rocketmq import scan
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 io.READ_WHOLE_LIMIT = 0                      # mapped: reading a lost page would be SIGBUS
 scan.USE_NATIVE = sys.argv[2] == "1"
 seg = open_store(sys.argv[1]).segments[0]

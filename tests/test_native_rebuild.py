@@ -27,7 +27,7 @@ from mqtool import pages
 from mqtool.options import RebuildOptions
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq import rebuild as R
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from tests.conftest import require_realdata
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ from conftest import realdata_root, require_realdata
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import InlineRunner, PoolRunner, split_segments
 from mqtool.rocketmq import ranges as R
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.ops import dump
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, scan_store_segments

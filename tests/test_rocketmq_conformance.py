@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import load_json, require_realdata
-from mqtool.rocketmq.layout import open_store, sniff
+from mqtool.rocketmq.store import open_store, sniff
 from mqtool.rocketmq.scan import End, Damage, scan_store_segments
 from mqtool.rocketmq.records import Message, Blank
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from formats import rocketmq as F
 from formats.common import java_string_hash
 from mqtool.rocketmq.records import FIXED_NAMES, decode_message
-from mqtool.rocketmq.indexes import index_hash, tags_code
+from mqtool.rocketmq.indexfiles import index_hash, tags_code
 
 
 def roundtrip(schema, data: bytes):

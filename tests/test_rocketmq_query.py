@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from mqtool.errors import UsageError
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import query as Q
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.msgid import decode_any, decode_offset_msg_id, decode_uniq_key
 from tests.conftest import require_realdata
 

@@ -559,7 +559,7 @@ def _units(draw):
 @given(st.lists(_units(), min_size=1, max_size=6))
 def test_fast_commitlog_path_equals_construct(tmp_path_factory, units):
     from formats import rocketmq as F
-    from mqtool.rocketmq.layout import Segment
+    from mqtool.rocketmq.store import Segment
     from mqtool.rocketmq.rebuild import iter_dispatch_records
 
     data = b""

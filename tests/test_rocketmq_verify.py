@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import require_realdata
 from mqtool.options import VerifyOptions
-from mqtool.rocketmq.layout import open_store
+from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import Message
 from mqtool.rocketmq.scan import Damage, scan_store_segments
 from mqtool.rocketmq.verify import verify_store

@@ -33,7 +33,7 @@ if java_binary() is None:  # pragma: no cover
     pytest.skip("no Java for Spark", allow_module_level=True)
 
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions  # noqa: E402
-from mqtool.rocketmq.layout import open_store  # noqa: E402
+from mqtool.rocketmq.store import open_store  # noqa: E402
 from mqtool.rocketmq.ops import dump  # noqa: E402
 from mqtool.rocketmq.verify import verify_store  # noqa: E402
 from mqtool.spark.fleet import spark_row_to_dump_row  # noqa: E402

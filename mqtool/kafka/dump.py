@@ -12,8 +12,8 @@ from formats import kafka as K
 from mqtool.common import ENCODING_SUFFIX, encode_body, put_body
 from mqtool.errors import InputError
 from mqtool.io import map_input, open_salvage_file
-from mqtool.kafka import files as F
-from mqtool.kafka import layout as L
+from mqtool.kafka import indexfiles as F
+from mqtool.kafka import store as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
@@ -453,7 +453,7 @@ def dump_path(p: Path, opts, stats):
 def lost_segment_notes(path: Path, topic: str | None = None) -> list[str]:
     """Damage notes for offsets that no segment of a partition under ``path`` holds: index files whose .log is
     gone between other segments, and a segment whose base offset lies past the next offset of the one before
-    (unless the partition looks compacted, see :func:`mqtool.kafka.layout.looks_compacted`). The previous
+    (unless the partition looks compacted, see :func:`mqtool.kafka.store.looks_compacted`). The previous
     segments are walked batch header by batch header (no CRC, no records)."""
     notes = []
     for ld in L.discover(path):

@@ -32,8 +32,8 @@ from mqtool.errors import NotAStoreError, UsageError
 from mqtool.kafka.interval import index_interval
 from mqtool.info import InfoBuilder
 from mqtool.io import map_input, read_input
-from mqtool.kafka import files as KF
-from mqtool.kafka import layout as L
+from mqtool.kafka import indexfiles as KF
+from mqtool.kafka import store as L
 from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decode_consumer_offsets
 from mqtool.kafka.records import Batch, Damage, header_records, iter_records, scan

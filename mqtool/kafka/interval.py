@@ -13,8 +13,8 @@ from __future__ import annotations
 from formats import kafka as K
 from mqtool.errors import InputError, UsageError
 from mqtool.io import map_input
-from mqtool.kafka.files import read_offset_index
-from mqtool.kafka.layout import Partition
+from mqtool.kafka.indexfiles import read_offset_index
+from mqtool.kafka.store import Partition
 from mqtool.pages import PageWindow
 from mqtool.options import SizeDecision
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import Summary
-from mqtool.kafka import layout as L
+from mqtool.kafka import store as L
 from mqtool.kafka.dump import LOG_COLUMNS, columns_for, dump_path
 from mqtool.kafka.verify import KafkaVerifier
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import map_input, prepare_output_dir, read_input
-from mqtool.kafka import files as F
+from mqtool.kafka import indexfiles as F
 from mqtool.kafka.interval import index_interval
-from mqtool.kafka.layout import LogDir, discover, partition_from_dir
+from mqtool.kafka.store import LogDir, discover, partition_from_dir
 from mqtool.kafka.rebuild import TxnTracker, recover_segment
 from mqtool.errors import InputError, NotAStoreError
 

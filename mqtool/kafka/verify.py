@@ -35,9 +35,9 @@ from formats import kafka as K
 from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.io import map_input
-from mqtool.kafka import files as F
+from mqtool.kafka import indexfiles as F
 from mqtool.kafka.codecs import CodecError, codec_name
-from mqtool.kafka.layout import (LogDir, Partition, Segment, looks_compacted, orphan_segments,
+from mqtool.kafka.store import (LogDir, Partition, Segment, looks_compacted, orphan_segments,
                                  stray_snapshots)
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of

@@ -17,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from mqtool.io import map_input
-from mqtool.litemq.layout import Store, commitlog_segments
+from mqtool.litemq.store import Store, commitlog_segments
 
 #: Why an entry is stale (the ``stale_reason`` of a consumequeue row).
 PAST_END = "past-end"            # at or after the live end of the commitlog

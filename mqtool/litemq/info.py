@@ -25,9 +25,9 @@ from formats import litemq as F
 from mqtool.common import plural
 from mqtool.findings import ERROR, WARNING, Finding
 from mqtool.info import InfoBuilder, total_size
-from mqtool.litemq import cq as CQ
+from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import LiveLog
-from mqtool.litemq.layout import Store, commitlog_segments, nominal_file_size, resolve
+from mqtool.litemq.store import Store, commitlog_segments, nominal_file_size, resolve
 from mqtool.litemq.records import LiteRecord
 from mqtool.litemq.scan import WalkResult, walk
 from mqtool.options import InfoOptions

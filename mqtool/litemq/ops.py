@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from mqtool.errors import InputError, UsageError
 from mqtool.findings import INFO, Finding
-from mqtool.litemq import cq as CQ
+from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import RESTART_CODES, LiveLog
-from mqtool.litemq.layout import Store, resolve
+from mqtool.litemq.store import Store, resolve
 from mqtool.litemq.rows import CQ_COLUMNS, MESSAGE_COLUMNS, cq_row, generic_columns, record_row
 from mqtool.litemq.scan import walk
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions

@@ -8,9 +8,9 @@ from formats import litemq as F
 from mqtool.errors import UsageError
 from mqtool.findings import INFO, Finding
 from mqtool.io import map_input
-from mqtool.litemq import cq as CQ
+from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import RESTART_CODES, LiveLog
-from mqtool.litemq.layout import Store, commitlog_segments
+from mqtool.litemq.store import Store, commitlog_segments
 from mqtool.litemq.records import fnv1a32
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
 from mqtool.litemq.scan import parse_record_at, walk

@@ -33,7 +33,7 @@ from typing import Iterator
 
 from formats import litemq as F
 from mqtool.io import map_input
-from mqtool.litemq.layout import Segment, commitlog_segments, resolve
+from mqtool.litemq.store import Segment, commitlog_segments, resolve
 from mqtool.litemq.records import MIN_MESSAGE_LEN
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, live_record_at, walk_prologue, walk_tail

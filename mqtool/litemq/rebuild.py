@@ -26,9 +26,9 @@ from formats import litemq as F
 from mqtool.errors import UsageError
 from mqtool.findings import INFO, WARNING, Finding, Summary
 from mqtool.io import prepare_output_dir, read_input
-from mqtool.litemq import cq as CQ
-from mqtool.litemq.cq import broker_toml_sizes, cq_file_size  # noqa: F401  (the one place that decides)
-from mqtool.litemq.layout import Store
+from mqtool.litemq import indexfiles as CQ
+from mqtool.litemq.indexfiles import broker_toml_sizes, cq_file_size  # noqa: F401  (the one place that decides)
+from mqtool.litemq.store import Store
 from mqtool.litemq.records import CQ as CQS
 from mqtool.litemq.records import INDEX_ENTRY, fnv1a32, tag_hash
 from mqtool.litemq.scan import WalkResult, walk

@@ -19,7 +19,7 @@ from formats import litemq as F
 from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input
-from mqtool.litemq.layout import Segment, Store, commitlog_segments, irregular_segments
+from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
 from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, decode_message
 
 _U32 = struct.Struct(">I")

@@ -18,9 +18,9 @@ from mqtool.errors import OutputError
 from mqtool.findings import (ERROR, INFO, WARNING, Finding, Summary, born_finding, born_plausible,
                              checkpoint_value_problems)
 from mqtool.io import open_salvage_file
-from mqtool.litemq import cq as CQ
+from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import INSIDE_RECORD, OVERWRITTEN, PAST_END, stale_reason
-from mqtool.litemq.layout import Store
+from mqtool.litemq.store import Store
 from mqtool.litemq.records import LiteRecord, fnv1a32, order_queue, tag_hash
 from mqtool.litemq.rows import record_row
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, walk

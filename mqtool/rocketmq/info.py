@@ -23,8 +23,8 @@ from mqtool.common import plural
 from mqtool.info import InfoBuilder, total_size
 from mqtool.options import InfoOptions
 from mqtool.render import iso_ms, progress
-from mqtool.rocketmq import indexes
-from mqtool.rocketmq.layout import RocketStore, cq_filter, open_store
+from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq.store import RocketStore, cq_filter, open_store
 from mqtool.rocketmq.records import Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner
 
@@ -63,7 +63,7 @@ def _checkpoint(s: RocketStore, b: InfoBuilder) -> dict | None:
     if not s.checkpoint:
         return None
     try:
-        cp = indexes.read_checkpoint(s.checkpoint)
+        cp = indexfiles.read_checkpoint(s.checkpoint)
     except Exception as e:  # unreadable checkpoint: say so, go on
         b.note(f"checkpoint unreadable: {e}")
         return None
@@ -162,7 +162,7 @@ def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict, opts: InfoOp
         end = None
         for f in reversed(q.files):
             try:
-                _, last = indexes.cq_file_tail(f.path)
+                _, last = indexfiles.cq_file_tail(f.path)
             except Exception as e:
                 b.note(f"{f.path}: unreadable ({e})")
                 continue
@@ -174,7 +174,7 @@ def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict, opts: InfoOp
         b.set_queue_end(q.topic, q.queue_id, end)
     topics = {q.topic for q in queues}
     b.add_files("consumequeue", nfiles, nbytes, f"{plural(len(topics), 'topic')}, {plural(len(queues), 'queue')}")
-    cq = indexes.cq_file_size(s, opts)
+    cq = indexfiles.cq_file_size(s, opts)
     b.size("consumequeue file size", cq.to_dict("bytes"), f"{cq.value} bytes (from {cq.source}: {cq.evidence})",
            cq.warning)
 
@@ -184,14 +184,14 @@ def _index(s: RocketStore, b: InfoBuilder, opts: InfoOptions) -> None:
         return
     entries = 0
     first = last = None
-    geos = indexes.index_geometries(s.index_files, opts)
+    geos = indexfiles.index_geometries(s.index_files, opts)
     g = geos.main()
     b.size("index geometry", geos.summary(),
            f"{g.slots} hash slots, {g.entries} entries per file (from {g.source}: {g.evidence})" if g.slots
            else "unknown", "; ".join(geos.warnings()) or None)
     for p in s.index_files:
         try:
-            v = indexes.read_index_file(p, geos.of(p))
+            v = indexfiles.read_index_file(p, geos.of(p))
         except Exception as e:
             b.note(f"{p}: unreadable ({e})")
             continue

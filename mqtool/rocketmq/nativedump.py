@@ -23,7 +23,7 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool import native, render
 from mqtool.fastcrc import crc32
-from mqtool.rocketmq.layout import Segment
+from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
 from mqtool.schema_struct import fixed_prefix_fields

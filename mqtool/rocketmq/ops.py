@@ -8,8 +8,8 @@ from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.ranges import rows_stay_in_one_process
 from mqtool.render import Column, iso_ms
-from mqtool.rocketmq import indexes, nativedump
-from mqtool.rocketmq.layout import cq_filter, forced_commitlog, open_store, segment_gaps
+from mqtool.rocketmq import indexfiles, nativedump
+from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
 from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
 from mqtool.rocketmq.scan import iter_messages
 
@@ -117,7 +117,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                 stats.damage(f"{d}: cannot list directory: {why}")
             for qf in queues:
                 try:
-                    for u in indexes.iter_cq_units(qf):
+                    for u in indexfiles.iter_cq_units(qf):
                         yield u.to_row()
                 except InputError as e:        # one unreadable file: say so, go on with the other queues
                     stats.damage(f"{e}; skipped")
@@ -129,7 +129,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
         return cols, rows(), "consumequeue"
     if part == "index":
         files = _need(s.index_files, "index files", path)
-        geos = indexes.index_geometries(files, opts)
+        geos = indexfiles.index_geometries(files, opts)
         for w in geos.warnings():
             stats.note(f"warning: {w}")
 
@@ -137,7 +137,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             for f in files:
                 g = geos.of(f)
                 try:
-                    v = indexes.read_index_file(f, g)
+                    v = indexfiles.read_index_file(f, g)
                 except InputError as e:
                     stats.damage(f"{e}; skipped")
                     continue
@@ -166,7 +166,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
         return cols, rows(), "index"
     if part == "checkpoint":
         cp = _need(s.checkpoint, "checkpoint file", path)
-        row = {"kind": "checkpoint", "file": cp, **indexes.read_checkpoint(cp)}
+        row = {"kind": "checkpoint", "file": cp, **indexfiles.read_checkpoint(cp)}
         cols = [Column(k, k, fmt=iso_ms if k.endswith("Timestamp") else None) for k in row if k != "kind"]
         return cols, iter([row]), "checkpoint"
     if part == "config":

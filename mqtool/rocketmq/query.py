@@ -31,9 +31,9 @@ from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.io import map_input
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
-from mqtool.rocketmq.indexes import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, Geometry, index_geometries,
+from mqtool.rocketmq.indexfiles import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, Geometry, index_geometries,
                                      index_hash, tags_code)
-from mqtool.rocketmq.layout import RocketStore, Segment
+from mqtool.rocketmq.store import RocketStore, Segment
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import CommitLogReader, Damage, SegmentScanner
 

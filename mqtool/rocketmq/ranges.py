@@ -17,7 +17,7 @@ from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, runner_for, split_segments
 from mqtool.render import PreRendered
-from mqtool.rocketmq.layout import Segment, forced_commitlog, open_store
+from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
 
@@ -231,7 +231,7 @@ class _FirstSeen(dict):
 
 def verify_range_task(args) -> RangeVerify:
     rng, opts = args
-    from mqtool.rocketmq.layout import RocketStore
+    from mqtool.rocketmq.store import RocketStore
     from mqtool.rocketmq import verify as V
     from mqtool.rocketmq.scan import FastRun
     from mqtool.rocketmq.verify import _blank_findings, _check_message, _Ctx, _damage_finding, _shift_finding

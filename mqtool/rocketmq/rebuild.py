@@ -43,10 +43,10 @@ from mqtool.options import RebuildOptions
 from mqtool.pages import PageWindow
 from mqtool.render import progress
 from mqtool.rocketmq import dispatch as D
-from mqtool.rocketmq import indexes
+from mqtool.rocketmq import indexfiles
 from mqtool.rocketmq.config import read_broker_conf
-from mqtool.rocketmq.indexes import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES
-from mqtool.rocketmq.layout import RocketStore, Segment
+from mqtool.rocketmq.indexfiles import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES
+from mqtool.rocketmq.store import RocketStore, Segment
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
 from mqtool.schema_struct import fixed_prefix_fields
@@ -157,28 +157,28 @@ class Settings:
     index_num: int
     rules: D.DispatchRules
     sources: dict = field(default_factory=dict)   # setting -> where it came from
-    cq_decision: object = None                    # indexes.cq_file_size's SizeDecision
-    index_geometries: object = None               # indexes.IndexGeometries of the store's index files
+    cq_decision: object = None                    # indexfiles.cq_file_size's SizeDecision
+    index_geometries: object = None               # indexfiles.IndexGeometries of the store's index files
 
 
 def resolve_settings(opts: RebuildOptions, store: RocketStore | None = None) -> Settings:
     """Each size comes from its option, else ``--broker-conf``, else the store's own files (consumequeue file
     names and sizes; index headers and structure), else the broker default
-    (:func:`indexes.cq_file_size`, :func:`indexes.index_geometries`). ``sources`` says which."""
+    (:func:`indexfiles.cq_file_size`, :func:`indexfiles.index_geometries`). ``sources`` says which."""
     conf: dict[str, str] = read_broker_conf(opts.broker_conf) if opts.broker_conf else {}
     src: dict[str, str] = {}
-    cq = indexes.cq_file_size(store, opts)
+    cq = indexfiles.cq_file_size(store, opts)
     src["mappedFileSizeConsumeQueue"] = cq.source
-    geos = indexes.index_geometries(store.index_files if store is not None else [], opts)
+    geos = indexfiles.index_geometries(store.index_files if store is not None else [], opts)
     geo = geos.main()
-    (given_slots, given_num), _ = indexes.given_index_geometry(opts)
+    (given_slots, given_num), _ = indexfiles.given_index_geometry(opts)
     if geo is not None and geo.slots is None and geo.candidates and given_slots is None and given_num is None:
         # the files' size is known, not its split: a pair of that size (named in the index-geometry warning),
         # so the rebuild is the store's size rather than the broker's 420 MB default
         slots, num = geo.candidates[0]
         src["maxHashSlotNum"] = src["maxIndexNum"] = "guess"
     elif geo is None or geo.slots is None:      # no index file to learn from (or none that tells)
-        (slots, num), given_from = indexes.given_index_geometry(opts)
+        (slots, num), given_from = indexfiles.given_index_geometry(opts)
         src["maxHashSlotNum"] = given_from if slots is not None else "default"
         src["maxIndexNum"] = given_from if num is not None else "default"
         slots = F.DEFAULT_MAX_HASH_SLOTS if slots is None else slots

@@ -29,7 +29,7 @@ from mqtool.errors import InputError
 from mqtool.fastcrc import crc32
 from mqtool.io import first_nonzero, last_nonzero, map_input
 from mqtool.pages import WINDOW, PageWindow, release
-from mqtool.rocketmq.layout import Segment
+from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import (_SLICES_TO_BYTES, FIXED, FIXED_NAMES, FIXED_SIZE, PREFIX, Blank,
                                      DecodeFailure, Message,
                                      decode_common, decode_message)

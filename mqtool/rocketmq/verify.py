@@ -28,8 +28,8 @@ from mqtool.findings import (BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, ERROR, I
                              born_finding, born_plausible, checkpoint_value_problems)
 from mqtool.options import VerifyOptions
 from mqtool.render import progress
-from mqtool.rocketmq import dispatch, indexes
-from mqtool.rocketmq.layout import RocketStore, cq_filter, segment_gaps
+from mqtool.rocketmq import dispatch, indexfiles
+from mqtool.rocketmq.store import RocketStore, cq_filter, segment_gaps
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
@@ -546,7 +546,7 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
         return
     reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
     rules = dispatch.DispatchRules()
-    cq = indexes.cq_file_size(store, ctx.opts)
+    cq = indexfiles.cq_file_size(store, ctx.opts)
     ctx.summary.extra["cq_file_size"] = cq.to_dict("bytes")
     if cq.warning:
         yield ctx.f(WARNING, "cq-geometry", store.consumequeue_dir or store.cq_file, None, None, cq.warning,
@@ -588,7 +588,7 @@ def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
     max_unit_end = 0
     zero_run_start = None
     lmq = qf.topic.startswith(F.LMQ_PREFIX)
-    for u in indexes.iter_cq_units(qf, include_zero=True):
+    for u in indexfiles.iter_cq_units(qf, include_zero=True):
         if u.is_zero:
             if zero_run_start is None:
                 zero_run_start = u
@@ -675,10 +675,10 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
     cp = None
     if store.checkpoint:
         try:
-            cp = indexes.read_checkpoint(store.checkpoint)
+            cp = indexfiles.read_checkpoint(store.checkpoint)
         except Exception:
             cp = None
-    geos = indexes.index_geometries(store.index_files, ctx.opts)
+    geos = indexfiles.index_geometries(store.index_files, ctx.opts)
     ctx.summary.extra["index_geometry"] = geos.summary()
     for size, g in sorted(geos.by_size.items()):
         if g.warning:
@@ -692,7 +692,7 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
 
 
 def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[Finding]:
-    v = indexes.read_index_file(path, geometry)
+    v = indexfiles.read_index_file(path, geometry)
     h = v.header
     if v.size < F.INDEX_HEADER_SIZE:
         yield ctx.f(ERROR, "index-truncated", path, 0, None, f"index file is {v.size} bytes, shorter than its header")
@@ -743,7 +743,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
             continue
         keys = ([m.uniq_key] if m.uniq_key else []) + m.keys
         topic = m.topic
-        if kh not in {indexes.index_hash(f"{topic}#{key}") for key in keys}:
+        if kh not in {indexfiles.index_hash(f"{topic}#{key}") for key in keys}:
             bad_hash.add(k)
             yield ctx.f(ERROR, "index-hash-mismatch", path, pos, off,
                         f"entry {k}: key hash {kh} matches none of the message's keys ({topic}: {keys[:5]})",
@@ -822,7 +822,7 @@ def _verify_store_files(ctx: _Ctx) -> Iterator[Finding]:
                         f"checkpoint is {size} bytes, the broker maps {F.CHECKPOINT_FILE_SIZE}",
                         F.CHECKPOINT_FILE_SIZE, size)
         try:
-            cp = indexes.read_checkpoint(store.checkpoint)
+            cp = indexfiles.read_checkpoint(store.checkpoint)
         except InputError as e:
             yield ctx.f(ERROR, "file-unreadable", store.checkpoint, None, None, f"cannot read: {e.message}")
             cp = None

@@ -116,7 +116,7 @@ class LiteMQAdapter:
 
     # ---- verify ---------------------------------------------------------------------------------------
     def verify(self, store: Path, salvage_dir: Path):
-        from mqtool.litemq.layout import resolve
+        from mqtool.litemq.store import resolve
         from mqtool.litemq.verify import run_verify
 
         salvage_dir.mkdir(parents=True, exist_ok=True)

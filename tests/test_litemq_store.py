@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import require_realdata
 from mqtool.detect import detect
-from mqtool.litemq import layout
+from mqtool.litemq import store
 
 
 def _paths(top: Path, max_depth: int = 4, max_files_per_dir: int = 40):
@@ -27,7 +27,7 @@ def test_other_families_never_look_like_litemq():
         top = require_realdata(fam)
         seen = 0
         for p in _paths(top):
-            assert layout.sniff(p) == 0, p
+            assert store.sniff(p) == 0, p
             seen += 1
         assert seen > 20
 
@@ -40,21 +40,21 @@ def test_litemq_parts_recognised():
                   root / "consumequeue", root / "consumequeue" / "orders.v1",
                   root / "consumequeue" / "orders.v1" / "0",
                   root / "consumequeue" / "orders.v1" / "0" / "00000000000000000001"]:
-            assert layout.sniff(p) > 0, p
+            assert store.sniff(p) > 0, p
             assert detect(p) == "litemq"
-    assert layout.sniff(top / "clean" / "data" / "broker" / "checkpoint" / "checkpoint") == 100
-    assert layout.sniff(top / "crash" / "data" / "broker" / "abort" / "abort") > 0
-    assert layout.sniff(top / "clean" / "extras" / "index-20261122091857.gz") > 0
+    assert store.sniff(top / "clean" / "data" / "broker" / "checkpoint" / "checkpoint") == 100
+    assert store.sniff(top / "crash" / "data" / "broker" / "abort" / "abort") > 0
+    assert store.sniff(top / "clean" / "extras" / "index-20261122091857.gz") > 0
 
 
 def test_resolve_kinds():
     root = require_realdata("litemq", "clean", "data", "broker")
-    assert layout.resolve(root).kind == "root"
-    assert layout.resolve(root / "commitlog").kind == "commitlog"
-    assert layout.resolve(root / "commitlog" / "00000000000000000000").kind == "segment"
-    assert layout.resolve(root / "consumequeue" / "payments-eu").kind == "cq_topic"
-    assert layout.resolve(root / "consumequeue" / "payments-eu" / "1").kind == "cq_queue"
-    assert layout.resolve(root / "checkpoint" / "checkpoint").kind == "checkpoint"
+    assert store.resolve(root).kind == "root"
+    assert store.resolve(root / "commitlog").kind == "commitlog"
+    assert store.resolve(root / "commitlog" / "00000000000000000000").kind == "segment"
+    assert store.resolve(root / "consumequeue" / "payments-eu").kind == "cq_topic"
+    assert store.resolve(root / "consumequeue" / "payments-eu" / "1").kind == "cq_queue"
+    assert store.resolve(root / "checkpoint" / "checkpoint").kind == "checkpoint"
 
 
 def test_dot_log_names_and_rocketmq_magic(tmp_path):
@@ -64,16 +64,16 @@ def test_dot_log_names_and_rocketmq_magic(tmp_path):
     (d / "checkpoint").mkdir()
     for i, f in enumerate(sorted(src.iterdir())):
         shutil.copyfile(f, d / "commitlog" / f"{i:020d}.log")
-    assert layout.sniff(d) == 100
-    segs, fs = layout.commitlog_segments(layout.resolve(d))
+    assert store.sniff(d) == 100
+    segs, fs = store.commitlog_segments(store.resolve(d))
     assert [s.base for s in segs] == [0, 131072, 262144, 393216] and fs == 131072
     # same layout but a RocketMQ record magic at +4: not LiteMQ
     r = tmp_path / "rmq"
     (r / "commitlog").mkdir(parents=True)
     (r / "commitlog" / "00000000000000000000").write_bytes(b"\x00\x00\x00\x40\xda\xa3\x20\xa7" + bytes(56))
     (r / "checkpoint").write_bytes(bytes(4096))
-    assert layout.sniff(r) == 0
-    assert layout.sniff(r / "commitlog" / "00000000000000000000") == 0
+    assert store.sniff(r) == 0
+    assert store.sniff(r / "commitlog" / "00000000000000000000") == 0
 
 
 def test_every_path_of_the_real_litemq_stores_detects_as_litemq():

@@ -15,7 +15,7 @@ from mqtool.options import SizeDecision
 from mqtool.io import first_nonzero, last_nonzero, map_input, read_input
 from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.config import conf_int, read_broker_conf
-from mqtool.rocketmq.layout import QueueFiles
+from mqtool.rocketmq.store import QueueFiles
 from mqtool.schema_struct import fixed_prefix_format
 
 CQ_STRUCT, _ = fixed_prefix_format(F.CqUnit)
