@@ -117,8 +117,25 @@ def same_rows(a: list, b: list) -> None:
 INT_KEYS = frozenset(n for n, t in R.ROW_FIELDS if t in ("int", "long"))
 
 
-def new_columns(ints) -> list:
-    return [bytearray() if k in ints else [] for k in nativedump.ROW_KEYS]
+STR_KEYS = frozenset(n for n, t in R.ROW_FIELDS if t == "string")
+
+
+def new_columns(ints, maps=frozenset(), strs=frozenset()) -> list:
+    return [bytearray() if k in ints else nativedump._map_buffers() if k in maps
+            else nativedump._str_buffers() if k in strs else [] for k in nativedump.ROW_KEYS]
+
+
+def buffers_as_values(by_topic: dict, maps, strs) -> dict:
+    """``columns()`` output with its Arrow buffers read back by pyarrow: one dict per row for a map, the
+    string or None for a string column."""
+    for cols in by_topic.values():
+        rows = nativedump._rows(cols[nativedump.ROW_KEYS.index("kind")])
+        for i, k in enumerate(nativedump.ROW_KEYS):
+            if k in maps:
+                cols[i] = [dict(m) for m in nativedump._map_array(cols[i], rows).to_pylist()]
+            elif k in strs:
+                cols[i] = nativedump._str_array(cols[i], rows).to_pylist()
+    return by_topic
 
 
 def columns_of(rows: list, ints) -> dict:
@@ -221,13 +238,15 @@ def test_lane_equals_decode_common_and_to_row(data, body, cap, max_size, cut, st
                 assert jpos == (py[1][jn]["position"] if jn < len(py[1]) else py[0])
                 # the export's column lane: the same run, each row's values appended to its topic's columns
                 # (integers as int64 bytes where the column is a bytearray, as objects where it is a list)
-                for ints in (INT_KEYS, frozenset()):
+                # (and the properties as Arrow map buffers, read back by pyarrow, where they are given so)
+                for ints, maps, strs in ((INT_KEYS, frozenset(), frozenset()), (frozenset(),) * 3,
+                                         (INT_KEYS, frozenset({"properties"}), STR_KEYS)):
                     by_topic: dict = {}
                     cpos, cn = nativedump.helper().columns(buf, pos, limit, len(buf), 4096, "seg", max_size,
                                                            nativedump.BODY_MODES[body], by_topic,
-                                                           lambda: new_columns(ints), cap)
+                                                           lambda: new_columns(ints, maps, strs), cap)
                     assert (cpos, cn) == (py[0], len(py[1]))
-                    same_columns(by_topic, columns_of(py[1], ints))
+                    same_columns(buffers_as_values(by_topic, maps, strs), columns_of(py[1], ints))
                 seen += len(py[1])
                 if py[0] > pos:
                     pos = py[0]

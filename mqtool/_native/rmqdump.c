@@ -191,6 +191,76 @@ static PyObject *new_dict(Py_ssize_t n)
 #endif
 }
 
+/* columns(): the properties column of a topic may be a tuple of five bytearrays, the Arrow buffers of a
+ * map<string,string> column being filled (export): map offsets, key offsets, key bytes, value offsets, value
+ * bytes (offsets native int32, each list starting with a 0). The values are appended as the UTF-8 bytes the
+ * unit holds (rmq_frame() checked they are valid UTF-8, so they are the bytes of the row's strings). */
+static int is_map_buffers(PyObject *c)
+{
+    if (!PyTuple_CheckExact(c) || PyTuple_GET_SIZE(c) != 5) return 0;
+    for (int i = 0; i < 5; i++)
+        if (!PyByteArray_CheckExact(PyTuple_GET_ITEM(c, i))) return 0;
+    return 1;
+}
+
+static int is_str_buffers(PyObject *c)
+{
+    if (!PyTuple_CheckExact(c) || PyTuple_GET_SIZE(c) != 3) return 0;
+    for (int i = 0; i < 3; i++)
+        if (!PyByteArray_CheckExact(PyTuple_GET_ITEM(c, i))) return 0;
+    return 1;
+}
+
+static int ba_append(PyObject *ba, const void *p, Py_ssize_t n)
+{
+    Py_ssize_t m = PyByteArray_GET_SIZE(ba);
+    if (PyByteArray_Resize(ba, m + n) < 0) return -1;
+    memcpy(PyByteArray_AS_STRING(ba) + m, p, (size_t)n);
+    return 0;
+}
+
+/* One string p[0:n] onto (offsets, data); the offsets are int32 as Arrow's string type has them. */
+static int str_append(PyObject *offsets, PyObject *data, const void *p, Py_ssize_t n)
+{
+    Py_ssize_t end = PyByteArray_GET_SIZE(data) + n;
+    if (end > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "columns: more than 2 GiB of property text in one chunk");
+        return -1;
+    }
+    int32_t e = (int32_t)end;
+    return ba_append(data, p, n) < 0 ? -1 : ba_append(offsets, &e, sizeof e);
+}
+
+/* The row's map ends here: its end offset (the count of pairs so far) onto the map offsets. */
+static int map_row_done(PyObject *mb)
+{
+    int32_t pairs = (int32_t)(PyByteArray_GET_SIZE(PyTuple_GET_ITEM(mb, 1)) / 4 - 1);
+    return ba_append(PyTuple_GET_ITEM(mb, 0), &pairs, sizeof pairs);
+}
+
+static int map_append_pairs(PyObject *mb, const Pairs *P)
+{
+    for (int i = 0; i < P->n; i++)
+        if (str_append(PyTuple_GET_ITEM(mb, 1), PyTuple_GET_ITEM(mb, 2), P->np[i], P->nn[i]) < 0
+            || str_append(PyTuple_GET_ITEM(mb, 3), PyTuple_GET_ITEM(mb, 4), P->vp[i], P->vn[i]) < 0)
+            return -1;
+    return map_row_done(mb);
+}
+
+/* The properties dict (the path of a unit whose names repeat) onto the map buffers, in the dict's order. */
+static int map_append_dict(PyObject *mb, PyObject *dict)
+{
+    PyObject *k, *v;
+    Py_ssize_t i = 0, kn, vn;
+    while (PyDict_Next(dict, &i, &k, &v)) {
+        const char *ks = PyUnicode_AsUTF8AndSize(k, &kn), *vs = ks ? PyUnicode_AsUTF8AndSize(v, &vn) : NULL;
+        if (vs == NULL || str_append(PyTuple_GET_ITEM(mb, 1), PyTuple_GET_ITEM(mb, 2), ks, kn) < 0
+            || str_append(PyTuple_GET_ITEM(mb, 3), PyTuple_GET_ITEM(mb, 4), vs, vn) < 0)
+            return -1;
+    }
+    return map_row_done(mb);
+}
+
 /* columns(): the list of column lists (one per row key, ROW_KEYS order) of the unit's topic, that the values go
  * to instead of a dict per row; NULL in rows(). Only set inside a columns() call (the GIL is held throughout). */
 static PyObject *COLS;
@@ -210,13 +280,42 @@ static PyObject *topic_columns(PyObject *by_topic, PyObject *topic, PyObject *ne
     }
     int ok = PyList_CheckExact(cols) && PyList_GET_SIZE(cols) == NKEYS;
     for (int i = 0; ok && i < NKEYS; i++)
-        ok = PyList_CheckExact(PyList_GET_ITEM(cols, i)) || PyByteArray_CheckExact(PyList_GET_ITEM(cols, i));
+        ok = PyList_CheckExact(PyList_GET_ITEM(cols, i)) || PyByteArray_CheckExact(PyList_GET_ITEM(cols, i))
+             || (i == K_PROPERTIES && is_map_buffers(PyList_GET_ITEM(cols, i)))
+             || is_str_buffers(PyList_GET_ITEM(cols, i));
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "columns: a topic's entry must be a list of one list or bytearray per "
-                                          "row key");
+                                          "row key (three bytearrays for strings, five for the properties' map)");
         return NULL;
     }
     return cols;
+}
+
+/* columns(): a column of strings may be a tuple of three bytearrays, the Arrow buffers of a string column
+ * being filled: offsets (native int32, starting with a 0), the UTF-8 bytes, and one byte per row (1 valid,
+ * 0 null). */
+static int str_col_append(PyObject *c, PyObject *v)
+{
+    static const unsigned char valid = 1, null = 0;
+    if (v == Py_None) {
+        PyObject *data = PyTuple_GET_ITEM(c, 1);
+        return str_append(PyTuple_GET_ITEM(c, 0), data, "", 0) < 0 ? -1 : ba_append(PyTuple_GET_ITEM(c, 2), &null, 1);
+    }
+    Py_ssize_t n;
+    const char *u8 = PyUnicode_Check(v) ? PyUnicode_AsUTF8AndSize(v, &n) : NULL;
+    if (u8 == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "columns: a string column got another type");
+        return -1;
+    }
+    return str_append(PyTuple_GET_ITEM(c, 0), PyTuple_GET_ITEM(c, 1), u8, n) < 0 ? -1
+         : ba_append(PyTuple_GET_ITEM(c, 2), &valid, 1);
+}
+
+/* v onto the column c (a list, string buffers or map buffers); v borrowed. */
+static int col_append(PyObject *c, PyObject *v)
+{
+    if (!PyTuple_CheckExact(c)) return PyList_Append(c, v);
+    return PyTuple_GET_SIZE(c) == 5 ? map_append_dict(c, v) : str_col_append(c, v);
 }
 
 /* Set row[key] = v (or append v to its column; a bytearray column takes no object: an error), stealing v
@@ -224,7 +323,7 @@ static PyObject *topic_columns(PyObject *by_topic, PyObject *topic, PyObject *ne
 static int put(PyObject *row, int key, PyObject *v)
 {
     if (v == NULL) return -1;
-    int r = COLS ? PyList_Append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
+    int r = COLS ? col_append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
     Py_DECREF(v);
     return r;
 }
@@ -245,7 +344,7 @@ static int put_ll(PyObject *row, int key, long long v)
 static int put_borrowed(PyObject *row, int key, PyObject *v)
 {
     if (v == NULL) v = Py_None;
-    return COLS ? PyList_Append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
+    return COLS ? col_append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
 }
 
 /* crc_ok: mqtool.fastcrc.crc32 over the body (rmqunit.h). */
@@ -310,22 +409,47 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
 
     if (topic_text(u + tp, tl) < 0 || put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
 
-    /* properties: the dict; the pair list too when a name repeats */
+    /* properties: the dict; the pair list too when a name repeats. Into map buffers (export) the pairs go as
+     * bytes, with no dict, unless a name repeats. */
     Py_ssize_t pl = (Py_ssize_t)total - pp;
-    int pascii = all_ascii(u + pp, pl);
-    PyObject *props = new_dict(S.last_nprops);    /* sized like the last message's: no resize */
-    if (props == NULL) goto fail;
-    Py_ssize_t kept = split_props(u + pp, pl, pascii, props, NULL);
-    if (kept < 0) { Py_DECREF(props); goto fail; }
-    S.last_nprops = kept;
-    if (put(row, K_PROPERTIES, props) < 0) goto fail;    /* put() consumed our reference; the row holds one */
-    PyObject *k = PyDict_GetItemWithError(props, S.prop_keys);
-    if (k == NULL && PyErr_Occurred()) goto fail;
-    if (put(row, K_KEYS, k ? split_keys(k) : PyList_New(0)) < 0) goto fail;
-    v = PyDict_GetItemWithError(props, S.prop_tags);
-    if ((v == NULL && PyErr_Occurred()) || put_borrowed(row, K_TAGS, v) < 0) goto fail;
-    v = PyDict_GetItemWithError(props, S.prop_uniq);
-    if ((v == NULL && PyErr_Occurred()) || put_borrowed(row, K_UNIQ_KEY, v) < 0) goto fail;
+    int pascii = all_ascii(u + pp, pl), repeated = 0;
+    PyObject *props = NULL, *mb = COLS ? PyList_GET_ITEM(COLS, K_PROPERTIES) : NULL;
+    Pairs P;
+    if (mb != NULL && PyTuple_CheckExact(mb) && rmq_pairs(u + pp, pl, &P)) {
+        if (map_append_pairs(mb, &P) < 0) goto fail;
+        int k = find_pair(&P, S.keys_u8, S.keys_n);
+        PyObject *kv = k >= 0 ? text(P.vp[k], P.vn[k], pascii) : NULL;
+        if (k >= 0 && kv == NULL) goto fail;
+        PyObject *keys = kv ? split_keys(kv) : PyList_New(0);
+        Py_XDECREF(kv);
+        if (put(row, K_KEYS, keys) < 0) goto fail;
+        k = find_pair(&P, S.tags_u8, S.tags_n);
+        if (k >= 0 ? put(row, K_TAGS, text(P.vp[k], P.vn[k], pascii)) : put_borrowed(row, K_TAGS, NULL)) goto fail;
+        k = find_pair(&P, S.uniq_u8, S.uniq_n);
+        if (k >= 0 ? put(row, K_UNIQ_KEY, text(P.vp[k], P.vn[k], pascii)) : put_borrowed(row, K_UNIQ_KEY, NULL))
+            goto fail;
+    } else {
+        props = new_dict(S.last_nprops);    /* sized like the last message's: no resize */
+        if (props == NULL) goto fail;
+        Py_ssize_t kept = split_props(u + pp, pl, pascii, props, NULL);
+        if (kept < 0) { Py_DECREF(props); goto fail; }
+        S.last_nprops = kept;
+        repeated = kept != PyDict_GET_SIZE(props);
+        Py_INCREF(props);                                   /* ours, past put() */
+        if (put(row, K_PROPERTIES, props) < 0) { Py_DECREF(props); goto fail; }
+        PyObject *k = PyDict_GetItemWithError(props, S.prop_keys);
+        int bad = (k == NULL && PyErr_Occurred()) || put(row, K_KEYS, k ? split_keys(k) : PyList_New(0)) < 0;
+        if (!bad) {
+            v = PyDict_GetItemWithError(props, S.prop_tags);
+            bad = (v == NULL && PyErr_Occurred()) || put_borrowed(row, K_TAGS, v) < 0;
+        }
+        if (!bad) {
+            v = PyDict_GetItemWithError(props, S.prop_uniq);
+            bad = (v == NULL && PyErr_Occurred()) || put_borrowed(row, K_UNIQ_KEY, v) < 0;
+        }
+        Py_DECREF(props);
+        if (bad) goto fail;
+    }
 
     /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
     {
@@ -346,7 +470,7 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
         v = PyTuple_GET_ITEM(S.comp_names, (sys_flag & S.comp_mask) >> S.comp_shift);
         if (put_borrowed(row, K_COMPRESSION, v) < 0) goto fail;
     } else if (COLS && put_borrowed(row, K_COMPRESSION, NULL) < 0) goto fail;
-    if (kept != PyDict_GET_SIZE(props)) {             /* a name repeats: keep every pair for the record */
+    if (repeated) {                                   /* a name repeats: keep every pair for the record */
         PyObject *pairs = PyList_New(0), *scratch = PyDict_New();
         int bad = pairs == NULL || scratch == NULL || split_props(u + pp, pl, pascii, scratch, pairs) < 0;
         Py_XDECREF(scratch);

@@ -102,6 +102,44 @@ static inline int rmq_frame(const unsigned char *u, Py_ssize_t avail, long long 
         && (body_mode != 1 || rmq_utf8_ok(u + S.L.fixed_size, (Py_ssize_t)x->body_len));
 }
 
+/* The properties p[0:n] split as records.property_dict does (segments at prop_sep, each at its first nv_sep, a
+ * pair kept when name and value are both non-empty), as pointers into p. */
+#define MAXPAIRS 64
+typedef struct {
+    const unsigned char *np[MAXPAIRS], *vp[MAXPAIRS];
+    Py_ssize_t nn[MAXPAIRS], vn[MAXPAIRS];
+    int n;
+} Pairs;
+
+/* The index of property `name` among the kept pairs, or -1. */
+static inline int find_pair(const Pairs *P, const char *name, Py_ssize_t len)
+{
+    for (int i = 0; i < P->n; i++)
+        if (P->nn[i] == len && memcmp(P->np[i], name, (size_t)len) == 0) return i;
+    return -1;
+}
+
+/* 1: every pair in *P, no name repeated; 0: a name repeats or there are more than MAXPAIRS pairs (the row
+ * then takes the dict path, which keeps every pair). */
+static inline int rmq_pairs(const unsigned char *p, Py_ssize_t n, Pairs *P)
+{
+    P->n = 0;
+    for (Py_ssize_t i = 0; i <= n;) {
+        const unsigned char *seg = p + i;
+        const unsigned char *sep = memchr(seg, S.prop_sep, (size_t)(n - i));
+        Py_ssize_t len = sep ? (Py_ssize_t)(sep - seg) : n - i;
+        const unsigned char *nv = memchr(seg, S.nv_sep, (size_t)len);
+        if (nv != NULL && nv > seg && nv < seg + len - 1) {
+            Py_ssize_t l = (Py_ssize_t)(nv - seg);
+            if (P->n == MAXPAIRS || find_pair(P, (const char *)seg, l) >= 0) return 0;
+            P->np[P->n] = seg; P->nn[P->n] = l; P->vp[P->n] = nv + 1; P->vn[P->n] = len - l - 1;
+            P->n++;
+        }
+        i += len + 1;
+    }
+    return 1;
+}
+
 /* crc_ok of a unit: mqtool.fastcrc.crc32(body) & 0x7FFFFFFF == BODYCRC. 1, 0, or -1 (error set). */
 int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc);
 /* The JSON lane (rmqjson.c). */

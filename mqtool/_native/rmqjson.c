@@ -12,7 +12,6 @@
  */
 #include "rmqdump.h"
 
-#define MAXPAIRS 64
 
 typedef struct { char *p; Py_ssize_t n, cap; } JB;
 
@@ -138,14 +137,6 @@ static void w_base64(JB *b, const unsigned char *p, Py_ssize_t n)
     w_ch(b, '"');
 }
 
-/* The value of property `name` among the kept pairs, or -1. */
-static int find_pair(const unsigned char **np, const Py_ssize_t *nn, int npairs, const char *name, Py_ssize_t len)
-{
-    for (int i = 0; i < npairs; i++)
-        if (nn[i] == len && memcmp(np[i], name, (size_t)len) == 0) return i;
-    return -1;
-}
-
 /* One unit's line; 1 written, 0 left to the other paths (nothing written), -1 error. */
 static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos, long long base,
                      PyObject *file_json, int body_mode)
@@ -153,22 +144,8 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     const unsigned char *body = u + S.L.fixed_size, *props = u + x->pp;
     Py_ssize_t pl = (Py_ssize_t)x->total - x->pp, bl = (Py_ssize_t)x->body_len;
     /* properties: split as records.property_dict does; a repeated name or too many: the dict path */
-    const unsigned char *np[MAXPAIRS], *vp[MAXPAIRS];
-    Py_ssize_t nn[MAXPAIRS], vn[MAXPAIRS];
-    int npairs = 0;
-    for (Py_ssize_t i = 0; i <= pl;) {
-        const unsigned char *seg = props + i;
-        const unsigned char *sep = memchr(seg, S.prop_sep, (size_t)(pl - i));
-        Py_ssize_t len = sep ? (Py_ssize_t)(sep - seg) : pl - i;
-        const unsigned char *nv = memchr(seg, S.nv_sep, (size_t)len);
-        if (nv != NULL && nv > seg && nv < seg + len - 1) {
-            Py_ssize_t l = (Py_ssize_t)(nv - seg);
-            if (npairs == MAXPAIRS || find_pair(np, nn, npairs, (const char *)seg, l) >= 0) return 0;
-            np[npairs] = seg; nn[npairs] = l; vp[npairs] = nv + 1; vn[npairs] = len - l - 1;
-            npairs++;
-        }
-        i += len + 1;
-    }
+    Pairs P;
+    if (!rmq_pairs(props, pl, &P)) return 0;
     int crc_ok = rmq_crc_ok(body, bl, be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]));
     if (crc_ok < 0) return -1;
     /* worst case: every text byte escaped to 6 bytes, the body as hex or base64, the fixed fields */
@@ -198,17 +175,17 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     w_key(b, K_PREPARED); w_i64(b, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED]));
     w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
     w_key(b, K_PROPERTIES); w_ch(b, '{');
-    for (int i = 0; i < npairs; i++) {
+    for (int i = 0; i < P.n; i++) {
         if (i) w_ch(b, ',');
-        w_str(b, np[i], nn[i]); w_ch(b, ':'); w_str(b, vp[i], vn[i]);
+        w_str(b, P.np[i], P.nn[i]); w_ch(b, ':'); w_str(b, P.vp[i], P.vn[i]);
     }
     w_ch(b, '}');
     /* keys: the KEYS value split at the separator, empty pieces dropped */
     w_key(b, K_KEYS); w_ch(b, '[');
-    int k = find_pair(np, nn, npairs, S.keys_u8, S.keys_n), first = 1;
+    int k = find_pair(&P, S.keys_u8, S.keys_n), first = 1;
     if (k >= 0) {
-        const unsigned char *v = vp[k];
-        Py_ssize_t n = vn[k];
+        const unsigned char *v = P.vp[k];
+        Py_ssize_t n = P.vn[k];
         for (Py_ssize_t i = 0; i <= n;) {
             const unsigned char *e = memchr(v + i, S.key_sep_c, (size_t)(n - i));
             Py_ssize_t len = e ? (Py_ssize_t)(e - (v + i)) : n - i;
@@ -222,9 +199,9 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     }
     w_ch(b, ']');
     w_key(b, K_TAGS);
-    if ((k = find_pair(np, nn, npairs, S.tags_u8, S.tags_n)) >= 0) w_str(b, vp[k], vn[k]); else w_raw(b, "null", 4);
+    if ((k = find_pair(&P, S.tags_u8, S.tags_n)) >= 0) w_str(b, P.vp[k], P.vn[k]); else w_raw(b, "null", 4);
     w_key(b, K_UNIQ_KEY);
-    if ((k = find_pair(np, nn, npairs, S.uniq_u8, S.uniq_n)) >= 0) w_str(b, vp[k], vn[k]); else w_raw(b, "null", 4);
+    if ((k = find_pair(&P, S.uniq_u8, S.uniq_n)) >= 0) w_str(b, P.vp[k], P.vn[k]); else w_raw(b, "null", 4);
     /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
     w_key(b, K_MSG_ID); w_ch(b, '"');
     const int parts[3] = {F_SADDR, F_SPORT, F_PHYS};

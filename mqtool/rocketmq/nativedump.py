@@ -322,11 +322,14 @@ COLUMN_CHUNK_ROWS = 16384       # rows (all topics) per chunk handed to the expo
 COLUMN_CHUNK_BYTES = 32 << 20   # store bytes per chunk, about (bounded memory whatever the message size)
 
 
-def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = COLUMN_CHUNK_ROWS):
+def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = COLUMN_CHUNK_ROWS, map_keys=(),
+                  str_keys=()):
     """The rows of :func:`range_rows`, column-wise and split by topic: yields chunks of at most about ``chunk``
     rows, each ``{topic: (columns, n)}`` with ``columns`` mapping every one of ``names`` (row keys) to the
     ``n`` values of that topic's rows in row order (None where a row lacks the key; keys outside ``names``
-    are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array. Runs of
+    are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array, or for the
+    keys of ``map_keys`` (string → string maps: the properties) a pyarrow ``map<string, string>`` array, for
+    the keys of ``str_keys`` (text or None) a pyarrow string array. Runs of
     common units are filled by the helper's ``columns``; the units it declines come as dicts from the scanner
     (the Python path) and are added key by key in their place. None when the helper cannot serve ``opts`` (a
     per-row filter or offset bounds) or a row key is not among ``names``."""
@@ -335,10 +338,75 @@ def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = CO
     names = tuple(names)
     if not set(ROW_KEYS) <= set(names):
         return None
-    return _column_chunks(helper(), rng, opts, names, frozenset(int_keys) & set(ROW_KEYS), on_damage, chunk)
+    return _column_chunks(helper(), rng, opts, names, frozenset(int_keys) & set(ROW_KEYS), on_damage, chunk,
+                          frozenset(map_keys) & {"properties"}, frozenset(str_keys) & set(ROW_KEYS))
 
 
-def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
+_INT32 = struct.Struct("=i")
+_ZERO32 = _INT32.pack(0)
+
+
+def _map_buffers() -> tuple:
+    """The Arrow buffers of a ``map<string, string>`` column being filled (the helper appends a unit's
+    properties to them as bytes): map offsets, key offsets, key bytes, value offsets, value bytes."""
+    return (bytearray(_ZERO32), bytearray(_ZERO32), bytearray(), bytearray(_ZERO32), bytearray())
+
+
+def _rows(column) -> int:
+    """Rows in a column being filled (a list, or string buffers: one validity byte per row)."""
+    return len(column[2]) if type(column) is tuple else len(column)
+
+
+def _str_buffers() -> tuple:
+    """The Arrow buffers of a string column being filled: offsets, UTF-8 bytes, one byte per row (1 valid)."""
+    return (bytearray(_ZERO32), bytearray(), bytearray())
+
+
+def _str_add(sb: tuple, value) -> None:
+    if value is not None:
+        sb[1].extend(value.encode("utf-8"))
+    sb[0].extend(_INT32.pack(len(sb[1])))
+    sb[2].append(value is not None)
+
+
+def _str_array(sb: tuple, rows: int):
+    """The Arrow string array of filled string buffers."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    bitmap = None
+    if sb[2].find(0) >= 0:      # some nulls: the validity bitmap from the byte per row
+        bitmap = pc.not_equal(pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(sb[2])]), 0).buffers()[1]
+    return pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(sb[0]), pa.py_buffer(sb[1])])
+
+
+def _map_add(mb: tuple, props: dict) -> None:
+    """A Python row's properties onto the map buffers, as the helper adds a unit's."""
+    for name, value in props.items():
+        for offsets, data, text in ((mb[1], mb[2], name), (mb[3], mb[4], value)):
+            data += text.encode("utf-8")
+            offsets += _INT32.pack(len(data))
+    mb[0].extend(_INT32.pack(len(mb[1]) // 4 - 1))
+
+
+def _map_array(mb: tuple, rows: int, null_rows=()):
+    """The ``map<string, string>`` Arrow array of filled map buffers (rows listed in ``null_rows`` null)."""
+    import pyarrow as pa
+
+    pairs = len(mb[1]) // 4 - 1
+    keys = pa.Array.from_buffers(pa.string(), pairs, [None, pa.py_buffer(mb[1]), pa.py_buffer(mb[2])])
+    items = pa.Array.from_buffers(pa.string(), pairs, [None, pa.py_buffer(mb[3]), pa.py_buffer(mb[4])])
+    offsets = pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(mb[0])])
+    mask = None
+    if null_rows:
+        flags = [False] * rows
+        for r in null_rows:
+            flags[r] = True
+        mask = pa.array(flags, pa.bool_())
+    return pa.MapArray.from_arrays(offsets, keys, items, type=pa.map_(pa.string(), pa.string()), mask=mask)
+
+
+def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk, map_keys=frozenset(), str_keys=frozenset()):
     import pyarrow as pa
 
     seg = Segment(rng.file, rng.name, rng.base, rng.size)
@@ -352,10 +420,13 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
     by_topic: dict = {}         # topic -> one column per ROW_KEYS key (a bytearray of int64 for int_keys)
     nulls: dict = {}            # (topic, key index) -> row numbers whose int_keys value is None (Python rows)
     is_int = [k in int_keys for k in ROW_KEYS]
+    is_map = [k in map_keys for k in ROW_KEYS]
+    is_str = [k in str_keys for k in ROW_KEYS]
     int64 = struct.Struct("=q").pack
 
     def new_entry():
-        return [bytearray() if i else [] for i in is_int]
+        return [bytearray() if i else _map_buffers() if m else _str_buffers() if t else []
+                for i, m, t in zip(is_int, is_map, is_str)]
 
     extras: dict = {}           # topic -> one list per extra name (values of Python rows, padded with None)
     count = [0, 0]              # rows and store bytes in the chunk
@@ -370,7 +441,7 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
         return npos, n
 
     def pad(topic, lists):
-        have = len(lists[_KIND])
+        have = _rows(lists[_KIND])
         ex = extras.setdefault(topic, [[] for _ in extra])
         for e in ex:
             e.extend(repeat(None, have - len(e)))
@@ -383,10 +454,17 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
             lists = by_topic[topic] = new_entry()
         ex = pad(topic, lists)
         get = row.get
-        at = len(lists[_KIND])
+        at = _rows(lists[_KIND])
         for i, (k, lst) in enumerate(zip(ROW_KEYS, lists)):
             v = get(k)
-            if not is_int[i]:
+            if is_str[i]:
+                _str_add(lst, v)
+            elif is_map[i]:
+                if v is None:
+                    nulls.setdefault((topic, i), []).append(at)
+                    v = {}
+                _map_add(lst, v)
+            elif not is_int[i]:
                 lst.append(v)
             elif v is None:
                 nulls.setdefault((topic, i), []).append(at)
@@ -402,9 +480,13 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk):
         out = {}
         for topic, lists in by_topic.items():
             ex = pad(topic, lists)
-            rows = len(lists[_KIND])
+            rows = _rows(lists[_KIND])
             for i, ints in enumerate(is_int):
-                if ints:
+                if is_str[i]:
+                    lists[i] = _str_array(lists[i], rows)
+                elif is_map[i]:
+                    lists[i] = _map_array(lists[i], rows, nulls.get((topic, i), ()))
+                elif ints:
                     lists[i] = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(lists[i])])
                     if (topic, i) in nulls:
                         values = lists[i].to_pylist()

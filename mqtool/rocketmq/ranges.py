@@ -120,8 +120,12 @@ def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None)
     values), built column-wise by the compiled helper; None when it cannot serve ``opts`` (then use the rows)."""
     from mqtool.rocketmq import nativedump
 
+    from mqtool.dataset import export_fields
+
+    exported = dict(export_fields())      # text columns exported as text: straight into Arrow buffers
     return nativedump.range_columns(rng, opts, names, {n for n, t in ROW_FIELDS if t in ("int", "long")},
-                                    on_damage)
+                                    on_damage, map_keys={n for n, t in ROW_FIELDS if t.startswith("map<")},
+                                    str_keys={n for n, t in ROW_FIELDS if t == "string" == exported.get(n)})
 
 
 def _plain(opts):
