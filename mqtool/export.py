@@ -138,7 +138,8 @@ class _PartitionedWriter:
         self.schema = self.builder.schema
         self.batch_rows = batch_rows
         self.file_name = file_name
-        self._open: dict[tuple, tuple] = {}     # key -> (ParquetWriter, pending rows, pending batches, true values)
+        # key -> (ParquetWriter, pending rows, pending batches, true values, [rows, bytes] of the pending batches)
+        self._open: dict[tuple, tuple] = {}
         self.shortened: set = set()             # (column, true value) of the partitions named by a hash
         self.rows = 0
         self._pending = 0           # rows held as dicts, all files
@@ -169,10 +170,16 @@ class _PartitionedWriter:
             ent = self._open[key] = self._new(key)
         if ent[1]:
             self._flush(ent)        # rows given as dicts before go first
-        ent[2].append(batch)
+        self._hold(ent, batch)
         self.rows += batch.num_rows
-        self._buffered += batch.nbytes
         self._flush(ent)
+
+    def _hold(self, ent, batch) -> None:
+        nbytes = batch.nbytes       # computed over every buffer: once per batch
+        ent[2].append(batch)
+        ent[4][0] += batch.num_rows
+        ent[4][1] += nbytes
+        self._buffered += nbytes
 
     def _new(self, key: tuple):
         import pyarrow.parquet as pq
@@ -186,22 +193,19 @@ class _PartitionedWriter:
         full = {f"{c}_full": v for c, v in zip(self.part_cols, key) if v is not None and partition_value(v) != v}
         full = {n: v for n, v in full.items() if self.schema.get_field_index(n) >= 0}
         d.mkdir(parents=True, exist_ok=True)
-        return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [], [], full)
+        return (pq.ParquetWriter(str(d / self.file_name), self.schema, **PARQUET_OPTIONS), [], [], full, [0, 0])
 
     def _flush(self, ent, final: bool = False) -> None:
         """Pending rows → an Arrow batch; buffered batches → a row group when big enough (or ``final``)."""
         if ent[1]:
-            b = self.builder.batch(ent[1])
-            ent[2].append(b)
+            self._hold(ent, self.builder.batch(ent[1]))
             self._pending -= len(ent[1])
-            self._buffered += b.nbytes
             ent[1].clear()
         if self._buffered >= MAX_BUFFERED_BYTES and not final:
             for e in self._open.values():
                 self._write(e)
         batches = ent[2]
-        if batches and (final or sum(b.num_rows for b in batches) >= ROW_GROUP_ROWS
-                        or sum(b.nbytes for b in batches) >= ROW_GROUP_BYTES):
+        if batches and (final or ent[4][0] >= ROW_GROUP_ROWS or ent[4][1] >= ROW_GROUP_BYTES):
             self._write(ent)
 
     def _write(self, ent) -> None:
@@ -214,7 +218,8 @@ class _PartitionedWriter:
                 i = self.schema.get_field_index(name)
                 table = table.set_column(i, self.schema.field(i), pa.array([value] * table.num_rows, pa.string()))
             ent[0].write_table(table, row_group_size=ROW_GROUP_ROWS)
-            self._buffered -= sum(b.nbytes for b in batches)
+            self._buffered -= ent[4][1]
+            ent[4][0] = ent[4][1] = 0
             batches.clear()
 
     def close(self, exc=None) -> None:

@@ -118,11 +118,13 @@ INT_KEYS = frozenset(n for n, t in R.ROW_FIELDS if t in ("int", "long"))
 
 
 STR_KEYS = frozenset(n for n, t in R.ROW_FIELDS if t == "string")
+LIST_KEYS = frozenset(n for n, t in R.ROW_FIELDS if t == "array<string>")
 
 
 def new_columns(ints, maps=frozenset(), strs=frozenset()) -> list:
     return [bytearray() if k in ints else nativedump._map_buffers() if k in maps
-            else nativedump._str_buffers() if k in strs else [] for k in nativedump.ROW_KEYS]
+            else nativedump._list_buffers() if k in LIST_KEYS & strs else nativedump._str_buffers() if k in strs
+            else [] for k in nativedump.ROW_KEYS]
 
 
 def buffers_as_values(by_topic: dict, maps, strs) -> dict:
@@ -133,6 +135,8 @@ def buffers_as_values(by_topic: dict, maps, strs) -> dict:
         for i, k in enumerate(nativedump.ROW_KEYS):
             if k in maps:
                 cols[i] = [dict(m) for m in nativedump._map_array(cols[i], rows).to_pylist()]
+            elif k in LIST_KEYS & strs:
+                cols[i] = nativedump._list_array(cols[i], rows).to_pylist()
             elif k in strs:
                 cols[i] = nativedump._str_array(cols[i], rows).to_pylist()
     return by_topic
@@ -240,7 +244,7 @@ def test_lane_equals_decode_common_and_to_row(data, body, cap, max_size, cut, st
                 # (integers as int64 bytes where the column is a bytearray, as objects where it is a list)
                 # (and the properties as Arrow map buffers, read back by pyarrow, where they are given so)
                 for ints, maps, strs in ((INT_KEYS, frozenset(), frozenset()), (frozenset(),) * 3,
-                                         (INT_KEYS, frozenset({"properties"}), STR_KEYS)):
+                                         (INT_KEYS, frozenset({"properties"}), STR_KEYS | LIST_KEYS)):
                     by_topic: dict = {}
                     cpos, cn = nativedump.helper().columns(buf, pos, limit, len(buf), 4096, "seg", max_size,
                                                            nativedump.BODY_MODES[body], by_topic,

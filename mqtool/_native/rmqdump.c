@@ -205,8 +205,8 @@ static int is_map_buffers(PyObject *c)
 
 static int is_str_buffers(PyObject *c)
 {
-    if (!PyTuple_CheckExact(c) || PyTuple_GET_SIZE(c) != 3) return 0;
-    for (int i = 0; i < 3; i++)
+    if (!PyTuple_CheckExact(c) || (PyTuple_GET_SIZE(c) != 3 && PyTuple_GET_SIZE(c) != 4)) return 0;
+    for (int i = 0; i < PyTuple_GET_SIZE(c); i++)
         if (!PyByteArray_CheckExact(PyTuple_GET_ITEM(c, i))) return 0;
     return 1;
 }
@@ -285,7 +285,8 @@ static PyObject *topic_columns(PyObject *by_topic, PyObject *topic, PyObject *ne
              || is_str_buffers(PyList_GET_ITEM(cols, i));
     if (!ok) {
         PyErr_SetString(PyExc_ValueError, "columns: a topic's entry must be a list of one list or bytearray per "
-                                          "row key (three bytearrays for strings, five for the properties' map)");
+                                          "row key (three bytearrays for strings, four for string lists, five for the "
+                                          "properties' map)");
         return NULL;
     }
     return cols;
@@ -311,11 +312,39 @@ static int str_col_append(PyObject *c, PyObject *v)
          : ba_append(PyTuple_GET_ITEM(c, 2), &valid, 1);
 }
 
-/* v onto the column c (a list, string buffers or map buffers); v borrowed. */
+/* columns(): a column of string lists may be a tuple of four bytearrays: list offsets, string offsets (native
+ * int32, each starting with a 0), the UTF-8 bytes, and one byte per row (1 valid, 0 null). */
+static int list_col_append(PyObject *c, PyObject *v)
+{
+    static const unsigned char valid = 1, null = 0;
+    if (v != Py_None && !PyList_CheckExact(v)) {
+        PyErr_SetString(PyExc_TypeError, "columns: a string-list column got another type");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; v != Py_None && i < PyList_GET_SIZE(v); i++) {
+        Py_ssize_t n;
+        PyObject *t = PyList_GET_ITEM(v, i);
+        const char *u8 = PyUnicode_Check(t) ? PyUnicode_AsUTF8AndSize(t, &n) : NULL;
+        if (u8 == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "columns: a string list holds another type");
+            return -1;
+        }
+        if (str_append(PyTuple_GET_ITEM(c, 1), PyTuple_GET_ITEM(c, 2), u8, n) < 0) return -1;
+    }
+    int32_t items = (int32_t)(PyByteArray_GET_SIZE(PyTuple_GET_ITEM(c, 1)) / 4 - 1);
+    return ba_append(PyTuple_GET_ITEM(c, 0), &items, sizeof items) < 0 ? -1
+         : ba_append(PyTuple_GET_ITEM(c, 3), v == Py_None ? &null : &valid, 1);
+}
+
+/* v onto the column c (a list, or string, string-list or map buffers); v borrowed. */
 static int col_append(PyObject *c, PyObject *v)
 {
     if (!PyTuple_CheckExact(c)) return PyList_Append(c, v);
-    return PyTuple_GET_SIZE(c) == 5 ? map_append_dict(c, v) : str_col_append(c, v);
+    switch (PyTuple_GET_SIZE(c)) {
+    case 5: return map_append_dict(c, v);
+    case 4: return list_col_append(c, v);
+    default: return str_col_append(c, v);
+    }
 }
 
 /* Set row[key] = v (or append v to its column; a bytearray column takes no object: an error), stealing v

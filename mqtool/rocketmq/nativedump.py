@@ -323,13 +323,14 @@ COLUMN_CHUNK_BYTES = 32 << 20   # store bytes per chunk, about (bounded memory w
 
 
 def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = COLUMN_CHUNK_ROWS, map_keys=(),
-                  str_keys=()):
+                  str_keys=(), list_keys=()):
     """The rows of :func:`range_rows`, column-wise and split by topic: yields chunks of at most about ``chunk``
     rows, each ``{topic: (columns, n)}`` with ``columns`` mapping every one of ``names`` (row keys) to the
     ``n`` values of that topic's rows in row order (None where a row lacks the key; keys outside ``names``
     are left out): a list, or for the keys of ``int_keys`` (integer values) a pyarrow int64 array, or for the
     keys of ``map_keys`` (string → string maps: the properties) a pyarrow ``map<string, string>`` array, for
-    the keys of ``str_keys`` (text or None) a pyarrow string array. Runs of
+    the keys of ``str_keys`` (text or None) a pyarrow string array, for ``list_keys`` (lists of text) a pyarrow
+    ``list<string>`` array. Runs of
     common units are filled by the helper's ``columns``; the units it declines come as dicts from the scanner
     (the Python path) and are added key by key in their place. None when the helper cannot serve ``opts`` (a
     per-row filter or offset bounds) or a row key is not among ``names``."""
@@ -339,7 +340,8 @@ def range_columns(rng, opts, names, int_keys=(), on_damage=None, chunk: int = CO
     if not set(ROW_KEYS) <= set(names):
         return None
     return _column_chunks(helper(), rng, opts, names, frozenset(int_keys) & set(ROW_KEYS), on_damage, chunk,
-                          frozenset(map_keys) & {"properties"}, frozenset(str_keys) & set(ROW_KEYS))
+                          frozenset(map_keys) & {"properties"}, frozenset(str_keys) & set(ROW_KEYS),
+                          frozenset(list_keys) & set(ROW_KEYS))
 
 
 _INT32 = struct.Struct("=i")
@@ -354,7 +356,7 @@ def _map_buffers() -> tuple:
 
 def _rows(column) -> int:
     """Rows in a column being filled (a list, or string buffers: one validity byte per row)."""
-    return len(column[2]) if type(column) is tuple else len(column)
+    return len(column[-1]) if type(column) is tuple else len(column)
 
 
 def _str_buffers() -> tuple:
@@ -372,12 +374,43 @@ def _str_add(sb: tuple, value) -> None:
 def _str_array(sb: tuple, rows: int):
     """The Arrow string array of filled string buffers."""
     import pyarrow as pa
+
+    return pa.Array.from_buffers(pa.string(), rows, [_validity(sb[2], rows), pa.py_buffer(sb[0]),
+                                                     pa.py_buffer(sb[1])])
+
+
+def _list_buffers() -> tuple:
+    """The Arrow buffers of a ``list<string>`` column being filled: list offsets, string offsets, UTF-8 bytes,
+    one byte per row (1 valid)."""
+    return (bytearray(_ZERO32), bytearray(_ZERO32), bytearray(), bytearray())
+
+
+def _list_add(lb: tuple, values) -> None:
+    for text in values or ():
+        lb[2].extend(text.encode("utf-8"))
+        lb[1].extend(_INT32.pack(len(lb[2])))
+    lb[0].extend(_INT32.pack(len(lb[1]) // 4 - 1))
+    lb[3].append(values is not None)
+
+
+def _validity(flags: bytearray, rows: int):
+    """The Arrow validity bitmap of one byte per row (1 valid), or None when every row is valid."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    bitmap = None
-    if sb[2].find(0) >= 0:      # some nulls: the validity bitmap from the byte per row
-        bitmap = pc.not_equal(pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(sb[2])]), 0).buffers()[1]
-    return pa.Array.from_buffers(pa.string(), rows, [bitmap, pa.py_buffer(sb[0]), pa.py_buffer(sb[1])])
+    if flags.find(0) < 0:
+        return None
+    return pc.not_equal(pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(flags)]), 0).buffers()[1]
+
+
+def _list_array(lb: tuple, rows: int):
+    """The ``list<string>`` Arrow array of filled string-list buffers."""
+    import pyarrow as pa
+
+    items = len(lb[1]) // 4 - 1
+    values = pa.Array.from_buffers(pa.string(), items, [None, pa.py_buffer(lb[1]), pa.py_buffer(lb[2])])
+    return pa.Array.from_buffers(pa.list_(pa.string()), rows, [_validity(lb[3], rows), pa.py_buffer(lb[0])],
+                                 children=[values])
 
 
 def _map_add(mb: tuple, props: dict) -> None:
@@ -406,7 +439,8 @@ def _map_array(mb: tuple, rows: int, null_rows=()):
     return pa.MapArray.from_arrays(offsets, keys, items, type=pa.map_(pa.string(), pa.string()), mask=mask)
 
 
-def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk, map_keys=frozenset(), str_keys=frozenset()):
+def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk, map_keys=frozenset(), str_keys=frozenset(),
+                   list_keys=frozenset()):
     import pyarrow as pa
 
     seg = Segment(rng.file, rng.name, rng.base, rng.size)
@@ -422,11 +456,12 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk, map_keys=f
     is_int = [k in int_keys for k in ROW_KEYS]
     is_map = [k in map_keys for k in ROW_KEYS]
     is_str = [k in str_keys for k in ROW_KEYS]
+    is_list = [k in list_keys for k in ROW_KEYS]
     int64 = struct.Struct("=q").pack
 
     def new_entry():
-        return [bytearray() if i else _map_buffers() if m else _str_buffers() if t else []
-                for i, m, t in zip(is_int, is_map, is_str)]
+        return [bytearray() if i else _map_buffers() if m else _str_buffers() if t else _list_buffers() if li
+                else [] for i, m, t, li in zip(is_int, is_map, is_str, is_list)]
 
     extras: dict = {}           # topic -> one list per extra name (values of Python rows, padded with None)
     count = [0, 0]              # rows and store bytes in the chunk
@@ -459,6 +494,8 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk, map_keys=f
             v = get(k)
             if is_str[i]:
                 _str_add(lst, v)
+            elif is_list[i]:
+                _list_add(lst, v)
             elif is_map[i]:
                 if v is None:
                     nulls.setdefault((topic, i), []).append(at)
@@ -484,6 +521,8 @@ def _column_chunks(mod, rng, opts, names, int_keys, on_damage, chunk, map_keys=f
             for i, ints in enumerate(is_int):
                 if is_str[i]:
                     lists[i] = _str_array(lists[i], rows)
+                elif is_list[i]:
+                    lists[i] = _list_array(lists[i], rows)
                 elif is_map[i]:
                     lists[i] = _map_array(lists[i], rows, nulls.get((topic, i), ()))
                 elif ints:

@@ -125,7 +125,8 @@ def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None)
     exported = dict(export_fields())      # text columns exported as text: straight into Arrow buffers
     return nativedump.range_columns(rng, opts, names, {n for n, t in ROW_FIELDS if t in ("int", "long")},
                                     on_damage, map_keys={n for n, t in ROW_FIELDS if t.startswith("map<")},
-                                    str_keys={n for n, t in ROW_FIELDS if t == "string" == exported.get(n)})
+                                    str_keys={n for n, t in ROW_FIELDS if t == "string" == exported.get(n)},
+                                    list_keys={n for n, t in ROW_FIELDS if t == "array<string>" == exported.get(n)})
 
 
 def _plain(opts):
