@@ -320,6 +320,9 @@ def kafka_ops(ncpu: int) -> list[Op]:
             Op("kafka-deep", "mqtool dump kafka --deep --json (every record, decompressed)", "cli",
                ["dump", "kafka", "{store}", "--deep", "--json"], unit="msgs", target=">= 440k rec/s",
                check=lambda r: r.count / r.cpu >= 440_000),
+            Op("kafka-export", "mqtool export KAFKA-DIR --to DIR --jobs N (a row per record, Parquet)", "cli",
+               ["export", "{store}", "--to", "{out}", "--jobs", "{jobs}"], unit="msgs",
+               target="wall <= 2x kafka-deep wall"),
             Op("kafka-print", "mqtool dump kafka --print-data --json (keys, values, headers)", "cli",
                ["dump", "kafka", "{store}", "--print-data", "--json"], target=">= 100 MB/s",
                check=lambda r: r.bytes / r.cpu >= 100e6)]
