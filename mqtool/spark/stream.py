@@ -7,7 +7,7 @@ store and stream, where the complete data read so far ends::
 
     {"<store>": {"<stream>": {"file": "<segment name>", "position": <next byte in it>,
                               "resume": <position of the last unit read, -1 at a segment start>,
-                              "closed": <the segment is known to hold no more data>,
+                              "closed": <the segment is read to its end and holds no more data>,
                               "offset": <RocketMQ/LiteMQ: global commitlog offset of position>}}}
 
 ``latestOffset`` walks each stream on the driver from the previous end with the family's own range reader
@@ -239,6 +239,7 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 rng = replace(seg, start=resume if resume >= 0 else pos, stop=_WHOLE)
                 checked = resume < 0
                 prev = None
+                cut = False         # stopped by the availableNow target or the read limit
                 for row in family_ranges(family).iter_range_rows(rng, opts, on_damage=lambda d: None):
                     p = row.get("position")
                     if p is None or not is_unit(family, row):
@@ -253,11 +254,15 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         continue
                     end = p + row["size"]
                     if at_limit and end > lim["position"]:
-                        break
-                    if budget is not None and not first[0] and budget[1] <= 0:
+                        cut = True
                         break
                     if budget is not None:
-                        budget[1] -= row["size"] if budget[0] == "bytes" else 1
+                        cost = row["size"] if budget[0] == "bytes" else 1
+                        if cost > budget[1] and not first[0]:
+                            budget[1] = 0       # the batch is full
+                            cut = True
+                            break
+                        budget[1] -= cost
                     first[0] = False
                     prev = (pos, resume) if row.get("kind") == "message" else None
                     pos, resume = end, p
@@ -266,7 +271,8 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                      f"no unit at position {resume} any more")
                 if prev is not None and family == "rocketmq" and _torn_tail(seg.file, pos):
                     pos, resume = prev      # may still be being written: the next batch takes it
-                closed = self._closed(family, seg, pos, segs[i + 1:])
+                # closed: the segment is read to its end and holds no more data
+                closed = not cut and self._closed(family, seg, pos, segs[i + 1:])
             if at_limit or not closed or i + 1 >= len(segs) or (budget is not None and budget[1] <= 0):
                 break
             i, pos, resume, closed = i + 1, 0, -1, False
