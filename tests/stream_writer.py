@@ -96,22 +96,20 @@ def _kafka():
 
     logs, units = {}, []
     for part, nbatches in (("Stream-0", 14), ("Stream-1", 6)):
-        segs, cur, name, at, off = [], bytearray(), 0, 0, 0
+        segs, cur, name, off = [], bytearray(), 0, 0
         for b in range(nbatches):
             if b and b % 5 == 0:            # roll: a new segment named by its first offset
                 segs.append((f"{name:020d}.log", bytes(cur)))
                 cur, name = bytearray(), off
             recs = [record(i, i, f"k{off + i}".encode(), f"{part}-v{off + i}".encode()) for i in range(2)]
             raw = batch_v2(off, recs, base_ts=1760000000000 + off, max_ts=1760000000001 + off)
-            units.append({"stream": part, "file": f"{name:020d}.log", "position": len(cur), "at": at + len(cur),
-                          "size": len(raw), "offset": off})
+            units.append({"stream": part, "file": f"{name:020d}.log", "position": len(cur), "size": len(raw),
+                          "offset": off})
             cur += raw
             off += 2
         segs.append((f"{name:020d}.log", bytes(cur)))
         logs[part] = segs
-        # the stream image of a partition: its segments back to back ("at" above counts in it)
-        at = 0
-    for u in units:
+    for u in units:     # "at": where the unit lies in its partition's segments laid back to back
         u["at"] = _image_start(logs[u["stream"]], u["file"]) + u["position"]
     return logs, units
 

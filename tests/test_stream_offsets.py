@@ -56,18 +56,18 @@ def test_damage_at_a_batch_end_is_reported_once_when_a_unit_follows(tmp_path):
     seg = tmp_path / "store" / "commitlog" / ("%020d" % 0)
     seg.parent.mkdir(parents=True)
     seg.write_bytes(bytes(4096))
-    units = [unit(body=b"m%d" % i, phys=0, queue_offset=i) for i in range(3)]
-    at = 0
-    for i, u in enumerate(units):
+    at, sizes = 0, []
+    for i in range(3):
         u = unit(body=b"m%d" % i, phys=at, queue_offset=i)
         put(seg, at, u)
         at += len(u)
+        sizes.append(len(u))
     junk_at = at
     put(seg, junk_at, b"\x7f" * 40)                 # not a unit, nothing valid after it (yet)
     r = reader(tmp_path / "store", "rocketmq", columnNameOfCorruptRecord="_corrupt")
     off, batches = run_all(r)
     rows = [x for b in batches for x in b]
-    assert [x["position"] for x in rows] == [0, len(units[0]), len(units[0]) * 2]
+    assert [x["position"] for x in rows] == [0, sizes[0], sizes[0] + sizes[1]]
     assert all(x["_corrupt"] is None for x in rows)        # trailing bytes: maybe a unit being written
     after = junk_at + 40
     put(seg, after, unit(body=b"late", phys=after, queue_offset=3))

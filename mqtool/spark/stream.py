@@ -34,7 +34,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxRows, SupportsTriggerAvailableNow
 
 from mqtool.errors import UsageError
-from mqtool.ranges import family_ranges, parse_size
+from mqtool.ranges import DEFAULT_SPLIT_SIZE, family_ranges, parse_size
 from mqtool.spark import schema as S
 from mqtool.spark.source import MqtoolReader, ReadFailed, _truthy, damage_record, group_ranges
 
@@ -310,7 +310,7 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends = (end or {}).get(store) or {}
             if not ends:
                 continue
-            streams = list_streams(store, family, r.split)
+            streams = list_streams(store, family, r.split or DEFAULT_SPLIT_SIZE)
             for key, e in ends.items():
                 s = ((start or {}).get(store) or {}).get(key)
                 if s == e or key not in streams:
