@@ -111,7 +111,8 @@ def test_deleted_segment_fails_unless_ignore_missing_files(tmp_path):
     off, _ = run_all(reader(path, "kafka"))
     W.write_phase("kafka", tmp_path, 1)
     os.remove(path / "Stream-0" / ("%020d.log" % 0))       # retention, before the stream read its end
-    with pytest.raises(ReadFailed, match="deleted before it was read to its end"):
+    gone = f'"file": "{path}/Stream-0/{"0" * 20}.log".*deleted before it was read to its end'
+    with pytest.raises(ReadFailed, match=gone):
         reader(path, "kafka").latestOffset(off, ReadAllAvailable())
     _, batches = run_all(reader(path, "kafka", ignoreMissingFiles="true"), off)
     got = {(os.path.basename(os.path.dirname(x["file"])), os.path.basename(x["file"]), x["position"])
@@ -129,3 +130,16 @@ def test_truncated_log_fails(tmp_path):
     os.truncate(seg, 100)
     with pytest.raises(ReadFailed, match="rewritten or truncated"):
         reader(path, "kafka").latestOffset(off, ReadAllAvailable())
+
+
+def test_starting_offsets_latest_skips_what_is_there(tmp_path):
+    W.write_phase("rocketmq", tmp_path, 0)
+    path = tmp_path / "store"
+    r = reader(path, "rocketmq", startingOffsets="latest")
+    start = r.initialOffset()
+    assert r.latestOffset(start, ReadAllAvailable()) == start
+    W.write_phase("rocketmq", tmp_path, 1)
+    _, batches = run_all(r, start)
+    got = [(os.path.basename(x["file"]), x["position"]) for b in batches for x in b]
+    old = W.complete_after("rocketmq", 0)
+    assert got == [(u["file"], u["position"]) for u in W.complete_after("rocketmq", 1)[len(old):]]

@@ -219,7 +219,8 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not later:
             return None, st
         if not st.get("closed") and not self.ignore_missing:
-            raise ReadFailed("missing", st["file"], f"segment {st['file']} of the stream was deleted before it "
+            gone = os.path.join(os.path.dirname(segs[later[0]].file), st["file"])
+            raise ReadFailed("missing", gone, f"segment {st['file']} of the stream was deleted before it "
                              f"was read to its end (at position {st['position']}); set ignoreMissingFiles to go on "
                              "from the next segment")
         return later[0], {"file": names[later[0]], "position": 0, "resume": -1, "closed": False}
@@ -322,7 +323,8 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _pieces(self, ranges, s, e) -> list[Piece]:
         names = [seg.name for seg in _segments(ranges)]
         if e["file"] not in names:
-            raise ReadFailed("missing", e["file"], f"segment {e['file']} vanished before the batch was read")
+            gone = os.path.join(os.path.dirname(ranges[0].file), e["file"])
+            raise ReadFailed("missing", gone, f"segment {e['file']} vanished before the batch was read")
         if s:
             i, s = self._locate(_segments(ranges), s, None)
             first = names[i]
