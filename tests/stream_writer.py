@@ -143,6 +143,15 @@ def layout(family: str):
             u = next(x for x in us if x["file"] != us[0]["file"])
             u2 = us[us.index(u) + 3]
             c = [us[5]["at"] + 30, u2["at"] + u2["size"] - 3, total]
+        elif family == "litemq":
+            # phase 1 ends inside the StoreTimestamp of a record: every field before it is written and every
+            # field after it is zero anyway, so the record decodes, torn (the torn-tail guard keeps it back)
+            from construct import Struct
+            from formats import litemq as F
+
+            names = [f.name for f in F.MESSAGE_TAIL_FIELDS]
+            after_ts = Struct(*F.MESSAGE_TAIL_FIELDS[names.index("StoreTimestamp") + 1:]).sizeof() + F.TRAILING_PAD
+            c = [us[5]["at"] + 30, us[12]["at"] + us[12]["size"] - after_ts - 2, total]
         else:
             c = [us[5]["at"] + 30, us[12]["at"] + 25, total]
         cuts[stream] = c

@@ -265,13 +265,13 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             break
                         budget[1] -= cost
                     first[0] = False
-                    prev = (pos, resume) if row.get("kind") == "message" else None
+                    prev = (pos, resume, row) if row.get("kind") == "message" else None
                     pos, resume = end, p
                 if not checked and resume >= 0 and pos > 0:
                     raise ReadFailed("changed", seg.file, f"the log was rewritten or truncated under the stream: "
                                      f"no unit at position {resume} any more")
-                if prev is not None and family == "rocketmq" and _torn_tail(seg.file, pos):
-                    pos, resume = prev      # may still be being written: the next batch takes it
+                if prev is not None and maybe_torn(family, prev[2], seg.file, pos):
+                    pos, resume = prev[:2]      # may still be being written: the next batch takes it
                 # closed: the segment is read to its end and holds no more data
                 closed = not cut and self._closed(family, seg, pos, segs[i + 1:])
             if at_limit or not closed or i + 1 >= len(segs) or (budget is not None and budget[1] <= 0):
@@ -383,20 +383,35 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             yield from r._damage_rows(damage)
 
 
-def _torn_tail(path, end: int) -> bool:
-    """RocketMQ: the unit ending at ``end`` ends in a zero byte and only zeros follow it. A broker writes each
-    unit with one forward copy, and a unit it wrote ends in a non-zero byte (its properties end with the
-    0x02 separator, else its topic ends it): such a unit may be torn (its tail not written yet, yet the body
-    CRC, which covers only the body, holds), so it waits until something follows it."""
+def maybe_torn(family: str, row: dict, path, end: int) -> bool:
+    """The last unit found, ending at ``end`` with a zero byte after it (not the file end), may be torn: it
+    validates, yet its tail may not be written yet (a broker writes each unit with one forward copy, so a torn
+    unit ends in zeros). Such a unit waits until something follows it.
+
+    * RocketMQ: the body CRC does not cover the topic and properties after the body; a unit a broker wrote
+      ends in a non-zero byte (its properties end with the 0x02 separator, else its topic ends it), so a
+      unit whose last byte is zero may be torn.
+    * LiteMQ: no checksum at all; every field after StoreTimestamp is zero in a broker-written record, so
+      the record is whole once StoreTimestamp is: a record whose StoreTimestamp ends in a zero byte may be
+      torn (1 record in 256 then waits for the next one).
+    * Kafka: the batch CRC covers the whole batch."""
+    if family == "rocketmq":
+        b = _read(path, end - 1, 2)
+        return b == b"\0\0"
+    if family == "litemq":
+        return (row.get("store_timestamp") or 0) & 0xFF == 0 and _read(path, end, 1) == b"\0"
+    return False
+
+
+def _read(path, pos: int, n: int) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return False
+        return b""
     try:
-        b = os.pread(fd, 2, end - 1)
+        return os.pread(fd, n, pos)
     finally:
         os.close(fd)
-    return len(b) >= 1 and b[0] == 0 and (len(b) < 2 or b[1] == 0)
 
 
 def _size(path) -> int | None:
