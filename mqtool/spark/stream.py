@@ -154,7 +154,6 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             raise UsageError("mqtool data source: rows=verify cannot be streamed (messages or damage)")
         self.options = options
         self.stores = stores
-        self.family = {p: f for p, f in stores}
         self.reader = MqtoolReader(options, stores, mode, fields)
         self.fields = fields
         self.starting = str(options.get("startingOffsets") or "earliest").strip().lower()
@@ -201,13 +200,13 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 lim = ((bound or {}).get(store) or {}).get(key) if bound is not None else None
                 if bound is not None and lim is None:
                     continue        # appeared after the availableNow target was taken
-                now[key] = self._walk(family, store, _segments(ranges), have.get(key), budget, lim, first)
+                now[key] = self._walk(family, _segments(ranges), have.get(key), budget, lim, first)
             for key, st in have.items():
                 now.setdefault(key, st)     # a stream whose files are all gone keeps its offset
             out[store] = now
         return out
 
-    def _locate(self, segs, st, family):
+    def _locate(self, segs, st):
         """(index of the stream's current segment, state) — the state moved on to the next segment when its
         own is gone (retention): a loss unless it was read to its end, which fails unless ignoreMissingFiles."""
         if not st:
@@ -225,10 +224,12 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                              "from the next segment")
         return later[0], {"file": names[later[0]], "position": 0, "resume": -1, "closed": False}
 
-    def _walk(self, family, store, segs, st, budget, lim, first) -> dict:
+    def _walk(self, family, segs, st, budget, lim, first) -> dict:
+        """The state of one stream after the units from ``st`` on (``budget``: what the read limit leaves,
+        shared by all streams; ``lim``: the availableNow target of this stream)."""
         if not segs:
             return st or {}
-        i, st = self._locate(segs, st, family)
+        i, st = self._locate(segs, st)
         if i is None:
             return st
         pos, resume, closed = st["position"], st["resume"], st.get("closed", False)
@@ -326,7 +327,7 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             gone = os.path.join(os.path.dirname(ranges[0].file), e["file"])
             raise ReadFailed("missing", gone, f"segment {e['file']} vanished before the batch was read")
         if s:
-            i, s = self._locate(_segments(ranges), s, None)
+            i, s = self._locate(_segments(ranges), s)
             first = names[i]
         else:
             first = names[0]
