@@ -143,3 +143,26 @@ def test_starting_offsets_latest_skips_what_is_there(tmp_path):
     got = [(os.path.basename(x["file"]), x["position"]) for b in batches for x in b]
     old = W.complete_after("rocketmq", 0)
     assert got == [(u["file"], u["position"]) for u in W.complete_after("rocketmq", 1)[len(old):]]
+
+
+def test_kafka_preallocated_zero_tail_is_not_data(tmp_path):
+    """log.preallocate=true: the active segment is a zero-filled file that batches overwrite from byte 0."""
+    from build_kafka import batch_v2, record
+
+    seg = tmp_path / "logs" / "t-0" / ("%020d.log" % 0)
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(bytes(4096))
+    batches = [batch_v2(2 * i, [record(0, 0, b"k", b"v%d" % i), record(1, 0, b"k", b"w")], base_ts=1, max_ts=1)
+               for i in range(4)]
+    at = []
+    for b in batches[:2]:
+        at.append(sum(map(len, batches[:len(at)])))
+        put(seg, at[-1], b)
+    r = reader(tmp_path / "logs", "kafka", mode="FAILFAST")
+    off, got = run_all(r)
+    assert [(x["kind"], x["position"]) for b in got for x in b] == [("batch", p) for p in at]
+    for b in batches[2:]:
+        at.append(sum(map(len, batches[:len(at)])))
+        put(seg, at[-1], b)
+    _, got = run_all(r, off)
+    assert [(x["kind"], x["offset"]) for b in got for x in b] == [("batch", 4), ("batch", 6)]
