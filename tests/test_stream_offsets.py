@@ -161,6 +161,8 @@ def test_kafka_preallocated_zero_tail_is_not_data(tmp_path):
     r = reader(tmp_path / "logs", "kafka", mode="FAILFAST")
     off, got = run_all(r)
     assert [(x["kind"], x["position"]) for b in got for x in b] == [("batch", p) for p in at]
+    state = off[str(tmp_path / "logs")]["t-0"]
+    assert (state["file"], state["position"], state["offset"]) == (seg.name, at[1] + len(batches[1]), 4)
     for b in batches[2:]:
         at.append(sum(map(len, batches[:len(at)])))
         put(seg, at[-1], b)

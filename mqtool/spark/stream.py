@@ -8,7 +8,8 @@ store and stream, where the complete data read so far ends::
     {"<store>": {"<stream>": {"file": "<segment name>", "position": <next byte in it>,
                               "resume": <position of the last unit read, -1 at a segment start>,
                               "closed": <the segment is read to its end and holds no more data>,
-                              "offset": <RocketMQ/LiteMQ: global commitlog offset of position>}}}
+                              "offset": <RocketMQ/LiteMQ: global commitlog offset of position;
+                                         Kafka: offset of the next record>}}}
 
 ``latestOffset`` walks each stream on the driver from the previous end with the family's own range reader
 (the rows of ``dump``) and stops after the **last complete, valid unit** (RocketMQ: a message whose body CRC
@@ -233,6 +234,7 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if i is None:
             return st
         pos, resume, closed = st["position"], st["resume"], st.get("closed", False)
+        nxt = st.get("offset")      # Kafka: the offset of the next record
         opts = self._probe_options()
         while True:
             seg = segs[i]
@@ -268,6 +270,8 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     first[0] = False
                     prev = (pos, resume, row) if row.get("kind") == "message" else None
                     pos, resume = end, p
+                    if row.get("last_offset") is not None:
+                        nxt = row["last_offset"] + 1
                 if not checked and resume >= 0 and pos > 0:
                     raise ReadFailed("changed", seg.file, f"the log was rewritten or truncated under the stream: "
                                      f"no unit at position {resume} any more")
@@ -277,10 +281,16 @@ class MqtoolStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 closed = not cut and self._closed(family, seg, pos, segs[i + 1:])
             if at_limit or not closed or i + 1 >= len(segs) or (budget is not None and budget[1] <= 0):
                 break
-            i, pos, resume, closed = i + 1, 0, -1, False
+            i, pos, resume, closed, nxt = i + 1, 0, -1, False, None
         out = {"file": segs[i].name, "position": pos, "resume": resume, "closed": closed}
         if family != "kafka":
             out["offset"] = segs[i].base + pos
+        else:
+            from pathlib import Path
+
+            from mqtool.kafka.store import segment_base
+
+            out["offset"] = nxt if nxt is not None else segment_base(Path(segs[i].file))
         return out
 
     def _closed(self, family, seg, pos, later) -> bool:
