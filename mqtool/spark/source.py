@@ -183,6 +183,11 @@ class MqtoolDataSource(DataSource):
         cls = FilteringReader if _called_for_pushdown() else MqtoolReader
         return cls(self.options, self._stores(), self._mode(), self.row_fields())
 
+    def streamReader(self, schema):
+        from mqtool.spark.stream import MqtoolStreamReader  # Structured Streaming (spark.readStream)
+
+        return MqtoolStreamReader(self.options, self._stores(), self._mode(), self.row_fields())
+
 
 def _called_for_pushdown() -> bool:
     import sys
