@@ -18,8 +18,9 @@ from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Damage, Record, iter_records, scan, scan_range
-from mqtool import render
-from mqtool.render import Column, PreRendered, dumps, iso_ms
+from mqtool import ndjson
+from mqtool.columns import Column, iso_ms
+from mqtool.ndjson import PreRendered, dumps
 
 
 def _flags(r: dict) -> str:
@@ -242,7 +243,7 @@ def _json_pieces(b: Batch, opts):
     rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
     each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
     refuses)."""
-    if not render.CAN_PRERENDER_LINES:
+    if not ndjson.CAN_PRERENDER_LINES:
         return None
     row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
     marks = {}
@@ -250,7 +251,7 @@ def _json_pieces(b: Batch, opts):
         if key in row:
             row[key] = _PLACEHOLDERS[code]
             marks[code] = _PLACEHOLDERS_JSON[code]
-    line = render.encode_row_fast(row)
+    line = ndjson.encode_row_fast(row)
     if line is None:
         return None
     found = sorted((line.find(m), code) for code, m in marks.items())

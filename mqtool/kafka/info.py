@@ -38,7 +38,7 @@ from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decode_consumer_offsets
 from mqtool.kafka.records import Batch, Damage, header_records, iter_records, scan
 from mqtool.options import InfoOptions
-from mqtool.render import progress
+from mqtool.progress import progress
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"     # LogManager.CleanShutdownFileName
 _MAGIC_HINTS = {

@@ -14,7 +14,7 @@ from mqtool.kafka.dump import LOG_COLUMNS, batch_row, record_row
 from mqtool.kafka.store import Partition, discover, partition_from_dir
 from mqtool.kafka.rebuild import control_type_of
 from mqtool.kafka.records import Batch, scan, iter_records
-from mqtool.render import Column
+from mqtool.columns import Column
 
 QUERY_COLUMNS = [Column("partition", "Partition")] + LOG_COLUMNS + [Column("txn_state", "Txn")]
 

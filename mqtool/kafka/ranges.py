@@ -20,7 +20,7 @@ from typing import Iterator
 from mqtool.kafka import store as L
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
-from mqtool.render import PreRendered
+from mqtool.ndjson import PreRendered
 
 FAMILY = "kafka"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
@@ -174,7 +174,7 @@ def dump_range_task(args):
     topic, _, _ = topic_partition(rng.file)
     rows = list(_range_log_rows(rng, opts, stats, topic))
     if opts.ndjson:
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         rows = [r if type(r) is PreRendered else dumps(r) for r in rows]   # chunks of kafka.dump
     return rows, stats.notes, stats.damaged, stats.messages, stats.noted_at

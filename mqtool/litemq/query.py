@@ -15,7 +15,7 @@ from mqtool.litemq.records import fnv1a32
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
 from mqtool.litemq.scan import parse_record_at, walk
 from mqtool.options import QueryOptions, ScanStats
-from mqtool.render import Column
+from mqtool.columns import Column
 
 
 def read_record_at(store: Store, offset: int, with_body: bool = False, containing: bool = False):

@@ -39,7 +39,7 @@ from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, live_record_at, walk_prologue, walk_tail
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
-from mqtool.render import PreRendered
+from mqtool.ndjson import PreRendered
 
 FAMILY = "litemq"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
@@ -302,7 +302,7 @@ def dump_range_task(args) -> RangeDump:
         if keep(rec):
             rows.append(record_row(rec, body))
     if opts.ndjson:
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         rows = [dumps(r) for r in rows]
     return RangeDump(rows, ends[0] if ends else None, max_ts, minima, regression)
@@ -375,6 +375,6 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    from mqtool.render import Column
+    from mqtool.columns import Column
 
     return MESSAGE_COLUMNS + ([Column("body", "Body", max_width=60)] if body != "none" else [])

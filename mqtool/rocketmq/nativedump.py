@@ -21,7 +21,7 @@ import struct
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import native, render
+from mqtool import native, ndjson
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
@@ -84,13 +84,13 @@ def _configure(mod) -> None:
 
 def _json(value) -> bytes:
     """``value`` as write_ndjson renders it inside a row."""
-    return render.dumps(value).encode("utf-8")
+    return ndjson.dumps(value).encode("utf-8")
 
 
 def file_json(file: str) -> bytes | None:
     """The file name as orjson renders it inside a row, or None when the row would not go through orjson
     (a non-UTF-8 name: write_ndjson then renders the whole row with ``json``, ASCII-escaped)."""
-    if not render.CAN_PRERENDER_LINES:
+    if not ndjson.CAN_PRERENDER_LINES:
         return None
     try:
         file.encode("utf-8")        # orjson takes every str that encodes (no lone surrogates)
@@ -140,7 +140,7 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
     """Rows of one scanner's walk (the helper as its fast lane) with the rule of ``scan.select_events``;
     counts rows in ``done[0]``. Returns False once ``to_offset`` is passed.
 
-    With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`render.PreRenderedLines`
+    With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`ndjson.PreRenderedLines`
     blocks from ``json_rows`` (each a FastRun's rows, already encoded), and ``done[0]`` counts them too;
     units it leaves (non-UTF-8 text, repeated property names) come from the dict lane, then Python."""
     body = opts.body
@@ -159,7 +159,7 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
         if t is FastRun:
             if fj is not None:
                 for r in out:
-                    if type(r) is render.PreRenderedLines:
+                    if type(r) is ndjson.PreRenderedLines:
                         done[0] += r.count(b"\n")
                     else:
                         done[0] += 1
@@ -227,7 +227,7 @@ def parallel_rows(path, segs, opts, stats):
     plain = dataclasses.replace(opts, runner=None)      # picklable
     # blocks of encoded lines travel back (the cheapest to ship and write); with --limit the caller counts
     # rows, so lines then travel one by one
-    blocks = render.CAN_PRERENDER_LINES and opts.limit is None
+    blocks = ndjson.CAN_PRERENDER_LINES and opts.limit is None
 
     def rows():
         for count, lines, notes in runner.imap(range_lines_task, [(r, plain, blocks) for r in ranges]):
@@ -238,7 +238,7 @@ def parallel_rows(path, segs, opts, stats):
                 yield from lines
                 continue
             for line in lines:
-                yield render.PreRendered(line)
+                yield ndjson.PreRendered(line)
 
     return rows()
 
@@ -257,7 +257,7 @@ def range_rows(rng, opts, on_damage=None) -> Iterator[dict]:
 
 def range_lines_task(args) -> tuple[int, object, list]:
     """Pool task: (row count, rendered rows, damage notes) of the units that start in one range; the rows as
-    :class:`render.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
+    :class:`ndjson.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
     from mqtool.rocketmq.ranges import damage_note
 
     rng, opts, blocks = args
@@ -274,19 +274,19 @@ def range_lines_task(args) -> tuple[int, object, list]:
     done = [0]
     rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done, blocks)
     if not blocks:
-        return done[0], [render.dumps(r) for r in rows], notes
+        return done[0], [ndjson.dumps(r) for r in rows], notes
     out: list = []
     pending: list = []
     for r in rows:              # blocks from json_rows as they are; other rows encoded in blocks of their own
-        if type(r) is render.PreRenderedLines:
+        if type(r) is ndjson.PreRenderedLines:
             if pending:
-                out += render.ndjson_blocks(pending)
+                out += ndjson.ndjson_blocks(pending)
                 pending.clear()
             out.append(r)
         else:
             pending.append(r)
     if pending:
-        out += render.ndjson_blocks(pending)
+        out += ndjson.ndjson_blocks(pending)
     return done[0], out, notes
 
 
@@ -294,7 +294,7 @@ def _json_lane(mod, fj: bytes, max_size: int, mode: int, out: list, dict_lane):
     """Lane: NDJSON blocks from ``json_rows``; where it stops short, the dict lane takes over for what it can."""
     call = mod.json_rows
     cap = ROWS_PER_RUN
-    block = render.PreRenderedLines
+    block = ndjson.PreRenderedLines
 
     def lane(buf, view, pos, limit, end, base):
         npos, n, data = call(buf, pos, limit, end, base, fj, max_size, mode, cap)

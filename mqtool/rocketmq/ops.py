@@ -7,7 +7,7 @@ from pathlib import Path
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.ranges import rows_stay_in_one_process
-from mqtool.render import Column, iso_ms
+from mqtool.columns import Column, iso_ms
 from mqtool.rocketmq import indexfiles, nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
 from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows

@@ -16,7 +16,7 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, runner_for, split_segments
-from mqtool.render import PreRendered
+from mqtool.ndjson import PreRendered
 from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
@@ -137,7 +137,7 @@ def dump_range_task(args) -> tuple[list, list, list[str]]:
     keysets: dict[tuple, int] = {}
     rows = []
     if opts.ndjson:     # the parent only writes lines: serialise here, in parallel
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         lines = [dumps(r) for r in iter_range_rows(rng, opts, on_damage=lambda d: notes.append(damage_note(d)))]
         return None, lines, notes
@@ -288,7 +288,7 @@ def verify_range_task(args) -> RangeVerify:
 def verify_commitlog_ranges(ctx):
     """The commitlog part of verify over ranges (generator of findings). Returns False without yielding when
     one process is the better choice, True when done. Same findings, same order as the one-process loop."""
-    from mqtool.render import progress
+    from mqtool.progress import progress
     from mqtool.rocketmq.verify import _check_end, _flush_pending, _queue_offset_finding, _shift_finding
     from mqtool.findings import INFO, Finding
 

@@ -27,7 +27,7 @@ from mqtool.errors import InputError, NotAStoreError
 from mqtool.findings import (BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, ERROR, INFO, WARNING, Finding, Summary,
                              born_finding, born_plausible, checkpoint_value_problems)
 from mqtool.options import VerifyOptions
-from mqtool.render import progress
+from mqtool.progress import progress
 from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq.store import RocketStore, cq_filter, segment_gaps
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
@@ -924,7 +924,7 @@ class _Salvage:
         self.add_row(m.to_row("base64"))
 
     def add_row(self, row: dict) -> None:
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         self._f.write((dumps(row) + "\n").encode("utf-8"))
         self.count += 1
