@@ -69,7 +69,7 @@ def run_query(store: Store, opts: QueryOptions, stats: ScanStats):
 
 
 def _index_files(store):
-    from mqtool.litemq.ops import _index_files as f
+    from mqtool.litemq.store import index_files as f
 
     return f(store)
 

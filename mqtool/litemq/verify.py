@@ -428,7 +428,7 @@ def _checkpoint_values(name: str, row: dict, log_end: int | None):
 
 
 def _verify_index(store: Store, live: dict, explicit: bool):
-    from mqtool.litemq.ops import _index_files
+    from mqtool.litemq.store import index_files as _index_files
 
     files = _index_files(store)
     if not files:

@@ -23,9 +23,11 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool import native, ndjson
 from mqtool.fastcrc import crc32
+from mqtool.options import DumpOptions
+from mqtool.ranges import runner_for, split_segments
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
-from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
+from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner, damage_note
 from mqtool.schema_struct import fixed_prefix_fields
 
 USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
@@ -212,13 +214,26 @@ def one_process(opts) -> bool:
     return not opts.jobs and opts.runner is None and usable(opts)
 
 
+# dump/salvage tasks return rows: keep each task small so results in flight stay small
+ROW_TASK_SPLIT = 8 * 1024 * 1024
+
+
+def dump_plan(path, segs: list[Segment], opts: DumpOptions):
+    """(ranges, runner) of a ``dump commitlog`` over byte ranges: the segments split at ``--split-size`` (or
+    ROW_TASK_SPLIT), ranges wholly outside ``--from/--to-offset`` left out."""
+    ranges = split_segments("rocketmq", str(path), segs, opts.split_size or ROW_TASK_SPLIT)
+    if opts.from_offset is not None or opts.to_offset is not None:
+        ranges = [r for r in ranges
+                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
+                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
+    return ranges, runner_for(opts, ranges)
+
+
 def parallel_rows(path, segs, opts, stats):
     """``dump commitlog --jobs`` with the helper in the workers: the plan and runner of
     :func:`mqtool.rocketmq.ranges.parallel_dump_rows` (same ranges, same order), each range's rows built by the
     helper and rendered to NDJSON lines in the worker. None when that function would not use a pool, or when
     rows (not lines) or another runner (Spark) are wanted: then the caller goes on as without the helper."""
-    from mqtool.rocketmq.ranges import dump_plan
-
     if not opts.ndjson or opts.runner is not None or not usable(opts):
         return None
     ranges, runner = dump_plan(path, segs, opts)
@@ -258,8 +273,6 @@ def range_rows(rng, opts, on_damage=None) -> Iterator[dict]:
 def range_lines_task(args) -> tuple[int, object, list]:
     """Pool task: (row count, rendered rows, damage notes) of the units that start in one range; the rows as
     :class:`ndjson.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
-    from mqtool.rocketmq.ranges import damage_note
-
     rng, opts, blocks = args
     notes: list[str] = []
     lo, hi = opts.from_offset, opts.to_offset

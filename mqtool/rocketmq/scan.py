@@ -517,3 +517,8 @@ class CommitLogReader:
         for m in self._maps.values():
             m.close()
         self._maps.clear()
+
+
+def damage_note(d: Damage) -> str:
+    """The stderr note for a damaged range met by dump/query."""
+    return f"{d.file}@{d.position} (offset {d.offset}): {d.code}: {d.message}; skipped {d.length} bytes"
