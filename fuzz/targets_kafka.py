@@ -12,7 +12,8 @@ from pathlib import Path
 from mqtool.errors import MqToolError
 from mqtool.findings import Finding
 from mqtool.kafka import indexfiles as KF
-from mqtool.kafka.codecs import CodecError, decompress
+from mqtool.codecs import CodecError
+from mqtool.codecs import decompress_kafka as decompress
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka.records import Batch, Damage, iter_records, scan
 from mqtool.options import VerifyOptions

@@ -25,7 +25,7 @@ from mqtool import __version__, hints, render
 from mqtool.common import parse_time
 from mqtool.detect import detect
 from mqtool.families import FAMILIES, family_module
-from mqtool.errors import MqToolError
+from mqtool.errors import MqToolError, wrap_decode
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -134,6 +134,11 @@ def guarded(fn):
             _fail("interrupted", 130)
         except ValueError as e:
             _fail(str(e), EXIT_USAGE)
+        except Exception as e:
+            # a schema's parse (construct) that no decoder turned into a finding: a decode failure, one line
+            if type(e).__module__.partition(".")[0] != "construct":
+                raise
+            _fail(str(wrap_decode(e)), EXIT_USAGE)
 
     return wrapper
 

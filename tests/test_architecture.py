@@ -177,3 +177,23 @@ def test_cli_start_up_imports_nothing_heavy():
     loaded = _imported_after("import mqtool.cli")
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY)
     assert not heavy, heavy
+
+
+def test_decode_failures_are_inside_the_error_tree():
+    """One error tree: codec failures of every family and record decode failures are MqToolErrors (a caller
+    that catches MqToolError sees them), and a construct parse error is wrapped as a one-line DecodeError."""
+    import construct
+
+    from mqtool import codecs
+    from mqtool.errors import CorruptRecordError, DecodeError, MqToolError, wrap_decode
+    from mqtool.litemq.records import DecodeError as LiteDecodeError
+    from mqtool.rocketmq.records import DecodeFailure
+
+    for cls in (codecs.CodecError, LiteDecodeError, DecodeFailure, CorruptRecordError):
+        assert issubclass(cls, DecodeError) and issubclass(cls, MqToolError), cls
+    assert issubclass(codecs.CodecError, ValueError)          # callers that caught ValueError still do
+    try:
+        construct.Int32ub.parse(b"\x00")
+    except construct.ConstructError as e:
+        w = wrap_decode(e, "f.log", 7)
+    assert isinstance(w, DecodeError) and str(w).startswith("f.log@7: cannot decode: ") and "\n" not in str(w)

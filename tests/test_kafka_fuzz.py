@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from mqtool.kafka.codecs import CodecError
+from mqtool.codecs import CodecError
 from mqtool.kafka.records import Batch, Damage, iter_records, scan
 
 SEG = (FIXTURES / "kafka" / "logdir" / "fixture-0" / "00000000000000000000.log").read_bytes()

@@ -455,7 +455,7 @@ def test_false_candidates_cost_no_crc(monkeypatch):
 # ---- codec fast paths == the careful code ------------------------------------------------------------
 
 def _outcome(fn, data, limit):
-    from mqtool.kafka.codecs import CodecError
+    from mqtool.codecs import CodecError
 
     try:
         return fn(data, limit)
@@ -489,7 +489,7 @@ PAYLOAD = st.binary(max_size=3000) | st.text(max_size=2000).map(lambda t: (t * 3
 def test_gunzip_fast_equals_careful(data, parts, limit):
     import gzip
 
-    from mqtool.kafka import codecs as C
+    from mqtool import codecs as C
 
     blob = data.draw(_mangled([gzip.compress(p, mtime=0) for p in parts]))
     assert _outcome(C.gunzip, blob, limit) == _outcome(C._gunzip_careful, blob, limit)
@@ -500,7 +500,7 @@ def test_gunzip_fast_equals_careful(data, parts, limit):
 def test_unzstd_fast_equals_careful(data, parts, sized, limit):
     import zstandard
 
-    from mqtool.kafka import codecs as C
+    from mqtool import codecs as C
 
     cctx = zstandard.ZstdCompressor(write_content_size=sized)
     frames = [cctx.compress(p) for p in parts]
@@ -513,7 +513,7 @@ def test_unzstd_fast_equals_careful(data, parts, sized, limit):
 def test_zstd_lying_content_size_is_refused():
     import zstandard
 
-    from mqtool.kafka import codecs as C
+    from mqtool import codecs as C
 
     c = bytearray(zstandard.ZstdCompressor().compress(bytes(1 << 20)))
     assert zstandard.get_frame_parameters(bytes(c)).content_size == 1 << 20

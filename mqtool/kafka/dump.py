@@ -14,7 +14,7 @@ from mqtool.errors import InputError
 from mqtool.io import map_input, open_salvage_file
 from mqtool.kafka import indexfiles as F
 from mqtool.kafka import store as L
-from mqtool.kafka.codecs import CodecError
+from mqtool.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Damage, Record, iter_records, scan, scan_range
@@ -282,7 +282,7 @@ def _native_record_json(nat, b: Batch, opts):
 
 
 def damage_row(path, d: Damage) -> dict:
-    return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
+    return {"kind": "damage", "file": str(path), "position": d.position, "size": d.length, "damage": d.code,
             "message": d.message}
 
 
@@ -314,9 +314,9 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
                 return
             if isinstance(ev, Damage):
-                if ev.kind == "skipped" or ev.kind == "partial-tail":
-                    stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")
-                if ev.kind != "max-bytes":
+                if ev.code == "skipped" or ev.code == "partial-tail":
+                    stats.damage(f"{path}@{ev.position}: {ev.code}: {ev.message}")
+                if ev.code != "max-bytes":
                     yield damage_row(path, ev)
                 continue
             if lo is not None and ev.last_offset < lo:

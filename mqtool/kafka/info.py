@@ -34,7 +34,7 @@ from mqtool.info import InfoBuilder
 from mqtool.io import map_input, read_input
 from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
-from mqtool.kafka.codecs import CodecError
+from mqtool.codecs import CodecError
 from mqtool.kafka.internal import decode_consumer_offsets
 from mqtool.kafka.records import Batch, Damage, header_records, iter_records, scan
 from mqtool.options import InfoOptions
@@ -236,11 +236,11 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
             byte_base += size
             for ev in scan(buf, str(seg.log), fd=m.fileno() if m.mapped else None):
                 if isinstance(ev, Damage):
-                    if ev.kind == "zero-tail":
+                    if ev.code == "zero-tail":
                         st.zero_tail += 1
-                    elif ev.kind in ("skipped", "partial-tail"):
-                        code = "skipped-bytes" if ev.kind == "skipped" else "partial-tail"
-                        b.add_damage(str(seg.log), ev.start, None, ev.length, code, ev.message, stream)
+                    elif ev.code in ("skipped", "partial-tail"):
+                        code = "skipped-bytes" if ev.code == "skipped" else "partial-tail"
+                        b.add_damage(str(seg.log), ev.position, None, ev.length, code, ev.message, stream)
                     continue
                 had_data = True
                 leo = max(leo, ev.last_offset + 1)

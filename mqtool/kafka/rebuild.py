@@ -160,8 +160,8 @@ def recover_segment(buf, path: str, base_offset: int, interval: int = K.DEFAULT_
     r = Recoverer(base_offset, interval, txn)
     for ev in scan(buf, path, fd=fd):
         if isinstance(ev, Damage):
-            if ev.kind != "zero-tail":
-                r.stop(f"{ev.kind} at {ev.start}: {ev.message}")
+            if ev.code != "zero-tail":
+                r.stop(f"{ev.code} at {ev.position}: {ev.message}")
             break
         if not r.feed(ev):
             break

@@ -27,8 +27,9 @@ from crc32c import crc32c
 
 from formats import kafka as K
 from mqtool import native
+from mqtool.damage import Damage
 from mqtool.io import first_nonzero
-from mqtool.kafka.codecs import CodecError, CodecTooLarge, decompress, decompress_chunks
+from mqtool.codecs import CodecError, CodecTooLarge, decompress_kafka, decompress_kafka_chunks
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
 
@@ -86,20 +87,6 @@ def _records_limit(n: int, cap: int, what: str = "records") -> LimitExceeded:
 def _headers_limit(n: int, cap: int) -> LimitExceeded:
     return LimitExceeded("record-headers-limit",
                          f"record with {n} headers, more than {cap} (cap MQTOOL_KAFKA_MAX_RECORD_HEADERS)")
-
-
-@dataclass(slots=True)
-class Damage:
-    """A byte range the walk could not read as batches. kind: skipped | partial-tail | zero-tail | max-bytes."""
-
-    kind: str
-    start: int
-    end: int
-    message: str
-
-    @property
-    def length(self) -> int:
-        return self.end - self.start
 
 
 @dataclass(slots=True)
@@ -311,7 +298,7 @@ def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd
         start = q
     checked = stop          # no resync point in [stop, checked)
     for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd):
-        pos = ev.start if isinstance(ev, Damage) else ev.position
+        pos = ev.position
         if pos >= stop:
             if isinstance(ev, Batch) and ev.crc_ok and check_crc and _shape_ok(buf, pos, ev.size - 12, ev.magic):
                 return      # a valid batch at or after stop: the next range's (a resync point)
@@ -354,20 +341,22 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
             win.advance(p)
         if p >= limit:
             if limit < n:
-                yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")
+                yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
             return
         if n - p < K.HEADER_SIZE_UP_TO_MAGIC:
             if _is_zero(buf, p, n, fd):
-                yield Damage("zero-tail", p, n, f"{n - p} zero bytes at the end (end of data)")
+                yield Damage(path, p, None, n - p, "zero-tail", f"{n - p} zero bytes at the end (end of data)")
             else:
-                yield Damage("partial-tail", p, n, f"{n - p} bytes at the end are too short for a batch")
+                yield Damage(path, p, None, n - p, "partial-tail",
+                             f"{n - p} bytes at the end are too short for a batch")
             return
         off, size = unpack_prefix(buf, p)
         magic = buf[p + 16]
         bad = None
         if size < K.MIN_RECORD_OVERHEAD:
             if size == 0 and _is_zero(buf, p, n, fd):
-                yield Damage("zero-tail", p, n, f"{n - p} zero bytes at the end (end of data, preallocated)")
+                yield Damage(path, p, None, n - p, "zero-tail",
+                             f"{n - p} zero bytes at the end (end of data, preallocated)")
                 return
             bad = f"record size {size} smaller than minimum record overhead ({K.MIN_RECORD_OVERHEAD})"
         elif magic > 2:
@@ -377,15 +366,16 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
         elif p + 12 + size > n:
             q = resync(buf, p, n, fd)
             if q is None:
-                yield Damage("partial-tail", p, n,
+                yield Damage(path, p, None, n - p, "partial-tail",
                              f"entry of {12 + size} bytes at {p} runs past the end of the file ({n - p} bytes left)")
                 return
-            yield Damage("skipped", p, q, f"entry length {size} at {p} runs past the end; resynced at {q}")
+            yield Damage(path, p, None, q - p, "skipped",
+                         f"entry length {size} at {p} runs past the end; resynced at {q}")
             p = q
             continue
         if bad is None:
             if p + 12 + size > limit:
-                yield Damage("max-bytes", p, n, f"stopped at --max-bytes ({max_bytes})")
+                yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
                 return
             b = _decode(buf, path, p, off, size, magic, check_crc)
             if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd):
@@ -395,9 +385,9 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
             bad = f"CRC mismatch and the length {size} does not lead to another batch"
         q = resync(buf, p, n, fd)
         if q is None:
-            yield Damage("skipped", p, n, f"{bad}; no valid batch after {p}")
+            yield Damage(path, p, None, n - p, "skipped", f"{bad}; no valid batch after {p}")
             return
-        yield Damage("skipped", p, q, f"{bad}; resynced at {q}")
+        yield Damage(path, p, None, q - p, "skipped", f"{bad}; resynced at {q}")
         p = q
 
 
@@ -475,7 +465,7 @@ def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
     raw = memoryview(batch._buf)[batch.position + K.V2_HEADER_SIZE:batch.end]
     if batch.codec == K.CODEC_NONE:
         return bytes(raw)
-    return decompress(batch.codec, raw, limit)
+    return decompress_kafka(batch.codec, raw, limit)
 
 
 NATIVE_AREA_MAX = 16 << 20      # whole-batch compiled walks (dump) take areas up to this size
@@ -630,7 +620,7 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
     raw = memoryview(batch._buf)[batch.position + K.V2_HEADER_SIZE:batch.end]
     if batch.count > len(raw) and batch.codec == K.CODEC_NONE:
         raise ValueError(f"record count {batch.count} larger than the records area ({len(raw)} bytes)")
-    feed = _Feed(decompress_chunks(batch.codec, raw, limit))
+    feed = _Feed(decompress_kafka_chunks(batch.codec, raw, limit))
     count = min(batch.count, max_records)
     base = batch.base_offset
     seq = batch.base_sequence
@@ -863,7 +853,7 @@ def _legacy_walk(batch: Batch, limit: int = 256 * 1024 * 1024):
     if value is None:
         raise ValueError("compressed wrapper without a value")
     max_records = limits()[0]
-    feed = _Feed(decompress_chunks(batch.codec, value, limit))
+    feed = _Feed(decompress_kafka_chunks(batch.codec, value, limit))
     at = 0                                  # position of feed.buf[feed.pos] in the decompressed bytes
     n = 0
     while feed.have(1):
