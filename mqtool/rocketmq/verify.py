@@ -34,7 +34,8 @@ from mqtool.rocketmq.store import RocketStore, cq_filter, segment_gaps
 from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
-from mqtool.ranges import PARALLEL_MIN_BYTES, runner_for, split_segments
+from mqtool.ranges import PARALLEL_MIN_BYTES, split_segments
+from mqtool.rocketmq import ranges as _ranges
 from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
 from mqtool.schema_struct import field_offsets, fixed_prefix_fields, selected_format
 
@@ -1036,7 +1037,7 @@ def verify_commitlog_ranges(ctx):
     ranges = split_segments(FAMILY, store.path, store.segments, split)
 
     native = _NATIVE is not None and USE_FAST_LANE and not opts.salvage_out
-    runner = runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
+    runner = _ranges.runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
     plain = _plain(opts)
