@@ -15,7 +15,8 @@ from mqtool.kafka import indexfiles as KF
 from mqtool.codecs import CodecError
 from mqtool.codecs import decompress_kafka as decompress
 from mqtool.kafka.internal import decoder_for
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 from mqtool.options import VerifyOptions
 
 CAP = 1 << 20

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from mqtool.codecs import CodecError
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 
 SEG = (FIXTURES / "kafka" / "logdir" / "fixture-0" / "00000000000000000000.log").read_bytes()
 

@@ -17,7 +17,8 @@ from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
-from mqtool.kafka.records import Batch, Damage, Record, iter_records, scan, scan_range
+from mqtool.kafka.records import Batch, Record, iter_records
+from mqtool.kafka.scan import Damage, scan, scan_range
 from mqtool import ndjson
 from mqtool.columns import Column, iso_ms
 from mqtool.ndjson import PreRendered, dumps
@@ -290,7 +291,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     """Rows of one .log. Filters shared with ``dump commitlog``: --from-offset/--to-offset (batches overlapping
     the range), --key (records with exactly this key; implies --deep).
 
-    Range mode (``start``/``stop``, see :func:`mqtool.kafka.records.scan_range`): only the rows of the
+    Range mode (``start``/``stop``, see :func:`mqtool.kafka.scan.scan_range`): only the rows of the
     entries and damage that start in ``[start, stop)`` after the scanner's resync, reading the last entry
     past ``stop``; the ranges of a file together give exactly the rows of the whole file."""
     want_key = getattr(opts, "key", None)

@@ -6,7 +6,7 @@ What it reports and where it comes from (docs/kafka.md, ../shared/reference/kafk
   compressed wrapper), not batches; control records (transaction markers, KRaft leader-change/snapshot
   markers) are counted apart. Their time is the record timestamp (the batch max timestamp for LogAppendTime;
   v0 messages have none). Bytes are on-disk batch bytes, shared out over the batch's records. The walk is
-  :func:`mqtool.kafka.records.scan`, the one ``verify`` uses; its ``skipped`` / ``partial-tail`` events are
+  :func:`mqtool.kafka.scan.scan`, the one ``verify`` uses; its ``skipped`` / ``partial-tail`` events are
   the damaged ranges, batches with a bad CRC or undecodable records are damage at their own time;
 * queue ends — the log end offset of each partition (last offset + 1 of the last batch, else the base offset of
   the last segment);
@@ -36,7 +36,8 @@ from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
 from mqtool.kafka.internal import decode_consumer_offsets
-from mqtool.kafka.records import Batch, Damage, header_records, iter_records, scan
+from mqtool.kafka.records import Batch, header_records, iter_records
+from mqtool.kafka.scan import Damage, scan
 from mqtool.options import InfoOptions
 from mqtool.progress import progress
 

@@ -2,7 +2,7 @@
 
 Every ``.log`` segment (and KRaft ``.checkpoint`` snapshot) that ``dump kafka`` reads is cut into ranges. A
 range reader is :func:`mqtool.kafka.dump.log_rows` in range mode: it resyncs from the range start with the
-scanner's own rule (:func:`mqtool.kafka.records.resync`: magic at +16, sane length, valid CRC), walks
+scanner's own rule (:func:`mqtool.kafka.scan.resync`: magic at +16, sane length, valid CRC), walks
 exactly like the whole-file scan (bad-CRC batches that lead to the next batch, skipped damage, zero and
 partial tails) and stops at the resync point of its range end, so that it reads its last batch past
 ``stop`` and the next range begins where it stopped. Rows are those of ``dump kafka`` (batches, damage, and

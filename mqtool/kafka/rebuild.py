@@ -17,7 +17,8 @@ import struct
 from dataclasses import dataclass, field
 
 from formats import kafka as K
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 
 _OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
 _TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))

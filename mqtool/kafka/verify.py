@@ -41,7 +41,8 @@ from mqtool.kafka.store import (LogDir, Partition, Segment, looks_compacted, orp
                                  stray_snapshots)
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, LimitExceeded, header_records, iter_records, records_area, scan
+from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records, records_area
+from mqtool.kafka.scan import Damage, scan
 
 
 @dataclass
