@@ -378,7 +378,7 @@ def test_full_size_rocketmq_compressed_bodies_as_text(tmp_path, jobs):
     the peak does not grow with the number of bodies (it did: the writer batched 32 lines whatever their size)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from formats import rocketmq as F
-    from rmq_bytes import unit
+    from builders import rocketmq_unit as unit
 
     body = zlib.compress(b"a" * (60 * MiB), 9)
     data = bytearray()

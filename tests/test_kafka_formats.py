@@ -13,15 +13,10 @@ from hypothesis import strategies as st
 from formats import kafka as K
 from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
+from builders import roundtrip
 from conftest import require_realdata
 
 GEN = ("kafka", "generated-4.0.0-SNAPSHOT", "broker-append", "forensics-0")
-
-
-def roundtrip(schema, data: bytes, **ctx):
-    obj = schema.parse(data, **ctx)
-    assert schema.build(obj, **ctx) == data
-    return obj
 
 
 def _read(*parts) -> bytes:
