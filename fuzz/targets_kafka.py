@@ -29,11 +29,11 @@ def _scratch(name: str, data: bytes) -> Path:
 
 
 def scan_target(data: bytes) -> None:
-    """records.scan: batches and damage events tile the input in order, up to its end; records bounded."""
+    """kafka.scan.scan: batches and damage events tile the input in order, up to its end; records bounded."""
     end = 0
     for ev in scan(data, "fuzz"):
         assert isinstance(ev, (Batch, Damage))
-        start = ev.start if isinstance(ev, Damage) else ev.position
+        start = ev.position
         assert start == end, (start, end)
         end = ev.end
         assert end <= len(data)
