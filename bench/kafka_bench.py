@@ -18,7 +18,8 @@ sys.path.insert(0, str(ROOT / "fixtures"))
 from build_kafka import batch_v2, record  # noqa: E402
 
 from mqtool.io import map_input  # noqa: E402
-from mqtool.kafka.records import iter_records, scan  # noqa: E402
+from mqtool.kafka.records import iter_records  # noqa: E402
+from mqtool.kafka.scan import scan  # noqa: E402
 
 
 def build(path: Path, target: int, recs: list[bytes], per: int) -> None:

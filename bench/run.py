@@ -225,6 +225,20 @@ def _mqtool_argv(args: list[str]) -> list[str]:
     return [PY, "-m", "mqtool", *args]
 
 
+def small_verify(runs: int = 15) -> str:
+    """The start-up row: ``mqtool verify store`` on the bundled RocketMQ fixture against ``python -c pass`` with
+    the same interpreter (issue #20 asks for at most 3x), medians of ``runs`` alternating runs. What is imported
+    on the way: ``python -X importtime -m mqtool verify store fixtures/rocketmq/store``."""
+    fixture = str(REPO / "fixtures" / "rocketmq" / "store")
+    bare, small = [], []
+    for _ in range(runs):
+        bare.append(run_measured([PY, "-c", "pass"])[0])
+        small.append(run_measured(_mqtool_argv(["verify", "store", fixture]))[0])
+    b, m = statistics.median(bare), statistics.median(small)
+    return (f"  small-verify   verify store on fixtures/rocketmq/store {m * 1000:6.1f} ms; python -c pass "
+            f"{b * 1000:5.1f} ms; ratio {m / b:4.1f}x (target <= 3x)")
+
+
 def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: int, workdir: Path) -> Result:
     r = Result(op)
     if op.kind == "na":
@@ -468,6 +482,8 @@ def main(argv=None) -> int:
     startup = statistics.median(run_measured(_mqtool_argv(["--version"]))[0] for _ in range(3))
     from mqtool import native
     print(f"mqtool bench: {native.summary()}")
+    if only is None or "small-verify" in only:
+        print(small_verify())
     results = []
     raw = None
     try:

@@ -12,9 +12,11 @@ from pathlib import Path
 from mqtool.errors import MqToolError
 from mqtool.findings import Finding
 from mqtool.kafka import indexfiles as KF
-from mqtool.kafka.codecs import CodecError, decompress
+from mqtool.codecs import CodecError
+from mqtool.codecs import decompress_kafka as decompress
 from mqtool.kafka.internal import decoder_for
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 from mqtool.options import VerifyOptions
 
 CAP = 1 << 20
@@ -27,11 +29,11 @@ def _scratch(name: str, data: bytes) -> Path:
 
 
 def scan_target(data: bytes) -> None:
-    """records.scan: batches and damage events tile the input in order, up to its end; records bounded."""
+    """kafka.scan.scan: batches and damage events tile the input in order, up to its end; records bounded."""
     end = 0
     for ev in scan(data, "fuzz"):
         assert isinstance(ev, (Batch, Damage))
-        start = ev.start if isinstance(ev, Damage) else ev.position
+        start = ev.position
         assert start == end, (start, end)
         end = ev.end
         assert end <= len(data)

@@ -23,8 +23,9 @@ import click
 
 from mqtool import __version__, hints, render
 from mqtool.common import parse_time
-from mqtool.detect import detect, family_module
-from mqtool.errors import MqToolError
+from mqtool.detect import detect
+from mqtool.families import FAMILIES, family_module
+from mqtool.errors import MqToolError, wrap_decode
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -33,7 +34,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 POSITIVE = click.IntRange(min=1)
 NON_NEGATIVE = click.IntRange(min=0)
 
-FORMAT_OPT = click.option("--format", "fmt", type=click.Choice(["rocketmq", "litemq", "kafka"]),
+FORMAT_OPT = click.option("--format", "fmt", type=click.Choice(list(FAMILIES)),
                           default=None, help="Store family; detected from content and layout when omitted.")
 JSON_OPT = click.option("--json", "as_json", is_flag=True,
                         help="NDJSON on stdout (the default when stdout is not a terminal).")
@@ -133,6 +134,11 @@ def guarded(fn):
             _fail("interrupted", 130)
         except ValueError as e:
             _fail(str(e), EXIT_USAGE)
+        except Exception as e:
+            # a schema's parse (construct) that no decoder turned into a finding: a decode failure, one line
+            if type(e).__module__.partition(".")[0] != "construct":
+                raise
+            _fail(str(wrap_decode(e)), EXIT_USAGE)
 
     return wrapper
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FAMILY_NAMES = {"R": "rocketmq", "L": "litemq", "K": "kafka"}
+from mqtool.families import REGISTRY
+
+FAMILY_NAMES = {f.letter: f.name for f in REGISTRY.values()}
 SEVERITY_NAMES = {"E": "error", "W": "warning", "I": "info"}
 
 #: class → (likely causes, what to do next)

@@ -64,8 +64,8 @@ def union_fields(field_lists: dict[str, list[tuple[str, str]]]) -> list[tuple[st
 
 
 def family_fields() -> dict[str, list[tuple[str, str]]]:
-    """``ROW_FIELDS`` of every family of this build, in :data:`mqtool.detect.FAMILIES` order."""
-    from mqtool.detect import FAMILIES
+    """``ROW_FIELDS`` of every family of this build, in :data:`mqtool.families.FAMILIES` order."""
+    from mqtool.families import FAMILIES
     from mqtool.ranges import family_ranges
 
     return {f: family_ranges(f).ROW_FIELDS for f in FAMILIES}
@@ -224,7 +224,7 @@ def verify_rows(path: str, family: str, max_message_size: int = 4 * 1024 * 1024,
     """Findings rows (and a summary row) of ``verify store`` on one store, run in one process; the columns
     of :data:`mqtool.ranges.FINDING_FIELDS`."""
     from mqtool.causes import linked
-    from mqtool.detect import family_module
+    from mqtool.families import family_module
     from mqtool.options import VerifyOptions
     from mqtool.spark.schema import finding_row
 

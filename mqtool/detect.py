@@ -1,29 +1,15 @@
 """Recognise which broker family wrote a path (store root, part directory or single file).
 
-Each family package provides ``layout.sniff(path) -> int`` (0 = not mine; higher = more confident,
+Each family package (:data:`mqtool.families.FAMILIES`) provides ``store.sniff(path) -> int`` (0 = not mine; higher = more confident,
 100 = certain). The highest score wins; a tie or no score is an error, never a guess.
 """
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
 from mqtool.errors import InputError, NotAStoreError, UsageError
-
-FAMILIES = ("rocketmq", "litemq", "kafka")
-
-
-def family_module(family: str, part: str):
-    """Import ``mqtool.<family>.<part>`` (e.g. ops, layout)."""
-    if family not in FAMILIES:
-        raise UsageError(f"unknown format {family!r} (choose from {', '.join(FAMILIES)})")
-    try:
-        return importlib.import_module(f"mqtool.{family}.{part}")
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith(f"mqtool.{family}"):
-            raise UsageError(f"{family} support is not available in this build") from None
-        raise
+from mqtool.families import FAMILIES, REGISTRY, family_module  # noqa: F401  (family_module: re-exported)
 
 
 def detect(path: str | os.PathLike, forced: str | None = None) -> str:
@@ -44,9 +30,6 @@ def detect(path: str | os.PathLike, forced: str | None = None) -> str:
     return winners[0]
 
 
-_NAMES = {"rocketmq": "RocketMQ", "litemq": "LiteMQ", "kafka": "Kafka"}
-
-
 def _check_forced(p: Path, forced: str, scores: dict[str, int], best: int) -> str:
     """A forced family is obeyed for damaged input nobody recognises, but never against the evidence: a path
     that another family recognises, or a directory that holds nothing of any family, is a usage error."""
@@ -54,17 +37,10 @@ def _check_forced(p: Path, forced: str, scores: dict[str, int], best: int) -> st
         return forced
     if best > 0:
         other = max(scores, key=scores.get)
-        raise NotAStoreError(f"looks like a {_NAMES[other]} store, not a {_NAMES[forced]} one", str(p))
+        raise NotAStoreError(f"looks like a {REGISTRY[other].display} store, not a {REGISTRY[forced].display} one", str(p))
     if p.is_dir() and not _has_names_of(p, forced):
-        raise _not_a_store(p, f"no {_NAMES[forced]} files found")
+        raise _not_a_store(p, f"no {REGISTRY[forced].display} files found")
     return forced          # damaged input nobody recognises: the user says what it is (e.g. an unreadable segment)
-
-
-# Names a store part of each family carries even when its content is unreadable (only used to let --format
-# through on a damaged directory; recognition itself is each family's layout.sniff).
-_PART_NAMES = {"rocketmq": {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"},
-               "litemq": {"commitlog", "consumequeue", "index", "checkpoint", "abort"}}
-_KAFKA_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot", "-checkpoint", ".properties")
 
 
 def _has_names_of(p: Path, family: str) -> bool:
@@ -72,9 +48,10 @@ def _has_names_of(p: Path, family: str) -> bool:
         names = [e.name for e in os.scandir(p)][:10_000]
     except OSError:
         return False
-    if family == "kafka":
-        return any(n.endswith(_KAFKA_SUFFIXES) or n.rpartition("-")[2].isdigit() for n in names)
-    parts = _PART_NAMES[family]
+    fam = REGISTRY[family]
+    if fam.file_suffixes:
+        return any(n.endswith(fam.file_suffixes) or n.rpartition("-")[2].isdigit() for n in names)
+    parts = fam.part_names
     return p.name in parts or p.parent.name in parts or any(n in parts for n in names)
 
 
@@ -87,7 +64,9 @@ def _not_a_store(p: Path, what: str | None = None) -> NotAStoreError:
     else:
         tail = "" if what else " (use --format to force one)"
     kind = "directory" if p.is_dir() else "file"
-    return NotAStoreError((what or f"not a RocketMQ, LiteMQ or Kafka store {kind}") + tail, str(p))
+    names = [f.display for f in REGISTRY.values()]
+    either = ", ".join(names[:-1]) + " or " + names[-1]
+    return NotAStoreError((what or f"not a {either} store {kind}") + tail, str(p))
 
 
 def _empty_dir(p: Path) -> bool:

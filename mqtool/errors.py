@@ -46,7 +46,19 @@ class InputError(MqToolError):
     """An input file cannot be opened or read (permissions, FIFO, vanished...)."""
 
 
-class CorruptRecordError(MqToolError):
+class DecodeError(MqToolError):
+    """Bytes that do not decode as their format says: a compressed payload (:class:`mqtool.codecs.CodecError`),
+    a record, a construct schema's parse (:func:`wrap_decode`). Inside a scan these become findings; one only
+    reaches the user where a single unit was asked for."""
+
+
+def wrap_decode(e: Exception, file: str | None = None, offset: int | None = None) -> DecodeError:
+    """A decoder's own exception (construct's ConstructError, struct.error...) as a :class:`DecodeError`
+    naming file and offset; raise it ``from e``."""
+    return DecodeError(f"cannot decode: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file, offset)
+
+
+class CorruptRecordError(DecodeError):
     """A record cannot be decoded at a given position (used where a single record was asked for)."""
 
     exit_code = 1

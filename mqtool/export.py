@@ -83,7 +83,7 @@ def write_partition_index(outp: OutputDir, mapping: set, force: bool) -> None:
     that every directory name maps back to its true value. Not written when no value was shortened."""
     if not mapping:
         return
-    from mqtool.render import dumps
+    from mqtool.ndjson import dumps
 
     lines = [dumps({"column": c, "dir": f"{c}={hive_escape(partition_value(v))}", "value": v})
              for c, v in sorted(mapping)]

@@ -168,7 +168,7 @@ def born_plausible(born: int, stored: int) -> bool:
 
 def born_finding(file, position, offset, born: int, stored: int) -> Finding:
     """The warning for a born time no delay or clock skew explains (e.g. 1970 in a message stored in 2026)."""
-    from mqtool.render import iso_ms
+    from mqtool.columns import iso_ms
 
     how = "before" if born < stored else "after"
     return Finding(WARNING, "born-timestamp-implausible", file, position, offset,

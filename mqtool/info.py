@@ -427,7 +427,8 @@ def _sort_key(q):
 
 def build_info(path, fmt: str | None, opts: InfoOptions) -> StoreInfo:
     """Detect the family, run its collector, derive the model."""
-    from mqtool.detect import detect, family_module
+    from mqtool.detect import detect
+    from mqtool.families import family_module
 
     family = detect(path, fmt)
     b = InfoBuilder(family, str(path))

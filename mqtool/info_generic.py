@@ -8,9 +8,12 @@ files and consumer lag need the family's own collector (docs/info.md, "Adding a 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from mqtool.info import InfoBuilder
 from mqtool.options import DumpOptions, InfoOptions, ScanStats
+
+if TYPE_CHECKING:                   # the model is handed in by mqtool.info.build_info (which imports this module)
+    from mqtool.info import InfoBuilder
 
 # "<file>@<position> (offset <offset>): <code>: <message>; skipped <n> bytes" (mqtool.rocketmq.ops wording)
 _NOTE = re.compile(r"^(?P<file>.+)@(?P<pos>\d+) \(offset (?P<off>-?\d+)\): (?P<code>[\w-]+): (?P<msg>.*?)"

@@ -16,7 +16,7 @@ from typing import Iterator
 
 from mqtool.errors import InputError
 from mqtool.io import open_input
-from mqtool.render import iso_ms
+from mqtool.columns import iso_ms
 from mqtool.sanitize import visible
 
 CHUNK = 1 << 20

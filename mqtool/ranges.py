@@ -109,8 +109,8 @@ def split_segments(family: str, store: str, segments: Iterable, split_size: int 
 
 def family_ranges(family: str):
     """``mqtool.<family>.ranges`` (raises UsageError when the family has no splitter in this build)."""
-    from mqtool.detect import family_module
     from mqtool.errors import UsageError
+    from mqtool.families import family_module
 
     try:
         return family_module(family, "ranges")

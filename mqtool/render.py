@@ -6,33 +6,27 @@ the terminal) and reaches rich as :class:`rich.text.Text` (data is never parsed 
 """
 from __future__ import annotations
 
-import base64
-import datetime as _dt
 import json
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn, \
-    DownloadColumn
 from rich.table import Table
 from rich.text import Text
 
+from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
+from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, _default,  # noqa: F401
+                           _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
+from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
-
-try:  # optional fast path
-    import orjson as _orjson
-except Exception:  # pragma: no cover - exercised when orjson is absent
-    _orjson = None
 
 
 def _no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
-_state = {"color": "auto", "quiet": False, "as": "auto", "fields": None, "base": None}
+_state = {"color": "auto", "quiet": False, "as": "auto", "fields": None}
 OUTPUT_MODES = ("auto", "table", "vertical", "json", "csv", "tsv")
 
 
@@ -50,22 +44,7 @@ def configure_output(mode: str | None = None, fields: list[str] | None = None) -
     """``--as MODE`` and ``--fields a,b``; called with no argument, back to the defaults."""
     _state["as"] = mode or "auto"
     _state["fields"] = fields or None
-    _state["base"] = None
-
-
-def set_base(path) -> None:
-    """The store a command reads: table cells show file paths below it relative to it (NDJSON keeps them
-    whole). A file given itself is shown by its name."""
-    p = os.path.abspath(path)
-    _state["base"] = p if os.path.isdir(p) else os.path.dirname(p)
-
-
-def relative(path: str) -> str:
-    base = _state["base"]
-    if not base or not isinstance(path, str):
-        return path
-    full = os.path.abspath(path)
-    return os.path.relpath(full, base) if full.startswith(base + os.sep) else path
+    set_base(None)
 
 
 def output_mode(as_json: bool = False) -> str:
@@ -135,95 +114,6 @@ def want_json(flag: bool) -> bool:
     return output_mode(flag) == "json"
 
 
-def _default(o: Any):
-    if isinstance(o, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(o)).decode("ascii")
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    if isinstance(o, _dt.datetime):
-        return o.isoformat()
-    if hasattr(o, "to_dict"):
-        return o.to_dict()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-if _orjson is not None:
-    _OPTS = _orjson.OPT_NON_STR_KEYS
-
-    def dumps(obj: Any) -> str:
-        try:
-            return _orjson.dumps(obj, default=_default, option=_OPTS).decode("utf-8")
-        except TypeError:  # e.g. ints beyond 64 bits, or non-UTF-8 file names (surrogate escapes)
-            return _json_dumps(obj)
-else:
-    def dumps(obj: Any) -> str:
-        return _json_dumps(obj)
-
-
-def _json_dumps(obj: Any) -> str:
-    s = json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        # A non-UTF-8 file name (os gives it with surrogate escapes): write \udcXX escapes, so the line is
-        # valid UTF-8 and Python's json.loads gives back the exact name (os.fsencode → original bytes).
-        s = json.dumps(obj, default=_default, ensure_ascii=True, separators=(",", ":"))
-    return s
-
-
-def encode_row_fast(row: dict) -> bytes | None:
-    """The line :func:`write_ndjson` writes for ``row`` (without its newline) when it uses orjson; None when
-    it would not (no orjson, or a value only the careful writer takes). For code that renders lines from a
-    template row (the Kafka compiled helper) and must match this writer byte for byte."""
-    if _orjson is None:
-        return None
-    try:
-        return _orjson.dumps(row, default=_default, option=_OPTS)
-    except TypeError:
-        return None
-
-
-class PreRendered(str):
-    """A row already serialised as one NDJSON line (by a worker process of ``--jobs``)."""
-
-    __slots__ = ()
-
-
-class PreRenderedLines(bytes):
-    """Several rows already serialised and encoded as NDJSON, each line ending in ``\n`` (the bytes
-    :func:`write_ndjson` would write for them); counts as one item for the caller's iteration."""
-
-    __slots__ = ()
-
-
-def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRenderedLines]:
-    """The bytes :func:`write_ndjson` writes for ``rows``, as blocks of about ``size`` bytes (small enough to
-    stay below malloc's mmap threshold); needs orjson (:data:`CAN_PRERENDER_LINES`)."""
-    enc = _orjson.dumps
-    opt = _OPTS | _orjson.OPT_APPEND_NEWLINE
-    blocks: list[PreRenderedLines] = []
-    out: list[bytes] = []
-    add = out.append
-    n = 0
-    for r in rows:
-        try:
-            b = enc(r, default=_default, option=opt)
-        except TypeError:  # as write_ndjson does
-            b = (_json_dumps(r) + "\n").encode("utf-8")
-        add(b)
-        n += len(b)
-        if n >= size:
-            blocks.append(PreRenderedLines(b"".join(out)))
-            out.clear()
-            n = 0
-    if out:
-        blocks.append(PreRenderedLines(b"".join(out)))
-    return blocks
-
-
-CAN_PRERENDER_LINES = _orjson is not None
-
-
 def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count.
 
@@ -284,67 +174,6 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
             w(b"".join(batch))
         binary.flush()
     return n
-
-
-def iso_ms(ms: int | None) -> str:
-    if ms is None:
-        return ""
-    try:
-        return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds") \
-            .replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-
-
-_PATH_KEYS = ("file", "path", "segment")
-
-
-def _decoded(v):
-    """A base64 field (see :func:`mqtool.common.put_text`) as text, undecodable bytes as \\xNN."""
-    if isinstance(v, list):
-        return [_decoded(x) for x in v]
-    try:
-        return base64.b64decode(v).decode("utf-8", errors="surrogateescape")    # shown as \xNN by visible()
-    except (ValueError, TypeError):
-        return v
-
-
-@dataclass
-class Column:
-    key: str
-    header: str
-    fmt: Callable[[Any], str] | None = None
-    justify: str = "left"
-    max_width: int | None = None
-    no_wrap: bool = False
-    priority: int = 5           # 0: essential, never left out or truncated; higher: left out first when narrow
-
-    def cell(self, row: dict) -> str:
-        v = row.get(self.key)
-        if self.key in _PATH_KEYS and isinstance(v, str):
-            v = relative(v)
-        elif v is not None and row.get(self.key + "_encoding") == "base64":
-            v = _decoded(v)         # bytes that are not UTF-8: people read the text, escapes for the rest
-        if self.fmt is not None:
-            return self.fmt(v)
-        if v is None:
-            return ""
-        if isinstance(v, bool):
-            return "yes" if v else "NO"
-        if isinstance(v, (list, tuple)):
-            return " ".join(str(x) for x in v)
-        if isinstance(v, dict):
-            return " ".join(f"{k}={val}" for k, val in v.items())
-        return str(v)
-
-
-def key_columns(keys: Iterable[str]) -> list[Column]:
-    """Plain columns for rows without a column list of their own, headed in words ('queue_offset' →
-    'Queue offset'; abbreviations such as 'id' and 'crc' upper-cased)."""
-    def header(k: str) -> str:
-        words = [w.upper() if w in ("id", "crc", "ip", "pid", "ts") else w for w in str(k).split("_")]
-        return " ".join(words)[:1].upper() + " ".join(words)[1:]
-    return [Column(k, header(k)) for k in keys]
 
 
 def render_table(rows: Iterable[dict], columns: list[Column], title: str | None = None,
@@ -484,26 +313,15 @@ def progress(total_bytes: int, description: str = "scanning", enabled: bool | No
         enabled = stderr_is_tty() and not _state["quiet"]
     # no colour means no terminal escape at all, and a live bar moves the cursor
     if not enabled or total_bytes <= 0 or _colorless():
-        return _NoProgress()
+        return NoProgress()
     return _Progress(total_bytes, description)
-
-
-class _NoProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def advance(self, n: int) -> None:
-        pass
-
-    def update_to(self, n: int) -> None:
-        pass
 
 
 class _Progress:
     def __init__(self, total: int, description: str):
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
         self._p = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                            TransferSpeedColumn(), TimeRemainingColumn(), console=stderr_console(),
                            transient=True)
@@ -526,6 +344,9 @@ class _Progress:
 
 
 # ---- findings -------------------------------------------------------------------------------
+
+set_drawer(progress)       # engines report progress through mqtool.progress; this draws it
+
 
 FINDING_COLUMNS = [
     Column("id", "Id", priority=1),

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqtool.common import plural
+from mqtool.families import REGISTRY
 from mqtool.info import StoreInfo, Timeline, bucket_label, merged_buckets
 from mqtool.render import iso_ms, stdout_console, text
 
@@ -146,7 +147,7 @@ def _short_time(info: StoreInfo):
 
 def _unit(info: StoreInfo) -> str:
     """What a topic is split into: Kafka partitions, RocketMQ and LiteMQ queues."""
-    return "partition" if info.family == "kafka" else "queue"
+    return REGISTRY[info.family].unit if info.family in REGISTRY else "queue"
 
 
 def _topics(info: StoreInfo):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 
 from mqtool.causes import linked
-from mqtool.detect import detect, family_module
+from mqtool.detect import detect
+from mqtool.families import family_module
 from mqtool.info import build_info
 from mqtool.options import InfoOptions, VerifyOptions
 from mqtool.render_html import render_report

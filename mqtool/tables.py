@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from mqtool.render import Column
+    from mqtool.columns import Column
 
 # Per column: one space of padding on each side and one rule; plus the table's closing rule.
 CELL_OVERHEAD = 3

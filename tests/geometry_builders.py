@@ -23,7 +23,7 @@ from pathlib import Path
 from formats import kafka as K
 from formats import rocketmq as F
 from formats.common import java_string_hash
-from rmq_bytes import T0, unit
+from builders import T0, rocketmq_unit as unit
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SEGMENT = 1 << 20

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from conftest import require_realdata
-from rmq_bytes import unit
+from builders import rocketmq_unit as unit
 
 pytest.importorskip("pyarrow")
 

@@ -29,7 +29,7 @@ from mqtool.rocketmq.records import (DecodeFailure, _decode_checked, decode_mess
 from mqtool.schema_struct import fixed_prefix_format, selected_format
 
 from tests.conftest import require_realdata
-from tests.test_rocketmq_formats import make_message
+from builders import make_message
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_STORE = REPO / "fixtures" / "rocketmq" / "store"

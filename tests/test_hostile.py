@@ -26,7 +26,7 @@ from mqtool import codecs
 from mqtool.options import VerifyOptions
 from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.verify import verify_store
-from rmq_bytes import unit, units
+from builders import rocketmq_unit as unit, rocketmq_units as units
 
 SEG0 = "00000000000000000000"
 

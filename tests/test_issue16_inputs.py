@@ -9,22 +9,12 @@ import struct
 from pathlib import Path
 
 
-from conftest import FIXTURES
+from builders import kafka_batch as _batch, kafka_builder
 
 from formats import kafka as K
 
 
-def _fixture_builder():
-    """fixtures/build_kafka.py under its own module name (bench/ has a build_kafka too)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fixtures_build_kafka", FIXTURES / "build_kafka.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-B = _fixture_builder()
+B = kafka_builder()
 
 
 def _run(*args):
@@ -44,11 +34,6 @@ def _partition(tmp_path: Path, log: bytes, index: bytes | None = None) -> Path:
     if index is not None:
         (part / "00000000000000000000.index").write_bytes(index)
     return part
-
-
-def _batch(base: int, n: int = 1, pad: int = 0, **kw) -> bytes:
-    recs = [B.record(i, i, f"k{i}".encode(), f"v{i}".encode() + bytes(pad)) for i in range(n)]
-    return B.batch_v2(base, recs, base_ts=B.T0, max_ts=B.T0 + n, **kw)
 
 
 def _clean(code, err, exc):

@@ -24,6 +24,7 @@ from conftest import ROOT
 from fixtures.build_kafka import batch_v2, record
 from formats import kafka as K
 from mqtool.kafka import records as R
+from mqtool.kafka import scan as S
 
 MiB = 1 << 20
 SEG0 = "00000000000000000000"
@@ -154,7 +155,7 @@ def test_records_stream_in_bounded_groups(tmp_path, monkeypatch, impl):
         pytest.skip("compiled kafka helper not built")
     n = 3 * R._GROUP + 17
     raw = big_values(n, 400)
-    b = next(R.scan(raw, "x.log"))
+    b = next(S.scan(raw, "x.log"))
     assert len(R.records_area(b)) > R._WHOLE_BYTES
     got = [(r.offset, len(r.value)) for r in R.iter_records(b)]
     assert got == [(i, 400) for i in range(n)]
@@ -162,7 +163,7 @@ def test_records_stream_in_bounded_groups(tmp_path, monkeypatch, impl):
 
 def test_record_cap_in_python_and_native_agree(monkeypatch, caps):
     caps(records=5)
-    b = next(R.scan(many_records(12), "x.log"))
+    b = next(S.scan(many_records(12), "x.log"))
     with pytest.raises(R.LimitExceeded) as e:
         list(R.iter_records(b))
     assert e.value.code == "batch-records-limit"
@@ -175,13 +176,13 @@ def test_record_cap_in_python_and_native_agree(monkeypatch, caps):
 
 def test_header_cap_python_and_native(monkeypatch, caps):
     caps(headers=100)
-    b = next(R.scan(many_headers(101), "x.log"))
+    b = next(S.scan(many_headers(101), "x.log"))
     for nat in (R._native, None):
         monkeypatch.setattr(R, "_native", nat)
         with pytest.raises(R.LimitExceeded) as e:
             list(R.iter_records(b))
         assert e.value.code == "record-headers-limit" and "101 headers" in str(e.value)
-    b = next(R.scan(many_headers(100), "x.log"))            # at the cap: read
+    b = next(S.scan(many_headers(100), "x.log"))            # at the cap: read
     assert len(next(R.iter_records(b)).headers) == 100
 
 
@@ -192,7 +193,7 @@ def test_native_declines_oversized_calls():
     assert R._native.parse_records(area, 70000) is None            # more than one call may build
     assert R._native.parse_records(TINY * 10, 10)[1] == 70
     hdr = many_headers(3)
-    b = next(R.scan(hdr, "x.log"))
+    b = next(S.scan(hdr, "x.log"))
     data = R.records_area(b)
     assert R._native.parse_records(data, 1, 2) is None             # above max_headers: declined to Python
     assert len(R._native.parse_records(data, 1, 3)[0][0][6]) == 3
@@ -377,7 +378,7 @@ def test_full_size_rocketmq_compressed_bodies_as_text(tmp_path, jobs):
     the peak does not grow with the number of bodies (it did: the writer batched 32 lines whatever their size)."""
     sys.path.insert(0, str(ROOT / "tests"))
     from formats import rocketmq as F
-    from rmq_bytes import unit
+    from builders import rocketmq_unit as unit
 
     body = zlib.compress(b"a" * (60 * MiB), 9)
     data = bytearray()

@@ -13,7 +13,8 @@ from mqtool.io import map_input, read_input
 from mqtool.kafka import indexfiles as F
 from mqtool.kafka import store as L
 from mqtool.kafka.internal import decode_consumer_offsets, decode_transaction_state, decode_cluster_metadata
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 
 
 def _all_files(root: Path):

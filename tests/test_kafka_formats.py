@@ -12,15 +12,11 @@ from hypothesis import strategies as st
 
 from formats import kafka as K
 from mqtool.kafka import records as R
+from mqtool.kafka import scan as S
+from builders import roundtrip
 from conftest import require_realdata
 
 GEN = ("kafka", "generated-4.0.0-SNAPSHOT", "broker-append", "forensics-0")
-
-
-def roundtrip(schema, data: bytes, **ctx):
-    obj = schema.parse(data, **ctx)
-    assert schema.build(obj, **ctx) == data
-    return obj
 
 
 def _read(*parts) -> bytes:
@@ -173,7 +169,7 @@ def test_fast_header_matches_construct(base, ple, attrs, epoch, lod, bts, mts, p
                baseSequence=bseq, recordsCount=cnt)
     raw = bytearray(K.RecordBatchHeader.build(obj))
     raw[17:21] = struct.pack(">I", crc32c(bytes(raw[21:])))
-    b = next(iter(R.scan(bytes(raw), "x")))
+    b = next(iter(S.scan(bytes(raw), "x")))
     c = K.RecordBatchHeader.parse(bytes(raw))
     assert isinstance(b, R.Batch) and b.crc_ok
     assert (b.base_offset, b.partition_leader_epoch, b.attributes, b.last_offset_delta, b.base_timestamp,

@@ -6,8 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from mqtool.kafka.codecs import CodecError
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.codecs import CodecError
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 
 SEG = (FIXTURES / "kafka" / "logdir" / "fixture-0" / "00000000000000000000.log").read_bytes()
 

@@ -6,16 +6,13 @@ The store is built here with the fixture builder's construct helpers; the expect
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 
 import pytest
 
-from conftest import ROOT
+from builders import kafka_builder
 
-_spec = importlib.util.spec_from_file_location("build_kafka", ROOT / "fixtures" / "build_kafka.py")
-BK = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(BK)
+BK = kafka_builder()
 
 HEADERS = [(b"traceparent", b"00-a"), (b"traceparent", b"00-b"), (b"n", None), (b"traceparent", b"00-c"),
            (b"caf\xc3\xa9", b"")]

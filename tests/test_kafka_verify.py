@@ -11,7 +11,8 @@ import pytest
 from conftest import load_json, require_realdata
 from mqtool.io import read_input
 from mqtool.kafka.rebuild import recover_segment
-from mqtool.kafka.records import Batch, scan
+from mqtool.kafka.records import Batch
+from mqtool.kafka.scan import scan
 
 
 def verify(run_cli, path, *args):

@@ -1,19 +1,15 @@
 """The fixture stores built by fixtures/build_litemq.py: reproducible, and read back as written."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
+from builders import litemq_builder
 from conftest import FIXTURES
 
 FIX = FIXTURES / "litemq"
 
 
-def _builder():
-    spec = importlib.util.spec_from_file_location("build_litemq", FIXTURES / "build_litemq.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_builder = litemq_builder
 
 
 def _tree(root):

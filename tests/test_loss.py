@@ -112,7 +112,8 @@ def test_dump_exits_1_on_body_error_and_on_crc_mismatch(tmp_path, run_cli):
 # ---- Kafka: compressed batch payloads are inflated by verify (without --deep) ---------------------------
 
 def _kafka_batches(log: Path):
-    from mqtool.kafka.records import Batch, scan
+    from mqtool.kafka.records import Batch
+    from mqtool.kafka.scan import scan
 
     data = log.read_bytes()
     return [b for b in scan(data, str(log)) if isinstance(b, Batch)]

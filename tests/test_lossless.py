@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from rmq_bytes import unit
+from builders import rocketmq_unit as unit
 
 TOPIC = b"Or\xffders"
 PROPS = b"KEYS\x01k\xfe1\x02TAGS\x01tag\xc3"

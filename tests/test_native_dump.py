@@ -26,7 +26,7 @@ from mqtool.rocketmq import nativedump, ops, ranges as R
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, decode_common, decode_message
 
 from tests.conftest import require_realdata
-from tests.test_rocketmq_formats import make_message
+from builders import make_message
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_STORE = REPO / "fixtures" / "rocketmq" / "store"

@@ -29,6 +29,7 @@ from formats import kafka as K
 from mqtool import native
 from mqtool.kafka import dump as D
 from mqtool.kafka import records as R
+from mqtool.kafka import scan as S
 from mqtool.options import DumpOptions
 
 NAT = R._native
@@ -422,10 +423,10 @@ def test_every_real_entry_has_a_sane_shape(bench_store, name):
     seen = 0
     for f in _all_logs(name, bench_store):
         with map_input(f) as m:
-            for ev in R.scan(m.buf, str(f)):
+            for ev in S.scan(m.buf, str(f)):
                 if isinstance(ev, R.Batch) and ev.crc_ok:
-                    assert R._shape_ok(m.buf, ev.position, ev.size - 12, ev.magic), (f, ev.position)
-                    assert R._frame_ok(m.buf, ev.position, len(m.buf))
+                    assert S._shape_ok(m.buf, ev.position, ev.size - 12, ev.magic), (f, ev.position)
+                    assert S._frame_ok(m.buf, ev.position, len(m.buf))
                     seen += 1
     assert seen > 0 or name.startswith("ldi")
 
@@ -436,26 +437,26 @@ def test_false_candidates_cost_no_crc(monkeypatch):
         raise AssertionError("CRC computed for a candidate of the wrong shape")
 
     monkeypatch.setattr(R.zlib, "crc32", no_crc)
-    monkeypatch.setattr(R, "crc32c", no_crc)
+    monkeypatch.setattr(S, "crc32c", no_crc)
     big = 1 << 20
     legacy = bytearray(12 + big)
     legacy[8:12] = (big).to_bytes(4, "big")          # size: the rest of the buffer
     legacy[16] = 0                                   # magic 0, attributes 0, key length 0, value length 0
-    assert not R._frame_ok(bytes(legacy), 0, len(legacy))
+    assert not S._frame_ok(bytes(legacy), 0, len(legacy))
     v2 = bytearray(12 + big)
     v2[8:12] = (big).to_bytes(4, "big")
     v2[16] = 2
     v2[21:23] = (0x0100).to_bytes(2, "big")          # attribute bit 8: never set by Kafka
-    assert not R._frame_ok(bytes(v2), 0, len(v2))
+    assert not S._frame_ok(bytes(v2), 0, len(v2))
     v2[21:23] = bytes(2)
     v2[57:61] = (-1).to_bytes(4, "big", signed=True)  # negative record count
-    assert not R._frame_ok(bytes(v2), 0, len(v2))
+    assert not S._frame_ok(bytes(v2), 0, len(v2))
 
 
 # ---- codec fast paths == the careful code ------------------------------------------------------------
 
 def _outcome(fn, data, limit):
-    from mqtool.kafka.codecs import CodecError
+    from mqtool.codecs import CodecError
 
     try:
         return fn(data, limit)
@@ -489,7 +490,7 @@ PAYLOAD = st.binary(max_size=3000) | st.text(max_size=2000).map(lambda t: (t * 3
 def test_gunzip_fast_equals_careful(data, parts, limit):
     import gzip
 
-    from mqtool.kafka import codecs as C
+    from mqtool import codecs as C
 
     blob = data.draw(_mangled([gzip.compress(p, mtime=0) for p in parts]))
     assert _outcome(C.gunzip, blob, limit) == _outcome(C._gunzip_careful, blob, limit)
@@ -500,7 +501,7 @@ def test_gunzip_fast_equals_careful(data, parts, limit):
 def test_unzstd_fast_equals_careful(data, parts, sized, limit):
     import zstandard
 
-    from mqtool.kafka import codecs as C
+    from mqtool import codecs as C
 
     cctx = zstandard.ZstdCompressor(write_content_size=sized)
     frames = [cctx.compress(p) for p in parts]
@@ -513,7 +514,7 @@ def test_unzstd_fast_equals_careful(data, parts, sized, limit):
 def test_zstd_lying_content_size_is_refused():
     import zstandard
 
-    from mqtool.kafka import codecs as C
+    from mqtool import codecs as C
 
     c = bytearray(zstandard.ZstdCompressor().compress(bytes(1 << 20)))
     assert zstandard.get_frame_parameters(bytes(c)).content_size == 1 << 20
@@ -532,15 +533,15 @@ def test_span_crc_in_windows_equals_whole(tmp_path, monkeypatch):
 
     from crc32c import crc32c
 
-    monkeypatch.setattr(R, "PAGE_WINDOW", 3 * mmap.PAGESIZE + 5)      # many windows on a small file
+    monkeypatch.setattr(S, "PAGE_WINDOW", 3 * mmap.PAGESIZE + 5)      # many windows on a small file
     data = random.Random(9).randbytes(20 * mmap.PAGESIZE + 77)
     f = tmp_path / "x.log"
     f.write_bytes(data)
     with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
         for start, end in [(0, len(data)), (1, len(data) - 1), (4095, 4097 + 9 * mmap.PAGESIZE), (7, 9)]:
-            assert R._span_crc(crc32c, m, start, end) == crc32c(data[start:end])
-            assert R._span_crc(zlib.crc32, m, start, end) == zlib.crc32(data[start:end])
-            assert R._span_crc(zlib.crc32, data, start, end) == zlib.crc32(data[start:end])
+            assert S._span_crc(crc32c, m, start, end) == crc32c(data[start:end])
+            assert S._span_crc(zlib.crc32, m, start, end) == zlib.crc32(data[start:end])
+            assert S._span_crc(zlib.crc32, data, start, end) == zlib.crc32(data[start:end])
 
 
 def test_default_jobs_choose_one_process_for_native_lines(monkeypatch, bench_store):

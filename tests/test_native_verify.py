@@ -19,6 +19,7 @@ import zlib
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from builders import rocketmq_unit
 from formats import rocketmq as F
 from mqtool.findings import Summary
 from mqtool.options import VerifyOptions
@@ -115,14 +116,12 @@ def test_a_schema_of_another_shape_keeps_the_python_lane(monkeypatch):
 def _unit(topic: bytes, qid: int, qoff: int, phys: int, body: bytes, props: bytes, sys_flag: int = 0,
           store_ts: int = 2000, bad_crc: bool = False) -> bytes:
     """A v1 unit built with the schema (topic and properties as raw bytes, UTF-8 or not)."""
-    total = F.calc_msg_length("v1", sys_flag, len(body), len(topic), len(props))
     crc = zlib.crc32(body) & 0x7FFFFFFF
-    return F.MessageV1.build(dict(
-        TOTALSIZE=total, BODYCRC=crc ^ 1 if bad_crc else crc, QUEUEID=qid, FLAG=0, QUEUEOFFSET=qoff,
-        PHYSICALOFFSET=phys, SYSFLAG=sys_flag, BORNTIMESTAMP=1000, STORETIMESTAMP=store_ts,
-        BORNHOST="[::1]:5" if sys_flag & F.BORNHOST_V6_FLAG else "127.0.0.1:1",
-        STOREHOSTADDRESS="[fe80::1]:9" if sys_flag & F.STOREHOSTADDRESS_V6_FLAG else "10.0.0.5:10911", RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body),
-        BODY=body, TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
+    return rocketmq_unit(topic, body, props, sysflag=sys_flag, phys=phys, queue_id=qid, queue_offset=qoff,
+                         born="[::1]:5" if sys_flag & F.BORNHOST_V6_FLAG else "127.0.0.1:1",
+                         store="[fe80::1]:9" if sys_flag & F.STOREHOSTADDRESS_V6_FLAG else "10.0.0.5:10911",
+                         born_ts=1000, store_ts=store_ts, body_crc=crc ^ 1 if bad_crc else None)
+
 
 
 TOPICS = [b"TopicA", b"TopicB", b"T\xc3\xa9", b"T\xff", b"\xed\xa0\x80", b"", b"t" * 127]

@@ -36,7 +36,7 @@ _TERMINAL_OWN = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _rocketmq(root: Path) -> Path:
-    from rmq_bytes import unit
+    from builders import rocketmq_unit as unit
 
     hb = HOSTILE.encode()
     store = root / ("st" + NAME)

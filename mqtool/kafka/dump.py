@@ -14,12 +14,14 @@ from mqtool.errors import InputError
 from mqtool.io import map_input, open_salvage_file
 from mqtool.kafka import indexfiles as F
 from mqtool.kafka import store as L
-from mqtool.kafka.codecs import CodecError
+from mqtool.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
-from mqtool.kafka.records import Batch, Damage, Record, iter_records, scan, scan_range
-from mqtool import render
-from mqtool.render import Column, PreRendered, dumps, iso_ms
+from mqtool.kafka.records import Batch, Record, iter_records
+from mqtool.kafka.scan import Damage, scan, scan_range
+from mqtool import ndjson
+from mqtool.columns import Column, iso_ms
+from mqtool.ndjson import PreRendered, dumps
 
 
 def _flags(r: dict) -> str:
@@ -242,7 +244,7 @@ def _json_pieces(b: Batch, opts):
     rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
     each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
     refuses)."""
-    if not render.CAN_PRERENDER_LINES:
+    if not ndjson.CAN_PRERENDER_LINES:
         return None
     row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
     marks = {}
@@ -250,7 +252,7 @@ def _json_pieces(b: Batch, opts):
         if key in row:
             row[key] = _PLACEHOLDERS[code]
             marks[code] = _PLACEHOLDERS_JSON[code]
-    line = render.encode_row_fast(row)
+    line = ndjson.encode_row_fast(row)
     if line is None:
         return None
     found = sorted((line.find(m), code) for code, m in marks.items())
@@ -281,7 +283,7 @@ def _native_record_json(nat, b: Batch, opts):
 
 
 def damage_row(path, d: Damage) -> dict:
-    return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
+    return {"kind": "damage", "file": str(path), "position": d.position, "size": d.length, "damage": d.code,
             "message": d.message}
 
 
@@ -289,7 +291,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     """Rows of one .log. Filters shared with ``dump commitlog``: --from-offset/--to-offset (batches overlapping
     the range), --key (records with exactly this key; implies --deep).
 
-    Range mode (``start``/``stop``, see :func:`mqtool.kafka.records.scan_range`): only the rows of the
+    Range mode (``start``/``stop``, see :func:`mqtool.kafka.scan.scan_range`): only the rows of the
     entries and damage that start in ``[start, stop)`` after the scanner's resync, reading the last entry
     past ``stop``; the ranges of a file together give exactly the rows of the whole file."""
     want_key = getattr(opts, "key", None)
@@ -313,9 +315,9 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
                 return
             if isinstance(ev, Damage):
-                if ev.kind == "skipped" or ev.kind == "partial-tail":
-                    stats.damage(f"{path}@{ev.start}: {ev.kind}: {ev.message}")
-                if ev.kind != "max-bytes":
+                if ev.code == "skipped" or ev.code == "partial-tail":
+                    stats.damage(f"{path}@{ev.position}: {ev.code}: {ev.message}")
+                if ev.code != "max-bytes":
                     yield damage_row(path, ev)
                 continue
             if lo is not None and ev.last_offset < lo:

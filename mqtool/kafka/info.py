@@ -6,7 +6,7 @@ What it reports and where it comes from (docs/kafka.md, ../shared/reference/kafk
   compressed wrapper), not batches; control records (transaction markers, KRaft leader-change/snapshot
   markers) are counted apart. Their time is the record timestamp (the batch max timestamp for LogAppendTime;
   v0 messages have none). Bytes are on-disk batch bytes, shared out over the batch's records. The walk is
-  :func:`mqtool.kafka.records.scan`, the one ``verify`` uses; its ``skipped`` / ``partial-tail`` events are
+  :func:`mqtool.kafka.scan.scan`, the one ``verify`` uses; its ``skipped`` / ``partial-tail`` events are
   the damaged ranges, batches with a bad CRC or undecodable records are damage at their own time;
 * queue ends — the log end offset of each partition (last offset + 1 of the last batch, else the base offset of
   the last segment);
@@ -34,11 +34,12 @@ from mqtool.info import InfoBuilder
 from mqtool.io import map_input, read_input
 from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
-from mqtool.kafka.codecs import CodecError
+from mqtool.codecs import CodecError
 from mqtool.kafka.internal import decode_consumer_offsets
-from mqtool.kafka.records import Batch, Damage, header_records, iter_records, scan
+from mqtool.kafka.records import Batch, header_records, iter_records
+from mqtool.kafka.scan import Damage, scan
 from mqtool.options import InfoOptions
-from mqtool.render import progress
+from mqtool.progress import progress
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"     # LogManager.CleanShutdownFileName
 _MAGIC_HINTS = {
@@ -236,11 +237,11 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
             byte_base += size
             for ev in scan(buf, str(seg.log), fd=m.fileno() if m.mapped else None):
                 if isinstance(ev, Damage):
-                    if ev.kind == "zero-tail":
+                    if ev.code == "zero-tail":
                         st.zero_tail += 1
-                    elif ev.kind in ("skipped", "partial-tail"):
-                        code = "skipped-bytes" if ev.kind == "skipped" else "partial-tail"
-                        b.add_damage(str(seg.log), ev.start, None, ev.length, code, ev.message, stream)
+                    elif ev.code in ("skipped", "partial-tail"):
+                        code = "skipped-bytes" if ev.code == "skipped" else "partial-tail"
+                        b.add_damage(str(seg.log), ev.position, None, ev.length, code, ev.message, stream)
                     continue
                 had_data = True
                 leo = max(leo, ev.last_offset + 1)

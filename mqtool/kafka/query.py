@@ -9,12 +9,13 @@ from formats import kafka as K
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.io import map_input
 from mqtool.kafka import indexfiles as F
-from mqtool.kafka.codecs import CodecError
+from mqtool.codecs import CodecError
 from mqtool.kafka.dump import LOG_COLUMNS, batch_row, record_row
 from mqtool.kafka.store import Partition, discover, partition_from_dir
 from mqtool.kafka.rebuild import control_type_of
-from mqtool.kafka.records import Batch, scan, iter_records
-from mqtool.render import Column
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import scan
+from mqtool.columns import Column
 
 QUERY_COLUMNS = [Column("partition", "Partition")] + LOG_COLUMNS + [Column("txn_state", "Txn")]
 

@@ -2,7 +2,7 @@
 
 Every ``.log`` segment (and KRaft ``.checkpoint`` snapshot) that ``dump kafka`` reads is cut into ranges. A
 range reader is :func:`mqtool.kafka.dump.log_rows` in range mode: it resyncs from the range start with the
-scanner's own rule (:func:`mqtool.kafka.records.resync`: magic at +16, sane length, valid CRC), walks
+scanner's own rule (:func:`mqtool.kafka.scan.resync`: magic at +16, sane length, valid CRC), walks
 exactly like the whole-file scan (bad-CRC batches that lead to the next batch, skipped damage, zero and
 partial tails) and stops at the resync point of its range end, so that it reads its last batch past
 ``stop`` and the next range begins where it stopped. Rows are those of ``dump kafka`` (batches, damage, and
@@ -20,7 +20,7 @@ from typing import Iterator
 from mqtool.kafka import store as L
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
-from mqtool.render import PreRendered
+from mqtool.ndjson import PreRendered
 
 FAMILY = "kafka"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
@@ -174,7 +174,7 @@ def dump_range_task(args):
     topic, _, _ = topic_partition(rng.file)
     rows = list(_range_log_rows(rng, opts, stats, topic))
     if opts.ndjson:
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         rows = [r if type(r) is PreRendered else dumps(r) for r in rows]   # chunks of kafka.dump
     return rows, stats.notes, stats.damaged, stats.messages, stats.noted_at

@@ -17,7 +17,8 @@ import struct
 from dataclasses import dataclass, field
 
 from formats import kafka as K
-from mqtool.kafka.records import Batch, Damage, iter_records, scan
+from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.scan import Damage, scan
 
 _OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
 _TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))
@@ -160,8 +161,8 @@ def recover_segment(buf, path: str, base_offset: int, interval: int = K.DEFAULT_
     r = Recoverer(base_offset, interval, txn)
     for ev in scan(buf, path, fd=fd):
         if isinstance(ev, Damage):
-            if ev.kind != "zero-tail":
-                r.stop(f"{ev.kind} at {ev.start}: {ev.message}")
+            if ev.code != "zero-tail":
+                r.stop(f"{ev.code} at {ev.position}: {ev.message}")
             break
         if not r.feed(ev):
             break

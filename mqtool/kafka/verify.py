@@ -36,12 +36,13 @@ from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.io import map_input
 from mqtool.kafka import indexfiles as F
-from mqtool.kafka.codecs import CodecError, codec_name
+from mqtool.codecs import CodecError, kafka_codec_name as codec_name
 from mqtool.kafka.store import (LogDir, Partition, Segment, looks_compacted, orphan_segments,
                                  stray_snapshots)
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, Damage, LimitExceeded, header_records, iter_records, records_area, scan
+from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records, records_area
+from mqtool.kafka.scan import Damage, scan
 
 
 @dataclass
@@ -217,37 +218,37 @@ class KafkaVerifier:
                     # a mapped file truncated under us: reading on would touch lost pages (SIGBUS)
                     now = m.current_size()
                     rec.stop("file changed")
-                    yield self._f(ERROR, "file-changed", path, ev.position if isinstance(ev, Batch) else ev.start,
+                    yield self._f(ERROR, "file-changed", path, ev.position,
                                   None, f"the file shrank to {now} bytes while being read; stopped here",
                                   expected=len(buf), actual=now)
                     break
                 if isinstance(ev, Damage):
-                    rec.stop(f"{ev.kind} at {ev.start}")
-                    if ev.kind == "zero-tail" and not active:
-                        yield self._f(WARNING, "zeroed-range", path, ev.start, None,
-                                      f"{ev.length} zero bytes from {ev.start} to the end of a segment that is not "
+                    rec.stop(f"{ev.code} at {ev.position}")
+                    if ev.code == "zero-tail" and not active:
+                        yield self._f(WARNING, "zeroed-range", path, ev.position, None,
+                                      f"{ev.length} zero bytes from {ev.position} to the end of a segment that is not "
                                       "the active one: Kafka trims a segment when it rolls, so these bytes were "
                                       "zeroed (damage) or the broker died while preallocating",
-                                      span=(ev.start, ev.end))
-                    elif ev.kind == "zero-tail":
-                        yield self._f(INFO, "zero-tail", path, ev.start, None,
-                                      f"{ev.length} zero bytes from {ev.start} to the end: end of data "
+                                      span=(ev.position, ev.end))
+                    elif ev.code == "zero-tail":
+                        yield self._f(INFO, "zero-tail", path, ev.position, None,
+                                      f"{ev.length} zero bytes from {ev.position} to the end: end of data "
                                       "(preallocated segment), not corruption")
-                    elif ev.kind == "partial-tail" and seen.batches == 0:
+                    elif ev.code == "partial-tail" and seen.batches == 0:
                         # a segment none of whose bytes make a batch: nothing in it is readable (an interrupted
                         # append leaves its tail after readable batches, not instead of them)
-                        yield self._f(ERROR, "no-readable-batch", path, ev.start, None,
+                        yield self._f(ERROR, "no-readable-batch", path, ev.position, None,
                                       f"no batch readable in the segment: {ev.message}", actual=ev.length)
-                    elif ev.kind == "partial-tail":
-                        yield self._f(WARNING, "partial-tail", path, ev.start, None,
+                    elif ev.code == "partial-tail":
+                        yield self._f(WARNING, "partial-tail", path, ev.position, None,
                                       f"{ev.length} bytes at the end do not make a whole batch "
-                                      "(interrupted write; Kafka recovery truncates them)", span=(ev.start, ev.end))
+                                      "(interrupted write; Kafka recovery truncates them)", span=(ev.position, ev.end))
                     else:
                         self.summary.skipped_ranges += 1
                         self.summary.skipped_bytes += ev.length
-                        yield self._f(ERROR, "skipped-bytes", path, ev.start, None,
-                                      f"bytes {ev.start}..{ev.end} ({ev.length}) skipped: {ev.message}",
-                                      actual=ev.length, span=(ev.start, ev.end))
+                        yield self._f(ERROR, "skipped-bytes", path, ev.position, None,
+                                      f"bytes {ev.position}..{ev.end} ({ev.length}) skipped: {ev.message}",
+                                      actual=ev.length, span=(ev.position, ev.end))
                     continue
                 b: Batch = ev
                 seen.batches += 1

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
+from mqtool.findings import INFO, Finding
 from mqtool.io import map_input
 from mqtool.litemq.store import Store, commitlog_segments
+from mqtool.options import ScanStats
 
 #: Why an entry is stale (the ``stale_reason`` of a consumequeue row).
 PAST_END = "past-end"            # at or after the live end of the commitlog
@@ -62,7 +64,7 @@ class LiveLog:
         # the live chain runs through files 0, 1, ... while each is exactly full
         self._reach = set()
         if self.segs and store.kind != "segment":
-            from mqtool.litemq.ranges import _full
+            from mqtool.litemq.scan import _full
 
             i = self.segs[0].index
             while i in by_index:
@@ -75,7 +77,7 @@ class LiveLog:
 
     def _on_chain(self, idx: int, buf, size: int, pos: int) -> str:
         """"start", "inside" or "past-end" for ``pos`` in the chain of segment ``idx``."""
-        from mqtool.litemq.ranges import hop
+        from mqtool.litemq.scan import hop
 
         broken = self._broken.get(idx)
         if broken is not None and pos > broken:
@@ -139,7 +141,7 @@ class LiveLog:
             self._end_ts = None
             last = max(self._reach, default=None)
             if last is not None:
-                from mqtool.litemq.ranges import hop
+                from mqtool.litemq.scan import hop
 
                 seg = self._seg[last]
                 with map_input(seg.path) as mi:
@@ -175,3 +177,16 @@ class LiveLog:
                 if end_ts is not None and e.timestamp >= end_ts:
                     reason = None
         return reason, where, rec
+
+
+def note_damage(f: Finding, stats: ScanStats) -> None:
+    """Count a finding met while dumping as damage, or note a restart's shape (not damage) in ``stats``."""
+    if f.severity == INFO:
+        return
+    where = f.file or "-"
+    if f.position is not None:
+        where += f"@{f.position}"
+    if f.code in RESTART_CODES:         # a restart's shape (older records after the live end), not damage
+        stats.note(f"{f.code}: {where}: {f.message}")
+    else:
+        stats.damage(f"{f.severity}: {f.code}: {where}: {f.message}")

@@ -31,7 +31,7 @@ from mqtool.litemq.store import Store, commitlog_segments, nominal_file_size, re
 from mqtool.litemq.records import LiteRecord
 from mqtool.litemq.scan import WalkResult, walk
 from mqtool.options import InfoOptions
-from mqtool.render import progress
+from mqtool.progress import progress
 
 _KINDS = {
     "root": "LiteMQ data directory", "commitlog": "LiteMQ commitlog directory", "segment": "LiteMQ commitlog file",

@@ -2,27 +2,15 @@
 from __future__ import annotations
 
 from mqtool.errors import InputError, UsageError
-from mqtool.findings import INFO, Finding
+from mqtool.findings import Finding
 from mqtool.litemq import indexfiles as CQ
-from mqtool.litemq.history import RESTART_CODES, LiveLog
-from mqtool.litemq.store import Store, resolve
+from mqtool.litemq.history import LiveLog, note_damage as _note_damage
+from mqtool.litemq.store import Store, index_files as _index_files, resolve
 from mqtool.litemq.rows import CQ_COLUMNS, MESSAGE_COLUMNS, cq_row, generic_columns, record_row
 from mqtool.litemq.scan import walk
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
 DUMP_PARTS = ("commitlog", "consumequeue", "checkpoint", "index", "abort")
-
-
-def _note_damage(f: Finding, stats: ScanStats) -> None:
-    if f.severity == INFO:
-        return
-    where = f.file or "-"
-    if f.position is not None:
-        where += f"@{f.position}"
-    if f.code in RESTART_CODES:         # a restart's shape (older records after the live end), not damage
-        stats.note(f"{f.code}: {where}: {f.message}")
-    else:
-        stats.damage(f"{f.severity}: {f.code}: {where}: {f.message}")
 
 
 def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
@@ -119,15 +107,6 @@ def _dump_abort(store: Store):
     else:
         yield {"kind": "abort", "file": store.display(p) if p else None, "present": False, "start_time": None,
                "meaning": "no abort file: the last run reached Broker.Shutdown"}
-
-
-def _index_files(store: Store):
-    if store.kind == "index_file":
-        return [store.target]
-    d = store.index_dir
-    if d is None or not d.is_dir():
-        return []
-    return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
 def _dump_index(store: Store, opts: DumpOptions, stats: ScanStats):

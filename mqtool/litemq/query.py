@@ -15,7 +15,7 @@ from mqtool.litemq.records import fnv1a32
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
 from mqtool.litemq.scan import parse_record_at, walk
 from mqtool.options import QueryOptions, ScanStats
-from mqtool.render import Column
+from mqtool.columns import Column
 
 
 def read_record_at(store: Store, offset: int, with_body: bool = False, containing: bool = False):
@@ -69,7 +69,7 @@ def run_query(store: Store, opts: QueryOptions, stats: ScanStats):
 
 
 def _index_files(store):
-    from mqtool.litemq.ops import _index_files as f
+    from mqtool.litemq.store import index_files as f
 
     return f(store)
 

@@ -31,15 +31,15 @@ import struct
 from functools import lru_cache
 from typing import Iterator
 
-from formats import litemq as F
 from mqtool.io import map_input
 from mqtool.litemq.store import Segment, commitlog_segments, resolve
-from mqtool.litemq.records import MIN_MESSAGE_LEN
 from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
-from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, live_record_at, walk_prologue, walk_tail
+from mqtool.litemq.history import note_damage
+from mqtool.litemq.scan import (TIME_REGRESSION_MS, WalkResult, _full, hop,  # noqa: F401
+                                live_record_at, walk_prologue, walk_tail)
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
-from mqtool.render import PreRendered
+from mqtool.ndjson import PreRendered
 
 FAMILY = "litemq"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
@@ -119,40 +119,6 @@ def plan(path, split_size: int | None = None) -> list[ByteRange]:
     _store_cached.cache_clear()
     _, segs, _ = _store(str(path))
     return split_segments(FAMILY, str(path), segs, split_size)
-
-
-def hop(buf, pos: int, size: int, until: int) -> tuple[int, bool]:
-    """Follow the length prefixes from ``pos`` while ``pos < until``: ``(boundary, intact)`` where boundary
-    is the first record boundary ``>= until`` (or the file end) and intact is False when the chain breaks
-    (zero/bad length or bad magic, the framing checks of :func:`parse_record_at`) before that."""
-    unpack = _U32.unpack_from
-    magic = F.MESSAGE_MAGIC_BYTES
-    while pos < until:
-        if pos + 4 > size:
-            return pos, False
-        (length,) = unpack(buf, pos)
-        if length < MIN_MESSAGE_LEN or length > size - pos - 4 or buf[pos + 4:pos + 8] != magic:
-            return pos, False
-        pos += 4 + length
-    return pos, True
-
-
-@lru_cache(maxsize=1024)
-def _segment_full(path: str, size: int, mtime_ns: int) -> bool:
-    """Is this file an exactly-full chain (the live data goes on into the next file)?"""
-    if size <= 0:
-        return False
-    with map_input(path) as mi:
-        pos, ok = hop(mi.buf, 0, len(mi.buf), len(mi.buf))
-        return ok and pos == len(mi.buf)
-
-
-def _full(seg: Segment) -> bool:
-    try:
-        st = os.stat(seg.path)
-    except OSError:
-        return False
-    return _segment_full(str(seg.path), st.st_size, st.st_mtime_ns)
 
 
 # Per process: the furthest record boundary known to lie on the intact chain of a file, keyed by
@@ -302,7 +268,7 @@ def dump_range_task(args) -> RangeDump:
         if keep(rec):
             rows.append(record_row(rec, body))
     if opts.ndjson:
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         rows = [dumps(r) for r in rows]
     return RangeDump(rows, ends[0] if ends else None, max_ts, minima, regression)
@@ -340,9 +306,7 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     store, segs, fs = _store(str(path))
 
     def note(f) -> None:
-        from mqtool.litemq.ops import _note_damage
-
-        _note_damage(f, stats)
+        note_damage(f, stats)
 
     def rows():
         from mqtool.findings import WARNING, Finding
@@ -375,6 +339,6 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    from mqtool.render import Column
+    from mqtool.columns import Column
 
     return MESSAGE_COLUMNS + ([Column("body", "Body", max_width=60)] if body != "none" else [])

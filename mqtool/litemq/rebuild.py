@@ -189,7 +189,7 @@ def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
             for s in q.files:
                 existing[store.display(s.path)] = s.path
         yield from _compare_cq(rebuilt_files, existing, summary)
-    from mqtool.litemq.ops import _index_files
+    from mqtool.litemq.store import index_files as _index_files
 
     if getattr(opts, "with_index", False) or (opts.compare and _index_files(store)):
         data, last_ts = build_index(records)
@@ -247,7 +247,7 @@ def _compare_cq(rebuilt: dict, existing: dict, summary: Summary):
 
 
 def _compare_index(store: Store, data: bytes):
-    from mqtool.litemq.ops import _index_files
+    from mqtool.litemq.store import index_files as _index_files
 
     files = _index_files(store)
     if not files:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from construct import FormatField
 
 from formats import litemq as F
+from mqtool.errors import DecodeError as _DecodeError
 
 _U32 = struct.Struct(">I")
 
@@ -78,7 +79,7 @@ def order_queue(sharding_key: str, queues: int = F.ORDER_QUEUE_COUNT) -> int:
     return r
 
 
-class DecodeError(Exception):
+class DecodeError(_DecodeError):
     """A length inside the message runs past the record (field name and in-record offset)."""
 
     def __init__(self, field_name: str, at: int, need: int, left: int):

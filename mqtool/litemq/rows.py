@@ -4,7 +4,7 @@ from __future__ import annotations
 from formats import litemq as F
 from mqtool.common import ENCODING_SUFFIX, put_body, put_text
 from mqtool.litemq.records import CQEntry, LiteRecord, RawText
-from mqtool.render import Column, iso_ms, key_columns
+from mqtool.columns import Column, iso_ms, key_columns
 
 
 def record_row(rec: LiteRecord, body_mode: str = "none") -> dict:

@@ -12,8 +12,10 @@ on damaged bytes.
 """
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 from formats import litemq as F
 from mqtool.errors import InputError
@@ -326,3 +328,39 @@ def _subtract(ranges, covered):
         if cur < b:
             out.append((cur, b))
     return [(a, b) for a, b in out if b > a]
+
+
+# ---- the length-prefix chain (framing only), shared by range splitting and the live-log history
+
+def hop(buf, pos: int, size: int, until: int) -> tuple[int, bool]:
+    """Follow the length prefixes from ``pos`` while ``pos < until``: ``(boundary, intact)`` where boundary
+    is the first record boundary ``>= until`` (or the file end) and intact is False when the chain breaks
+    (zero/bad length or bad magic, the framing checks of :func:`parse_record_at`) before that."""
+    unpack = _U32.unpack_from
+    magic = F.MESSAGE_MAGIC_BYTES
+    while pos < until:
+        if pos + 4 > size:
+            return pos, False
+        (length,) = unpack(buf, pos)
+        if length < MIN_MESSAGE_LEN or length > size - pos - 4 or buf[pos + 4:pos + 8] != magic:
+            return pos, False
+        pos += 4 + length
+    return pos, True
+
+
+@lru_cache(maxsize=1024)
+def _segment_full(path: str, size: int, mtime_ns: int) -> bool:
+    """Is this file an exactly-full chain (the live data goes on into the next file)?"""
+    if size <= 0:
+        return False
+    with map_input(path) as mi:
+        pos, ok = hop(mi.buf, 0, len(mi.buf), len(mi.buf))
+        return ok and pos == len(mi.buf)
+
+
+def _full(seg: Segment) -> bool:
+    try:
+        st = os.stat(seg.path)
+    except OSError:
+        return False
+    return _segment_full(str(seg.path), st.st_size, st.st_mtime_ns)

@@ -357,3 +357,13 @@ def _subdirs(d: Path) -> list[Path]:
         return sorted((Path(e.path) for e in os.scandir(d) if e.is_dir()), key=lambda x: x.name)
     except OSError:
         return []
+
+
+def index_files(store: Store) -> list:
+    """The key-index files of a store (the file itself when one index file was given)."""
+    if store.kind == "index_file":
+        return [store.target]
+    d = store.index_dir
+    if d is None or not d.is_dir():
+        return []
+    return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))

@@ -25,7 +25,8 @@ from mqtool.litemq.records import LiteRecord, fnv1a32, order_queue, tag_hash
 from mqtool.litemq.rows import record_row
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, walk
 from mqtool.options import VerifyOptions
-from mqtool.render import dumps, iso_ms
+from mqtool.columns import iso_ms
+from mqtool.ndjson import dumps
 from mqtool.schema_struct import field_offsets
 
 #: LiteMQ stamps the consumequeue entry a moment after encoding the record (a few ms at most).
@@ -427,7 +428,7 @@ def _checkpoint_values(name: str, row: dict, log_end: int | None):
 
 
 def _verify_index(store: Store, live: dict, explicit: bool):
-    from mqtool.litemq.ops import _index_files
+    from mqtool.litemq.store import index_files as _index_files
 
     files = _index_files(store)
     if not files:

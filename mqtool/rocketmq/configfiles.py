@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mqtool.errors import InputError
 from mqtool.io import read_input
-from mqtool.render import Column
+from mqtool.columns import Column
 from mqtool.rocketmq.config import ConfigSyntaxError, parse_fastjson
 
 MAX_CONFIG_SIZE = 64 * 1024 * 1024

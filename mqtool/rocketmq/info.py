@@ -22,7 +22,8 @@ from formats import rocketmq as F
 from mqtool.common import plural
 from mqtool.info import InfoBuilder, total_size
 from mqtool.options import InfoOptions
-from mqtool.render import iso_ms, progress
+from mqtool.columns import iso_ms
+from mqtool.progress import progress
 from mqtool.rocketmq import indexfiles
 from mqtool.rocketmq.store import RocketStore, cq_filter, open_store
 from mqtool.rocketmq.records import Message

@@ -21,11 +21,13 @@ import struct
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import native, render
+from mqtool import native, ndjson
 from mqtool.fastcrc import crc32
+from mqtool.options import DumpOptions
+from mqtool.ranges import runner_for, split_segments
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
-from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
+from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner, damage_note
 from mqtool.schema_struct import fixed_prefix_fields
 
 USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
@@ -84,13 +86,13 @@ def _configure(mod) -> None:
 
 def _json(value) -> bytes:
     """``value`` as write_ndjson renders it inside a row."""
-    return render.dumps(value).encode("utf-8")
+    return ndjson.dumps(value).encode("utf-8")
 
 
 def file_json(file: str) -> bytes | None:
     """The file name as orjson renders it inside a row, or None when the row would not go through orjson
     (a non-UTF-8 name: write_ndjson then renders the whole row with ``json``, ASCII-escaped)."""
-    if not render.CAN_PRERENDER_LINES:
+    if not ndjson.CAN_PRERENDER_LINES:
         return None
     try:
         file.encode("utf-8")        # orjson takes every str that encodes (no lone surrogates)
@@ -140,7 +142,7 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
     """Rows of one scanner's walk (the helper as its fast lane) with the rule of ``scan.select_events``;
     counts rows in ``done[0]``. Returns False once ``to_offset`` is passed.
 
-    With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`render.PreRenderedLines`
+    With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`ndjson.PreRenderedLines`
     blocks from ``json_rows`` (each a FastRun's rows, already encoded), and ``done[0]`` counts them too;
     units it leaves (non-UTF-8 text, repeated property names) come from the dict lane, then Python."""
     body = opts.body
@@ -159,7 +161,7 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
         if t is FastRun:
             if fj is not None:
                 for r in out:
-                    if type(r) is render.PreRenderedLines:
+                    if type(r) is ndjson.PreRenderedLines:
                         done[0] += r.count(b"\n")
                     else:
                         done[0] += 1
@@ -212,13 +214,26 @@ def one_process(opts) -> bool:
     return not opts.jobs and opts.runner is None and usable(opts)
 
 
+# dump/salvage tasks return rows: keep each task small so results in flight stay small
+ROW_TASK_SPLIT = 8 * 1024 * 1024
+
+
+def dump_plan(path, segs: list[Segment], opts: DumpOptions):
+    """(ranges, runner) of a ``dump commitlog`` over byte ranges: the segments split at ``--split-size`` (or
+    ROW_TASK_SPLIT), ranges wholly outside ``--from/--to-offset`` left out."""
+    ranges = split_segments("rocketmq", str(path), segs, opts.split_size or ROW_TASK_SPLIT)
+    if opts.from_offset is not None or opts.to_offset is not None:
+        ranges = [r for r in ranges
+                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
+                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
+    return ranges, runner_for(opts, ranges)
+
+
 def parallel_rows(path, segs, opts, stats):
     """``dump commitlog --jobs`` with the helper in the workers: the plan and runner of
     :func:`mqtool.rocketmq.ranges.parallel_dump_rows` (same ranges, same order), each range's rows built by the
     helper and rendered to NDJSON lines in the worker. None when that function would not use a pool, or when
     rows (not lines) or another runner (Spark) are wanted: then the caller goes on as without the helper."""
-    from mqtool.rocketmq.ranges import dump_plan
-
     if not opts.ndjson or opts.runner is not None or not usable(opts):
         return None
     ranges, runner = dump_plan(path, segs, opts)
@@ -227,7 +242,7 @@ def parallel_rows(path, segs, opts, stats):
     plain = dataclasses.replace(opts, runner=None)      # picklable
     # blocks of encoded lines travel back (the cheapest to ship and write); with --limit the caller counts
     # rows, so lines then travel one by one
-    blocks = render.CAN_PRERENDER_LINES and opts.limit is None
+    blocks = ndjson.CAN_PRERENDER_LINES and opts.limit is None
 
     def rows():
         for count, lines, notes in runner.imap(range_lines_task, [(r, plain, blocks) for r in ranges]):
@@ -238,7 +253,7 @@ def parallel_rows(path, segs, opts, stats):
                 yield from lines
                 continue
             for line in lines:
-                yield render.PreRendered(line)
+                yield ndjson.PreRendered(line)
 
     return rows()
 
@@ -257,9 +272,7 @@ def range_rows(rng, opts, on_damage=None) -> Iterator[dict]:
 
 def range_lines_task(args) -> tuple[int, object, list]:
     """Pool task: (row count, rendered rows, damage notes) of the units that start in one range; the rows as
-    :class:`render.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
-    from mqtool.rocketmq.ranges import damage_note
-
+    :class:`ndjson.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
     rng, opts, blocks = args
     notes: list[str] = []
     lo, hi = opts.from_offset, opts.to_offset
@@ -274,19 +287,19 @@ def range_lines_task(args) -> tuple[int, object, list]:
     done = [0]
     rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done, blocks)
     if not blocks:
-        return done[0], [render.dumps(r) for r in rows], notes
+        return done[0], [ndjson.dumps(r) for r in rows], notes
     out: list = []
     pending: list = []
     for r in rows:              # blocks from json_rows as they are; other rows encoded in blocks of their own
-        if type(r) is render.PreRenderedLines:
+        if type(r) is ndjson.PreRenderedLines:
             if pending:
-                out += render.ndjson_blocks(pending)
+                out += ndjson.ndjson_blocks(pending)
                 pending.clear()
             out.append(r)
         else:
             pending.append(r)
     if pending:
-        out += render.ndjson_blocks(pending)
+        out += ndjson.ndjson_blocks(pending)
     return done[0], out, notes
 
 
@@ -294,7 +307,7 @@ def _json_lane(mod, fj: bytes, max_size: int, mode: int, out: list, dict_lane):
     """Lane: NDJSON blocks from ``json_rows``; where it stops short, the dict lane takes over for what it can."""
     call = mod.json_rows
     cap = ROWS_PER_RUN
-    block = render.PreRenderedLines
+    block = ndjson.PreRenderedLines
 
     def lane(buf, view, pos, limit, end, base):
         npos, n, data = call(buf, pos, limit, end, base, fj, max_size, mode, cap)

@@ -7,50 +7,12 @@ from pathlib import Path
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.ranges import rows_stay_in_one_process
-from mqtool.render import Column, iso_ms
+from mqtool.columns import Column, iso_ms
 from mqtool.rocketmq import indexfiles, nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
-from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
+from mqtool.rocketmq.ranges import (BODY_COLUMN, MESSAGE_COLUMNS, damage_note,  # noqa: F401  (columns: the verbs' names)
+                                    message_filter, parallel_dump_rows)
 from mqtool.rocketmq.scan import iter_messages
-
-MESSAGE_COLUMNS = [
-    Column("offset", "Offset", justify="right", no_wrap=True, priority=0),
-    Column("size", "Size", justify="right", no_wrap=True, priority=3),
-    Column("magic", "Ver", priority=7),
-    Column("topic", "Topic", max_width=40, priority=0),
-    Column("queue_id", "Q", justify="right", priority=1),
-    Column("queue_offset", "QOffset", justify="right", priority=1),
-    Column("tags", "Tags", max_width=20, priority=3),
-    Column("keys", "Keys", max_width=30, priority=2),
-    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True, priority=2),
-    Column("born_host", "Born host", priority=6),
-    Column("transaction", "Txn", priority=5),
-    Column("compression", "Comp", priority=5),
-    Column("body_size", "Body", justify="right", priority=4),
-    Column("crc_ok", "CRC", priority=3),
-    Column("msg_id", "MsgId", no_wrap=True, priority=0),
-]
-BODY_COLUMN = Column("body", "Body data", max_width=60, priority=2)
-
-
-def message_filter(opts):
-    """Predicate for --topic/--key/--tag (properties are parsed only when a key/tag filter asks)."""
-    topic = opts.topic.encode("utf-8") if opts.topic else None
-    key, tag = opts.key, opts.tag
-
-    def keep(m) -> bool:
-        if m.kind != "message":
-            return topic is None and key is None and tag is None
-        if topic is not None and m.topic_raw != topic:
-            return False
-        if key is not None and key not in m.keys:
-            return False
-        if tag is not None and m.tags != tag:
-            return False
-        return True
-
-    return keep
-
 
 def _store(path):
     return open_store(path)

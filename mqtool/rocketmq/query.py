@@ -381,7 +381,7 @@ def _by_key(store, reader, opts, stats, sel):
     if sel == "unique_key" and found:
         m = found[0][0]
         info = ids.decode_uniq_key(value, m.born_timestamp)
-        from mqtool.render import iso_ms
+        from mqtool.columns import iso_ms
 
         _note(stats, f"unique key {value}: producer {info['client_ip']} pid {info['pid']}, sent about "
                      f"{iso_ms(info['approx_time_ms'])} (UTC{info['producer_utc_offset_min']:+d} min)")

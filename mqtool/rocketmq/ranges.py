@@ -15,15 +15,15 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
-from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, runner_for, split_segments
-from mqtool.render import PreRendered
+from mqtool.ranges import ByteRange, runner_for, split_segments  # noqa: F401  (runner_for: the range verify's seam)
+from mqtool.columns import Column, iso_ms
+from mqtool.ndjson import PreRendered
+from mqtool.rocketmq import nativedump
+from mqtool.rocketmq.nativedump import ROW_TASK_SPLIT, dump_plan  # noqa: F401
 from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
-from mqtool.rocketmq.records import Blank, Message
-from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
+from mqtool.rocketmq.scan import SegmentScanner, damage_note, select_events  # noqa: F401  (damage_note: Spark)
 
 FAMILY = "rocketmq"
-# dump/salvage tasks return rows: keep each task small so results in flight stay small
-ROW_TASK_SPLIT = 8 * 1024 * 1024
 # verify with the compiled lane checks ~3 GB/s per core (CPU, mapping included): a 2-process pool (~30-60 ms to
 # start) only pays from a few hundred MB on (docs/performance.md, "Native helper: rmqverify")
 NATIVE_VERIFY_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
@@ -65,6 +65,45 @@ ROW_FIELDS: list[tuple[str, str]] = [
 ]
 
 
+MESSAGE_COLUMNS = [
+    Column("offset", "Offset", justify="right", no_wrap=True, priority=0),
+    Column("size", "Size", justify="right", no_wrap=True, priority=3),
+    Column("magic", "Ver", priority=7),
+    Column("topic", "Topic", max_width=40, priority=0),
+    Column("queue_id", "Q", justify="right", priority=1),
+    Column("queue_offset", "QOffset", justify="right", priority=1),
+    Column("tags", "Tags", max_width=20, priority=3),
+    Column("keys", "Keys", max_width=30, priority=2),
+    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True, priority=2),
+    Column("born_host", "Born host", priority=6),
+    Column("transaction", "Txn", priority=5),
+    Column("compression", "Comp", priority=5),
+    Column("body_size", "Body", justify="right", priority=4),
+    Column("crc_ok", "CRC", priority=3),
+    Column("msg_id", "MsgId", no_wrap=True, priority=0),
+]
+BODY_COLUMN = Column("body", "Body data", max_width=60, priority=2)
+
+
+def message_filter(opts):
+    """Predicate for --topic/--key/--tag (properties are parsed only when a key/tag filter asks)."""
+    topic = opts.topic.encode("utf-8") if opts.topic else None
+    key, tag = opts.key, opts.tag
+
+    def keep(m) -> bool:
+        if m.kind != "message":
+            return topic is None and key is None and tag is None
+        if topic is not None and m.topic_raw != topic:
+            return False
+        if key is not None and key not in m.keys:
+            return False
+        if tag is not None and m.tags != tag:
+            return False
+        return True
+
+    return keep
+
+
 def plan(path, split_size: int | None = None) -> list[ByteRange]:
     """Ranges over the commitlog segments of a store root, commitlog directory or segment file (none when
     the store has no commitlog, e.g. a harvested consumequeue-only store)."""
@@ -94,15 +133,8 @@ def iter_range_messages(rng: ByteRange, from_offset: int | None = None, to_offse
                              on_damage)
 
 
-def damage_note(d: Damage) -> str:
-    """The stderr note for a damaged range met by dump/query."""
-    return f"{d.file}@{d.position} (offset {d.offset}): {d.code}: {d.message}; skipped {d.length} bytes"
-
-
 def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None) -> Iterator[dict]:
     """The rows of ``dump commitlog`` (filters of ``opts`` applied) for the units starting in ``rng``."""
-    from mqtool.rocketmq import nativedump
-    from mqtool.rocketmq.ops import message_filter
 
     if nativedump.usable(opts):         # no per-row filter: the compiled row builder (same rows)
         yield from nativedump.range_rows(rng, opts, on_damage)
@@ -118,7 +150,6 @@ def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None) -> Iterat
 def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None):
     """The rows of :func:`iter_range_rows` as ``(columns, n)`` chunks (``columns``: each of ``names`` → its
     values), built column-wise by the compiled helper; None when it cannot serve ``opts`` (then use the rows)."""
-    from mqtool.rocketmq import nativedump
 
     from mqtool.dataset import export_fields
 
@@ -142,7 +173,7 @@ def dump_range_task(args) -> tuple[list, list, list[str]]:
     keysets: dict[tuple, int] = {}
     rows = []
     if opts.ndjson:     # the parent only writes lines: serialise here, in parallel
-        from mqtool.render import dumps
+        from mqtool.ndjson import dumps
 
         lines = [dumps(r) for r in iter_range_rows(rng, opts, on_damage=lambda d: notes.append(damage_note(d)))]
         return None, lines, notes
@@ -158,17 +189,6 @@ def dump_range_task(args) -> tuple[list, list, list[str]]:
 def _rows_back(keys: list, rows: list) -> Iterator[dict]:
     for i, vals in rows:
         yield dict(zip(keys[i], vals))
-
-
-def dump_plan(path, segs: list[Segment], opts: DumpOptions):
-    """(ranges, runner) of a ``dump commitlog`` over byte ranges: the segments split at ``--split-size`` (or
-    ROW_TASK_SPLIT), ranges wholly outside ``--from/--to-offset`` left out."""
-    ranges = split_segments(FAMILY, str(path), segs, opts.split_size or ROW_TASK_SPLIT)
-    if opts.from_offset is not None or opts.to_offset is not None:
-        ranges = [r for r in ranges
-                  if not (opts.from_offset is not None and r.base + r.size <= opts.from_offset)
-                  and not (opts.to_offset is not None and r.base + r.start >= opts.to_offset)]
-    return ranges, runner_for(opts, ranges)
 
 
 def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: ScanStats):
@@ -201,178 +221,10 @@ def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: Scan
 
 # ---- verify over ranges --------------------------------------------------------------------------
 
-@dataclasses.dataclass
-class RangeVerify:
-    """What one range contributes to a commitlog verify: findings that need no outside state, in order,
-    interleaved with markers the merge resolves with the state of the ranges before it:
-
-    * ``("data",)`` — the first message or damage of the range (flushes held ``missing-blank`` findings);
-    * ``("qoff", key, queue_offset, file, position, offset)`` — first dispatched message of a queue here;
-    * ``("shift", delta, file, position, offset, physical_offset)`` — first message of the range;
-    * ``("damage", Finding, length)``, ``("end", End, saw_blank)``, ``("salvage", row)``.
-    """
-
-    items: list
-    messages: int
-    expected_next: dict        # per (topic, queue): next queue offset after this range
-    shift: int | None          # PHYSICALOFFSET delta of the range's last message
-    dispatched_next: dict
-    last_store_ts: int
-
-
-class _FirstSeen(dict):
-    """expected_next for one range: a miss means "first message of this queue in the range"."""
-
-    def __init__(self):
-        super().__init__()
-        self.missed: list = []
-
-    def get(self, key, default=None):
-        if key not in self:
-            self.missed.append(key)
-            return default
-        return dict.get(self, key)
-
-
-def verify_range_task(args) -> RangeVerify:
-    rng, opts = args
-    from mqtool.rocketmq.store import RocketStore
-    from mqtool.rocketmq import verify as V
-    from mqtool.rocketmq.scan import FastRun
-    from mqtool.rocketmq.verify import _blank_findings, _check_message, _Ctx, _damage_finding, _shift_finding
-
-    ctx = _Ctx(RocketStore(path=rng.store), opts)
-    items: list = []
-    expected = _FirstSeen()
-    shift = None
-    seen_data = False
-    saw_blank = False
-    salvage = bool(opts.salvage_out)
-    messages = 0
-    # the one-process verify's fast lane, for the units after the range's first message of each queue
-    # (ctx.shift mirrors ``shift``; None until the first message)
-    ctx.shift = None
-    lane = V._fast_lane(ctx, expected, known_queues_only=True) if not salvage and V.USE_FAST_LANE else None
-    for ev in SegmentScanner(_segment(rng), max_size=opts.max_message_size, check_crc=True, start=rng.start,
-                             stop=rng.stop, fast_lane=lane).events():
-        if type(ev) is FastRun:        # clean messages of known queues, checked and counted by the lane
-            messages += ev.count
-            continue
-        if isinstance(ev, Message):
-            if not seen_data:
-                seen_data = True
-                items.append(("data",))
-            messages += 1
-            expected.missed.clear()
-            items.extend(_check_message(ctx, ev, expected))
-            for key in expected.missed:
-                items.append(("qoff", key, ev.queue_offset, ev.file, ev.position, ev.offset))
-            delta = ev.physical_offset - ev.offset
-            if shift is None:
-                items.append(("shift", delta, ev.file, ev.position, ev.offset, ev.physical_offset))
-                shift = ctx.shift = delta
-            elif delta != shift:
-                if delta:
-                    items.append(_shift_finding(ctx, delta, ev.file, ev.position, ev.offset, ev.physical_offset))
-                shift = ctx.shift = delta
-            if salvage:
-                items.append(("salvage", ev.to_row("base64")))
-        elif isinstance(ev, Blank):
-            saw_blank = True
-            items.extend(_blank_findings(ctx, ev, rng.size, rng.last_segment))
-        elif isinstance(ev, Damage):
-            if not seen_data:
-                seen_data = True
-                items.append(("data",))
-            items.append(("damage", _damage_finding(ctx, ev), ev.length))
-        elif isinstance(ev, End):
-            items.append(("end", ev, saw_blank))
-    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts)
-
-
-def verify_commitlog_ranges(ctx):
-    """The commitlog part of verify over ranges (generator of findings). Returns False without yielding when
-    one process is the better choice, True when done. Same findings, same order as the one-process loop."""
-    from mqtool.render import progress
-    from mqtool.rocketmq.verify import _check_end, _flush_pending, _queue_offset_finding, _shift_finding
-    from mqtool.findings import INFO, Finding
-
-    store, opts = ctx.store, ctx.opts
-    split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
-    ranges = split_segments(FAMILY, store.path, store.segments, split)
-    from mqtool.rocketmq import verify as V
-
-    native = V._NATIVE is not None and V.USE_FAST_LANE and not opts.salvage_out
-    runner = runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
-    if runner.jobs == 1 and getattr(opts, "runner", None) is None:
-        return False
-    plain = _plain(opts)
-    expected_next: dict = {}
-    shift = 0
-    pending: list[Finding] = []
-    cur_seg = -1
-    has_data = False
-    total = sum(s.size for s in store.segments)
-    done = 0
-    with progress(total, "verify commitlog", enabled=opts.progress) as bar:
-        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain) for r in ranges])):
-            if rng.seg_index != cur_seg:
-                cur_seg, has_data = rng.seg_index, False
-            seg = _segment(rng)
-            for it in res.items:
-                if isinstance(it, Finding):
-                    ctx.summary.add(it)
-                    yield it
-                    continue
-                tag = it[0]
-                if tag == "data":
-                    if not has_data:
-                        has_data = True
-                        yield from _flush_pending(ctx, pending)
-                elif tag == "qoff":
-                    _, key, qo, file, pos, off = it
-                    exp = expected_next.get(key)
-                    if exp is not None and qo != exp:
-                        yield _queue_offset_finding(ctx, key, exp, file, pos, off, qo)
-                elif tag == "shift":
-                    _, delta, file, pos, off, phys = it
-                    if delta != shift:
-                        if delta:
-                            yield _shift_finding(ctx, delta, file, pos, off, phys)
-                        shift = delta
-                elif tag == "damage":
-                    ctx.summary.skipped_ranges += 1
-                    ctx.summary.skipped_bytes += it[2]
-                    ctx.summary.add(it[1])
-                    yield it[1]
-                elif tag == "end":
-                    yield from _check_end(ctx, seg, it[1], rng.last_segment, it[2], has_data, pending)
-                elif tag == "salvage":
-                    if ctx.salvage is not None:
-                        ctx.salvage.add_row(it[1])
-            ctx.summary.messages += res.messages
-            expected_next.update(res.expected_next)
-            if res.shift is not None:
-                shift = res.shift
-            for k, v in res.dispatched_next.items():
-                if v > ctx.dispatched_next.get(k, 0):
-                    ctx.dispatched_next[k] = v
-            if res.last_store_ts > ctx.last_store_ts:
-                ctx.last_store_ts = res.last_store_ts
-            done += rng.length
-            bar.update_to(done)
-    for fd in pending:
-        yield ctx.f(INFO, "zero-fill", fd.file, fd.position, fd.offset,
-                    "data ends here; the following segment(s) are preallocated and empty")
-    return True
-
-
 def verify_options(opts: VerifyOptions) -> VerifyOptions:
     return _plain(opts)
 
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    from mqtool.rocketmq.ops import BODY_COLUMN, MESSAGE_COLUMNS
-
     return MESSAGE_COLUMNS + ([BODY_COLUMN] if body != "none" else [])

@@ -41,7 +41,7 @@ from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.io import OutputDir, map_input, open_input, prepare_output_dir, read_input
 from mqtool.options import RebuildOptions
 from mqtool.pages import PageWindow
-from mqtool.render import progress
+from mqtool.progress import progress
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq import indexfiles
 from mqtool.rocketmq.config import read_broker_conf

@@ -13,6 +13,7 @@ from functools import lru_cache
 from construct import ConstructError
 
 from formats import rocketmq as F
+from mqtool.errors import DecodeError as _DecodeError
 from formats.common import format_host
 from mqtool import codecs
 from mqtool.common import put_body, put_text
@@ -235,7 +236,7 @@ class Blank:
                 "size": self.size}
 
 
-class DecodeFailure(Exception):
+class DecodeFailure(_DecodeError):
     """Internal: a unit cannot be framed at this position (``code`` is a finding code)."""
 
     def __init__(self, code: str, message: str, expected=None, actual=None):

@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool import native
+from mqtool.damage import Damage
 from mqtool.errors import InputError
 from mqtool.fastcrc import crc32
 from mqtool.io import first_nonzero, last_nonzero, map_input
@@ -90,19 +91,6 @@ def native_decoder():
                       Message, _NATIVE_SLOTS, "v1", "v2", crc32)
         _native_state["mod"] = mod
     return mod.messages
-
-
-@dataclass
-class Damage:
-    file: str
-    position: int
-    offset: int
-    length: int
-    code: str
-    message: str
-    expected: object = None
-    actual: object = None
-    kind = "damage"
 
 
 @dataclass
@@ -517,3 +505,8 @@ class CommitLogReader:
         for m in self._maps.values():
             m.close()
         self._maps.clear()
+
+
+def damage_note(d: Damage) -> str:
+    """The stderr note for a damaged range met by dump/query."""
+    return f"{d.file}@{d.position} (offset {d.offset}): {d.code}: {d.message}; skipped {d.length} bytes"

@@ -93,7 +93,8 @@ class KafkaAdapter:
         return sorted(store.rglob("*.log"), key=lambda p: (str(p.parent), int(p.stem)))
 
     def messages(self, store: Path) -> list[Msg]:
-        from mqtool.kafka.records import Batch, iter_records, scan
+        from mqtool.kafka.records import Batch, iter_records
+        from mqtool.kafka.scan import scan
 
         out, bs = [], []
         for log in self._logs(store):

@@ -1,0 +1,301 @@
+"""The Kafka walker: a log segment's bytes as :class:`~mqtool.kafka.records.Batch` and
+:class:`~mqtool.damage.Damage` events in file order, with resync after damage and byte-range splitting
+(:func:`scan`, :func:`scan_range`, :func:`resync`). Decoding the records inside a batch is
+:mod:`mqtool.kafka.records`.
+
+End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
+
+* fewer than 17 bytes left → end (non-zero leftovers are a ``partial-tail`` event);
+* an all-zero remainder (preallocated segment, ``log.preallocate``) → ``zero-tail`` event, end;
+* an entry running past the end of the file with no valid batch after it → ``partial-tail``;
+* anything else that does not frame (size < 14, magic > 2, or a bad CRC whose length does not lead to
+  another plausible batch) → a ``skipped`` event over the bytes up to the next self-locating batch
+  (magic at +16, sane length, valid CRC), and the walk goes on from there.
+"""
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+import zlib
+
+from crc32c import crc32c
+
+from formats import kafka as K
+from mqtool.codecs import CodecError
+from mqtool.damage import Damage
+from mqtool.io import first_nonzero
+from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
+from mqtool.pages import WINDOW as PAGE_WINDOW
+from mqtool.pages import PageWindow
+
+_PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
+_HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
+_HDR_V1 = struct.Struct(K.struct_format(K.LegacyHeaderV1))
+_NONZERO = re.compile(rb"[^\x00]")
+_MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
+
+
+# ---- framing ------------------------------------------------------------------------------------
+
+_V2_ATTR_UNUSED = ~(K.CODEC_MASK | K.TIMESTAMP_TYPE_MASK | K.TRANSACTIONAL_FLAG_MASK | K.CONTROL_FLAG_MASK
+                    | K.DELETE_HORIZON_FLAG_MASK)
+_LEGACY_ATTR_UNUSED = ~(K.CODEC_MASK | K.LEGACY_TIMESTAMP_TYPE_MASK)
+_MAX_CODEC = max(K.CODEC_NAMES)
+
+
+def _shape_ok(buf, p: int, size: int, magic: int) -> bool:
+    """Cheap structure test of a candidate entry at p (``size``, ``magic`` read and the entry inside the
+    buffer), before its CRC is computed: the CRC of a false candidate inside compressed bytes can span the
+    rest of the file (hundreds of MB per candidate, so every byte-range start cost seconds).
+
+    v2: no attribute bit Kafka never sets (bits 7-15), a known codec, baseOffset >= 0, 0 <= recordsCount <=
+    lastOffsetDelta + 1, and partitionLeaderEpoch, both timestamps, producerId, producerEpoch, baseSequence
+    >= -1. Legacy: no unused attribute bit, a known codec, and the key and value lengths add up to the
+    message size exactly (as :func:`_legacy_fields` requires to read it at all)."""
+    end = p + 12 + size
+    if magic == 2:
+        attrs = _I16.unpack_from(buf, p + K.V2_ATTRIBUTES_OFFSET)[0]
+        if attrs & _V2_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
+            return False
+        (base, _len, ple, _m, _crc, _a, lod, bts, mts, pid, pepoch, bseq, count) = _HDR_V2.unpack_from(buf, p)
+        # offsets are not negative, the "none" values are -1 (timestamps too: producers refuse negative
+        # ones), and the distinct offset deltas of the records lie in [0, lastOffsetDelta] (count ==
+        # lastOffsetDelta + 1 until compaction removes records)
+        return (base >= 0 and 0 <= count <= lod + 1 and ple >= -1 and pid >= -1 and pepoch >= -1
+                and bseq >= -1 and bts >= -1 and mts >= -1)
+    attrs = buf[p + 17]
+    if attrs & _LEGACY_ATTR_UNUSED or attrs & K.CODEC_MASK > _MAX_CODEC:
+        return False
+    q = p + (K.V1_HEADER_SIZE if magic == 1 else K.V0_HEADER_SIZE)
+    if q + 8 > end:
+        return False
+    klen = _I32.unpack_from(buf, q)[0]
+    q += 4 + max(klen, 0)
+    if q + 4 > end:
+        return False
+    vlen = _I32.unpack_from(buf, q)[0]
+    return q + 4 + max(vlen, 0) == end
+
+
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
+
+def _span_crc(fn, buf, start: int, end: int) -> int:
+    """``fn`` (crc32c or zlib.crc32) of buf[start:end]; a span longer than a page window of a mapped file is
+    taken a window at a time, releasing its pages after use (MADV_DONTNEED; they stay in the page cache),
+    so that a resync candidate claiming hundreds of MB does not leave them resident in this process."""
+    mv = memoryview(buf)
+    if end - start <= PAGE_WINDOW or _DONTNEED is None or not isinstance(buf, mmap.mmap):
+        return fn(mv[start:end])
+    crc = 0
+    a = start
+    while a < end:
+        b = min(end, a + PAGE_WINDOW)
+        crc = fn(mv[a:b], crc)
+        lo = -(-a // mmap.PAGESIZE) * mmap.PAGESIZE           # whole pages inside [a, b)
+        hi = b - b % mmap.PAGESIZE
+        if hi > lo:
+            buf.madvise(_DONTNEED, lo, hi - lo)
+        a = b
+    return crc
+
+
+def _frame_ok(buf, p: int, n: int) -> bool:
+    """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
+    test)"""
+    if p + K.HEADER_SIZE_UP_TO_MAGIC > n:
+        return False
+    size = _I32.unpack_from(buf, p + 8)[0]
+    magic = buf[p + 16]
+    if size < K.MIN_RECORD_OVERHEAD or magic > 2 or p + 12 + size > n:
+        return False
+    if magic == 2:
+        if size < _MIN_V2_SIZE or not _shape_ok(buf, p, size, magic):
+            return False
+        return _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+    if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
+        return False
+    return _span_crc(zlib.crc32, buf, p + 16, p + 12 + size) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
+
+
+def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None) -> int | None:
+    """First position > p (and < ``until`` when given) where a self-locating batch with a valid CRC starts,
+    or None."""
+    q = p + 1
+    stop = n - K.HEADER_SIZE_UP_TO_MAGIC + 1 if until is None else min(until, n - K.HEADER_SIZE_UP_TO_MAGIC + 1)
+    while q < stop:
+        # The size field (q+8..q+12) of a real entry is never zero: skip zero runs in one step.
+        if buf[q + 8] == 0 and buf[q + 9] == 0 and buf[q + 10] == 0 and buf[q + 11] == 0:
+            nz = _first_nonzero(buf, q + 8, min(n, stop + 11), fd)
+            if nz < 0:
+                return None
+            q = max(q + 1, nz - 11)
+            continue
+        if buf[q + 16] <= 2 and _frame_ok(buf, q, n):
+            return q
+        q += 1
+    return None
+
+
+def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd: int | None = None):
+    """The events of :func:`scan` that a byte-range reader of ``[start, stop)`` owns.
+
+    A range begins at the scanner's resync point at or after ``start`` (byte 0 for the first range; no
+    self-locating batch with a valid CRC in ``[start, stop)`` means the range owns nothing) and owns every
+    event of the walk from there until the resync point at or after ``stop``, reading its last entry past
+    ``stop``. The whole-file walk passes through every such point (a resync lands on the first one, a batch
+    ends where the next entry frames), so consecutive ranges meet exactly; the exception is a valid batch
+    image *inside* another batch's payload, which a range start would take for a batch.
+    """
+    n = len(buf)
+    if start > 0:
+        q = resync(buf, start - 1, n, fd, until=stop)
+        if q is None:
+            return
+        start = q
+    checked = stop          # no resync point in [stop, checked)
+    for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd):
+        pos = ev.position
+        if pos >= stop:
+            if isinstance(ev, Batch) and ev.crc_ok and check_crc and _shape_ok(buf, pos, ev.size - 12, ev.magic):
+                return      # a valid batch at or after stop: the next range's (a resync point)
+            if resync(buf, checked - 1, n, fd, until=pos + 1) is not None:
+                return
+            checked = pos + 1
+        yield ev
+
+
+def _first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
+    """First non-zero byte in buf[start:end] or -1: chunked compares, holes of a sparse file (``fd`` of a
+    mapped file) skipped with SEEK_DATA, so a 2 GiB preallocated or sparse tail costs milliseconds."""
+    if isinstance(buf, (bytes, mmap.mmap)):
+        return first_nonzero(buf, start, end, fd)
+    m = _NONZERO.search(buf, start, end)
+    return -1 if m is None else m.start()
+
+
+def _is_zero(buf, start: int, end: int, fd: int | None = None) -> bool:
+    return _first_nonzero(buf, start, end, fd) < 0
+
+
+def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes: int | None = None,
+         check_crc: bool = True, fd: int | None = None):
+    """Yield :class:`Batch` and :class:`Damage` objects in file order.
+
+    ``max_bytes`` mimics DumpLogSegments ``--max-bytes``: a batch crossing the limit is not read and a
+    ``max-bytes`` event marks where reading stopped. ``fd``: descriptor of the mapped file, to jump over
+    holes of a sparse file (see :func:`mqtool.io.first_nonzero`).
+    """
+    n = len(buf) if end is None else min(end, len(buf))
+    limit = n if max_bytes is None else min(n, start + max_bytes)
+    p = start
+    unpack_prefix = _PREFIX.unpack_from
+    # bounded RSS on mapped files (mqtool.pages): pages before the current batch are released as the scan
+    # moves on (a batch read again later faults its pages back in from the page cache)
+    win = PageWindow(buf, start, end=limit)
+    while True:
+        if p >= win.next_at:
+            win.advance(p)
+        if p >= limit:
+            if limit < n:
+                yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
+            return
+        if n - p < K.HEADER_SIZE_UP_TO_MAGIC:
+            if _is_zero(buf, p, n, fd):
+                yield Damage(path, p, None, n - p, "zero-tail", f"{n - p} zero bytes at the end (end of data)")
+            else:
+                yield Damage(path, p, None, n - p, "partial-tail",
+                             f"{n - p} bytes at the end are too short for a batch")
+            return
+        off, size = unpack_prefix(buf, p)
+        magic = buf[p + 16]
+        bad = None
+        if size < K.MIN_RECORD_OVERHEAD:
+            if size == 0 and _is_zero(buf, p, n, fd):
+                yield Damage(path, p, None, n - p, "zero-tail",
+                             f"{n - p} zero bytes at the end (end of data, preallocated)")
+                return
+            bad = f"record size {size} smaller than minimum record overhead ({K.MIN_RECORD_OVERHEAD})"
+        elif magic > 2:
+            bad = f"unknown magic {magic}"
+        elif magic == 2 and size < _MIN_V2_SIZE:
+            bad = f"batch length {size} smaller than the v2 header"
+        elif p + 12 + size > n:
+            q = resync(buf, p, n, fd)
+            if q is None:
+                yield Damage(path, p, None, n - p, "partial-tail",
+                             f"entry of {12 + size} bytes at {p} runs past the end of the file ({n - p} bytes left)")
+                return
+            yield Damage(path, p, None, q - p, "skipped",
+                         f"entry length {size} at {p} runs past the end; resynced at {q}")
+            p = q
+            continue
+        if bad is None:
+            if p + 12 + size > limit:
+                yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
+                return
+            b = _decode(buf, path, p, off, size, magic, check_crc)
+            if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd):
+                yield b
+                p += 12 + size
+                continue
+            bad = f"CRC mismatch and the length {size} does not lead to another batch"
+        q = resync(buf, p, n, fd)
+        if q is None:
+            yield Damage(path, p, None, n - p, "skipped", f"{bad}; no valid batch after {p}")
+            return
+        yield Damage(path, p, None, q - p, "skipped", f"{bad}; resynced at {q}")
+        p = q
+
+
+def _next_plausible(buf, q: int, n: int, fd: int | None = None) -> bool:
+    if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
+        return True
+    if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, fd):
+        return True
+    return _frame_ok(buf, q, n)
+
+
+def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
+    end = p + 12 + size
+    if magic == 2:
+        (base, _len, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
+         count) = _HDR_V2.unpack_from(buf, p)
+        crc_ok = (crc32c(memoryview(buf)[p + 21:end]) == crc) if check_crc else True
+        ts_type = 1 if attrs & K.TIMESTAMP_TYPE_MASK else 0
+        return Batch(path, p, size + 12, 2, base, base + lod, crc, crc_ok, attrs, attrs & K.CODEC_MASK,
+                     ts_type, max_ts, base_ts, ple, pid, pepoch, bseq, count, lod,
+                     bool(attrs & K.TRANSACTIONAL_FLAG_MASK), bool(attrs & K.CONTROL_FLAG_MASK),
+                     base_ts if attrs & K.DELETE_HORIZON_FLAG_MASK else None, None, buf)
+    if magic == 1 and size >= 22:
+        _o, _s, crc, _m, attrs, ts = _HDR_V1.unpack_from(buf, p)
+        ts_type = 1 if attrs & K.LEGACY_TIMESTAMP_TYPE_MASK else 0
+    else:
+        _o, _s, crc, _m, attrs = _HDR_V0.unpack_from(buf, p)
+        ts, ts_type = -1, -1
+    crc_ok = (zlib.crc32(memoryview(buf)[p + 16:end]) == crc) if check_crc else True
+    codec = attrs & K.CODEC_MASK
+    b = Batch(path, p, size + 12, magic, off, off, crc, crc_ok, attrs, codec, ts_type, ts, _buf=buf)
+    if codec != K.CODEC_NONE:
+        # A wrapper: base offset and count come from the inner messages.
+        first = None
+        try:
+            n = 0
+            for f in _legacy_walk(b):
+                if first is None:
+                    first = f[0]
+                b.inner_last = f[0]
+                n += 1
+            b.count = n
+            if first is not None:
+                b.base_offset = first if magic == 0 else off - b.inner_last + first
+        except (CodecError, ValueError, struct.error, IndexError) as e:
+            b.base_offset, b.count, b.inner_last = None, None, None
+            if isinstance(e, LimitExceeded):
+                b.error, b.error_code = str(e), e.code
+                if magic == 0:
+                    b.base_offset = first
+            else:
+                b.error = f"inner messages unreadable: {e}"
+    return b

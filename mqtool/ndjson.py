@@ -1,0 +1,107 @@
+"""NDJSON encoding of rows: the exact bytes ``--json`` writes, shared by the renderer that writes them and by
+the engines that pre-render lines in worker processes or compiled helpers (no terminal, no rich here)."""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+from typing import Any, Iterable
+
+try:  # optional fast path
+    import orjson as _orjson
+except Exception:  # pragma: no cover - exercised when orjson is absent
+    _orjson = None
+
+_OPTS = None
+
+
+def _default(o: Any):
+    if isinstance(o, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(o)).decode("ascii")
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    if isinstance(o, _dt.datetime):
+        return o.isoformat()
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+if _orjson is not None:
+    _OPTS = _orjson.OPT_NON_STR_KEYS
+
+    def dumps(obj: Any) -> str:
+        try:
+            return _orjson.dumps(obj, default=_default, option=_OPTS).decode("utf-8")
+        except TypeError:  # e.g. ints beyond 64 bits, or non-UTF-8 file names (surrogate escapes)
+            return _json_dumps(obj)
+else:
+    def dumps(obj: Any) -> str:
+        return _json_dumps(obj)
+
+
+def _json_dumps(obj: Any) -> str:
+    s = json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"))
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        # A non-UTF-8 file name (os gives it with surrogate escapes): write \udcXX escapes, so the line is
+        # valid UTF-8 and Python's json.loads gives back the exact name (os.fsencode → original bytes).
+        s = json.dumps(obj, default=_default, ensure_ascii=True, separators=(",", ":"))
+    return s
+
+
+def encode_row_fast(row: dict) -> bytes | None:
+    """The line :func:`write_ndjson` writes for ``row`` (without its newline) when it uses orjson; None when
+    it would not (no orjson, or a value only the careful writer takes). For code that renders lines from a
+    template row (the Kafka compiled helper) and must match this writer byte for byte."""
+    if _orjson is None:
+        return None
+    try:
+        return _orjson.dumps(row, default=_default, option=_OPTS)
+    except TypeError:
+        return None
+
+
+class PreRendered(str):
+    """A row already serialised as one NDJSON line (by a worker process of ``--jobs``)."""
+
+    __slots__ = ()
+
+
+class PreRenderedLines(bytes):
+    """Several rows already serialised and encoded as NDJSON, each line ending in ``\n`` (the bytes
+    :func:`write_ndjson` would write for them); counts as one item for the caller's iteration."""
+
+    __slots__ = ()
+
+
+def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRenderedLines]:
+    """The bytes :func:`write_ndjson` writes for ``rows``, as blocks of about ``size`` bytes (small enough to
+    stay below malloc's mmap threshold); needs orjson (:data:`CAN_PRERENDER_LINES`)."""
+    enc = _orjson.dumps
+    opt = _OPTS | _orjson.OPT_APPEND_NEWLINE
+    blocks: list[PreRenderedLines] = []
+    out: list[bytes] = []
+    add = out.append
+    n = 0
+    for r in rows:
+        try:
+            b = enc(r, default=_default, option=opt)
+        except TypeError:  # as write_ndjson does
+            b = (_json_dumps(r) + "\n").encode("utf-8")
+        add(b)
+        n += len(b)
+        if n >= size:
+            blocks.append(PreRenderedLines(b"".join(out)))
+            out.clear()
+            n = 0
+    if out:
+        blocks.append(PreRenderedLines(b"".join(out)))
+    return blocks
+
+
+CAN_PRERENDER_LINES = _orjson is not None
+
+
+CAN_PRERENDER_LINES = _orjson is not None

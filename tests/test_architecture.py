@@ -1,0 +1,199 @@
+"""The shape of the house (docs/architecture.md): no import cycles between mqtool's modules, family packages
+never import the renderer, and the CLI's start-up imports nothing heavy.
+
+The import graph is read from the source with ``ast`` (every ``import`` statement, at module level or inside
+a function; imports under ``if TYPE_CHECKING:`` never run and are left out), so a lazy import that closes a
+cycle is caught as surely as a top-level one."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "mqtool"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in node.body:
+                skip.update(id(n) for n in ast.walk(sub))
+    return skip
+
+
+def imports_of(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
+    """The mqtool modules ``name`` imports (the longest known module each import names). Importing a submodule
+    initialises its parent packages first; that is not an edge (a package may import its own submodules)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _type_checking_nodes(tree)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    named: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            named += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package[:len(package) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            subs = [f"{base}.{a.name}" for a in node.names]
+            named += [s for s in subs if s in mods] or [base]
+            if any(f"{base}.{a.name}" not in mods for a in node.names):
+                named.append(base)
+    out = set()
+    for n in named:
+        while n and n not in mods:
+            n = n.rpartition(".")[0]
+        if n and n != name and not name.startswith(n + "."):
+            out.add(n)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    return {m: imports_of(m, p, mods) for m, p in mods.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (iterative Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_the_cycle_finder_finds_cycles():
+    """The detector itself: a lazy two-module cycle and a three-module ring are found, a chain is not."""
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_function_level_imports_are_edges(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from mqtool.render import dumps\n"
+                   "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from mqtool.cli import main\n")
+    mods = _modules()
+    assert imports_of("mqtool.fake", src, mods) == {"mqtool.render"}
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, "import cycles (move the shared piece down to a module both can import): " + \
+        "; ".join(" <-> ".join(c) for c in found)
+
+
+FAMILY_DIRS = [d.name for d in PKG.iterdir() if d.is_dir() and (d / "store.py").exists()]
+
+
+def test_family_packages_never_import_the_renderer():
+    """Engines return data; only cli.py and the render* modules format (columns, value spelling and NDJSON
+    encoding are in mqtool.columns / mqtool.ndjson, progress goes through mqtool.progress)."""
+    assert set(FAMILY_DIRS) >= {"rocketmq", "litemq", "kafka"}
+    graph = import_graph()
+    bad = []
+    for fam in FAMILY_DIRS:
+        for m, deps in graph.items():
+            if m.startswith(f"mqtool.{fam}.") or m == f"mqtool.{fam}":
+                bad += [f"{m} -> {d}" for d in deps if d.startswith("mqtool.render")]
+                tree = ast.parse(_modules()[m].read_text(encoding="utf-8"))
+                for node in ast.walk(tree):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                        [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                    bad += [f"{m} -> {n}" for n in names if n == "rich" or n.startswith("rich.")]
+    assert not bad, bad
+
+
+def test_family_list_is_the_registry():
+    from mqtool.families import FAMILIES
+    assert set(FAMILIES) == set(FAMILY_DIRS)
+
+
+def _imported_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return set(out.stdout.split())
+
+
+HEAVY = ("pyarrow", "pyspark", "rich.progress", "zstandard", "lz4", "snappy", "cramjam", "pandas")
+
+
+def test_cli_start_up_imports_nothing_heavy():
+    """``import mqtool.cli`` (every command's start) leaves the heavy libraries for the commands that use them."""
+    loaded = _imported_after("import mqtool.cli")
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY)
+    assert not heavy, heavy
+
+
+def test_decode_failures_are_inside_the_error_tree():
+    """One error tree: codec failures of every family and record decode failures are MqToolErrors (a caller
+    that catches MqToolError sees them), and a construct parse error is wrapped as a one-line DecodeError."""
+    import construct
+
+    from mqtool import codecs
+    from mqtool.errors import CorruptRecordError, DecodeError, MqToolError, wrap_decode
+    from mqtool.litemq.records import DecodeError as LiteDecodeError
+    from mqtool.rocketmq.records import DecodeFailure
+
+    for cls in (codecs.CodecError, LiteDecodeError, DecodeFailure, CorruptRecordError):
+        assert issubclass(cls, DecodeError) and issubclass(cls, MqToolError), cls
+    assert issubclass(codecs.CodecError, ValueError)          # callers that caught ValueError still do
+    try:
+        construct.Int32ub.parse(b"\x00")
+    except construct.ConstructError as e:
+        w = wrap_decode(e, "f.log", 7)
+    assert isinstance(w, DecodeError) and str(w).startswith("f.log@7: cannot decode: ") and "\n" not in str(w)
