@@ -2,7 +2,7 @@
 reported once, by the batch in which a valid unit follows it; ``maxBytesPerTrigger`` cuts the same units
 into several batches; the ``availableNow`` target is kept; a segment deleted before it was read fails
 (``ignoreMissingFiles`` goes on); a log truncated under the stream fails. Stores from tests/stream_writer.py
-and hand-built units (tests/rmq_bytes.py)."""
+and hand-built units (tests/builders.py)."""
 from __future__ import annotations
 
 import os
@@ -14,9 +14,10 @@ pytest.importorskip("pyarrow")
 
 import stream_writer as W  # noqa: E402
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes  # noqa: E402
-from rmq_bytes import unit  # noqa: E402
+from builders import rocketmq_unit as unit  # noqa: E402
 
-from mqtool.spark.source import MqtoolDataSource, ReadFailed  # noqa: E402
+from mqtool.spark.source import ReadFailed  # noqa: E402
+from mqtool.spark.stream import StreamingDataSource as MqtoolDataSource  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -16,12 +16,12 @@ def register(spark=None):
     """Register the ``mqtool`` data source on ``spark`` (default: the active session). Returns the session."""
     from pyspark.sql import SparkSession
 
-    from mqtool.spark.source import MqtoolDataSource
+    from mqtool.spark.stream import StreamingDataSource
 
     spark = spark or SparkSession.getActiveSession()
     if spark is None:
         raise RuntimeError("no active SparkSession: create one, then call mqtool.spark.register(spark)")
-    spark.dataSource.register(MqtoolDataSource)
+    spark.dataSource.register(StreamingDataSource)
     return spark
 
 

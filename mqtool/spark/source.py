@@ -144,7 +144,8 @@ class StorePartition(InputPartition):
 
 
 class MqtoolDataSource(DataSource):
-    """Registered as ``mqtool``."""
+    """The batch side of the ``mqtool`` source; :class:`mqtool.spark.stream.StreamingDataSource` (what is
+    registered as ``mqtool``) adds the streaming reader."""
 
     @classmethod
     def name(cls) -> str:
@@ -182,11 +183,6 @@ class MqtoolDataSource(DataSource):
         # true, and calls reader() from its pushdown worker only when it is: give the filtering reader there.
         cls = FilteringReader if _called_for_pushdown() else MqtoolReader
         return cls(self.options, self._stores(), self._mode(), self.row_fields())
-
-    def streamReader(self, schema):
-        from mqtool.spark.stream import MqtoolStreamReader  # Structured Streaming (spark.readStream)
-
-        return MqtoolStreamReader(self.options, self._stores(), self._mode(), self.row_fields())
 
 
 def _called_for_pushdown() -> bool:

@@ -37,7 +37,8 @@ from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxRows, Supports
 from mqtool.errors import UsageError
 from mqtool.ranges import DEFAULT_SPLIT_SIZE, family_ranges, parse_size
 from mqtool.spark import schema as S
-from mqtool.spark.source import MqtoolReader, ReadFailed, _truthy, damage_record, group_ranges
+from mqtool.spark.source import (MqtoolDataSource, MqtoolReader, ReadFailed, _truthy, damage_record,
+                                  group_ranges)
 
 _WHOLE = 1 << 62            # a split size / stop beyond any file: one range per segment, read to the file end
 
@@ -430,3 +431,11 @@ def _size(path) -> int | None:
         return os.stat(path).st_size
     except OSError:
         return None
+
+
+class StreamingDataSource(MqtoolDataSource):
+    """The ``mqtool`` data source as registered: the batch readers of :class:`MqtoolDataSource` plus
+    Structured Streaming (``spark.readStream.format("mqtool")``)."""
+
+    def streamReader(self, schema):
+        return MqtoolStreamReader(self.options, self._stores(), self._mode(), self.row_fields())
