@@ -11,26 +11,9 @@ from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexfiles, nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
 from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
+from mqtool.rocketmq.rows import BODY_COLUMN, MESSAGE_COLUMNS
 from mqtool.rocketmq.scan import iter_messages
 
-MESSAGE_COLUMNS = [
-    Column("offset", "Offset", justify="right", no_wrap=True, priority=0),
-    Column("size", "Size", justify="right", no_wrap=True, priority=3),
-    Column("magic", "Ver", priority=7),
-    Column("topic", "Topic", max_width=40, priority=0),
-    Column("queue_id", "Q", justify="right", priority=1),
-    Column("queue_offset", "QOffset", justify="right", priority=1),
-    Column("tags", "Tags", max_width=20, priority=3),
-    Column("keys", "Keys", max_width=30, priority=2),
-    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True, priority=2),
-    Column("born_host", "Born host", priority=6),
-    Column("transaction", "Txn", priority=5),
-    Column("compression", "Comp", priority=5),
-    Column("body_size", "Body", justify="right", priority=4),
-    Column("crc_ok", "CRC", priority=3),
-    Column("msg_id", "MsgId", no_wrap=True, priority=0),
-]
-BODY_COLUMN = Column("body", "Body data", max_width=60, priority=2)
 
 
 def message_filter(opts):

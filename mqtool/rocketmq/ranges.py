@@ -18,6 +18,7 @@ from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, runner_for, split_segments
 from mqtool.render import PreRendered
 from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
+from mqtool.rocketmq import rows
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
 
@@ -28,41 +29,8 @@ ROW_TASK_SPLIT = 8 * 1024 * 1024
 # start) only pays from a few hundred MB on (docs/performance.md, "Native helper: rmqverify")
 NATIVE_VERIFY_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 
-# The message row of `mqtool dump commitlog` (Message.to_row), plus `store` first. Spark/Parquet schema.
-ROW_FIELDS: list[tuple[str, str]] = [
-    ("store", "string"),
-    ("kind", "string"),
-    ("file", "string"),
-    ("position", "long"),
-    ("offset", "long"),
-    ("size", "int"),
-    ("magic", "string"),
-    ("body_crc", "long"),
-    ("crc_ok", "bool"),
-    ("queue_id", "int"),
-    ("flag", "int"),
-    ("queue_offset", "long"),
-    ("physical_offset", "long"),
-    ("sys_flag", "int"),
-    ("transaction", "string"),
-    ("born_timestamp", "long"),
-    ("born_host", "string"),
-    ("store_timestamp", "long"),
-    ("store_host", "string"),
-    ("reconsume_times", "int"),
-    ("prepared_transaction_offset", "long"),
-    ("topic", "string"),
-    ("properties", "map<string,string>"),
-    ("keys", "array<string>"),
-    ("tags", "string"),
-    ("uniq_key", "string"),
-    ("msg_id", "string"),
-    ("body_size", "int"),
-    ("compression", "string"),
-    ("property_pairs", "array<array<string>>"),
-    ("body", "string"),
-    ("body_error", "string"),
-]
+# The message row of `mqtool dump commitlog` with `store` first: the Spark/Parquet schema (mqtool/rocketmq/rows.py).
+ROW_FIELDS = rows.ROW_FIELDS
 
 
 def plan(path, split_size: int | None = None) -> list[ByteRange]:
@@ -368,6 +336,4 @@ def verify_options(opts: VerifyOptions) -> VerifyOptions:
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    from mqtool.rocketmq.ops import BODY_COLUMN, MESSAGE_COLUMNS
-
-    return MESSAGE_COLUMNS + ([BODY_COLUMN] if body != "none" else [])
+    return rows.MESSAGE_COLUMNS + ([rows.BODY_COLUMN] if body != "none" else [])
