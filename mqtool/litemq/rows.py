@@ -150,7 +150,8 @@ RECORD = RowSchema("message", [
           header="Stale", fmt=lambda v: "STALE" if v else "", priority=1),
     Field("state", "string", "with `stale`: `stale` (older than the live data: a restart overwrote the file from "
           "offset 0) or `after-gap` (newer: damage hides them)", optional=True),
-    Field("bad_utf8", "array<string>", "names of fields whose bytes are not UTF-8", optional=True),
+    Field("bad_utf8", "array<string>", "names of fields whose bytes are not UTF-8 (shown with U+FFFD)",
+          optional=True),
     *(_enc(n) for n in _TEXT_FIELDS.values()),
     _enc("tags"), _enc("keys"),
     Field("properties_raw", "array<array<string>>", "with a property that is not UTF-8: every `[name, value]` "
