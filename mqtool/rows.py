@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from mqtool.ranges import TYPES
+
 #: value types a field may have: the export types, and ``json`` (an object or other JSON value; not exported)
-FIELD_TYPES = ("string", "long", "int", "bool", "map<string,string>", "array<string>", "array<array<string>>",
-               "json")
+FIELD_TYPES = TYPES + ("json",)
 
 
 @dataclass(frozen=True)

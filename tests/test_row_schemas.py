@@ -260,3 +260,86 @@ def test_docs_field_tables_are_current():
     r = subprocess.run([sys.executable, str(REPO / "tools" / "gen_row_docs.py"), "--check"], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _spec(cols) -> list[tuple]:
+    return [(c.key, c.header, c.justify, c.max_width, c.no_wrap, c.priority) for c in cols]
+
+
+def test_consumequeue_tables_unchanged():
+    """The consumequeue tables as they were written by hand before the schemas (commit c1ba2e8)."""
+    from mqtool.render import Column
+
+    assert _spec(RRows.CQ_COLUMNS) == _spec([
+        Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
+        Column("queue_offset", "QOffset", justify="right"), Column("offset", "CL offset", justify="right"),
+        Column("size", "Size", justify="right"), Column("tags_code", "TagsCode", justify="right"),
+        Column("state", "State"), Column("file", "File", max_width=50)])
+    assert _spec(LRows.CQ_COLUMNS) == _spec([
+        Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
+        Column("queue_offset", "QOffset", justify="right"), Column("offset", "CommitLog offset", justify="right"),
+        Column("size", "Size", justify="right"), Column("tag_hash", "TagHash", justify="right"),
+        Column("store_timestamp", "Stored (UTC)"), Column("stale_reason", "Stale"), Column("file", "File", max_width=48)])
+
+
+def test_rocketmq_consumequeue_rows_keys_in_schema_order():
+    stores = [REPO / "fixtures" / "rocketmq" / "store"] + sorted(
+        p.parent for p in require_realdata("rocketmq").glob("*/store/consumequeue") if p.is_dir())
+    for store in stores:
+        _, rows, _ = rops.dump("consumequeue", str(store), DumpOptions(jobs=1), ScanStats())
+        assert _problems([RRows.CQ_UNIT], list(rows), {"cq_unit"}) == [], store
+
+
+def test_message_tables_unchanged():
+    """The message tables as they were written by hand before the schemas (commit c1ba2e8; formatters aside,
+    whose output the table tests check)."""
+    from mqtool.kafka.dump import LOG_COLUMNS
+    from mqtool.render import Column
+
+    rocketmq = [Column("offset", "Offset", justify="right", no_wrap=True, priority=0),
+        Column("size", "Size", justify="right", no_wrap=True, priority=3),
+        Column("magic", "Ver", priority=7),
+        Column("topic", "Topic", max_width=40, priority=0),
+        Column("queue_id", "Q", justify="right", priority=1),
+        Column("queue_offset", "QOffset", justify="right", priority=1),
+        Column("tags", "Tags", max_width=20, priority=3),
+        Column("keys", "Keys", max_width=30, priority=2),
+        Column("store_timestamp", "Stored (UTC)", fmt=None, no_wrap=True, priority=2),
+        Column("born_host", "Born host", priority=6),
+        Column("transaction", "Txn", priority=5),
+        Column("compression", "Comp", priority=5),
+        Column("body_size", "Body", justify="right", priority=4),
+        Column("crc_ok", "CRC", priority=3),
+        Column("msg_id", "MsgId", no_wrap=True, priority=0)]
+    rocketmq_body = Column("body", "Body data", max_width=60, priority=2)
+    litemq = [Column("offset", "Offset", justify="right", priority=0),
+        Column("size", "Size", justify="right", priority=3),
+        Column("topic", "Topic", priority=0),
+        Column("queue_id", "Q", justify="right", priority=1),
+        Column("message_type", "Type", priority=5),
+        Column("msg_id", "MessageID", max_width=28, priority=0),
+        Column("tags", "Tags", max_width=20, priority=3),
+        Column("keys", "Keys", max_width=24, priority=2),
+        Column("store_timestamp", "Stored (UTC)", fmt=None, priority=2, no_wrap=True),
+        Column("body_size", "Body", justify="right", priority=4),
+        Column("stale", "Stale", fmt=None, priority=1)]
+    kafka = [Column("kind", "Kind", priority=4),
+        Column("file", "File", fmt=None, max_width=26, priority=3),
+        Column("position", "Pos", justify="right", priority=2),
+        Column("offset", "Offset", justify="right", priority=0),
+        Column("last_offset", "Last", justify="right", priority=3),
+        Column("count", "N", justify="right", priority=3),
+        Column("size", "Size", justify="right", priority=4),
+        Column("magic", "M", justify="right", priority=6),
+        Column("codec", "Codec", priority=5),
+        Column("timestamp", "Timestamp", fmt=None, priority=1, no_wrap=True),
+        Column("producer_id", "PID", justify="right", fmt=None, priority=5),
+        Column("flags", "Flags", priority=5),
+        Column("crc_ok", "CRC ok", priority=3),
+        Column("decoded", "Decoded", fmt=None, max_width=60, priority=1),
+        Column("key", "Key", fmt=None, max_width=30, priority=1),
+        Column("value", "Value", fmt=None, max_width=40, priority=2)]
+    assert _spec(rops.MESSAGE_COLUMNS) == _spec(rocketmq)
+    assert _spec([rops.BODY_COLUMN]) == _spec([rocketmq_body])
+    assert _spec(LRows.MESSAGE_COLUMNS) == _spec(litemq)
+    assert _spec(LOG_COLUMNS) == _spec(kafka)

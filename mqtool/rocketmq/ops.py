@@ -11,7 +11,7 @@ from mqtool.render import Column, iso_ms
 from mqtool.rocketmq import indexfiles, nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
 from mqtool.rocketmq.ranges import damage_note, parallel_dump_rows
-from mqtool.rocketmq.rows import BODY_COLUMN, MESSAGE_COLUMNS
+from mqtool.rocketmq.rows import BODY_COLUMN, CQ_COLUMNS, MESSAGE_COLUMNS
 from mqtool.rocketmq.scan import iter_messages
 
 
@@ -105,11 +105,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                 except InputError as e:        # one unreadable file: say so, go on with the other queues
                     stats.damage(f"{e}; skipped")
 
-        cols = [Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
-                Column("queue_offset", "QOffset", justify="right"), Column("offset", "CL offset", justify="right"),
-                Column("size", "Size", justify="right"), Column("tags_code", "TagsCode", justify="right"),
-                Column("state", "State"), Column("file", "File", max_width=50)]
-        return cols, rows(), "consumequeue"
+        return CQ_COLUMNS, rows(), "consumequeue"
     if part == "index":
         files = _need(s.index_files, "index files", path)
         geos = indexfiles.index_geometries(files, opts)

@@ -72,3 +72,19 @@ NATIVE_KEYS = MESSAGE.names(exclude=("topic_encoding", "properties_raw", "proper
 #: columns every exported row has before the row's own (the store path as given)
 CONTEXT = (Field("store", "string", "the store path as given"),)
 ROW_FIELDS = export_fields(CONTEXT, [MESSAGE, BLANK])
+
+#: ``dump consumequeue`` rows (:meth:`mqtool.rocketmq.indexfiles.CqUnit.to_row`)
+CQ_UNIT = RowSchema("cq_unit", [
+    Field("kind", "string", '`"cq_unit"`'),
+    Field("topic", "string", "the queue's topic (from its directory)", header="Topic"),
+    Field("queue_id", "int", "the queue id (from its directory)", header="Q", justify="right"),
+    Field("file", "string", "consumequeue file", header="File", max_width=50),
+    Field("position", "long", "byte position of the 20-byte unit in `file`"),
+    Field("queue_offset", "long", "logical index of the unit in its queue", header="QOffset", justify="right"),
+    Field("offset", "long", "commitlog offset of the message", header="CL offset", justify="right"),
+    Field("size", "int", "message size", header="Size", justify="right"),
+    Field("tags_code", "long", "tags hash code (or the delivery time of a delayed message)",
+          header="TagsCode", justify="right"),
+    Field("state", "string", "`unit`, `blank-fill` (the filler the broker writes) or `zero`", header="State"),
+])
+CQ_COLUMNS = CQ_UNIT.columns(("topic", "queue_id", "queue_offset", "offset", "size", "tags_code", "state", "file"))
