@@ -107,6 +107,7 @@ def put_header_keys(r: dict, headers) -> None:
 
 
 def record_row(b: Batch, rec, opts, decoder=None) -> dict:
+    """A record's dump row: the keys of :data:`mqtool.kafka.rows.RECORD`, in its order."""
     print_data = bool(getattr(opts, "print_data", False))
     mode = getattr(opts, "body", "none") or "none"
     if print_data and mode == "none":
@@ -236,6 +237,7 @@ def _native_record_json(nat, b: Batch, opts):
 
 
 def damage_row(path, d: Damage) -> dict:
+    """The keys of :data:`mqtool.kafka.rows.DAMAGE`."""
     return {"kind": "damage", "file": str(path), "position": d.start, "size": d.length, "damage": d.kind,
             "message": d.message}
 

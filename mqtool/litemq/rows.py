@@ -1,4 +1,5 @@
-"""Decoded LiteMQ records → output rows (NDJSON field names) and table columns. No I/O."""
+"""Decoded LiteMQ records → output rows (NDJSON field names) and table columns, with the row schemas (every field
+declared once: see mqtool.rows). No I/O."""
 from __future__ import annotations
 
 from formats import litemq as F
@@ -9,6 +10,7 @@ from mqtool.rows import Field, RowSchema, export_fields
 
 
 def record_row(rec: LiteRecord, body_mode: str = "none") -> dict:
+    """The dump row: the keys of :data:`RECORD`, in its order."""
     m = rec.m
     row = {
         "kind": "message",
@@ -82,6 +84,7 @@ def _b64(t: str) -> str:
 
 
 def cq_row(e: CQEntry) -> dict:
+    """The keys of :data:`CQ`, in its order."""
     return {
         "kind": "cq_entry",
         "file": e.file,
