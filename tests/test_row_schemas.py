@@ -279,7 +279,8 @@ def test_consumequeue_tables_unchanged():
         Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
         Column("queue_offset", "QOffset", justify="right"), Column("offset", "CommitLog offset", justify="right"),
         Column("size", "Size", justify="right"), Column("tag_hash", "TagHash", justify="right"),
-        Column("store_timestamp", "Stored (UTC)"), Column("stale_reason", "Stale"), Column("file", "File", max_width=48)])
+        Column("store_timestamp", "Stored (UTC)"), Column("stale_reason", "Stale"),
+        Column("file", "File", max_width=48)])
 
 
 def test_rocketmq_consumequeue_rows_keys_in_schema_order():
@@ -343,3 +344,34 @@ def test_message_tables_unchanged():
     assert _spec([rops.BODY_COLUMN]) == _spec([rocketmq_body])
     assert _spec(LRows.MESSAGE_COLUMNS) == _spec(litemq)
     assert _spec(LOG_COLUMNS) == _spec(kafka)
+
+
+def test_kafka_index_tables_unchanged_and_rows_in_schema_order():
+    """The index file tables as they were written by hand before the schemas (commit c1ba2e8), and the rows of
+    every index file of the fixture and the real stores in schema order."""
+    from mqtool.kafka import ops as kops
+    from mqtool.kafka.dump import columns_for
+    from mqtool.render import Column
+
+    assert _spec(columns_for("index")) == _spec([
+        Column("file", "File"), Column("position", "Pos", justify="right"),
+        Column("offset", "Offset", justify="right"), Column("log_position", "Log position", justify="right")])
+    assert _spec(columns_for("timeindex")) == _spec([
+        Column("file", "File"), Column("position", "Pos", justify="right"),
+        Column("timestamp", "Timestamp", justify="right"), Column("time", "Time"),
+        Column("offset", "Offset", justify="right")])
+    assert _spec(columns_for("txnindex")) == _spec([
+        Column("file", "File"), Column("position", "Pos", justify="right"),
+        Column("producer_id", "PID", justify="right"), Column("first_offset", "First", justify="right"),
+        Column("last_offset", "Last", justify="right"), Column("last_stable_offset", "LSO", justify="right")])
+    roots = [REPO / "fixtures" / "kafka" / "logdir", require_realdata("kafka")]
+    seen = set()
+    for suffix, schema in ((".index", KRows.INDEX_ENTRY), (".timeindex", KRows.TIME_INDEX_ENTRY),
+                           (".txnindex", KRows.ABORTED_TXN)):
+        for f in sorted(p for root in roots for p in root.rglob("*" + suffix))[:40]:
+            _, rows, _ = kops.dump("kafka", str(f), DumpOptions(jobs=1), ScanStats())
+            rows = list(rows)
+            if rows:
+                seen.add(suffix)
+                assert _problems([schema], rows, {schema.kind}) == [], f
+    assert seen == {".index", ".timeindex", ".txnindex"}

@@ -18,7 +18,7 @@ from mqtool.kafka.codecs import CodecError
 from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Damage, Record, iter_records, scan, scan_range
-from mqtool.kafka.rows import LOG_COLUMNS, NATIVE_RECORD_KEYS
+from mqtool.kafka.rows import FILE_TABLES, LOG_COLUMNS, NATIVE_RECORD_KEYS
 from mqtool import render
 from mqtool.render import Column, PreRendered, dumps, iso_ms
 
@@ -37,15 +37,7 @@ def _flags(r: dict) -> str:
 
 
 _FILE_COLUMNS = {
-    "index": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
-              Column("offset", "Offset", justify="right"), Column("log_position", "Log position", justify="right")],
-    "timeindex": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
-                  Column("timestamp", "Timestamp", justify="right"), Column("time", "Time"),
-                  Column("offset", "Offset", justify="right")],
-    "txnindex": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
-                 Column("producer_id", "PID", justify="right"), Column("first_offset", "First", justify="right"),
-                 Column("last_offset", "Last", justify="right"),
-                 Column("last_stable_offset", "LSO", justify="right")],
+    **{kind: schema.columns(order) for kind, (schema, order) in FILE_TABLES.items()},
     "snapshot": [Column("kind", "Kind"), Column("producer_id", "PID", justify="right"),
                  Column("producer_epoch", "Epoch", justify="right"),
                  Column("last_sequence", "LastSeq", justify="right"), Column("last_offset", "LastOffset", justify="right"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from mqtool.kafka import rows
+from mqtool.kafka.rows import ROW_FIELDS  # noqa: F401 (the family protocol's name, mqtool.ranges)
 from mqtool.kafka import store as L
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
@@ -28,8 +28,7 @@ ROW_TASK_SPLIT = 8 * 1024 * 1024
 METADATA_TOPIC = "__cluster_metadata"
 
 # The rows of `mqtool dump kafka` on logs (batch, record and damage rows; see docs/kafka.md), with `store`,
-# `topic`, `partition` first (mqtool/kafka/rows.py). A row has the columns of its kind; the others are null.
-ROW_FIELDS = rows.ROW_FIELDS
+# `topic`, `partition` first: ROW_FIELDS (rows.py). A row has the columns of its kind; the others are null.
 
 
 @dataclass(frozen=True)

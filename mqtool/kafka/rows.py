@@ -121,6 +121,42 @@ DAMAGE = RowSchema("damage", [
 
 KINDS = (BATCH, RECORD, DAMAGE)
 
+# ---- rows of the index files (``dump kafka`` on a .index / .timeindex / .txnindex) ----------------------------------
+
+_FILE = Field("file", "string", "the index file", header="File", fmt=_file_name)
+_POSITION = Field("position", "long", "byte position of the entry in `file`", header="Pos", justify="right")
+_RELATIVE = Field("relative_offset", "long", "offset relative to the segment's base offset (as stored)")
+
+INDEX_ENTRY = RowSchema("index_entry", [
+    Field("kind", "string", '`"index_entry"`'), _FILE, _POSITION,
+    Field("offset", "long", "absolute offset (base + relative)", header="Offset", justify="right"),
+    _RELATIVE,
+    Field("log_position", "long", "byte position of the batch in the `.log`", header="Log position",
+          justify="right"),
+])
+TIME_INDEX_ENTRY = RowSchema("time_index_entry", [
+    Field("kind", "string", '`"time_index_entry"`'), _FILE, _POSITION,
+    Field("timestamp", "long", "epoch ms as stored", header="Timestamp", justify="right"),
+    Field("time", "string", "`timestamp` as ISO-8601 UTC", header="Time"),
+    Field("offset", "long", "absolute offset (base + relative)", header="Offset", justify="right"),
+    _RELATIVE,
+])
+ABORTED_TXN = RowSchema("aborted_txn", [
+    Field("kind", "string", '`"aborted_txn"`'), _FILE, _POSITION,
+    Field("version", "int", "entry version"),
+    Field("producer_id", "long", "the aborted transaction's producer", header="PID", justify="right"),
+    Field("first_offset", "long", "first offset of the transaction", header="First", justify="right"),
+    Field("last_offset", "long", "offset of its ABORT marker", header="Last", justify="right"),
+    Field("last_stable_offset", "long", "the LSO when it was aborted", header="LSO", justify="right"),
+])
+#: the table of each index file kind, in table order
+FILE_TABLES = {
+    "index": (INDEX_ENTRY, ("file", "position", "offset", "log_position")),
+    "timeindex": (TIME_INDEX_ENTRY, ("file", "position", "timestamp", "time", "offset")),
+    "txnindex": (ABORTED_TXN, ("file", "position", "producer_id", "first_offset", "last_offset",
+                               "last_stable_offset")),
+}
+
 #: the log table (``dump kafka``, ``query``) for batch and record rows, in table order
 LOG_TABLE = ("kind", "file", "position", "offset", "last_offset", "count", "size", "magic", "codec", "timestamp",
              "producer_id", "flags", "crc_ok", "decoded", "key", "value")

@@ -35,8 +35,8 @@ from formats import litemq as F
 from mqtool.io import map_input
 from mqtool.litemq.store import Segment, commitlog_segments, resolve
 from mqtool.litemq.records import MIN_MESSAGE_LEN
-from mqtool.litemq import rows
-from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
+from mqtool.litemq.rows import BODY_COLUMN, MESSAGE_COLUMNS, RECORD, record_row
+from mqtool.litemq.rows import ROW_FIELDS  # noqa: F401 (the family protocol's name, mqtool.ranges)
 from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, live_record_at, walk_prologue, walk_tail
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
@@ -46,13 +46,12 @@ FAMILY = "litemq"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
 _U32 = struct.Struct(">I")
 
-# The message row of `mqtool dump commitlog` (mqtool.litemq.rows.record_row), plus `store` first: the Spark/
-# Parquet schema, declared in mqtool/litemq/rows.py.
-ROW_FIELDS = rows.ROW_FIELDS
+# ROW_FIELDS: the message row of `mqtool dump commitlog` (rows.record_row) with `store` first, the Spark/Parquet
+# schema (rows.py).
 
 
 # Keys a dump row leaves out when they have no value (Spark rows have every column; see mqtool.spark.fleet).
-OPTIONAL_WHEN_NULL = tuple(f.name for f in rows.RECORD if f.optional and f.export)
+OPTIONAL_WHEN_NULL = tuple(f.name for f in RECORD if f.optional and f.export)
 # Map columns a dump row renders with sorted keys.
 SORTED_MAPS = ("properties",)
 
@@ -339,4 +338,4 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    return MESSAGE_COLUMNS + ([rows.BODY_COLUMN] if body != "none" else [])
+    return MESSAGE_COLUMNS + ([BODY_COLUMN] if body != "none" else [])

@@ -23,7 +23,7 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool import native, render
 from mqtool.fastcrc import crc32
-from mqtool.rocketmq import rows
+from mqtool.rocketmq.rows import NATIVE_KEYS
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
@@ -34,7 +34,7 @@ ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, wha
 
 # The dict keys of Message.to_row the helper fills, in row order (the optional ones only when they apply):
 # declared in mqtool/rocketmq/rows.py; the helper takes them by position.
-ROW_KEYS = rows.NATIVE_KEYS
+ROW_KEYS = NATIVE_KEYS
 # The fields the helper reads, in the order it takes them (names of FIXED, i.e. of the schema).
 _FIELDS = ("TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "FLAG", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
            "BORNTIMESTAMP", "BORNHOST.addr", "BORNHOST.port", "STORETIMESTAMP", "STOREHOSTADDRESS.addr",

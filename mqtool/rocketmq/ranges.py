@@ -18,7 +18,7 @@ from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, runner_for, split_segments
 from mqtool.render import PreRendered
 from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
-from mqtool.rocketmq import rows
+from mqtool.rocketmq.rows import BODY_COLUMN, MESSAGE_COLUMNS, ROW_FIELDS
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner, select_events
 
@@ -29,8 +29,7 @@ ROW_TASK_SPLIT = 8 * 1024 * 1024
 # start) only pays from a few hundred MB on (docs/performance.md, "Native helper: rmqverify")
 NATIVE_VERIFY_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 
-# The message row of `mqtool dump commitlog` with `store` first: the Spark/Parquet schema (mqtool/rocketmq/rows.py).
-ROW_FIELDS = rows.ROW_FIELDS
+# ROW_FIELDS: the message row of `mqtool dump commitlog` with `store` first, the Spark/Parquet schema (rows.py).
 
 
 def plan(path, split_size: int | None = None) -> list[ByteRange]:
@@ -336,4 +335,4 @@ def verify_options(opts: VerifyOptions) -> VerifyOptions:
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    return rows.MESSAGE_COLUMNS + ([rows.BODY_COLUMN] if body != "none" else [])
+    return MESSAGE_COLUMNS + ([BODY_COLUMN] if body != "none" else [])
