@@ -19,6 +19,7 @@ from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Record, iter_records
 from mqtool.kafka.scan import Damage, scan, scan_range
+from mqtool.kafka.rows import FILE_TABLES, LOG_COLUMNS, NATIVE_RECORD_KEYS
 from mqtool import ndjson
 from mqtool.columns import Column, iso_ms
 from mqtool.ndjson import PreRendered, dumps
@@ -37,61 +38,8 @@ def _flags(r: dict) -> str:
     return ",".join(out)
 
 
-def _short(v) -> str:
-    if v is None:
-        return ""
-    s = v if isinstance(v, str) else dumps(v)
-    return s if len(s) <= 60 else s[:57] + "..."
-
-
-def decoded_text(d) -> str | None:
-    """An internal topic's decoded record for a table cell: 'OffsetCommit group=g topic=t partition=0 → offset=5'
-    (JSON keeps the whole structure)."""
-    if not isinstance(d, dict):
-        return None if d is None else str(d)
-
-    def flat(x) -> str:
-        if isinstance(x, dict):
-            return " ".join(f"{k}={flat(v)}" for k, v in x.items() if v is not None)
-        return dumps(x) if isinstance(x, (list, tuple)) else str(x)
-
-    head = d.get("type") or ""
-    key, value = d.get("key"), d.get("value")
-    rest = {k: v for k, v in d.items() if k not in ("type", "key", "value", "key_version", "value_version")}
-    parts = [head, flat(key) if key is not None else "", ("→ " + flat(value)) if value is not None else "",
-             flat(rest) if rest else ""]
-    return " ".join(p for p in parts if p)
-
-
-LOG_COLUMNS = [
-    Column("kind", "Kind", priority=4),
-    Column("file", "File", fmt=lambda v: Path(v).name if v else "", max_width=26, priority=3),
-    Column("position", "Pos", justify="right", priority=2),
-    Column("offset", "Offset", justify="right", priority=0),
-    Column("last_offset", "Last", justify="right", priority=3),
-    Column("count", "N", justify="right", priority=3),
-    Column("size", "Size", justify="right", priority=4),
-    Column("magic", "M", justify="right", priority=6),
-    Column("codec", "Codec", priority=5),
-    Column("timestamp", "Timestamp", fmt=lambda v: iso_ms(v) if isinstance(v, int) and v >= 0 else "", priority=1, no_wrap=True),
-    Column("producer_id", "PID", justify="right", fmt=lambda v: "" if v in (None, -1) else str(v), priority=5),
-    Column("flags", "Flags", priority=5),
-    Column("crc_ok", "CRC ok", priority=3),
-    Column("decoded", "Decoded", fmt=lambda v: decoded_text(v) or "", max_width=60, priority=1),
-    Column("key", "Key", fmt=_short, max_width=30, priority=1),
-    Column("value", "Value", fmt=_short, max_width=40, priority=2),
-]
-
 _FILE_COLUMNS = {
-    "index": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
-              Column("offset", "Offset", justify="right"), Column("log_position", "Log position", justify="right")],
-    "timeindex": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
-                  Column("timestamp", "Timestamp", justify="right"), Column("time", "Time"),
-                  Column("offset", "Offset", justify="right")],
-    "txnindex": [Column("file", "File", fmt=lambda v: Path(v).name), Column("position", "Pos", justify="right"),
-                 Column("producer_id", "PID", justify="right"), Column("first_offset", "First", justify="right"),
-                 Column("last_offset", "Last", justify="right"),
-                 Column("last_stable_offset", "LSO", justify="right")],
+    **{kind: schema.columns(order) for kind, (schema, order) in FILE_TABLES.items()},
     "snapshot": [Column("kind", "Kind"), Column("producer_id", "PID", justify="right"),
                  Column("producer_epoch", "Epoch", justify="right"),
                  Column("last_sequence", "LastSeq", justify="right"), Column("last_offset", "LastOffset", justify="right"),
@@ -153,6 +101,7 @@ def put_header_keys(r: dict, headers) -> None:
 
 
 def record_row(b: Batch, rec, opts, decoder=None) -> dict:
+    """A record's dump row: the keys of :data:`mqtool.kafka.rows.RECORD`, in its order."""
     print_data = bool(getattr(opts, "print_data", False))
     mode = getattr(opts, "body", "none") or "none"
     if print_data and mode == "none":
@@ -190,10 +139,9 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     return r
 
 
-# The record-row keys the compiled walker sets per record (mqtool/_native/kafka.c, configure()); every other
-# key, the key order and the batch-level values come from a template row made by record_row itself.
-_NATIVE_ROW_KEYS = ("offset", "timestamp", "size", "key_size", "value_size", "sequence", "header_keys", "key",
-                    "value", "headers")
+# The record-row keys the compiled walker sets per record (mqtool/_native/kafka.c, configure()), declared in
+# mqtool/kafka/rows.py.
+_NATIVE_ROW_KEYS = NATIVE_RECORD_KEYS
 if R._native is not None:
     R._native.configure(_NATIVE_ROW_KEYS)
 
@@ -283,6 +231,7 @@ def _native_record_json(nat, b: Batch, opts):
 
 
 def damage_row(path, d: Damage) -> dict:
+    """The keys of :data:`mqtool.kafka.rows.DAMAGE`."""
     return {"kind": "damage", "file": str(path), "position": d.position, "size": d.length, "damage": d.code,
             "message": d.message}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from mqtool.kafka.rows import ROW_FIELDS  # noqa: F401 (the family protocol's name, mqtool.ranges)
 from mqtool.kafka import store as L
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
@@ -27,50 +28,7 @@ ROW_TASK_SPLIT = 8 * 1024 * 1024
 METADATA_TOPIC = "__cluster_metadata"
 
 # The rows of `mqtool dump kafka` on logs (batch, record and damage rows; see docs/kafka.md), with `store`,
-# `topic`, `partition` first. A row has the columns of its kind; the others are null.
-ROW_FIELDS: list[tuple[str, str]] = [
-    ("store", "string"),
-    ("topic", "string"),
-    ("partition", "int"),
-    ("kind", "string"),             # batch | record | damage
-    ("file", "string"),
-    ("position", "long"),
-    ("size", "long"),
-    ("magic", "int"),
-    ("offset", "long"),
-    ("last_offset", "long"),
-    ("count", "int"),
-    ("codec", "string"),
-    ("timestamp_type", "string"),
-    ("timestamp", "long"),
-    ("base_timestamp", "long"),
-    ("partition_leader_epoch", "int"),
-    ("producer_id", "long"),
-    ("producer_epoch", "int"),
-    ("base_sequence", "int"),
-    ("last_sequence", "int"),
-    ("is_transactional", "bool"),
-    ("is_control", "bool"),
-    ("delete_horizon_ms", "long"),
-    ("crc", "long"),
-    ("crc_ok", "bool"),
-    ("error", "string"),
-    ("flags", "string"),
-    # record rows
-    ("batch_offset", "long"),
-    ("key_size", "int"),
-    ("value_size", "int"),
-    ("sequence", "int"),
-    ("header_keys", "array<string>"),
-    ("control_type", "string"),
-    ("coordinator_epoch", "int"),
-    ("key", "string"),
-    ("value", "string"),
-    ("headers", "array<array<string>>"),   # ordered [key, value] pairs; a key may repeat
-    # damage rows
-    ("damage", "string"),
-    ("message", "string"),
-]
+# `topic`, `partition` first: ROW_FIELDS (rows.py). A row has the columns of its kind; the others are null.
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,7 @@ class Batch:
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
     def to_row(self) -> dict:
+        """The dump row (but ``flags``): the keys of ``mqtool.kafka.rows.BATCH``, in its order."""
         return {
             "kind": "batch",
             "file": self.file,

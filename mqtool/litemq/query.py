@@ -12,10 +12,9 @@ from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import RESTART_CODES, LiveLog
 from mqtool.litemq.store import Store, commitlog_segments
 from mqtool.litemq.records import fnv1a32
-from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
+from mqtool.litemq.rows import MESSAGE_COLUMNS, QUERY_QUEUE_OFFSET_COLUMN, record_row
 from mqtool.litemq.scan import parse_record_at, walk
 from mqtool.options import QueryOptions, ScanStats
-from mqtool.columns import Column
 
 
 def read_record_at(store: Store, offset: int, with_body: bool = False, containing: bool = False):
@@ -55,7 +54,7 @@ def run_query(store: Store, opts: QueryOptions, stats: ScanStats):
     if opts.queue is not None or opts.queue_offset is not None:
         if opts.topic is None or opts.queue is None or opts.queue_offset is None:
             raise UsageError("--queue-offset needs --topic, --queue and --queue-offset together")
-        return MESSAGE_COLUMNS + [Column("cq_queue_offset", "QOffset", justify="right")], \
+        return MESSAGE_COLUMNS + [QUERY_QUEUE_OFFSET_COLUMN], \
             _by_queue(store, opts, stats)
     if opts.offset is not None:
         return MESSAGE_COLUMNS, _by_offset(store, opts)

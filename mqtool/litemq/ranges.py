@@ -33,7 +33,9 @@ from typing import Iterator
 
 from mqtool.io import map_input
 from mqtool.litemq.store import Segment, commitlog_segments, resolve
-from mqtool.litemq.rows import MESSAGE_COLUMNS, record_row
+
+from mqtool.litemq.rows import BODY_COLUMN, MESSAGE_COLUMNS, RECORD, record_row
+from mqtool.litemq.rows import ROW_FIELDS  # noqa: F401 (the family protocol's name, mqtool.ranges)
 from mqtool.litemq.history import note_damage
 from mqtool.litemq.scan import (TIME_REGRESSION_MS, WalkResult, _full, hop,  # noqa: F401
                                 live_record_at, walk_prologue, walk_tail)
@@ -45,50 +47,12 @@ FAMILY = "litemq"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
 _U32 = struct.Struct(">I")
 
-# The message row of `mqtool dump commitlog` (mqtool.litemq.rows.record_row), plus `store` first.
-ROW_FIELDS: list[tuple[str, str]] = [
-    ("store", "string"),
-    ("kind", "string"),
-    ("file", "string"),
-    ("position", "long"),
-    ("offset", "long"),
-    ("size", "long"),
-    ("msg_id", "string"),
-    ("topic", "string"),
-    ("queue_id", "long"),                 # Int32ub
-    ("tags", "array<string>"),
-    ("keys", "array<string>"),
-    ("properties", "map<string,string>"),
-    ("body_size", "long"),
-    ("message_type", "string"),
-    ("message_type_code", "int"),
-    ("priority", "int"),
-    ("reliability", "int"),
-    ("delay_time", "long"),
-    ("transaction_id", "string"),
-    ("status", "string"),
-    ("status_code", "int"),
-    ("sharding_key", "string"),
-    ("broadcast", "bool"),
-    ("born_timestamp", "long"),
-    ("born_host", "string"),
-    ("store_host", "string"),
-    ("store_timestamp", "long"),
-    ("queue_offset", "long"),
-    ("commitlog_offset", "long"),
-    ("store_size", "long"),               # Int32ub
-    ("consume_start_time", "long"),
-    ("consume_end_time", "long"),
-    ("consume_count", "long"),            # Int32ub
-    ("stale", "bool"),
-    ("state", "string"),
-    ("bad_utf8", "array<string>"),
-    ("body", "string"),
-]
+# ROW_FIELDS: the message row of `mqtool dump commitlog` (rows.record_row) with `store` first, the Spark/Parquet
+# schema (rows.py).
 
 
 # Keys a dump row leaves out when they have no value (Spark rows have every column; see mqtool.spark.fleet).
-OPTIONAL_WHEN_NULL = ("state", "bad_utf8", "body")
+OPTIONAL_WHEN_NULL = tuple(f.name for f in RECORD if f.optional and f.export)
 # Map columns a dump row renders with sorted keys.
 SORTED_MAPS = ("properties",)
 
@@ -339,6 +303,4 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
 
 def message_columns(body: str = "none"):
     """Table columns for message rows (as ``dump commitlog`` shows them)."""
-    from mqtool.columns import Column
-
-    return MESSAGE_COLUMNS + ([Column("body", "Body", max_width=60)] if body != "none" else [])
+    return MESSAGE_COLUMNS + ([BODY_COLUMN] if body != "none" else [])

@@ -46,6 +46,7 @@ class CqUnit:
         return self.offset == 0 and self.size == 0 and self.tags_code == 0
 
     def to_row(self) -> dict:
+        """The keys of ``mqtool.rocketmq.rows.CQ_UNIT``, in its order."""
         return {"kind": "cq_unit", "topic": self.topic, "queue_id": self.queue_id, "file": self.file,
                 "position": self.position, "queue_offset": self.queue_offset, "offset": self.offset,
                 "size": self.size, "tags_code": self.tags_code,

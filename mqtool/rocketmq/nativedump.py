@@ -25,6 +25,7 @@ from mqtool import native, ndjson
 from mqtool.fastcrc import crc32
 from mqtool.options import DumpOptions
 from mqtool.ranges import runner_for, split_segments
+from mqtool.rocketmq.rows import NATIVE_KEYS
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner, damage_note
@@ -33,12 +34,9 @@ from mqtool.schema_struct import fixed_prefix_fields
 USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
 ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, whatever the page window
 
-# The dict keys of Message.to_row, in order (the last two only when they apply); the helper fills them.
-ROW_KEYS = ("kind", "file", "position", "offset", "size", "magic", "body_crc", "crc_ok", "queue_id", "flag",
-            "queue_offset", "physical_offset", "sys_flag", "transaction", "born_timestamp", "born_host",
-            "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset", "topic",
-            "properties", "keys", "tags", "uniq_key", "msg_id", "body_size", "compression", "property_pairs",
-            "body")
+# The dict keys of Message.to_row the helper fills, in row order (the optional ones only when they apply):
+# declared in mqtool/rocketmq/rows.py; the helper takes them by position.
+ROW_KEYS = NATIVE_KEYS
 # The fields the helper reads, in the order it takes them (names of FIXED, i.e. of the schema).
 _FIELDS = ("TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "FLAG", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
            "BORNTIMESTAMP", "BORNHOST.addr", "BORNHOST.port", "STORETIMESTAMP", "STOREHOSTADDRESS.addr",

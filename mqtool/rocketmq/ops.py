@@ -10,9 +10,10 @@ from mqtool.ranges import rows_stay_in_one_process
 from mqtool.columns import Column, iso_ms
 from mqtool.rocketmq import indexfiles, nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
-from mqtool.rocketmq.ranges import (BODY_COLUMN, MESSAGE_COLUMNS, damage_note,  # noqa: F401  (columns: the verbs' names)
-                                    message_filter, parallel_dump_rows)
+from mqtool.rocketmq.ranges import damage_note, message_filter, parallel_dump_rows  # noqa: F401
+from mqtool.rocketmq.rows import BODY_COLUMN, CQ_COLUMNS, MESSAGE_COLUMNS  # noqa: F401  (the verbs' names)
 from mqtool.rocketmq.scan import iter_messages
+
 
 def _store(path):
     return open_store(path)
@@ -84,11 +85,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                 except InputError as e:        # one unreadable file: say so, go on with the other queues
                     stats.damage(f"{e}; skipped")
 
-        cols = [Column("topic", "Topic"), Column("queue_id", "Q", justify="right"),
-                Column("queue_offset", "QOffset", justify="right"), Column("offset", "CL offset", justify="right"),
-                Column("size", "Size", justify="right"), Column("tags_code", "TagsCode", justify="right"),
-                Column("state", "State"), Column("file", "File", max_width=50)]
-        return cols, rows(), "consumequeue"
+        return CQ_COLUMNS, rows(), "consumequeue"
     if part == "index":
         files = _need(s.index_files, "index files", path)
         geos = indexfiles.index_geometries(files, opts)

@@ -16,11 +16,12 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import ByteRange, runner_for, split_segments  # noqa: F401  (runner_for: the range verify's seam)
-from mqtool.columns import Column, iso_ms
+
 from mqtool.ndjson import PreRendered
 from mqtool.rocketmq import nativedump
 from mqtool.rocketmq.nativedump import ROW_TASK_SPLIT, dump_plan  # noqa: F401
 from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
+from mqtool.rocketmq.rows import BODY_COLUMN, MESSAGE_COLUMNS, ROW_FIELDS  # noqa: F401  (the verbs' names)
 from mqtool.rocketmq.scan import SegmentScanner, damage_note, select_events  # noqa: F401  (damage_note: Spark)
 
 FAMILY = "rocketmq"
@@ -28,61 +29,7 @@ FAMILY = "rocketmq"
 # start) only pays from a few hundred MB on (docs/performance.md, "Native helper: rmqverify")
 NATIVE_VERIFY_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 
-# The message row of `mqtool dump commitlog` (Message.to_row), plus `store` first. Spark/Parquet schema.
-ROW_FIELDS: list[tuple[str, str]] = [
-    ("store", "string"),
-    ("kind", "string"),
-    ("file", "string"),
-    ("position", "long"),
-    ("offset", "long"),
-    ("size", "int"),
-    ("magic", "string"),
-    ("body_crc", "long"),
-    ("crc_ok", "bool"),
-    ("queue_id", "int"),
-    ("flag", "int"),
-    ("queue_offset", "long"),
-    ("physical_offset", "long"),
-    ("sys_flag", "int"),
-    ("transaction", "string"),
-    ("born_timestamp", "long"),
-    ("born_host", "string"),
-    ("store_timestamp", "long"),
-    ("store_host", "string"),
-    ("reconsume_times", "int"),
-    ("prepared_transaction_offset", "long"),
-    ("topic", "string"),
-    ("properties", "map<string,string>"),
-    ("keys", "array<string>"),
-    ("tags", "string"),
-    ("uniq_key", "string"),
-    ("msg_id", "string"),
-    ("body_size", "int"),
-    ("compression", "string"),
-    ("property_pairs", "array<array<string>>"),
-    ("body", "string"),
-    ("body_error", "string"),
-]
-
-
-MESSAGE_COLUMNS = [
-    Column("offset", "Offset", justify="right", no_wrap=True, priority=0),
-    Column("size", "Size", justify="right", no_wrap=True, priority=3),
-    Column("magic", "Ver", priority=7),
-    Column("topic", "Topic", max_width=40, priority=0),
-    Column("queue_id", "Q", justify="right", priority=1),
-    Column("queue_offset", "QOffset", justify="right", priority=1),
-    Column("tags", "Tags", max_width=20, priority=3),
-    Column("keys", "Keys", max_width=30, priority=2),
-    Column("store_timestamp", "Stored (UTC)", fmt=iso_ms, no_wrap=True, priority=2),
-    Column("born_host", "Born host", priority=6),
-    Column("transaction", "Txn", priority=5),
-    Column("compression", "Comp", priority=5),
-    Column("body_size", "Body", justify="right", priority=4),
-    Column("crc_ok", "CRC", priority=3),
-    Column("msg_id", "MsgId", no_wrap=True, priority=0),
-]
-BODY_COLUMN = Column("body", "Body data", max_width=60, priority=2)
+# ROW_FIELDS: the message row of `mqtool dump commitlog` with `store` first, the Spark/Parquet schema (rows.py).
 
 
 def message_filter(opts):

@@ -177,6 +177,7 @@ class Message:
         return (addr + _PORT_OFFSET.pack(port, phys)).hex().upper()
 
     def to_row(self, body_mode: str = "none") -> dict:
+        """The dump row: the keys of ``mqtool.rocketmq.rows.MESSAGE``, in its order."""
         pairs = self._pairs
         try:
             props_text, props_lossless = self.props_raw.decode("utf-8"), True
@@ -232,6 +233,7 @@ class Blank:
         self.file, self.position, self.offset, self.size = file, position, offset, size
 
     def to_row(self, body_mode: str = "none") -> dict:
+        """The dump row: the keys of ``mqtool.rocketmq.rows.BLANK``."""
         return {"kind": "blank", "file": self.file, "position": self.position, "offset": self.offset,
                 "size": self.size}
 
