@@ -316,8 +316,10 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         plain = DumpOptions(body=body)
         mask = current_umask()
         shortened = _shortened("store", [p for p, _ in stores])
-        for rows, damaged, short in runner.imap(_export_range_task,
-                                                [(r, plain, str(tmp / "m"), mask) for r in ranges]):
+        written: dict[str, int] = {}        # rows per store
+        for r, (rows, damaged, short) in zip(ranges, runner.imap(_export_range_task,
+                                                                 [(r, plain, str(tmp / "m"), mask) for r in ranges])):
+            written[r.store] = written.get(r.store, 0) + rows
             counts["rows"] += rows
             counts["damaged"] += damaged
             shortened |= short
@@ -339,7 +341,10 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             shutil.rmtree(outp.path, ignore_errors=True)
         raise
     outp.remove_scratch(tmp)
-    counts["messages"] = count_messages(outp.path, stores)
+    # a store's partition holds just this export's rows (replaced as a whole): RocketMQ and LiteMQ rows are
+    # messages; Kafka rows are batches, whose records are counted from the dataset
+    counts["messages"] = (count_messages(outp.path, [(p, f) for p, f in stores if f == "kafka"])
+                          + sum(written.get(p, 0) for p, f in stores if f != "kafka"))
     return counts
 
 
@@ -431,6 +436,8 @@ def count_messages(outp: Path, stores) -> int:
     """Messages in the dataset written to ``outp``: RocketMQ and LiteMQ rows are messages; Kafka rows are
     batches, whose records count by their header (:func:`mqtool.kafka.records.header_records`, control
     batches excluded) — the number ``verify`` and ``info`` give."""
+    if not stores:
+        return 0
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
