@@ -199,6 +199,104 @@ def run(store: str, master: str = "local[2]", jobs: int | None = None, queries: 
     return res
 
 
+def _cli_seconds(args: list[str]) -> float:
+    """Wall seconds of one ``python -m mqtool ARGS`` run as a user starts it (interpreter and, for
+    ``--engine spark``, the Spark session included); a failed run stops the benchmark."""
+    import subprocess
+
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "mqtool", *args], capture_output=True, text=True,
+                       cwd=str(Path(__file__).resolve().parent.parent))
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"mqtool {' '.join(args)}: exit {p.returncode}: {p.stderr[-2000:]}")
+    return dt
+
+
+def export_rows(small: str, big: str, master: str = "local[2]", jobs: int = 0) -> dict:
+    """``mqtool export`` of two stores (a small one and a big one) on the embedded engine (``--jobs``) and on
+    ``--engine spark --master MASTER``, each run once as a user runs it; per engine a line through the two
+    points gives the fixed cost (seconds at 0 bytes) and the cost per GiB."""
+    import shutil
+
+    from mqtool.rocketmq.store import open_store
+
+    res: dict = {"master": master, "jobs": jobs, "sizes": {}}
+    out = Path(tempfile.mkdtemp(prefix="mqtool-bench-export-"))
+    try:
+        for name, store in (("small", small), ("big", big)):
+            res["sizes"][name] = sum(s.size for s in open_store(store).segments)
+            for engine, extra in (("embedded", ["--jobs", str(jobs)]), ("spark", ["--engine", "spark", "--master", master])):
+                dst = out / f"{name}-{engine}"
+                res[f"{engine}_{name}_s"] = _cli_seconds(["export", store, "--to", str(dst), *extra])
+                shutil.rmtree(dst, ignore_errors=True)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    gib = {k: v / (1 << 30) for k, v in res["sizes"].items()}
+    for engine in ("embedded", "spark"):
+        ts, tb = res[f"{engine}_small_s"], res[f"{engine}_big_s"]
+        per = (tb - ts) / (gib["big"] - gib["small"])
+        res[f"{engine}_per_gib_s"] = per
+        res[f"{engine}_fixed_s"] = ts - per * gib["small"]
+    return res
+
+
+def pruning_rows(store: str, master: str = "local[2]", repeat: int = 3) -> dict:
+    """One topic's rows on a warm session, four ways: the SQL filter (``.select("topic").where(...)``, pushed
+    down), the reader option (``.option("topic", ...)``, every column converted), and each with the pruned
+    schema (``.schema("topic string")``); the best of ``repeat`` runs each."""
+    from mqtool.spark.session import get_session
+
+    spark = get_session(master)
+    topic = "Topic3"
+    rd = lambda: spark.read.format("mqtool").option("format", "rocketmq")  # noqa: E731
+    ways = {
+        "sql filter: .select(topic).where(topic = x)": lambda: rd().load(store).select("topic")
+        .where(f"topic = '{topic}'").collect(),
+        "reader option: .option(topic, x).select(topic)": lambda: rd().option("topic", topic).load(store)
+        .select("topic").collect(),
+        "pruned schema + sql filter": lambda: rd().schema("topic string").load(store)
+        .where(f"topic = '{topic}'").collect(),
+        "pruned schema + reader option": lambda: rd().schema("topic string").option("topic", topic).load(store)
+        .collect(),
+    }
+    rd().load(store).limit(1).collect()         # Python workers warm
+    res = {"bytes": sum(os.path.getsize(p) for p in Path(store, "commitlog").iterdir()), "ways": {}}
+    n = None
+    for name, fn in ways.items():
+        secs, rows = _timed(fn, repeat)
+        assert n is None or len(rows) == n, (name, len(rows), n)
+        n = len(rows)
+        res["ways"][name] = secs
+    res["rows"] = n
+    return res
+
+
+def pruning_report(res: dict) -> str:
+    ways = res["ways"]
+    opt = ways["reader option: .option(topic, x).select(topic)"]
+    lines = [f"one topic of {res['bytes'] / 1e6:.0f} MB ({res['rows']} rows), warm session, best of 3",
+             f"{'way':48s} {'seconds':>8s} {'vs reader option':>17s}"]
+    for name, secs in ways.items():
+        lines.append(f"{name:48s} {secs:8.2f} {secs / opt:16.2f}x")
+    return "\n".join(lines)
+
+
+def export_report(res: dict) -> str:
+    gib = {k: v / (1 << 30) for k, v in res["sizes"].items()}
+    lines = [f"export: embedded --jobs {res['jobs'] or 'all cores'} vs --engine spark --master {res['master']}",
+             f"{'engine':10s} {'small s':>9s} {'big s':>9s} {'fixed s':>9s} {'s per GiB':>10s} {'MB/s big':>9s}",
+             f"(small {gib['small']:.2f} GiB, big {gib['big']:.2f} GiB; one run each, CLI wall time)"]
+    for engine in ("embedded", "spark"):
+        lines.insert(-1, f"{engine:10s} {res[engine + '_small_s']:9.1f} {res[engine + '_big_s']:9.1f} "
+                         f"{res[engine + '_fixed_s']:9.1f} {res[engine + '_per_gib_s']:10.1f} "
+                         f"{res['sizes']['big'] / 1e6 / res[engine + '_big_s']:9.0f}")
+    lines.append(f"spark vs embedded, per GiB once the fixed cost is paid: "
+                 f"{res['embedded_per_gib_s'] / res['spark_per_gib_s']:.2f}x (goal >= 0.8x); "
+                 f"whole big run: {res['embedded_big_s'] / res['spark_big_s']:.2f}x")
+    return "\n".join(lines)
+
+
 def report(res: dict) -> str:
     mb = res["bytes"] / 1e6
     msgs = res["messages"]
@@ -232,7 +330,40 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=0, help="embedded jobs for the 'all jobs' rows (0 = cores)")
     ap.add_argument("--split-size", type=int, default=None, help="byte-range size (default automatic)")
     ap.add_argument("--keep", action="store_true", help="keep the built store")
+    ap.add_argument("--export", action="store_true",
+                    help="instead: export rows (embedded vs spark) at --small-mib and --size-mib, fixed cost and per GiB")
+    ap.add_argument("--small-mib", type=int, default=128, help="size of the small store of --export (MiB)")
+    ap.add_argument("--pruning", action="store_true",
+                    help="instead: one topic by SQL filter vs reader option vs pruned schema (--size-mib store)")
     a = ap.parse_args(argv)
+    if a.pruning:
+        tmp = tempfile.mkdtemp(prefix="mqtool-spark-bench-")
+        try:
+            st = a.store or str(Path(tmp) / "store")
+            if not a.store:
+                build_commitlog(Path(st), a.size_mib << 20)
+            print(pruning_report(pruning_rows(st, a.master)))
+        finally:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
+    if a.export:
+        tmp = tempfile.mkdtemp(prefix="mqtool-spark-bench-")
+        try:
+            stores = []
+            for mib in (a.small_mib, a.size_mib):
+                st = Path(tmp) / f"s{mib}" / "store"
+                t = time.perf_counter()
+                n = build_commitlog(st, mib << 20)
+                print(f"built {st}: {n} messages in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+                stores.append(str(st))
+            print(export_report(export_rows(stores[0], stores[1], a.master, a.jobs)))
+        finally:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     tmp = None
     store = a.store
     if store is None:

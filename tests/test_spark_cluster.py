@@ -5,6 +5,7 @@ with one line naming it (exit 2). Marked ``spark_cluster`` (about a minute); eve
 teardown."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -68,6 +69,10 @@ def cluster(tmp_path_factory):
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                SPARK_SCALA_VERSION=scala,
                PYTHONPATH=str(ROOT))
+    # the daemons (and so the executors they launch) get neither this checkout on their path nor a Python: as on
+    # nodes where mqtool is not installed, an application ships it (_cli: spark.executorEnv.PYTHONPATH; the
+    # packed-environment test: an archive)
+    daemon_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON")}
     port = _free_port()
     master = f"spark://127.0.0.1:{port}"
     procs = []
@@ -77,7 +82,7 @@ def cluster(tmp_path_factory):
         log = open(base / f"{name}.log", "wb")
         logs.append(log)
         procs.append(subprocess.Popen([java, "-Xmx256m", "-cp", cp, *args], stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, cwd=base, start_new_session=True))
+                                      env=daemon_env, cwd=base, start_new_session=True))
 
     try:
         start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
@@ -109,7 +114,8 @@ def cluster(tmp_path_factory):
 def _cli(env, cwd, *args):
     # executors of 512 MiB fit the 640 MiB workers (Spark's default of 1 GiB would wait for ever); given the
     # way a data engineer would, through PYSPARK_SUBMIT_ARGS
-    sub = "--conf spark.executor.memory=512m --conf spark.ui.enabled=false pyspark-shell"
+    sub = (f"--conf spark.executor.memory=512m --conf spark.ui.enabled=false "
+           f"--conf spark.executorEnv.PYTHONPATH={ROOT} pyspark-shell")
     p = subprocess.run([sys.executable, "-m", "mqtool", *map(str, args)], capture_output=True, text=True,
                        env=dict(env, SPARK_SUBMIT_OPTS="", PYSPARK_SUBMIT_ARGS=sub), cwd=cwd, timeout=180)
     return p.returncode, p.stdout, p.stderr
@@ -136,3 +142,115 @@ def test_relative_path_and_unreadable_segment_on_a_cluster(cluster, tmp_path):
     ours = [x for x in err.splitlines() if x.startswith("mqtool:")]
     assert code == 2 and len(ours) == 1 and str(seg) in ours[0] and "cannot read" in ours[0], err[-3000:]
     assert err.rstrip("\n").splitlines()[-1] == ours[0]
+
+
+# --- a packed environment (venv-pack --archives), issue #19 item 2 --------------------------------------------
+
+_PACKED_JOB = r'''
+import json, sys
+from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
+
+spark = SparkSession.builder.getOrCreate()
+import mqtool.spark  # noqa: E402  (registers the data source on the active session)
+
+store, out = sys.argv[1], sys.argv[2]
+cols = ["offset", "msg_id", "topic", "queue_id", "queue_offset", "body_crc", "crc_ok"]
+df = spark.read.format("mqtool").option("splitSize", "40K").load(store)
+rows = [r.asDict() for r in df.select(*cols).collect()]
+
+
+@udf("string")
+def probe(offset):
+    # runs in the Python of the executors' SQL tasks (Spark's spark.sql.execution.pyspark.python, else
+    # spark.pyspark.python), the setting the data source's reads follow too
+    import json, os, sys
+    import mqtool, mqtool.native
+    dump = mqtool.native.load("rmqdump")
+    return json.dumps({"python": sys.executable, "prefix": sys.prefix, "cwd": os.getcwd(), "mqtool": mqtool.__file__,
+                       "native": mqtool.native.status(), "rmqdump": getattr(dump, "__file__", None)})
+
+
+seen = df.repartition(2).select(probe("offset").alias("info")).groupBy("info").count().collect()
+tasks = [dict(json.loads(r.info), rows=r["count"]) for r in seen]
+with open(out, "w") as f:
+    json.dump({"rows": rows, "tasks": tasks, "sql_python": spark.conf.get("spark.sql.execution.pyspark.python", None)}, f)
+spark.stop()
+'''
+
+
+@pytest.fixture(scope="session")
+def packed_env(tmp_path_factory):
+    """mqtool as a wheel built from this checkout (compiled helpers included, not editable), installed with
+    only what executors need (mqtool's dependencies and pyarrow; pyspark comes from Spark's own
+    python/lib zips) into a fresh venv, packed by venv-pack: the archive a data engineer ships."""
+    venv_pack = shutil.which("venv-pack", path=str(Path(sys.executable).parent)) or shutil.which("venv-pack")
+    if venv_pack is None:
+        if _CI:
+            raise RuntimeError("venv-pack is needed (the dev extra installs it)")
+        pytest.skip("venv-pack not installed")
+    base = tmp_path_factory.mktemp("packed")
+    src = base / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    skip = shutil.ignore_patterns("*.so", "__pycache__", "*.pyc")
+    for name in ("mqtool", "formats"):
+        shutil.copytree(ROOT / name, src / name, ignore=skip)
+    run = dict(capture_output=True, text=True, timeout=600)
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(base / "wheels"),
+                        str(src)], **run)
+    assert p.returncode == 0, p.stderr[-3000:]
+    wheel = next((base / "wheels").glob("mqtool-*.whl"))
+    env = base / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, **run)
+    p = subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel), "pyarrow"], **run)
+    assert p.returncode == 0, p.stderr[-3000:]
+    archive = base / "env.tar.gz"
+    p = subprocess.run([venv_pack, "-p", str(env), "-o", str(archive), "-q"], **run)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return archive
+
+
+def test_packed_environment_on_a_cluster(cluster, packed_env, tmp_path):
+    """spark-submit --archives env.tar.gz#env with spark.pyspark.python=./env/bin/python, nothing else: the
+    executors run mqtool and its compiled helpers from the unpacked archive, and the rows equal the
+    embedded scan. The driver's Python is the submitting one (spark.pyspark.driver.python), as in Spark's
+    own recipe; it is not given the archive."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    from mqtool.options import DumpOptions
+    from mqtool.ranges import family_ranges
+
+    master, env = cluster
+    archive = packed_env
+    store = require_realdata("rocketmq", "gen-4.9.7-kill", "store")
+    job = tmp_path / "job.py"
+    job.write_text(_PACKED_JOB)
+    out = tmp_path / "out.json"
+    submit = Path(_find_spark_home()) / "bin" / "spark-submit"
+    senv = {k: v for k, v in env.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_SUBMIT_ARGS", "SPARK_SUBMIT_OPTS")}
+    p = subprocess.run([str(submit), "--master", master, "--archives", f"{archive}#env",
+                        "--conf", "spark.pyspark.python=./env/bin/python",
+                        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+                        "--conf", "spark.executor.memory=512m", "--conf", "spark.ui.enabled=false",
+                        str(job), str(store), str(out)],
+                       capture_output=True, text=True, env=senv, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + "\n".join(x for x in p.stderr.splitlines() if " INFO " not in x)[-4000:]
+    got = json.loads(out.read_text())
+    mod = family_ranges("rocketmq")
+    want = [r for rng in mod.plan(str(store), None) for r in mod.iter_range_rows(rng, DumpOptions())]
+    cols = ["offset", "msg_id", "topic", "queue_id", "queue_offset", "body_crc", "crc_ok"]
+    assert len(got["rows"]) == len(want) > 500
+    assert sorted(got["rows"], key=lambda r: r["offset"]) == [{c: r.get(c) for c in cols} for r in want]
+    # the reads ran in the archive's Python: register() left them on it through Spark's own setting
+    assert got["sql_python"] == "./env/bin/python"
+    assert len(got["tasks"]) >= 1 and sum(t["rows"] for t in got["tasks"]) == len(want)
+    for t in got["tasks"]:
+        unpacked = os.path.join(t["cwd"], "env")
+        # the executors' Python is the archive's, and mqtool with every compiled helper comes from it
+        assert t["prefix"].startswith(unpacked) or os.path.realpath(t["prefix"]) == os.path.realpath(unpacked), t
+        assert os.path.realpath(t["mqtool"]).startswith(os.path.realpath(unpacked)), t
+        assert all(t["native"].values()), t
+        assert os.path.realpath(t["rmqdump"]).startswith(os.path.realpath(unpacked)), t
+        assert str(ROOT) not in t["mqtool"]

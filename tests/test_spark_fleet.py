@@ -302,3 +302,34 @@ def test_spark_submit_runs_the_cli(tmp_path, run_cli):
                        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     want = run_cli("verify", "store", store, "--json", "--jobs", "1")
     assert (p.returncode, p.stdout) == want[:2], p.stderr[-2000:]
+
+
+def test_pruned_columns_by_schema_or_option(spark):
+    """Column pruning as far as the Python data source API allows: a user's schema (or the ``columns``
+    option) is what the reader decodes and converts; the rows equal the embedded scan's, a column that does
+    not exist or a wrong type is refused, and bodies are not decoded when no body column is selected."""
+    from pyspark.sql.types import StructType
+
+    from mqtool.options import DumpOptions
+    from mqtool.ranges import family_ranges
+    from mqtool.spark.source import MqtoolDataSource
+
+    store = str(require_realdata("rocketmq", "gen-4.9.7-kill", "store"))
+    mod = family_ranges("rocketmq")
+    want = sorted((r["topic"], r["queue_offset"]) for rng in mod.plan(store, None)
+                  for r in mod.iter_range_rows(rng, DumpOptions()))
+    by_schema = spark.read.format("mqtool").schema("topic string, queue_offset long").load(store)
+    by_option = spark.read.format("mqtool").option("columns", "topic, queue_offset").load(store)
+    for df in (by_schema, by_option):
+        assert df.columns == ["topic", "queue_offset"]
+        assert sorted(map(tuple, df.collect())) == want
+    topic = want[0][0]
+    assert sorted(map(tuple, by_schema.where(f"topic = '{topic}'").collect())) == [w for w in want if w[0] == topic]
+    for bad, why in (("topic int", "is string, not int"), ("nosuch string", "no column 'nosuch'")):
+        with pytest.raises(Exception, match=why):
+            spark.read.format("mqtool").schema(bad).load(store).collect()
+    with pytest.raises(Exception, match="no column 'nosuch'"):
+        spark.read.format("mqtool").option("columns", "topic,nosuch").load(store).collect()
+    src = MqtoolDataSource({"path": store, "body": "text"})
+    assert src.reader(StructType.fromDDL("topic string")).body == "none"
+    assert src.reader(StructType.fromDDL("topic string, body string")).body == "text"

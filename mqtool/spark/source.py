@@ -176,13 +176,41 @@ class MqtoolDataSource(DataSource):
         return fields
 
     def schema(self):
-        return S.spark_ddl(self.row_fields())
+        fields = self.row_fields()
+        wanted = self.options.get("columns")
+        if wanted and self._mode() == "messages":
+            fields = select_fields(fields, [c.strip() for c in str(wanted).split(",") if c.strip()])
+        return S.spark_ddl(fields)
 
     def reader(self, schema):
         # Spark (4.1+) refuses a reader with pushFilters unless spark.sql.python.filterPushdown.enabled is
         # true, and calls reader() from its pushdown worker only when it is: give the filtering reader there.
         cls = FilteringReader if _called_for_pushdown() else MqtoolReader
-        return cls(self.options, self._stores(), self._mode(), self.row_fields())
+        fields = self.row_fields()
+        if self._mode() == "messages":
+            # The Python data source API tells a reader nothing of the columns a query selects: the columns
+            # read are those of the schema (the ``columns`` option's, or one the user gave with .schema())
+            fields = select_fields(fields, [(f.name, f.dataType.simpleString()) for f in schema.fields])
+        return cls(self.options, self._stores(), self._mode(), fields)
+
+
+_SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "bool": "boolean"}
+
+
+def select_fields(fields: list[tuple[str, str]], wanted: list) -> list[tuple[str, str]]:
+    """The columns ``wanted`` (names, or (name, Spark type) pairs of a user's schema), in that order, out of
+    ``fields``; a name that is not a column, or a type other than the column's, is a usage error."""
+    have = dict(fields)
+    out = []
+    for w in wanted:
+        name, spark_type = w if isinstance(w, tuple) else (w, None)
+        if name not in have:
+            raise UsageError(f"mqtool data source: no column {name!r} (columns: {', '.join(have)})")
+        if spark_type is not None and spark_type != _SPARK_TYPES.get(have[name], have[name]):
+            raise UsageError(f"mqtool data source: column {name!r} is {_SPARK_TYPES.get(have[name], have[name])}, "
+                             f"not {spark_type}")
+        out.append((name, have[name]))
+    return out
 
 
 def _called_for_pushdown() -> bool:
@@ -239,9 +267,12 @@ class MqtoolReader(DataSourceReader):
         self.ignore_missing = _truthy(options.get("ignoreMissingFiles", "false"))
         self.predicates: list[tuple] = []       # (op, column, value) pushed by Spark (FilteringReader)
         corrupt = options.get("columnNameOfCorruptRecord")
-        self.corrupt_col = corrupt if corrupt and self.on_bad == "PERMISSIVE" and mode == "messages" else None
+        self.corrupt_col = corrupt if (corrupt and self.on_bad == "PERMISSIVE" and mode == "messages"
+                                       and corrupt in {n for n, _ in fields}) else None
         self.split = parse_size(options.get("splitSize"))
         self.body = str(options.get("body", "none")).lower()
+        if mode == "messages" and not {"body", "body_error", "key", "value", "headers"} & {n for n, _ in fields}:
+            self.body = "none"          # bodies (and Kafka keys/values) not selected: not inflated nor encoded
         self.include_blank = _truthy(options.get("includeBlank", "false"))
         self.deep = _truthy(options.get("deep", "false"))           # kafka: record rows too
         self.topic = options.get("topic")
