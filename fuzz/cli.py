@@ -11,7 +11,7 @@ seed: ``--seed S --cases N..`` replays it (cases are deterministic).
     python fuzz/cli.py --seconds 600                 # the long run (docs/hardening.md)
     python fuzz/cli.py --cases 50 --seed 7           # a fixed number of cases
 
-tests/test_fuzz_cli.py runs a short smoke of it.
+tests/test_common_fuzz_cli.py runs a short smoke of it.
 """
 from __future__ import annotations
 

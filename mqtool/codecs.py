@@ -21,7 +21,7 @@ stream of chunks of at most ``CHUNK`` bytes (those above ``WHOLE_MAX``), so a re
 to hundreds of MiB never holds more than a chunk and the record it is reading.
 
 Fast paths (same bytes out; anything they do not fully handle goes to the careful code, which gives the
-result or the precise error; ``tests/test_native_kafka.py`` checks fast == careful on generated and damaged
+result or the precise error; ``tests/test_kafka_native.py`` checks fast == careful on generated and damaged
 streams): gzip through ISA-L's inflate (``isal``, the ``fast`` extra) when installed; zstd frames that state
 their content size are decoded one frame at a time with a reused decompressor (the streaming reader cost
 ~3 ms per small batch).

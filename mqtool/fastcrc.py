@@ -2,7 +2,7 @@
 
 ``isal.isal_zlib.crc32`` computes exactly ``zlib.crc32`` (same polynomial, same init/xor-out) but with
 carry-less multiplication, ~6x faster per core; the pure-Python install falls back to :func:`zlib.crc32`.
-Equality of the two is a test (``tests/test_fastpath.py``).
+Equality of the two is a test (``tests/test_rocketmq_fastpath.py``).
 """
 from __future__ import annotations
 

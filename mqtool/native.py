@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 
-# Every helper setup.py builds (keep the two lists in step; tests/test_native.py checks they load under CI).
+# Every helper setup.py builds (keep the two lists in step; tests/test_common_native.py checks they load under CI).
 HELPERS = ("probe", "rmqverify", "rmqrebuild", "rmqdump", "kafka", "rmqdecode")
 GUARD = "guard"        # also built by setup.py; loaded by guard(), not load(): MQTOOL_NATIVE=0 leaves it on
 _OFF = {"0", "off", "no", "false"}

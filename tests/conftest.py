@@ -78,3 +78,11 @@ def local_spark(app_name: str):
 
     mqtool.spark.register(s)
     return s
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The session-wide local[2] SparkSession of the Spark tests (a module may define its own)."""
+    s = local_spark("mqtool-tests")
+    yield s
+    s.stop()

@@ -1,4 +1,4 @@
-"""Stores of a chosen geometry for the geometry sweep (tests/test_geometry_sweep.py), built with the construct
+"""Stores of a chosen geometry for the geometry sweep (tests/test_common_geometry_sweep.py), built with the construct
 schemas and the brokers' own rules as the format references state them — not with mqtool's rebuild code:
 
 * RocketMQ (shared/reference/rocketmq.md §4, §6): one commitlog segment; consumequeue files of

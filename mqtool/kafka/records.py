@@ -398,7 +398,7 @@ def _load_native():
     return mod
 
 
-# Tests set this to None to run the Python path (tests/test_native_kafka.py runs both on the same bytes).
+# Tests set this to None to run the Python path (tests/test_kafka_native.py runs both on the same bytes).
 _native = _load_native()
 
 

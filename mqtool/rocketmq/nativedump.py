@@ -7,7 +7,7 @@ output, the bytes :func:`mqtool.render.write_ndjson` writes for that dict (``jso
 ``export`` the same values column-wise by topic (``columns``, :func:`range_columns`). Every
 other unit (IPv6 hosts, damage, BLANK, compressed bodies when bodies are asked for; for the JSON lane also
 non-UTF-8 text and repeated property names) is left to the next lane, then to the scanner and the Python
-path, so the output is the same with and without the helper (``tests/test_native_dump.py``).
+path, so the output is the same with and without the helper (``tests/test_rocketmq_native_dump.py``).
 
 Nothing about the layout is written in C: :func:`_configure` passes the offsets and sizes of the fields of
 :data:`records.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name

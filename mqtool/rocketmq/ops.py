@@ -47,7 +47,7 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             if par is not None:
                 return cols, par, f"commitlog {s.commitlog_dir or path}"
 
-        if nativedump.usable(opts):      # the compiled row builder (same rows; tests/test_native_dump.py)
+        if nativedump.usable(opts):      # the compiled row builder (same rows; tests/test_rocketmq_native_dump.py)
             return cols, nativedump.rows(segs, opts, stats, on_damage), f"commitlog {s.commitlog_dir or path}"
 
         def rows():

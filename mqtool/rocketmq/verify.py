@@ -310,7 +310,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     would report nothing for it and would change the state the same way: v1 magic, IPv4 hosts, every length
     consistent, body CRC right, topic and properties UTF-8, no ``__CRC32#`` tail, not PREPARED/ROLLBACK, no
     inner batch or multi-dispatch, PHYSICALOFFSET off by the current shift, queue offset the expected one. It
-    stops at anything else, and the scanner hands that unit to the full path. ``tests/test_fastpath.py``
+    stops at anything else, and the scanner hands that unit to the full path. ``tests/test_rocketmq_fastpath.py``
     checks both give the same findings.
 
     ``known_queues_only`` (the range tasks of ``--jobs``): the first message of a queue in the range takes the

@@ -1,15 +1,15 @@
-"""Spark (local[2], the session of tests/test_spark.py): the `mqtool` data source on LiteMQ and Kafka stores
+"""Spark (local[2], the session of tests/test_common_spark.py): the `mqtool` data source on LiteMQ and Kafka stores
 gives the rows of the embedded `dump` exactly, for several split sizes including 1 KiB; `mqtool export` of
 a LiteMQ and a Kafka store reads back equal.
 
-Skips like tests/test_spark.py without pyspark/pyarrow/Java (fails under CI=true)."""
+Skips like tests/test_common_spark.py without pyspark/pyarrow/Java (fails under CI=true)."""
 from __future__ import annotations
 
 
 import pytest
 
 from conftest import realdata_root, require_realdata
-from test_spark import spark  # noqa: F401  (the session-scoped local[2] fixture; skips without Spark)
+from test_common_spark import spark  # noqa: F401  (the session-scoped local[2] fixture; skips without Spark)
 
 from mqtool.kafka import ranges as KR  # noqa: E402
 from mqtool.litemq import ranges as LR  # noqa: E402

@@ -19,7 +19,7 @@ def test_setup_and_loader_list_the_same_helpers():
 
 
 def test_sigbus_guard_loads_even_with_helpers_off(monkeypatch):
-    """The guard is a safety net for every reader (tests/test_shrink.py): MQTOOL_NATIVE=0 keeps it."""
+    """The guard is a safety net for every reader (tests/test_common_shrink.py): MQTOOL_NATIVE=0 keeps it."""
     monkeypatch.setenv("MQTOOL_NATIVE", "0")
     if native.guard() is None:
         if os.environ.get("CI", "").lower() == "true":

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from test_spark import spark  # noqa: F401  (the session-scoped local[2] fixture; skips without Spark)
 
 import stream_writer as W  # noqa: E402
 from mqtool.detect import family_module  # noqa: E402

@@ -8,7 +8,7 @@
   call, with and without ``known_queues_only``, with ISA-L called back and with the built-in CRC;
 * whole runs of ``verify``: native lane == Python lane == lane off on stores with the awkward units, and
   ``--jobs 2`` == ``--jobs 1`` with the native lane (the store-level equivalence on the fixture store, damaged
-  copies and every real store runs both lanes in tests/test_fastpath.py and tests/test_ranges_lane.py).
+  copies and every real store runs both lanes in tests/test_rocketmq_fastpath.py and tests/test_rocketmq_ranges_lane.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Identical output for every --jobs and --split-size, on damaged stores of every family.
 
 The CLI runs in-process; ``--jobs 2`` runs its byte ranges through an in-process runner (the range plan, the
-range readers and the merge are the ones a process pool runs; ``tests/test_ranges.py`` covers the pool
+range readers and the merge are the ones a process pool runs; ``tests/test_rocketmq_ranges.py`` covers the pool
 itself, and one case below uses the real pool). Expected output: the same command with ``--jobs 1``.
 """
 from __future__ import annotations

@@ -259,7 +259,7 @@ def test_outputs_inside_the_input_tree_are_refused(tmp_path, run_cli):
                  ("verify", "store", store, "--manifest", store / "m.ndjson"),
                  ("verify", "store", store, "--manifest", store / "index" / "m.ndjson")):
         # (a --salvage-out directory that merely contains the store is accepted since issue #15: one new
-        # file beside the store touches no input; tests/test_loss.py checks it for every family)
+        # file beside the store touches no input; tests/test_common_loss.py checks it for every family)
         code, out, err = run_cli(*args)
         assert code == 2 and "refusing to write inside the input tree" in err, (args, err)
     link = tmp_path / "innocent-looking"

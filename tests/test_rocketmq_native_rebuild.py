@@ -33,7 +33,7 @@ from tests.conftest import require_realdata
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_STORE = REPO / "fixtures" / "rocketmq" / "store"
 LIB = R.native_lib()
-pytestmark = pytest.mark.skipif(LIB is None, reason="compiled helper rmqrebuild not built (tests/test_native.py "
+pytestmark = pytest.mark.skipif(LIB is None, reason="compiled helper rmqrebuild not built (tests/test_common_native.py "
                                                     "fails under CI when it is missing)")
 HC = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
 T0 = 1_795_338_600_000

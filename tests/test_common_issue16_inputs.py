@@ -1,6 +1,6 @@
 """The crafted inputs of issue #16 as regression inputs (hand-built bytes, from the issue's descriptions).
 
-Items 4 and 6 (shrinking files, split sizes) are tested in tests/test_shrink.py and tests/test_split_identity.py.
+Items 4 and 6 (shrinking files, split sizes) are tested in tests/test_common_shrink.py and tests/test_common_split_identity.py.
 The Kafka cases of items 5 and 8 each fail on the code before their fix.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import local_spark, realdata_root, require_realdata
+from conftest import realdata_root, require_realdata
 
 _CI = os.environ.get("CI", "").lower() == "true"
 
@@ -49,13 +49,6 @@ def store_path(name) -> str:
     if "/" in name:
         return str(require_realdata("rocketmq", *name.split("/")))
     return str(require_realdata("rocketmq", name, "store"))
-
-
-@pytest.fixture(scope="session")
-def spark():
-    s = local_spark("mqtool-tests")
-    yield s
-    s.stop()
 
 
 def embedded_rows(path, **kw) -> list[dict]:

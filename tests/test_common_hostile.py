@@ -3,7 +3,7 @@
 Family-agnostic: each family is one row of :data:`FAMILY_LOGS` (where a real store is, which directory
 holds the log segments, how a new segment is named, which commands read it). Rows of families whose engine is
 not in this build are skipped; after the merge they run as they are (adjust a row if a guess is wrong).
-The RocketMQ-specific checks, with exact findings, are in ``test_hostile.py``.
+The RocketMQ-specific checks, with exact findings, are in ``test_rocketmq_hostile.py``.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_realdata
-from test_hostile import alarm
+from test_rocketmq_hostile import alarm
 
 
 def _next_name(existing: list[str], suffix: str = "") -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from mqtool.ranges import InlineRunner
 from mqtool.rocketmq import verify as V
-from tests.test_ranges import _damage, copy_store, run_verify
+from tests.test_rocketmq_ranges import _damage, copy_store, run_verify
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ link into the store (a directory link to the store directory of the same name, e
 link to the store file of the same name, else a commitlog/log segment), and the command is run again,
 without and with ``--force``. Without ``--force`` it refuses (one line, exit 2); with it every link is
 replaced, never written through. Either way the store is byte/size/mtime identical (the snapshot of
-tests/test_evidence.py, directories included).
+tests/test_common_evidence.py, directories included).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from test_evidence import _copy, snapshot
+from test_common_evidence import _copy, snapshot
 
 STORES = {
     "rocketmq": FIXTURES / "rocketmq" / "store",

@@ -194,7 +194,7 @@ def test_get_session_obeys_spark_defaults_and_submit_args(tmp_path):
 
 def test_export_partition_values_same_on_spark(spark, run_cli, tmp_path):
     """Issue #16 item 7 on Spark: the same directories and the same _partitions.ndjson as the local engine."""
-    from test_export_partitions import LONG, long_topic_store
+    from test_common_export_partitions import LONG, long_topic_store
 
     store = long_topic_store(tmp_path)
     log = tmp_path / "log"

@@ -6,7 +6,7 @@
 * ``property_pairs`` == ``formats.rocketmq.string_to_property_pairs``; ``fastcrc.crc32`` == ``zlib.crc32``;
 * ``verify`` with the fast lane == ``verify`` without it (same findings, same order, same summary) on
   damaged copies of the fixture store and on the real stores — for the Python lane and for the compiled one
-  (``mqtool/_native/rmqverify.c``, fixture ``lane_impl``; more in tests/test_native_verify.py);
+  (``mqtool/_native/rmqverify.c``, fixture ``lane_impl``; more in tests/test_rocketmq_native_verify.py);
 * scanning with a tiny window (page release/populate every page) == scanning in one go.
 """
 from __future__ import annotations

@@ -35,7 +35,7 @@ from mqtool.options import DumpOptions
 NAT = R._native
 
 needs_native = pytest.mark.skipif(NAT is None, reason="compiled kafka helper not built, or MQTOOL_NATIVE=0 "
-                                                      "(tests/test_native.py fails under CI when it is missing)")
+                                                      "(tests/test_common_native.py fails under CI when it is missing)")
 I64 = st.integers(-(1 << 63), (1 << 63) - 1)
 SMALL = st.integers(-300, 300)
 
