@@ -86,3 +86,21 @@ def spark():
     s = local_spark("mqtool-tests")
     yield s
     s.stop()
+
+
+def require_spark() -> None:
+    """Module-level guard of the Spark test modules: skip without pyspark/pyarrow/Java, fail under CI=true."""
+    ci = os.environ.get("CI", "").lower() == "true"
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        if ci:
+            raise
+        pytest.skip(f"pyspark/pyarrow not installed ({e.name})", allow_module_level=True)
+    from mqtool.spark.session import java_binary
+
+    if java_binary() is None:  # pragma: no cover
+        if ci:
+            raise RuntimeError("Java 17+ is needed for the Spark tests")
+        pytest.skip("no Java for Spark", allow_module_level=True)

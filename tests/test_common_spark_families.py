@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import realdata_root, require_realdata
-from test_common_spark import spark  # noqa: F401  (the session-scoped local[2] fixture; skips without Spark)
+from conftest import realdata_root, require_realdata, require_spark
+
+require_spark()     # the session-scoped local[2] fixture `spark` is in conftest
 
 from mqtool.kafka import ranges as KR  # noqa: E402
 from mqtool.litemq import ranges as LR  # noqa: E402

@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 
 
+from conftest import require_spark  # noqa: E402
+
+require_spark()     # the session-scoped local[2] fixture `spark` is in conftest
 import stream_writer as W  # noqa: E402
 from mqtool.detect import family_module  # noqa: E402
 from mqtool.options import DumpOptions, ScanStats  # noqa: E402
