@@ -115,6 +115,7 @@ def guarded(fn):
     @wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            _stage_remote_inputs(kwargs)
             return fn(*args, **kwargs)
         except MqToolError as e:
             if getattr(e, "hint", None) and not render.quiet():
@@ -135,6 +136,27 @@ def guarded(fn):
             _fail(str(e), EXIT_USAGE)
 
     return wrapper
+
+
+def _stage_remote_inputs(kwargs) -> None:
+    """Store arguments given as URLs (s3://, hdfs://, file://...) are read through their local shadow
+    (:mod:`mqtool.remote`): the verbs then work unchanged and fetch only the bytes they open."""
+    for name in ("path", "store", "paths", "stores"):
+        v = kwargs.get(name)
+        if isinstance(v, str) and _is_url(v):
+            kwargs[name] = str(_remote().stage(v, render.say))
+        elif isinstance(v, (tuple, list)) and any(_is_url(x) for x in v):
+            kwargs[name] = type(v)(str(_remote().stage(x, render.say)) if _is_url(x) else x for x in v)
+
+
+def _is_url(v) -> bool:
+    return isinstance(v, str) and "://" in v and _remote().is_remote(v)
+
+
+def _remote():
+    from mqtool import remote
+
+    return remote
 
 
 def _quiet_pipe_exit():
