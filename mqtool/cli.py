@@ -942,11 +942,17 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
     from mqtool import export as X
 
     split = _size(split_size)
-    if engine == "spark":
-        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master, sizes=sizes,
-                                partition_size=_size(partition_size), max_partitions=max_partitions)
+
+    def run(to, force):
+        if engine == "spark":
+            return X.export_spark(paths, to, fmt, split, body, findings, force, master=master, sizes=sizes,
+                                  partition_size=_size(partition_size), max_partitions=max_partitions)
+        return X.export_local(paths, to, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
+
+    if _is_url(out):        # written locally, then uploaded under a temporary prefix and copied into place
+        counts = _remote().export_to(out, force, lambda local: run(local, True))
     else:
-        counts = X.export_local(paths, out, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
+        counts = run(out, force)
     if not render._state["quiet"]:
         render.say(f"exported {counts['messages']} messages ({counts['rows']} rows) from {counts['stores']} "
                    f"store(s) to {out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))

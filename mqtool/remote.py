@@ -254,6 +254,19 @@ def display_map() -> dict[str, str]:
 
 # ---- outputs ---------------------------------------------------------------------------------------------------
 
+def export_to(url: str, force: bool, write) -> dict:
+    """Run ``write(local_dir)`` (an export into a fresh private directory), then :func:`upload_tree` it to
+    ``url``; the local copy is removed either way. Returns what ``write`` returned."""
+    filesystem(url)                 # a missing fsspec or a bad URL fails before the export runs
+    tmp = Path(tempfile.mkdtemp(prefix="mqtool-upload-"))
+    try:
+        counts = write(tmp / "out")
+        upload_tree(tmp / "out", url, force)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return counts
+
+
 def upload_tree(local: Path, url: str, force: bool) -> None:
     """Copy the finished local dataset ``local`` to ``url``: every file first under a temporary prefix
     (``url/.mqtool-tmp-<random>/``), then copied to its final key and the temporary keys removed.

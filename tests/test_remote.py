@@ -87,3 +87,42 @@ def test_verbs_read_s3_store_as_local(s3, run_cli, family):
         assert got[0] == want[0], (verb, got, want)
         assert want[1].strip(), (verb, want)
         assert _norm(got[1], shadow) == _norm(want[1], str(local)), verb
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_export_local_from_s3_to_s3(s3, run_cli, family, tmp_path):
+    """export --engine local of an s3:// store equals the export of the local copy; --to s3:// puts the same
+    files there, and a second export without --force is refused without touching what is there."""
+    import pyarrow.parquet as pq
+
+    local = _stores()[family]
+    url = upload(s3, local, f"export/{family}/{local.name}")
+    want = run_cli("export", str(local), "--to", tmp_path / "local.parquet")
+    assert want[0] == 0, want
+    out = f"s3://{BUCKET}/out/{family}.parquet"
+    got = run_cli("export", url, "--to", out)
+    assert got[0] == 0, got
+    from mqtool import remote
+
+    shadow = str(remote._stages[url])
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])
+    assert not any(".mqtool-tmp-" in k for k in keys)
+    assert keys
+    dl = tmp_path / "dl"
+    for k in keys:
+        dest = dl / k
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(BUCKET, k, str(dest))
+    a = pq.read_table(tmp_path / "local.parquet").to_pylist()
+    b = pq.read_table(dl / "out" / f"{family}.parquet").to_pylist()
+    assert len(a) == len(b) > 0
+
+    def norm(rows, root):
+        return sorted(repr({k: (v.replace(root, "<S>") if isinstance(v, str) else v) for k, v in r.items()
+                            if k not in ("store", "store_full")}) for r in rows)
+    assert norm(b, shadow) == norm(a, str(local))
+    again = run_cli("export", url, "--to", out)
+    assert again[0] == 2 and "exists" in again[2], again
+    after = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])
+    assert after == keys
+    assert run_cli("export", url, "--to", out, "--force")[0] == 0
