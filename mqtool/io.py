@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import stat
-import sys
 import weakref
 from pathlib import Path
 
@@ -49,7 +48,7 @@ def open_input(path: str | os.PathLike, need: int | None = None):
     first."""
     p = Path(path)
     _check_regular(p)
-    if _remote_roots():
+    if _SHADOW_MARK in str(path):
         from mqtool import remote
 
         remote.fill(p, need)
@@ -70,9 +69,7 @@ def open_input(path: str | os.PathLike, need: int | None = None):
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 
-def _remote_roots() -> bool:
-    """Whether any remote store may be staged (this process staged one, or was started to read one)."""
-    return "mqtool.remote" in sys.modules or bool(os.environ.get("MQTOOL_REMOTE"))
+_SHADOW_MARK = "mqtool-remote-"        # in the path of every shadow of a remote store (mqtool.remote)
 
 
 def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:

@@ -40,7 +40,7 @@ from mqtool.errors import InputError, OutputError
 BLOCK = 8 << 20                 # bytes per ranged request
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _MARK = ".mqtool-remote.json"
-_ROOT_PREFIX = "mqtool-remote-"
+_ROOT_PREFIX = "mqtool-remote-"         # mqtool.io._SHADOW_MARK: open_input calls fill() for such paths
 
 # bytes fetched by this process, per remote URL (tests and --verbose read it)
 fetched: dict[str, int] = {}
@@ -124,7 +124,6 @@ def stage(url: str, warn=None) -> Path:
     except (OSError, ValueError) as e:
         raise InputError(f"cannot list: {e}", url) from None
     root = _new_root()
-    os.environ["MQTOOL_REMOTE"] = "1"        # worker processes started from here fetch too (mqtool.io)
     tree = root / "tree"
     tree.mkdir()
     files: dict[str, dict] = {}
@@ -245,6 +244,56 @@ def fill(path, need: int | None = None) -> None:
         os.pwrite(fd, str(want).ljust(32).encode(), 0)
     finally:
         os.close(fd)
+
+
+def shadows_of(paths) -> list[tuple[str, str]]:
+    """(shadow root, its mark document) of the staged shadows among ``paths``: what a Spark reader carries to
+    its executors so that :func:`restore` can rebuild a shadow on a machine that lacks it."""
+    out = []
+    for p in paths:
+        root = _shadow_root_of(os.fspath(p))
+        if root is not None and (root / _MARK).is_file() and str(root) not in [r for r, _ in out]:
+            out.append((str(root), (root / _MARK).read_text()))
+    return out
+
+
+def carried_env() -> dict[str, str]:
+    """What an executor needs to reach the storage as the driver does: the driver's ``AWS_*`` variables and
+    ``MQTOOL_STORAGE_OPTIONS`` (sent with the tasks in memory, as Spark sends its Hadoop configuration; never
+    written to disk). :func:`restore` sets those the executor does not have itself."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "MQTOOL_STORAGE_OPTIONS"}
+
+
+def restore(shadows, env: dict | None = None) -> None:
+    """On an executor: make each shadow of :func:`shadows_of` exist at the same local path (names and sparse
+    sizes only; bytes are fetched by this machine when its tasks open them). Built beside it and renamed into
+    place, so concurrent tasks on one machine agree on one copy."""
+    for k, v in (env or {}).items():
+        os.environ.setdefault(k, v)
+    for root, text in shadows:
+        rootp = Path(root)
+        if (rootp / _MARK).is_file():
+            continue
+        doc = json.loads(text)
+        try:
+            rootp.parent.mkdir(parents=True, exist_ok=True)
+            build = Path(tempfile.mkdtemp(prefix=".build-", dir=rootp.parent))
+        except OSError as e:
+            raise InputError(f"cannot rebuild the local shadow of a remote store: {e}", root) from None
+        for rel, ent in doc["files"].items():
+            parts = rel.split("/")
+            if not all(_plain_component(x) for x in parts):
+                continue
+            local = build.joinpath(*parts)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            _shadow_file(local, int(ent["size"]))
+        (build / "tree").mkdir(exist_ok=True)
+        (build / "state").mkdir()
+        (build / _MARK).write_text(text)
+        try:
+            os.rename(build, rootp)
+        except OSError:                     # another task made it first
+            shutil.rmtree(build, ignore_errors=True)
 
 
 def display_map() -> dict[str, str]:

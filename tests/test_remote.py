@@ -4,12 +4,11 @@ s3://...` writes the dataset there without overwriting."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, require_realdata
+from conftest import FIXTURES, require_realdata
 
 moto_server = pytest.importorskip("moto.server") if os.environ.get("CI", "").lower() != "true" else \
     __import__("moto.server", fromlist=["ThreadedMotoServer"])
@@ -18,33 +17,19 @@ boto3 = pytest.importorskip("boto3") if os.environ.get("CI", "").lower() != "tru
 BUCKET = "evidence"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3():
-    """A moto S3 server on a free loopback port; the environment points boto3/s3fs at it."""
-    port = _free_port()
+    """A moto S3 server on the loopback port conftest chose (and pointed AWS_ENDPOINT_URL and test
+    credentials at, before any Spark session started)."""
+    port = int(os.environ["MQTOOL_TEST_S3_PORT"])
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
-           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     client.create_bucket(Bucket=BUCKET)
     try:
         yield client
     finally:
         server.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def upload(client, local: Path, prefix: str) -> str:
