@@ -111,3 +111,50 @@ def test_export_local_from_s3_to_s3(s3, run_cli, family, tmp_path):
     after = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])
     assert after == keys
     assert run_cli("export", url, "--to", out, "--force")[0] == 0
+
+
+def test_fetches_only_what_is_opened(s3, run_cli):
+    """Staging lists names and sizes only; a header read fetches that prefix (one ranged request), a later
+    full read only the rest; `dump --limit 5` of a many-partition Kafka log dir fetches the segment it reads,
+    far less than the store."""
+    from mqtool import remote
+    from mqtool.io import read_input
+
+    local = require_realdata("kafka", "kaipasubhash-kafka-logs-2022")
+    total = sum(p.stat().st_size for p in local.rglob("*") if p.is_file())
+    url = upload(s3, local, "fetch/kafka")
+    shadow = remote.stage(url)
+    assert remote.fetched.get(url, 0) == 0
+    seg = max((p for p in shadow.rglob("*.log")), key=lambda p: p.stat().st_size)
+    real = local / seg.relative_to(shadow)
+    size = real.stat().st_size
+    assert size > 1000
+    assert read_input(seg, 61) == real.read_bytes()[:61]
+    assert remote.fetched[url] == 61
+    assert read_input(seg) == real.read_bytes()
+    assert remote.fetched[url] == size
+    assert read_input(seg) == real.read_bytes() and remote.fetched[url] == size      # fetched once
+    before = remote.fetched[url]
+    code, out, _ = run_cli("dump", "commitlog", url, "--limit", "5", "--json")
+    assert code == 0 and len(out.splitlines()) == 5
+    assert 0 < remote.fetched[url] - before < total / 10, (remote.fetched[url], total)
+
+
+def test_hostile_key_names(s3, run_cli):
+    """A key whose path has `..`, or an empty component, is never made a local path (skipped, with a warning);
+    control characters in a name are shown escaped."""
+    from mqtool import remote
+
+    local = FIXTURES / "kafka" / "logdir"
+    url = upload(s3, local, "hostile/logdir")
+    s3.put_object(Bucket=BUCKET, Key="hostile/logdir/../../escape", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key="hostile/logdir/fixture-0//twice", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key="hostile/logdir/evil\x1b[31m-0/00000000000000000000.log", Body=b"")
+    warned: list[str] = []
+    shadow = remote.stage(url, warned.append)
+    made = {str(p.relative_to(shadow.parent)) for p in shadow.parent.rglob("*")}
+    assert not any(".." in m.split(os.sep) or "escape" in m or "twice" in m for m in made), made
+    assert len(warned) >= 2 and all("\x1b" not in w or "skipped" in w for w in warned)
+    assert not (shadow.parent.parent.parent / "escape").exists()
+    code, out, err = run_cli("info", url)
+    assert "\x1b" not in out + err
