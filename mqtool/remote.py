@@ -127,15 +127,20 @@ def stage(url: str, warn=None) -> Path:
     tree = root / "tree"
     tree.mkdir()
     files: dict[str, dict] = {}
-    name = top.rstrip("/").rsplit("/", 1)[-1] or "store"
-    if not _plain_component(name):
-        name = "store"
+    # the shadow's path below tree/ repeats the URL's (scheme, bucket, keys), so that paths shown in the output
+    # tell where the bytes came from: <tmp>/mqtool-remote-*/tree/s3/bucket/prefix/store/...
+    parts = [_URL.match(url).group(1).lower()] + [p for p in top.strip("/").split("/") if p]
+    parts = [p if _plain_component(p) else "_" for p in parts]
+    if len(parts) < 2:
+        parts.append("store")
+    (tree.joinpath(*parts[:-1])).mkdir(parents=True)
+    name = "/".join(parts)
     if info.get("type") == "directory":
         try:
             listing = fs.find(top, withdirs=True, detail=True)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot list: {e}", url) from None
-        base = (tree / name)
+        base = tree / name
         base.mkdir()
         prefix = top.rstrip("/") + "/"
         for key in sorted(listing):
