@@ -226,11 +226,11 @@ def fill(path, need: int | None = None) -> None:
         fs = _fs_cache.get(url)
         if fs is None:
             fs = _fs_cache[url] = filesystem(url)[0]
-        shown = f"{url.rstrip('/')}/{rel.split(os.sep, 2)[-1]}" if len(rel.split(os.sep)) > 2 else url
+        shown = f"{doc['protocol']}://{ent['key']}"
         out = os.open(os.path.join(root, rel), os.O_WRONLY)
         try:
             try:
-                with fs.open(ent["key"], "rb", block_size=BLOCK, cache_type="none") as f:
+                with _open_ranged(fs, ent["key"]) as f:
                     pos = have
                     f.seek(pos)
                     while pos < want:
@@ -249,6 +249,15 @@ def fill(path, need: int | None = None) -> None:
         os.pwrite(fd, str(want).ljust(32).encode(), 0)
     finally:
         os.close(fd)
+
+
+def _open_ranged(fs, key: str):
+    """``key`` opened for reading with no read-ahead cache (each read is one ranged request of what it asks);
+    filesystems whose ``open`` takes no such options are opened plainly."""
+    try:
+        return fs.open(key, "rb", block_size=BLOCK, cache_type="none")
+    except TypeError:
+        return fs.open(key, "rb")
 
 
 def shadows_of(paths) -> list[tuple[str, str]]:
@@ -299,11 +308,6 @@ def restore(shadows, env: dict | None = None) -> None:
             os.rename(build, rootp)
         except OSError:                     # another task made it first
             shutil.rmtree(build, ignore_errors=True)
-
-
-def display_map() -> dict[str, str]:
-    """shadow path -> URL of every store staged by this process (to show the URL instead of the shadow)."""
-    return {str(p): u for u, p in _stages.items()}
 
 
 # ---- outputs ---------------------------------------------------------------------------------------------------

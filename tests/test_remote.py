@@ -163,3 +163,9 @@ def test_hostile_key_names(s3, run_cli):
     assert not (root.parent / "escape").exists() and not (root / "escape").exists()
     code, out, err = run_cli("info", url)
     assert "\x1b" not in out + err
+
+
+def test_missing_remote_store_is_a_one_line_error(s3, run_cli):
+    code, out, err = run_cli("verify", "store", f"s3://{BUCKET}/no/such/store")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "no such file" in err and "Traceback" not in err, err
