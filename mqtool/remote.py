@@ -188,6 +188,9 @@ _fs_cache: dict[str, object] = {}
 
 
 def _shadow_root_of(path: str) -> Path | None:
+    """The shadow root that ``path`` lies in, or None. Only a private directory of ours counts (directly in the
+    temporary directory, owned by this user, no access for others, as mkdtemp makes it): a local store that
+    merely looks like a shadow is an input, and nothing is ever fetched into it."""
     tmp = os.path.realpath(tempfile.gettempdir())
     real = os.path.realpath(path)
     if not real.startswith(tmp + os.sep):
@@ -195,7 +198,14 @@ def _shadow_root_of(path: str) -> Path | None:
     rest = real[len(tmp) + 1:].split(os.sep)
     if len(rest) < 3 or not rest[0].startswith(_ROOT_PREFIX) or rest[1] != "tree":
         return None
-    return Path(tmp) / rest[0]
+    root = Path(tmp) / rest[0]
+    try:
+        st = os.stat(root, follow_symlinks=False)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return root
 
 
 def fill(path, need: int | None = None) -> None:

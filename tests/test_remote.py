@@ -169,3 +169,29 @@ def test_missing_remote_store_is_a_one_line_error(s3, run_cli):
     code, out, err = run_cli("verify", "store", f"s3://{BUCKET}/no/such/store")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "no such file" in err and "Traceback" not in err, err
+
+
+def test_a_local_store_that_looks_like_a_shadow_is_never_written(tmp_path):
+    """Only our own private shadow (mode 0700, this user) is filled: a store that merely sits in a directory
+    named like one, with a planted marker, is an input and stays as it is."""
+    import json
+    import tempfile
+
+    from mqtool import remote
+    from mqtool.io import read_input
+
+    root = Path(tempfile.mkdtemp(prefix="mqtool-remote-", dir=tempfile.gettempdir()))
+    try:
+        os.chmod(root, 0o755)
+        seg = root / "tree" / "s3" / "b" / "x.log"
+        seg.parent.mkdir(parents=True)
+        seg.write_bytes(b"evidence")
+        (root / "state").mkdir()
+        (root / ".mqtool-remote.json").write_text(json.dumps(
+            {"url": "s3://b", "protocol": "s3", "files": {"tree/s3/b/x.log": {"key": "b/x.log", "size": 8}}}))
+        assert remote._shadow_root_of(str(seg)) is None
+        assert read_input(seg) == b"evidence"
+    finally:
+        import shutil
+
+        shutil.rmtree(root)
