@@ -116,6 +116,7 @@ def guarded(fn):
     @wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            _stage_remote_inputs(kwargs)
             return fn(*args, **kwargs)
         except MqToolError as e:
             if getattr(e, "hint", None) and not render.quiet():
@@ -141,6 +142,27 @@ def guarded(fn):
             _fail(str(wrap_decode(e)), EXIT_USAGE)
 
     return wrapper
+
+
+def _stage_remote_inputs(kwargs) -> None:
+    """Store arguments given as URLs (s3://, hdfs://, file://...) are read through their local shadow
+    (:mod:`mqtool.remote`): the verbs then work unchanged and fetch only the bytes they open."""
+    for name in ("path", "store", "paths", "stores"):
+        v = kwargs.get(name)
+        if isinstance(v, str) and _is_url(v):
+            kwargs[name] = str(_remote().stage(v, render.say))
+        elif isinstance(v, (tuple, list)) and any(_is_url(x) for x in v):
+            kwargs[name] = type(v)(str(_remote().stage(x, render.say)) if _is_url(x) else x for x in v)
+
+
+def _is_url(v) -> bool:
+    return isinstance(v, str) and "://" in v and _remote().is_remote(v)
+
+
+def _remote():
+    from mqtool import remote
+
+    return remote
 
 
 def _quiet_pipe_exit():
@@ -926,11 +948,17 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
     from mqtool import export as X
 
     split = _size(split_size)
-    if engine == "spark":
-        counts = X.export_spark(paths, out, fmt, split, body, findings, force, master=master, sizes=sizes,
-                                partition_size=_size(partition_size), max_partitions=max_partitions)
+
+    def run(to, force):
+        if engine == "spark":
+            return X.export_spark(paths, to, fmt, split, body, findings, force, master=master, sizes=sizes,
+                                  partition_size=_size(partition_size), max_partitions=max_partitions)
+        return X.export_local(paths, to, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
+
+    if _is_url(out):        # written locally, then uploaded under a temporary prefix and copied into place
+        counts = _remote().export_to(out, force, lambda local: run(local, True))
     else:
-        counts = X.export_local(paths, out, fmt, split, body, findings, force, jobs=jobs, sizes=sizes)
+        counts = run(out, force)
     if not render._state["quiet"]:
         render.say(f"exported {counts['messages']} messages ({counts['rows']} rows) from {counts['stores']} "
                    f"store(s) to {out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))

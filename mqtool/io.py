@@ -42,10 +42,16 @@ def is_regular_file(path: Path) -> bool:
         return False
 
 
-def open_input(path: str | os.PathLike):
-    """Open a store file read-only (binary). Never blocks on FIFOs: they are refused up front."""
+def open_input(path: str | os.PathLike, need: int | None = None):
+    """Open a store file read-only (binary). Never blocks on FIFOs: they are refused up front.
+    The shadow of a remote file (:mod:`mqtool.remote`) gets its first ``need`` bytes (all: ``None``) fetched
+    first."""
     p = Path(path)
     _check_regular(p)
+    if _SHADOW_MARK in str(path):
+        from mqtool import remote
+
+        remote.fill(p, need)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         try:
@@ -63,9 +69,12 @@ def open_input(path: str | os.PathLike):
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 
+_SHADOW_MARK = "mqtool-remote-"        # in the path of every shadow of a remote store (mqtool.remote)
+
+
 def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """Read a (small) store file whole, read-only. ``limit`` caps how much is read."""
-    with open_input(path) as f:
+    with open_input(path, limit) as f:
         try:
             return f.read() if limit is None else f.read(limit)
         except OSError as e:

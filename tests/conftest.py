@@ -11,6 +11,25 @@ import pytest
 # emitted with; set before mqtool is imported, inherited by CLI subprocesses
 os.environ.setdefault("MQTOOL_CHECK_CODES", "1")
 
+
+def _s3_test_endpoint() -> None:
+    """The S3 endpoint of tests/remote_helpers.py's moto server, chosen now: a Spark session started by any test
+    inherits its environment once, at start, and its executors must reach that server as the CLI's would."""
+    import socket
+
+    if "MQTOOL_TEST_S3_PORT" in os.environ:
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ["MQTOOL_TEST_S3_PORT"] = str(port)
+    for k, v in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ[k] = v
+
+
+_s3_test_endpoint()
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 

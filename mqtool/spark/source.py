@@ -79,6 +79,9 @@ def expand_paths(options) -> list[str]:
     out: list[str] = []
     for p in raw:
         p = p.removeprefix("file://")
+        if _remote().is_remote(p):      # s3://, hdfs://...: its local shadow (see mqtool.remote)
+            out.append(str(_remote().stage(p)))
+            continue
         if glob.has_magic(p):
             hits = sorted(glob.glob(p))
             if not hits:
@@ -89,6 +92,12 @@ def expand_paths(options) -> list[str]:
                 raise UsageError(f"mqtool data source: no such path {p!r}")
             out.append(os.path.abspath(p))
     return out
+
+
+def _remote():
+    from mqtool import remote
+
+    return remote
 
 
 def resolve_families(paths: list[str], fmt: str | None) -> list[tuple[str, str]]:
@@ -288,6 +297,9 @@ class MqtoolReader(DataSourceReader):
         mms = options.get("maxMessageSize")
         self.max_message_size = parse_size(mms) if mms else 4 * 1024 * 1024
         self.sizes = size_options(options)
+        self.shadows = _remote().shadows_of([p for p, _ in stores]) if any(
+            "mqtool-remote-" in p for p, _ in stores) else []       # remote stores: rebuilt where missing
+        self.remote_env = _remote().carried_env() if self.shadows else {}
 
     def partitions(self):
         if self.mode == "verify":
@@ -300,6 +312,8 @@ class MqtoolReader(DataSourceReader):
 
     def read(self, partition):
         schema = S.arrow_schema(self.fields)
+        if self.shadows:
+            _remote().restore(self.shadows, self.remote_env)
         if isinstance(partition, StorePartition):
             if not partition.path:
                 return iter(())

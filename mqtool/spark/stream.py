@@ -416,14 +416,15 @@ def maybe_torn(family: str, row: dict, path, end: int) -> bool:
 
 
 def _read(path, pos: int, n: int) -> bytes:
+    from mqtool.errors import InputError
+    from mqtool.io import open_input
+
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        with open_input(path, pos + n) as f:
+            f.seek(pos)
+            return f.read(n)
+    except (OSError, InputError):
         return b""
-    try:
-        return os.pread(fd, n, pos)
-    finally:
-        os.close(fd)
 
 
 def _size(path) -> int | None:

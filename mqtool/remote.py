@@ -1,0 +1,367 @@
+"""Stores on remote storage (``s3://``, ``hdfs://``, ``gs://``, ``file://``, anything fsspec knows).
+
+The verbs read stores through :mod:`mqtool.io` only (``open_input`` / ``map_input`` / ``read_input``) and find
+their files with ordinary directory walks. A remote store is therefore *staged*: :func:`stage` lists the remote
+tree once (names and sizes, no data) and builds a local *shadow* of it in a private temporary directory, every
+file a sparse file of the remote size. Nothing is fetched then. Bytes are fetched when a reader opens a file
+(:func:`fill`, called by ``open_input``): exactly the prefix it asks for (``read_input(path, limit)`` fetches
+``limit`` bytes: store detection and header probes cost a few bytes per file), or the whole file when it maps
+the file; each file is fetched once per run, in ranged requests of :data:`BLOCK` bytes streamed to disk, so
+memory stays bounded whatever the file size. Files a verb never opens (the segments after ``dump --limit``,
+the index files ``dump`` does not read) are never fetched. The shadow is removed when the process ends.
+
+What is fetched is recorded beside the shadow (not in it: discovery must see the store only), so that other
+processes on the same machine (the ``--jobs`` workers, Spark executors of ``local[N]``) open the same shadow
+and fetch what is still missing themselves, under a file lock; a file whose bytes are not all fetched is never
+read as its zero-filled shadow.
+
+Remote names are hostile: a name that is not one plain local path component (empty, ``.``, ``..``, a NUL, a
+``/`` or a name longer than 255 bytes) is skipped with a warning, never used to build a local path.
+
+Where the credentials come from: the filesystem's own usual sources (for S3: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL``...); extra fsspec
+options as JSON in ``MQTOOL_STORAGE_OPTIONS`` (e.g. ``{"client_kwargs": {"region_name": "eu-west-1"}}``).
+"""
+from __future__ import annotations
+
+import atexit
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from mqtool.errors import InputError, OutputError
+
+BLOCK = 8 << 20                 # bytes per ranged request
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_MARK = ".mqtool-remote.json"
+_ROOT_PREFIX = "mqtool-remote-"         # mqtool.io._SHADOW_MARK: open_input calls fill() for such paths
+
+# bytes fetched by this process, per remote URL (tests and --verbose read it)
+fetched: dict[str, int] = {}
+_lock = threading.Lock()
+_stages: dict[str, Path] = {}       # url -> shadow of the store (one per run)
+_shadow_roots: list[Path] = []
+
+
+def is_remote(path) -> bool:
+    """``path`` is a URL with a scheme (``s3://``, ``hdfs://``, ``file://``...), not a local path."""
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
+def storage_options(url: str) -> dict:
+    """fsspec options for ``url``: ``MQTOOL_STORAGE_OPTIONS`` (JSON), plus for S3 the endpoint of
+    ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3`` when set (an S3-compatible server)."""
+    raw = os.environ.get("MQTOOL_STORAGE_OPTIONS")
+    try:
+        opts = json.loads(raw) if raw else {}
+    except ValueError:
+        raise InputError("MQTOOL_STORAGE_OPTIONS is not JSON", "environment") from None
+    if not isinstance(opts, dict):
+        raise InputError("MQTOOL_STORAGE_OPTIONS must be a JSON object", "environment")
+    scheme = _URL.match(url).group(1).lower()
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if scheme in ("s3", "s3a") and endpoint and "endpoint_url" not in opts:
+        opts["endpoint_url"] = endpoint
+    return opts
+
+
+def filesystem(url: str):
+    """(fsspec filesystem, path within it) for ``url``; a usage error (exit 2) without fsspec."""
+    try:
+        import fsspec
+    except ImportError:
+        raise InputError("remote storage needs fsspec (pip install 'mqtool[remote]')", url) from None
+    u = url
+    if u.lower().startswith("s3a://"):          # Hadoop's name for the same store
+        u = "s3://" + u[6:]
+    try:
+        return fsspec.core.url_to_fs(u, **storage_options(url))
+    except (ImportError, ValueError) as e:
+        raise InputError(f"cannot use this storage: {e}", url) from None
+
+
+def _count(url: str, n: int) -> None:
+    with _lock:
+        fetched[url] = fetched.get(url, 0) + n
+
+
+def _plain_component(name: str) -> bool:
+    return name not in ("", ".", "..") and "/" not in name and "\x00" not in name and \
+        len(name.encode("utf-8", "surrogateescape")) <= 255
+
+
+def _new_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix=_ROOT_PREFIX))
+    _shadow_roots.append(root)
+    if len(_shadow_roots) == 1:
+        atexit.register(_cleanup)
+    return root
+
+
+def _cleanup() -> None:
+    for r in _shadow_roots:
+        shutil.rmtree(r, ignore_errors=True)
+    _shadow_roots.clear()
+
+
+def stage(url: str, warn=None) -> Path:
+    """The local shadow of the remote store (or file) ``url``: its tree with sparse files of the remote sizes,
+    nothing fetched yet. ``warn(message)`` hears about skipped names."""
+    url = url.rstrip("/") or url
+    if url in _stages:
+        return _stages[url]
+    fs, top = filesystem(url)
+    try:
+        info = fs.info(top)
+    except FileNotFoundError:
+        raise InputError("no such file or directory", url) from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot list: {e}", url) from None
+    root = _new_root()
+    tree = root / "tree"
+    tree.mkdir()
+    files: dict[str, dict] = {}
+    # the shadow's path below tree/ repeats the URL's (scheme, bucket, keys), so that paths shown in the output
+    # tell where the bytes came from: <tmp>/mqtool-remote-*/tree/s3/bucket/prefix/store/...
+    parts = [_URL.match(url).group(1).lower()] + [p for p in top.strip("/").split("/") if p]
+    parts = [p if _plain_component(p) else "_" for p in parts]
+    if len(parts) < 2:
+        parts.append("store")
+    (tree.joinpath(*parts[:-1])).mkdir(parents=True)
+    name = "/".join(parts)
+    if info.get("type") == "directory":
+        try:
+            listing = fs.find(top, withdirs=True, detail=True)
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot list: {e}", url) from None
+        base = tree / name
+        base.mkdir()
+        prefix = top.rstrip("/") + "/"
+        for key in sorted(listing):
+            meta = listing[key]
+            if not key.startswith(prefix):
+                continue
+            parts = key[len(prefix):].split("/")
+            if not all(_plain_component(p) for p in parts):
+                if warn:
+                    warn(f"skipped a remote name that is not a plain path: {key!r}")
+                continue
+            local = base.joinpath(*parts)
+            if meta.get("type") == "directory":
+                local.mkdir(parents=True, exist_ok=True)
+                continue
+            local.parent.mkdir(parents=True, exist_ok=True)
+            _shadow_file(local, int(meta.get("size") or 0))
+            files[str(local.relative_to(root))] = {"key": key, "size": int(meta.get("size") or 0)}
+        shown = base
+    else:
+        local = tree / name
+        _shadow_file(local, int(info.get("size") or 0))
+        files[str(local.relative_to(root))] = {"key": top, "size": int(info.get("size") or 0)}
+        shown = local
+    (root / "state").mkdir()
+    doc = {"url": url, "protocol": fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0],
+           "files": files}
+    (root / _MARK).write_text(json.dumps(doc))
+    _stages[url] = shown
+    return shown
+
+
+def _shadow_file(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+
+
+# ---- fetching on open -----------------------------------------------------------------------------------------
+
+_docs: dict[str, dict] = {}         # shadow root -> its mark document
+_fs_cache: dict[str, object] = {}
+
+
+def _shadow_root_of(path: str) -> Path | None:
+    """The shadow root that ``path`` lies in, or None. Only a private directory of ours counts (directly in the
+    temporary directory, owned by this user, no access for others, as mkdtemp makes it): a local store that
+    merely looks like a shadow is an input, and nothing is ever fetched into it."""
+    tmp = os.path.realpath(tempfile.gettempdir())
+    real = os.path.realpath(path)
+    if not real.startswith(tmp + os.sep):
+        return None
+    rest = real[len(tmp) + 1:].split(os.sep)
+    if len(rest) < 3 or not rest[0].startswith(_ROOT_PREFIX) or rest[1] != "tree":
+        return None
+    root = Path(tmp) / rest[0]
+    try:
+        st = os.stat(root, follow_symlinks=False)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return None
+    return root
+
+
+def fill(path, need: int | None = None) -> None:
+    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
+    (all of it: ``None``) are fetched. Anything else: nothing to do."""
+    root = _shadow_root_of(os.fspath(path))
+    if root is None or not (root / _MARK).is_file():
+        return
+    key = str(root)
+    doc = _docs.get(key)
+    if doc is None:
+        doc = _docs[key] = json.loads((root / _MARK).read_text())
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    ent = doc["files"].get(rel)
+    if ent is None:
+        return
+    size = ent["size"]
+    want = size if need is None else min(size, max(0, need))
+    state = root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
+    fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        raw = os.pread(fd, 32, 0)
+        have = int(raw) if raw.strip() else 0
+        if have >= want:
+            return
+        url = doc["url"]
+        fs = _fs_cache.get(url)
+        if fs is None:
+            fs = _fs_cache[url] = filesystem(url)[0]
+        shown = f"{doc['protocol']}://{ent['key']}"
+        out = os.open(os.path.join(root, rel), os.O_WRONLY)
+        try:
+            try:
+                with _open_ranged(fs, ent["key"]) as f:
+                    pos = have
+                    f.seek(pos)
+                    while pos < want:
+                        chunk = f.read(min(BLOCK, want - pos))
+                        if not chunk:
+                            raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos)
+                        os.pwrite(out, chunk, pos)
+                        pos += len(chunk)
+                        _count(url, len(chunk))
+            except InputError:
+                raise
+            except (OSError, ValueError) as e:
+                raise InputError(f"remote read failed: {e}", shown, have) from None
+        finally:
+            os.close(out)
+        os.pwrite(fd, str(want).ljust(32).encode(), 0)
+    finally:
+        os.close(fd)
+
+
+def _open_ranged(fs, key: str):
+    """``key`` opened for reading with no read-ahead cache (each read is one ranged request of what it asks);
+    filesystems whose ``open`` takes no such options are opened plainly."""
+    try:
+        return fs.open(key, "rb", block_size=BLOCK, cache_type="none")
+    except TypeError:
+        return fs.open(key, "rb")
+
+
+def shadows_of(paths) -> list[tuple[str, str]]:
+    """(shadow root, its mark document) of the staged shadows among ``paths``: what a Spark reader carries to
+    its executors so that :func:`restore` can rebuild a shadow on a machine that lacks it."""
+    out = []
+    for p in paths:
+        root = _shadow_root_of(os.fspath(p))
+        if root is not None and (root / _MARK).is_file() and str(root) not in [r for r, _ in out]:
+            out.append((str(root), (root / _MARK).read_text()))
+    return out
+
+
+def carried_env() -> dict[str, str]:
+    """What an executor needs to reach the storage as the driver does: the driver's ``AWS_*`` variables and
+    ``MQTOOL_STORAGE_OPTIONS`` (sent with the tasks in memory, as Spark sends its Hadoop configuration; never
+    written to disk). :func:`restore` sets those the executor does not have itself."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "MQTOOL_STORAGE_OPTIONS"}
+
+
+def restore(shadows, env: dict | None = None) -> None:
+    """On an executor: make each shadow of :func:`shadows_of` exist at the same local path (names and sparse
+    sizes only; bytes are fetched by this machine when its tasks open them). Built beside it and renamed into
+    place, so concurrent tasks on one machine agree on one copy."""
+    for k, v in (env or {}).items():
+        os.environ.setdefault(k, v)
+    for root, text in shadows:
+        rootp = Path(root)
+        if (rootp / _MARK).is_file():
+            continue
+        doc = json.loads(text)
+        try:
+            rootp.parent.mkdir(parents=True, exist_ok=True)
+            build = Path(tempfile.mkdtemp(prefix=".build-", dir=rootp.parent))
+        except OSError as e:
+            raise InputError(f"cannot rebuild the local shadow of a remote store: {e}", root) from None
+        for rel, ent in doc["files"].items():
+            parts = rel.split("/")
+            if not all(_plain_component(x) for x in parts):
+                continue
+            local = build.joinpath(*parts)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            _shadow_file(local, int(ent["size"]))
+        (build / "tree").mkdir(exist_ok=True)
+        (build / "state").mkdir()
+        (build / _MARK).write_text(text)
+        try:
+            os.rename(build, rootp)
+        except OSError:                     # another task made it first
+            shutil.rmtree(build, ignore_errors=True)
+
+
+# ---- outputs ---------------------------------------------------------------------------------------------------
+
+def export_to(url: str, force: bool, write) -> dict:
+    """Run ``write(local_dir)`` (an export into a fresh private directory), then :func:`upload_tree` it to
+    ``url``; the local copy is removed either way. Returns what ``write`` returned."""
+    filesystem(url)                 # a missing fsspec or a bad URL fails before the export runs
+    tmp = Path(tempfile.mkdtemp(prefix="mqtool-upload-"))
+    try:
+        counts = write(tmp / "out")
+        upload_tree(tmp / "out", url, force)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return counts
+
+
+def upload_tree(local: Path, url: str, force: bool) -> None:
+    """Copy the finished local dataset ``local`` to ``url``: every file first under a temporary prefix
+    (``url/.mqtool-tmp-<random>/``), then copied to its final key and the temporary keys removed.
+
+    Object stores have no rename and no multi-object transaction: readers may see some final keys before
+    the others appear, and a key that appears between the existence check and the copy is overwritten. What
+    is promised: nothing is written under ``url`` when the export fails before upload, an existing key is
+    never replaced without ``force``, and a dataset whose upload broke leaves at most the temporary prefix."""
+    import secrets
+
+    fs, top = filesystem(url)
+    top = top.rstrip("/")
+    rels = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
+    if not force:
+        clash = [r for r in rels if fs.exists(f"{top}/{r}")]
+        if clash:
+            raise OutputError("exists (use --force to overwrite)", f"{url.rstrip('/')}/{clash[0]}")
+    tmp = f"{top}/.mqtool-tmp-{secrets.token_hex(8)}"
+    try:
+        for r in rels:
+            fs.put_file(str(local / r), f"{tmp}/{r}")
+        for r in rels:
+            fs.copy(f"{tmp}/{r}", f"{top}/{r}")
+    except (OSError, ValueError) as e:
+        raise OutputError(f"cannot write: {e}", url) from None
+    finally:
+        try:
+            fs.rm(tmp, recursive=True)
+        except (OSError, ValueError):
+            pass

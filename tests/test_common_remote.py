@@ -1,0 +1,159 @@
+"""Stores on S3 (a real S3-compatible server, moto, started on 127.0.0.1 by the tests): the verbs read an
+s3:// store exactly as they read the same store from disk, fetch only the files they open, and `export --to
+s3://...` writes the dataset there without overwriting."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, require_realdata
+
+from remote_helpers import BUCKET, _stores, s3, upload  # noqa: E402,F401  (s3: the moto server fixture)
+
+
+VERBS = {
+    "dump": lambda s: ["dump", "commitlog", s, "--json"],
+    "verify": lambda s: ["verify", "store", s, "--json"],
+    "query": lambda s: ["query", s, "--offset", "3", "--containing", "--json"],
+    "info": lambda s: ["info", s, "--json"],
+}
+
+
+def _norm(text: str, store: str) -> str:
+    return text.replace(store.rstrip("/"), "<STORE>")
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_verbs_read_s3_store_as_local(s3, run_cli, family):
+    from mqtool import remote
+
+    local = _stores()[family]
+    url = upload(s3, local, f"verbs/{family}/{local.name}")
+    for verb, args in VERBS.items():
+        want = run_cli(*args(str(local)))
+        got = run_cli(*args(url))
+        shadow = str(remote._stages[url])
+        assert got[0] == want[0], (verb, got, want)
+        assert want[1].strip(), (verb, want)
+        assert _norm(got[1], shadow) == _norm(want[1], str(local)), verb
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_export_local_from_s3_to_s3(s3, run_cli, family, tmp_path):
+    """export --engine local of an s3:// store equals the export of the local copy; --to s3:// puts the same
+    files there, and a second export without --force is refused without touching what is there."""
+    import pyarrow.parquet as pq
+
+    local = _stores()[family]
+    url = upload(s3, local, f"export/{family}/{local.name}")
+    want = run_cli("export", str(local), "--to", tmp_path / "local.parquet")
+    assert want[0] == 0, want
+    out = f"s3://{BUCKET}/out/{family}.parquet"
+    got = run_cli("export", url, "--to", out)
+    assert got[0] == 0, got
+    from mqtool import remote
+
+    shadow = str(remote._stages[url])
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])
+    assert not any(".mqtool-tmp-" in k for k in keys)
+    assert keys
+    dl = tmp_path / "dl"
+    for k in keys:
+        dest = dl / k
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(BUCKET, k, str(dest))
+    a = pq.read_table(tmp_path / "local.parquet").to_pylist()
+    b = pq.read_table(dl / "out" / f"{family}.parquet").to_pylist()
+    assert len(a) == len(b) > 0
+
+    def norm(rows, root):
+        return sorted(repr({k: (v.replace(root, "<S>") if isinstance(v, str) else v) for k, v in r.items()
+                            if k not in ("store", "store_full")}) for r in rows)
+    assert norm(b, shadow) == norm(a, str(local))
+    again = run_cli("export", url, "--to", out)
+    assert again[0] == 2 and "exists" in again[2], again
+    after = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])
+    assert after == keys
+    assert run_cli("export", url, "--to", out, "--force")[0] == 0
+
+
+def test_fetches_only_what_is_opened(s3, run_cli):
+    """Staging lists names and sizes only; a header read fetches that prefix (one ranged request), a later
+    full read only the rest; `dump --limit 5` of a many-partition Kafka log dir fetches the segment it reads,
+    far less than the store."""
+    from mqtool import remote
+    from mqtool.io import read_input
+
+    local = require_realdata("kafka", "kaipasubhash-kafka-logs-2022")
+    total = sum(p.stat().st_size for p in local.rglob("*") if p.is_file())
+    url = upload(s3, local, "fetch/kafka")
+    shadow = remote.stage(url)
+    assert remote.fetched.get(url, 0) == 0
+    seg = max((p for p in shadow.rglob("*.log")), key=lambda p: p.stat().st_size)
+    real = local / seg.relative_to(shadow)
+    size = real.stat().st_size
+    assert size > 1000
+    assert read_input(seg, 61) == real.read_bytes()[:61]
+    assert remote.fetched[url] == 61
+    assert read_input(seg) == real.read_bytes()
+    assert remote.fetched[url] == size
+    assert read_input(seg) == real.read_bytes() and remote.fetched[url] == size      # fetched once
+    before = remote.fetched[url]
+    code, out, _ = run_cli("dump", "commitlog", url, "--limit", "5", "--json")
+    assert code == 0 and len(out.splitlines()) == 5
+    assert 0 < remote.fetched[url] - before < total / 10, (remote.fetched[url], total)
+
+
+def test_hostile_key_names(s3, run_cli):
+    """A key whose path has `..`, or an empty component, is never made a local path (skipped, with a warning);
+    control characters in a name are shown escaped."""
+    from mqtool import remote
+
+    local = FIXTURES / "kafka" / "logdir"
+    url = upload(s3, local, "hostile/logdir")
+    s3.put_object(Bucket=BUCKET, Key="hostile/logdir/../../escape", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key="hostile/logdir/fixture-0//twice", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key="hostile/logdir/evil\x1b[31m-0/00000000000000000000.log", Body=b"")
+    warned: list[str] = []
+    shadow = remote.stage(url, warned.append)
+    root = remote._shadow_root_of(str(shadow))
+    made = {str(p.relative_to(root)) for p in root.rglob("*")}
+    assert not any(".." in m.split(os.sep) or "escape" in m or "twice" in m for m in made), made
+    assert len(warned) >= 2 and all("\x1b" not in w or "skipped" in w for w in warned)
+    assert not (root.parent / "escape").exists() and not (root / "escape").exists()
+    code, out, err = run_cli("info", url)
+    assert "\x1b" not in out + err
+
+
+def test_missing_remote_store_is_a_one_line_error(s3, run_cli):
+    code, out, err = run_cli("verify", "store", f"s3://{BUCKET}/no/such/store")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "no such file" in err and "Traceback" not in err, err
+
+
+def test_a_local_store_that_looks_like_a_shadow_is_never_written(tmp_path):
+    """Only our own private shadow (mode 0700, this user) is filled: a store that merely sits in a directory
+    named like one, with a planted marker, is an input and stays as it is."""
+    import json
+    import tempfile
+
+    from mqtool import remote
+    from mqtool.io import read_input
+
+    root = Path(tempfile.mkdtemp(prefix="mqtool-remote-", dir=tempfile.gettempdir()))
+    try:
+        os.chmod(root, 0o755)
+        seg = root / "tree" / "s3" / "b" / "x.log"
+        seg.parent.mkdir(parents=True)
+        seg.write_bytes(b"evidence")
+        (root / "state").mkdir()
+        (root / ".mqtool-remote.json").write_text(json.dumps(
+            {"url": "s3://b", "protocol": "s3", "files": {"tree/s3/b/x.log": {"key": "b/x.log", "size": 8}}}))
+        assert remote._shadow_root_of(str(seg)) is None
+        assert read_input(seg) == b"evidence"
+    finally:
+        import shutil
+
+        shutil.rmtree(root)
