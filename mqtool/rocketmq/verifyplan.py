@@ -92,10 +92,12 @@ def index_task(args):
 
 
 def _size(path: str) -> int:
+    """Bytes of ``path`` that hold data (an index file is written sparse: its size says little)."""
     try:
-        return os.path.getsize(path)
+        st = os.stat(path)
     except OSError:
         return 0
+    return min(st.st_size, getattr(st, "st_blocks", st.st_size // 512 + 1) * 512)
 
 
 def _qkey(qf) -> tuple:
