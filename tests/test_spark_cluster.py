@@ -136,3 +136,18 @@ def test_relative_path_and_unreadable_segment_on_a_cluster(cluster, tmp_path):
     ours = [x for x in err.splitlines() if x.startswith("mqtool:")]
     assert code == 2 and len(ours) == 1 and str(seg) in ours[0] and "cannot read" in ours[0], err[-3000:]
     assert err.rstrip("\n").splitlines()[-1] == ours[0]
+
+
+def test_distributed_verify_every_family_on_a_cluster(cluster, tmp_path):
+    """``verify --engine spark`` of a RocketMQ, a LiteMQ and a Kafka store (relative paths, one run: one
+    job on the two workers) prints the embedded NDJSON byte for byte, with the same exit code."""
+    master, env = cluster
+    for name, parts in (("rmq", ("rocketmq", "gen-4.9.7-kill", "store")),
+                        ("lite", ("litemq", "crash", "data", "broker")),
+                        ("kafka", ("kafka", "generated-4.0.0-SNAPSHOT"))):
+        shutil.copytree(require_realdata(*parts), tmp_path / name, symlinks=True)
+    want = _cli(env, tmp_path, "verify", "store", "rmq", "lite", "kafka", "--json", "--jobs", "1")
+    got = _cli(env, tmp_path, "verify", "store", "rmq", "lite", "kafka", "--json", "--engine", "spark",
+               "--master", master, "--split-size", "64K")
+    assert got[:2] == want[:2], got[2][-3000:]
+    assert want[1].count('"kind":"summary"') == 3

@@ -36,19 +36,24 @@ def _run_group(group):
     return [fn(arg) for fn, arg in group]
 
 
-def pack(tasks: list, parts_max: int) -> list[list]:
-    """Consecutive tasks grouped into at most about ``parts_max`` groups of similar total weight."""
+def pack(tasks: list, parts_max: int) -> list[tuple[int, list]]:
+    """Consecutive tasks grouped into at most about ``parts_max`` groups of similar total weight, as
+    ``(weight, [(function, argument), ...])``."""
     total = sum(max(1, w) for _, _, w in tasks)
     target = max(1, total // max(1, parts_max))
     groups, cur, acc = [], [], 0
     for fn, arg, w in tasks:
+        w = max(1, w)
+        if cur and acc + w > target:        # a heavy task starts a group of its own
+            groups.append((acc, cur))
+            cur, acc = [], 0
         cur.append((fn, arg))
-        acc += max(1, w)
+        acc += w
         if acc >= target:
-            groups.append(cur)
+            groups.append((acc, cur))
             cur, acc = [], 0
     if cur:
-        groups.append(cur)
+        groups.append((acc, cur))
     return groups
 
 
@@ -67,10 +72,16 @@ class TaskRunner:
 
         sc = self.spark.sparkContext
         groups = pack(tasks, PARTITIONS_PER_CORE * max(1, sc.defaultParallelism))
-        rdd = sc.parallelize(groups, len(groups)).map(InDir(_run_group, os.getcwd()))
+        # heaviest first (Spark starts partitions in their order: a big index file or partition must not
+        # start last), put back in plan order after the collect
+        order = sorted(range(len(groups)), key=lambda i: -groups[i][0])
+        rdd = sc.parallelize([groups[i][1] for i in order], len(groups)).map(InDir(_run_group, os.getcwd()))
         with spark_errors("verify on Spark"):
             out = rdd.collect()
-        return [r for g in out for r in g]
+        back: list = [None] * len(groups)
+        for i, res in zip(order, out):
+            back[i] = res
+        return [r for g in back for r in g]
 
     def imap(self, fn, items):
         return iter(self.run([(fn, it, 1) for it in items]))
