@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, realdata_root, require_realdata
+from conftest import ROOT, require_realdata
 from test_spark import spark  # noqa: F401  (the session-scoped local[2] fixture; skips without Spark)
 
 sys.path.insert(0, str(ROOT))
