@@ -676,19 +676,20 @@ def _verify_cmd(part: str):
         if manifest_out:
             _write_manifest(manifest_out, paths, kw.get("force", False))
         kw["split_size"] = _size(kw["split_size"])
+        planned = None
         if engine == "spark":
-            from mqtool.spark.session import SparkRunner, describe, get_session
+            from mqtool.spark.session import get_session
+            from mqtool.spark.verify import merged, verify_plans
 
-            kw["runner"] = SparkRunner(get_session(master))
+            # every store in one Spark job; each store's findings are merged on the driver in its turn
+            planned = iter(verify_plans(get_session(master), part, paths, fmt, VerifyOptions(**kw)))
         linker = Linker()           # ids unique over the whole run
         summaries = []
         for path in paths:
             family, ops = _ops(path, fmt)
             render.set_base(path)
-            if engine == "spark":
-                describe(kw["runner"].spark, "mqtool verify", f"mqtool verify {part} ({family}): {path}")
             opts = VerifyOptions(**kw)
-            findings, summary_fn = ops.verify(part, path, opts)
+            findings, summary_fn = merged(next(planned)) if planned is not None else ops.verify(part, path, opts)
             if len(paths) > 1 and not render.want_json(as_json):
                 render.stdout_console().rule(render.text(f"{family}: {path}"))
             s = render.render_verify(findings, summary_fn, as_json, linker=linker,

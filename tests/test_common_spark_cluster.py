@@ -254,3 +254,18 @@ def test_packed_environment_on_a_cluster(cluster, packed_env, tmp_path):
         assert all(t["native"].values()), t
         assert os.path.realpath(t["rmqdump"]).startswith(os.path.realpath(unpacked)), t
         assert str(ROOT) not in t["mqtool"]
+
+
+def test_distributed_verify_every_family_on_a_cluster(cluster, tmp_path):
+    """``verify --engine spark`` of a RocketMQ, a LiteMQ and a Kafka store (relative paths, one run: one
+    job on the two workers) prints the embedded NDJSON byte for byte, with the same exit code."""
+    master, env = cluster
+    for name, parts in (("rmq", ("rocketmq", "gen-4.9.7-kill", "store")),
+                        ("lite", ("litemq", "crash", "data", "broker")),
+                        ("kafka", ("kafka", "generated-4.0.0-SNAPSHOT"))):
+        shutil.copytree(require_realdata(*parts), tmp_path / name, symlinks=True)
+    want = _cli(env, tmp_path, "verify", "store", "rmq", "lite", "kafka", "--json", "--jobs", "1")
+    got = _cli(env, tmp_path, "verify", "store", "rmq", "lite", "kafka", "--json", "--engine", "spark",
+               "--master", master, "--split-size", "64K")
+    assert got[:2] == want[:2], got[2][-3000:]
+    assert want[1].count('"kind":"summary"') == 3

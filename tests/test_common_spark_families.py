@@ -152,7 +152,7 @@ def test_cli_query_engine_spark_litemq_matches_embedded(run_cli, spark):  # noqa
         assert c1 == c2 == 0 and out1 == out2 and out1.count("\n") >= 1
 
 
-def test_cli_verify_engine_spark_runs_embedded_for_litemq_and_kafka(run_cli, spark):  # noqa: F811
+def test_cli_verify_engine_spark_litemq_and_kafka_equal_embedded(run_cli, spark):  # noqa: F811
     for p in (lite_path("crash"), kafka_path("kafka-python-3.0.12-patched")):
         c1, out1, _ = run_cli("verify", "store", p, "--json")
         c2, out2, _ = run_cli("verify", "store", p, "--json", "--engine", "spark")

@@ -165,13 +165,18 @@ def _abort_meaning(name: str, data: bytes) -> str:
     return "process lock; its presence means nothing, the OS lock does"
 
 
-def verify(part: str, path, opts: VerifyOptions):
-    from mqtool.rocketmq.verify import verify_store
-
+def verify_target(part: str, path):
+    """The store ``verify <part> <path>`` checks (a lone file given to ``verify commitlog`` is a segment)."""
     s = _store(path)
     if part == "commitlog" and not s.segments and s.cq_file:
         s.segments, s.cq_file = forced_commitlog(s), None
-    return verify_store(s, part, opts)
+    return s
+
+
+def verify(part: str, path, opts: VerifyOptions):
+    from mqtool.rocketmq.verify import verify_store
+
+    return verify_store(verify_target(part, path), part, opts)
 
 
 def rebuild(path, opts: RebuildOptions):

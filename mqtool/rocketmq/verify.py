@@ -133,7 +133,12 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
 
 
 def _scan_for_dispatch(ctx: _Ctx) -> Iterator[Finding]:
-    """Light commitlog pass (no CRC, no findings) so queue/index checks know what was dispatched."""
+    """Light commitlog pass (no CRC, no findings) so queue/index checks know what was dispatched (a runner
+    with ``dispatch_pass`` does it: the distributed verify)."""
+    hook = getattr(ctx.opts.runner, "dispatch_pass", None)
+    if hook is not None:
+        hook(ctx)
+        return
     for seg in ctx.store.segments:
         for ev in SegmentScanner(seg, max_size=ctx.opts.max_message_size, check_crc=False).events():
             if isinstance(ev, Message):
@@ -524,9 +529,14 @@ def _blank_findings(ctx: _Ctx, ev: Blank, seg_size: int, last_seg: bool) -> Iter
                     "the last segment is full (BLANK at its end); the broker had not created the next one yet")
 
 
-def _each_file(ctx: _Ctx, items, reader, check) -> Iterator[Finding]:
+def _each_file(ctx: _Ctx, items, reader, check, kind: str | None = None) -> Iterator[Finding]:
     """``check(item)``'s findings for every item; a file that cannot be read is one finding and the others go
-    on. The shared commitlog ``reader`` is closed at the end."""
+    on. The shared commitlog ``reader`` is closed at the end. A runner with ``each_file`` (the distributed
+    verify, :mod:`mqtool.rocketmq.verifyplan`) gives the findings of the ``kind`` ("queue", "index") items."""
+    hook = getattr(ctx.opts.runner, "each_file", None) if kind else None
+    if hook is not None:
+        yield from hook(kind, ctx, items, reader, check)
+        return
     try:
         for item in items:
             try:
@@ -555,7 +565,7 @@ def _verify_consumequeue(ctx: _Ctx) -> Iterator[Finding]:
                     cq.value, list(cq.candidates))
     for d, why in store.unreadable:
         yield ctx.f(ERROR, "dir-unreadable", d, None, None, f"cannot list directory: {why}")
-    yield from _each_file(ctx, queues, reader, lambda qf: _verify_queue(ctx, qf, reader, rules))
+    yield from _each_file(ctx, queues, reader, lambda qf: _verify_queue(ctx, qf, reader, rules), "queue")
     if store.segments and not store.cq_file:
         have = {(qf.topic, qf.queue_id) for qf in queues}
         for (topic, qid), nxt in sorted(ctx.dispatched_next.items()):
@@ -658,8 +668,14 @@ def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
                         f"{where}: tagsCode {u.tags_code}, expected {expected_tags}"
                         + (" (delivery time)" if m.topic == F.SCHEDULE_TOPIC else f" (hash of {m.tags!r})"),
                         expected_tags, u.tags_code)
+    if reader is not None:
+        yield from _cq_behind(ctx, qf, last_index)
+
+
+def _cq_behind(ctx: _Ctx, qf, last_index: int) -> Iterator[Finding]:
+    """``cq-behind`` when the commitlog holds queue offsets past ``last_index`` (the queue's last unit)."""
     nxt = ctx.dispatched_next.get((qf.topic, qf.queue_id))
-    if nxt is not None and last_index + 1 < nxt and reader is not None:
+    if nxt is not None and last_index + 1 < nxt:
         sev = WARNING if ctx.aborted else ERROR
         yield ctx.f(sev, "cq-behind", qf.files[-1].path if qf.files else qf.dir, None, None,
                     f"queue {qf.topic}/{qf.queue_id} ends at queue offset {last_index}, the commitlog has messages "
@@ -690,7 +706,7 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             yield ctx.f(WARNING, "index-geometry", first, None, None, g.warning + unchecked,
                         None, [list(c) for c in g.candidates] or None)
     yield from _each_file(ctx, store.index_files, reader,
-                          lambda path: _verify_index_file(ctx, path, reader, cp, geos.of(path)))
+                          lambda path: _verify_index_file(ctx, path, reader, cp, geos.of(path)), "index")
 
 
 def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[Finding]:

@@ -1,5 +1,5 @@
-"""Fleet-wide verbs on Spark: ``verify --engine spark`` and ``query --engine spark``, giving the output of
-the embedded runner."""
+"""Fleet-wide ``query --engine spark`` (``verify --engine spark`` is :mod:`mqtool.spark.verify`), giving the
+output of the embedded runner."""
 from __future__ import annotations
 
 from mqtool.errors import UsageError

@@ -209,24 +209,7 @@ def _active_session():
     return SparkSession.getActiveSession()
 
 
-class SparkRunner:
-    """A :mod:`mqtool.ranges` runner that maps a task over ranges as Spark tasks (one per item), results
-    collected to the driver in order. Used by ``verify --engine spark``."""
-
-    def __init__(self, spark):
-        self.spark = spark
-        self.jobs = max(2, spark.sparkContext.defaultParallelism)
-
-    def imap(self, fn, items):
-        items = list(items)
-        if not items:
-            return iter(())
-        rdd = self.spark.sparkContext.parallelize(items, len(items))
-        with spark_errors("verify on Spark"):
-            return iter(rdd.map(_InDir(fn, os.getcwd())).collect())
-
-
-class _InDir:
+class InDir:
     """``fn`` run on an executor from the driver's working directory, so that relative paths mean what
     they mean on the driver (a directory missing there is one clear error naming it)."""
 

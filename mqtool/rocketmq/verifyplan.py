@@ -1,0 +1,227 @@
+"""RocketMQ verify as independent tasks plus an in-order merge (the family side of :mod:`mqtool.spark.verify`).
+
+Tasks (each runs anywhere the store's files can be read, e.g. a Spark executor):
+
+* the commitlog checks over byte ranges (:func:`mqtool.rocketmq.ranges.verify_range_task`, the task of
+  ``verify --jobs``), or for ``verify consumequeue|index`` the light dispatch pass per segment;
+* one task per consume queue: every unit against the message it points at (the commitlog read at random);
+* one task per index file: header, slots, chains and every entry against its message.
+
+The merge is the embedded :func:`mqtool.rocketmq.verify.verify_store` itself, given a runner that hands back
+what the tasks found (``imap`` for the ranges, ``dispatch_pass``, ``each_file``), so the findings, their
+order and the summary are those of a one-process run. A queue check needs two values only the whole
+commitlog gives: where the data ends (units past it are ``cq-dangling``) and the highest queue offset
+dispatched (``cq-behind``). The task runs without them and reports the queue's last queue offset and the
+furthest end of its units; the merge adds ``cq-behind`` itself, and a queue with a unit past the end of data
+(rare: a truncated or damaged log) is checked again with both values known, all such queues of a store in
+one more job.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from mqtool.errors import InputError
+from mqtool.ranges import split_segments
+from mqtool.rocketmq import dispatch, indexfiles
+from mqtool.rocketmq import verify as V
+from mqtool.rocketmq.ops import verify_target
+from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT, verify_range_task
+from mqtool.rocketmq.scan import CommitLogReader
+from mqtool.rocketmq.store import RocketStore, cq_filter
+
+# Relative cost of a task per byte of its input (bytes that hold data: queue and index files are written
+# sparse), for packing tasks into partitions. A commitlog range is read once (~3 GB/s with the compiled lane,
+# ~150 MB/s without); a consume-queue unit (20 bytes) decodes one message (measured on the bench store: ~0.5 s
+# per MB of queue, ~0.15 s per MB of index file on one core).
+QUEUE_COST = 200
+INDEX_COST = 60
+DISPATCH_COST = 1
+
+
+def dispatch_task(args):
+    """The light dispatch pass of one segment: (dispatched_next, last store time, end of data or None)."""
+    seg, opts = args
+    ctx = V._Ctx(RocketStore(path=seg.path, segments=[seg]), opts)
+    for _ in V._scan_for_dispatch(ctx):
+        pass
+    return ctx.dispatched_next, ctx.last_store_ts, ctx.data_end
+
+
+def queue_task(args):
+    """One queue's findings. With ``data_end``/``nxt`` None (first pass): (findings, complete, last queue
+    offset, furthest unit end); with them: the findings of the embedded check."""
+    store, opts, qf, data_end, nxt = args
+    ctx = V._Ctx(store, opts)
+    ctx.data_end = data_end
+    if nxt is not None:
+        ctx.dispatched_next[(qf.topic, qf.queue_id)] = nxt
+    reader = CommitLogReader(store.segments, opts.max_message_size) if store.segments else None
+    rules = dispatch.DispatchRules()
+    done = []
+
+    def check(q):
+        yield from V._verify_queue(ctx, q, reader, rules)
+        done.append(True)
+
+    items = list(V._each_file(ctx, [qf], reader, check))
+    if data_end is not None or not done:
+        return items, bool(done), None, None
+    try:
+        last, end = queue_extent(qf)
+    except InputError:
+        return items, False, None, None
+    return items, True, last, end
+
+
+def queue_extent(qf) -> tuple[int, int]:
+    """(queue offset of the last unit, furthest end of a valid unit) as :func:`V._verify_queue` sees them."""
+    last, end = -1, 0
+    for u in indexfiles.iter_cq_units(qf, include_zero=True):
+        if u.is_zero:
+            continue
+        last = u.queue_offset
+        if not u.is_blank_fill and u.offset >= 0 and u.size > 0:
+            end = max(end, u.offset + u.size)
+    return last, end
+
+
+def index_task(args):
+    store, opts, path, cp, geometry = args
+    ctx = V._Ctx(store, opts)
+    reader = CommitLogReader(store.segments, opts.max_message_size) if store.segments else None
+    return list(V._each_file(ctx, [path], reader, lambda p: V._verify_index_file(ctx, p, reader, cp, geometry)))
+
+
+def _size(path: str) -> int:
+    """Bytes of ``path`` that hold data (an index file is written sparse: its size says little)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0
+    return min(st.st_size, getattr(st, "st_blocks", st.st_size // 512 + 1) * 512)
+
+
+def _qkey(qf) -> tuple:
+    return qf.topic, qf.queue_id, qf.dir
+
+
+class StorePlan:
+    """The tasks of ``verify <part>`` on one store; :meth:`merge` gives ``(findings, summary_fn)``."""
+
+    def __init__(self, part: str, path, opts):
+        self.part = part
+        self.opts = opts
+        self.store = store = verify_target(part, path)
+        plain = self.plain = dataclasses.replace(opts, runner=None)
+        self.tasks: list = []
+        self.kinds: list = []          # (kind, key) per task
+        if part in ("store", "commitlog") and store.segments:
+            split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
+            for r in split_segments(FAMILY, store.path, store.segments, split):
+                self._add("range", r.index, verify_range_task, (r, plain), r.length)
+        elif part in ("consumequeue", "index"):
+            for s in store.segments:
+                self._add("dispatch", s.path, dispatch_task, (s, plain), s.size * DISPATCH_COST)
+        if part in ("store", "consumequeue"):
+            for qf in store.queues(*cq_filter(store)):
+                self._add("queue", _qkey(qf), queue_task, (store, plain, qf, None, None),
+                          sum(_size(f.path) for f in qf.files) * QUEUE_COST)
+        if part in ("store", "index") and store.index_files:
+            cp = None
+            if store.checkpoint:
+                try:
+                    cp = indexfiles.read_checkpoint(store.checkpoint)
+                except Exception:           # as the embedded check: an unreadable checkpoint is no input
+                    cp = None
+            geos = indexfiles.index_geometries(store.index_files, opts)
+            for p in store.index_files:
+                self._add("index", p, index_task, (store, plain, p, cp, geos.of(p)), _size(p) * INDEX_COST)
+
+    def _add(self, kind, key, fn, arg, weight):
+        self.tasks.append((fn, arg, weight))
+        self.kinds.append((kind, key))
+
+    def merge(self, results: list, runner):
+        got: dict = {}
+        for (kind, key), res in zip(self.kinds, results):
+            got.setdefault(kind, {})[key] = res
+        opts = dataclasses.replace(self.opts, runner=_Replay(self, got, runner))
+        return V.verify_store(self.store, self.part, opts)
+
+
+class _Replay:
+    """The runner the merge hands to the embedded verify: the tasks' results, in the embedded order."""
+
+    jobs = 2
+
+    def __init__(self, plan: StorePlan, got: dict, runner):
+        self.plan = plan
+        self.got = got
+        self.runner = runner
+
+    def imap(self, fn, items):
+        items = list(items)
+        ranges = self.got.get("range", {})
+        if fn is not verify_range_task or len(items) != len(ranges):
+            return self.runner.imap(fn, items)       # not what was planned: run it now
+        return iter(ranges[r.index] for r, _ in items)
+
+    def dispatch_pass(self, ctx) -> None:
+        res = self.got.get("dispatch", {})
+        for s in ctx.store.segments:
+            if s.path not in res:
+                dn, ts, end = dispatch_task((s, self.plan.plain))
+            else:
+                dn, ts, end = res[s.path]
+            for k, v in dn.items():
+                if v > ctx.dispatched_next.get(k, 0):
+                    ctx.dispatched_next[k] = v
+            ctx.last_store_ts = max(ctx.last_store_ts, ts)
+            if end is not None:
+                ctx.data_end = end
+
+    def each_file(self, kind, ctx, items, reader, check):
+        try:
+            items = list(items)
+            if kind == "queue":
+                yield from self._queues(ctx, items, reader, check)
+            else:
+                res = self.got.get("index", {})
+                for p in items:
+                    if p not in res:
+                        yield from V._each_file(ctx, [p], None, check)
+                        continue
+                    for f in res[p]:
+                        ctx.summary.add(f)
+                        yield f
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _queues(self, ctx, items, reader, check):
+        res = self.got.get("queue", {})
+        end = ctx.data_end
+
+        def again(key):
+            r = res.get(key)
+            return r is None or (r[1] and reader is not None and end is not None and r[3] > end)
+
+        redo = [qf for qf in items if again(_qkey(qf))]
+        redone = {}
+        if redo:
+            plain = self.plan.plain
+            tasks = [(ctx.store, plain, qf, end, ctx.dispatched_next.get((qf.topic, qf.queue_id))) for qf in redo]
+            redone = {_qkey(qf): r for qf, r in zip(redo, self.runner.imap(queue_task, tasks))}
+        for qf in items:
+            key = _qkey(qf)
+            found, complete, last, _ = redone[key] if key in redone else res[key]
+            for f in found:
+                ctx.summary.add(f)
+                yield f
+            if key not in redone and complete and reader is not None:
+                yield from V._cq_behind(ctx, qf, last)
+
+
+def plan(part: str, path, opts) -> StorePlan:
+    return StorePlan(part, path, opts)

@@ -1,0 +1,123 @@
+"""Distributed verify (``verify --engine spark``, issue #19 item 5) on Spark ``local[2]``: for every family the
+NDJSON (findings with ids and causes, summaries, the total line) and the exit code equal those of the
+embedded one-process verify (``--jobs 1``, the reference), byte for byte — on every real store, all stores
+of a family in one run (one Spark job), each verify part, several split sizes, and on damaged copies made by
+the corruption matrix's damage makers (tools/corruption). Skips like tests/test_spark.py without
+pyspark/Java (fails under CI=true)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, require_realdata, require_spark
+
+require_spark()     # the session-scoped local[2] fixture `spark` is in conftest
+
+sys.path.insert(0, str(ROOT))
+
+pytestmark = pytest.mark.spark
+
+
+def _stores(family: str) -> list[str]:
+    root = require_realdata(family)
+    if family == "rocketmq":
+        found = sorted(root.glob("*/store"))
+    elif family == "litemq":
+        found = sorted(root.glob("*/data/broker"))
+    else:
+        found = sorted(p for p in root.iterdir() if p.is_dir())
+    assert found, f"no real {family} store"
+    return [str(p) for p in found]
+
+
+def same(run_cli, *args, split=None):
+    """Embedded (one process) and Spark give the same exit code and stdout; returns them."""
+    want = run_cli("verify", *args, "--json", "--jobs", "1")
+    extra = ["--split-size", split] if split else []
+    got = run_cli("verify", *args, "--json", "--engine", "spark", *extra)
+    assert got[0] == want[0], (got[0], want[0], got[2][-2000:])
+    assert got[1] == want[1]
+    return want
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_every_real_store_one_run(run_cli, spark, family):  # noqa: F811
+    paths = _stores(family)
+    code, out, _ = same(run_cli, "store", *paths)
+    assert out.count('"kind": "summary"') + out.count('"kind":"summary"') == len(paths)
+
+
+@pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
+def test_every_real_store_alone(run_cli, spark, family):  # noqa: F811
+    for p in _stores(family):
+        same(run_cli, "store", p)
+
+
+@pytest.mark.parametrize("part", ["commitlog", "consumequeue", "index"])
+def test_rocketmq_parts_and_small_ranges(run_cli, spark, part):  # noqa: F811
+    paths = _stores("rocketmq")
+    same(run_cli, part, *paths, split="40K")
+
+
+def test_rocketmq_store_small_ranges(run_cli, spark):  # noqa: F811
+    same(run_cli, "store", *_stores("rocketmq"), split="4K")
+
+
+def _damaged(family: str, tmp_path: Path, store: Path) -> list[str]:
+    """Copies of ``store``, each damaged by the first event of every damage kind the family's corruption
+    adapter offers (tools/corruption/<family>.py)."""
+    from tools.corruption import load_adapter
+
+    adapter = load_adapter(family)
+    msgs = adapter.messages(store)
+    kinds: set = set()
+    out = []
+    for ev in adapter.events(store, msgs):
+        if ev.kind in kinds:
+            continue
+        kinds.add(ev.kind)
+        copy = tmp_path / f"{len(out):02d}-{ev.kind}"
+        shutil.copytree(store, copy, symlinks=True)
+        for p in [copy, *copy.rglob("*")]:
+            if not p.is_symlink():
+                p.chmod(0o755 if p.is_dir() else 0o644)
+        ev.apply(copy)
+        out.append(str(copy))
+    assert len(out) >= 6, kinds
+    return out
+
+
+@pytest.mark.parametrize("family,store", [
+    ("rocketmq", ("rocketmq", "gen-4.9.7-kill", "store")),
+    ("rocketmq", ("rocketmq", "gen-5.1.4-clean", "store")),
+    ("litemq", ("litemq", "crash", "data", "broker")),
+    ("kafka", ("kafka", "kafka-python-3.0.12-patched", "kp-0")),
+    ("kafka", ("kafka", "generated-4.0.0-SNAPSHOT", "broker-append")),
+])
+def test_damaged_copies(run_cli, spark, tmp_path, family, store):  # noqa: F811
+    paths = _damaged(family, tmp_path, require_realdata(*store))
+    code, out, _ = same(run_cli, "store", *paths, split="16K" if family == "rocketmq" else None)
+    assert code == 1 and '"severity": "error"' in out.replace('"severity":"error"', '"severity": "error"')
+
+
+def test_cq_past_end_of_data_is_checked_again(run_cli, spark, tmp_path):  # noqa: F811
+    """A commitlog cut short: consume-queue units past the new end of data are ``cq-dangling`` (the queue
+    is checked a second time once the end is known), the same findings as embedded."""
+    store = tmp_path / "store"
+    shutil.copytree(require_realdata("rocketmq", "gen-5.1.4-clean", "store"), store)
+    seg = sorted((store / "commitlog").iterdir())[-1]
+    data = seg.read_bytes()
+    seg.write_bytes(data[:len(data) // 3] + bytes(len(data) - len(data) // 3))
+    code, out, _ = same(run_cli, "store", str(store))
+    assert code == 1 and "cq-dangling" in out
+
+
+def test_not_a_store_among_stores(run_cli, spark, tmp_path):  # noqa: F811
+    """A path that is no store stops the run at its turn, as embedded: earlier stores' output, then exit 2."""
+    paths = _stores("rocketmq")[:1] + [str(tmp_path)]
+    want = run_cli("verify", "store", *paths, "--json", "--jobs", "1")
+    got = run_cli("verify", "store", *paths, "--json", "--engine", "spark")
+    assert got[:2] == want[:2] and want[0] == 2
