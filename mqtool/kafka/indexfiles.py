@@ -15,11 +15,12 @@ from crc32c import crc32c
 
 from formats import kafka as K
 from mqtool.io import read_input
+from mqtool.schema_struct import exact_format
 
-_OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
-_TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))
-_TXN_ENTRY = struct.Struct(K.struct_format(K.AbortedTxn))
-_SNAP_ENTRY = struct.Struct(K.struct_format(K.ProducerSnapshotEntry))
+_OFFSET_ENTRY = struct.Struct(exact_format(K.OffsetIndexEntry))
+_TIME_ENTRY = struct.Struct(exact_format(K.TimeIndexEntry))
+_TXN_ENTRY = struct.Struct(exact_format(K.AbortedTxn))
+_SNAP_ENTRY = struct.Struct(exact_format(K.ProducerSnapshotEntry))
 
 
 @dataclass

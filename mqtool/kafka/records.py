@@ -1,7 +1,7 @@
 """Walk a Kafka ``.log`` (or KRaft ``.checkpoint``) buffer: batches with resync, and the records inside them.
 
 The hot header walk uses ``struct.Struct`` objects derived from the construct schemas in
-:mod:`formats.kafka` (:func:`formats.kafka.struct_format`); ``tests/test_kafka_formats.py`` checks the fast
+:mod:`formats.kafka` (:func:`mqtool.schema_struct.exact_format`); ``tests/test_kafka_formats.py`` checks the fast
 path against the schemas with hypothesis.
 
 End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
@@ -31,11 +31,12 @@ from mqtool.io import first_nonzero
 from mqtool.kafka.codecs import CodecError, CodecTooLarge, decompress, decompress_chunks
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
+from mqtool.schema_struct import exact_format
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
-_HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
-_HDR_V0 = struct.Struct(K.struct_format(K.LegacyHeaderV0))
-_HDR_V1 = struct.Struct(K.struct_format(K.LegacyHeaderV1))
+_HDR_V2 = struct.Struct(exact_format(K.RecordBatchHeader))
+_HDR_V0 = struct.Struct(exact_format(K.LegacyHeaderV0))
+_HDR_V1 = struct.Struct(exact_format(K.LegacyHeaderV1))
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _NONZERO = re.compile(rb"[^\x00]")
