@@ -210,9 +210,9 @@ static PyObject *covering(PyObject *self, PyObject *args)
             c = (q - b) - mo;
             if (c >= p || c + need > view.len) break;
         }
-        long long magic = be(b + c + mo, ms);
+        long long magic = mq_rd_be(b + c + mo, (int)ms);
         if (magic != L->magic_v1 && magic != L->magic_v2) continue;
-        long long total = be(b + c + to, ts);
+        long long total = mq_rd_be(b + c + to, (int)ts);
         if (total < L->min_size || total > max_size || c + total <= p) continue;
         PyObject *v = PyLong_FromSsize_t(c);
         if (v == NULL || PyList_Append(out, v) < 0) {
