@@ -3,7 +3,7 @@ splitter and drift detection, checked against units built by the construct schem
 from __future__ import annotations
 
 import pytest
-from construct import Struct
+from construct import Int16ub, Struct
 
 from formats import rocketmq as F
 from mqtool.rocketmq import layout
@@ -83,3 +83,22 @@ def test_a_drifted_schema_gives_no_current_layout(monkeypatch):
     assert layout.current() is None
     monkeypatch.undo()
     assert layout.current() is not None
+
+
+def test_a_drifted_layout_turns_every_rocketmq_helper_off_and_the_answers_stay(monkeypatch, run_cli, tmp_path):
+    from conftest import FIXTURES
+    from mqtool.rocketmq import nativedump, rebuild, scan, verify
+
+    store = FIXTURES / "rocketmq" / "store"
+    before = [run_cli("dump", "commitlog", store, "--json"), run_cli("verify", "store", store, "--json")]
+    subs = F.MessageV2.subcons                    # PROPERTIESLENGTH read unsigned: not the layout C was given
+    drifted = Struct(*[s if s.name != "PROPERTIESLENGTH" else "PROPERTIESLENGTH" / Int16ub
+                       for s in subs])
+    monkeypatch.setattr(F, "MessageV2", drifted)
+    assert not layout.native_ok()
+    assert scan.native_decoder() is None and nativedump.helper() is None and rebuild.native_lib() is None
+    assert verify._native_lane() is None
+    after = [run_cli("dump", "commitlog", store, "--json"), run_cli("verify", "store", store, "--json")]
+    assert after == before
+    monkeypatch.undo()
+    assert layout.native_ok()

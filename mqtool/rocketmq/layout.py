@@ -73,6 +73,7 @@ class MessageLayout:
         if self.names[-1] != "BODYLENGTH" or not all(c in _SIGNED for n, c in self.codes.items() if "." not in n):
             raise LayoutError("the fixed part is not signed integers up to BODYLENGTH")
         self.properties_length_size = 2
+        self._fingerprint = None
 
     def at(self, names) -> tuple[tuple[int, int], ...]:
         """(offset, size) of each of ``names`` in the fixed part, in the order given."""
@@ -80,6 +81,11 @@ class MessageLayout:
 
     def fingerprint(self) -> str:
         """A short digest of everything this layout says: equal layouts, equal fingerprints."""
+        if self._fingerprint is None:
+            self._fingerprint = self._digest()
+        return self._fingerprint
+
+    def _digest(self) -> str:
         facts = repr((sorted(self.heads.items()), sorted(self.topic_length_size.items()),
                       self.properties_length_size, _TAIL, sorted(F.VERSION_MAGIC.items()), F.BLANK_MAGIC_CODE,
                       F.MIN_MESSAGE_SIZE))
@@ -213,3 +219,11 @@ def property_dict(text: str) -> tuple[dict[str, str], int]:
 def fingerprint() -> str:
     """:meth:`MessageLayout.fingerprint` of the layout the Python readers use."""
     return LAYOUT.fingerprint()
+
+
+def native_ok() -> bool:
+    """Whether the compiled core may run: the schemas in :mod:`formats.rocketmq` still derive to the layout it
+    is configured with (:data:`LAYOUT`, by fingerprint). A schema that drifted from it, or no longer derives,
+    turns every RocketMQ helper off; the Python readers give the same answers without it."""
+    cur = current()
+    return cur is not None and cur.fingerprint() == LAYOUT.fingerprint()

@@ -92,7 +92,7 @@ def file_json(file: str) -> bytes | None:
 
 def helper():
     """The configured helper module, or None (not built, ``MQTOOL_NATIVE=0``, or :data:`USE_NATIVE` off)."""
-    if not USE_NATIVE:
+    if not USE_NATIVE or not layout.native_ok():
         return None
     mod = native.load("rmqdump")
     if mod is not None and _state.get("configured") is not mod:

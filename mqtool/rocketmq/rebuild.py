@@ -119,7 +119,7 @@ def native_layout() -> tuple[tuple, tuple]:
 
 def native_lib():
     """The configured helper, or None (not built, switched off by MQTOOL_NATIVE=0 or ``USE_NATIVE``)."""
-    lib = native.load("rmqrebuild") if USE_NATIVE else None
+    lib = native.load("rmqrebuild") if USE_NATIVE and layout.native_ok() else None
     if lib is not None and id(lib) not in _configured:
         lib.configure(*native_layout())
         _configured.add(id(lib))

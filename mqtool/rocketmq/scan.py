@@ -61,7 +61,7 @@ def native_layout() -> tuple[tuple[int, int], ...]:
 def native_decoder():
     """``rmqdecode.messages`` configured from the schema, or None (not built, ``MQTOOL_NATIVE=0``, or
     :data:`USE_NATIVE` off): then the scanner decodes every unit in Python."""
-    if not USE_NATIVE:
+    if not USE_NATIVE or not layout.native_ok():
         return None
     mod = native.load("rmqdecode")
     if mod is None:

@@ -267,7 +267,7 @@ def _native_lane(crc="auto"):
     if mod is None:
         return None
     lay = layout.current()          # the schema as it is now: a shape the C loop was not written for turns it off
-    if lay is None or lay.fixed.size != _LANE.size:
+    if lay is None or not layout.native_ok() or lay.fixed.size != _LANE.size:
         return None
     tl_size, pl_size = lay.topic_length_size["v1"], lay.properties_length_size
     # CRC-32: ISA-L called back per body (faster than the C slicing-by-8 table loop, measured: see
