@@ -12,7 +12,11 @@ import importlib
 import os
 
 # Every helper setup.py builds (keep the two lists in step; tests/test_native.py checks they load under CI).
-HELPERS = ("probe", "rmqverify", "rmqrebuild", "rmqdump", "kafka", "rmqdecode")
+HELPERS = ("probe", "rmqcore", "kafka")
+# The parts of a helper module that callers load by their own name: the RocketMQ core's verify lane,
+# rebuild-index dispatch loop, dump rows and Message decoder (mqtool/_native/rmqcore.h).
+PARTS = {"rmqverify": ("rmqcore", "verify"), "rmqrebuild": ("rmqcore", "rebuild"),
+         "rmqdump": ("rmqcore", "dump"), "rmqdecode": ("rmqcore", "decode")}
 GUARD = "guard"        # also built by setup.py; loaded by guard(), not load(): MQTOOL_NATIVE=0 leaves it on
 _OFF = {"0", "off", "no", "false"}
 _cache: dict[str, object] = {}
@@ -23,9 +27,14 @@ def enabled() -> bool:
 
 
 def load(name: str):
-    """The compiled helper ``mqtool._native.<name>``, or None (not built, or switched off)."""
+    """The compiled helper ``mqtool._native.<name>`` (or the part :data:`PARTS` names), or None (not built,
+    or switched off)."""
     if not enabled():
         return None
+    if name in PARTS:
+        module, part = PARTS[name]
+        mod = load(module)
+        return getattr(mod, part, None) if mod is not None else None
     if name not in _cache:
         try:
             _cache[name] = importlib.import_module(f"mqtool._native.{name}")

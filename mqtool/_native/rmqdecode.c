@@ -17,6 +17,7 @@
  * The GIL is held throughout (Python objects are built all along).
  */
 #include "rmqunit.h"                 /* Python.h first; fixed-part layout, decode_common's rule, body CRC */
+#include "rmqcore.h"
 #include <string.h>
 
 /* Message slots, in the order configure() receives their names (a subset order fixed here, names checked
@@ -300,4 +301,4 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqdecode", "RocketMQ Message objects in C", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit_rmqdecode(void) { return PyModule_Create(&module); }
+PyObject *rmq_decode_module(void)   /* one part of the rmqcore module (rmqcore.c) */ { return PyModule_Create(&module); }

@@ -15,6 +15,7 @@
  * protocol for the call only. The GIL is held throughout (Python objects are built all along).
  */
 #include "rmqdump.h"
+#include "rmqcore.h"
 
 State S;
 
@@ -493,4 +494,4 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqdump", "RocketMQ dump rows in C", -1, methods};
 
-PyMODINIT_FUNC PyInit_rmqdump(void) { return PyModule_Create(&module); }
+PyObject *rmq_dump_module(void)   /* one part of the rmqcore module (rmqcore.c) */ { return PyModule_Create(&module); }

@@ -20,6 +20,7 @@
  * No pointer into any buffer is kept past a call; the GIL is held (bytearrays are resized).
  */
 #include "mqcore.h"             /* Python.h first; byte order, UTF-8 */
+#include "rmqcore.h"
 
 typedef struct { int off, size; } Field;
 
@@ -557,4 +558,4 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqrebuild", "RocketMQ rebuild-index dispatch loop",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit_rmqrebuild(void) { return PyModule_Create(&module); }
+PyObject *rmq_rebuild_module(void)   /* one part of the rmqcore module (rmqcore.c) */ { return PyModule_Create(&module); }

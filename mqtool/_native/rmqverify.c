@@ -16,6 +16,7 @@
  * taken with the buffer protocol (PyBUF_SIMPLE) and released on every path; no pointer outlives the call.
  */
 #include "mqcore.h"             /* Python.h first; byte order, UTF-8, CRC-32 */
+#include "rmqcore.h"
 
 /* ---- configuration (set once by configure(), from the schema) ------------------------------------------- */
 
@@ -432,7 +433,7 @@ static struct PyModuleDef module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit_rmqverify(void)
+PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
     mq_crc32_init();
     return PyModule_Create(&module);
