@@ -3,8 +3,13 @@
 Each helper in ``mqtool/_native/`` replaces one hot pure-Python loop and must give exactly what that loop
 gives (a test per helper runs both on the same bytes). ``load(name)`` returns the module, or None when it was
 not built (no compiler at install time) or when ``MQTOOL_NATIVE=0`` is set — then callers use their Python
-path, which always works. Field offsets and sizes a helper needs come from the construct schemas at import
-time (``mqtool.schema_struct``), never from constants written in C.
+path, which always works. ``MQTOOL_NATIVE`` is the one switch for a whole run; the ``USE_NATIVE``/``_NATIVE``
+attributes some modules keep are test hooks that pick a path for one comparison.
+
+The RocketMQ helpers are the parts of one module, ``rmqcore`` (:data:`PARTS`); all compiled code shares the
+primitives of ``mqtool/_native/mqcore.h``. Field offsets and sizes a helper needs come from the construct
+schemas (``mqtool.rocketmq.layout``, ``mqtool.schema_struct``), never from constants written in C, and a
+helper whose layout no longer matches the schema stays off (``layout.native_ok``, kafka's ``RECORD_LAYOUT``).
 """
 from __future__ import annotations
 

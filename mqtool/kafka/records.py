@@ -28,15 +28,13 @@ from crc32c import crc32c
 from formats import kafka as K
 from mqtool import native
 from mqtool.io import first_nonzero
+from mqtool.kafka import layout as L
 from mqtool.kafka.codecs import CodecError, CodecTooLarge, decompress, decompress_chunks
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
-from mqtool.schema_struct import exact_format
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
-_HDR_V2 = struct.Struct(exact_format(K.RecordBatchHeader))
-_HDR_V0 = struct.Struct(exact_format(K.LegacyHeaderV0))
-_HDR_V1 = struct.Struct(exact_format(K.LegacyHeaderV1))
+_HDR_V2, _HDR_V0, _HDR_V1 = L.BATCH_HEADER_V2, L.LEGACY_HEADER_V0, L.LEGACY_HEADER_V1
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _NONZERO = re.compile(rb"[^\x00]")
