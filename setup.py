@@ -11,11 +11,11 @@ from setuptools import Extension, setup
 # tested for equivalence against it (tests/test_native_*.py).
 NATIVE_MODULES = [
     ("mqtool._native.probe", ["mqtool/_native/probe.c"]),
-    ("mqtool._native.rmqverify", ["mqtool/_native/rmqverify.c"]),
-    ("mqtool._native.rmqrebuild", ["mqtool/_native/rmqrebuild.c"]),
-    ("mqtool._native.rmqdump", ["mqtool/_native/rmqdump.c", "mqtool/_native/rmqjson.c"]),
+    # the one RocketMQ module: its parts verify, rebuild, dump and decode (mqtool/_native/rmqcore.h)
+    ("mqtool._native.rmqcore", ["mqtool/_native/rmqcore.c", "mqtool/_native/rmqverify.c",
+                                "mqtool/_native/rmqrebuild.c", "mqtool/_native/rmqdump.c",
+                                "mqtool/_native/rmqjson.c", "mqtool/_native/rmqdecode.c"]),
     ("mqtool._native.kafka", ["mqtool/_native/kafka.c"]),
-    ("mqtool._native.rmqdecode", ["mqtool/_native/rmqdecode.c"]),
     ("mqtool._native.guard", ["mqtool/_native/guard.c"]),
 ]
 

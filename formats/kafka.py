@@ -342,18 +342,11 @@ METADATA_RECORD_TYPES = {0: "RegisterBrokerRecord", 1: "UnregisterBrokerRecord",
 # ---- fast-path derivation ---------------------------------------------------------------------
 
 def struct_format(schema) -> str:
-    """A ``struct`` format string for a schema made only of fixed-size big-endian integer fields.
-
-    Derived from the construct schema itself (each field's ``fmtstr``), so the fast decoder and the schema
-    cannot drift apart; raises ``TypeError`` for a field that is not a plain integer.
-    """
-    parts = []
-    for sc in schema.subcons:
-        fmt = getattr(sc.subcon, "fmtstr", None) if hasattr(sc, "subcon") else getattr(sc, "fmtstr", None)
-        if fmt is None or fmt[0] not in "<>=!":
-            raise TypeError(f"field {sc.name!r} is not a fixed-size integer")
-        parts.append(fmt[1:])
-    return ">" + "".join(parts)
+    """A ``struct`` format string for a schema made only of fixed-size big-endian integer fields (``TypeError``
+    for any other field). The derivation itself is :func:`mqtool.schema_struct.exact_format`, shared by every
+    family; this name stays as the schema module's adapter."""
+    from mqtool.schema_struct import exact_format
+    return exact_format(schema)
 
 
 def field_names(schema) -> list[str]:

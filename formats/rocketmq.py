@@ -138,20 +138,12 @@ def properties_to_string(pairs) -> str:
 
 
 def string_to_property_pairs(text: str) -> list[tuple[str, str]]:
-    """``string2messageProperties`` but keeping every pair in order (duplicates too).
-
-    Split on \\x02; segments shorter than 3 chars are skipped; the name ends at the first \\x01; pairs with an
-    empty name or value are dropped — exactly what the broker keeps. A trailing \\x02 is optional.
-    """
-    out = []
-    for seg in text.split(PROPERTY_SEPARATOR):
-        if len(seg) < 3:
-            continue
-        i = seg.find(NAME_VALUE_SEPARATOR)
-        if i <= 0 or i == len(seg) - 1:
-            continue
-        out.append((seg[:i], seg[i + 1:]))
-    return out
+    """``string2messageProperties`` but keeping every pair in order (duplicates too): split on \x02; segments
+    shorter than 3 chars are skipped; the name ends at the first \x01; pairs with an empty name or value are
+    dropped — exactly what the broker keeps. A trailing \x02 is optional. The splitting itself is written once,
+    in :func:`mqtool.rocketmq.layout.property_pairs`; this is the schema module's adapter to it."""
+    from mqtool.rocketmq.layout import property_pairs
+    return property_pairs(text)
 
 
 def decode_prop_crc(digits: str) -> int:

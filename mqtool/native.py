@@ -3,8 +3,13 @@
 Each helper in ``mqtool/_native/`` replaces one hot pure-Python loop and must give exactly what that loop
 gives (a test per helper runs both on the same bytes). ``load(name)`` returns the module, or None when it was
 not built (no compiler at install time) or when ``MQTOOL_NATIVE=0`` is set — then callers use their Python
-path, which always works. Field offsets and sizes a helper needs come from the construct schemas at import
-time (``mqtool.schema_struct``), never from constants written in C.
+path, which always works. ``MQTOOL_NATIVE`` is the one switch for a whole run; the ``USE_NATIVE``/``_NATIVE``
+attributes some modules keep are test hooks that pick a path for one comparison.
+
+The RocketMQ helpers are the parts of one module, ``rmqcore`` (:data:`PARTS`); all compiled code shares the
+primitives of ``mqtool/_native/mqcore.h``. Field offsets and sizes a helper needs come from the construct
+schemas (``mqtool.rocketmq.layout``, ``mqtool.schema_struct``), never from constants written in C, and a
+helper whose layout no longer matches the schema stays off (``layout.native_ok``, kafka's ``RECORD_LAYOUT``).
 """
 from __future__ import annotations
 
@@ -12,7 +17,11 @@ import importlib
 import os
 
 # Every helper setup.py builds (keep the two lists in step; tests/test_common_native.py checks they load under CI).
-HELPERS = ("probe", "rmqverify", "rmqrebuild", "rmqdump", "kafka", "rmqdecode")
+HELPERS = ("probe", "rmqcore", "kafka")
+# The parts of a helper module that callers load by their own name: the RocketMQ core's verify lane,
+# rebuild-index dispatch loop, dump rows and Message decoder (mqtool/_native/rmqcore.h).
+PARTS = {"rmqverify": ("rmqcore", "verify"), "rmqrebuild": ("rmqcore", "rebuild"),
+         "rmqdump": ("rmqcore", "dump"), "rmqdecode": ("rmqcore", "decode")}
 GUARD = "guard"        # also built by setup.py; loaded by guard(), not load(): MQTOOL_NATIVE=0 leaves it on
 _OFF = {"0", "off", "no", "false"}
 _cache: dict[str, object] = {}
@@ -23,9 +32,14 @@ def enabled() -> bool:
 
 
 def load(name: str):
-    """The compiled helper ``mqtool._native.<name>``, or None (not built, or switched off)."""
+    """The compiled helper ``mqtool._native.<name>`` (or the part :data:`PARTS` names), or None (not built,
+    or switched off)."""
     if not enabled():
         return None
+    if name in PARTS:
+        module, part = PARTS[name]
+        mod = load(module)
+        return getattr(mod, part, None) if mod is not None else None
     if name not in _cache:
         try:
             _cache[name] = importlib.import_module(f"mqtool._native.{name}")

@@ -59,13 +59,35 @@ def fixed_prefix_fields(schema: Struct, choose=lambda ite: ite.elsesubcon,
     return out
 
 
+def field_positions(schema: Struct, choose=lambda ite: ite.elsesubcon,
+                    stop_before: str | None = None) -> dict[str, tuple[int, int]]:
+    """{field name: (byte offset, size)} over the fixed-size prefix of ``schema``, in schema order."""
+    out, o = {}, 0
+    for name, code in fixed_prefix_fields(schema, choose, stop_before):
+        size = struct.calcsize(">" + code)
+        out[name] = (o, size)
+        o += size
+    return out
+
+
 def field_offsets(schema: Struct, choose=lambda ite: ite.elsesubcon) -> dict[str, int]:
     """{field name: byte offset} over the fixed-size prefix of ``schema`` (for findings that name a field)."""
-    out, o = {}, 0
-    for name, code in fixed_prefix_fields(schema, choose):
-        out[name] = o
-        o += struct.calcsize(">" + code)
-    return out
+    return {name: at for name, (at, _) in field_positions(schema, choose).items()}
+
+
+def exact_format(fields) -> str:
+    """The ``struct`` format of a schema (or a list of ``name / Int..`` fields) made *only* of fixed-size
+    big-endian integer fields; ``TypeError`` names the first field that is not one (no prefix is taken)."""
+    subcons = fields.subcons if isinstance(fields, Struct) else fields
+    codes = []
+    for f in subcons:
+        sub = _unwrap(f.subcon) if isinstance(f, Renamed) else f
+        if not isinstance(sub, FormatField):
+            raise TypeError(f"field {f.name!r} is not a fixed-size integer")
+        if sub.fmtstr[0] != ">":
+            raise TypeError(f"field {f.name!r} is not big-endian")
+        codes.append(sub.fmtstr[1:])
+    return ">" + "".join(codes)
 
 
 def _split_codes(fmt: str) -> list[str]:

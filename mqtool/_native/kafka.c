@@ -22,10 +22,7 @@
  * optional last argument max_headers (the cap of mqtool.kafka.records.limits()); such input is declined
  * (None), and Python streams it in bounded groups or reports the cap as a finding.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "mqcore.h"             /* Python.h first; UTF-8, JSON strings */
 
 /* The schema this walker implements, in the notation of mqtool.kafka.records._layout(K.Record). */
 #define RECORD_LAYOUT                                                                                   \
@@ -273,7 +270,7 @@ static inline int set_steal(PyObject *row, int key, PyObject *value)
 /* One record row: a copy of the template with the record's own fields set in place (key order kept). */
 /* Is the records area p[0:n] exactly `count` clean records whose offsets (and timestamps, when tsk) fit in
  * 64 bits? Both builders check this first, so a damaged area is left whole to the Python parser. */
-static Py_ssize_t utf8_seq(const uint8_t *s, Py_ssize_t left);
+#define utf8_seq mq_utf8_seq   /* mqcore.h */
 
 /* Is p[off:off+len] text (valid UTF-8; a null field counts as text)? */
 static int is_text(const uint8_t *p, Py_ssize_t off, int64_t len)
@@ -500,103 +497,15 @@ static int out_int(out_t *o, int64_t v)
     return out_put(o, b, e - b);
 }
 
-/* Bytes needing attention in a JSON string: 1 = escape (control, '"', '\'), 2 = start of a multi-byte
- * UTF-8 sequence (or an invalid byte). */
-static uint8_t char_class[256];
-
-static void init_char_class(void)
-{
-    for (int c = 0; c < 0x20; c++)
-        char_class[c] = 1;
-    char_class['"'] = char_class['\\'] = 1;
-    for (int c = 0x80; c < 0x100; c++)
-        char_class[c] = 2;
-}
-
-/* Length of the well-formed UTF-8 sequence at s[0] (Unicode Table 3-7, what Python's strict decoder
- * accepts: no overlongs, no surrogates, nothing past U+10FFFF), or 0 if it is not one. */
-static Py_ssize_t utf8_seq(const uint8_t *s, Py_ssize_t left)
-{
-    uint8_t c = s[0];
-    Py_ssize_t len;
-    uint8_t lo = 0x80, hi = 0xBF;                    /* range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (left < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (Py_ssize_t k = 2; k < len; k++)
-        if (s[k] < 0x80 || s[k] > 0xBF)
-            return 0;
-    return len;
-}
-
-/* A JSON string of bytes escaped as orjson does (\" \\ \b \t \n \f \r, other < 0x20 as \u00xx; everything
- * else as is). Returns 1 if the bytes are not valid UTF-8 (nothing written then), 0 ok, -1 error. */
+/* A JSON string of bytes escaped as orjson does (mqcore.h). Returns 1 if the bytes are not valid UTF-8
+ * (nothing written then), 0 ok, -1 error. */
 static int out_escaped(out_t *o, const uint8_t *s, Py_ssize_t n)
 {
-    static const char hex[] = "0123456789abcdef";
     if (out_reserve(o, 6 * n + 2) < 0)                   /* worst case: every byte as \u00xx */
         return -1;
-    char *d = o->p + o->len;
-    *d++ = '"';
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {                                /* 8 bytes at a time while none needs attention */
-            uint64_t x, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-            memcpy(&x, s + i, 8);
-            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
-            uint64_t special = (x & highs) | ((x - ones * 0x20) & ~x & highs) | ((q - ones) & ~q & highs)
-                               | ((b - ones) & ~b & highs);
-            if (special == 0) {
-                memcpy(d, s + i, 8);
-                d += 8;
-                i += 8;
-                continue;
-            }
-        }
-        uint8_t c = s[i];
-        if (!char_class[c]) {                            /* plain ASCII */
-            *d++ = (char)c;
-            i++;
-            continue;
-        }
-        if (char_class[c] == 2) {
-            Py_ssize_t len = utf8_seq(s + i, n - i);
-            if (len == 0)
-                return 1;
-            memcpy(d, s + i, (size_t)len);
-            d += len;
-            i += len;
-            continue;
-        }
-        *d++ = '\\';
-        switch (c) {
-        case '"': *d++ = '"'; break;
-        case '\\': *d++ = '\\'; break;
-        case '\b': *d++ = 'b'; break;
-        case '\t': *d++ = 't'; break;
-        case '\n': *d++ = 'n'; break;
-        case '\f': *d++ = 'f'; break;
-        case '\r': *d++ = 'r'; break;
-        default: *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = hex[c >> 4]; *d++ = hex[c & 15]; break;
-        }
-        i++;
-    }
-    *d++ = '"';
+    char *d = mq_json_str(o->p + o->len, s, n, 1);
+    if (d == NULL)
+        return 1;
     o->len = d - o->p;
     return 0;
 }
@@ -773,7 +682,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kafka",
 
 PyMODINIT_FUNC PyInit_kafka(void)
 {
-    init_char_class();
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;

@@ -17,6 +17,7 @@
  * The GIL is held throughout (Python objects are built all along).
  */
 #include "rmqunit.h"                 /* Python.h first; fixed-part layout, decode_common's rule, body CRC */
+#include "rmqcore.h"
 #include <string.h>
 
 /* Message slots, in the order configure() receives their names (a subset order fixed here, names checked
@@ -210,9 +211,9 @@ static PyObject *covering(PyObject *self, PyObject *args)
             c = (q - b) - mo;
             if (c >= p || c + need > view.len) break;
         }
-        long long magic = be(b + c + mo, ms);
+        long long magic = mq_rd_be(b + c + mo, (int)ms);
         if (magic != L->magic_v1 && magic != L->magic_v2) continue;
-        long long total = be(b + c + to, ts);
+        long long total = mq_rd_be(b + c + to, (int)ts);
         if (total < L->min_size || total > max_size || c + total <= p) continue;
         PyObject *v = PyLong_FromSsize_t(c);
         if (v == NULL || PyList_Append(out, v) < 0) {
@@ -300,4 +301,4 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqdecode", "RocketMQ Message objects in C", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit_rmqdecode(void) { return PyModule_Create(&module); }
+PyObject *rmq_decode_module(void)   /* one part of the rmqcore module (rmqcore.c) */ { return PyModule_Create(&module); }

@@ -15,6 +15,7 @@
  * protocol for the call only. The GIL is held throughout (Python objects are built all along).
  */
 #include "rmqdump.h"
+#include "rmqcore.h"
 
 State S;
 
@@ -403,8 +404,8 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
                            Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
                            int body_mode, PyObject *by_topic, PyObject *new_entry)
 {
-    long long sys_flag = be(u + S.L.off[F_SYSFLAG], S.L.size[F_SYSFLAG]);
-    long long body_crc = be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]);
+    long long sys_flag = rmq_field(&S.L, u, F_SYSFLAG);
+    long long body_crc = rmq_field(&S.L, u, F_BODYCRC);
     const unsigned char *body = u + S.L.fixed_size;
     PyObject *row, *v;
     if (by_topic != NULL) {         /* columns: every key of the topic's lists gets one value, None if absent */
@@ -420,20 +421,20 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
         || put_ll(row, K_POSITION, pos) < 0 || put_ll(row, K_OFFSET, base + pos) < 0
         || put_ll(row, K_SIZE, total) < 0 || put_borrowed(row, K_MAGIC, v2 ? S.v2 : S.v1) < 0
         || put_ll(row, K_BODY_CRC, body_crc) < 0 || put_borrowed(row, K_CRC_OK, crc_ok ? Py_True : Py_False) < 0
-        || put_ll(row, K_QUEUE_ID, be(u + S.L.off[F_QUEUEID], S.L.size[F_QUEUEID])) < 0
-        || put_ll(row, K_FLAG, be(u + S.L.off[F_FLAG], S.L.size[F_FLAG])) < 0
-        || put_ll(row, K_QUEUE_OFFSET, be(u + S.L.off[F_QOFF], S.L.size[F_QOFF])) < 0
-        || put_ll(row, K_PHYSICAL_OFFSET, be(u + S.L.off[F_PHYS], S.L.size[F_PHYS])) < 0
+        || put_ll(row, K_QUEUE_ID, rmq_field(&S.L, u, F_QUEUEID)) < 0
+        || put_ll(row, K_FLAG, rmq_field(&S.L, u, F_FLAG)) < 0
+        || put_ll(row, K_QUEUE_OFFSET, rmq_field(&S.L, u, F_QOFF)) < 0
+        || put_ll(row, K_PHYSICAL_OFFSET, rmq_field(&S.L, u, F_PHYS)) < 0
         || put_ll(row, K_SYS_FLAG, sys_flag) < 0
         || put_borrowed(row, K_TRANSACTION, PyTuple_GET_ITEM(S.txn_names, sys_flag & S.txn_mask)) < 0
-        || put_ll(row, K_BORN_TS, be(u + S.L.off[F_BORNTS], S.L.size[F_BORNTS])) < 0
-        || put(row, K_BORN_HOST, host(u + S.L.off[F_BADDR], be(u + S.L.off[F_BPORT], S.L.size[F_BPORT]),
+        || put_ll(row, K_BORN_TS, rmq_field(&S.L, u, F_BORNTS)) < 0
+        || put(row, K_BORN_HOST, host(u + S.L.off[F_BADDR], rmq_field(&S.L, u, F_BPORT),
                                       S.bhost_raw, &S.bhost, u + S.L.off[F_BPORT])) < 0
-        || put_ll(row, K_STORE_TS, be(u + S.L.off[F_STORETS], S.L.size[F_STORETS])) < 0
-        || put(row, K_STORE_HOST, host(u + S.L.off[F_SADDR], be(u + S.L.off[F_SPORT], S.L.size[F_SPORT]),
+        || put_ll(row, K_STORE_TS, rmq_field(&S.L, u, F_STORETS)) < 0
+        || put(row, K_STORE_HOST, host(u + S.L.off[F_SADDR], rmq_field(&S.L, u, F_SPORT),
                                        S.shost_raw, &S.shost, u + S.L.off[F_SPORT])) < 0
-        || put_ll(row, K_RECONSUME, be(u + S.L.off[F_RECONSUME], S.L.size[F_RECONSUME])) < 0
-        || put_ll(row, K_PREPARED, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED])) < 0)
+        || put_ll(row, K_RECONSUME, rmq_field(&S.L, u, F_RECONSUME)) < 0
+        || put_ll(row, K_PREPARED, rmq_field(&S.L, u, F_PREPARED)) < 0)
         goto fail;
 
     if (topic_text(u + tp, tl) < 0 || put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
@@ -646,4 +647,4 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqdump", "RocketMQ dump rows in C", -1, methods};
 
-PyMODINIT_FUNC PyInit_rmqdump(void) { return PyModule_Create(&module); }
+PyObject *rmq_dump_module(void)   /* one part of the rmqcore module (rmqcore.c) */ { return PyModule_Create(&module); }

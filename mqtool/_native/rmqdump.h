@@ -57,39 +57,7 @@ static inline int call_ready(int body_mode)
 
 typedef RmqUnit Unit;
 
-/* Strictly valid UTF-8 (what Python's decoder accepts without a replacement). */
-static inline int rmq_utf8_ok(const unsigned char *p, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        if (i + 8 <= n) {                                   /* ASCII runs, a word at a time */
-            uint64_t w;
-            memcpy(&w, p + i, 8);
-            if (!(w & 0x8080808080808080ULL)) { i += 8; continue; }
-        }
-        unsigned c = p[i];
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) {
-            if (i + 1 >= n || (p[i + 1] & 0xC0) != 0x80) return 0;
-            i += 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            if (i + 2 >= n) return 0;
-            unsigned c1 = p[i + 1];
-            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;   /* overlong, surrogates */
-            if ((c1 & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80) return 0;
-            i += 3;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            if (i + 3 >= n) return 0;
-            unsigned c1 = p[i + 1];
-            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;   /* overlong, > U+10FFFF */
-            if ((c1 & 0xC0) != 0x80 || (p[i + 2] & 0xC0) != 0x80 || (p[i + 3] & 0xC0) != 0x80) return 0;
-            i += 4;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
+#define rmq_utf8_ok(p, n) mq_utf8_ok((const uint8_t *)(p), (n))   /* mqcore.h */
 
 /* A unit records.decode_common accepts (rmq_accept), with a body to render (body_mode != 0) not compressed
  * (those bodies are decompressed by the Python path), and whose text (topic, properties, a body rendered as

@@ -44,42 +44,10 @@ static void w_i64(JB *b, long long v)
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
-/* Plain bytes need no escape: everything from 0x20 up but '"' and '\\'. */
-static unsigned char PLAIN[256];
-
-static void init_plain(void)
+/* A JSON string of p[0:n] (valid UTF-8: rmq_frame checked the text it comes from), escaped as orjson does. */
+static inline void w_str(JB *b, const unsigned char *p, Py_ssize_t n)
 {
-    for (int c = 0; c < 256; c++) PLAIN[c] = c >= 0x20 && c != '"' && c != '\\';
-}
-
-/* A JSON string of valid UTF-8 p[0:n], escaped as orjson does (at most 6n + 2 bytes). */
-static void w_str(JB *b, const unsigned char *p, Py_ssize_t n)
-{
-    char *o = b->p + b->n;
-    *o++ = '"';
-    Py_ssize_t i = 0;
-    while (i < n) {
-        Py_ssize_t j = i;
-        while (j < n && PLAIN[p[j]]) j++;
-        memcpy(o, p + i, (size_t)(j - i));                  /* a run of plain bytes */
-        o += j - i;
-        if (j == n) break;
-        unsigned char c = p[j];
-        *o++ = '\\';
-        switch (c) {
-        case '"': *o++ = '"'; break;
-        case '\\': *o++ = '\\'; break;
-        case '\b': *o++ = 'b'; break;
-        case '\t': *o++ = 't'; break;
-        case '\n': *o++ = 'n'; break;
-        case '\f': *o++ = 'f'; break;
-        case '\r': *o++ = 'r'; break;
-        default: *o++ = 'u'; *o++ = '0'; *o++ = '0'; *o++ = HEXL[c >> 4]; *o++ = HEXL[c & 15];
-        }
-        i = j + 1;
-    }
-    *o++ = '"';
-    b->n = o - b->p;
+    b->n = mq_json_str(b->p + b->n, p, n, 0) - b->p;
 }
 
 #define KEYBUF 48                    /* every ,"key": prefix is padded to this size (copied whole, then cut) */
@@ -146,7 +114,7 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     /* properties: split as records.property_dict does; a repeated name or too many: the dict path */
     Pairs P;
     if (!rmq_pairs(props, pl, &P)) return 0;
-    int crc_ok = rmq_crc_ok(body, bl, be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]));
+    int crc_ok = rmq_crc_ok(body, bl, rmq_field(&S.L, u, F_BODYCRC));
     if (crc_ok < 0) return -1;
     /* worst case: every text byte escaped to 6 bytes, the body as hex or base64, the fixed fields */
     if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + PyBytes_GET_SIZE(file_json)) < 0)
@@ -159,20 +127,20 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     w_key(b, K_OFFSET); w_i64(b, base + pos);
     w_key(b, K_SIZE); w_i64(b, x->total);
     w_key(b, K_MAGIC); w_bytes(b, x->v2 ? S.jv2 : S.jv1);
-    w_key(b, K_BODY_CRC); w_i64(b, be(u + S.L.off[F_BODYCRC], S.L.size[F_BODYCRC]));
+    w_key(b, K_BODY_CRC); w_i64(b, rmq_field(&S.L, u, F_BODYCRC));
     w_key(b, K_CRC_OK); if (crc_ok) w_raw(b, "true", 4); else w_raw(b, "false", 5);
-    w_key(b, K_QUEUE_ID); w_i64(b, be(u + S.L.off[F_QUEUEID], S.L.size[F_QUEUEID]));
-    w_key(b, K_FLAG); w_i64(b, be(u + S.L.off[F_FLAG], S.L.size[F_FLAG]));
-    w_key(b, K_QUEUE_OFFSET); w_i64(b, be(u + S.L.off[F_QOFF], S.L.size[F_QOFF]));
-    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, be(u + S.L.off[F_PHYS], S.L.size[F_PHYS]));
+    w_key(b, K_QUEUE_ID); w_i64(b, rmq_field(&S.L, u, F_QUEUEID));
+    w_key(b, K_FLAG); w_i64(b, rmq_field(&S.L, u, F_FLAG));
+    w_key(b, K_QUEUE_OFFSET); w_i64(b, rmq_field(&S.L, u, F_QOFF));
+    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, rmq_field(&S.L, u, F_PHYS));
     w_key(b, K_SYS_FLAG); w_i64(b, sys_flag);
     w_key(b, K_TRANSACTION); w_bytes(b, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
-    w_key(b, K_BORN_TS); w_i64(b, be(u + S.L.off[F_BORNTS], S.L.size[F_BORNTS]));
-    w_key(b, K_BORN_HOST); w_host(b, 0, u + S.L.off[F_BADDR], u + S.L.off[F_BPORT], be(u + S.L.off[F_BPORT], S.L.size[F_BPORT]));
-    w_key(b, K_STORE_TS); w_i64(b, be(u + S.L.off[F_STORETS], S.L.size[F_STORETS]));
-    w_key(b, K_STORE_HOST); w_host(b, 1, u + S.L.off[F_SADDR], u + S.L.off[F_SPORT], be(u + S.L.off[F_SPORT], S.L.size[F_SPORT]));
-    w_key(b, K_RECONSUME); w_i64(b, be(u + S.L.off[F_RECONSUME], S.L.size[F_RECONSUME]));
-    w_key(b, K_PREPARED); w_i64(b, be(u + S.L.off[F_PREPARED], S.L.size[F_PREPARED]));
+    w_key(b, K_BORN_TS); w_i64(b, rmq_field(&S.L, u, F_BORNTS));
+    w_key(b, K_BORN_HOST); w_host(b, 0, u + S.L.off[F_BADDR], u + S.L.off[F_BPORT], rmq_field(&S.L, u, F_BPORT));
+    w_key(b, K_STORE_TS); w_i64(b, rmq_field(&S.L, u, F_STORETS));
+    w_key(b, K_STORE_HOST); w_host(b, 1, u + S.L.off[F_SADDR], u + S.L.off[F_SPORT], rmq_field(&S.L, u, F_SPORT));
+    w_key(b, K_RECONSUME); w_i64(b, rmq_field(&S.L, u, F_RECONSUME));
+    w_key(b, K_PREPARED); w_i64(b, rmq_field(&S.L, u, F_PREPARED));
     w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
     w_key(b, K_PROPERTIES); w_ch(b, '{');
     for (int i = 0; i < P.n; i++) {
@@ -268,7 +236,6 @@ done:
 int rmq_json_configure(PyObject *names)
 {
     static const char *onames[] = {"kind_json", "v1_json", "v2_json", "txn_json", "comp_json"};
-    init_plain();
     PyObject **slots[] = {&S.jkind, &S.jv1, &S.jv2, &S.jtxn, &S.jcomp};
     for (int i = 0; i < 5; i++) {
         PyObject *o = PyDict_GetItemString(names, onames[i]);

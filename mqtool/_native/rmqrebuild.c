@@ -19,10 +19,8 @@
  * the local array. Every length is checked against the unit and the buffer before it is read.
  * No pointer into any buffer is kept past a call; the GIL is held (bytearrays are resized).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "mqcore.h"             /* Python.h first; byte order, UTF-8 */
+#include "rmqcore.h"
 
 typedef struct { int off, size; } Field;
 
@@ -46,42 +44,8 @@ static struct {
     Py_ssize_t slen[S_N];
 } cfg;
 
-/* Big-endian signed integer of `size` bytes (1, 2, 4 or 8; checked by configure). */
-static inline int64_t rd(const uint8_t *p, int size)
-{
-    switch (size) {
-    case 1:
-        return (int8_t)p[0];
-    case 2:
-        return (int16_t)(uint16_t)((p[0] << 8) | p[1]);
-    case 4: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        return (int32_t)(PY_BIG_ENDIAN ? v : __builtin_bswap32(v));
-    }
-    default: {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        return (int64_t)(PY_BIG_ENDIAN ? v : __builtin_bswap64(v));
-    }
-    }
-}
-
-/* Write `value` as a big-endian integer of `size` bytes (1, 2, 4 or 8), keeping its low bytes. */
-static inline void wr(uint8_t *p, int size, int64_t value)
-{
-    uint64_t v = (uint64_t)value;
-    if (size == 8) {
-        v = PY_BIG_ENDIAN ? v : __builtin_bswap64(v);
-        memcpy(p, &v, 8);
-    } else if (size == 4) {
-        uint32_t w = PY_BIG_ENDIAN ? (uint32_t)v : __builtin_bswap32((uint32_t)v);
-        memcpy(p, &w, 4);
-    } else {
-        for (int i = size - 1; i >= 0; i--, v >>= 8)
-            p[i] = (uint8_t)v;
-    }
-}
+#define rd mq_rd_be          /* mqcore.h */
+#define wr mq_wr_be
 
 /* Java String.hashCode step over ASCII bytes (one UTF-16 unit per byte). */
 static inline uint32_t jhash(uint32_t h, const uint8_t *p, Py_ssize_t n)
@@ -135,11 +99,7 @@ static inline int utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
     return 1;
 }
 
-static inline int utf8_ok(const uint8_t *p, Py_ssize_t n)
-{
-    uint32_t h = 0;
-    return utf16_hash(&h, p, n);
-}
+#define utf8_ok mq_utf8_ok
 
 /* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 */
 static inline int64_t key_hash(uint32_t h)
@@ -598,4 +558,4 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rmqrebuild", "RocketMQ rebuild-index dispatch loop",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit_rmqrebuild(void) { return PyModule_Create(&module); }
+PyObject *rmq_rebuild_module(void)   /* one part of the rmqcore module (rmqcore.c) */ { return PyModule_Create(&module); }

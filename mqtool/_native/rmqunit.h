@@ -7,9 +7,7 @@
  */
 #ifndef RMQUNIT_H
 #define RMQUNIT_H
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "mqcore.h"             /* Python.h first; byte order, UTF-8, JSON strings, CRC-32 */
 
 /* Fixed-part fields, in the order configure() receives their (offset, size) pairs (records.FIXED_NAMES). */
 enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_BADDR, F_BPORT,
@@ -27,18 +25,9 @@ typedef struct {
     Py_ssize_t tp, tl, pp;           /* topic start and length; properties start (they end at total) */
 } RmqUnit;
 
-/* Big-endian signed integer of 4 or 8 bytes (rmq_layout_fields() accepts no other size). */
-static inline long long be(const unsigned char *p, Py_ssize_t size)
-{
-    uint64_t v = 0;
-    for (Py_ssize_t i = 0; i < size; i++) v = (v << 8) | p[i];
-    if (size == 4) return (long long)(int32_t)(uint32_t)v;
-    return (long long)(int64_t)v;
-}
-
 static inline long long rmq_field(const RmqLayout *L, const unsigned char *u, int f)
 {
-    return be(u + L->off[f], L->size[f]);
+    return mq_rd_be(u + L->off[f], (int)L->size[f]);   /* sizes 4 or 8 (rmq_layout_fields) */
 }
 
 /* Exactly records.decode_common's acceptance rule for the unit at u with avail bytes left in the buffer (avail
@@ -93,20 +82,8 @@ static inline int rmq_layout_fields(RmqLayout *L, PyObject *fields)
  * on a read-only memoryview of the body that is released at once. 1, 0, or -1 (error set). */
 static inline int rmq_crc_ok_with(PyObject *crc32, const unsigned char *body, long long body_len, long long body_crc)
 {
-    PyObject *mv = PyMemoryView_FromMemory((char *)body, (Py_ssize_t)body_len, PyBUF_READ);
-    PyObject *crc = mv ? PyObject_CallOneArg(crc32, mv) : NULL;
-    if (mv != NULL) {
-        if (Py_REFCNT(mv) > 1) {                      /* the callable kept it: cut it off from our memory */
-            PyObject *r = PyObject_CallMethod(mv, "release", NULL);
-            if (r == NULL) PyErr_Clear();             /* still exported: it cannot be used any more anyway */
-            Py_XDECREF(r);
-        }
-        Py_DECREF(mv);
-    }
-    if (crc == NULL) return -1;
-    unsigned long long c = PyLong_AsUnsignedLongLongMask(crc);
-    Py_DECREF(crc);
-    if (c == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    uint32_t c;
+    if (mq_crc32_call(crc32, body, (Py_ssize_t)body_len, &c) < 0) return -1;
     return (long long)(c & 0x7FFFFFFF) == body_crc;
 }
 

@@ -15,10 +15,8 @@
  * Memory safety: every length is checked against the buffer before a byte it implies is read; the buffer is
  * taken with the buffer protocol (PyBUF_SIMPLE) and released on every path; no pointer outlives the call.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "mqcore.h"             /* Python.h first; byte order, UTF-8, CRC-32 */
+#include "rmqcore.h"
 
 /* ---- configuration (set once by configure(), from the schema) ------------------------------------------- */
 
@@ -45,20 +43,8 @@ static Config cfg;
 
 /* ---- small helpers ---------------------------------------------------------------------------------------- */
 
-/* Signed big-endian integer of 1, 2, 4 or 8 bytes (sizes are checked by configure()). */
-static inline int64_t rd_be(const uint8_t *p, int size)
-{
-    switch (size) {
-    case 1: return (int8_t)p[0];
-    case 2: return (int16_t)(((uint16_t)p[0] << 8) | p[1]);
-    case 4: return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-    default: {
-        uint64_t v = 0;
-        for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-        return (int64_t)v;
-    }
-    }
-}
+#define rd_be mq_rd_be
+#define utf8_ok mq_utf8_ok
 
 /* Python's `needle in haystack` for bytes. */
 static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t nn)
@@ -75,102 +61,16 @@ static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t 
     return 0;
 }
 
-/* 1 when s[0:n] decodes with Python's strict bytes.decode('utf-8'): no overlong forms, no surrogates
- * (ED A0..BF), nothing above U+10FFFF, no truncated sequence (Unicode Table 3-7, as CPython checks it). */
-static int utf8_ok(const uint8_t *s, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        /* ASCII run: 8 bytes at a time */
-        while (i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (w & 0x8080808080808080ULL) break;
-            i += 8;
-        }
-        if (i >= n) break;
-        uint8_t c = s[i];
-        if (c < 0x80) { i++; continue; }
-        if (c < 0xC2) return 0;                       /* continuation byte or overlong 2-byte lead */
-        if (c < 0xE0) {
-            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
-            i += 2;
-        } else if (c < 0xF0) {
-            if (i + 2 >= n) return 0;
-            uint8_t c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80) return 0;
-            if (c == 0xE0 && c1 < 0xA0) return 0;      /* overlong */
-            if (c == 0xED && c1 >= 0xA0) return 0;     /* UTF-16 surrogate */
-            i += 3;
-        } else if (c < 0xF5) {
-            if (i + 3 >= n) return 0;
-            uint8_t c1 = s[i + 1];
-            if ((c1 & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 || (s[i + 3] & 0xC0) != 0x80) return 0;
-            if (c == 0xF0 && c1 < 0x90) return 0;      /* overlong */
-            if (c == 0xF4 && c1 >= 0x90) return 0;     /* above U+10FFFF */
-            i += 4;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* ---- CRC-32 (zlib's polynomial), slicing-by-8; used when configure() got crc32=None ---------------------- */
-
-static uint32_t crc_tab[8][256];
-
-static void crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_tab[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++)
-        for (int t = 1; t < 8; t++) crc_tab[t][n] = crc_tab[0][crc_tab[t - 1][n] & 0xFF] ^ (crc_tab[t - 1][n] >> 8);
-}
-
-static uint32_t crc32_s8(uint32_t crc, const uint8_t *p, Py_ssize_t n)
-{
-    crc = ~crc;
-    while (n && ((uintptr_t)p & 7)) { crc = crc_tab[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
-    while (n >= 8) {
-        uint32_t a, b;
-        memcpy(&a, p, 4);
-        memcpy(&b, p + 4, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        a = __builtin_bswap32(a);
-        b = __builtin_bswap32(b);
-#endif
-        a ^= crc;
-        crc = crc_tab[7][a & 0xFF] ^ crc_tab[6][(a >> 8) & 0xFF] ^ crc_tab[5][(a >> 16) & 0xFF] ^ crc_tab[4][a >> 24]
-            ^ crc_tab[3][b & 0xFF] ^ crc_tab[2][(b >> 8) & 0xFF] ^ crc_tab[1][(b >> 16) & 0xFF] ^ crc_tab[0][b >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--) crc = crc_tab[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
-
-/* Body CRC & 0x7FFFFFFF into *out; -1 with an exception set when the callable failed. */
+/* Body CRC & 0x7FFFFFFF into *out (the callable configure() got, else the table loop); -1 with an exception
+ * set when the callable failed. */
 static int body_crc(const uint8_t *p, Py_ssize_t n, int64_t *out)
 {
-    if (cfg.crc == NULL) {
-        *out = (int64_t)(crc32_s8(0, p, n) & 0x7FFFFFFFu);
-        return 0;
-    }
-    /* A read-only memoryview over the mapped body, alive only for the call (the callable keeps no reference:
-     * ISA-L's and zlib's crc32 take the buffer and release it before returning). */
-    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
-    if (mv == NULL) return -1;
-    PyObject *r = PyObject_CallOneArg(cfg.crc, mv);
-    Py_DECREF(mv);
-    if (r == NULL) return -1;
-    unsigned long v = PyLong_AsUnsignedLongMask(r);
-    Py_DECREF(r);
-    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    *out = (int64_t)(v & 0x7FFFFFFFu);
+    uint32_t c;
+    if (cfg.crc == NULL)
+        c = mq_crc32_s8(0, p, n);
+    else if (mq_crc32_call(cfg.crc, p, n, &c) < 0)
+        return -1;
+    *out = (int64_t)(c & 0x7FFFFFFFu);
     return 0;
 }
 
@@ -504,7 +404,7 @@ static PyObject *py_crc32(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*|I", &b, &value)) return NULL;
     uint32_t c;
     Py_BEGIN_ALLOW_THREADS                   /* plain bytes, no Python object touched */
-    c = crc32_s8(value, b.buf, b.len);
+    c = mq_crc32_s8(value, b.buf, b.len);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(c);
@@ -533,8 +433,8 @@ static struct PyModuleDef module = {
     methods,
 };
 
-PyMODINIT_FUNC PyInit_rmqverify(void)
+PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
-    crc_init();
+    mq_crc32_init();
     return PyModule_Create(&module);
 }

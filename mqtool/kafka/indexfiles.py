@@ -15,11 +15,9 @@ from crc32c import crc32c
 
 from formats import kafka as K
 from mqtool.io import read_input
+from mqtool.kafka import layout as L
 
-_OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
-_TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))
-_TXN_ENTRY = struct.Struct(K.struct_format(K.AbortedTxn))
-_SNAP_ENTRY = struct.Struct(K.struct_format(K.ProducerSnapshotEntry))
+_OFFSET_ENTRY, _TIME_ENTRY, _TXN_ENTRY, _SNAP_ENTRY = L.OFFSET_ENTRY, L.TIME_ENTRY, L.TXN_ENTRY, L.SNAPSHOT_ENTRY
 
 
 @dataclass

@@ -13,16 +13,14 @@ Outputs are written atomically below a directory checked by :func:`mqtool.io.pre
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from formats import kafka as K
+from mqtool.kafka import layout as L
 from mqtool.kafka.records import Batch, iter_records
 from mqtool.kafka.scan import Damage, scan
 
-_OFFSET_ENTRY = struct.Struct(K.struct_format(K.OffsetIndexEntry))
-_TIME_ENTRY = struct.Struct(K.struct_format(K.TimeIndexEntry))
-_TXN_ENTRY = struct.Struct(K.struct_format(K.AbortedTxn))
+_OFFSET_ENTRY, _TIME_ENTRY, _TXN_ENTRY = L.OFFSET_ENTRY, L.TIME_ENTRY, L.TXN_ENTRY
 
 PREALLOCATED_INDEX_SIZE = K.DEFAULT_SEGMENT_INDEX_BYTES // K.OFFSET_INDEX_ENTRY_SIZE * K.OFFSET_INDEX_ENTRY_SIZE
 PREALLOCATED_TIMEINDEX_SIZE = K.DEFAULT_SEGMENT_INDEX_BYTES // K.TIME_INDEX_ENTRY_SIZE * K.TIME_INDEX_ENTRY_SIZE

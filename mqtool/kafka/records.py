@@ -3,7 +3,8 @@ inside a batch (streamed, bounded; compiled lane in ``_native/kafka.c`` with the
 over a segment's bytes is :mod:`mqtool.kafka.scan`.
 
 The hot header reads use ``struct.Struct`` objects derived from the construct schemas in
-:mod:`formats.kafka` (:func:`formats.kafka.struct_format`); ``tests/test_kafka_formats.py`` checks the fast
+:mod:`formats.kafka` (:mod:`mqtool.kafka.layout`, :func:`mqtool.schema_struct.exact_format`);
+``tests/test_kafka_formats.py`` checks the fast
 path against the schemas with hypothesis.
 """
 from __future__ import annotations
@@ -18,8 +19,9 @@ import construct
 from formats import kafka as K
 from mqtool import native
 from mqtool.codecs import CodecTooLarge, decompress_kafka, decompress_kafka_chunks
+from mqtool.kafka import layout as L
 
-_HDR_V0 = struct.Struct(K.struct_format(K.LegacyHeaderV0))
+_HDR_V0 = L.LEGACY_HEADER_V0
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 

@@ -9,27 +9,16 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from construct import FormatField
-
 from formats import litemq as F
 from mqtool.errors import DecodeError as _DecodeError
+from mqtool.schema_struct import exact_format
 
 _U32 = struct.Struct(">I")
 
 
 def struct_from_fields(fields) -> struct.Struct:
     """A big-endian ``struct.Struct`` for a list of fixed-size construct fields (``name / Int..``)."""
-    codes = []
-    for f in fields:
-        sub = f.subcon
-        if not isinstance(sub, FormatField):
-            raise TypeError(f"field {f.name} is not a fixed-size format field")
-        if sub.fmtstr[0] not in "<>=!":
-            raise TypeError(f"field {f.name} has no explicit byte order")
-        if sub.fmtstr[0] != ">":
-            raise TypeError(f"field {f.name} is not big-endian")
-        codes.append(sub.fmtstr[1:])
-    return struct.Struct(">" + "".join(codes))
+    return struct.Struct(exact_format(fields))
 
 
 def field_names(fields) -> tuple[str, ...]:

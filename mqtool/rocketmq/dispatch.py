@@ -26,6 +26,7 @@ from operator import mul
 
 from formats import rocketmq as F
 from formats.common import java_string_hash
+from mqtool.rocketmq.layout import property_dict
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"        # MixAll.RETRY_GROUP_TOPIC_PREFIX
 TIMER_TOPIC = "rmq_sys_wheel_timer"          # TimerMessageStore.TIMER_TOPIC (5.x)
@@ -163,59 +164,21 @@ class DispatchRules:
 
 
 def props_dict(props: str) -> dict[str, str]:
-    """``MessageDecoder#string2messageProperties`` (last value wins for a repeated name).
-
-    Fast path for the usual ``name\x01value`` pairs; anything unusual (empty segment, empty name or value, a
-    second \x01) goes through :func:`formats.rocketmq.string_to_property_pairs`.
-    """
-    parts = props.split("\x02")
-    if parts[-1] == "":
-        parts.pop()
-    try:
-        d = dict(p.split("\x01") for p in parts)
-    except ValueError:
-        return dict(F.string_to_property_pairs(props))
-    if "" in d or "\x01\x02" in props or props.endswith("\x01"):
-        return dict(F.string_to_property_pairs(props))
-    return d
+    """``MessageDecoder#string2messageProperties`` (last value wins for a repeated name): the one splitter,
+    :func:`mqtool.rocketmq.layout.property_dict`."""
+    return property_dict(props)[0]
 
 
-_NEEDS_FULL_PARSE = ("\x02" + F.PROPERTY_INNER_MULTI_DISPATCH + "\x01",)
-_MARK_TAGS = "\x02" + F.PROPERTY_TAGS + "\x01"
-_MARK_KEYS = "\x02" + F.PROPERTY_KEYS + "\x01"
-_MARK_UNIQ = "\x02" + F.PROPERTY_UNIQ_KEY + "\x01"
-
-
-class _NeedsFullParse(Exception):
-    pass
-
-
-def _last_value(t: str, mark: str) -> str | None:
-    i = t.rfind(mark)
-    if i < 0:
-        return None
-    j = i + len(mark)
-    k = t.find("\x02", j)
-    v = t[j:] if k < 0 else t[j:k]
-    if not v:                      # an empty value is dropped by the broker: an earlier pair may win
-        raise _NeedsFullParse
-    return v
+_MULTI_MARK = F.PROPERTY_SEPARATOR + F.PROPERTY_INNER_MULTI_DISPATCH + F.NAME_VALUE_SEPARATOR
 
 
 def quick_props(props: str) -> tuple[str | None, str | None, str | None] | None:
-    """(TAGS, KEYS, UNIQ_KEY) exactly as :func:`props_dict` would give them, without building the dict;
-    None when the message needs the full parse (multi-dispatch properties, empty values).
-
-    A pair is found as the last ``\x02NAME\x01`` (with a \x02 put in front of the whole string): its value runs
-    to the next \x02, which is what ``string2messageProperties`` keeps for the last occurrence of a name.
-    """
-    t = "\x02" + props
-    if _NEEDS_FULL_PARSE[0] in t:
+    """(TAGS, KEYS, UNIQ_KEY) as :func:`props_dict` gives them; None when the message carries multi-dispatch
+    properties (the caller then needs the whole dict)."""
+    if _MULTI_MARK in F.PROPERTY_SEPARATOR + props:
         return None
-    try:
-        return _last_value(t, _MARK_TAGS), _last_value(t, _MARK_KEYS), _last_value(t, _MARK_UNIQ)
-    except _NeedsFullParse:
-        return None
+    d = property_dict(props)[0]
+    return d.get(F.PROPERTY_TAGS), d.get(F.PROPERTY_KEYS), d.get(F.PROPERTY_UNIQ_KEY)
 
 
 def cq_tags_code(rules: DispatchRules, topic: str, props: dict[str, str], store_timestamp: int) -> int:

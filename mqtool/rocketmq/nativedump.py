@@ -10,7 +10,7 @@ non-UTF-8 text and repeated property names) is left to the next lane, then to th
 path, so the output is the same with and without the helper (``tests/test_rocketmq_native_dump.py``).
 
 Nothing about the layout is written in C: :func:`_configure` passes the offsets and sizes of the fields of
-:data:`records.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name
+:data:`layout.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name
 tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`mqtool.fastcrc`).
 """
 from __future__ import annotations
@@ -27,9 +27,9 @@ from mqtool.options import DumpOptions
 from mqtool.ranges import runner_for, split_segments
 from mqtool.rocketmq.rows import NATIVE_KEYS
 from mqtool.rocketmq.store import Segment
-from mqtool.rocketmq.records import FIXED, FIXED_SIZE, Blank, Message
+from mqtool.rocketmq import layout
+from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner, damage_note
-from mqtool.schema_struct import fixed_prefix_fields
 
 USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
 ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, whatever the page window
@@ -48,17 +48,8 @@ _state: dict[str, object] = {}
 
 
 def field_layout() -> tuple[tuple[int, int], ...]:
-    """(offset, size) of each of :data:`_FIELDS` inside :data:`records.FIXED`, from the schema's field codes."""
-    fields = fixed_prefix_fields(F.MessageV1, stop_before="BODY")
-    assert FIXED.format == ">" + "".join(c for _, c in fields), FIXED.format
-    out = {}
-    off = 0
-    for name, code in fields:
-        size = struct.calcsize(">" + code)
-        out[name] = (off, size)
-        off += size
-    assert off == FIXED_SIZE, (off, FIXED_SIZE)
-    return tuple(out[n] for n in _FIELDS)
+    """(offset, size) of each of :data:`_FIELDS` inside :data:`layout.FIXED`."""
+    return layout.at(_FIELDS)
 
 
 def _configure(mod) -> None:
@@ -101,7 +92,7 @@ def file_json(file: str) -> bytes | None:
 
 def helper():
     """The configured helper module, or None (not built, ``MQTOOL_NATIVE=0``, or :data:`USE_NATIVE` off)."""
-    if not USE_NATIVE:
+    if not USE_NATIVE or not layout.native_ok():
         return None
     mod = native.load("rmqdump")
     if mod is not None and _state.get("configured") is not mod:

@@ -20,7 +20,7 @@ with the same state machines, so the output bytes are the broker's (``shared/ref
 Output goes to a separate directory through :mod:`mqtool.io` (temp name, fsync, rename). ``--compare``
 compares each rebuilt file with the store's own file and yields a finding per difference.
 
-Layouts come from :mod:`formats.rocketmq` (``struct.Struct`` derived with :func:`fixed_prefix_format`).
+Layouts come from :mod:`mqtool.rocketmq.layout` (derived once from :mod:`formats.rocketmq`).
 """
 from __future__ import annotations
 
@@ -44,12 +44,13 @@ from mqtool.pages import PageWindow
 from mqtool.progress import progress
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq import layout
 from mqtool.rocketmq.config import read_broker_conf
 from mqtool.rocketmq.indexfiles import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES
 from mqtool.rocketmq.store import RocketStore, Segment
-from mqtool.rocketmq.records import FIXED, FIXED_NAMES, DecodeFailure, Message, decode_message
+from mqtool.rocketmq.records import DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
-from mqtool.schema_struct import fixed_prefix_fields
+from mqtool.schema_struct import field_positions
 
 UNIT = F.CQ_STORE_UNIT_SIZE
 ENTRY = F.INDEX_ENTRY_SIZE
@@ -67,33 +68,15 @@ assert array("i").itemsize == F.INDEX_SLOT_SIZE == F.IndexSlot.sizeof()
 assert F.IndexSlot.build(-2) == (-2).to_bytes(F.INDEX_SLOT_SIZE, "big", signed=True)
 
 
-def _narrow(st: struct.Struct, names: list[str], wanted: tuple[str, ...]) -> struct.Struct:
-    """A struct over the same bytes as ``st`` that unpacks only ``wanted`` fields (others become padding)."""
-    codes = []
-    fmt = st.format[1:]
-    i = 0
-    while i < len(fmt):
-        j = i
-        while fmt[j].isdigit():
-            j += 1
-        codes.append(fmt[i:j + 1])
-        i = j + 1
-    assert len(codes) == len(names)
-    out = ">"
-    for code, name in zip(codes, names):
-        out += code if name in wanted else f"{struct.calcsize('>' + code)}x"
-    narrow = struct.Struct(out)
-    assert narrow.size == st.size
-    return narrow
-
-
 # Fixed part of a unit with IPv4 hosts (v1 and v2 share it: they differ after the body), schema-derived.
 _DISPATCH_FIELDS = ("TOTALSIZE", "MAGICCODE", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
                     "STORETIMESTAMP", "BODYLENGTH")
-_HEAD = _narrow(FIXED, FIXED_NAMES, _DISPATCH_FIELDS)
+_HEAD = layout.narrow(_DISPATCH_FIELDS)
 _HEAD_SIZE = _HEAD.size
 _unpack_head = _HEAD.unpack_from
-_unpack_prefix = struct.Struct(">ii").unpack_from
+_unpack_prefix = layout.PREFIX.unpack_from
+_TL_SIZE = layout.MAGIC_TOPIC_LENGTH_SIZE
+_frame_tail = layout.frame_tail
 _V1, _V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
 _V6 = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
 _INDEX_KEY_JOIN = "#"                      # IndexService#buildKey: topic + "#" + key
@@ -113,25 +96,20 @@ _IS_N = 8               # index state: mode, indexCount, indexNum, slotNum, hash
 
 def _field_layout(schema, wanted: tuple[str, ...], **kw) -> tuple[list[int], int]:
     """([offset, size] of each ``wanted`` field, struct size) of the fixed prefix of a construct schema."""
-    at, off = {}, 0
-    for name, code in fixed_prefix_fields(schema, **kw):
-        size = struct.calcsize(">" + code)
-        at[name] = (off, size)
-        off += size
-    return [x for n in wanted for x in at[n]], off
+    at = field_positions(schema, **kw)
+    last_at, last_size = list(at.values())[-1]
+    return [x for n in wanted for x in at[n]], last_at + last_size
 
 
 def native_layout() -> tuple[tuple, tuple]:
     """What ``rmqrebuild.configure`` gets: offsets/sizes and constants, all from :mod:`formats.rocketmq`."""
-    head, head_size = _field_layout(F.MessageV1, _DISPATCH_FIELDS, stop_before="BODY")
+    head, head_size = [x for n in _DISPATCH_FIELDS for x in layout.FIELDS[n]], layout.FIXED_SIZE
     assert head_size == _HEAD_SIZE
     unit, unit_size = _field_layout(F.CqUnit, ("offset", "size", "tagsCode"))
     entry, entry_size = _field_layout(F.IndexEntry, ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
     assert unit_size == UNIT and entry_size == ENTRY
-    v1 = {sc.name: sc for sc in F.MessageV1.subcons}
-    v2 = {sc.name: sc for sc in F.MessageV2.subcons}
-    ints = (*head, head_size, *unit, unit_size, *entry, entry_size, _V1, _V2, v1["TOPICLENGTH"].sizeof(),
-            v2["TOPICLENGTH"].sizeof(), v1["PROPERTIESLENGTH"].sizeof(), F.MIN_MESSAGE_SIZE, _V6,
+    ints = (*head, head_size, *unit, unit_size, *entry, entry_size, _V1, _V2, layout.TOPIC_LENGTH_SIZE["v1"],
+            layout.TOPIC_LENGTH_SIZE["v2"], layout.PROPERTIES_LENGTH_SIZE, F.MIN_MESSAGE_SIZE, _V6,
             F.TRANSACTION_MASK, F.TRANSACTION_NOT_TYPE, F.TRANSACTION_COMMIT_TYPE, F.TRANSACTION_ROLLBACK_TYPE)
     strs = tuple(s.encode("ascii") for s in (
         F.PROPERTY_SEPARATOR, F.NAME_VALUE_SEPARATOR, F.KEY_SEPARATOR, F.PROPERTY_TAGS, F.PROPERTY_KEYS,
@@ -141,7 +119,7 @@ def native_layout() -> tuple[tuple, tuple]:
 
 def native_lib():
     """The configured helper, or None (not built, switched off by MQTOOL_NATIVE=0 or ``USE_NATIVE``)."""
-    lib = native.load("rmqrebuild") if USE_NATIVE else None
+    lib = native.load("rmqrebuild") if USE_NATIVE and layout.native_ok() else None
     if lib is not None and id(lib) not in _configured:
         lib.configure(*native_layout())
         _configured.add(id(lib))
@@ -262,30 +240,11 @@ def _fast_walk(seg: Segment, buf, max_size: int, lane=None):
             yield r
             pos = stop
             continue
-        p = pos + _HEAD_SIZE + body_len
-        if magic == _V1:
-            if p + 1 > stop:
-                return pos
-            tl = buf[p]
-            if tl > 127:                       # Java reads a signed byte
-                return pos
-            p += 1
-        else:
-            if p + 2 > stop:
-                return pos
-            tl = (buf[p] << 8) | buf[p + 1]
-            if tl > 32767:
-                return pos
-            p += 2
-        if p + tl + 2 > stop:
+        try:
+            tp, tl, pp = _frame_tail(buf, pos, pos + _HEAD_SIZE + body_len, stop, _TL_SIZE[magic])
+        except DecodeFailure:
             return pos
-        topic = buf[p:p + tl]
-        p += tl
-        pl = (buf[p] << 8) | buf[p + 1]
-        p += 2
-        if pl > 32767 or p + pl != stop:       # TOTALSIZE must equal the length computed from the fields
-            return pos
-        yield phys, total, topic, qid, qoff, sysflag, store_ts, buf[p:stop]
+        yield phys, total, buf[tp:tp + tl], qid, qoff, sysflag, store_ts, buf[pp:stop]
         pos = stop
     if pos >= end or not any(buf[pos:end]):
         return None

@@ -1,8 +1,9 @@
 """Decoded RocketMQ commitlog records and the per-record decoder.
 
-The hot path unpacks the fixed part of a unit with a ``struct.Struct`` derived from
-:data:`formats.rocketmq.MessageV1` (IPv4 born/store hosts); any other variant (IPv6 hosts) goes through the
-construct schema itself. Properties, body, decompression and host strings are computed only when asked for.
+The hot path unpacks the fixed part of a unit with :data:`layout.FIXED` (derived from
+:data:`formats.rocketmq.MessageV1`, IPv4 born/store hosts) and frames the tail with :func:`layout.frame_tail`;
+any other variant (IPv6 hosts) goes through the construct schema itself. Properties, body, decompression and
+host strings are computed only when asked for.
 """
 from __future__ import annotations
 
@@ -13,21 +14,22 @@ from functools import lru_cache
 from construct import ConstructError
 
 from formats import rocketmq as F
-from mqtool.errors import DecodeError as _DecodeError
+
 from formats.common import format_host
 from mqtool import codecs
 from mqtool.common import put_body, put_text
 from mqtool.fastcrc import crc32
-from mqtool.schema_struct import fixed_prefix_format
+from mqtool.rocketmq.layout import (FIXED, FIXED_NAMES, FIXED_SIZE, HOST_V6_FLAGS, MAGIC_TOPIC_LENGTH_SIZE, PREFIX,
+                                    TOPIC_LENGTH_SIZE, DecodeFailure, body_start, frame_tail, narrow,
+                                    property_dict, property_pairs)
 
-# Fixed part of a v1/v2 unit with IPv4 hosts: TOTALSIZE .. BODYLENGTH (88 bytes), derived from the schema.
-FIXED, FIXED_NAMES = fixed_prefix_format(F.MessageV1, stop_before="BODY")
-FIXED_SIZE = FIXED.size
+__all__ = ["FIXED", "FIXED_NAMES", "FIXED_SIZE", "PREFIX", "DecodeFailure", "property_dict", "property_pairs",
+           "Message", "Blank", "decode_message", "decode_common"]
 _unpack_fixed = FIXED.unpack_from
-assert FIXED_NAMES[-1] == "BODYLENGTH" and FIXED_SIZE == 88, (FIXED_NAMES, FIXED_SIZE)
-PREFIX, _ = fixed_prefix_format(F.UnitPrefix)
 _unpack_prefix = PREFIX.unpack_from
-_HOST_V6_FLAGS = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
+_unpack_sys_flag = narrow(["SYSFLAG"]).unpack_from      # (needs the whole fixed part: TOTALSIZE >= it is checked)
+_HOST_V6_FLAGS = HOST_V6_FLAGS
+_TL_SIZE = MAGIC_TOPIC_LENGTH_SIZE
 _MAGIC_V1, _MAGIC_V2 = F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2
 _MIN_SIZE = F.MIN_MESSAGE_SIZE
 _PORT_OFFSET = struct.Struct(">iq")       # msgId tail: store port (int32) + PHYSICALOFFSET (int64)
@@ -37,7 +39,6 @@ _SLICES_TO_BYTES = (bytes, mmap.mmap)     # buffers whose slices are bytes (othe
 
 _KEYS, _TAGS, _UNIQ, _KEY_SEP = F.PROPERTY_KEYS, F.PROPERTY_TAGS, F.PROPERTY_UNIQ_KEY, F.KEY_SEPARATOR
 _TXN_NAMES, _TXN_MASK = F.TRANSACTION_NAMES, F.TRANSACTION_MASK
-_NV, _PS = F.NAME_VALUE_SEPARATOR, F.PROPERTY_SEPARATOR
 
 
 @lru_cache(maxsize=4096)
@@ -48,30 +49,6 @@ def _host(addr: bytes, port: int) -> str:
 @lru_cache(maxsize=4096)
 def _msgid_prefix(addr: bytes, port: int) -> str:
     return (addr + port.to_bytes(4, "big", signed=True)).hex().upper()
-
-
-def property_dict(text: str) -> tuple[dict[str, str], int]:
-    """(``dict(property_pairs(text))``, ``len(property_pairs(text))``) without building the pair list."""
-    d = {}
-    n = 0
-    for seg in text.split(_PS):
-        k, _, v = seg.partition(_NV)
-        if k and v:
-            d[k] = v
-            n += 1
-    return d, n
-
-
-def property_pairs(text: str) -> list[tuple[str, str]]:
-    """Same result as :func:`formats.rocketmq.string_to_property_pairs` (the rule's reference; a test checks
-    both agree): a pair survives when both its name (before the first \\x01) and value are non-empty, which
-    also implies the broker's "segment of at least 3 chars" rule."""
-    out = []
-    for seg in text.split(_PS):
-        n, _, v = seg.partition(_NV)
-        if n and v:
-            out.append((n, v))
-    return out
 
 
 class Message:
@@ -238,14 +215,6 @@ class Blank:
                 "size": self.size}
 
 
-class DecodeFailure(_DecodeError):
-    """Internal: a unit cannot be framed at this position (``code`` is a finding code)."""
-
-    def __init__(self, code: str, message: str, expected=None, actual=None):
-        super().__init__(message)
-        self.code, self.message, self.expected, self.actual = code, message, expected, actual
-
-
 def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int, check_crc: bool = True,
                    crc_view=None) -> Message:
     """Decode the unit at ``buf[pos]`` (must not extend past ``end``). Raises :class:`DecodeFailure`.
@@ -269,39 +238,31 @@ def decode_common(buf, pos: int, end: int, base: int, file: str, max_size: int, 
         (total, magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, baddr, bport,
          store_ts, saddr, sport, reconsume, prepared, body_len) = _unpack_fixed(buf, pos)
         stop = pos + total
-        p = pos + FIXED_SIZE + body_len
         if (magic == _MAGIC_V1 or magic == _MAGIC_V2) and _MIN_SIZE <= total <= end - pos \
-                and total <= max_size and not sys_flag & _HOST_V6_FLAGS and body_len >= 0 and p + 3 <= stop:
-            if magic == _MAGIC_V1:
-                tl = buf[p]
-                tp = p + 1
-                version = "v1"
+                and total <= max_size and not sys_flag & _HOST_V6_FLAGS and body_len >= 0:
+            try:
+                tp, tl, pp = frame_tail(buf, pos, pos + FIXED_SIZE + body_len, stop, _TL_SIZE[magic])
+            except DecodeFailure:
+                return None
+            version = "v1" if magic == _MAGIC_V1 else "v2"
+            m = _new(Message)
+            m.size, m.body_crc, m.queue_id, m.flag = total, body_crc, queue_id, flag
+            m.queue_offset, m.physical_offset, m.sys_flag = queue_offset, physical_offset, sys_flag
+            m.born_timestamp, m._born_host, m.store_timestamp = born_ts, (baddr, bport), store_ts
+            m._store_host, m.reconsume_times, m.prepared_transaction_offset = (saddr, sport), reconsume, \
+                prepared
+            m.body_start = bs = pos + FIXED_SIZE
+            m.body_len = body_len
+            m.topic_raw = buf[tp:tp + tl]
+            m.props_raw = buf[pp:stop]
+            m.file, m.position, m.offset, m.version, m._buf, m._pairs = file, pos, base + pos, version, \
+                buf, None
+            if check_crc:
+                m.crc_ok = (crc32((crc_view if crc_view is not None else buf)[bs:bs + body_len])
+                            & 0x7FFFFFFF) == body_crc
             else:
-                tl = (buf[p] << 8) | buf[p + 1]
-                tp = p + 2
-                version = "v2"
-            pp = tp + tl + 2
-            if tl < 0x80 or (version == "v2" and tl < 0x8000):
-                pl = (buf[pp - 2] << 8) | buf[pp - 1] if pp <= stop else -1
-                if 0 <= pl < 0x8000 and pp + pl == stop:
-                    m = _new(Message)
-                    m.size, m.body_crc, m.queue_id, m.flag = total, body_crc, queue_id, flag
-                    m.queue_offset, m.physical_offset, m.sys_flag = queue_offset, physical_offset, sys_flag
-                    m.born_timestamp, m._born_host, m.store_timestamp = born_ts, (baddr, bport), store_ts
-                    m._store_host, m.reconsume_times, m.prepared_transaction_offset = (saddr, sport), reconsume, \
-                        prepared
-                    m.body_start = bs = pos + FIXED_SIZE
-                    m.body_len = body_len
-                    m.topic_raw = buf[tp:tp + tl]
-                    m.props_raw = buf[pp:stop]
-                    m.file, m.position, m.offset, m.version, m._buf, m._pairs = file, pos, base + pos, version, \
-                        buf, None
-                    if check_crc:
-                        m.crc_ok = (crc32((crc_view if crc_view is not None else buf)[bs:bs + body_len])
-                                    & 0x7FFFFFFF) == body_crc
-                    else:
-                        m.crc_ok = None
-                    return m
+                m.crc_ok = None
+            return m
     return None
 
 
@@ -326,7 +287,7 @@ def _decode_checked(buf, pos: int, end: int, base: int, file: str, max_size: int
         raise DecodeFailure("bad-size", f"TOTALSIZE {total} exceeds the max message size {max_size}",
                             f"<={max_size}", total)
     m = Message()
-    sys_flag = _unpack_prefix(buf, pos + 32)[1]
+    sys_flag = _unpack_sys_flag(buf, pos)[0]
     if not sys_flag & _HOST_V6_FLAGS:
         (_, _, m.body_crc, m.queue_id, m.flag, m.queue_offset, m.physical_offset, m.sys_flag,
          m.born_timestamp, baddr, bport, m.store_timestamp, saddr, sport, m.reconsume_times,
@@ -342,33 +303,10 @@ def _decode_checked(buf, pos: int, end: int, base: int, file: str, max_size: int
                             f"<={pos + total - p}", body_len)
     m.body_start = p
     m.body_len = body_len
-    p += body_len
-    if version == "v1":
-        if p + 1 > pos + total:
-            raise DecodeFailure("bad-length-field", "topic length runs past TOTALSIZE")
-        tl = buf[p] - 256 if buf[p] > 127 else buf[p]
-        p += 1
-    else:
-        if p + 2 > pos + total:
-            raise DecodeFailure("bad-length-field", "topic length runs past TOTALSIZE")
-        tl = int.from_bytes(buf[p:p + 2], "big", signed=True)
-        p += 2
-    if tl < 0 or p + tl + 2 > pos + total:
-        raise DecodeFailure("bad-length-field", f"TOPICLENGTH {tl} does not fit in TOTALSIZE {total}",
-                            f"<={pos + total - p - 2}", tl)
-    m.topic_raw = bytes(buf[p:p + tl])
-    p += tl
-    pl = int.from_bytes(buf[p:p + 2], "big", signed=True)
-    p += 2
-    if pl < 0 or p + pl > pos + total:
-        raise DecodeFailure("bad-length-field", f"PROPERTIESLENGTH {pl} does not fit in TOTALSIZE {total}",
-                            f"<={pos + total - p}", pl)
-    m.props_raw = bytes(buf[p:p + pl])
-    p += pl
-    expected = F.calc_msg_length(version, m.sys_flag, body_len, tl, pl)
-    if expected != total or p != pos + total:
-        raise DecodeFailure("size-mismatch", f"TOTALSIZE {total} differs from the length computed from the "
-                            f"fields ({expected})", expected, total)
+    stop = pos + total
+    tp, tl, pp = frame_tail(buf, pos, p + body_len, stop, TOPIC_LENGTH_SIZE[version])
+    m.topic_raw = bytes(buf[tp:tp + tl])
+    m.props_raw = bytes(buf[pp:stop])
     m.file = file
     m.position = pos
     m.offset = base + pos
@@ -398,6 +336,4 @@ def _decode_fixed_slow(m: Message, buf, pos: int, total: int, version: str) -> i
     m.store_timestamp, m._store_host = c.STORETIMESTAMP, c.STOREHOSTADDRESS
     m.reconsume_times, m.prepared_transaction_offset = c.RECONSUMETIMES, c.PREPAREDTRANSACTIONOFFSET
     m.body_len = c.BODYLENGTH
-    bh = 20 if m.sys_flag & F.BORNHOST_V6_FLAG else 8
-    sh = 20 if m.sys_flag & F.STOREHOSTADDRESS_V6_FLAG else 8
-    return pos + 4 * 5 + 8 + 8 + 4 + 8 + bh + 8 + sh + 4 + 8 + 4
+    return pos + body_start(m.sys_flag, version)

@@ -19,7 +19,6 @@ stays bounded whatever the segment size.
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -30,9 +29,9 @@ from mqtool.errors import InputError
 from mqtool.fastcrc import crc32
 from mqtool.io import first_nonzero, last_nonzero, map_input
 from mqtool.pages import WINDOW, PageWindow, release
+from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
-from mqtool.rocketmq.records import (_SLICES_TO_BYTES, FIXED, FIXED_NAMES, FIXED_SIZE, PREFIX, Blank,
-                                     DecodeFailure, Message,
+from mqtool.rocketmq.records import (_SLICES_TO_BYTES, FIXED_NAMES, PREFIX, Blank, DecodeFailure, Message,
                                      decode_common, decode_message)
 
 _V1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
@@ -55,31 +54,15 @@ _native_state: dict[str, object] = {}
 
 
 def native_layout() -> tuple[tuple[int, int], ...]:
-    """(offset, size) of every field of :data:`records.FIXED` (derived from ``formats.rocketmq.MessageV1``), in
+    """(offset, size) of every field of :data:`layout.FIXED` (derived from ``formats.rocketmq.MessageV1``), in
     the order of ``FIXED_NAMES``: the layout the compiled decoder is configured with."""
-    codes = []
-    fmt = FIXED.format[1:]
-    i = 0
-    while i < len(fmt):               # one code per field; a count prefix ("4s") belongs to its code
-        j = i
-        while fmt[j].isdigit():
-            j += 1
-        codes.append(fmt[i:j + 1])
-        i = j + 1
-    assert len(codes) == len(FIXED_NAMES), (codes, FIXED_NAMES)
-    out, off = [], 0
-    for code in codes:
-        size = struct.calcsize(">" + code)
-        out.append((off, size))
-        off += size
-    assert off == FIXED_SIZE
-    return tuple(out)
+    return layout.at(FIXED_NAMES)
 
 
 def native_decoder():
     """``rmqdecode.messages`` configured from the schema, or None (not built, ``MQTOOL_NATIVE=0``, or
     :data:`USE_NATIVE` off): then the scanner decodes every unit in Python."""
-    if not USE_NATIVE:
+    if not USE_NATIVE or not layout.native_ok():
         return None
     mod = native.load("rmqdecode")
     if mod is None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import struct
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -35,9 +34,10 @@ from mqtool.rocketmq.records import Blank, DecodeFailure, Message
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.scan import CommitLogReader, Damage, End, FastRun, SegmentScanner
 from mqtool.ranges import PARALLEL_MIN_BYTES, split_segments
+from mqtool.rocketmq import layout
 from mqtool.rocketmq import ranges as _ranges
 from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
-from mqtool.schema_struct import field_offsets, fixed_prefix_fields, selected_format
+from mqtool.schema_struct import field_offsets
 
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
 class _Ctx:
@@ -253,7 +253,7 @@ USE_FAST_LANE = True      # tests turn it off to compare the two paths
 # Fields the fast lane needs, unpacked from the schema-derived fixed part (the others are skipped as pad bytes).
 _LANE_FIELDS = ["TOTALSIZE", "MAGICCODE", "BODYCRC", "QUEUEID", "QUEUEOFFSET", "PHYSICALOFFSET", "SYSFLAG",
                 "BORNTIMESTAMP", "STORETIMESTAMP", "BODYLENGTH"]
-_LANE = selected_format(F.MessageV1, _LANE_FIELDS, stop_before="BODY")
+_LANE = layout.narrow(_LANE_FIELDS)
 # sysFlag bits whose messages take the full path: IPv6 hosts, PREPARED/ROLLBACK (0x4 bit), inner batch, and
 # compressed bodies (the full path inflates them: a CRC over the stored bytes does not prove they inflate)
 _LANE_DECLINE = (F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION_PREPARED_TYPE | F.INNER_BATCH_FLAG
@@ -265,39 +265,25 @@ def _native_lane(crc="auto"):
     """The compiled lane (``mqtool/_native/rmqverify.c``) configured from the schema, or None (not built,
     ``MQTOOL_NATIVE=0``, or a schema this C loop was not written for).
 
-    Everything the C loop needs about the layout is computed here from ``F.MessageV1``: the offset and size of
-    each of the ``_LANE_FIELDS`` in the fixed part, the fixed-part size, and the sizes of TOPICLENGTH and
-    PROPERTIESLENGTH (the variable part must be BODY, TOPICLENGTH, TOPIC, PROPERTIESLENGTH, PROPERTIES).
+    Everything the C loop needs about the layout comes from :mod:`mqtool.rocketmq.layout`: the offset and size
+    of each of the ``_LANE_FIELDS`` in the fixed part, the fixed-part size, and the sizes of TOPICLENGTH and
+    PROPERTIESLENGTH (the layout module checks the variable part is BODY, TOPICLENGTH, TOPIC,
+    PROPERTIESLENGTH, PROPERTIES and the lengths are signed, as the C loop reads them).
     """
     mod = native.load("rmqverify")
     if mod is None:
         return None
-    at, o = {}, 0
-    for name, code in fixed_prefix_fields(F.MessageV1, stop_before="BODY"):
-        size = struct.calcsize(">" + code)
-        at[name] = (o, size, code)
-        o += size
-    subs = {s.name: s for s in F.MessageV1.subcons}
-    names = [s.name for s in F.MessageV1.subcons]
-    rest = names[names.index("BODY") - 1:]
-    if o != _LANE.size or rest != ["BODYLENGTH", "BODY", "TOPICLENGTH", "TOPIC", "PROPERTIESLENGTH", "PROPERTIES"]:
+    lay = layout.current()          # the schema as it is now: a shape the C loop was not written for turns it off
+    if lay is None or not layout.native_ok() or lay.fixed.size != _LANE.size:
         return None
-    signed = ("b", "h", "i", "l", "q")        # the C loop reads signed big-endian integers
-
-    def length_size(name):
-        sc = subs[name].subcon
-        return sc.sizeof() if getattr(sc, "fmtstr", "")[1:] in signed else None
-
-    tl_size, pl_size = length_size("TOPICLENGTH"), length_size("PROPERTIESLENGTH")
-    if tl_size is None or pl_size is None or any(at[n][2] not in signed for n in _LANE_FIELDS):
-        return None
+    tl_size, pl_size = lay.topic_length_size["v1"], lay.properties_length_size
     # CRC-32: ISA-L called back per body (faster than the C slicing-by-8 table loop, measured: see
     # docs/performance.md); without ISA-L the C loop's own slicing-by-8 (no call per body). ``crc`` (tests):
     # a callable equal to zlib.crc32, or None for the built-in one.
     if crc == "auto":
         crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
     try:
-        mod.configure(tuple(at[n][:2] for n in _LANE_FIELDS), _LANE.size, tl_size, pl_size,
+        mod.configure(lay.at(_LANE_FIELDS), _LANE.size, tl_size, pl_size,
                       F.MESSAGE_MAGIC_CODE_V1, F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG,
                       _MULTI_DISPATCH, crc, BORN_BEFORE_STORE_MS, BORN_AFTER_STORE_MS)
     except (ValueError, TypeError, OverflowError):    # a layout the C loop refuses: use the Python lane
@@ -344,6 +330,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     v1 = F.MESSAGE_MAGIC_CODE_V1
     names: dict[bytes, str] = {}
     crc_tag, multi, crc_tail = _CRC_TAG, _MULTI_DISPATCH, F.CRC32_RESERVED_LEN
+    frame, tl_size, failure = layout.frame_tail, layout.TOPIC_LENGTH_SIZE["v1"], layout.DecodeFailure
 
     def lane(buf, view, pos, limit, end, base):
         start = pos
@@ -361,16 +348,13 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
             if not born_plausible(born_ts, store_ts):
                 break
             stop = pos + total
-            p = pos + fixed + blen                   # TOPICLENGTH (v1: one byte; v2 takes the full path)
+            p = pos + fixed + blen                   # TOPICLENGTH (v1 only: v2 takes the full path)
             if magic != v1 or total < min_size or stop > end or total > max_size or sys_flag & _LANE_DECLINE \
-                    or phys - pos != shift or blen < 0 or p + 3 > stop:
+                    or phys - pos != shift or blen < 0:
                 break
-            tl = buf[p]
-            pp = p + 3 + tl                          # first properties byte
-            if tl >= 0x80 or pp > stop:
-                break
-            pl = (buf[pp - 2] << 8) | buf[pp - 1]
-            if pl >= 0x8000 or pp + pl != stop:
+            try:
+                tp, tl, pp = frame(buf, pos, p, stop, tl_size)
+            except failure:
                 break
             if crc(view[pos + fixed:p]) & 0x7FFFFFFF != body_crc:
                 break
@@ -382,7 +366,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
                     props.decode("utf-8")
                 except UnicodeDecodeError:
                     break
-            qk = (buf[p + 1:pp - 2], qid)
+            qk = (buf[tp:tp + tl], qid)
             q = qget(qk)
             if q is None:
                 topic = names.get(qk[0])

@@ -1,0 +1,247 @@
+/* mqcore.h: the primitives every compiled helper shares, written once (header-only: static inline functions,
+ * each extension module compiles its own copy).
+ *
+ *   mq_rd_be / mq_wr_be   signed big-endian integers of 1, 2, 4 or 8 bytes (every broker format is big-endian)
+ *   mq_utf8_seq / _ok     strict UTF-8, exactly what Python's bytes.decode('utf-8') accepts (Unicode Table 3-7:
+ *                         no overlong forms, no surrogates, nothing above U+10FFFF, no truncated sequence)
+ *   mq_json_str           a JSON string of UTF-8 bytes escaped as orjson does (render.write_ndjson's output)
+ *   mq_crc32_*            CRC-32 (zlib's polynomial): a slicing-by-8 table loop, or a call of a Python callable
+ *                         equal to zlib.crc32 (mqtool.fastcrc.crc32: ISA-L when installed) on a memoryview
+ *
+ * Layouts (offsets, sizes, magics) are never written here nor in the helpers: they come from the construct
+ * schemas through configure() (mqtool/rocketmq/layout.py, mqtool/kafka/records.py).
+ */
+#ifndef MQCORE_H
+#define MQCORE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- byte order ------------------------------------------------------------------------------------------ */
+
+/* Big-endian signed integer of `size` bytes (1, 2, 4 or 8; callers check sizes when they are configured). */
+static inline int64_t mq_rd_be(const uint8_t *p, int size)
+{
+    switch (size) {
+    case 1:
+        return (int8_t)p[0];
+    case 2:
+        return (int16_t)(uint16_t)((p[0] << 8) | p[1]);
+    case 4: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return (int32_t)(PY_BIG_ENDIAN ? v : __builtin_bswap32(v));
+    }
+    default: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return (int64_t)(PY_BIG_ENDIAN ? v : __builtin_bswap64(v));
+    }
+    }
+}
+
+/* Write `value` as a big-endian integer of `size` bytes (1, 2, 4 or 8), keeping its low bytes. */
+static inline void mq_wr_be(uint8_t *p, int size, int64_t value)
+{
+    uint64_t v = (uint64_t)value;
+    if (size == 8) {
+        v = PY_BIG_ENDIAN ? v : __builtin_bswap64(v);
+        memcpy(p, &v, 8);
+    } else if (size == 4) {
+        uint32_t w = PY_BIG_ENDIAN ? (uint32_t)v : __builtin_bswap32((uint32_t)v);
+        memcpy(p, &w, 4);
+    } else {
+        for (int i = size - 1; i >= 0; i--, v >>= 8)
+            p[i] = (uint8_t)v;
+    }
+}
+
+/* ---- UTF-8 ----------------------------------------------------------------------------------------------- */
+
+/* Length of the well-formed multi-byte UTF-8 sequence at s[0] (left bytes available), or 0 if it is not one. */
+static inline Py_ssize_t mq_utf8_seq(const uint8_t *s, Py_ssize_t left)
+{
+    uint8_t c = s[0];
+    Py_ssize_t len;
+    uint8_t lo = 0x80, hi = 0xBF;                    /* range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;                               /* overlong */
+        else if (c == 0xED)
+            hi = 0x9F;                               /* UTF-16 surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;                               /* overlong */
+        else if (c == 0xF4)
+            hi = 0x8F;                               /* above U+10FFFF */
+    } else
+        return 0;
+    if (left < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (Py_ssize_t k = 2; k < len; k++)
+        if (s[k] < 0x80 || s[k] > 0xBF)
+            return 0;
+    return len;
+}
+
+/* 1 when s[0:n] decodes with Python's strict bytes.decode('utf-8'), else 0. */
+static inline int mq_utf8_ok(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) {                         /* ASCII runs, 8 bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        Py_ssize_t len = mq_utf8_seq(s + i, n - i);
+        if (len == 0)
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------------ */
+
+/* The JSON string of s[0:n] escaped as orjson does (\" \\ \b \t \n \f \r, other bytes < 0x20 as \u00xx,
+ * everything else as is) written at d, which has room for 6 * n + 2 bytes. Returns the end of what was written.
+ * With `strict`, NULL when s is not valid UTF-8 (what was written then is garbage: the caller drops it);
+ * without, s is known to be valid UTF-8 (checked before) and bytes >= 0x80 are copied unchecked. */
+static inline char *mq_json_str(char *d, const uint8_t *s, Py_ssize_t n, int strict)
+{
+    static const char hex[] = "0123456789abcdef";
+    *d++ = '"';
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {                            /* 8 bytes at a time while none needs attention */
+            uint64_t x, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+            memcpy(&x, s + i, 8);
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t special = (x & highs) | ((x - ones * 0x20) & ~x & highs) | ((q - ones) & ~q & highs)
+                               | ((b - ones) & ~b & highs);
+            if (special == 0) {
+                memcpy(d, s + i, 8);
+                d += 8;
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c >= 0x80) {
+            if (!strict) {
+                *d++ = (char)c;
+                i++;
+                continue;
+            }
+            Py_ssize_t len = mq_utf8_seq(s + i, n - i);
+            if (len == 0)
+                return NULL;
+            memcpy(d, s + i, (size_t)len);
+            d += len;
+            i += len;
+            continue;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') {    /* plain ASCII */
+            *d++ = (char)c;
+            i++;
+            continue;
+        }
+        *d++ = '\\';
+        switch (c) {
+        case '"': *d++ = '"'; break;
+        case '\\': *d++ = '\\'; break;
+        case '\b': *d++ = 'b'; break;
+        case '\t': *d++ = 't'; break;
+        case '\n': *d++ = 'n'; break;
+        case '\f': *d++ = 'f'; break;
+        case '\r': *d++ = 'r'; break;
+        default: *d++ = 'u'; *d++ = '0'; *d++ = '0'; *d++ = hex[c >> 4]; *d++ = hex[c & 15]; break;
+        }
+        i++;
+    }
+    *d++ = '"';
+    return d;
+}
+
+/* ---- CRC-32 ---------------------------------------------------------------------------------------------- */
+
+static uint32_t mq_crc_tab[8][256];
+
+/* Fill the slicing-by-8 table (call once, at module init, before mq_crc32_s8). */
+static inline void mq_crc32_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        mq_crc_tab[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            mq_crc_tab[t][n] = mq_crc_tab[0][mq_crc_tab[t - 1][n] & 0xFF] ^ (mq_crc_tab[t - 1][n] >> 8);
+}
+
+/* zlib.crc32(p[0:n], crc) with the table loop. */
+static inline uint32_t mq_crc32_s8(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+    uint32_t (*T)[256] = mq_crc_tab;
+    crc = ~crc;
+    while (n && ((uintptr_t)p & 7)) { crc = T[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
+    while (n >= 8) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + 4, 4);
+#if PY_BIG_ENDIAN
+        a = __builtin_bswap32(a);
+        b = __builtin_bswap32(b);
+#endif
+        a ^= crc;
+        crc = T[7][a & 0xFF] ^ T[6][(a >> 8) & 0xFF] ^ T[5][(a >> 16) & 0xFF] ^ T[4][a >> 24]
+            ^ T[3][b & 0xFF] ^ T[2][(b >> 8) & 0xFF] ^ T[1][(b >> 16) & 0xFF] ^ T[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) crc = T[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* fn(memoryview of p[0:n]) into *out, fn a callable equal to zlib.crc32 (ISA-L's or zlib's). The read-only
+ * view lives only for the call; if the callable kept a reference it is released, cutting it off from memory
+ * that is not ours. 0, or -1 with an exception set. */
+static inline int mq_crc32_call(PyObject *fn, const uint8_t *p, Py_ssize_t n, uint32_t *out)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)p, n, PyBUF_READ);
+    PyObject *r = mv ? PyObject_CallOneArg(fn, mv) : NULL;
+    if (mv != NULL) {
+        if (Py_REFCNT(mv) > 1) {
+            PyObject *rel = PyObject_CallMethod(mv, "release", NULL);
+            if (rel == NULL)
+                PyErr_Clear();                       /* still exported: it cannot be used any more anyway */
+            Py_XDECREF(rel);
+        }
+        Py_DECREF(mv);
+    }
+    if (r == NULL)
+        return -1;
+    unsigned long long v = PyLong_AsUnsignedLongLongMask(r);
+    Py_DECREF(r);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+#endif
