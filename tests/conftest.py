@@ -99,12 +99,11 @@ def local_spark(app_name: str):
     return s
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark():
-    """The session-wide local[2] SparkSession of the Spark tests (a module may define its own)."""
-    s = local_spark("mqtool-tests")
-    yield s
-    s.stop()
+    """The local[2] SparkSession of a Spark test module: the active one when there is one (one JVM for the
+    run; a module that stops it gets a new one for the next), with the data source registered."""
+    return local_spark("mqtool-tests")
 
 
 def require_spark() -> None:

@@ -7,7 +7,6 @@ One session-scoped SparkSession serves the whole module (starting one costs ~15-
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -15,22 +14,10 @@ import pytest
 
 from conftest import realdata_root, require_realdata
 
-_CI = os.environ.get("CI", "").lower() == "true"
 
-try:
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as e:  # pragma: no cover - depends on the environment
-    if _CI:
-        raise
-    pytest.skip(f"pyspark/pyarrow not installed ({e.name})", allow_module_level=True)
+from conftest import require_spark  # noqa: E402
 
-from mqtool.spark.session import java_binary  # noqa: E402
-
-if java_binary() is None:  # pragma: no cover
-    if _CI:
-        raise RuntimeError("Java 17+ is needed for the Spark tests")
-    pytest.skip("no Java for Spark", allow_module_level=True)
+require_spark()
 
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions  # noqa: E402
 from mqtool.rocketmq.store import open_store  # noqa: E402

@@ -166,7 +166,7 @@ def probe(offset):
     # spark.pyspark.python), the setting the data source's reads follow too
     import json, os, sys
     import mqtool, mqtool.native
-    dump = mqtool.native.load("rmqdump")
+    dump = mqtool.native.load("rmqcore")  # the RocketMQ core (its dump part is rmqdump)
     return json.dumps({"python": sys.executable, "prefix": sys.prefix, "cwd": os.getcwd(), "mqtool": mqtool.__file__,
                        "native": mqtool.native.status(), "rmqdump": getattr(dump, "__file__", None)})
 

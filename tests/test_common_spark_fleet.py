@@ -16,22 +16,10 @@ import pytest
 
 from conftest import local_spark, require_realdata
 
-_CI = os.environ.get("CI", "").lower() == "true"
 
-try:
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as e:  # pragma: no cover
-    if _CI:
-        raise
-    pytest.skip(f"pyspark/pyarrow not installed ({e.name})", allow_module_level=True)
+from conftest import require_spark  # noqa: E402
 
-from mqtool.spark.session import java_binary  # noqa: E402
-
-if java_binary() is None:  # pragma: no cover
-    if _CI:
-        raise RuntimeError("Java 17+ is needed for the Spark tests")
-    pytest.skip("no Java for Spark", allow_module_level=True)
+require_spark()
 
 pytestmark = pytest.mark.spark
 

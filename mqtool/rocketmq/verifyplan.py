@@ -26,7 +26,8 @@ from mqtool.ranges import split_segments
 from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq import verify as V
 from mqtool.rocketmq.ops import verify_target
-from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT, verify_range_task
+from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
+from mqtool.rocketmq.verify import verify_range_task
 from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.store import RocketStore, cq_filter
 
