@@ -56,17 +56,22 @@ def render_docs() -> dict[Path, str]:
     return out
 
 
-def main(argv: list[str]) -> int:
+def write_or_check(docs: dict, argv: list[str], tool: str) -> int:
+    """Write each generated doc (path → text) that differs, or with ``--check`` list them and return 1."""
     stale = []
-    for p, text in render_docs().items():
+    for p, text in docs.items():
         if not p.exists() or p.read_text(encoding="utf-8") != text:
             stale.append(p)
             if "--check" not in argv:
                 p.write_text(text, encoding="utf-8")
     if stale and "--check" in argv:
-        print("not current (run python tools/gen_code_docs.py):", ", ".join(str(p.relative_to(ROOT)) for p in stale))
+        print(f"not current (run python tools/{tool}):", ", ".join(str(p.relative_to(ROOT)) for p in stale))
         return 1
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return write_or_check(render_docs(), argv, "gen_code_docs.py")
 
 
 if __name__ == "__main__":

@@ -46,16 +46,9 @@ def render_docs() -> dict[Path, str]:
 
 
 def main(argv: list[str]) -> int:
-    stale = []
-    for p, text in render_docs().items():
-        if p.read_text(encoding="utf-8") != text:
-            stale.append(p)
-            if "--check" not in argv:
-                p.write_text(text, encoding="utf-8")
-    if stale and "--check" in argv:
-        print("not current (run python tools/gen_row_docs.py):", ", ".join(str(p.relative_to(ROOT)) for p in stale))
-        return 1
-    return 0
+    from gen_code_docs import write_or_check       # tools/ is this script's directory (sys.path[0])
+
+    return write_or_check(render_docs(), argv, "gen_row_docs.py")
 
 
 if __name__ == "__main__":

@@ -204,7 +204,7 @@ static int is_map_buffers(PyObject *c)
     return 1;
 }
 
-static int is_str_buffers(PyObject *c)
+static int is_str_buffers(PyObject *c)           /* string (3) or string-list (4) buffers */
 {
     if (!PyTuple_CheckExact(c) || (PyTuple_GET_SIZE(c) != 3 && PyTuple_GET_SIZE(c) != 4)) return 0;
     for (int i = 0; i < PyTuple_GET_SIZE(c); i++)
