@@ -25,6 +25,7 @@ from mqtool import __version__, hints, render
 from mqtool.common import parse_time
 from mqtool.detect import detect
 from mqtool.families import FAMILIES, family_module
+from mqtool.families import get as get_family
 from mqtool.errors import MqToolError, wrap_decode
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
@@ -852,6 +853,13 @@ def rebuild_index(store, fmt, as_json, **kw):
               help="LiteMQ: --key/--msg-id/--topic also search stale records of an older run (marked stale).")
 @click.option("--timestamp", help="Kafka: first batch with max timestamp >= this (epoch ms or ISO-8601).")
 @click.option("--producer-id", type=int, help="Kafka: batches of this producer id.")
+@click.option("--unconsumed-by", "unconsumed_by", metavar="GROUP",
+              help="The messages after this consumer group's committed offset in every queue/partition, and a "
+                   "count per queue (offsets from the store, or --offsets).")
+@click.option("--offsets", "offsets_file", type=click.Path(),
+              help="With --unconsumed-by: committed offsets from this JSON file, {group: {topic: {queue: offset}}} "
+                   "(or RocketMQ's consumerOffset.json), instead of the store's own.")
+@click.option("--limit", type=NON_NEGATIVE, help="With --unconsumed-by: at most N message rows.")
 @BODY_OPT
 @ENGINE_OPT
 @MASTER_OPT
@@ -868,7 +876,14 @@ def query(stores, fmt, as_json, engine, master, **kw):
       mqtool query store/ --msg-id 0A00000500002A9F0000000000000000
       mqtool query store/ --topic TopicA --queue 0 --queue-offset 5 --count 3
       mqtool query store/ --time-from 2026-11-22T09:00:00Z --time-to 2026-11-22T09:10:00Z
+      mqtool query store/ --unconsumed-by ConsumerGroupA --limit 100
     """
+    group, offsets_file, limit = kw.pop("unconsumed_by"), kw.pop("offsets_file"), kw.pop("limit")
+    if group is None:
+        if offsets_file is not None or limit is not None:
+            raise click.UsageError("--offsets and --limit go with --unconsumed-by")
+    else:
+        _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw)
     for k in ("time_from", "time_to", "begin", "end", "timestamp"):
         kw[k] = parse_time(kw[k])
     opts = QueryOptions(**kw)
@@ -908,6 +923,40 @@ def query(stores, fmt, as_json, engine, master, **kw):
 def _chain(a, b):
     yield from a
     yield from b
+
+
+def _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw) -> None:
+    """``query --unconsumed-by GROUP``: the family's message rows (plus group, committed_offset), then one
+    summary per committed queue (NDJSON rows ``kind: "unconsumed-summary"``, or a table). Exit 0 (1 on damage
+    met, or a group the store does not know; 2 without offsets)."""
+    from mqtool.lag import SUMMARY_COLUMNS, offsets_file as read_offsets
+
+    chosen = [k for k in ("key", "unique_key", "msg_id", "offset", "queue", "queue_offset", "time_from",
+                          "time_to", "timestamp", "producer_id") if kw.get(k) is not None]
+    if chosen:
+        raise click.UsageError(f"--unconsumed-by takes no other selector (got --{chosen[0].replace('_', '-')})")
+    opts = QueryOptions(**kw)
+    offsets = read_offsets(offsets_file) if offsets_file is not None else None
+    stats = ScanStats()
+    code = EXIT_OK
+    for store in stores:
+        family = detect(store, fmt)
+        cols, queues, rows = family_module(family, "lag").unconsumed(store, group, opts, stats, limit, offsets)
+        render.set_base(store)
+        n = render.emit(rows, cols + [render.Column("committed_offset", "Committed")], as_json,
+                        title=f"Unconsumed by {group}")
+        summary = [q.to_row() for q in queues]
+        if render.output_mode(as_json) == "json":
+            render.write_ndjson(summary)
+        elif render.output_mode(as_json) not in ("csv", "tsv"):
+            render.render_table(summary, SUMMARY_COLUMNS, title=f"Per {get_family(family).unit}: committed offset "
+                                f"and what is after it ({group})")
+        total = sum(q.unconsumed or 0 for q in queues)
+        if n == 0 and not render.quiet():
+            render.say(f"nothing unconsumed by {group}" if total == 0 else
+                       f"{total} unconsumed by {group} per the queue ends, but none of them could be read")
+        code = max(code, _report_stats(stats, store))
+    sys.exit(code)
 
 
 # ---- export ---------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from mqtool.io import map_input, read_input
 from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
-from mqtool.kafka.internal import decode_consumer_offsets
+from mqtool.kafka.lag import apply_commit
 from mqtool.kafka.records import Batch, header_records, iter_records
 from mqtool.kafka.scan import Damage, scan
 from mqtool.options import InfoOptions
@@ -303,22 +303,7 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
             ts = -1
         b.add_message(topic, queue, ts, share + (extra if i == 0 else 0), stream)
     for key, value in pairs:
-        _commit(key, value, commits, source)
-
-
-def _commit(key, value, commits: dict, source: str) -> None:
-    d = decode_consumer_offsets(key, value)
-    if d.get("type") != "OffsetCommit" or not isinstance(d.get("key"), dict):
-        return
-    k = d["key"]
-    ident = (k.get("group"), k.get("topic"), k.get("partition"))
-    if None in ident:
-        return
-    v = d.get("value")
-    if v == "<DELETE>":
-        commits.pop(ident, None)
-    elif isinstance(v, dict) and isinstance(v.get("offset"), int):
-        commits[ident] = (v["offset"], source)
+        apply_commit(key, value, commits, source)
 
 
 def _crash(ld: L.LogDir, label: str | None, leos: dict, st: _Stats) -> None:

@@ -40,6 +40,20 @@ def load_config(p: Path) -> tuple[object | None, str | None]:
         return None, str(e)
 
 
+def load_with_backup(p: Path) -> tuple[object | None, str]:
+    """(parsed value, the name of the file it came from): ``p``, else its ``.bak`` when ``p`` does not parse
+    (as the broker falls back); (None, "<name>: <error>") when neither does."""
+    v, err = load_config(p)
+    if err is None:
+        return v, p.name
+    bak = p.with_name(p.name + ".bak")
+    if bak.exists():
+        bv, berr = load_config(bak)
+        if berr is None:
+            return bv, bak.name
+    return None, f"{p.name}: {err}"
+
+
 def _summary(name: str, v) -> str:
     if not isinstance(v, dict):
         return type(v).__name__

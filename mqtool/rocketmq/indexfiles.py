@@ -85,6 +85,21 @@ def cq_file_tail(seg_path: str) -> tuple[int, int]:
                                                 mi.fileno() if mi.mapped else None)
 
 
+def cq_queue_end(q, on_error=None) -> int:
+    """Next logical offset of a consumequeue (``QueueFiles``): after its last non-zero unit, newest file first;
+    the first file's base when every unit is zero. ``on_error(path, exc)`` hears of unreadable files."""
+    for f in reversed(q.files):
+        try:
+            _, last = cq_file_tail(f.path)
+        except Exception as e:  # noqa: BLE001 - an unreadable file: try the one before it
+            if on_error is not None:
+                on_error(f.path, e)
+            continue
+        if last >= 0:
+            return f.base // F.CQ_STORE_UNIT_SIZE + last + 1
+    return q.files[0].base // F.CQ_STORE_UNIT_SIZE if q.files else 0
+
+
 def cq_file_size(store, opts=None) -> SizeDecision:
     """``mappedFileSizeConsumeQueue`` of a store: ``--cq-file-size``, else ``--broker-conf``, else the store's
     files (the step between the names of a queue's files, else the size most files have: the broker

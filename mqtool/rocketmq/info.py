@@ -160,18 +160,7 @@ def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict, opts: InfoOp
     for q in queues:
         nfiles += len(q.files)
         nbytes += sum(f.size for f in q.files)
-        end = None
-        for f in reversed(q.files):
-            try:
-                _, last = indexfiles.cq_file_tail(f.path)
-            except Exception as e:
-                b.note(f"{f.path}: unreadable ({e})")
-                continue
-            if last >= 0:
-                end = f.base // F.CQ_STORE_UNIT_SIZE + last + 1
-                break
-        if end is None:
-            end = q.files[0].base // F.CQ_STORE_UNIT_SIZE if q.files else 0
+        end = indexfiles.cq_queue_end(q, lambda p, e: b.note(f"{p}: unreadable ({e})"))
         b.set_queue_end(q.topic, q.queue_id, end)
     topics = {q.topic for q in queues}
     b.add_files("consumequeue", nfiles, nbytes, f"{plural(len(topics), 'topic')}, {plural(len(queues), 'queue')}")
@@ -209,17 +198,9 @@ def _index(s: RocketStore, b: InfoBuilder, opts: InfoOptions) -> None:
 
 
 def _load(p: Path):
-    from mqtool.rocketmq.configfiles import load_config
+    from mqtool.rocketmq.configfiles import load_with_backup
 
-    v, err = load_config(p)
-    if err is None:
-        return v, p.name
-    bak = p.with_name(p.name + ".bak")
-    if bak.exists():
-        bv, berr = load_config(bak)
-        if berr is None:
-            return bv, bak.name
-    return None, f"{p.name}: {err}"
+    return load_with_backup(p)
 
 
 def _config(s: RocketStore, b: InfoBuilder) -> None:
