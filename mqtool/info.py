@@ -116,6 +116,35 @@ class ConsumerLag:
 
 
 @dataclass
+class GroupLag:
+    """The lag of one consumer group on one topic: its committed queues summed."""
+    group: str
+    topic: str
+    queues: int                         # queues/partitions with a committed offset
+    committed: int                      # sum of the committed offsets
+    max_offset: int | None              # sum of their queue ends (None: no end known)
+    lag: int | None                     # sum of the known lags (None: no end known)
+    unknown_ends: int = 0               # queues whose end is not known (not in the lag)
+
+
+def group_lags(consumers: list[ConsumerLag]) -> list[GroupLag]:
+    """Per (group, topic), biggest lag first."""
+    agg: dict[tuple[str, str], GroupLag] = {}
+    for c in consumers:
+        g = agg.get((c.group, c.topic))
+        if g is None:
+            g = agg[(c.group, c.topic)] = GroupLag(c.group, c.topic, 0, 0, None, None)
+        g.queues += 1
+        g.committed += c.committed
+        if c.lag is None:
+            g.unknown_ends += 1
+            continue
+        g.max_offset = (g.max_offset or 0) + c.max_offset
+        g.lag = (g.lag or 0) + c.lag
+    return sorted(agg.values(), key=lambda g: (-(g.lag or 0), g.group, g.topic))
+
+
+@dataclass
 class DamageRange:
     file: str
     position: int | None
@@ -168,6 +197,7 @@ class StoreInfo:
     notes: list[str]
     log_files: list[dict] = field(default_factory=list)   # {stream, file, base, size}: the append-only logs
     geometry: dict = field(default_factory=dict)           # size name -> {value(s), from, evidence}
+    consumer_groups: list[GroupLag] = field(default_factory=list)   # lag per (group, topic): the consumers summed
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -354,7 +384,7 @@ class InfoBuilder:
                          self.messages, self.bytes, self.first, self.last,
                          sorted(topics.values(), key=lambda t: (-t.bytes, t.topic)), consumers, self.crash,
                          timeline, self.damage, self.damage_total, self.damaged_bytes, self.notes,
-                         self.log_files, self.sizes)
+                         self.log_files, self.sizes, group_lags(consumers))
 
     def _timeline(self, opts: InfoOptions) -> Timeline:
         h = self._hist

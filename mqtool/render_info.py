@@ -184,17 +184,10 @@ def _topics(info: StoreInfo):
 
 
 def _consumers(info: StoreInfo):
-    agg: dict[tuple[str, str], list] = {}
+    per: dict[tuple[str, str], list] = {}
     for c in info.consumers:
-        a = agg.setdefault((c.group, c.topic), [0, 0, 0, [], False])
-        a[0] += c.committed
-        if c.max_offset is not None:
-            a[1] += c.max_offset
         if c.lag is not None:
-            a[2] += c.lag
-            a[3].append((c.queue, f"{c.queue}:{c.lag}"))
-        else:
-            a[4] = True
+            per.setdefault((c.group, c.topic), []).append((c.queue, f"{c.queue}:{c.lag}"))
     # where the offsets come from (config/consumerOffset.json, __consumer_offsets-N, checkpoint/checkpoint)
     srcs = sorted({re.sub(r"^(.*/)?(__consumer_offsets)-\d+$", r"\2", c.source) for c in info.consumers if c.source})
     src = ", ".join(srcs[:2]) + (" …" if len(srcs) > 2 else "") if srcs else "committed offsets"
@@ -202,18 +195,20 @@ def _consumers(info: StoreInfo):
               title_justify="left")
     t.add_column("Group", max_width=32, overflow="ellipsis", no_wrap=True)
     t.add_column("Topic", max_width=32, overflow="ellipsis", no_wrap=True)
+    t.add_column(f"{_unit(info).capitalize()}s", justify="right")
     t.add_column("Committed", justify="right")
     t.add_column("Queue end", justify="right")
     t.add_column("Lag", justify="right")
-    t.add_column("Lag per queue", overflow="fold")
-    rows = sorted(agg.items(), key=lambda kv: (-kv[1][2], kv[0]))
-    for (g, tp), (com, end, lag, per, unknown) in rows[:MAX_ROWS]:
-        per = [x for _, x in sorted(per, key=lambda p: (isinstance(p[0], str), p[0]))]
-        t.add_row(text(g), text(tp), str(com), "?" if unknown and not per else str(end),
-                  Text("?" if unknown and not per else str(lag), style="bold yellow" if lag else ""),
-                  text(" ".join(per[:16]) + (" …" if len(per) > 16 else "") if per else "queue end unknown"))
-    if len(rows) > MAX_ROWS:
-        t.caption = f"… {len(rows) - MAX_ROWS} more (mqtool info --json)"
+    t.add_column(f"Lag per {_unit(info)}", overflow="fold")
+    for g in info.consumer_groups[:MAX_ROWS]:
+        pq = [x for _, x in sorted(per.get((g.group, g.topic), []), key=lambda p: (isinstance(p[0], str), p[0]))]
+        unknown = g.lag is None
+        t.add_row(text(g.group), text(g.topic), str(g.queues), str(g.committed),
+                  "?" if unknown else str(g.max_offset),
+                  Text("?" if unknown else str(g.lag), style="bold yellow" if g.lag else ""),
+                  text(" ".join(pq[:16]) + (" …" if len(pq) > 16 else "") if pq else f"{_unit(info)} end unknown"))
+    if len(info.consumer_groups) > MAX_ROWS:
+        t.caption = f"… {len(info.consumer_groups) - MAX_ROWS} more (mqtool info --json)"
     return t
 
 
