@@ -930,7 +930,6 @@ def _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw) -> None:
     summary per committed queue (NDJSON rows ``kind: "unconsumed-summary"``, or a table). Exit 0 (1 on damage
     met, or a group the store does not know; 2 without offsets)."""
     from mqtool.lag import SUMMARY_COLUMNS, offsets_file as read_offsets
-    from mqtool.sanitize import visible
 
     chosen = [k for k in ("key", "unique_key", "msg_id", "offset", "queue", "queue_offset", "time_from",
                           "time_to", "timestamp", "producer_id") if kw.get(k) is not None]
@@ -945,13 +944,13 @@ def _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw) -> None:
         cols, queues, rows = family_module(family, "lag").unconsumed(store, group, opts, stats, limit, offsets)
         render.set_base(store)
         n = render.emit(rows, cols + [render.Column("committed_offset", "Committed", justify="right")], as_json,
-                        title=f"Unconsumed by {visible(group)}")
+                        title=f"Unconsumed by {group}")
         summary = [q.to_row() for q in queues]
         if render.output_mode(as_json) == "json":
             render.write_ndjson(summary)
         elif render.output_mode(as_json) not in ("csv", "tsv"):
             render.render_table(summary, SUMMARY_COLUMNS, title=f"Per {get_family(family).unit}: committed offset "
-                                f"and what is after it ({visible(group)})")
+                                f"and what is after it ({group})")
         total = sum(q.unconsumed or 0 for q in queues)
         if n == 0 and not render.quiet():
             render.say(f"nothing unconsumed by {group}" if total == 0 else
