@@ -952,9 +952,11 @@ def _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw) -> None:
             render.render_table(summary, SUMMARY_COLUMNS, title=f"Per {get_family(family).unit}: committed offset "
                                 f"and what is after it ({group})")
         total = sum(q.unconsumed or 0 for q in queues)
+        unknown = sum(q.unconsumed is None for q in queues)
         if n == 0 and not render.quiet():
-            render.say(f"nothing unconsumed by {group}" if total == 0 else
-                       f"{total} unconsumed by {group} per the queue ends, but none of them could be read")
+            render.say(f"{total} unconsumed by {group} per the queue ends, but none of them could be read" if total
+                       else f"nothing unconsumed by {group}" if not unknown else
+                       f"what {group} did not consume is unknown in {unknown} of {len(queues)} queue(s) (see note)")
         code = max(code, _report_stats(stats, store))
     sys.exit(code)
 

@@ -96,6 +96,19 @@ def test_store_without_offsets_file_exit_2_one_line(run_cli):
     assert len(err.strip().splitlines()) == 1 and "consumerOffset.json" in err and "--offsets" in err
 
 
+def test_metadata_only_store_shows_the_committed_offsets(run_cli):
+    # MANIFEST: gxstax-c831b411 holds config/ only (no commitlog, no consumequeue); its consumerOffset.json has
+    # TopicTest@please_rename_unique_group_name = {0:793,1:793,2:793,3:793}
+    store = require_realdata("rocketmq", "gxstax-c831b411", "store")
+    code, out, err = run_cli("query", store, "--unconsumed-by", "please_rename_unique_group_name", "--json")
+    assert code == 0, err
+    rows, summary = _ndjson(out)
+    assert rows == []
+    got = {(s["topic"], s["queue"]): (s["committed_offset"], s["unconsumed"]) for s in summary}
+    assert {k: v for k, v in got.items() if k[0] == "TopicTest"} == {("TopicTest", q): (793, None) for q in range(4)}
+    assert "no commitlog" in err and "unknown" in err
+
+
 def test_offsets_file_for_a_store_without_one(run_cli, tmp_path):
     store = require_realdata("rocketmq", "gen-5.1.4-kill", "store")
     f = tmp_path / "offsets.json"

@@ -14,7 +14,7 @@ import dataclasses
 from pathlib import Path
 
 from formats import rocketmq as F
-from mqtool.errors import InputError, NotAStoreError
+from mqtool.errors import InputError
 from mqtool.lag import Committed, QueueLag, offset_table, pick_group, position, queue_lag, tag
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import indexfiles
@@ -55,9 +55,8 @@ def unconsumed(path, group: str, opts: QueryOptions, stats: ScanStats, limit: in
     if offsets is None:
         offsets, where = committed_offsets(s, stats)
     mine = pick_group(offsets, group, where)
-    if not s.segments:
-        raise NotAStoreError("no commitlog segments here (the unconsumed messages are read from the commitlog)",
-                             s.path)
+    if not s.segments:          # a metadata-only copy: the committed offsets are still worth seeing
+        stats.note(f"{s.path}: no commitlog segments here: only the committed offsets can be shown")
     by_cq: list[tuple[QueueLag, int]] = []
     by_scan: dict[tuple[str, int], tuple[QueueLag, int | None]] = {}
     queues: list[QueueLag] = []
@@ -76,7 +75,7 @@ def unconsumed(path, group: str, opts: QueryOptions, stats: ScanStats, limit: in
             q.note = None
             by_scan[(e.topic, e.queue)] = (q, position(e)[0])
         queues.append(q)
-    if by_scan and not opts.scan:
+    if by_scan and not opts.scan and s.segments:
         stats.note(f"{len(by_scan)} queue(s) of the group have no consumequeue files: answered from the commitlog")
     cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
     return cols, queues, _rows(s, opts, stats, by_cq, by_scan, limit)
