@@ -45,6 +45,7 @@ ROLES = {
     "rebuild": "rebuild-index",
     "query": "query by key / id / time",
     "info": "the collector of mqtool info",
+    "lag": "query --unconsumed-by: committed offsets, queue ends, the messages after them",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (
