@@ -45,6 +45,7 @@ ROLES = {
     "rebuild": "rebuild-index",
     "query": "query by key / id / time",
     "info": "the collector of mqtool info",
+    "carve": "mqtool carve: the family's records found in arbitrary bytes, and the salvage store they go to",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (
