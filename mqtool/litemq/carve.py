@@ -3,7 +3,8 @@
 A record is reported only when it passes the live chain's own test (:func:`mqtool.litemq.scan.live_record_at`):
 a u32 length inside the bytes and at least the smallest message, the message magic right after it, every
 field's length inside the record, and the length prefix equal to what the encoded fields take plus LiteMQ's
-6 overcounted bytes. LiteMQ records carry no CRC; this field consistency is what they have.
+6 overcounted bytes, which must be zero as the broker leaves them. LiteMQ records carry no CRC; this field
+consistency is what they have.
 
 The search: ``find`` of the 4-byte magic (memchr-fast), a page window at a time; a record that checks starts
 a run, walked contiguously (records lie back to back) while the next one checks; the search resumes at the
@@ -26,6 +27,13 @@ FAMILY = "litemq"
 _MAGIC = F.MESSAGE_MAGIC_BYTES
 
 
+def record_at(buf, pos: int, n: int, seg: Segment, image: str) -> LiteRecord | None:
+    """The record at ``pos`` when it passes the live chain's test and its overcounted bytes are zero (the
+    broker never writes them: Go's make() leaves them zero), else None."""
+    rec, _ = live_record_at(buf, pos, n, seg, image)
+    return rec if rec is not None and not any(rec.padding) else None
+
+
 def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None) -> Iterator[tuple[int, LiteRecord]]:
     """``(run, record)`` for every record carved from ``buf`` in image order (``record.position``: its image
     position; ``run``: where its contiguous run starts). ``tick(pos)``: called as the search passes ``pos``."""
@@ -44,7 +52,7 @@ def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None)
                 tick(i)
             continue
         cand = j - F.LENGTH_PREFIX
-        rec, _ = live_record_at(buf, cand, n, seg, image)
+        rec = record_at(buf, cand, n, seg, image)
         if rec is None:
             i = cand + 1
             continue
@@ -54,7 +62,7 @@ def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None)
             p = rec.position + rec.size
             if p >= win.next_at:
                 win.advance(p)
-            rec, _ = live_record_at(buf, p, n, seg, image)
+            rec = record_at(buf, p, n, seg, image)
         i = p
         if tick is not None:
             tick(i)
