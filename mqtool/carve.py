@@ -3,29 +3,38 @@ space, core files, partial segments), at any byte alignment.
 
 This module only dispatches: each family's ``mqtool/<family>/carve.py`` has
 
-* ``carve(buf, image, opts, tick) -> (run, unit)...`` — its search and contiguous walk (see there for the
-  checks a record must pass; nothing is reported that does not pass them all);
-* ``rows(unit, opts) -> (kind, claimed offset, dump row)...`` — the family's usual dump row(s);
+* ``carve(buf, image, opts, scope) -> (run, unit)...`` — its search and contiguous walk (see there for the
+  checks a record must pass; nothing is reported that does not pass them all), over the bytes
+  :class:`Scope` leaves it;
+* ``rows(unit, opts) -> (kind, claimed offset, dump row)...`` — the family's usual dump row(s); with
+  ``opts.ndjson`` a family may instead hand over units already rendered as carve NDJSON lines (a unit with
+  ``carve_lines`` and ``count``: RocketMQ's compiled lane), the same bytes the rows would give;
 * ``Salvage(out)`` with ``add_run(buf, start, end, first, last)`` and ``close(failed)`` — the carved runs
   written back as store files of the family (``--salvage-out``).
 
-Each image is read once per family (mapped read-only, a page window at a time); rows come per image, per
-family, in image order. A carve row is ``family``, ``kind``, ``image``, ``image_position`` and then the
+Each image is searched once per family (mapped read-only, a page window at a time); bytes inside a run an
+earlier pass carved are not searched again for record starts (a record's bytes belong to one record; a
+record that starts outside a run may still span it). Kafka goes first: its compiled search is the cheapest
+per byte, and an image full of batches then costs the other passes nothing. Every pass checks in full (a
+CRC, or LiteMQ's exact lengths), so which family goes first changes only the speed. Rows come per
+image, per family, in image order. A carve row is ``family``, ``kind``, ``image``, ``image_position`` and then the
 family's dump row without its ``kind``/``file``/``position``, with ``offset`` the offset the record claims.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from mqtool.errors import InputError
 from mqtool.families import family_module
 from mqtool.io import map_input, prepare_output_dir
+from mqtool.ndjson import PreRenderedLines
 from mqtool.options import CarveOptions
 from mqtool.progress import progress
 
 #: the families carve searches for, in the order of its passes
-FAMILIES = ("rocketmq", "kafka", "litemq")
+FAMILIES = ("kafka", "rocketmq", "litemq")
 _DROP = ("kind", "file", "position")
 
 
@@ -46,6 +55,39 @@ class CarveSummary:
         return {"kind": "summary", "images": self.images, "bytes_scanned": self.bytes_scanned,
                 "carved": dict(self.carved), "runs": dict(self.runs), "salvage_out": self.salvage_out,
                 "salvage_files": dict(self.salvage_files)}
+
+
+class Scope:
+    """What a family's search may look at in one image: every byte but the runs earlier passes carved
+    (:meth:`window`); and where it has got to (:meth:`tick`, for the progress bar)."""
+
+    def __init__(self, claimed: list[tuple[int, int]], tick=None):
+        self.starts = [a for a, _ in claimed]
+        self.ends = [b for _, b in claimed]
+        self._tick = tick
+
+    def window(self, i: int, n: int) -> tuple[int, int]:
+        """(the first position >= ``i`` outside every claimed run, the start of the next claimed run or
+        ``n``): search [first, bound) for starts of records."""
+        k = bisect.bisect_right(self.starts, i) - 1
+        if k >= 0 and self.ends[k] > i:
+            i = self.ends[k]
+        k = bisect.bisect_right(self.starts, i)
+        return i, min(n, self.starts[k]) if k < len(self.starts) else n
+
+    def tick(self, pos: int) -> None:
+        if self._tick is not None:
+            self._tick(pos)
+
+
+def _merge(claimed: list[tuple[int, int]], runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(claimed + runs):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Iterator[dict]:
@@ -70,9 +112,12 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
             for image in images:
                 with map_input(image) as mi:
                     buf, n = mi.buf, len(mi.buf)
+                    claimed: list[tuple[int, int]] = []
                     for fam, mod in mods.items():
-                        yield from _family(fam, mod, buf, image, opts, summary, salvages.get(fam),
-                                           lambda pos, b=base: bar.update_to(b + pos))
+                        runs: list[tuple[int, int]] = []
+                        scope = Scope(claimed, lambda pos, b=base: bar.update_to(b + pos))
+                        yield from _family(fam, mod, buf, image, opts, summary, salvages.get(fam), scope, runs)
+                        claimed = _merge(claimed, runs)
                         if mi.faulted() or mi.shrunk():
                             raise InputError(f"the file shrank to {mi.current_size()} bytes while being read",
                                              image)
@@ -89,16 +134,22 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
             out.close()
 
 
-def _family(fam, mod, buf, image, opts, summary, salvage, tick) -> Iterator[dict]:
+def _family(fam, mod, buf, image, opts, summary, salvage, scope, runs: list) -> Iterator[dict]:
+    """The rows of one family's pass; its runs go to ``runs`` (and to ``salvage``)."""
     carved = summary.carved
     start = first = last = None
-    for run, unit in mod.carve(buf, image, opts, tick):
+    for run, unit in mod.carve(buf, image, opts, scope):
         if run != start:
-            if salvage is not None and first is not None:
-                salvage.add_run(buf, start, last.position + last.size, first, last)
+            if first is not None:
+                _end_run(buf, start, first, last, salvage, runs)
             start, first = run, unit
             summary.runs[fam] += 1
         last = unit
+        lines = getattr(unit, "carve_lines", None)
+        if lines is not None:           # units already rendered as carve NDJSON lines (a family's fast lane)
+            carved[fam] += unit.count
+            yield PreRenderedLines(lines)
+            continue
         carved[fam] += 1
         pos = unit.position
         for kind, claimed, r in mod.rows(unit, opts):
@@ -108,5 +159,12 @@ def _family(fam, mod, buf, image, opts, summary, salvage, tick) -> Iterator[dict
             row.update(r)
             row["offset"] = claimed
             yield row
-    if salvage is not None and first is not None:
-        salvage.add_run(buf, start, last.position + last.size, first, last)
+    if first is not None:
+        _end_run(buf, start, first, last, salvage, runs)
+
+
+def _end_run(buf, start, first, last, salvage, runs: list) -> None:
+    end = last.position + last.size
+    runs.append((start, end))
+    if salvage is not None:
+        salvage.add_run(buf, start, end, first, last)

@@ -1083,7 +1083,7 @@ def carve_cmd(images, families, deep, max_message_size, salvage_out, force, as_j
     from mqtool.options import CarveOptions
 
     opts = CarveOptions(families=_carve_families(families), deep=deep, max_message_size=max_message_size,
-                        salvage_out=salvage_out, force=force)
+                        salvage_out=salvage_out, force=force, ndjson=render.output_mode(as_json) == "json")
     summary = CarveSummary()
     columns = [render.Column("family", "Family"), render.Column("kind", "Kind"),
                render.Column("image_position", "Image pos", justify="right", priority=0),

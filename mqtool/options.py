@@ -146,9 +146,10 @@ class InfoOptions(SizeOptions):
 class CarveOptions:
     """``mqtool carve``: which families to search for, and what to do with what is found."""
 
-    families: tuple = ("rocketmq", "kafka", "litemq")
+    families: tuple = ("kafka", "rocketmq", "litemq")
     deep: bool = False             # kafka: a row for every record inside each carved batch
     max_message_size: int = 4 * 1024 * 1024   # rocketmq: the broker's maxMessageSize (larger units are refused)
     salvage_out: str | None = None
     force: bool = False
     progress: bool | None = None   # None = when stderr is a terminal
+    ndjson: bool = False           # the rows go out as NDJSON: families may hand over pre-rendered lines

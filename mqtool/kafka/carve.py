@@ -15,7 +15,7 @@ segment) while the next entry checks too; the search resumes at the run's end.
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from typing import Iterator
 
 from formats import kafka as K
 from mqtool import native
@@ -78,22 +78,25 @@ def entry_at(buf, p: int, n: int, image: str) -> Batch | None:
     return S._decode(buf, image, p, off, size, buf[p + K.MAGIC_OFFSET], False)
 
 
-def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None) -> Iterator[tuple[int, Batch]]:
+def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Batch]]:
     """``(run, entry)`` for every entry carved from ``buf`` in image order; ``run``: the image position where
-    the contiguous run holding it starts. ``tick(pos)``: called as the search passes ``pos``."""
+    the contiguous run holding it starts. ``scope``: :class:`mqtool.carve.Scope` (the ranges to search,
+    progress)."""
     n = len(buf)
     find = _finder()
     win = PageWindow(buf, 0)
     i = 0
-    while i < n:
+    while True:
+        i, hi = scope.window(i, n)
+        if i >= n:
+            return
         if i >= win.next_at:
             win.advance(i)
-        hi = min(n, win.next_at)
+        hi = min(hi, win.next_at)
         c = find(buf, i, hi)
         if c < 0:
             i = hi
-            if tick is not None:
-                tick(i)
+            scope.tick(i)
             continue
         b = entry_at(buf, c, n, image)
         if b is None:
@@ -107,8 +110,7 @@ def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None)
                 win.advance(p)
             b = entry_at(buf, p, n, image)
         i = p
-        if tick is not None:
-            tick(i)
+        scope.tick(i)
 
 
 def claimed(b: Batch) -> int:

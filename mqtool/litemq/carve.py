@@ -14,7 +14,7 @@ run's end. LiteMQ records claim no offset of their own (the broker writes Commit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from formats import litemq as F
 from mqtool.litemq.records import LiteRecord
@@ -34,22 +34,25 @@ def record_at(buf, pos: int, n: int, seg: Segment, image: str) -> LiteRecord | N
     return rec if rec is not None and not any(rec.padding) else None
 
 
-def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None) -> Iterator[tuple[int, LiteRecord]]:
+def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, LiteRecord]]:
     """``(run, record)`` for every record carved from ``buf`` in image order (``record.position``: its image
-    position; ``run``: where its contiguous run starts). ``tick(pos)``: called as the search passes ``pos``."""
+    position; ``run``: where its contiguous run starts). ``scope``: :class:`mqtool.carve.Scope` (the ranges
+    to search, progress)."""
     n = len(buf)
     seg = Segment(0, Path(image), n, 0)
     win = PageWindow(buf, 0)
     i = 0
-    while i + F.LENGTH_PREFIX < n:
+    while True:
+        i, hi = scope.window(i, n)
+        if i + F.LENGTH_PREFIX >= n:
+            return
         if i >= win.next_at:
             win.advance(i)
-        hi = min(n, win.next_at)
+        hi = min(hi, win.next_at)
         j = buf.find(_MAGIC, i + F.LENGTH_PREFIX, min(n, hi + F.LENGTH_PREFIX + len(_MAGIC) - 1))
         if j < 0:
             i = hi
-            if tick is not None:
-                tick(i)
+            scope.tick(i)
             continue
         cand = j - F.LENGTH_PREFIX
         rec = record_at(buf, cand, n, seg, image)
@@ -64,8 +67,7 @@ def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None)
                 win.advance(p)
             rec = record_at(buf, p, n, seg, image)
         i = p
-        if tick is not None:
-            tick(i)
+        scope.tick(i)
 
 
 def rows(rec: LiteRecord, opts=None) -> Iterator[tuple[str, None, dict]]:

@@ -16,10 +16,12 @@ The search goes a page window at a time (bounded resident memory on a mapped ima
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterator
+from typing import Iterator
 
 from formats import rocketmq as F
+from mqtool import ndjson
 from mqtool.io import write_span
+from mqtool.rocketmq import nativedump
 from mqtool.pages import PageWindow
 from mqtool.rocketmq.records import _SLICES_TO_BYTES, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import _V1, _V2, NATIVE_RUN, native_decoder
@@ -54,44 +56,47 @@ def _unit_at(buf, pos: int, n: int, image: str, max_size: int, view) -> Message 
     return m if m.crc_ok and m.physical_offset >= 0 else None
 
 
-def carve(buf, image: str, opts=None, tick: Callable[[int], None] | None = None) -> Iterator[tuple[int, Message]]:
+def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Message]]:
     """``(run, message)`` for every unit carved from ``buf``, in image order. ``run`` is the image position
     where the message's run starts (units of one run are contiguous and their PHYSICALOFFSETs follow on);
     ``message.position`` is its image position. ``opts``: :class:`mqtool.options.CarveOptions`
-    (``max_message_size``); ``tick(pos)``: called as the search passes ``pos``."""
-    max_size = getattr(opts, "max_message_size", F.DEFAULT_MAX_MESSAGE_SIZE)
+    (``max_message_size``); ``scope``: :class:`mqtool.carve.Scope` (the ranges to search, progress)."""
+    max_size = opts.max_message_size
     n = len(buf)
     view = memoryview(buf) if n else None
     dec = native_decoder() if type(buf) in _SLICES_TO_BYTES else None
+    lane = _lines_lane(buf, image, opts) if dec is not None else None
     win = PageWindow(buf, 0)
     i = 0
     try:
-        while i + 8 <= n:
+        while True:
+            i, hi = scope.window(i, n)
+            if i + 8 > n:
+                return
             if i >= win.next_at:
                 win.advance(i)
-            hi = min(n, win.next_at)
+            hi = min(hi, win.next_at)
             j = _find_magic(buf, i + 4, hi + 4)
             if j < 0:
-                i = max(i + 1, hi)
-                if tick is not None:
-                    tick(i)
+                i = hi
+                scope.tick(i)
                 continue
             cand = j - 4
             m = _unit_at(buf, cand, n, image, max_size, view)
             if m is None:
                 i = cand + 1
                 continue
-            i = yield from _walk(buf, m, n, image, max_size, view, dec, win)
-            if tick is not None:
-                tick(i)
+            i = yield from _walk(buf, m, n, image, max_size, view, dec, win, lane)
+            scope.tick(i)
     finally:
         if view is not None:
             view.release()
 
 
-def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win):
+def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win, lane):
     """Yield the run that starts with ``first`` and the units that follow it contiguously; returns where
-    the run ends (the next search starts there)."""
+    the run ends (the next search starts there). With the compiled decoder, units come a list at a time;
+    with ``lane`` (:func:`_lines_lane`) the checked ones of each list as :class:`Lines`."""
     run = first.position
     delta = first.physical_offset - run
     yield run, first
@@ -102,12 +107,19 @@ def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win
         if dec is not None:
             npos, units = dec(buf, p, min(n, win.next_at), n, 0, image, max_size, True, NATIVE_RUN)
             if units:
+                good = []           # the checked units of one run, in order
                 for m in units:
                     if not m.crc_ok or m.physical_offset < 0:
-                        return m.position
+                        npos = m.position
+                        break
                     if m.physical_offset - m.position != delta:
+                        yield from _emit(good, run, delta, lane)
+                        good = []
                         run, delta = m.position, m.physical_offset - m.position
-                    yield run, m
+                    good.append(m)
+                yield from _emit(good, run, delta, lane)
+                if npos != units[-1].position + units[-1].size:
+                    return npos     # stopped at a unit that does not check
                 p = npos
                 continue
         m = _unit_at(buf, p, n, image, max_size, view)
@@ -120,8 +132,72 @@ def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win
     return p
 
 
+def _emit(good: list, run: int, delta: int, lane):
+    """``good`` (checked units of one run, PHYSICALOFFSET = position + ``delta``) as (run, unit) pairs, or
+    through ``lane`` as (run, :class:`Lines`) where it renders them."""
+    if lane is None:
+        for m in good:
+            yield run, m
+        return
+    k = 0
+    while k < len(good):
+        lines = lane(good[k].position, good[-1].position + 1, delta, len(good) - k)
+        if lines is None:
+            yield run, good[k]
+            k += 1
+        else:
+            yield run, lines
+            k += lines.count
+
+
+class Lines:
+    """Units of one run already rendered as carve NDJSON lines (``mqtool carve --json``): ``count`` units
+    from image ``position``, ``size`` bytes, the first one's ``physical_offset``; ``carve_lines`` the bytes."""
+
+    __slots__ = ("position", "size", "count", "physical_offset", "carve_lines")
+
+    def __init__(self, position, size, count, physical_offset, carve_lines):
+        self.position, self.size, self.count = position, size, count
+        self.physical_offset, self.carve_lines = physical_offset, carve_lines
+
+
+def _lines_lane(buf, image: str, opts):
+    """``lane(pos, limit, delta, cap)`` -> :class:`Lines` or None: the compiled ``dump --json`` helper
+    (:mod:`mqtool.rocketmq.nativedump`) renders checked units straight to NDJSON, with ``offset`` their
+    PHYSICALOFFSET (the helper's segment base set to ``delta``); each line's leading ``kind``/``file``/
+    ``position`` become the carve prefix ``family``/``kind``/``image``/``image_position``, the rest is the
+    dump row byte for byte, as the dict path gives it. None when the output is not NDJSON, or the helper,
+    orjson or a UTF-8 image name is missing (then rows are built from :class:`Message`)."""
+    if not getattr(opts, "ndjson", False) or type(buf) not in _SLICES_TO_BYTES:
+        return None
+    mod, fj = nativedump.helper(), nativedump.file_json(image)
+    if mod is None or fj is None or nativedump.ROW_KEYS[:4] != ("kind", "file", "position", "offset"):
+        return None
+    js = ndjson.dumps
+    old = ("{" + js("kind") + ":" + js("message") + "," + js("file") + ":").encode() + fj + \
+        ("," + js("position") + ":").encode()
+    probe = js({"family": FAMILY, "kind": "message", "image": image, "image_position": 0})
+    assert probe.endswith(":0}")
+    new = probe[:-2].encode()
+    if not new.endswith(b":") or fj not in new:
+        return None
+    skip, nl_old, nl_new = len(old), b"\n" + old, b"\n" + new
+    call, max_size, n = mod.json_rows, opts.max_message_size, len(buf)
+
+    def lane(pos: int, limit: int, delta: int, cap: int):
+        npos, count, data = call(buf, pos, limit, n, delta, fj, max_size, nativedump.BODY_MODES["none"], cap)
+        if not count or not data.startswith(old):
+            return None
+        # every line starts with ``old`` (a raw newline never occurs inside a JSON line)
+        data = new + data[skip:].replace(nl_old, nl_new)
+        return Lines(pos, npos - pos, count, pos + delta, data)
+
+    return lane
+
+
 def rows(m: Message, opts=None) -> Iterator[tuple[str, int, dict]]:
-    """(kind, the offset the unit claims: its PHYSICALOFFSET, the dump row)."""
+    """(kind, the offset the unit claims: its PHYSICALOFFSET, the dump row). (:class:`Lines` never come
+    here: the dispatcher writes their ``carve_lines``.)"""
     yield "message", m.physical_offset, m.to_row()
 
 
