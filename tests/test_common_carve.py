@@ -243,3 +243,38 @@ def test_cli_exit_codes_and_family_option(tmp_path, run_cli):
     assert code == 2 and "missing.img" in err
     code, out, err = run_cli("carve", img, "--as", "table", "--family", "kafka")
     assert code == 0 and "kafka" in out and "carved 1 record" in err
+
+
+def test_rocketmq_json_lane_equals_rows(tmp_path, run_cli, monkeypatch):
+    """carve --json: the compiled lane's lines are the bytes of the rows the Python path builds (and the
+    same with the compiled decoder off)."""
+    from mqtool import ndjson
+    from mqtool.rocketmq import nativedump, scan
+
+    root = require_realdata(*RMQ)
+    cl = root / "store" / "commitlog"
+    rng = random.Random(9)
+    img, _ = _image(tmp_path, [_noise(rng, 3), (cl / "00000000000000000000").read_bytes(), _noise(rng, 5),
+                               (cl / "00000000000000196608").read_bytes()])
+    code, out, err = run_cli("carve", img, "--json", "--family", "rocketmq")
+    assert code == 0, err
+    lines = out.splitlines()[:-1]
+    rows, _ = _rows(img, families=("rocketmq",))
+    assert lines == [ndjson.dumps(r) for r in rows] and len(lines) > 100
+    monkeypatch.setattr(nativedump, "USE_NATIVE", False)
+    monkeypatch.setattr(scan, "USE_NATIVE", False)
+    code, out2, err = run_cli("carve", img, "--json", "--family", "rocketmq")
+    assert code == 0 and out2 == out, err
+
+
+def test_records_inside_a_carved_record_are_payload(tmp_path):
+    """A RocketMQ unit carried inside a Kafka record's value lies in the batch's bytes: it is payload, not
+    carved; the same unit on its own is."""
+    unit = rocketmq_unit(body=b"inner", phys=4242)
+    B = __import__("builders").kafka_builder()
+    batch = B.batch_v2(77, [B.record(0, 0, b"k", unit)], base_ts=B.T0, max_ts=B.T0)
+    rng = random.Random(10)
+    img, at = _image(tmp_path, [_noise(rng, 101), batch, _noise(rng, 3), unit, _noise(rng, 7)])
+    rows, summary = _rows(img)
+    assert [(r["family"], r["image_position"], r["offset"]) for r in rows] == \
+        [("kafka", at[1], 77), ("rocketmq", at[3], 4242)]
