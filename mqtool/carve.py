@@ -23,6 +23,7 @@ family's dump row without its ``kind``/``file``/``position``, with ``offset`` th
 from __future__ import annotations
 
 import bisect
+from array import array
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -59,35 +60,64 @@ class CarveSummary:
 
 class Scope:
     """What a family's search may look at in one image: every byte but the runs earlier passes carved
-    (:meth:`window`); and where it has got to (:meth:`tick`, for the progress bar)."""
+    (:meth:`window`); and where it has got to (:meth:`tick`, for the progress bar). The runs are kept as two
+    sorted arrays of 8-byte integers (memory bounded by 16 bytes a run, whatever the image holds)."""
 
-    def __init__(self, claimed: list[tuple[int, int]], tick=None):
-        self.starts = [a for a, _ in claimed]
-        self.ends = [b for _, b in claimed]
+    def __init__(self, starts: array, ends: array, tick=None):
+        self.starts, self.ends = starts, ends
         self._tick = tick
 
     def window(self, i: int, n: int) -> tuple[int, int]:
         """(the first position >= ``i`` outside every claimed run, the start of the next claimed run or
         ``n``): search [first, bound) for starts of records."""
-        k = bisect.bisect_right(self.starts, i) - 1
+        starts = self.starts
+        k = bisect.bisect_right(starts, i) - 1
         if k >= 0 and self.ends[k] > i:
             i = self.ends[k]
-        k = bisect.bisect_right(self.starts, i)
-        return i, min(n, self.starts[k]) if k < len(self.starts) else n
+        k = bisect.bisect_right(starts, i)
+        return i, min(n, starts[k]) if k < len(starts) else n
 
     def tick(self, pos: int) -> None:
         if self._tick is not None:
             self._tick(pos)
 
 
-def _merge(claimed: list[tuple[int, int]], runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(claimed + runs):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
+def _merge(a: tuple[array, array], b: tuple[array, array]) -> tuple[array, array]:
+    """The union of two sorted lists of runs (each disjoint and in order), coalesced."""
+    starts, ends = array("q"), array("q")
+    (sa, ea), (sb, eb) = a, b
+    i = j = 0
+    while i < len(sa) or j < len(sb):
+        if j >= len(sb) or (i < len(sa) and sa[i] <= sb[j]):
+            s, e = sa[i], ea[i]
+            i += 1
         else:
-            out.append((a, b))
-    return out
+            s, e = sb[j], eb[j]
+            j += 1
+        if ends and s <= ends[-1]:
+            ends[-1] = max(ends[-1], e)
+        else:
+            starts.append(s)
+            ends.append(e)
+    return starts, ends
+
+
+class Layers:
+    """Where a salvaged run goes: the first layer (store, partition) none of whose runs overlaps its claimed
+    offsets [lo, hi). Each layer keeps its runs sorted (bisect), so placing is a lookup per layer."""
+
+    def __init__(self):
+        self._layers: list[tuple[list, list]] = []
+
+    def place(self, lo: int, hi: int) -> int:
+        for k, (starts, ends) in enumerate(self._layers):
+            i = bisect.bisect_left(starts, hi)          # runs starting before hi
+            if i == 0 or ends[i - 1] <= lo:
+                starts.insert(i, lo)
+                ends.insert(i, hi)
+                return k
+        self._layers.append(([lo], [hi]))
+        return len(self._layers) - 1
 
 
 def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Iterator[dict]:
@@ -112,10 +142,10 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
             for image in images:
                 with map_input(image) as mi:
                     buf, n = mi.buf, len(mi.buf)
-                    claimed: list[tuple[int, int]] = []
+                    claimed = (array("q"), array("q"))
                     for fam, mod in mods.items():
-                        runs: list[tuple[int, int]] = []
-                        scope = Scope(claimed, lambda pos, b=base: bar.update_to(b + pos))
+                        runs = (array("q"), array("q"))
+                        scope = Scope(*claimed, tick=lambda pos, b=base: bar.update_to(b + pos))
                         yield from _family(fam, mod, buf, image, opts, summary, salvages.get(fam), scope, runs)
                         claimed = _merge(claimed, runs)
                         if mi.faulted() or mi.shrunk():
@@ -134,7 +164,7 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
             out.close()
 
 
-def _family(fam, mod, buf, image, opts, summary, salvage, scope, runs: list) -> Iterator[dict]:
+def _family(fam, mod, buf, image, opts, summary, salvage, scope, runs: tuple) -> Iterator[dict]:
     """The rows of one family's pass; its runs go to ``runs`` (and to ``salvage``)."""
     carved = summary.carved
     start = first = last = None
@@ -163,8 +193,9 @@ def _family(fam, mod, buf, image, opts, summary, salvage, scope, runs: list) -> 
         _end_run(buf, start, first, last, salvage, runs)
 
 
-def _end_run(buf, start, first, last, salvage, runs: list) -> None:
+def _end_run(buf, start, first, last, salvage, runs: tuple) -> None:
     end = last.position + last.size
-    runs.append((start, end))
+    runs[0].append(start)
+    runs[1].append(end)
     if salvage is not None:
         salvage.add_run(buf, start, end, first, last)

@@ -278,3 +278,27 @@ def test_records_inside_a_carved_record_are_payload(tmp_path):
     rows, summary = _rows(img)
     assert [(r["family"], r["image_position"], r["offset"]) for r in rows] == \
         [("kafka", at[1], 77), ("rocketmq", at[3], 4242)]
+
+
+def test_salvage_duplicate_copies_go_to_separate_stores(tmp_path, run_cli):
+    """The same segment twice in an image (two copies of a file): the second copy's runs overlap the first's
+    offsets, so they go to a second store / partition, each readable on its own."""
+    size = len(rocketmq_unit(body=b"m0"))
+    units = b"".join(rocketmq_unit(body=f"m{i}".encode(), phys=5000 + size * i, queue_offset=i) for i in range(3))
+    batches = kafka_batch(10, 2) + kafka_batch(12, 1)
+    rng = random.Random(11)
+    img, _ = _image(tmp_path, [_noise(rng, 9), units, batches, _noise(rng, 9), units, batches, _noise(rng, 9)])
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("carve", img, "--salvage-out", out, "--json", "--family", "rocketmq,kafka")
+    assert code == 0, err
+    assert json.loads(stdout.splitlines()[-1])["salvage_files"] == {"kafka": 2, "rocketmq": 2}
+    for store in ("rocketmq", "rocketmq-2"):
+        code, stdout, err = run_cli("dump", "commitlog", out / store, "--json")
+        assert code == 0, err
+        assert [json.loads(x)["queue_offset"] for x in stdout.splitlines()] == [0, 1, 2]
+        assert (out / store / "commitlog" / f"{5000:020d}").read_bytes() == units
+    for part in ("carved-0", "carved-1"):
+        code, stdout, err = run_cli("dump", "kafka", out / "kafka" / part, "--json")
+        assert code == 0, err
+        assert [json.loads(x)["offset"] for x in stdout.splitlines()] == [10, 12]
+        assert (out / "kafka" / part / f"{10:020d}.log").read_bytes() == batches

@@ -19,6 +19,7 @@ from typing import Iterator
 
 from formats import kafka as K
 from mqtool import native
+from mqtool.carve import Layers
 from mqtool.io import write_span
 from mqtool.kafka import scan as S
 from mqtool.kafka.dump import batch_row, record_row
@@ -137,20 +138,13 @@ class Salvage:
 
     def __init__(self, out):
         self.out = out
-        self.parts: list[list[tuple[int, int]]] = []
+        self.layers = Layers()
         self.files = 0
-        self._last: tuple[int, int] | None = None
 
     def add_run(self, buf, start: int, end: int, first: Batch, last: Batch) -> str:
-        lo, hi = claimed(first), max(last.last_offset if last.last_offset is not None else claimed(last),
-                                     claimed(first))
-        for k, taken in enumerate(self.parts):
-            if all(hi < a or lo > b for a, b in taken):
-                break
-        else:
-            k = len(self.parts)
-            self.parts.append([])
-        self.parts[k].append((lo, hi))
+        lo = claimed(first)
+        hi = max(lo, last.last_offset if last.last_offset is not None else claimed(last)) + 1
+        k = self.layers.place(lo, hi)
         rel = f"{FAMILY}/carved-{k}/{lo:020d}.log"
         write_span(self.out, rel, buf, start, end)
         self.files += 1

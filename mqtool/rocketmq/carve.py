@@ -20,6 +20,7 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool import ndjson
+from mqtool.carve import Layers
 from mqtool.io import write_span
 from mqtool.rocketmq import nativedump
 from mqtool.pages import PageWindow
@@ -209,18 +210,12 @@ class Salvage:
 
     def __init__(self, out):
         self.out = out                                      # an mqtool.io.OutputDir
-        self.stores: list[list[tuple[int, int]]] = []
+        self.layers = Layers()
         self.files = 0
 
-    def add_run(self, buf, start: int, end: int, first: Message, last: Message) -> str:
-        lo, hi = first.physical_offset, first.physical_offset + end - start
-        for k, taken in enumerate(self.stores):
-            if all(hi <= a or lo >= b for a, b in taken):
-                break
-        else:
-            k = len(self.stores)
-            self.stores.append([])
-        self.stores[k].append((lo, hi))
+    def add_run(self, buf, start: int, end: int, first, last) -> str:
+        lo = first.physical_offset
+        k = self.layers.place(lo, lo + end - start)
         rel = f"{FAMILY}{'' if k == 0 else f'-{k + 1}'}/commitlog/{lo:020d}"
         write_span(self.out, rel, buf, start, end)
         self.files += 1
