@@ -146,7 +146,7 @@ class InfoOptions(SizeOptions):
 class CarveOptions:
     """``mqtool carve``: which families to search for, and what to do with what is found."""
 
-    families: tuple = ("kafka", "rocketmq", "litemq")
+    families: tuple = ("rocketmq", "kafka", "litemq")
     deep: bool = False             # kafka: a row for every record inside each carved batch
     max_message_size: int = 4 * 1024 * 1024   # rocketmq: the broker's maxMessageSize (larger units are refused)
     salvage_out: str | None = None

@@ -268,16 +268,15 @@ def test_rocketmq_json_lane_equals_rows(tmp_path, run_cli, monkeypatch):
 
 
 def test_records_inside_a_carved_record_are_payload(tmp_path):
-    """A RocketMQ unit carried inside a Kafka record's value lies in the batch's bytes: it is payload, not
-    carved; the same unit on its own is."""
-    unit = rocketmq_unit(body=b"inner", phys=4242)
-    B = __import__("builders").kafka_builder()
-    batch = B.batch_v2(77, [B.record(0, 0, b"k", unit)], base_ts=B.T0, max_ts=B.T0)
+    """A Kafka batch carried in a RocketMQ message body starts inside a carved run: it is payload, not
+    carved; the same batch on its own is."""
+    batch = kafka_batch(77, 2)
+    unit = rocketmq_unit(body=b"<" + batch + b">", phys=4242)
     rng = random.Random(10)
-    img, at = _image(tmp_path, [_noise(rng, 101), batch, _noise(rng, 3), unit, _noise(rng, 7)])
+    img, at = _image(tmp_path, [_noise(rng, 101), unit, _noise(rng, 3), batch, _noise(rng, 7)])
     rows, summary = _rows(img)
     assert [(r["family"], r["image_position"], r["offset"]) for r in rows] == \
-        [("kafka", at[1], 77), ("rocketmq", at[3], 4242)]
+        [("rocketmq", at[1], 4242), ("kafka", at[3], 77)]
 
 
 def test_salvage_duplicate_copies_go_to_separate_stores(tmp_path, run_cli):
