@@ -93,7 +93,7 @@ def test_rocketmq_real_segments_at_odd_positions(tmp_path):
     assert summary.runs["rocketmq"] == 2
 
 
-def test_rocketmq_partial_and_damaged_units(tmp_path):
+def test_rocketmq_partial_and_damaged_units(tmp_path, run_cli):
     """Built units at an odd position: a unit cut at the start and one cut at the end are not carved; a unit
     with one flipped body byte is not carved, its neighbours are."""
     bodies = [f"body {i} ".encode().ljust(100, b"x") for i in range(6)]
@@ -111,6 +111,11 @@ def test_rocketmq_partial_and_damaged_units(tmp_path):
     assert [r["queue_offset"] for r in rows] == [1, 2, 4]
     assert [r["body_size"] for r in rows] == [100] * 3
     assert summary.runs["rocketmq"] == 2
+    # the --json lane cuts its block at the unit with the wrong CRC: the same rows
+    code, out, err = run_cli("carve", img, "--json", "--family", "rocketmq")
+    assert code == 0, err
+    from mqtool import ndjson
+    assert out.splitlines()[:-1] == [ndjson.dumps(r) for r in rows]
 
 
 # ---- Kafka -------------------------------------------------------------------------------------------------

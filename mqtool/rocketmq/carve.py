@@ -24,6 +24,7 @@ from mqtool.carve import Layers
 from mqtool.io import write_span
 from mqtool.rocketmq import nativedump
 from mqtool.pages import PageWindow
+from mqtool.rocketmq.layout import narrow
 from mqtool.rocketmq.records import _SLICES_TO_BYTES, DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import _V1, _V2, NATIVE_RUN, native_decoder
 
@@ -96,8 +97,13 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Message]]:
 
 def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win, lane):
     """Yield the run that starts with ``first`` and the units that follow it contiguously; returns where
-    the run ends (the next search starts there). With the compiled decoder, units come a list at a time;
-    with ``lane`` (:func:`_lines_lane`) the checked ones of each list as :class:`Lines`."""
+    the run ends (the next search starts there).
+
+    With ``lane`` (:func:`_lines_lane`, NDJSON output) the units whose PHYSICALOFFSET follows on are rendered
+    a block at a time, and a block is cut at the first unit whose CRC is wrong (the lane makes every check
+    the decoder makes: framing, lengths, CRC); without it, the compiled decoder gives units a list at a
+    time. Whatever neither takes (another host variant, text that is not UTF-8, a PHYSICALOFFSET that starts a
+    new run) goes through the careful decoder one unit at a time."""
     run = first.position
     delta = first.physical_offset - run
     yield run, first
@@ -105,22 +111,30 @@ def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win
     while p + 8 <= n:
         if p >= win.next_at:
             win.advance(p)
-        if dec is not None:
+        if lane is not None:
+            lim, count = _following(buf, p, min(n, win.next_at), n, delta)
+            lines = lane(p, lim, delta, count) if count else None
+            if lines is not None:
+                bad = lines.carve_lines.find(_CRC_WRONG)
+                if bad < 0:
+                    yield run, lines
+                    p += lines.size
+                    continue
+                cut = lines.carve_lines.rfind(b"\n", 0, bad) + 1
+                k = lines.carve_lines.count(b"\n", 0, cut)
+                at = _skip_units(buf, p, k)
+                if k:
+                    yield run, Lines(p, at - p, k, p + delta, lines.carve_lines[:cut])
+                return at               # the unit with the wrong CRC ends the run
+        elif dec is not None:
             npos, units = dec(buf, p, min(n, win.next_at), n, 0, image, max_size, True, NATIVE_RUN)
             if units:
-                good = []           # the checked units of one run, in order
                 for m in units:
                     if not m.crc_ok or m.physical_offset < 0:
-                        npos = m.position
-                        break
+                        return m.position       # a unit that does not check ends the run
                     if m.physical_offset - m.position != delta:
-                        yield from _emit(good, run, delta, lane)
-                        good = []
                         run, delta = m.position, m.physical_offset - m.position
-                    good.append(m)
-                yield from _emit(good, run, delta, lane)
-                if npos != units[-1].position + units[-1].size:
-                    return npos     # stopped at a unit that does not check
+                    yield run, m
                 p = npos
                 continue
         m = _unit_at(buf, p, n, image, max_size, view)
@@ -133,22 +147,31 @@ def _walk(buf, first: Message, n: int, image: str, max_size: int, view, dec, win
     return p
 
 
-def _emit(good: list, run: int, delta: int, lane):
-    """``good`` (checked units of one run, PHYSICALOFFSET = position + ``delta``) as (run, unit) pairs, or
-    through ``lane`` as (run, :class:`Lines`) where it renders them."""
-    if lane is None:
-        for m in good:
-            yield run, m
-        return
-    k = 0
-    while k < len(good):
-        lines = lane(good[k].position, good[-1].position + 1, delta, len(good) - k)
-        if lines is None:
-            yield run, good[k]
-            k += 1
-        else:
-            yield run, lines
-            k += lines.count
+_HEAD = narrow(("TOTALSIZE", "PHYSICALOFFSET"))
+_CRC_WRONG = (ndjson.dumps("crc_ok") + ":" + ndjson.dumps(False)).encode()    # inside a row: only that key
+
+
+def _following(buf, p: int, limit: int, n: int, delta: int) -> tuple[int, int]:
+    """(end, count) of the units from ``p`` (starting before ``limit``, at most :data:`NATIVE_RUN`) whose
+    stored PHYSICALOFFSET is their position + ``delta`` and whose TOTALSIZE lies inside the bytes: the span
+    the lane may render (it checks the rest itself)."""
+    unpack, size = _HEAD.unpack_from, _HEAD.size
+    q, k = p, 0
+    while q < limit and k < NATIVE_RUN and q + size <= n:
+        total, phys = unpack(buf, q)
+        if phys != q + delta or total < F.MIN_MESSAGE_SIZE or total > n - q:
+            break
+        q += total
+        k += 1
+    return q, k
+
+
+def _skip_units(buf, p: int, k: int) -> int:
+    """Position of the unit after the ``k`` units from ``p`` (already framed)."""
+    unpack = _HEAD.unpack_from
+    for _ in range(k):
+        p += unpack(buf, p)[0]
+    return p
 
 
 class Lines:
