@@ -162,8 +162,31 @@ def child_calibrate(store: str, info: dict) -> dict:
     return {"seconds": time.perf_counter() - t, "count": n, "bytes": pos}
 
 
+def child_carve_random(store: str, info: dict) -> dict:
+    """``mqtool carve --json`` over seeded random bytes (as many as the commitlog data, at most 256 MiB): the
+    search alone, which must find nothing. Times the CLI process (wall, and its CPU from wait4)."""
+    import random
+
+    size = min(info["data_bytes"], 256 << 20)
+    img = Path(store).parent / f"carve-random-{size}.img"
+    if not img.exists() or img.stat().st_size != size:
+        rng = random.Random(20261124)
+        with open(img.with_suffix(".tmp"), "wb") as f:
+            for a in range(0, size, 16 << 20):
+                f.write(rng.randbytes(min(16 << 20, size - a)))
+        os.replace(img.with_suffix(".tmp"), img)
+    with open(img, "rb", buffering=0) as f:                  # into the page cache, as warm() does
+        while f.read(8 << 20):
+            pass
+    wall, cpu, _rss, rc, out = run_measured(_mqtool_argv(["carve", str(img), "--json"]), stdout=subprocess.PIPE)
+    rows = out.decode().splitlines()
+    if rc != 1 or len(rows) != 1:
+        raise RuntimeError(f"carve of random bytes: exit {rc}, {len(rows) - 1} rows (expected exit 1, none)")
+    return {"seconds": wall, "cpu_seconds": cpu, "bytes": size, "count": 0}
+
+
 CHILD_OPS = {"calibrate": child_calibrate, "raw-read": child_raw_read, "crc-floor": child_crc_floor, "header-walk": child_header_walk,
-             "decode": child_decode, "query-key": child_query}
+             "decode": child_decode, "query-key": child_query, "carve-random": child_carve_random}
 
 
 def child_main(op: str, store: str, info_path: str) -> None:
@@ -331,6 +354,11 @@ def rocketmq_ops(ncpu: int) -> list[Op]:
         Op("rebuild", "mqtool rebuild-index --out DIR (consumequeue + index)", "cli",
            ["rebuild-index", "{store}", "--out", "{out}", "--force"], unit="msgs", target=">= 500k msg/s",
            check=lambda r: r.count / r.cpu >= 500_000),
+        Op("carve", "mqtool carve SEGMENT --json (all families; an image full of RocketMQ units)", "cli",
+           ["carve", "{store}/commitlog/00000000000000000000", "--json"], target=">= 500 MB/s",
+           check=lambda r: r.bytes / r.cpu >= 500e6),
+        Op("carve-random", "mqtool carve --json over random bytes (<= 256 MiB; nothing may be found)", "child",
+           target=">= 500 MB/s", check=lambda r: r.bytes / r.cpu >= 500e6),
         Op("query-key", "key query through the index, warm (median)", "child", unit="latency",
            target="< 50 ms", check=lambda r: r.wall < 0.050),
     ]
@@ -347,6 +375,9 @@ def kafka_ops(ncpu: int) -> list[Op]:
             Op("kafka-print", "mqtool dump kafka --print-data --json (keys, values, headers)", "cli",
                ["dump", "kafka", "{store}", "--print-data", "--json"], target=">= 100 MB/s",
                check=lambda r: r.bytes / r.cpu >= 100e6),
+            Op("kafka-carve", "mqtool carve SEGMENT.log --json (all families; an image full of Kafka batches)",
+               "cli", ["carve", "{store}/bench-0/00000000000000000000.log", "--json"], target=">= 500 MB/s",
+               check=lambda r: r.bytes / r.cpu >= 500e6),
             Op("kafka-json", "mqtool dump kafka --json (batch rows; the base of kafka-export)", "cli",
                ["dump", "kafka", "{store}", "--json"]),
             Op("kafka-export", "mqtool export --to DIR --jobs N (batch rows, Parquet, local engine)", "cli",

@@ -46,6 +46,7 @@ ROLES = {
     "query": "query by key / id / time",
     "info": "the collector of mqtool info",
     "lag": "query --unconsumed-by: committed offsets, queue ends, the messages after them",
+    "carve": "mqtool carve: the family's records found in arbitrary bytes, and the salvage store they go to",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (

@@ -743,3 +743,11 @@ def write_atomic(path: str | os.PathLike, data: bytes, overwrite: bool = False) 
     for a file that needs the input-tree checks)."""
     with AtomicWriter(path, overwrite=overwrite) as f:
         f.write(data)
+
+
+def write_span(out: OutputDir, rel: str, buf, start: int, end: int, chunk: int = 32 << 20) -> None:
+    """``buf[start:end]`` (a mapped input, say) into the file ``rel`` below ``out``, atomically, ``chunk``
+    bytes at a time (``mqtool carve --salvage-out``)."""
+    with out.atomic(rel) as f:
+        for a in range(start, end, chunk):
+            f.write(buf[a:min(end, a + chunk)])

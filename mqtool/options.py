@@ -140,3 +140,16 @@ class InfoOptions(SizeOptions):
     max_buckets: int = 60          # auto bucket: the narrowest width giving at most this many buckets
     max_message_size: int = 4 * 1024 * 1024
     progress: bool | None = None   # None = when stderr is a terminal
+
+
+@dataclass
+class CarveOptions:
+    """``mqtool carve``: which families to search for, and what to do with what is found."""
+
+    families: tuple = ("rocketmq", "kafka", "litemq")
+    deep: bool = False             # kafka: a row for every record inside each carved batch
+    max_message_size: int = 4 * 1024 * 1024   # rocketmq: the broker's maxMessageSize (larger units are refused)
+    salvage_out: str | None = None
+    force: bool = False
+    progress: bool | None = None   # None = when stderr is a terminal
+    ndjson: bool = False           # the rows go out as NDJSON: families may hand over pre-rendered lines

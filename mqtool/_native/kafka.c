@@ -5,6 +5,8 @@
  *   record_rows(...)            == the `dump kafka --deep / --print-data` record rows of a batch
  *                                  (mqtool.kafka.dump.record_row over mqtool.kafka.records.iter_records)
  *   record_json(...)            == those rows as the NDJSON lines mqtool.render.write_ndjson writes
+ *   frame_candidate(...)        == the shape test of mqtool.kafka.scan._shape_ok at every byte position
+ *                                  (mqtool carve's search for batches and legacy messages)
  *
  * The record layout is the construct schema formats/kafka.py `K.Record`; this file implements exactly the
  * field sequence spelled in RECORD_LAYOUT below, and mqtool/kafka/records.py derives the same string from
@@ -666,6 +668,132 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+
+/* ---- carve: the next entry that could be a batch or a legacy message -------------------------------- */
+
+/* Field places for frame_candidate, from mqtool.kafka.carve (derived there from formats/kafka.py). */
+typedef struct { Py_ssize_t off; int size; } fld_t;
+enum { F_SIZE, F_MAGIC, F_BASE, F_PLE, F_ATTR, F_LOD, F_BTS, F_MTS, F_PID, F_PEPOCH, F_BSEQ, F_COUNT, F_LATTR,
+       N_FLD };
+
+/* The cheap structure test of mqtool.kafka.scan._shape_ok (plus its size bounds) at q; 1 = candidate. */
+static int shape_at(const uint8_t *b, Py_ssize_t q, Py_ssize_t n, const fld_t *f, const long long *c)
+{
+    /* c: min_overhead, min_v2, v2_unused, codec_mask, max_codec, legacy_unused, v0_header, v1_header,
+     *    v0_min, v1_min */
+    int magic = b[q + f[F_MAGIC].off];
+    int64_t size = mq_rd_be(b + q + f[F_SIZE].off, f[F_SIZE].size);
+    if (magic > 2 || size < c[0] || size > n - q - 12)
+        return 0;
+    Py_ssize_t end = q + 12 + (Py_ssize_t)size;
+    if (magic == 2) {
+        if (size < c[1])
+            return 0;
+        int64_t attrs = mq_rd_be(b + q + f[F_ATTR].off, f[F_ATTR].size);
+        if ((attrs & c[2]) || (attrs & c[3]) > c[4])
+            return 0;
+        int64_t lod = mq_rd_be(b + q + f[F_LOD].off, f[F_LOD].size);
+        int64_t count = mq_rd_be(b + q + f[F_COUNT].off, f[F_COUNT].size);
+        if (mq_rd_be(b + q + f[F_BASE].off, f[F_BASE].size) < 0 || count < 0 || count > lod + 1)
+            return 0;
+        static const int rest[] = {F_PLE, F_BTS, F_MTS, F_PID, F_PEPOCH, F_BSEQ};
+        for (int k = 0; k < 6; k++)
+            if (mq_rd_be(b + q + f[rest[k]].off, f[rest[k]].size) < -1)
+                return 0;
+        return 1;
+    }
+    if (size < (magic == 0 ? c[8] : c[9]))
+        return 0;
+    int attrs = b[q + f[F_LATTR].off];
+    if ((attrs & c[5]) || (attrs & c[3]) > c[4])
+        return 0;
+    Py_ssize_t p = q + (magic == 1 ? c[7] : c[6]);
+    if (p + 8 > end)
+        return 0;
+    int64_t klen = mq_rd_be(b + p, 4);
+    p += 4 + (klen > 0 ? klen : 0);
+    if (p + 4 > end)
+        return 0;
+    int64_t vlen = mq_rd_be(b + p, 4);
+    return p + 4 + (vlen > 0 ? vlen : 0) == end;
+}
+
+/* frame_candidate(buf, start, stop, fields, consts) -> the first q in [start, stop) where an entry of a
+ * plausible shape starts (magic <= 2 at its magic offset, a size inside the buffer, mqtool.kafka.scan's shape
+ * test), or -1. The CRC is left to the caller. Eight magic bytes at a time are tested for a value below 3
+ * first, so runs with none cost one compare per word. */
+static PyObject *frame_candidate(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *fields, *consts;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "OnnO!O!", &obj, &start, &stop, &PyTuple_Type, &fields, &PyTuple_Type, &consts))
+        return NULL;
+    if (PyTuple_GET_SIZE(fields) != N_FLD || PyTuple_GET_SIZE(consts) != 10) {
+        PyErr_SetString(PyExc_ValueError, "frame_candidate: wrong layout tuples");
+        return NULL;
+    }
+    fld_t f[N_FLD];
+    long long c[10];
+    Py_ssize_t reach = 0;
+    for (int k = 0; k < N_FLD; k++) {
+        PyObject *t = PyTuple_GET_ITEM(fields, k);
+        if (!PyArg_ParseTuple(t, "ni", &f[k].off, &f[k].size))
+            return NULL;
+        if (f[k].off < 0 || !(f[k].size == 1 || f[k].size == 2 || f[k].size == 4 || f[k].size == 8)) {
+            PyErr_SetString(PyExc_ValueError, "frame_candidate: bad field");
+            return NULL;
+        }
+        if (k != F_MAGIC && k != F_SIZE && k != F_LATTR && f[k].off + f[k].size > reach)
+            reach = f[k].off + f[k].size;
+    }
+    for (int k = 0; k < 10; k++) {
+        c[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(consts, k));
+        if (c[k] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    /* every v2 field lies inside the smallest v2 entry; the legacy header inside the smallest legacy one */
+    if (reach > 12 + c[1] || f[F_MAGIC].off + 1 > 12 + c[0] || f[F_LATTR].off + 1 > 12 + c[8]
+        || f[F_SIZE].off + f[F_SIZE].size > 12) {
+        PyErr_SetString(PyExc_ValueError, "frame_candidate: layout does not fit the minimum sizes");
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
+    const uint8_t *b = view.buf;
+    Py_ssize_t n = view.len, mo = f[F_MAGIC].off, found = -1;
+    Py_ssize_t last = n - 12 - c[0];        /* the last q whose smallest entry fits */
+    if (start < 0)
+        start = 0;
+    if (stop > last + 1)
+        stop = last + 1;
+    Py_ssize_t q = start;
+    while (q < stop) {
+        if (q + 8 <= stop) {
+            uint64_t x;
+            memcpy(&x, b + q + mo, 8);
+            if (!((x - 0x0303030303030303ULL) & ~x & 0x8080808080808080ULL)) {
+                q += 8;
+                continue;
+            }
+            for (int k = 0; k < 8; k++, q++)
+                if (b[q + mo] <= 2 && shape_at(b, q, n, f, c)) {
+                    found = q;
+                    goto done;
+                }
+            continue;
+        }
+        if (b[q + mo] <= 2 && shape_at(b, q, n, f, c)) {
+            found = q;
+            break;
+        }
+        q++;
+    }
+done:
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(found);
+}
+
 static PyMethodDef methods[] = {
     {"parse_records", parse_records, METH_VARARGS,
      "parse_records(data, count) -> (records, end) as mqtool.kafka.records.parse_records, or None."},
@@ -674,6 +802,8 @@ static PyMethodDef methods[] = {
     {"record_json", record_json, METH_VARARGS,
      "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
     {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},
+    {"frame_candidate", frame_candidate, METH_VARARGS,
+     "frame_candidate(buf, start, stop, fields, consts) -> first plausible entry position in [start, stop) or -1."},
     {NULL, NULL, 0, NULL},
 };
 
