@@ -5,6 +5,7 @@ segment to the general scanner at a BLANK, zero fill or damage; :func:`native_li
 (:func:`native_layout`: what ``configure`` gets) that may dispatch a run of units itself."""
 from __future__ import annotations
 
+from array import array
 from typing import Iterator
 
 from formats import rocketmq as F
@@ -151,3 +152,72 @@ def _one_slow(seg: Segment, buf, pos: int, end: int, max_size: int):
         return None
     return (m.physical_offset, m.size, m.topic_raw, m.queue_id, m.queue_offset, m.sys_flag, m.store_timestamp,
             m.props_raw)
+
+
+class SharedState:
+    """The state the compiled loop shares with the Python writers (see ``mqtool/_native/rmqrebuild.c``): a queue
+    slot per raw topic + queueId (``keymap``), each queue's current bytearray (``qbufs``), its int64 state
+    (``qstate``: ``_QS_*`` per queue); the index state is copied in and out around a call (``istate``).
+
+    ``res`` (the run's :class:`~mqtool.rocketmq.rebuild.replay.RebuildResult`) takes the counts of the units the
+    loop dispatched; ``idx`` is the index writer (None when indexing is off)."""
+
+    def __init__(self, lib, max_size: int, file_size: int, idx, res):
+        self.lib, self.max_size, self.fs, self.idx, self.res = lib, max_size, file_size, idx, res
+        self.keymap: dict[bytes, int] = {}
+        self.qbufs: list = []
+        self.qstate = array("q")
+        self.istate = array("q", bytes(8 * _IS_N))
+        self.no_slots, self.no_entries = array("i"), bytearray()
+
+    def add_queue(self, qb) -> None:
+        """Give a new queue writer its slot in the shared state."""
+        qb.slot = len(self.qbufs)
+        self.qbufs.append(None)
+        self.qstate.extend((0, -1, 0, 0))             # _QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS
+
+    def put(self, qb, phys: int, size: int, code: int, qoff: int) -> None:
+        """``qb.put`` with the state the compiled loop shares pulled before and pushed after."""
+        qstate = self.qstate
+        i = qb.slot * _QS_N
+        qb.max_phys = qstate[i + _QS_MAXPHYS]
+        qb.put(phys, size, code, qoff)
+        buf = qb.buf
+        qstate[i + _QS_MAXPHYS] = qb.max_phys
+        qstate[i + _QS_WRITE] = -1 if buf is None else (qb.base + len(buf)) // UNIT
+        qstate[i + _QS_FILE_END] = 0 if buf is None else (qb.base + self.fs) // UNIT
+        self.qbufs[qb.slot] = buf
+
+    def lane(self, buf, pos: int, limit: int, end: int) -> int:
+        """The ``lane`` of :func:`iter_dispatch_records`: a run of units dispatched by the compiled loop."""
+        idx, istate, res = self.idx, self.istate, self.res
+        f = idx.current if idx is not None else None
+        if f is not None:
+            istate[0:_IS_N] = array("q", (1, f.index_count, f.index_num, f.slot_num, f.hash_slot_count, f.begin_ts,
+                                          f.end_phy, f.end_ts))
+            slots, entries, ts = f.slots, f.entries, f.ts
+        else:
+            istate[0] = 0
+            slots, entries, ts = self.no_slots, self.no_entries, None
+        npos, n, ncq, lts, lcts, mend, added = self.lib.run(buf, pos, limit, end, self.max_size, self.keymap,
+                                                           self.qbufs, self.qstate,
+                                                           istate if idx is not None else None, slots, entries, ts)
+        if n:
+            res.messages += n
+            res.cq_units += ncq
+            res.last_store_ts = lts
+            if ncq:
+                res.last_cq_ts = lcts
+            if mend > res.max_offset:
+                res.max_offset = mend
+            if added:
+                f.index_count, f.hash_slot_count, f.end_phy, f.end_ts = istate[1], istate[4], istate[6], istate[7]
+                idx.entries += added
+                f.maybe_spill()
+        return npos
+
+    def collect(self, qb) -> None:
+        """Take back what the loop did to a queue (units appended, maxPhysicOffset) before it is finished."""
+        if qb.slot >= 0:
+            qb.units += self.qstate[qb.slot * _QS_N + _QS_UNITS]
+            qb.max_phys = self.qstate[qb.slot * _QS_N + _QS_MAXPHYS]
