@@ -22,7 +22,8 @@ import verify_store``):
   :mod:`.units` — the checks of one message/BLANK/damage/end event; :mod:`.dispatched` — what the dispatcher
   does with a message; :mod:`.native_lane` — the fast lane (compiled ``rmqverify`` and its Python twin);
   :mod:`.ranges` — the same check over byte ranges (``--jobs``, Spark), merged in order;
-* :mod:`.consumequeue`, :mod:`.index`, :mod:`.storefiles` (abort, checkpoint, config) — the other parts;
+* :mod:`.consumequeue`, :mod:`.index` — those parts; :mod:`.storefiles` (the abort marker, then
+  :mod:`.checkpoint` and :mod:`.config`) — the store's own files;
 * :mod:`.salvage` — ``--salvage-out``.
 
 Switches tests turn (``USE_FAST_LANE``, ``_NATIVE``) live in :mod:`.native_lane`: set them there.
