@@ -23,6 +23,7 @@ from pathlib import Path
 from construct import ConstructError
 
 from formats import litemq as F
+from mqtool.damage import Damage
 from mqtool.errors import UsageError
 from mqtool.findings import INFO, WARNING, Finding, Summary
 from mqtool.io import prepare_output_dir, read_input
@@ -31,7 +32,7 @@ from mqtool.litemq.indexfiles import broker_toml_sizes, cq_file_size  # noqa: F4
 from mqtool.litemq.store import Store
 from mqtool.litemq.records import CQ as CQS
 from mqtool.litemq.records import INDEX_ENTRY, fnv1a32, tag_hash
-from mqtool.litemq.scan import WalkResult, walk
+from mqtool.litemq.scan import WalkResult, damage_finding, walk
 from mqtool.litemq.verify import CQ_TIMESTAMP_TOLERANCE_MS
 from mqtool.options import RebuildOptions
 
@@ -156,7 +157,8 @@ def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
     res = WalkResult()
     records = []
     for item in walk(store, carve_stale=False, result=res):
-        if isinstance(item, Finding):
+        if isinstance(item, Damage):
+            item = damage_finding(item)
             if item.severity != INFO:
                 yield item
             continue

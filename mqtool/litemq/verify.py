@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from formats import litemq as F
+from mqtool.damage import Damage
 from mqtool.errors import OutputError
 from mqtool.findings import (ERROR, INFO, WARNING, Finding, Summary, born_finding, born_plausible,
                              checkpoint_value_problems)
@@ -23,7 +24,7 @@ from mqtool.litemq.history import INSIDE_RECORD, OVERWRITTEN, PAST_END, stale_re
 from mqtool.litemq.store import Store
 from mqtool.litemq.records import LiteRecord, fnv1a32, order_queue, tag_hash
 from mqtool.litemq.rows import record_row
-from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, walk
+from mqtool.litemq.scan import TIME_REGRESSION_MS, WalkResult, damage_finding, walk
 from mqtool.options import VerifyOptions
 from mqtool.columns import iso_ms
 from mqtool.ndjson import dumps
@@ -154,8 +155,8 @@ def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary):
     never_zero = Counter()
     order = []
     for item in walk(store, carve_stale=True, result=res):
-        if isinstance(item, Finding):
-            yield item
+        if isinstance(item, Damage):
+            yield damage_finding(item)
             continue
         rec = item
         if rec.stale:
@@ -479,7 +480,7 @@ def _verify_index(store: Store, live: dict, explicit: bool):
 def _salvage(store: Store, opts: VerifyOptions):
     with open_salvage_file(opts.salvage_out, [store.root or store.target.parent, store.target], opts.force) as f:
         for item in walk(store, carve_stale=True, with_body=True):
-            if isinstance(item, Finding):
+            if isinstance(item, Damage):
                 continue
             f.write(dumps(record_row(item, "base64")).encode("utf-8") + b"\n")
 
