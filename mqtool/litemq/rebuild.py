@@ -30,8 +30,9 @@ from mqtool.io import prepare_output_dir, read_input
 from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.indexfiles import broker_toml_sizes, cq_file_size  # noqa: F401  (the one place that decides)
 from mqtool.litemq.store import Store
-from mqtool.litemq.records import CQ as CQS
-from mqtool.litemq.records import INDEX_ENTRY, fnv1a32, tag_hash
+from mqtool.litemq.layout import CQ as CQS
+from mqtool.litemq.layout import INDEX_ENTRY
+from mqtool.litemq.records import fnv1a32, tag_hash
 from mqtool.litemq.scan import WalkResult, damage_finding, walk
 from mqtool.litemq.verify import CQ_TIMESTAMP_TOLERANCE_MS
 from mqtool.options import RebuildOptions

@@ -15,7 +15,6 @@ leftovers, missing files, the stale/after-gap totals); :func:`damage_finding` is
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,9 +24,10 @@ from mqtool.damage import Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input
 from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
-from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, decode_message
+from mqtool.litemq.layout import LENGTH, MIN_MESSAGE_LEN
+from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 
-_U32 = struct.Struct(">I")
+_U32 = LENGTH
 _CHUNK = 1 << 20
 #: A store time this far below the newest one seen suggests records of an older run (restart overwrite).
 TIME_REGRESSION_MS = 1000
