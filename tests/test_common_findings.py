@@ -53,7 +53,7 @@ def _emitted_literals():
                 continue
             code = a.value
             if "kafka" in p.parts and name != "Finding":
-                code = ("kafka.rebuild-" if p.name == "rebuild_ops.py" else "kafka.") + code
+                code = ("kafka.rebuild-" if p.parent.name == "rebuild" else "kafka.") + code
             out.append((code, p.relative_to(ROOT), n.lineno))
     return out
 

@@ -9,7 +9,8 @@ from mqtool.findings import ERROR, INFO, WARNING
 from mqtool.io import map_input
 from mqtool.codecs import CodecError, kafka_codec_name as codec_name
 from mqtool.kafka.store import Segment
-from mqtool.kafka.rebuild import Recoverer, TxnTracker, control_type_of
+from mqtool.kafka.rebuild.recover import Recoverer
+from mqtool.kafka.rebuild.txn import TxnTracker, control_type_of
 from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records, records_area
 from mqtool.kafka.scan import Damage, scan
 from mqtool.kafka.verify.state import SegmentSeen

@@ -7,7 +7,7 @@ from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
 from mqtool.kafka.store import LogDir, Partition
 from mqtool.kafka.interval import index_interval
-from mqtool.kafka.rebuild import TxnTracker
+from mqtool.kafka.rebuild.txn import TxnTracker
 from mqtool.kafka.verify.indexes import IndexChecks
 from mqtool.kafka.verify.log import LogChecks
 from mqtool.kafka.verify.partition import PartitionChecks
