@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from formats import litemq as F
+from mqtool.damage import Damage
 from mqtool.errors import MqToolError
 from mqtool.findings import Finding
 from mqtool.litemq import indexfiles as CQ
@@ -97,7 +98,7 @@ def walk_target(data: bytes) -> None:
     for item in walk(store, carve_stale=True, with_body=True):
         items += 1
         assert items <= 4 * len(data) + 16, "unbounded walk"
-        if isinstance(item, Finding):
+        if isinstance(item, Damage):
             continue
         assert item.body is not None and len(item.body) == item.body_slice[1] - item.body_slice[0]
 

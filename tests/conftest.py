@@ -72,7 +72,7 @@ def run_cli():
 @pytest.fixture(params=["python", "native"])
 def lane_impl(request, monkeypatch):
     """Run a verify-lane test with the Python lane and with the compiled one (mqtool/_native/rmqverify.c)."""
-    from mqtool.rocketmq import verify
+    from mqtool.rocketmq.verify import native_lane as verify
 
     if request.param == "python":
         monkeypatch.setattr(verify, "_NATIVE", None)

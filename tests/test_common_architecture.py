@@ -197,3 +197,16 @@ def test_decode_failures_are_inside_the_error_tree():
     except construct.ConstructError as e:
         w = wrap_decode(e, "f.log", 7)
     assert isinstance(w, DecodeError) and str(w).startswith("f.log@7: cannot decode: ") and "\n" not in str(w)
+
+
+def test_every_family_package_has_a_module_for_every_role():
+    """families.ROLES names the modules each family package has (docs/architecture.md); verify and rebuild are
+    packages split by check / step."""
+    from mqtool.families import REGISTRY, ROLES
+
+    for fam in REGISTRY.values():
+        base = PKG / fam.name
+        for role in ROLES:
+            assert (base / f"{role}.py").is_file() or (base / role / "__init__.py").is_file(), (fam.name, role)
+        for role in ("verify", "rebuild"):
+            assert (base / role / "__init__.py").is_file() and not (base / f"{role}.py").exists(), (fam.name, role)

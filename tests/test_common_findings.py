@@ -45,7 +45,7 @@ def _emitted_literals():
                 continue
             fn = n.func
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
-            if name == "_note" and p.name == "rebuild.py" and isinstance(n.args[0], ast.Constant):
+            if name == "_note" and "rebuild" in (p.stem, p.parent.name) and isinstance(n.args[0], ast.Constant):
                 out.append((n.args[0].value, p.relative_to(ROOT), n.lineno))     # RocketMQ rebuild's notes
                 continue
             a = n.args[1]
@@ -53,7 +53,7 @@ def _emitted_literals():
                 continue
             code = a.value
             if "kafka" in p.parts and name != "Finding":
-                code = ("kafka.rebuild-" if p.name == "rebuild_ops.py" else "kafka.") + code
+                code = ("kafka.rebuild-" if p.parent.name == "rebuild" else "kafka.") + code
             out.append((code, p.relative_to(ROOT), n.lineno))
     return out
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from formats import litemq as F
+from mqtool.litemq import layout as L
 from mqtool.litemq import records as R
 
 # ---- hand-computed bytes (reference section 3) ------------------------------------------------
@@ -52,13 +54,13 @@ def test_record_matches_real_first_record_bytes_layout():
 
 
 def test_fixed_struct_sizes_match_schema():
-    assert R.TAIL.size == F.FIXED_TAIL_SIZE == 52
-    assert R.ATTRS.size == 11 and R.BORN.size == 9
-    assert R.CQ.size == F.CQEntry.sizeof() == F.CQ_ENTRY_SIZE
-    assert R.INDEX_ENTRY.size == F.IndexEntry.sizeof() == F.INDEX_ENTRY_SIZE
+    assert L.TAIL.size == F.FIXED_TAIL_SIZE == 52
+    assert L.ATTRS.size == 11 and L.BORN.size == 9
+    assert L.CQ.size == F.CQEntry.sizeof() == F.CQ_ENTRY_SIZE
+    assert L.INDEX_ENTRY.size == F.IndexEntry.sizeof() == F.INDEX_ENTRY_SIZE
     assert F.CheckpointHeader.sizeof() == F.CHECKPOINT_HEADER_SIZE
     assert F.IndexHeader.sizeof() == F.INDEX_HEADER_SIZE
-    assert R.MIN_MESSAGE_LEN == len(R.encode_record(R.new_fields(BornHost="", StoreHost=""))) - 4
+    assert L.MIN_MESSAGE_LEN == len(R.encode_record(R.new_fields(BornHost="", StoreHost=""))) - 4
 
 
 def test_cq_entry_round_trip():
@@ -66,7 +68,7 @@ def test_cq_entry_round_trip():
     e = F.CQEntry.parse(raw)
     assert (e.CommitLogOffset, e.Size, e.TagHash, e.Timestamp) == (216, 609, 0x6D184FBD, 1795339138045)
     assert F.CQEntry.build(e) == raw
-    assert R.CQ.unpack(raw) == (216, 609, 0x6D184FBD, 1795339138045)
+    assert L.CQ.unpack(raw) == (216, 609, 0x6D184FBD, 1795339138045)
 
 
 def test_fnv_and_tag_hash():
@@ -97,7 +99,7 @@ def test_index_header_and_entry():
                                    indexCount=2))
     assert len(hdr) == 40 and hdr[:4] == bytes.fromhex("4c4d5104")
     e = F.IndexEntry.build(dict(keyHash=7, phyOffset=216, timeDiff=-1, next=-1))
-    assert R.INDEX_ENTRY.unpack(e) == (7, 216, -1, -1)
+    assert L.INDEX_ENTRY.unpack(e) == (7, 216, -1, -1)
 
 
 # ---- property tests: schema round trip and fast path == construct -----------------------------
@@ -139,10 +141,10 @@ def test_fast_decoder_equals_construct(fields):
 @settings(max_examples=100, deadline=None)
 @given(st.tuples(i64, st.integers(-(1 << 31), (1 << 31) - 1), u32, i64))
 def test_cq_fast_equals_construct(t):
-    raw = R.CQ.pack(*t)
+    raw = L.CQ.pack(*t)
     e = F.CQEntry.parse(raw)
     assert (e.CommitLogOffset, e.Size, e.TagHash, e.Timestamp) == t
-    assert F.CQEntry.build(dict(zip(R.CQ_NAMES, t))) == raw
+    assert F.CQEntry.build(dict(zip(L.CQ_NAMES, t))) == raw
 
 
 @settings(max_examples=100, deadline=None)
@@ -169,3 +171,30 @@ def test_checkpoint_consumequeue_section_read_by_its_queue_count():
     cp = F.Checkpoint.parse(data)
     assert [t.topic for t in cp.consumequeue] == ["a", "b"]
     assert [g.group for g in cp.consumers] == ["g"] and cp.trailing == b""
+
+
+def test_layout_places_the_fixed_fields_as_the_go_encoder_writes_them():
+    """pkg/protocol/message.go Encode: after StoreHost, QueueID u32, QueueOffset/CommitLogOffset u64, StoreSize
+    u32, StoreTimestamp/ConsumeStartTime/ConsumeEndTime u64, ConsumeCount u32 (offsets counted by hand)."""
+    assert [L.FIELDS[n] for n in L.TAIL_NAMES] == [(0, 4), (4, 8), (12, 8), (20, 4), (24, 8), (32, 8), (40, 8),
+                                                   (48, 4)]
+    assert L.FIELDS["DelayTime"] == (3, 8) and L.FIELDS["BornTimestamp"] == (1, 8)
+    assert L.CQ_FIELDS == {"CommitLogOffset": (0, 8), "Size": (8, 4), "TagHash": (12, 4), "Timestamp": (16, 8)}
+    assert (L.LENGTH.size, L.STRING_LENGTH_SIZE, L.COUNT_SIZE) == (4, 2, 4)
+    # the smallest message by hand: magic 4, two empty strings 2+2, three empty lists 4*3, empty body 4, attrs 11,
+    # TransactionID 2, MessageStatus 1, ShardingKey 2, born 9, two hosts 2+2, tail 52, padding 6
+    assert L.MIN_MESSAGE_LEN == 4 + 2 + 2 + 12 + 4 + 11 + 2 + 1 + 2 + 9 + 2 + 2 + 52 + 6
+
+
+def test_layout_refuses_a_schema_the_readers_are_not_written_for(monkeypatch):
+    from construct import Int16ub, PascalString
+
+    before = L.RecordLayout().fingerprint()
+    assert before == L.fingerprint()
+    text = "ConsumeCount" / PascalString(Int16ub, "utf8")
+    monkeypatch.setattr(F, "MESSAGE_TAIL_FIELDS", F.MESSAGE_TAIL_FIELDS[:-1] + [text])
+    with pytest.raises(L.LayoutError):
+        L.RecordLayout()
+    monkeypatch.undo()
+    monkeypatch.setattr(F, "MESSAGE_TAIL_FIELDS", F.MESSAGE_TAIL_FIELDS[:-1] + ["ConsumeCount" / Int16ub])
+    assert L.RecordLayout().fingerprint() != before           # a drifted field, a different fingerprint

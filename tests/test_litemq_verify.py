@@ -210,3 +210,40 @@ def test_damaged_bytes_become_findings_never_exceptions(tmp_path_factory, flips)
     assert s.messages >= 0
     recs = [x for x in walk(resolve(d)) if hasattr(x, "m")]
     assert all(r.position + r.size <= len(data) for r in recs)
+
+
+def test_the_walk_yields_records_and_damage_events_only(tmp_path):
+    """The walker's one event type for what it cannot read as records is mqtool.damage.Damage (as the RocketMQ
+    and Kafka scans); verify, dump, query, rebuild-index and info make findings of them with damage_finding."""
+    from mqtool.damage import Damage
+    from mqtool.findings import Finding
+    from mqtool.litemq.records import LiteRecord
+
+    dst, _, _ = _restart_copy(tmp_path)                  # stale records, remnants, overwritten end
+    f1 = dst / "commitlog" / "00000000000000000001"
+    data = bytearray(f1.read_bytes())
+    data[200:204] = b"\xff\xff\xff\xff"                   # damage inside a later file as well
+    f1.write_bytes(bytes(data))
+    items = list(walk(resolve(dst)))
+    assert all(isinstance(x, (LiteRecord, Damage)) for x in items)
+    damage = [x for x in items if isinstance(x, Damage)]
+    assert {"stale-records", "overwritten-record"} <= {d.code for d in damage}
+    found, _ = _verify(dst, "commitlog")
+    assert not any(isinstance(x, Damage) for x in found) and all(isinstance(x, Finding) for x in found)
+
+
+def test_every_damage_code_of_the_walk_is_a_registered_code_at_a_registered_severity():
+    from mqtool.codes import REGISTRY
+    from mqtool.damage import Damage
+    from mqtool.litemq import scan
+
+    for code in scan._SEVERITY:
+        f = scan.damage_finding(Damage("f", 0, 100, 4, code, "m"))
+        assert f.code in REGISTRY and f.severity in REGISTRY[f.code].severities, code
+    # docs/litemq.md: unaccounted-bytes is a warning, or info when they are remnants of carved older records
+    assert scan.damage_finding(Damage("f", 0, 0, 9, "unaccounted-bytes", "m")).severity == "warning"
+    remnant = scan.damage_finding(Damage("f", 0, 0, 9, "remnants", "m"))
+    assert (remnant.code, remnant.severity, remnant.span) == ("unaccounted-bytes", "info", None)
+    # a missing file: the finding points at the file after the gap, its span is the missing bytes
+    gap = scan.damage_finding(Damage("f", None, 1000, 3000, "segment-missing", "m", 1, 4))
+    assert (gap.offset, gap.span, gap.severity) == (4000, (1000, 4000), "error")

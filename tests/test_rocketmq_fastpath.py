@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from formats import rocketmq as F
 from mqtool import fastcrc
 from mqtool.options import VerifyOptions
-from mqtool.rocketmq import ops, records, scan, verify
+from mqtool.rocketmq import ops, records, scan
+from mqtool.rocketmq.verify import native_lane as verify
 from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import (DecodeFailure, _decode_checked, decode_message, property_dict,
                                      property_pairs)

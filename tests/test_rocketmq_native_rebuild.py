@@ -1,6 +1,6 @@
 """rebuild-index with the compiled dispatch loop (mqtool/_native/rmqrebuild.c) == without it.
 
-Every comparison runs the same rebuild twice, ``rebuild.USE_NATIVE`` on and off, and compares everything it
+Every comparison runs the same rebuild twice, ``rebuild.native_lane.USE_NATIVE`` on and off, and compares everything it
 gives: each consumequeue and index file (bytes, names, order, whether last), the findings in order, the
 result counters, the per-entry store times kept for --compare; and, through the CLI, the whole output tree
 and the --compare findings. Inputs: the fixture store, every real RocketMQ store, hypothesis-built
@@ -27,6 +27,7 @@ from mqtool import pages
 from mqtool.options import RebuildOptions
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq import rebuild as R
+from mqtool.rocketmq.rebuild import native_lane as RN
 from mqtool.rocketmq.store import open_store
 from tests.conftest import require_realdata
 
@@ -74,14 +75,14 @@ def _rebuild(store_dir: Path, native: bool, keep_times: bool = True, **opts) -> 
                     bytes(ib.ts) if ib.ts is not None else None, view))
 
     counting = _Counting(LIB)
-    saved = R.USE_NATIVE, R.native_lib
-    R.USE_NATIVE = native
+    saved = RN.USE_NATIVE, RN.native_lib
+    RN.USE_NATIVE = native
     if native:
-        R.native_lib = lambda: counting
+        RN.native_lib = lambda: counting
     try:
         res = R.rebuild_store(store, sets, on_cq, on_idx, findings, keep_entry_times=keep_times)
     finally:
-        R.USE_NATIVE, R.native_lib = saved
+        RN.USE_NATIVE, RN.native_lib = saved
     return {"cq": cq, "index": idx, "findings": findings, "result": dataclasses.asdict(res)}, counting.units
 
 
@@ -181,14 +182,14 @@ def _cli_both(run_cli, store: Path, tmp: Path, *args) -> None:
     """The CLI's whole output tree and --compare findings, native on and off."""
     outs = []
     for native in (False, True):
-        R.USE_NATIVE = native
+        RN.USE_NATIVE = native
         try:
             out = tmp / f"out-{native}"
             code, stdout, err = run_cli("rebuild-index", store, "--out", out, "--force", "--write-checkpoint",
                                         "--json", *args)
             ccode, cmp_out, _ = run_cli("rebuild-index", store, "--compare", "--json", *args)
         finally:
-            R.USE_NATIVE = True
+            RN.USE_NATIVE = True
         rows = [r for r in stdout.splitlines() + cmp_out.splitlines() if '"seconds"' not in r]
         outs.append((code, ccode, rows, _tree(out)))
     assert outs[0] == outs[1]

@@ -23,7 +23,8 @@ from builders import rocketmq_unit
 from formats import rocketmq as F
 from mqtool.findings import Summary
 from mqtool.options import VerifyOptions
-from mqtool.rocketmq import ops, verify
+from mqtool.rocketmq import ops
+from mqtool.rocketmq.verify import native_lane as verify
 
 NATIVE = verify._NATIVE
 needs_native = pytest.mark.skipif(NATIVE is None, reason="compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")

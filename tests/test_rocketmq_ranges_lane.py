@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mqtool.ranges import InlineRunner
-from mqtool.rocketmq import verify as V
+from mqtool.rocketmq.verify import native_lane as V
 from tests.test_rocketmq_ranges import _damage, copy_store, run_verify
 
 

@@ -62,9 +62,10 @@ def index_spill(request, monkeypatch):
     entries with comparisons in chunks of three entries (the bounded-memory paths of IndexFileBuilder)."""
     if request.param == "spilled":
         from mqtool.rocketmq import rebuild as R
+        from mqtool.rocketmq.rebuild import index as RI
 
         monkeypatch.setattr(R.IndexFileBuilder, "SPILL_BYTES", 3 * 20)
-        monkeypatch.setattr(R, "_CMP_ENTRIES", 3)
+        monkeypatch.setattr(RI, "_CMP_ENTRIES", 3)
     return request.param
 
 
@@ -302,8 +303,9 @@ def test_index_entries_spilled_to_scratch_are_still_byte_identical(name, use_nat
     """--out keeps memory bounded by moving written index entries to a scratch file past SPILL_BYTES; with a
     threshold of three entries every file spills many times and must still equal the broker's file."""
     from mqtool.rocketmq import rebuild as R
+    from mqtool.rocketmq.rebuild import native_lane as RN
 
-    monkeypatch.setattr(R, "USE_NATIVE", use_native)
+    monkeypatch.setattr(RN, "USE_NATIVE", use_native)
     monkeypatch.setattr(R.IndexFileBuilder, "SPILL_BYTES", 3 * 20)
     spilled = []
     real = R.IndexFileBuilder.maybe_spill

@@ -79,7 +79,7 @@ def verify(part: str, path, opts):
 
 
 def rebuild(path, opts):
-    from mqtool.kafka.rebuild_ops import run_rebuild
+    from mqtool.kafka.rebuild import run_rebuild
     return run_rebuild(Path(path), opts)
 
 

@@ -19,7 +19,8 @@ from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import map_input, open_input, read_input
 from mqtool.options import SizeDecision
 from mqtool.litemq.store import Queue, Store, list_queues, nominal_file_size
-from mqtool.litemq.records import CQ, INDEX_ENTRY, CQEntry
+from mqtool.litemq.layout import CQ, INDEX_ENTRY
+from mqtool.litemq.records import CQEntry
 
 _ZERO_ENTRY = bytes(F.CQ_ENTRY_SIZE)
 

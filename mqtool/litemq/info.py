@@ -23,13 +23,14 @@ from collections import Counter
 
 from formats import litemq as F
 from mqtool.common import plural
+from mqtool.damage import Damage
 from mqtool.findings import ERROR, WARNING, Finding
 from mqtool.info import InfoBuilder, total_size
 from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import LiveLog
 from mqtool.litemq.store import Store, commitlog_segments, nominal_file_size, resolve
 from mqtool.litemq.records import LiteRecord
-from mqtool.litemq.scan import WalkResult, walk
+from mqtool.litemq.scan import WalkResult, damage_finding, walk
 from mqtool.options import InfoOptions
 from mqtool.progress import progress
 
@@ -120,6 +121,8 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
     with progress(total, "info: scanning commitlog", enabled=opts.progress) as bar:
         gaps: dict = {}        # file after missing ones -> finding; placed in time when that file is reached
         for item in walk(store, carve_stale=True, result=res):
+            if isinstance(item, Damage):
+                item = damage_finding(item)
             if isinstance(item, Finding) and item.code == "segment-missing" and item.file is not None:
                 gaps[item.file] = item
                 continue

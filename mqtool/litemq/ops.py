@@ -1,13 +1,14 @@
 """LiteMQ engine: the dump / verify / rebuild / query contract of :mod:`mqtool.cli`."""
 from __future__ import annotations
 
+from mqtool.damage import Damage
 from mqtool.errors import InputError, UsageError
 from mqtool.findings import Finding
 from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import LiveLog, note_damage as _note_damage
 from mqtool.litemq.store import Store, index_files as _index_files, resolve
 from mqtool.litemq.rows import CQ_COLUMNS, MESSAGE_COLUMNS, cq_row, generic_columns, record_row
-from mqtool.litemq.scan import walk
+from mqtool.litemq.scan import damage_finding, walk
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
 DUMP_PARTS = ("commitlog", "consumequeue", "checkpoint", "index", "abort")
@@ -41,8 +42,8 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
 def _dump_commitlog(store: Store, opts: DumpOptions, stats: ScanStats):
     want_body = opts.body != "none"
     for item in walk(store, carve_stale=opts.include_stale, with_body=want_body):
-        if isinstance(item, Finding):
-            _note_damage(item, stats)
+        if isinstance(item, Damage):
+            _note_damage(damage_finding(item), stats)
             continue
         rec = item
         if opts.from_offset is not None and rec.offset < opts.from_offset:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 from formats import litemq as F
+from mqtool.damage import Damage
 from mqtool.errors import UsageError
 from mqtool.findings import INFO, Finding
 from mqtool.io import map_input
@@ -13,7 +14,7 @@ from mqtool.litemq.history import RESTART_CODES, LiveLog
 from mqtool.litemq.store import Store, commitlog_segments
 from mqtool.litemq.records import fnv1a32
 from mqtool.litemq.rows import MESSAGE_COLUMNS, QUERY_QUEUE_OFFSET_COLUMN, record_row
-from mqtool.litemq.scan import parse_record_at, walk
+from mqtool.litemq.scan import damage_finding, parse_record_at, walk
 from mqtool.options import QueryOptions, ScanStats
 
 
@@ -156,7 +157,8 @@ def _match(rec, opts) -> bool:
 def _scan(store, opts, stats):
     n = 0
     for item in walk(store, carve_stale=opts.include_stale, with_body=opts.body != "none"):
-        if isinstance(item, Finding):
+        if isinstance(item, Damage):
+            item = damage_finding(item)
             if item.code in RESTART_CODES:      # a restart's shape, not damage: a note, not exit 1
                 stats.notes.append(f"{item.code}: {item.message}")
             elif item.severity != INFO:

@@ -37,8 +37,8 @@ from mqtool.litemq.store import Segment, commitlog_segments, resolve
 from mqtool.litemq.rows import BODY_COLUMN, MESSAGE_COLUMNS, RECORD, record_row
 from mqtool.litemq.rows import ROW_FIELDS  # noqa: F401 (the family protocol's name, mqtool.ranges)
 from mqtool.litemq.history import note_damage
-from mqtool.litemq.scan import (TIME_REGRESSION_MS, WalkResult, _full, hop,  # noqa: F401
-                                live_record_at, walk_prologue, walk_tail)
+from mqtool.litemq.scan import (TIME_REGRESSION_MS, WalkResult, _full, damage_finding, hop,  # noqa: F401
+                                live_record_at, regression_damage, walk_prologue, walk_tail)
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
 from mqtool.ndjson import PreRendered
@@ -269,12 +269,10 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     plain = _plain(opts)
     store, segs, fs = _store(str(path))
 
-    def note(f) -> None:
-        note_damage(f, stats)
+    def note(d) -> None:
+        note_damage(damage_finding(d), stats)
 
     def rows():
-        from mqtool.findings import WARNING, Finding
-
         for f in walk_prologue(store, segs, fs):
             note(f)
         wr = WalkResult(file_size=fs)
@@ -284,9 +282,7 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
                 if reg is not None:
                     wr.regressed = True
                     pos, off, ts, newest = reg
-                    note(Finding(WARNING, "store-time-regression", store.display(segs[rng.seg_index].path), pos,
-                                 off, "store time goes back here: if a restart's new data ended exactly at an old "
-                                 "record boundary, the records from here on may be an older run's", newest, ts))
+                    note(regression_damage(store.display(segs[rng.seg_index].path), pos, off, newest, ts))
             if res.max_ts is not None and (wr.max_live_ts is None or res.max_ts > wr.max_live_ts):
                 wr.max_live_ts = res.max_ts
             for r in res.rows:

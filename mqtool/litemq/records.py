@@ -1,43 +1,18 @@
 """Fast decoding of LiteMQ records, consumequeue entries and hashes.
 
-The fixed-size runs of the message are decoded with ``struct.Struct`` objects derived at import time from
-the field lists of :mod:`formats.litemq` (the single source of truth); tests check this fast path against
+The fixed-size runs of the message are decoded with the ``struct.Struct`` objects of :mod:`mqtool.litemq.layout`
+(derived once from :mod:`formats.litemq`, the single source of truth); tests check this fast path against
 the construct schema with hypothesis.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from formats import litemq as F
 from mqtool.errors import DecodeError as _DecodeError
-from mqtool.schema_struct import exact_format
+from mqtool.litemq.layout import ATTRS, ATTRS_NAMES, BORN, BORN_NAMES, COUNT, TAIL, TAIL_NAMES
 
-_U32 = struct.Struct(">I")
-
-
-def struct_from_fields(fields) -> struct.Struct:
-    """A big-endian ``struct.Struct`` for a list of fixed-size construct fields (``name / Int..``)."""
-    return struct.Struct(exact_format(fields))
-
-
-def field_names(fields) -> tuple[str, ...]:
-    return tuple(f.name for f in fields)
-
-
-ATTRS = struct_from_fields(F.MESSAGE_ATTRS_FIELDS)
-ATTRS_NAMES = field_names(F.MESSAGE_ATTRS_FIELDS)
-BORN = struct_from_fields(F.MESSAGE_BORN_FIELDS)
-BORN_NAMES = field_names(F.MESSAGE_BORN_FIELDS)
-TAIL = struct_from_fields(F.MESSAGE_TAIL_FIELDS)
-TAIL_NAMES = field_names(F.MESSAGE_TAIL_FIELDS)
-CQ = struct_from_fields(F.CQ_ENTRY_FIELDS)
-CQ_NAMES = field_names(F.CQ_ENTRY_FIELDS)
-INDEX_ENTRY = struct_from_fields(F.INDEX_ENTRY_FIELDS)
-
-#: Smallest possible encoded message (all strings and lists empty), padding included.
-MIN_MESSAGE_LEN = (4 + 2 + 2 + 4 + 4 + 4 + 4 + ATTRS.size + 2 + 1 + 2 + BORN.size + 2 + 2 + TAIL.size
-                   + F.TRAILING_PAD)
+_U32 = COUNT
 
 STRING_FIELDS = ("MessageID", "Topic", "TransactionID", "ShardingKey", "BornHost", "StoreHost")
 

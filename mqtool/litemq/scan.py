@@ -7,24 +7,27 @@ and ends at the first zero length, bad length or bad magic. Everything after tha
 or **stale**: after a restart LiteMQ rewrites from offset 0 of file 0 (its recovery globs ``*.data`` and
 finds nothing), so older records survive past the new end, possibly with no zero gap before them.
 
-The walk yields :class:`LiteRecord` objects and :class:`Finding` objects in file order; it never raises
-on damaged bytes.
+The walk yields :class:`LiteRecord` objects and :class:`~mqtool.damage.Damage` events in file order; it never
+raises on damaged bytes. A damage event is what the walk met (a bad or zeroed range, the end of the live data,
+leftovers, missing files, the stale/after-gap totals); :func:`damage_finding` is what each one is as a finding
+(severity, span), the one place every verb (verify, dump, query, rebuild-index, info) turns them into findings.
 """
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
 from formats import litemq as F
 from mqtool.errors import InputError
+from mqtool.damage import Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input
 from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
-from mqtool.litemq.records import MIN_MESSAGE_LEN, DecodeError, LiteRecord, decode_message
+from mqtool.litemq.layout import LENGTH, MIN_MESSAGE_LEN
+from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 
-_U32 = struct.Struct(">I")
+_U32 = LENGTH
 _CHUNK = 1 << 20
 #: A store time this far below the newest one seen suggests records of an older run (restart overwrite).
 TIME_REGRESSION_MS = 1000
@@ -115,7 +118,8 @@ def carve(buf, start: int, size: int, seg: Segment, name: str):
 
 
 def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = None, with_body: bool = False):
-    """Yield live records, stale/after-gap records (when ``carve_stale``) and findings, in file order."""
+    """Yield live records, stale/after-gap records (when ``carve_stale``) and :class:`Damage` events, in file
+    order (:func:`damage_finding` makes a finding of one)."""
     res = result if result is not None else WalkResult()
     segs, fs = commitlog_segments(store)
     res.file_size = fs
@@ -134,39 +138,40 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
 
 
 def walk_prologue(store: Store, segs, fs):
-    """Findings about the file list itself (before any file is read)."""
+    """Damage events about the file list itself (before any file is read)."""
     if store.commitlog_dir is not None and store.kind != "segment":
         for path, why in irregular_segments(store.commitlog_dir):
-            yield Finding(ERROR, "file-unreadable", store.display(path), None, None,
-                          f"named like a commitlog file but {why}: skipped (never opened, so nothing blocks)")
+            yield Damage(store.display(path), None, None, 0, "file-unreadable",
+                         f"named like a commitlog file but {why}: skipped (never opened, so nothing blocks)")
     if not segs:
-        yield Finding(WARNING, "no-commitlog", store.display(store.commitlog_dir or store.target), None, None,
-                      "no commitlog files found")
+        yield Damage(store.display(store.commitlog_dir or store.target), None, None, 0, "no-commitlog",
+                     "no commitlog files found")
         return
     prev = None
     for s in segs:
         if s.size != fs:
-            yield Finding(WARNING, "segment-size-mismatch", store.display(s.path), None, s.base,
-                          f"file is {s.size} bytes; the other files are {fs} (LiteMQ preallocates every file)",
-                          fs, s.size)
+            yield Damage(store.display(s.path), None, s.base, 0, "segment-size-mismatch",
+                         f"file is {s.size} bytes; the other files are {fs} (LiteMQ preallocates every file)",
+                         fs, s.size)
         if prev is not None and s.index != prev + 1:
-            yield Finding(ERROR, "segment-missing", store.display(s.path), None, s.base,
-                          f"file index {s.index} follows {prev}: files {prev + 1}..{s.index - 1} are missing",
-                          prev + 1, s.index, span=(s.base - (s.index - prev - 1) * fs, s.base))
+            gap = (s.index - prev - 1) * fs            # the missing bytes end where this file begins
+            yield Damage(store.display(s.path), None, s.base - gap, gap, "segment-missing",
+                         f"file index {s.index} follows {prev}: files {prev + 1}..{s.index - 1} are missing",
+                         prev + 1, s.index)
         prev = s.index
 
 
 def walk_tail(store: Store, segs, i: int, pos: int, stop, res: WalkResult, carve_stale: bool = True,
               with_body: bool = False):
     """Everything after the end of the live data, which lies in ``segs[i]`` at ``pos`` (``stop``: the problem
-    there, None for an empty file): the end finding, carved records, the stale / after-gap totals.
+    there, None for an empty file): the end event, carved records, the stale / after-gap totals.
     ``res.max_live_ts`` must hold the newest live store time."""
     seg = segs[i]
     name = store.display(seg.path)
     res.end_offset, res.end_file, res.end_position = seg.base + pos, name, pos
     kind, msg, exp, act = stop or ("zero-length", "empty file", None, 0)
     if kind == "file-changed":        # nothing more is read from this file (lost pages: SIGBUS)
-        yield Finding(ERROR, kind, name, pos, seg.base + pos, msg, exp, act)
+        yield Damage(name, pos, seg.base + pos, 0, kind, msg, exp, act)
     else:
         with map_input(seg.path) as mi:
             fd = mi.fileno() if mi.mapped else None
@@ -174,20 +179,20 @@ def walk_tail(store: Store, segs, i: int, pos: int, stop, res: WalkResult, carve
             carved, nonzero, newer = yield from _after_end(mi.buf, pos, len(mi.buf), seg, name, res, carve_stale,
                                                            with_body, fd)
         later = _later_files_with_newer_data(store, segs[i + 1:], res.max_live_ts)
-        yield _end_finding(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
+        yield _end_damage(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
     for later_seg in segs[i + 1:]:
         with map_input(later_seg.path) as mi:
             fd = mi.fileno() if mi.mapped else None
             yield from _after_end(mi.buf, 0, len(mi.buf), later_seg, store.display(later_seg.path), res,
                                   carve_stale, with_body, fd)
     if res.stale:
-        yield Finding(WARNING, "stale-records", None, None, res.end_offset,
-                      f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
-                      "from offset 0 after a restart); dump them with --include-stale", 0, res.stale)
+        yield Damage(None, None, res.end_offset, 0, "stale-records",
+                     f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
+                     "from offset 0 after a restart); dump them with --include-stale", 0, res.stale)
     if res.after_gap:
-        yield Finding(ERROR, "data-after-gap", None, None, res.end_offset,
-                      f"{res.after_gap} record(s) newer than the live data lie after the end of data: a "
-                      "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
+        yield Damage(None, None, res.end_offset, 0, "data-after-gap",
+                     f"{res.after_gap} record(s) newer than the live data lie after the end of data: a "
+                     "gap or damage hides them from LiteMQ's reader", 0, res.after_gap)
 
 
 def _later_files_with_newer_data(store: Store, later_segs, max_live_ts) -> int:
@@ -205,8 +210,9 @@ def _later_files_with_newer_data(store: Store, later_segs, max_live_ts) -> int:
     return n
 
 
-def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, later):
-    """What the end of the live data is: the end (info), a restart's overwrite (warning) or damage (error).
+def _end_damage(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, later) -> Damage:
+    """What the end of the live data is: the end (``end-of-data``), a restart's overwrite
+    (``overwritten-record``) or damage (``zeroed-range``, or the problem met there).
 
     LiteMQ opens a new file only when the previous one is exactly full, so newer records after the end (in
     this file, or at the start of a later file) mean the end is damage, also when it is a zero length.
@@ -215,24 +221,56 @@ def _end_finding(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, la
     where = (f"{newer} newer record(s) follow in this file" if newer else "") + \
         (" and " if newer and later else "") + (f"{later} later file(s) hold newer records" if later else "")
     if kind == "zero-length" and newer_total:
-        return Finding(ERROR, "zeroed-range", name, pos, off,
-                       f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
-                       "(damage), not the end of data", None, 0, span=(off, off + 4))
+        return Damage(name, pos, off, 4, "zeroed-range",
+                      f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
+                      "(damage), not the end of data", None, 0)
     if kind == "zero-length" and not nonzero:
-        return Finding(INFO, "end-of-data", name, pos, off,
-                       "end of data: zero fill to the end of the file (LiteMQ preallocation)")
+        return Damage(name, pos, off, 0, "end-of-data",
+                      "end of data: zero fill to the end of the file (LiteMQ preallocation)")
     if kind == "zero-length":
-        return Finding(INFO, "end-of-data", name, pos, off, "end of data (first zero length); non-zero bytes follow")
+        return Damage(name, pos, off, 0, "end-of-data", "end of data (first zero length); non-zero bytes follow")
     if newer_total:
-        return Finding(ERROR, kind, name, pos, off,
-                       f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act,
-                       span=(off, off + 4))
+        return Damage(name, pos, off, 4, kind,
+                      f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act)
     if carved:
-        return Finding(WARNING, "overwritten-record", name, pos, off,
-                       f"live data ends inside an older record ({msg}); older records follow: "
-                       "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
-    return Finding(ERROR, kind, name, pos, off, f"{msg}; the live data ends here and nothing readable follows",
-                   exp, act, span=(off, off + 4))
+        return Damage(name, pos, off, 0, "overwritten-record",
+                      f"live data ends inside an older record ({msg}); older records follow: "
+                      "LiteMQ rewrote this file from offset 0 after a restart", exp, act)
+    return Damage(name, pos, off, 4, kind, f"{msg}; the live data ends here and nothing readable follows",
+                  exp, act)
+
+
+#: What each damage code of the walk is as a finding: its severity; those in ``_SPANNED`` also name their
+#: bytes as the finding's span (the others point at a place, or sum up). ``remnants`` are non-zero bytes
+#: after the end where older records were carved (a restart's leftovers): ``unaccounted-bytes``, as info.
+_SEVERITY = {
+    "file-unreadable": ERROR, "no-commitlog": WARNING, "segment-size-mismatch": WARNING, "segment-missing": ERROR,
+    "file-changed": ERROR, "zeroed-range": ERROR, "end-of-data": INFO, "overwritten-record": WARNING,
+    "stale-records": WARNING, "data-after-gap": ERROR, "store-time-regression": WARNING,
+    "unaccounted-bytes": WARNING, "remnants": INFO,
+    # the problems that can end the live data (parse_record_at, live_record_at)
+    "truncated-length": ERROR, "bad-length": ERROR, "bad-magic": ERROR, "field-overrun": ERROR,
+    "length-mismatch": ERROR,
+}
+_SPANNED = {"zeroed-range", "truncated-length", "bad-length", "bad-magic", "field-overrun", "length-mismatch"}
+_CODE = {"remnants": "unaccounted-bytes"}
+
+
+def damage_finding(d: Damage) -> Finding:
+    """The finding a damage event of :func:`walk` is (the one place its severity and span are decided)."""
+    span = (d.offset, d.offset + d.length) if d.code in _SPANNED else None
+    offset = d.offset
+    if d.code == "segment-missing":       # the range is the missing files; the finding points at the next one
+        span, offset = (d.offset, d.offset + d.length), d.offset + d.length
+    return Finding(_SEVERITY[d.code], _CODE.get(d.code, d.code), d.file, d.position, offset, d.message,
+                   d.expected, d.actual, span=span)
+
+
+def regression_damage(name: str, pos: int, off: int, newest: int, ts: int) -> Damage:
+    """``store-time-regression``: the store time goes back at this record (said once per walk)."""
+    return Damage(name, pos, off, 0, "store-time-regression",
+                  "store time goes back here: if a restart's new data ended exactly at an old record "
+                  "boundary, the records from here on may be an older run's", newest, ts)
 
 
 def live_record_at(buf, pos: int, limit: int, seg: Segment, name: str):
@@ -263,9 +301,7 @@ def _live(buf, size, seg, name, res, with_body=False, mi=None):
             res.max_live_ts = ts
         elif ts < res.max_live_ts - TIME_REGRESSION_MS and not res.regressed:
             res.regressed = True
-            yield Finding(WARNING, "store-time-regression", name, pos, rec.offset,
-                          "store time goes back here: if a restart's new data ended exactly at an old record "
-                          "boundary, the records from here on may be an older run's", res.max_live_ts, ts)
+            yield regression_damage(name, pos, rec.offset, res.max_live_ts, ts)
         if with_body:
             rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
         yield rec
@@ -307,10 +343,9 @@ def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False, f
         b = a0 + len(chunk.rstrip(b"\x00"))
         if a == start and start != 0 and carved:
             continue  # the tail of the overwritten record right at the end (reported with it)
-        sev = INFO if carved else WARNING
-        yield Finding(sev, "unaccounted-bytes", name, a, seg.base + a,
-                      f"{b - a} non-zero byte(s) after the end of data that are no whole record"
-                      + (" (remnants of overwritten records)" if carved else ""), None, b - a)
+        yield Damage(name, a, seg.base + a, b - a, "remnants" if carved else "unaccounted-bytes",
+                     f"{b - a} non-zero byte(s) after the end of data that are no whole record"
+                     + (" (remnants of overwritten records)" if carved else ""), None, b - a)
     return carved, True, newer
 
 

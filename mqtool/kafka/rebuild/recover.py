@@ -1,24 +1,14 @@
-"""Rebuild ``.index`` / ``.timeindex`` / ``.txnindex`` from ``.log`` segments with Kafka's recovery rule.
-
-``LogSegment.recover`` (reference kafka.md §5.3): walk the shallow batches; keep the running max timestamp
-and the lastOffset of the batch that first reached it; when more than ``index.interval.bytes`` bytes were
-read since the last entry, index the current batch (its lastOffset at its start position) and offer the
-running max to the time index (appended only when the timestamp goes strictly up); at the end, offer the
-running max once more (the entry a segment gets at roll/close). Aborted transactions come from the ABORT
-markers, with the first offset of the producer's open transaction (possibly in an earlier segment) and the
-last stable offset at the time of the abort (``ProducerStateManager.lastStableOffset``).
-
-Outputs are written atomically below a directory checked by :func:`mqtool.io.prepare_output_dir`
-(no link below it followed), never in place.
-"""
+"""``LogSegment.recover`` as a state machine (:class:`Recoverer`) and the canonical index files it gives
+(:class:`SegmentIndexes`); :func:`recover_segment` runs it over one segment."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from formats import kafka as K
 from mqtool.kafka import layout as L
-from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.records import Batch
 from mqtool.kafka.scan import Damage, scan
+from mqtool.kafka.rebuild.txn import TxnTracker, control_type_of
 
 _OFFSET_ENTRY, _TIME_ENTRY, _TXN_ENTRY = L.OFFSET_ENTRY, L.TIME_ENTRY, L.TXN_ENTRY
 
@@ -46,39 +36,6 @@ class SegmentIndexes:
 
     def txnindex_bytes(self) -> bytes:
         return b"".join(_TXN_ENTRY.pack(*e) for e in self.aborted)
-
-
-class TxnTracker:
-    """Open transactions across the segments of one partition (ProducerStateManager's view of them)."""
-
-    def __init__(self):
-        self.ongoing: dict[int, int] = {}     # pid -> first offset (insertion = first-offset order)
-
-    def observe(self, b: Batch, control_type: int | None):
-        """Feed one batch; returns an AbortedTxn tuple when ``b`` is an ABORT marker."""
-        if not b.is_transactional or b.producer_id < 0:
-            return None
-        pid = b.producer_id
-        if not b.is_control:
-            if pid not in self.ongoing:
-                self.ongoing[pid] = b.base_offset
-            return None
-        first = self.ongoing.pop(pid, None)
-        if control_type != K.CONTROL_ABORT:
-            return None
-        marker = b.last_offset
-        others = [o for p, o in self.ongoing.items() if p != pid]
-        lso = min(others) if others else marker + 1
-        return (0, pid, first if first is not None else marker, marker, lso)
-
-
-def control_type_of(b: Batch) -> int | None:
-    try:
-        for r in iter_records(b):
-            return r.control_type
-    except (ValueError, Exception):  # noqa: BLE001 - a damaged marker is simply not a marker
-        return None
-    return None
 
 
 class Recoverer:

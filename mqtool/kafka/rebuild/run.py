@@ -1,34 +1,16 @@
-"""``mqtool rebuild-index`` for Kafka: write rebuilt indexes to --out and/or compare them with the disk.
-
-Output layout: ``<out>/<log dir name>/<partition dir>/<segment>.{index,timeindex,txnindex}`` (the log dir
-level is omitted when a single partition dir was given). ``.txnindex`` is written only for segments with
-aborted transactions (Kafka creates it lazily). ``--preallocate`` pads the active (last) segment's indexes
-to 10 MiB of zeros as a running broker leaves them; other segments are trimmed as at roll/close.
-
-Compare findings (``kafka.rebuild-*``): identical [I], identical-but-preallocated [I], missing-on-disk [I],
-no-final-entry [I], stale-prefix [W], differs [W], log-truncated [W] (recovery would stop early).
-"""
+"""``run_rebuild``: the engine entry point (discover, recover each segment, write and/or compare)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import map_input, prepare_output_dir, read_input
-from mqtool.kafka import indexfiles as F
+from mqtool.io import map_input, prepare_output_dir
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.store import LogDir, discover, partition_from_dir
-from mqtool.kafka.rebuild import TxnTracker, recover_segment
 from mqtool.errors import InputError, NotAStoreError
-
-
-def _entries(kind: str, data: bytes):
-    if kind == "index":
-        f = F.read_offset_index(Path("x"), data)
-    elif kind == "timeindex":
-        f = F.read_time_index(Path("x"), data)
-    else:
-        f = F.read_txn_index(Path("x"), data)
-    return [tuple(e) for e in f.entries], f
+from mqtool.kafka.rebuild.compare import _compare
+from mqtool.kafka.rebuild.recover import recover_segment
+from mqtool.kafka.rebuild.txn import TxnTracker
 
 
 def run_rebuild(path: Path, opts):
@@ -101,51 +83,3 @@ def run_rebuild(path: Path, opts):
         return summary
 
     return findings(), summary_fn
-
-
-def _compare(seg, built: dict, res, f, counts):
-    for kind in ("index", "timeindex", "txnindex"):
-        disk_path = getattr(seg, kind)
-        data = built.get(kind)
-        if disk_path is None:
-            if data:
-                counts["differing"] += 1
-                yield f(INFO if kind != "txnindex" else WARNING, "missing-on-disk",
-                        seg.log.with_suffix(f".{kind}"), None, None,
-                        f"no .{kind} on disk; the rebuild has {len(data)} bytes of entries")
-            continue
-        try:
-            disk = read_input(disk_path)
-        except InputError as e:
-            yield f(ERROR, "file-unreadable", disk_path, None, None, f"cannot read: {e.message}")
-            continue
-        if data is None:
-            data = b""
-        if disk == data:
-            counts["identical"] += 1
-            yield f(INFO, "identical", disk_path, None, None, "byte-identical to the rebuild")
-            continue
-        mine, _ = _entries(kind, data)
-        theirs, info = _entries(kind, disk)
-        if mine == theirs and info.garbage_tail == 0:
-            counts["identical"] += 1
-            yield f(INFO, "identical-but-preallocated", disk_path, len(data), None,
-                    f"same entries; the disk file is padded with {len(disk) - len(data)} zero bytes "
-                    "(running or crashed broker)")
-            continue
-        counts["differing"] += 1
-        if kind == "timeindex" and theirs == mine[:-1]:
-            yield f(INFO, "no-final-entry", disk_path, None, None,
-                    "same entries except the closing max-timestamp entry (active segment of a running broker)")
-        elif len(theirs) < len(mine) and mine[:len(theirs)] == theirs:
-            yield f(WARNING, "stale-prefix", disk_path, len(theirs) * info.entry_size, None,
-                    f"the disk's {len(theirs)} entries are the first of the rebuild's {len(mine)}: the index "
-                    "covers only a prefix of the log (written before the log grew)",
-                    expected=len(mine), actual=len(theirs))
-        else:
-            k = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
-            yield f(WARNING, "differs", disk_path, k * info.entry_size, None,
-                    f"differs from the canonical rebuild at entry {k} "
-                    f"(disk {len(theirs)} entries, rebuild {len(mine)})",
-                    expected=list(mine[k]) if k < len(mine) else None,
-                    actual=list(theirs[k]) if k < len(theirs) else None)

@@ -1,0 +1,149 @@
+"""The index checks: header against entries, entries against messages (start, key hash, time), slot and chain
+sanity (ranges, cycles, bucket), files newer than the checkpoint."""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+from formats import rocketmq as F
+from mqtool.findings import ERROR, INFO, WARNING, Finding
+from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq.records import DecodeFailure
+from mqtool.rocketmq.scan import CommitLogReader
+from mqtool.rocketmq.verify.context import _Ctx, _each_file
+
+
+def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
+    store = ctx.store
+    if not store.index_files:
+        return
+    reader = CommitLogReader(store.segments, ctx.opts.max_message_size) if store.segments else None
+    cp = None
+    if store.checkpoint:
+        try:
+            cp = indexfiles.read_checkpoint(store.checkpoint)
+        except Exception:
+            cp = None
+    geos = indexfiles.index_geometries(store.index_files, ctx.opts)
+    ctx.summary.extra["index_geometry"] = geos.summary()
+    for size, g in sorted(geos.by_size.items()):
+        if g.warning:
+            first = min((p for p, z in geos.sizes.items() if z == size), key=os.path.basename)
+            unchecked = "" if g.slots else \
+                f" ({sum(1 for z in geos.sizes.values() if z == size)} file(s) of this size not checked)"
+            yield ctx.f(WARNING, "index-geometry", first, None, None, g.warning + unchecked,
+                        None, [list(c) for c in g.candidates] or None)
+    yield from _each_file(ctx, store.index_files, reader,
+                          lambda path: _verify_index_file(ctx, path, reader, cp, geos.of(path)), "index")
+
+
+def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[Finding]:
+    v = indexfiles.read_index_file(path, geometry)
+    h = v.header
+    if v.size < F.INDEX_HEADER_SIZE:
+        yield ctx.f(ERROR, "index-truncated", path, 0, None, f"index file is {v.size} bytes, shorter than its header")
+        return
+    if v.slot_num is None:
+        return                  # geometry unknown: one index-geometry warning names the candidates
+    count = h["indexCount"]
+    if count < 1 or count > v.index_num:
+        yield ctx.f(ERROR, "index-header", path, 36, None,
+                    f"indexCount {count} outside [1, {v.index_num}]", f"1..{v.index_num}", count)
+    n = v.entry_count
+    slots = v.slot_num
+    # slots
+    nonempty = 0
+    used = v.nonzero_slots()
+    for i, val in used:
+        nonempty += 1
+        if val < 0 or val > n:
+            yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                        f"slot {i} points at entry {val}, outside [1, {n}]", f"1..{n}", val)
+    if h["hashSlotCount"] != nonempty:
+        yield ctx.f(INFO, "index-slot-count", path, 32, None,
+                    f"hashSlotCount {h['hashSlotCount']} but {nonempty} slots are used "
+                    "(4.7.0 and earlier counted every put)", nonempty, h["hashSlotCount"])
+    # entries
+    min_off = max_off = None
+    min_ts = max_ts = None
+    bad_hash = set()                       # entries whose key hash matches none of their message's keys
+    for k in range(1, n + 1):
+        kh, off, td, prev = v.entry(k)
+        pos = v.entry_position(k)
+        if prev < 0 or prev >= k:
+            yield ctx.f(ERROR, "index-bad-link", path, pos, off,
+                        f"entry {k}: previous entry {prev} is not older than the entry itself", f"0..{k - 1}", prev)
+        if min_off is None or off < min_off:
+            min_off = off
+        if max_off is None or off > max_off:
+            max_off = off
+        if reader is None:
+            continue
+        try:
+            m = reader.message_at(off)
+        except DecodeFailure as e:
+            if e.code in ("file-unreadable", "file-changed"):
+                continue
+            yield ctx.f(ERROR, "index-not-message-start", path, pos, off,
+                        f"entry {k} points at offset {off}, not a message start: {e.message}")
+            continue
+        keys = ([m.uniq_key] if m.uniq_key else []) + m.keys
+        topic = m.topic
+        if kh not in {indexfiles.index_hash(f"{topic}#{key}") for key in keys}:
+            bad_hash.add(k)
+            yield ctx.f(ERROR, "index-hash-mismatch", path, pos, off,
+                        f"entry {k}: key hash {kh} matches none of the message's keys ({topic}: {keys[:5]})",
+                        None, kh)
+        ts = m.store_timestamp
+        min_ts = ts if min_ts is None else min(min_ts, ts)
+        max_ts = ts if max_ts is None else max(max_ts, ts)
+        if h["beginTimestamp"] > 0 and k > 1:
+            exp_td = max(0, (ts - h["beginTimestamp"]) // 1000)
+            if exp_td != td:
+                yield ctx.f(WARNING, "index-time-mismatch", path, pos, off,
+                            f"entry {k}: timeDiff {td}s, the message's store time gives {exp_td}s", exp_td, td)
+    # chains: every entry reachable from its bucket, no cycles
+    seen = bytearray(n + 1)
+    for i, cur in used:
+        steps = 0
+        if 0 < cur <= n and v.entry(cur)[0] % slots != i and (reader is not None and cur not in bad_hash):
+            # the head entry is sound (its hash is its message's) but belongs to another slot: the slot is bad
+            yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                        f"slot {i} points at entry {cur}, whose key hash belongs to slot {v.entry(cur)[0] % slots}",
+                        None, cur)
+        while 0 < cur <= n:
+            if seen[cur]:
+                yield ctx.f(ERROR, "index-chain-cycle", path, F.INDEX_HEADER_SIZE + 4 * i, None,
+                            f"slot {i}: chain reaches entry {cur} twice (cycle or shared tail)")
+                break
+            seen[cur] = 1
+            kh, _, _, prev = v.entry(cur)
+            if kh % slots != i:
+                yield ctx.f(ERROR, "index-wrong-slot", path, v.entry_position(cur), None,
+                            f"entry {cur} (hash {kh}) is chained from slot {i}, belongs to slot {kh % slots}",
+                            kh % slots, i)
+            cur = prev
+            steps += 1
+            if steps > n:
+                break
+    unreached = seen.count(0) - 1          # entry 0 does not exist
+    if unreached:
+        yield ctx.f(WARNING, "index-unreachable", path, None, None,
+                    f"{unreached} entries are not reachable from any slot (overwritten chains)", 0, unreached)
+    if n:
+        if h["endPhyOffset"] != max_off:
+            yield ctx.f(WARNING, "index-header", path, 24, None,
+                        f"endPhyOffset {h['endPhyOffset']} differs from the largest entry offset {max_off}",
+                        max_off, h["endPhyOffset"])
+        if max_ts is not None and h["endTimestamp"] < max_ts:
+            yield ctx.f(WARNING, "index-header", path, 8, None,
+                        f"endTimestamp {h['endTimestamp']} is older than the newest indexed message ({max_ts})",
+                        max_ts, h["endTimestamp"])
+    if cp is not None and h["endTimestamp"] > cp["indexMsgTimestamp"] and n:
+        sev = WARNING if ctx.aborted else INFO
+        yield ctx.f(sev, "index-after-checkpoint", path, 8, None,
+                    f"endTimestamp {h['endTimestamp']} is newer than the checkpoint's indexMsgTimestamp "
+                    f"{cp['indexMsgTimestamp']}" + (": a restarting broker deletes this file after a crash — "
+                                                      "keep a copy" if ctx.aborted else
+                                                      " (normal for the file being written)"),
+                    cp["indexMsgTimestamp"], h["endTimestamp"])

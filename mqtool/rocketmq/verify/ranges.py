@@ -1,0 +1,176 @@
+"""The commitlog check over byte ranges (``--jobs``, Spark): each range in a worker, merged in order."""
+from __future__ import annotations
+
+import dataclasses
+
+from mqtool.findings import INFO, Finding
+from mqtool.progress import progress
+from mqtool.rocketmq.store import RocketStore
+from mqtool.rocketmq.records import Blank, Message
+from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
+from mqtool.ranges import PARALLEL_MIN_BYTES, split_segments
+from mqtool.rocketmq import ranges as _ranges
+from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
+from mqtool.rocketmq.verify import native_lane
+from mqtool.rocketmq.verify.context import _Ctx
+from mqtool.rocketmq.verify.units import (_blank_findings, _check_end, _check_message, _damage_finding,
+                                          _flush_pending, _queue_offset_finding, _shift_finding)
+
+
+@dataclasses.dataclass
+class RangeVerify:
+    """What one range contributes to a commitlog verify: findings that need no outside state, in order,
+    interleaved with markers the merge resolves with the state of the ranges before it:
+
+    * ``("data",)`` — the first message or damage of the range (flushes held ``missing-blank`` findings);
+    * ``("qoff", key, queue_offset, file, position, offset)`` — first dispatched message of a queue here;
+    * ``("shift", delta, file, position, offset, physical_offset)`` — first message of the range;
+    * ``("damage", Finding, length)``, ``("end", End, saw_blank)``, ``("salvage", row)``.
+    """
+
+    items: list
+    messages: int
+    expected_next: dict        # per (topic, queue): next queue offset after this range
+    shift: int | None          # PHYSICALOFFSET delta of the range's last message
+    dispatched_next: dict
+    last_store_ts: int
+
+
+class _FirstSeen(dict):
+    """expected_next for one range: a miss means "first message of this queue in the range"."""
+
+    def __init__(self):
+        super().__init__()
+        self.missed: list = []
+
+    def get(self, key, default=None):
+        if key not in self:
+            self.missed.append(key)
+            return default
+        return dict.get(self, key)
+
+
+def verify_range_task(args) -> RangeVerify:
+    rng, opts = args
+
+    ctx = _Ctx(RocketStore(path=rng.store), opts)
+    items: list = []
+    expected = _FirstSeen()
+    shift = None
+    seen_data = False
+    saw_blank = False
+    salvage = bool(opts.salvage_out)
+    messages = 0
+    # the one-process verify's fast lane, for the units after the range's first message of each queue
+    # (ctx.shift mirrors ``shift``; None until the first message)
+    ctx.shift = None
+    lane = (native_lane._fast_lane(ctx, expected, known_queues_only=True)
+            if not salvage and native_lane.USE_FAST_LANE else None)
+    for ev in SegmentScanner(_segment(rng), max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop, fast_lane=lane).events():
+        if type(ev) is FastRun:        # clean messages of known queues, checked and counted by the lane
+            messages += ev.count
+            continue
+        if isinstance(ev, Message):
+            if not seen_data:
+                seen_data = True
+                items.append(("data",))
+            messages += 1
+            expected.missed.clear()
+            items.extend(_check_message(ctx, ev, expected))
+            for key in expected.missed:
+                items.append(("qoff", key, ev.queue_offset, ev.file, ev.position, ev.offset))
+            delta = ev.physical_offset - ev.offset
+            if shift is None:
+                items.append(("shift", delta, ev.file, ev.position, ev.offset, ev.physical_offset))
+                shift = ctx.shift = delta
+            elif delta != shift:
+                if delta:
+                    items.append(_shift_finding(ctx, delta, ev.file, ev.position, ev.offset, ev.physical_offset))
+                shift = ctx.shift = delta
+            if salvage:
+                items.append(("salvage", ev.to_row("base64")))
+        elif isinstance(ev, Blank):
+            saw_blank = True
+            items.extend(_blank_findings(ctx, ev, rng.size, rng.last_segment))
+        elif isinstance(ev, Damage):
+            if not seen_data:
+                seen_data = True
+                items.append(("data",))
+            items.append(("damage", _damage_finding(ctx, ev), ev.length))
+        elif isinstance(ev, End):
+            items.append(("end", ev, saw_blank))
+    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts)
+
+
+def verify_commitlog_ranges(ctx):
+    """The commitlog part of verify over ranges (generator of findings). Returns False without yielding when
+    one process is the better choice, True when done. Same findings, same order as the one-process loop."""
+
+    store, opts = ctx.store, ctx.opts
+    split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
+    ranges = split_segments(FAMILY, store.path, store.segments, split)
+
+    native = native_lane._NATIVE is not None and native_lane.USE_FAST_LANE and not opts.salvage_out
+    runner = _ranges.runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
+    if runner.jobs == 1 and getattr(opts, "runner", None) is None:
+        return False
+    plain = _plain(opts)
+    expected_next: dict = {}
+    shift = 0
+    pending: list[Finding] = []
+    cur_seg = -1
+    has_data = False
+    total = sum(s.size for s in store.segments)
+    done = 0
+    with progress(total, "verify commitlog", enabled=opts.progress) as bar:
+        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain) for r in ranges])):
+            if rng.seg_index != cur_seg:
+                cur_seg, has_data = rng.seg_index, False
+            seg = _segment(rng)
+            for it in res.items:
+                if isinstance(it, Finding):
+                    ctx.summary.add(it)
+                    yield it
+                    continue
+                tag = it[0]
+                if tag == "data":
+                    if not has_data:
+                        has_data = True
+                        yield from _flush_pending(ctx, pending)
+                elif tag == "qoff":
+                    _, key, qo, file, pos, off = it
+                    exp = expected_next.get(key)
+                    if exp is not None and qo != exp:
+                        yield _queue_offset_finding(ctx, key, exp, file, pos, off, qo)
+                elif tag == "shift":
+                    _, delta, file, pos, off, phys = it
+                    if delta != shift:
+                        if delta:
+                            yield _shift_finding(ctx, delta, file, pos, off, phys)
+                        shift = delta
+                elif tag == "damage":
+                    ctx.summary.skipped_ranges += 1
+                    ctx.summary.skipped_bytes += it[2]
+                    ctx.summary.add(it[1])
+                    yield it[1]
+                elif tag == "end":
+                    yield from _check_end(ctx, seg, it[1], rng.last_segment, it[2], has_data, pending)
+                elif tag == "salvage":
+                    if ctx.salvage is not None:
+                        ctx.salvage.add_row(it[1])
+            ctx.summary.messages += res.messages
+            expected_next.update(res.expected_next)
+            if res.shift is not None:
+                shift = res.shift
+            for k, v in res.dispatched_next.items():
+                if v > ctx.dispatched_next.get(k, 0):
+                    ctx.dispatched_next[k] = v
+            if res.last_store_ts > ctx.last_store_ts:
+                ctx.last_store_ts = res.last_store_ts
+            done += rng.length
+            bar.update_to(done)
+    for fd in pending:
+        yield ctx.f(INFO, "zero-fill", fd.file, fd.position, fd.offset,
+                    "data ends here; the following segment(s) are preallocated and empty")
+    return True

@@ -1,0 +1,41 @@
+"""Commitlog segment files: sizes, names, gaps and overlaps."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from mqtool.findings import ERROR, INFO, WARNING, Finding
+from mqtool.rocketmq.store import segment_gaps
+from mqtool.rocketmq.verify.context import _Ctx
+
+
+def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
+    segs = ctx.store.segments
+    if not segs:
+        return
+    sizes = [s.size for s in segs]
+    common = max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
+    gaps = segment_gaps(segs)
+    for i, s in enumerate(segs):
+        last = i == len(segs) - 1
+        if s.size == 0:
+            yield ctx.f(INFO if last else ERROR, "segment-empty", s.path, 0, s.base,
+                        "empty segment file" + (" (the broker deletes a 0-byte last file at start)" if last else ""))
+        elif s.size != common:
+            yield ctx.f(ERROR, "segment-size", s.path, 0, s.base,
+                        f"segment is {s.size} bytes, the others are {common} (the broker refuses to load this)",
+                        common, s.size, span=(s.base + s.size, s.base + common) if s.size < common else None)
+        if i:
+            prev = segs[i - 1]
+            if (prev, s) in gaps:
+                yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
+                            f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
+                            f"between {prev.name} and {s.name}"
+                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base,
+                            span=(prev.end, s.base))
+            elif s.base < prev.end:
+                yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
+                            f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
+                            prev.end, s.base)
+    if segs[0].base % max(common, 1) and common:
+        yield ctx.f(WARNING, "segment-name", segs[0].path, 0, segs[0].base,
+                    f"first segment name {segs[0].base} is not a multiple of the segment size {common}")
