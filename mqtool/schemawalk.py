@@ -251,8 +251,9 @@ class Walker:
             c = Container(_=ctx, _params=ctx.get("_params"), _root=None, _parsing=True, _building=False,
                           _sizing=False, _io=self.view)
             c._root = ctx.get("_root", c) if isinstance(ctx, dict) else c
+            focus = evaluate(sc.parsebuildfrom, c) if isinstance(sc, FocusedSeq) else None
             for sub in sc.subcons:
-                if isinstance(sc, FocusedSeq) and sub.name == sc.parsefield and isinstance(
+                if focus is not None and sub.name == focus and isinstance(
                         _unwrap(sub), Array):
                     v = self._array_items(_unwrap(sub), path, depth, c)      # items of a counted array
                 else:
@@ -260,7 +261,7 @@ class Walker:
                 if sub.name:
                     obj[sub.name] = v
                     c[sub.name] = v
-            return obj[sc.parsefield] if isinstance(sc, FocusedSeq) else obj
+            return obj.get(focus) if focus is not None else obj
         if isinstance(sc, Array):
             return self._array_items(sc, path, depth, ctx)
         if isinstance(sc, Prefixed):
