@@ -45,6 +45,7 @@ ROLES = {
     "rebuild": "rebuild-index",
     "query": "query by key / id / time",
     "info": "the collector of mqtool info",
+    "inspect": "mqtool inspect: one record field by field (mqtool.schemawalk over the family's schema, its checks)",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (

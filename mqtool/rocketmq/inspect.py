@@ -163,6 +163,7 @@ def _check_body(buf, by, ins: Inspection) -> None:
 def _properties(w: Walker, field, ctx) -> None:
     """Each ``name\\x01value\\x02`` pair of PROPERTIES as a nested field; a segment that is no pair fails."""
     raw = bytes(w.buf[field.position:field.end])
+    field.composite = True
     at, pairs = field.position, 0
     for i, seg in enumerate(raw.split(F.PROPERTY_SEPARATOR.encode())):
         size = len(seg) + (at + len(seg) < field.end)        # the separator belongs to its pair
