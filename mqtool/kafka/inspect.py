@@ -137,7 +137,7 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
         h = obj.header
         found = state.get("found")
         if found is not None and "header.recordsCount" in by:
-            by["header.recordsCount"].check(found == h.recordsCount, h.recordsCount, found,
+            by["header.recordsCount"].check(found == h.recordsCount, found, h.recordsCount,
                                             "kafka.records-undecodable", None if found == h.recordsCount else
                                             f"{found} records in the records area")
         last = state.get("last_delta")
