@@ -308,11 +308,14 @@ class Walker:
         n = self._leaf(sc.lengthfield, "length", f"{pre}length", depth, ctx)
         lf = self.fields[-1]
         left = self.view.left()
-        if not isinstance(n, int) or n < 0 or n > left:
+        if not isinstance(n, int) or n < 0:
+            lf.check(False, ">=0", n, note="a negative length")
+            raise Broken(lf.path, lf.position, f"length {n} is negative")
+        over = n > left
+        if over:        # walk the parts in the bytes there are: the first one that runs out is the break
             lf.check(False, f"<={left}", n, note="length does not fit in the bytes left")
-            raise Broken(lf.path, lf.position, f"length {n} runs past the {left} bytes left")
         outer_end = self.view.end
-        inner_end = self.view.pos + n
+        inner_end = outer_end if over else self.view.pos + n
         self.view.end = inner_end
         try:
             inner = _unwrap(sc.subcon)
@@ -321,7 +324,9 @@ class Walker:
             else:
                 value = self._node(sc.subcon, "data", f"{pre}data", depth, ctx)
             used = self.view.pos - (at + lf.size)
-            lf.check(used == n, n, used, note=None if used == n else f"the parts use {used} of {n} bytes")
+            if over:
+                raise Broken(lf.path, lf.position, f"length {n} runs past the {left} bytes left")
+            lf.check(used == n, used, n, note=None if used == n else f"the parts use {used} of {n} bytes")
         finally:
             self.view.end = outer_end
             self.view.pos = max(self.view.pos, min(inner_end, outer_end))
@@ -349,7 +354,11 @@ class Walker:
             if not isinstance(n, int) or n < 0:
                 raise self._fail(path, start, depth, f"length {n} is negative")
             if n > left:
-                raise self._fail(path, start, depth, f"needs {n} bytes, {left} left", size=left)
+                broken = self._fail(path, start, depth, f"needs {n} bytes, {left} left", size=left)
+                if path in self.hooks:          # the family may still walk what is there (e.g. Kafka records)
+                    self.view.pos = start + left
+                    self._hook(path, self.fields[-1], ctx, None)
+                raise self.broken or broken
             f = Field(path, name, start, n, depth, space=self.space)
             self._keep_raw(f)
             self.view.pos = start + n
