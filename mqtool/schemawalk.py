@@ -314,6 +314,8 @@ class Walker:
         over = n > left
         if over:        # walk the parts in the bytes there are: the first one that runs out is the break
             lf.check(False, f"<={left}", n, note="length does not fit in the bytes left")
+            if _unwrap(sc.subcon) is GreedyBytes:          # plain bytes: they are what runs out
+                raise self._fail(f"{pre}data", self.view.pos, depth, f"needs {n} bytes, {left} left", size=left)
         outer_end = self.view.end
         inner_end = outer_end if over else self.view.pos + n
         self.view.end = inner_end

@@ -109,17 +109,18 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
     by = {f.path: f for f in w.fields}
     size_name, crc_name, magic_name = ("size", "crc", "magic") if legacy else \
         ("header.batchLength", "header.crc", "header.magic")
-    if size_name in by:
+    if size_name in by and isinstance(by[size_name].value, int):
         f = by[size_name]
+        size = f.value
         if size < low:
             f.check(False, f">={low}", size, "kafka.skipped-bytes", "below the smallest entry")
         elif not framed:
             f.check(False, f"<={left - K.LOG_OVERHEAD}", size, "kafka.partial-tail", "runs past the end of the file")
         else:
             f.check(True, f"<={left - K.LOG_OVERHEAD}", size)
-    if magic_name in by:
+    if magic_name in by and isinstance(by[magic_name].value, int):
         f = by[magic_name]
-        f.check(magic in (0, 1, 2), "0|1|2", magic, "kafka.skipped-bytes")
+        f.check(f.value in (0, 1, 2), "0|1|2", f.value, "kafka.skipped-bytes")
     if framed and crc_name in by:
         f = by[crc_name]
         start = pos + (K.LEGACY_MAGIC_OFFSET if legacy else K.V2_ATTRIBUTES_OFFSET)

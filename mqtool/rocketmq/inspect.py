@@ -86,14 +86,14 @@ def inspect_unit(buf, pos: int, file: str, base: int | None) -> Inspection:
         w.fields[-1].note = ins.broken.reason
     by = {f.path: f for f in w.fields}
     _check_size(by, ins, total, left, magic, obj)
-    if "MAGICCODE" in by and magic not in _SCHEMA:
+    if "MAGICCODE" in by and magic is not None and magic not in _SCHEMA:
         by["MAGICCODE"].check(False, _MAGICS, f"0x{magic & 0xFFFFFFFF:08X}", "bad-magic")
     if "MAGICCODE" in by and magic in _SCHEMA:
         by["MAGICCODE"].value = f"0x{magic & 0xFFFFFFFF:08X} ({F.MAGIC_VERSION.get(magic, 'BLANK')})"
         by["MAGICCODE"].code = "bad-magic"
     if obj is not None or "BODY" in by:
         _check_body(buf, by, ins)
-    if "PHYSICALOFFSET" in by:
+    if "PHYSICALOFFSET" in by and isinstance(by["PHYSICALOFFSET"].value, int):
         f = by["PHYSICALOFFSET"]
         if base is None:
             f.note = "the file name gives no base offset: not checked"
