@@ -54,6 +54,20 @@ def test_real_batch_matches_expected(real, offset):
         assert ins.kind == "legacy-message" and by["offset"].value == b["lastOffset"]
 
 
+@pytest.mark.parametrize("offset", [5, 13, 22, 33])    # v0 gzip, v0 lz4, v1 gzip, v1 LogAppendTime gzip
+def test_real_legacy_wrapper_inner_messages(real, offset):
+    part, batches = real
+    b = _batch_of(batches, offset)
+    ins = inspect(part, offset=offset)
+    assert ins.kind == "legacy-message" and ins.position == b["position"] and ins.ok
+    assert ins.summary["base_offset"] == b["baseOffset"] and ins.summary["last_offset"] == b["lastOffset"]
+    inner = [f for f in ins.fields if f.depth == 1 and f.path.startswith("messages[")]
+    assert [f.value for f in inner] == [f"offset {o}" for o in range(b["baseOffset"], b["lastOffset"] + 1)]
+    assert all(f.space == "messages" for f in inner) and [f.value for f in inner if f.target] == [f"offset {offset}"]
+    crcs = [f for f in ins.fields if f.path.endswith("].crc")]
+    assert len(crcs) == len(inner) and all(f.ok and f.code == "kafka.inner-crc-mismatch" for f in crcs)
+
+
 def test_real_headers_nested(real):
     part, _ = real
     ins = inspect(part, offset=37)

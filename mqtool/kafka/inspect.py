@@ -6,7 +6,7 @@ A compressed area is inflated (bounded) and its records are walked there (``spac
 the inflated bytes). Checks, each with the code ``verify`` gives: batchLength against the bytes left, the magic,
 the CRC-32C over attributes..end, the codec in attributes, recordsCount against the records found, and
 lastOffsetDelta against the last record's offsetDelta. A legacy v0/v1 message is walked with ``LegacyMessage``
-and its CRC-32 checked. ``--offset N`` finds the segment and the batch holding record offset N and marks the record.
+and its CRC-32 checked; a compressed wrapper's inner messages are walked in its inflated value, each with its CRC-32. ``--offset N`` finds the segment and the batch holding record offset N and marks the record.
 """
 from __future__ import annotations
 
@@ -103,7 +103,8 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
     end = pos + K.LOG_OVERHEAD + size if framed else n
     state = {"target": target}
     w = Walker(buf, pos, end, flatten=frozenset({"header"}),
-               hooks={"records": lambda w, f, ctx: _records(w, f, ctx, state)})
+               hooks={"records": lambda w, f, ctx: _records(w, f, ctx, state),
+                      "value": lambda w, f, ctx: _inner_messages(w, f, ctx, state)})
     obj = w.walk(K.LegacyMessage if legacy else K.RecordBatch)
     ins.fields, ins.broken = w.fields, w.broken
     by = {f.path: f for f in w.fields}
@@ -154,13 +155,13 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
                        "target_offset": target, "target_found": state.get("marked", False) if target is not None
                        else None}
     elif obj is not None:
-        ins.summary = {"base_offset": obj.offset, "codec": K.CODEC_NAMES.get(obj.attributes & K.CODEC_MASK),
-                       "timestamp": obj.timestamp, "target_offset": target}
+        ins.summary = {"base_offset": state.get("first_inner", obj.offset), "last_offset": obj.offset, "codec": K.CODEC_NAMES.get(obj.attributes & K.CODEC_MASK),
+                       "timestamp": obj.timestamp, "target_offset": target,
+                       "target_found": (state.get("marked", False) if obj.attributes & K.CODEC_MASK
+                                        else obj.offset == target) if target is not None else None}
         for name in ("key", "value"):
             if name in by and isinstance(by[name].value, bytes):
                 by[name].value = by[name].value.decode("utf-8", errors="backslashreplace")
-        if obj.attributes & K.CODEC_MASK:
-            by["value"].note = "a compressed message set: its inner messages are not expanded here"
     if target is not None and ins.summary.get("target_found") is False:
         ins.notes.append(f"offset {target} is within the batch's range but no record has it (compacted away?)")
     return ins
@@ -214,6 +215,49 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
             w.broken = sub.broken
     w.view.pos, w.view.end = saved
     state["found"], state["last_delta"] = found, last
+
+
+def _inner_messages(w: Walker, value, ctx, state: dict) -> None:
+    """A legacy wrapper (codec in attributes): its value is a compressed message set; walk the inner messages
+    in the inflated bytes (``space: "messages"``), each with its own CRC-32."""
+    codec = ctx.attributes & K.CODEC_MASK
+    if not codec or value.size == 0:
+        return
+    name = K.CODEC_NAMES.get(codec, codec)
+    value.composite = True
+    try:
+        data = codecs.decompress_kafka(codec, memoryview(w.buf)[value.position:value.end], INFLATE_LIMIT)
+    except codecs.CodecError as e:
+        value.check(False, f"{name} stream", str(e), "kafka.payload-inflate-failed")
+        return
+    value.check(True, f"{name} stream", f"inflates to {len(data)} bytes")
+    value.value = None
+    value.note = f"a {name} message set: inner messages walked in the inflated bytes ({len(data)})"
+    sub = Walker(data, 0, len(data), space="messages")
+    found = []
+    while sub.view.pos < len(data) and sub.broken is None:
+        i = len(found)
+        row = sub.add(f"messages[{i}]", sub.view.pos, 0, value.depth + 1, raw=False, composite=True)
+        m = sub.walk(K.LegacyMessage, depth=value.depth + 2, prefix=f"messages[{i}]")
+        row.size = sub.view.pos - row.position
+        sub._keep_raw(row)
+        if m is None:
+            break
+        crc = next(f for f in sub.fields if f.path == f"messages[{i}].crc")
+        actual = zlib.crc32(memoryview(data)[row.position + K.LEGACY_MAGIC_OFFSET:row.end]) & 0xFFFFFFFF
+        crc.check(actual == m.crc, actual, m.crc, "kafka.inner-crc-mismatch")
+        found.append((row, m.offset))
+    last_inner = found[-1][1] if found else 0
+    for row, inner in found:              # magic 1: inner offsets count back from the wrapper's
+        off = inner if ctx.magic == 0 else ctx.offset - last_inner + inner
+        state.setdefault("first_inner", off)
+        row.value = f"offset {off}"
+        if state["target"] is not None and off == state["target"]:
+            row.target = True
+            state["marked"] = True
+    w.fields.extend(sub.fields)
+    if sub.broken is not None and w.broken is None:
+        w.broken = sub.broken
 
 
 def _attributes_text(a: int, legacy: bool) -> str:
