@@ -66,7 +66,8 @@ def test_positions():
     ins = inspect_record(raw, 0, "00000000000000000000", 0)
     pos = {f.path: (f.position, f.size, f.depth) for f in ins.fields}
     assert pos["length"] == (0, 4, 0) and pos["magic"] == (4, 4, 0)
-    assert pos["MessageID"] == (8, 5, 0) and pos["MessageID.length"] == (8, 2, 1) and pos["MessageID.data"] == (10, 3, 1)
+    assert pos["MessageID"] == (8, 5, 0) and pos["MessageID.length"] == (8, 2, 1)
+    assert pos["MessageID.data"] == (10, 3, 1)
     assert pos["Topic"] == (13, 5, 0) and pos["Tags"] == (18, 7, 0) and pos["Tags.count"] == (18, 4, 1)
     assert pos["Tags[0]"] == (22, 3, 1) and pos["Tags[0].data"] == (24, 1, 2)
     assert pos["Keys"] == (25, 4, 0) and pos["Properties"] == (29, 10, 0)

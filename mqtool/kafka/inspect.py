@@ -6,7 +6,8 @@ A compressed area is inflated (bounded) and its records are walked there (``spac
 the inflated bytes). Checks, each with the code ``verify`` gives: batchLength against the bytes left, the magic,
 the CRC-32C over attributes..end, the codec in attributes, recordsCount against the records found, and
 lastOffsetDelta against the last record's offsetDelta. A legacy v0/v1 message is walked with ``LegacyMessage``
-and its CRC-32 checked; a compressed wrapper's inner messages are walked in its inflated value, each with its CRC-32. ``--offset N`` finds the segment and the batch holding record offset N and marks the record.
+and its CRC-32 checked; a compressed wrapper's inner messages are walked in its inflated value, each with its
+CRC-32. ``--offset N`` finds the segment and the batch holding record offset N and marks the record.
 """
 from __future__ import annotations
 
@@ -155,8 +156,8 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
                        "target_offset": target, "target_found": state.get("marked", False) if target is not None
                        else None}
     elif obj is not None:
-        ins.summary = {"base_offset": state.get("first_inner", obj.offset), "last_offset": obj.offset, "codec": K.CODEC_NAMES.get(obj.attributes & K.CODEC_MASK),
-                       "timestamp": obj.timestamp, "target_offset": target,
+        ins.summary = {"base_offset": state.get("first_inner", obj.offset), "last_offset": obj.offset,
+                       "codec": K.CODEC_NAMES.get(obj.attributes & K.CODEC_MASK), "timestamp": obj.timestamp, "target_offset": target,
                        "target_found": (state.get("marked", False) if obj.attributes & K.CODEC_MASK
                                         else obj.offset == target) if target is not None else None}
         for name in ("key", "value"):
