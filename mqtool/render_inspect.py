@@ -22,8 +22,18 @@ _VALUE_CHARS = 80
 
 
 def _leaves(ins: Inspection):
-    """(number, field) of every field with bytes of its own in the file (no composite, no inflated bytes)."""
-    return [(i, f) for i, f in enumerate(ins.fields) if not f.composite and f.space == "file" and f.size > 0]
+    """(number, field) of every field that owns its bytes in the file: no part of it is shown in the file
+    (a composite whose parts lie in inflated bytes, e.g. a compressed records area, owns its bytes)."""
+    out = []
+    fields = ins.fields
+    for i, f in enumerate(fields):
+        if f.space != "file" or f.size <= 0:
+            continue
+        nxt = fields[i + 1] if i + 1 < len(fields) else None
+        if f.composite and nxt is not None and nxt.depth > f.depth and nxt.space == "file":
+            continue
+        out.append((i, f))
+    return out
 
 
 def _owners(ins: Inspection, shown: list[tuple[int, int]]) -> dict[int, int]:
@@ -130,11 +140,13 @@ def render_inspection(ins: Inspection) -> None:
     for line in _hex_lines(ins, markers):
         con.print(line, soft_wrap=True)
     table = Table(box=None, pad_edge=False, show_edge=False)
+    name_width = min(32, max((2 * f.depth + len(f.name) + 2 for f in ins.fields), default=8))
     for name, justify in (("#", "right"), ("Field", "left"), ("Pos", "right"), ("Size", "right"),
                           ("Value", "left"), ("Check", "left")):
-        fixed = name in ("#", "Pos", "Size")
-        table.add_column(name, justify=justify, no_wrap=fixed, overflow="fold", min_width=None if fixed else 8,
-                         max_width=48 if name == "Value" else None)
+        fixed = name in ("#", "Field", "Pos", "Size")
+        table.add_column(name, justify=justify, no_wrap=fixed, overflow="ellipsis" if fixed else "fold",
+                         min_width=name_width if name == "Field" else None if fixed else 16 if name == "Value" else 8,
+                         max_width=40 if name == "Value" else None)
     leaves = {i for i, _ in _leaves(ins)}
     for i, f in enumerate(ins.fields):
         name = Text("  " * f.depth)
