@@ -167,3 +167,22 @@ def test_cli_json_on_a_built_segment(tmp_path, run_cli):
     assert rows[-1]["base_offset"] == 100 and rows[-1]["target_found"] is True
     target = [r for r in rows if r.get("target")]
     assert len(target) == 1 and target[0]["path"] == "records[0]"
+
+
+def test_inflate_is_bounded(monkeypatch):
+    import mqtool.kafka.inspect as KI
+    monkeypatch.setattr(KI, "INFLATE_LIMIT", 16)        # the records inflate to more than 16 bytes
+    ins = inspect_entry(_batch(codec=K.CODEC_GZIP), 0, "x.log", None)
+    area = _by(ins)["records"]
+    assert area.ok is None and "not walked" in area.note and not any(f.path.startswith("records[") for f in ins.fields)
+    assert _by(ins)["header.recordsCount"].ok is None    # nothing to count: not a failure
+
+
+def test_terminal_view_of_a_gzip_batch(tmp_path, run_cli):
+    log = tmp_path / f"{100:020d}.log"
+    log.write_bytes(_batch(codec=K.CODEC_GZIP))
+    code, out, _ = run_cli("inspect", log, "--offset", 101, "--as", "table", "--color", "never")
+    lines = out.splitlines()
+    assert code == 0 and lines[-1].startswith("all ")
+    assert "^13" in out                                   # the compressed area is marked in the hexdump
+    assert any("records+" in ln and "records[1]" in ln and "◀" in ln for ln in lines)

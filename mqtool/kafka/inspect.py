@@ -180,6 +180,9 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
     else:
         try:
             data = codecs.decompress_kafka(codec, memoryview(w.buf)[area.position:area.end], INFLATE_LIMIT)
+        except codecs.CodecTooLarge:
+            area.note = f"inflates past {INFLATE_LIMIT} bytes: its records are not walked here"
+            return
         except codecs.CodecError as e:
             area.check(False, f"{K.CODEC_NAMES.get(codec, codec)} stream", str(e), "kafka.payload-inflate-failed")
             return
@@ -228,6 +231,9 @@ def _inner_messages(w: Walker, value, ctx, state: dict) -> None:
     value.composite = True
     try:
         data = codecs.decompress_kafka(codec, memoryview(w.buf)[value.position:value.end], INFLATE_LIMIT)
+    except codecs.CodecTooLarge:
+        value.note = f"inflates past {INFLATE_LIMIT} bytes: its messages are not walked here"
+        return
     except codecs.CodecError as e:
         value.check(False, f"{name} stream", str(e), "kafka.payload-inflate-failed")
         return
