@@ -157,7 +157,8 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
                        else None}
     elif obj is not None:
         ins.summary = {"base_offset": state.get("first_inner", obj.offset), "last_offset": obj.offset,
-                       "codec": K.CODEC_NAMES.get(obj.attributes & K.CODEC_MASK), "timestamp": obj.timestamp, "target_offset": target,
+                       "codec": K.CODEC_NAMES.get(obj.attributes & K.CODEC_MASK), "timestamp": obj.timestamp,
+                       "target_offset": target,
                        "target_found": (state.get("marked", False) if obj.attributes & K.CODEC_MASK
                                         else obj.offset == target) if target is not None else None}
         for name in ("key", "value"):
