@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from mqtool.codes import lookup
 from mqtool.kafka.inspect import inspect_entry
 from mqtool.litemq.inspect import inspect_record
 from mqtool.rocketmq.inspect import inspect_unit
@@ -30,6 +31,7 @@ def test_random_and_mutated_bytes_never_raise(family):
     rnd = random.Random(21)
     good = _valid(family)
     assert ENGINES[family](good, 0).ok
+    codes = set()
     for _ in range(300):
         data = bytearray(good)
         for _ in range(rnd.randint(1, 6)):
@@ -40,7 +42,10 @@ def test_random_and_mutated_bytes_never_raise(family):
         assert ins.ok == (ins.broken is None and not ins.failed)
         for i, f in enumerate(ins.fields):
             f.to_row(i)
+            codes.add(f.code)
         ins.summary_row()
+    # every code a check names is one `mqtool explain` knows
+    assert [c for c in codes if c is not None and lookup(c) is None] == []
     noise = bytes(rnd.randrange(256) for _ in range(4096))
     for p in range(0, 4000, 97):
         ENGINES[family](noise, p)
