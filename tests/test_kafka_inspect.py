@@ -186,3 +186,10 @@ def test_terminal_view_of_a_gzip_batch(tmp_path, run_cli):
     assert code == 0 and lines[-1].startswith("all ")
     assert "^13" in out                                   # the compressed area is marked in the hexdump
     assert any("records+" in ln and "records[1]" in ln and "◀" in ln for ln in lines)
+
+
+def test_every_real_batch_passes(real):
+    part, batches = real
+    for b in batches:
+        ins = inspect(part, offset=b["lastOffset"])
+        assert ins.ok and ins.position == b["position"] and ins.size == b["size"], (b, ins.failed, ins.broken)

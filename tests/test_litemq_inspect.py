@@ -120,3 +120,12 @@ def test_huge_count_breaks_without_allocating():
     raw[18:22] = (0xFFFFFFFF).to_bytes(4, "big")         # Tags.count
     ins = inspect_record(bytes(raw), 0, "f", None)
     assert ins.broken.path == "Tags" and "exceeds" in ins.broken.reason and len(ins.fields) < 20
+
+
+@pytest.mark.parametrize("ds", ["clean", "crash"])
+def test_every_real_record_passes(ds):
+    store = require_realdata("litemq", ds, "data", "broker")
+    exp = load_json(require_realdata("litemq", ds, "expected.json"))["messages"]
+    for m in (m for m in exp if m.get("accepted")):
+        ins = inspect(store, offset=m["commitlog_offset"])
+        assert ins.ok and ins.size == m["store_size_incl_prefix"], (m["seq"], ins.failed, ins.broken)

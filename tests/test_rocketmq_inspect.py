@@ -263,3 +263,17 @@ def test_terminal_view_names_the_break(tmp_path, run_cli):
                            "--color", "never")
     assert code == 1
     assert "the schema breaks at STORETIMESTAMP (position 56)" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("ds", ["gen-4.9.7-clean", DS])
+def test_every_real_message_passes(ds):
+    store = require_realdata("rocketmq", ds, "store")
+    exp = load_json(require_realdata("rocketmq", ds, "expected.json"))["messages"]
+    units = [m for m in exp if m.get("commitLogOffset") is not None and m.get("putStatus") == "PUT_OK"]
+    assert len(units) > 400
+    for m in units:
+        ins = inspect(store, offset=m["commitLogOffset"])
+        assert ins.ok, (m["seq"], [f.to_row(0) for f in ins.failed], ins.broken)
+        assert ins.summary["topic"] == m.get("storedTopic", m["sentTopic"])
+        # a putMessages batch entry wrote several units: the first is the one at its offset
+        assert ins.size == m["wroteBytes"] if "items" not in m else ins.size < m["wroteBytes"]
