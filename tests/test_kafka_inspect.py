@@ -193,3 +193,16 @@ def test_every_real_batch_passes(real):
     for b in batches:
         ins = inspect(part, offset=b["lastOffset"])
         assert ins.ok and ins.position == b["position"] and ins.size == b["size"], (b, ins.failed, ins.broken)
+
+
+def test_many_records_are_checked_but_not_all_listed():
+    import mqtool.kafka.inspect as KI
+    n = KI.RECORD_ROWS + 50
+    raw = kafka_builder().batch_v2(0, [kafka_builder().record(i, i, b"k", b"v") for i in range(n)], base_ts=0,
+                                    max_ts=n)
+    ins = inspect_entry(raw, 0, "x.log", n - 10)             # the asked record lies past the listed ones
+    by = _by(ins)
+    listed = [f for f in ins.fields if f.depth == 1]
+    assert len(listed) == KI.RECORD_ROWS + 1 and listed[-1].target and listed[-1].value == f"offset {n - 10}"
+    assert by["header.recordsCount"].ok and by["header.lastOffsetDelta"].ok and ins.ok
+    assert f"49 records after the first {KI.RECORD_ROWS} checked but not listed" in by["records"].note

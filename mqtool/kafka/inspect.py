@@ -26,6 +26,8 @@ from mqtool.schemawalk import Inspection, Walker
 
 #: a compressed records area is inflated up to this size for the walk
 INFLATE_LIMIT = 64 * 1024 * 1024
+#: the records of a batch listed field by field (the rest are walked and checked, and the asked one is listed)
+RECORD_ROWS = 200
 _ENTRY = struct.Struct(">qi")           # offset, size: the log overhead of every entry
 _LOD = struct.Struct(">i")
 
@@ -177,7 +179,7 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
     count = h.recordsCount
     area.value = f"{count} records, {K.CODEC_NAMES.get(codec, codec)}"
     if codec == K.CODEC_NONE:
-        sub, start, stop = w, area.position, area.end
+        start, stop = area.position, area.end
     else:
         try:
             data = codecs.decompress_kafka(codec, memoryview(w.buf)[area.position:area.end], INFLATE_LIMIT)
@@ -189,36 +191,38 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
             return
         area.check(True, f"{K.CODEC_NAMES.get(codec, codec)} stream", f"inflates to {len(data)} bytes")
         area.note = f"records walked in the inflated bytes ({len(data)}): positions there, not in the file"
-        sub, start, stop = Walker(data, 0, len(data), space="records"), 0, len(data)
-    saved = (w.view.pos, w.view.end)
-    sub.seek(start, stop)
-    found, last = 0, None
-    while sub.view.pos < stop and sub.broken is None:
+        start, stop = 0, len(data)
+    buf, space = (w.buf, w.space) if codec == K.CODEC_NONE else (data, "records")
+    pos, found, last, skipped, broken = start, 0, None, 0, None
+    while pos < stop and broken is None:
         i = found
-        row = sub.add(f"records[{i}]", sub.view.pos, 0, area.depth + 1, raw=False, composite=True)
-        rec = sub.walk(K.Record, depth=area.depth + 2, prefix=f"records[{i}]")
-        row.size = sub.view.pos - row.position
-        sub._keep_raw(row)
-        if rec is None:
-            break
-        found += 1
-        last = rec.offsetDelta
-        off = h.baseOffset + rec.offsetDelta
-        row.value = f"offset {off}"
-        for f in sub.fields:
-            if f.path in (f"records[{i}].key", f"records[{i}].value") and isinstance(f.value, bytes):
-                f.value = f.value.decode("utf-8", errors="backslashreplace")
-            elif f.path.startswith(f"records[{i}].headers[") and f.name in ("headerKey", "headerValue") \
-                    and isinstance(f.value, bytes):
-                f.value = f.value.decode("utf-8", errors="backslashreplace")
+        rw = Walker(buf, pos, stop, space=space)         # one record; its rows are kept or dropped below
+        row = rw.add(f"records[{i}]", pos, 0, area.depth + 1, raw=False, composite=True)
+        rec = rw.walk(K.Record, depth=area.depth + 2, prefix=f"records[{i}]")
+        row.size = rw.view.pos - pos
+        rw._keep_raw(row)
+        pos, broken = rw.view.pos, rw.broken
+        off = None
+        if rec is not None:
+            found += 1
+            last = rec.offsetDelta
+            off = h.baseOffset + rec.offsetDelta
+            row.value = f"offset {off}"
+            for f in rw.fields:
+                if f.name in ("key", "value", "headerKey", "headerValue") and isinstance(f.value, bytes):
+                    f.value = f.value.decode("utf-8", errors="backslashreplace")
         if state["target"] is not None and off == state["target"]:
             row.target = True
             state["marked"] = True
-    if sub is not w:
-        w.fields.extend(sub.fields)
-        if sub.broken is not None and w.broken is None:
-            w.broken = sub.broken
-    w.view.pos, w.view.end = saved
+        if i < RECORD_ROWS or row.target or broken is not None:
+            w.fields.extend(rw.fields)
+        else:
+            skipped += 1
+    if skipped:
+        area.note = ((area.note + "; ") if area.note else "") + \
+            f"{skipped} records after the first {RECORD_ROWS} checked but not listed"
+    if broken is not None and w.broken is None:
+        w.broken = broken
     state["found"], state["last_delta"] = found, last
 
 

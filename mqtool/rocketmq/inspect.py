@@ -24,6 +24,8 @@ _SCHEMA = {F.MESSAGE_MAGIC_CODE_V1: F.MessageV1, F.MESSAGE_MAGIC_CODE_V2: F.Mess
            F.BLANK_MAGIC_CODE: F.BlankUnit}
 _MAGICS = "|".join(f"0x{m & 0xFFFFFFFF:08X}" for m in _SCHEMA)
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
+#: a compressed body is inflated (to prove it reads, in bounded memory) only up to this stored size
+INFLATE_INPUT_LIMIT = 64 * 1024 * 1024
 
 
 def inspect(path, offset: int | None = None, position: int | None = None) -> Inspection:
@@ -149,6 +151,9 @@ def _check_body(buf, by, ins: Inspection) -> None:
     flag = by["SYSFLAG"].value if "SYSFLAG" in by else 0
     if flag & F.COMPRESSED_FLAG:
         codec = F.COMPRESSION_TYPES.get((flag & F.COMPRESSION_TYPE_MASK) >> 8, "unknown")
+        if body.size > INFLATE_INPUT_LIMIT:
+            body.note = f"{codec}-compressed, {body.size} bytes: too large to inflate here"
+            return
         try:
             size = codecs.check_inflates(codec, view)
         except codecs.CodecError as e:
