@@ -17,7 +17,7 @@ from mqtool.common import is_segment_name
 from mqtool.errors import UsageError
 from mqtool.io import map_input
 from mqtool.rocketmq.layout import PREFIX
-from mqtool.rocketmq.store import Segment, open_store
+from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
 from mqtool.schemawalk import Inspection, Walker
 
 _SCHEMA = {F.MESSAGE_MAGIC_CODE_V1: F.MessageV1, F.MESSAGE_MAGIC_CODE_V2: F.MessageV2,
@@ -50,7 +50,7 @@ def _locate(path, offset, position) -> tuple[Segment, int]:
             raise UsageError(f"position {position} is beyond the end of the file ({size} bytes)", str(p))
         base = int(p.name) if is_segment_name(p.name) else 0
         return Segment(str(p), p.name, base, size), position
-    segs = open_store(path).segments
+    segs = forced_commitlog(open_store(path))
     if not segs:
         raise UsageError("no commitlog files found", str(p))
     for s in segs:
