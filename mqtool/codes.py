@@ -60,7 +60,7 @@ _TABLE = """
 # --- RocketMQ: commitlog
 body-inflate-failed | R | E | damage | a compressed body (zlib, lz4, zstd) does not inflate within 64 MiB although BODYCRC, computed over the stored compressed bytes, matches
 truncated-record | R | E | damage | a message's TOTALSIZE runs past the end of the data: the segment was cut short or the length field damaged
-bad-magic | R | E | damage | a message unit does not start with a known magic code: the bytes at this position are no message
+bad-magic | RL | E | damage | a message unit (RocketMQ) or record (LiteMQ) does not start with a known magic code: the bytes at this position are no message
 bad-size | R | E | damage | a TOTALSIZE below the smallest unit or above --max-message-size
 bad-length-field | R | E | damage | a body, topic or properties length does not fit inside the message
 size-mismatch | R | E | damage | TOTALSIZE differs from the length computed from the message's own fields

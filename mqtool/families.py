@@ -49,6 +49,7 @@ ROLES = {
     "info": "the collector of mqtool info",
     "lag": "query --unconsumed-by: committed offsets, queue ends, the messages after them",
     "carve": "mqtool carve: the family's records found in arbitrary bytes, and the salvage store they go to",
+    "inspect": "mqtool inspect: one record field by field (mqtool.schemawalk over the family's schema, its checks)",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (
