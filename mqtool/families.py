@@ -45,6 +45,7 @@ ROLES = {
     "rebuild": "rebuild-index",
     "query": "query by key / id / time",
     "info": "the collector of mqtool info",
+    "diff": "mqtool diff: two copies of one store aligned by offset (on mqtool.diffcore)",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (
