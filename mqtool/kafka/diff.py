@@ -97,7 +97,7 @@ def compare(ua: Unit, ub: Unit) -> list:
         if x is None or y is None:
             out.append((off, "record", x is not None, y is not None))
         else:
-            out.extend(row_fields(off, x, y))
+            out.extend(f + ({"encoding": "base64"},) if f[1] in ("key", "value") else f for f in row_fields(off, x, y))
     return out
 
 
