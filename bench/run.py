@@ -263,7 +263,8 @@ def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: i
             out_dir = workdir / f"out-{op.name}-{i}"
             if out_dir.exists():
                 shutil.rmtree(out_dir)
-            argv = [a.format(store=store, out=out_dir, jobs=jobs) for a in op.argv]
+            argv = [a.format(store=store, out=out_dir, jobs=jobs, copy=_copy_of(store) if "{copy}" in a else "")
+                    for a in op.argv]
             wall, cpu, rss, rc, _ = run_measured(_mqtool_argv(argv))
             if out_dir.exists():
                 shutil.rmtree(out_dir)
@@ -295,6 +296,18 @@ def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: i
 
 measure.one_job_ratio = None
 measure.walls = {}          # op name -> median wall of this run (rows judged against another row)
+
+
+def _copy_of(store: str) -> str:
+    """A second copy of the input next to it (made once, kept with the cached input): the other side of the
+    ``diff`` row, so the compare reads two files as it does between a master and its slave."""
+    copy = Path(store).parent / (Path(store).name + "-copy")
+    if not copy.exists():
+        tmp = copy.with_name(copy.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(store, tmp)
+        tmp.rename(copy)
+    return str(copy)
 
 
 def _within(r, base: str, factor: float):
@@ -331,6 +344,8 @@ def rocketmq_ops(ncpu: int) -> list[Op]:
         Op("rebuild", "mqtool rebuild-index --out DIR (consumequeue + index)", "cli",
            ["rebuild-index", "{store}", "--out", "{out}", "--force"], unit="msgs", target=">= 500k msg/s",
            check=lambda r: r.count / r.cpu >= 500_000),
+        Op("diff", "mqtool diff STORE COPY --json (identical copies: byte compare, nothing decoded)", "cli",
+           ["diff", "{store}", "{copy}", "--json"], target=">= 1.0 GB/s", check=lambda r: r.bytes / r.cpu >= 1.0e9),
         Op("query-key", "key query through the index, warm (median)", "child", unit="latency",
            target="< 50 ms", check=lambda r: r.wall < 0.050),
     ]

@@ -10,14 +10,17 @@ Nothing here prints: the rows go to the CLI, which renders them.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from mqtool.io import first_nonzero, map_input
+from mqtool.errors import InputError
+from mqtool.io import data_end, first_nonzero, map_input, open_input
 from mqtool.pages import PageWindow
 from mqtool.progress import progress
 
-CHUNK = 1 << 20          # compared at a time: small enough to stay in cache, large enough to be C-bound
+CHUNK = 1 << 20          # compared at a time in a map: small enough to stay in cache, large enough to be C-bound
+FILE_CHUNK = 4 << 20     # read at a time from each of two files
 
 
 def first_difference(a, b, start: int, end: int, on_chunk: Callable[[int], None] | None = None) -> int:
@@ -62,20 +65,61 @@ class PairPlan:
     first_difference: int | None
 
 
+def _first_difference_files(path_a, path_b, on_chunk=None) -> int:
+    """First position where the data of two files differs, -1 when none does. Both are read in
+    :data:`FILE_CHUNK` blocks into two reused buffers (a page-cache copy, no page faults of a map) and each
+    pair compared with ``==`` (memcmp); past the shorter file's end the longer one must hold only zeros
+    (preallocation: a trimmed copy is the same data)."""
+    with open_input(path_a) as fa, open_input(path_b) as fb:
+        la, lb = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
+        # a trailing hole of a sparse (preallocated) file is zeros: not read
+        la, lb = data_end(fa.fileno(), la), data_end(fb.fileno(), lb)
+        fa.seek(0)          # the hole search moved the descriptors' position
+        fb.seek(0)
+        n = min(la, lb)
+        ba, bb = bytearray(FILE_CHUNK), bytearray(FILE_CHUNK)
+        va, vb = memoryview(ba), memoryview(bb)
+        p = 0
+        while p < n:
+            k = min(FILE_CHUNK, n - p)
+            ka, kb = _fill(fa, va[:k], path_a, p), _fill(fb, vb[:k], path_b, p)
+            if ka != k or kb != k:              # a file shrank while read: what is left is compared
+                n = p + min(ka, kb)
+                k = n - p
+            same = ba == bb if k == FILE_CHUNK else va[:k].tobytes() == vb[:k].tobytes()
+            if not same:
+                return p + first_difference(va[:k].tobytes(), vb[:k].tobytes(), 0, k)
+            if on_chunk is not None:
+                on_chunk(k)
+            p += k
+    if la == lb:
+        return -1
+    with map_input(path_a if la > lb else path_b, whole_limit=0) as longer:
+        extra = first_nonzero(longer.buf, n, len(longer.buf), longer.fileno() if longer.mapped else None)
+    return -1 if extra < 0 else n
+
+
+def _fill(f, view, path, at: int) -> int:
+    got = 0
+    while got < len(view):
+        try:
+            k = f.readinto(view[got:])
+        except OSError as e:
+            raise InputError(f"read failed: {e.strerror or e}", str(path), at + got) from None
+        if not k:
+            break
+        got += k
+    return got
+
+
 def plan_pair(path_a, path_b, boundary: Callable, on_chunk=None) -> PairPlan:
     """Compare two same-named segment files. ``boundary(buf, q)`` gives the start of the unit that holds
     byte ``q`` (walked through the equal bytes before it, so it is a boundary on both sides)."""
-    with map_input(path_a) as ma, map_input(path_b) as mb:
-        a, b = ma.buf, mb.buf
-        n = min(len(a), len(b))
-        q = first_difference(a, b, 0, n, on_chunk)
-        if q < 0:
-            longer = ma if len(a) > len(b) else mb
-            tail = longer.buf
-            if len(tail) == n or first_nonzero(tail, n, len(tail), longer.fileno() if longer.mapped else None) < 0:
-                return PairPlan(n, True, None)
-            q = n
-        return PairPlan(boundary(a, q), False, q)
+    q = _first_difference_files(path_a, path_b, on_chunk)
+    if q < 0:
+        return PairPlan(0, True, None)
+    with map_input(path_a) as ma:
+        return PairPlan(boundary(ma.buf, q), False, q)
 
 
 @dataclass
@@ -313,7 +357,7 @@ def diff_log(tally: Tally, a: Side, b: Side, *, path_of: Callable, size_of: Call
         for base in sorted(set(a.segments) & set(b.segments)):
             pa, pb = a.segments[base], b.segments[base]
             plan = plan_pair(path_of(pa), path_of(pb), boundary, on_chunk=lambda n: bar.advance(2 * n))
-            tally.compared_bytes += plan.skip
+            tally.compared_bytes += max(size_of(pa), size_of(pb)) if plan.identical else plan.skip
             skips[base] = None if plan.identical else plan.skip
             if plan.identical:
                 bar.advance(size_of(pa) + size_of(pb) - 2 * min(size_of(pa), size_of(pb)))
@@ -383,6 +427,5 @@ def diff_keyed(tally: Tally, what: str, where, a: Iterable, b: Iterable) -> Iter
 
 
 def same_file(path_a, path_b) -> bool:
-    """Two files with the same bytes (compared as :func:`first_difference` does)."""
-    with map_input(path_a) as ma, map_input(path_b) as mb:
-        return len(ma.buf) == len(mb.buf) and first_difference(ma.buf, mb.buf, 0, len(ma.buf)) < 0
+    """Two files that hold the same data (trailing zeros aside: a preallocated file and its trimmed copy)."""
+    return _first_difference_files(path_a, path_b) < 0

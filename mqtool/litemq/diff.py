@@ -88,6 +88,6 @@ def _diff_queues(tally: Tally, sa: Store, sb: Store) -> Iterator[dict]:
     for key in sorted(set(qa) | set(qb)):
         x, y = qa.get(key), qb.get(key)
         if x is not None and y is not None and [f.name for f in x.files] == [f.name for f in y.files] \
-                and all(f.size == g.size and same_file(f.path, g.path) for f, g in zip(x.files, y.files)):
+                and all(same_file(f.path, g.path) for f, g in zip(x.files, y.files)):
             continue
         yield from diff_keyed(tally, "cq", f"{key[0]}/{key[1]}", _cq_entries(sa, x), _cq_entries(sb, y))

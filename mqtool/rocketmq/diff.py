@@ -107,7 +107,7 @@ def _diff_queues(tally: Tally, sa: RocketStore, sb: RocketStore) -> Iterator[dic
 def _same_files(fa, fb) -> bool:
     if [s.name for s in fa] != [s.name for s in fb]:
         return False
-    return all(x.size == y.size and same_file(x.path, y.path) for x, y in zip(fa, fb))
+    return all(same_file(x.path, y.path) for x, y in zip(fa, fb))
 
 
 # ---- index files -----------------------------------------------------------------------------------
