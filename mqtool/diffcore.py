@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from mqtool.errors import InputError
-from mqtool.io import data_end, first_nonzero, map_input, open_input
+from mqtool.io import data_end, map_input, open_input
 from mqtool.pages import PageWindow
 from mqtool.progress import progress
 
@@ -92,11 +92,19 @@ def _first_difference_files(path_a, path_b, on_chunk=None) -> int:
             if on_chunk is not None:
                 on_chunk(k)
             p += k
-    if la == lb:
-        return -1
-    with map_input(path_a if la > lb else path_b, whole_limit=0) as longer:
-        extra = first_nonzero(longer.buf, n, len(longer.buf), longer.fileno() if longer.mapped else None)
-    return -1 if extra < 0 else n
+        if la == lb:
+            return -1
+        # past the shorter file's data the longer one must hold zeros: read on from where both stopped
+        f, end, path = (fa, la, path_a) if la > lb else (fb, lb, path_b)
+        zeros = bytes(FILE_CHUNK)
+        while p < end:
+            k = _fill(f, va[:min(FILE_CHUNK, end - p)], path, p)
+            if not k:
+                break
+            if (ba if k == FILE_CHUNK else va[:k].tobytes()) != zeros[:k]:
+                return n
+            p += k
+    return -1
 
 
 def _fill(f, view, path, at: int) -> int:
