@@ -2,10 +2,10 @@
 two unit streams aligned by offset, and the tally that turns what they meet into difference rows.
 
 Two copies of one log (a master and its slave, a leader and its follower) are byte-identical where they agree.
-So the engines first compare the segment files of the same name chunk by chunk (:func:`first_difference`,
-C-speed ``==`` on slices of the mapped files) and skip every byte up to the last unit boundary before the
-first difference; only the rest is decoded into :class:`Unit` objects, merged by offset (:func:`merge`) and,
-where the bytes of two units at one offset differ, compared field by field by the family's ``compare``.
+So the engines first compare the segment files of the same name block by block (``==`` on two read buffers,
+memcmp) and decode only the windows around the differences (:func:`plan_pair`: from the unit holding a
+difference to the next boundary both copies share) into :class:`Unit` objects, merged by offset
+(:func:`merge`); where the bytes of two units at one offset differ, the family's ``compare`` names the fields.
 Nothing here prints: the rows go to the CLI, which renders them.
 """
 from __future__ import annotations
@@ -56,16 +56,18 @@ def first_difference(a, b, start: int, end: int, on_chunk: Callable[[int], None]
 
 @dataclass
 class PairPlan:
-    """How much of two same-named segment files needs no decoding: ``skip`` bytes from the start are equal
-    on both sides and end on a unit boundary; ``identical`` when the files agree in every byte that holds
-    data (a longer copy may only add zeros: preallocation)."""
+    """What of two same-named segment files needs decoding: the ``windows`` ``(start, stop)`` (``stop`` None:
+    to the end of the file) that hold every difference. Each bound is a unit boundary on both sides; the
+    bytes outside the windows are equal (or zeros past a shorter copy's end: preallocation)."""
 
-    skip: int
-    identical: bool
-    first_difference: int | None
+    windows: list
+
+    @property
+    def identical(self) -> bool:
+        return not self.windows
 
 
-def _first_difference_files(path_a, path_b, on_chunk=None) -> int:
+def _first_difference_files(path_a, path_b, on_chunk=None, start: int = 0) -> int:
     """First position where the data of two files differs, -1 when none does. Both are read in
     :data:`FILE_CHUNK` blocks into two reused buffers (a page-cache copy, no page faults of a map) and each
     pair compared with ``==`` (memcmp); past the shorter file's end the longer one must hold only zeros
@@ -74,12 +76,12 @@ def _first_difference_files(path_a, path_b, on_chunk=None) -> int:
         la, lb = os.fstat(fa.fileno()).st_size, os.fstat(fb.fileno()).st_size
         # a trailing hole of a sparse (preallocated) file is zeros: not read
         la, lb = data_end(fa.fileno(), la), data_end(fb.fileno(), lb)
-        fa.seek(0)          # the hole search moved the descriptors' position
-        fb.seek(0)
+        fa.seek(start)      # the hole search moved the descriptors' position
+        fb.seek(start)
         n = min(la, lb)
         ba, bb = bytearray(FILE_CHUNK), bytearray(FILE_CHUNK)
         va, vb = memoryview(ba), memoryview(bb)
-        p = 0
+        p = start
         while p < n:
             k = min(FILE_CHUNK, n - p)
             ka, kb = _fill(fa, va[:k], path_a, p), _fill(fb, vb[:k], path_b, p)
@@ -96,6 +98,8 @@ def _first_difference_files(path_a, path_b, on_chunk=None) -> int:
             return -1
         # past the shorter file's data the longer one must hold zeros: read on from where both stopped
         f, end, path = (fa, la, path_a) if la > lb else (fb, lb, path_b)
+        p = max(p, n)
+        f.seek(p)
         zeros = bytes(FILE_CHUNK)
         while p < end:
             k = _fill(f, va[:min(FILE_CHUNK, end - p)], path, p)
@@ -120,14 +124,48 @@ def _fill(f, view, path, at: int) -> int:
     return got
 
 
-def plan_pair(path_a, path_b, boundary: Callable, on_chunk=None) -> PairPlan:
-    """Compare two same-named segment files. ``boundary(buf, q)`` gives the start of the unit that holds
-    byte ``q`` (walked through the equal bytes before it, so it is a boundary on both sides)."""
-    q = _first_difference_files(path_a, path_b, on_chunk)
-    if q < 0:
-        return PairPlan(0, True, None)
-    with map_input(path_a) as ma:
-        return PairPlan(boundary(ma.buf, q), False, q)
+def boundary_before(step: Callable, buf, q: int, start: int = 0) -> int:
+    """Start of the unit that holds byte ``q``, following ``step(buf, p) -> next boundary | None`` from the
+    boundary ``start`` (the last sound boundary when the chain breaks first)."""
+    p = start
+    while p < q:
+        nxt = step(buf, p)
+        if nxt is None or nxt > q:
+            return p
+        p = nxt
+    return p
+
+
+def _in_step(step: Callable, a, b, s: int, q: int) -> int | None:
+    """The first position after ``q`` that is a unit boundary on both sides, walking both chains from the
+    common boundary ``s``; None when either chain breaks first (the rest of the file is decoded)."""
+    pa = pb = s
+    while not (pa == pb and pa > q):
+        if pa <= pb:
+            pa = step(a, pa)
+        else:
+            pb = step(b, pb)
+        if pa is None or pb is None:
+            return None
+    return pa
+
+
+def plan_pair(path_a, path_b, step: Callable, on_chunk=None) -> PairPlan:
+    """Compare two same-named segment files in blocks; around each difference, the window from the unit
+    holding it to the first boundary after it that both sides share (``step(buf, p)`` gives the boundary
+    after the unit at ``p``); then compare on from there."""
+    plan, p = PairPlan([]), 0
+    while True:
+        q = _first_difference_files(path_a, path_b, on_chunk, start=p)
+        if q < 0:
+            return plan
+        with map_input(path_a) as ma, map_input(path_b) as mb:
+            s = boundary_before(step, ma.buf, q, p)
+            e = _in_step(step, ma.buf, mb.buf, s, q)
+        plan.windows.append((s, e))
+        if e is None:
+            return plan
+        p = e
 
 
 @dataclass
@@ -188,7 +226,7 @@ class Tally:
     first_divergence_where: str | None = None
     shown: int = 0
     _rows: list = field(default_factory=list)
-    _streak: _Streak | None = None
+    _streaks: dict = field(default_factory=dict)
 
     def _diverged(self, offset, where) -> None:
         if self.first_divergence is None and self.first_divergence_where is None:
@@ -208,30 +246,35 @@ class Tally:
         r.update(kw)
         self.emit(r)
 
-    # ---- records present on one side only: one row per run, not per message
+    # ---- records present on one side only: one row per run, not per message. A run per side is kept open
+    # at once, so copies whose framing went out of step (offsets alternate between the sides) still give one
+    # range each, not a row per record.
     def only(self, side: str, u: Unit, where=None) -> None:
-        s = self._streak
-        if s is not None and (s.side != side or s.where != where):
+        s = self._streaks.get(side)
+        if s is not None and s.where != where:
             self.flush()
             s = None
         if s is None:
             self._diverged(u.offset, where)
-            s = self._streak = _Streak(side, where, u.offset, u.last, file=u.file, position=u.position)
+            s = self._streaks[side] = _Streak(side, where, u.offset, u.last, file=u.file, position=u.position)
         s.last = u.last
         s.count += u.count
         s.units += 1
         s.size += u.size
 
     def flush(self) -> None:
-        s, self._streak = self._streak, None
-        if s is None:
+        if not self._streaks:
             return
-        if s.side == "a":
-            self.only_in_a += s.count
-        else:
-            self.only_in_b += s.count
-        self.row(f"only_in_{s.side}", s.first, s.where, last_offset=s.last, count=s.count, units=s.units,
-                 bytes=s.size, file=s.file, position=s.position)
+        for side in ("a", "b"):
+            s = self._streaks.pop(side, None)
+            if s is None:
+                continue
+            if side == "a":
+                self.only_in_a += s.count
+            else:
+                self.only_in_b += s.count
+            self.row(f"only_in_{side}", s.first, s.where, last_offset=s.last, count=s.count, units=s.units,
+                     bytes=s.size, file=s.file, position=s.position)
 
     def content(self, offset, where, fields: list, ua: Unit, ub: Unit) -> None:
         """A unit pair at one offset whose bytes differ; ``fields`` = [(offset, field, a, b, extra)]."""
@@ -351,30 +394,28 @@ class Side:
         return sum(size_of(s) for s in self.segments.values())
 
 
-def diff_log(tally: Tally, a: Side, b: Side, *, path_of: Callable, size_of: Callable, boundary: Callable,
-             units: Callable[[object, int], Iterator[Unit]], compare: Callable, where=None,
+def diff_log(tally: Tally, a: Side, b: Side, *, path_of: Callable, size_of: Callable, step: Callable,
+             units: Callable[[object, int, int | None], Iterator[Unit]], compare: Callable, where=None,
              progress_enabled: bool | None = None, label: str = "diff") -> Iterator[dict]:
     """Diff one log kept as segment files on both sides; yields difference rows as they are found.
 
     Same-named segments are compared byte by byte first (:func:`plan_pair`): a pair that agrees is skipped
-    whole, a pair that differs is decoded from the last unit boundary before its first difference on. Then
-    the units of both sides (from ``units(segment, start)``) are merged by offset."""
+    whole, a pair that differs is decoded only in the windows around its differences. Segments on one side
+    only are decoded whole. The units of both sides (``units(segment, start, stop)``, from the unit boundary
+    ``start`` up to the boundary ``stop`` or the end) are merged by offset."""
     total = a.total(size_of) + b.total(size_of)
-    skips: dict = {}
+    windows: dict = {}
     with progress(total, label, enabled=progress_enabled) as bar:
         for base in sorted(set(a.segments) & set(b.segments)):
             pa, pb = a.segments[base], b.segments[base]
-            plan = plan_pair(path_of(pa), path_of(pb), boundary, on_chunk=lambda n: bar.advance(2 * n))
-            tally.compared_bytes += max(size_of(pa), size_of(pb)) if plan.identical else plan.skip
-            skips[base] = None if plan.identical else plan.skip
-            if plan.identical:
-                bar.advance(size_of(pa) + size_of(pb) - 2 * min(size_of(pa), size_of(pb)))
+            plan = plan_pair(path_of(pa), path_of(pb), step, on_chunk=lambda n: bar.advance(2 * n))
+            windows[base] = plan.windows
+            tally.compared_bytes += max(size_of(pa), size_of(pb))
 
         def stream(side: Side) -> Iterator[Unit]:
             for base in sorted(side.segments):
-                if base in skips and skips[base] is None:
-                    continue
-                yield from units(side.segments[base], skips.get(base) or 0)
+                for start, stop in windows.get(base, [(0, None)]):
+                    yield from units(side.segments[base], start, stop)
 
         pending = [0]
 

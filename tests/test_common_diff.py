@@ -260,3 +260,56 @@ def test_limit_caps_rows_not_counts(tmp_path):
         flip(seg, m["commitLogOffset"] - base + RMQ_V1_BODY)
     code, diffs, s, _ = run(a, b, "--log-only", "--limit", "1")
     assert code == 1 and len(diffs) == 1 and s["differing"] == 4 and s["difference_rows"] > 1
+
+
+def _write_log(path, data: bytes):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _units(bodies, base=0):
+    """Schema-built RocketMQ units with the given bodies, each PHYSICALOFFSET where it sits."""
+    from tests.builders import rocketmq_unit
+
+    out, starts = bytearray(), []
+    for i, body in enumerate(bodies):
+        starts.append(base + len(out))
+        out += rocketmq_unit(topic=b"T", body=body, phys=base + len(out), queue_offset=i)
+    return bytes(out), starts
+
+
+def test_rocketmq_out_of_step_framing_gives_one_range_per_side(tmp_path):
+    """B's 4th message has a longer body: every later message sits at other offsets in B than in A."""
+    bodies = [f"message {i}".encode() for i in range(10)]
+    la, sa = _units(bodies)
+    lb, sb = _units(bodies[:3] + [b"a much longer body than before"] + bodies[4:])
+    _write_log(tmp_path / "a" / "commitlog" / f"{0:020d}", la)
+    _write_log(tmp_path / "b" / "commitlog" / f"{0:020d}", lb)
+    code, diffs, s, _ = run(tmp_path / "a" / "commitlog", tmp_path / "b" / "commitlog")
+    assert code == 1 and s["differing"] == 1 and s["first_divergence"] == sa[3] == sb[3]
+    assert s["only_in_a"] == 6 and s["only_in_b"] == 6
+    ranges = {d["what"]: (d["offset"], d["last_offset"], d["count"]) for d in diffs if d["what"].startswith("only")}
+    assert ranges == {"only_in_a": (sa[4], sa[9], 6), "only_in_b": (sb[4], sb[9], 6)}
+
+
+def test_rocketmq_decodes_only_around_the_difference(tmp_path, monkeypatch):
+    from mqtool.rocketmq import diff as engine
+
+    bodies = [f"message {i}".encode() for i in range(200)]
+    log, starts = _units(bodies)
+    _write_log(tmp_path / "a" / "commitlog" / f"{0:020d}", log)
+    changed = bytearray(log)
+    changed[starts[120] + RMQ_V1_BODY] ^= 0x20               # 'm' -> 'M' in message 120's body
+    _write_log(tmp_path / "b" / "commitlog" / f"{0:020d}", bytes(changed))
+    seen = []
+    real = engine.units
+
+    def counting(seg, start, stop=None):
+        for u in real(seg, start, stop):
+            seen.append(u.offset)
+            yield u
+
+    monkeypatch.setattr(engine, "units", counting)
+    code, diffs, s, _ = run(tmp_path / "a" / "commitlog", tmp_path / "b" / "commitlog")
+    assert code == 1 and s["differing"] == 1 and {d["offset"] for d in diffs} == {starts[120]}
+    assert sorted(set(seen)) == [starts[120]]                 # one message decoded on each side, no more

@@ -2,8 +2,8 @@
 holding the same partitions (paired by directory name).
 
 Batches are aligned by base offset: a follower appends the leader's batches byte for byte, so segment files
-of the same base offset are compared byte by byte first and decoded only from the last batch boundary before
-their first difference (:mod:`mqtool.diffcore`). Two batches at one offset whose bytes differ are compared
+of the same base offset are compared byte by byte first and decoded only in the windows around their
+differences (:mod:`mqtool.diffcore`). Two batches at one offset whose bytes differ are compared
 field by field: the batch header (``batch.*``), then their records by offset (the dump row of each record,
 key and value as base64). Segments whose base offsets differ (rolled at other moments) still align: the merge
 follows offsets, not files. The .index and .timeindex of same-named segments are compared entry by entry;
@@ -33,15 +33,14 @@ _OVERHEAD = _PREFIX.size
 _RECORD_OPTS = SimpleNamespace(print_data=True, body="base64")
 
 
-def boundary(buf, q: int) -> int:
-    """Start of the entry holding byte ``q``, following the batch lengths from the start of the file."""
-    p, n = 0, len(buf)
-    while p + _OVERHEAD <= n:
-        _off, size = _PREFIX.unpack_from(buf, p)
-        if size <= 0 or p + _OVERHEAD + size > q:
-            return p
-        p += _OVERHEAD + size
-    return p
+def step(buf, p: int) -> int | None:
+    """The boundary after the entry at ``p`` (its batch length), None where no sound entry starts."""
+    if p + _OVERHEAD > len(buf):
+        return None
+    _off, size = _PREFIX.unpack_from(buf, p)
+    if size <= 0 or p + _OVERHEAD + size > len(buf):
+        return None
+    return p + _OVERHEAD + size
 
 
 def _size(seg) -> int:
@@ -51,14 +50,14 @@ def _size(seg) -> int:
         return 0
 
 
-def units(seg, start: int) -> Iterator[Unit]:
-    """The batches of one segment from the batch boundary ``start`` on; unreadable ranges are damaged units
-    placed at the offset that would come next."""
+def units(seg, start: int, stop: int | None = None) -> Iterator[Unit]:
+    """The batches of one segment from the batch boundary ``start`` up to the boundary ``stop`` (None: the
+    end); unreadable ranges are damaged units placed at the offset that would come next."""
     path = str(seg.log)
     with map_input(seg.log) as mi:
         buf = mi.buf
         expect = seg.base_offset
-        for ev in scan(buf, path, start=start, fd=mi.fileno() if mi.mapped else None):
+        for ev in scan(buf, path, start=start, end=stop, fd=mi.fileno() if mi.mapped else None):
             if isinstance(ev, Batch):
                 off = ev.base_offset if ev.base_offset is not None else expect
                 last = ev.last_offset if ev.last_offset is not None and ev.last_offset >= off else off
@@ -127,7 +126,7 @@ def _side(part: Partition | None) -> Side:
 
 def diff(a: str, b: str, tally: Tally, opts) -> Iterator[dict]:
     for label, x, y in _pairs(a, b):
-        yield from diff_log(tally, _side(x), _side(y), path_of=lambda s: s.log, size_of=_size, boundary=boundary,
+        yield from diff_log(tally, _side(x), _side(y), path_of=lambda s: s.log, size_of=_size, step=step,
                             units=units, compare=compare, where=label, progress_enabled=opts.progress,
                             label=f"diff {label}")
         if opts.index and x is not None and y is not None:

@@ -1,8 +1,8 @@
 """``mqtool diff`` for LiteMQ: two data directories (or two commitlog directories).
 
 Records are aligned by their global commitlog offset (file index × file size + position); same-named files
-are compared byte by byte first and decoded only from the last record boundary before their first
-difference (:mod:`mqtool.diffcore`). Each file's records are its length-prefix chain from that point up to
+are compared byte by byte first and decoded only in the windows around their differences
+(:mod:`mqtool.diffcore`). Each file's records are its length-prefix chain up to
 where the chain ends (zeros, or bytes that are no record: reported as damaged when the other copy has a
 record there). Consume queues are compared entry by entry (by queue offset).
 """
@@ -22,24 +22,20 @@ from mqtool.litemq.store import Store, commitlog_segments, list_queues, resolve
 WHERE = "commitlog"
 
 
-def boundary(buf, q: int) -> int:
-    """Start of the record holding byte ``q``, following the length prefixes from the start of the file."""
-    p, n = 0, len(buf)
-    while p < q:
-        nxt, ok = hop(buf, p, n, p + 1)
-        if not ok or nxt > q:
-            return p
-        p = nxt
-    return p
+def step(buf, p: int) -> int | None:
+    """The boundary after the record at ``p`` (its length prefix), None where no sound record starts."""
+    nxt, ok = hop(buf, p, len(buf), p + 1)
+    return nxt if ok and nxt > p else None
 
 
-def units(seg, start: int) -> Iterator[Unit]:
-    """The records of one file from the record boundary ``start`` to the end of its chain; bytes after that
-    end that are not zero are one damaged unit."""
+def units(seg, start: int, stop: int | None = None) -> Iterator[Unit]:
+    """The records of one file from the record boundary ``start`` up to the boundary ``stop`` or the end of
+    its chain; bytes after that end that are not zero are one damaged unit."""
     with map_input(seg.path) as mi:
         buf, n = mi.buf, len(mi.buf)
         pos = start
-        while pos < n:
+        end = n if stop is None else min(n, stop)
+        while pos < end:
             rec, prob = live_record_at(buf, pos, n, seg, seg.name)
             if rec is None:
                 if prob[0] != "zero-length" and first_nonzero(buf, pos, n) >= 0:
@@ -67,7 +63,7 @@ def _side(store: Store) -> Side:
 def diff(a: str, b: str, tally: Tally, opts) -> Iterator[dict]:
     sa, sb = resolve(a), resolve(b)
     yield from diff_log(tally, _side(sa), _side(sb), path_of=lambda s: s.path, size_of=lambda s: s.size,
-                        boundary=boundary, units=units, compare=compare, where=WHERE,
+                        step=step, units=units, compare=compare, where=WHERE,
                         progress_enabled=opts.progress, label="diff commitlog")
     if opts.index:
         yield from _diff_queues(tally, sa, sb)

@@ -3,7 +3,7 @@ two commitlog directories.
 
 The commitlog is aligned by physical offset (segment files are named by the offset of their first byte, so
 same-named files hold the same offsets); same-named files are compared byte by byte first and decoded only
-from the last message boundary before their first difference (:mod:`mqtool.diffcore`). Consume queues are
+in the windows around their differences (:mod:`mqtool.diffcore`). Consume queues are
 compared unit by unit (by queue offset), index files header and entries (by file name).
 """
 from __future__ import annotations
@@ -26,21 +26,22 @@ _UNIT_MAGICS = (F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2, F.BLANK_MAGIC_
 WHERE = "commitlog"
 
 
-def boundary(buf, q: int) -> int:
-    """Start of the unit holding byte ``q``, following TOTALSIZE from the start of the file (the last sound
-    boundary when the chain breaks first)."""
-    p, n = 0, len(buf)
-    while p + _HEAD.size <= n:
-        total, magic = _HEAD.unpack_from(buf, p)
-        if total <= 0 or magic not in _UNIT_MAGICS or p + total > q:
-            return p
-        p += total
-    return p
+def step(buf, p: int) -> int | None:
+    """The boundary after the unit at ``p`` (TOTALSIZE), None where no sound unit starts."""
+    if p + _HEAD.size > len(buf):
+        return None
+    total, magic = _HEAD.unpack_from(buf, p)
+    if total <= 0 or magic not in _UNIT_MAGICS or p + total > len(buf):
+        return None
+    return p + total
 
 
-def units(seg, start: int) -> Iterator[Unit]:
-    """The messages (and unreadable ranges) of one segment from the unit boundary ``start`` on."""
+def units(seg, start: int, stop: int | None = None) -> Iterator[Unit]:
+    """The messages (and unreadable ranges) of one segment from the unit boundary ``start`` up to the
+    boundary ``stop`` (None: the end)."""
     for ev in SegmentScanner(seg, start=start, resync_start=False).events():
+        if stop is not None and ev.position >= stop:
+            return
         t = type(ev)
         if t is Message:
             p = ev.position
@@ -78,7 +79,7 @@ def _side(store: RocketStore) -> Side:
 def diff(a: str, b: str, tally: Tally, opts) -> Iterator[dict]:
     sa, sb = open_store(a), open_store(b)
     yield from diff_log(tally, _side(sa), _side(sb), path_of=lambda s: s.path, size_of=lambda s: s.size,
-                        boundary=boundary, units=units, compare=compare, where=WHERE,
+                        step=step, units=units, compare=compare, where=WHERE,
                         progress_enabled=opts.progress, label="diff commitlog")
     if opts.index:
         yield from _diff_queues(tally, sa, sb)
