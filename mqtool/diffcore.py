@@ -292,8 +292,8 @@ class Tally:
         self.flush()
         self._diverged(u.offset, where)
         self.damaged += 1
-        self.row("damaged", u.offset, where, side=side, field="bytes", reason=u.damaged, bytes=u.size,
-                 file=u.file, position=u.position)
+        self.row("damaged", u.offset, where, side=side, field="bytes", a=u.damaged if side == "a" else None,
+                 b=u.damaged if side == "b" else None, bytes=u.size, file=u.file, position=u.position)
 
     def side_row(self, what: str, offset, where, field_name, a, b, **kw) -> None:
         """A consume-queue / index difference (counted apart from the log's)."""
