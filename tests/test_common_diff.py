@@ -313,3 +313,21 @@ def test_rocketmq_decodes_only_around_the_difference(tmp_path, monkeypatch):
     code, diffs, s, _ = run(tmp_path / "a" / "commitlog", tmp_path / "b" / "commitlog")
     assert code == 1 and s["differing"] == 1 and {d["offset"] for d in diffs} == {starts[120]}
     assert sorted(set(seen)) == [starts[120]]                 # one message decoded on each side, no more
+
+
+def test_rocketmq_index_files_paired_by_order_not_name(tmp_path):
+    """A slave creates its index files at other moments (their names) than its master: same content, equal."""
+    a, b, _, _ = _rmq(tmp_path)
+    names = sorted(os.listdir(b / "index"))
+    for i, n in enumerate(reversed(names)):              # later names first, so no rename clobbers another
+        (b / "index" / n).rename(b / "index" / str(int(n) + 1000 + i))
+    code, diffs, s, _ = run(a, b)
+    assert code == 0 and s["identical"] is True and diffs == []
+    f = b / "index" / sorted(os.listdir(b / "index"))[0]
+    data = bytearray(f.read_bytes())
+    count = struct.unpack_from(">i", data, 36)[0]         # IndexHeader: 4 x 8-byte fields, hashSlotCount, indexCount
+    struct.pack_into(">i", data, 36, count + 1)
+    f.write_bytes(bytes(data))
+    code, diffs, s, _ = run(a, b)
+    assert code == 1 and s["log_identical"] is True and s["index_differing"] >= 1
+    assert any(d["field"] == "header.indexCount" and (d["a"], d["b"]) == (count, count + 1) for d in diffs)

@@ -114,11 +114,13 @@ def _same_files(fa, fb) -> bool:
 # ---- index files -----------------------------------------------------------------------------------
 
 def _diff_index(tally: Tally, sa: RocketStore, sb: RocketStore) -> Iterator[dict]:
-    ia = {_name(p): p for p in sa.index_files}
-    ib = {_name(p): p for p in sb.index_files}
-    for name in sorted(set(ia) | set(ib)):
-        pa, pb = ia.get(name), ib.get(name)
-        where = f"index/{name}"
+    """Index files paired in name order: a name is the moment the broker created the file, which differs
+    between a master and its slave that indexed the same messages; the content is what is compared."""
+    ia, ib = sorted(sa.index_files, key=_name), sorted(sb.index_files, key=_name)
+    for k in range(max(len(ia), len(ib))):
+        pa, pb = (ia[k] if k < len(ia) else None), (ib[k] if k < len(ib) else None)
+        na, nb = _name(pa) if pa else None, _name(pb) if pb else None
+        where = f"index/{na if na == nb or nb is None else nb if na is None else f'{na} | {nb}'}"
         if pa is None or pb is None:
             tally.side_row("index", None, where, "file", pa is not None, pb is not None, file=pa or pb)
             yield from tally.take()
@@ -126,9 +128,9 @@ def _diff_index(tally: Tally, sa: RocketStore, sb: RocketStore) -> Iterator[dict
         if same_file(pa, pb):
             continue
         va, vb = read_index_file(pa), read_index_file(pb)
-        for k, x in va.header.items():
-            if vb.header.get(k) != x:
-                tally.side_row("index", None, where, f"header.{k}", x, vb.header.get(k), units=0)
+        for key, x in va.header.items():
+            if vb.header.get(key) != x:
+                tally.side_row("index", None, where, f"header.{key}", x, vb.header.get(key), units=0)
         yield from diff_keyed(tally, "index", where, _index_entries(va), _index_entries(vb))
 
 
