@@ -154,18 +154,24 @@ def plan_pair(path_a, path_b, step: Callable, on_chunk=None) -> PairPlan:
     """Compare two same-named segment files in blocks; around each difference, the window from the unit
     holding it to the first boundary after it that both sides share (``step(buf, p)`` gives the boundary
     after the unit at ``p``); then compare on from there."""
-    plan, p = PairPlan([]), 0
-    while True:
-        q = _first_difference_files(path_a, path_b, on_chunk, start=p)
-        if q < 0:
-            return plan
-        with map_input(path_a) as ma, map_input(path_b) as mb:
-            s = boundary_before(step, ma.buf, q, p)
-            e = _in_step(step, ma.buf, mb.buf, s, q)
-        plan.windows.append((s, e))
-        if e is None:
-            return plan
-        p = e
+    plan, p, maps = PairPlan([]), 0, []
+    try:
+        while True:
+            q = _first_difference_files(path_a, path_b, on_chunk, start=p)
+            if q < 0:
+                return plan
+            if not maps:                    # mapped once, on the first difference (never read whole)
+                maps += [map_input(path_a, whole_limit=0), map_input(path_b, whole_limit=0)]
+            a, b = maps[0].buf, maps[1].buf
+            s = boundary_before(step, a, q, p)
+            e = _in_step(step, a, b, s, q)
+            plan.windows.append((s, e))
+            if e is None:
+                return plan
+            p = e
+    finally:
+        for m in maps:
+            m.close()
 
 
 @dataclass
