@@ -286,7 +286,8 @@ def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: i
             out_dir = workdir / f"out-{op.name}-{i}"
             if out_dir.exists():
                 shutil.rmtree(out_dir)
-            argv = [a.format(store=store, out=out_dir, jobs=jobs) for a in op.argv]
+            argv = [a.format(store=store, out=out_dir, jobs=jobs, copy=_copy_of(store) if "{copy}" in a else "")
+                    for a in op.argv]
             wall, cpu, rss, rc, _ = run_measured(_mqtool_argv(argv))
             if out_dir.exists():
                 shutil.rmtree(out_dir)
@@ -318,6 +319,18 @@ def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: i
 
 measure.one_job_ratio = None
 measure.walls = {}          # op name -> median wall of this run (rows judged against another row)
+
+
+def _copy_of(store: str) -> str:
+    """A second copy of the input next to it (made once, kept with the cached input): the other side of the
+    ``diff`` row, so the compare reads two files as it does between a master and its slave."""
+    copy = Path(store).parent / (Path(store).name + "-copy")
+    if not copy.exists():
+        tmp = copy.with_name(copy.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(store, tmp)
+        tmp.rename(copy)
+    return str(copy)
 
 
 def _within(r, base: str, factor: float):
@@ -359,6 +372,11 @@ def rocketmq_ops(ncpu: int) -> list[Op]:
            check=lambda r: r.bytes / r.cpu >= 500e6),
         Op("carve-random", "mqtool carve --json over random bytes (<= 256 MiB; nothing may be found)", "child",
            target=">= 500 MB/s", check=lambda r: r.bytes / r.cpu >= 500e6),
+        Op("diff", "mqtool diff STORE COPY --log-only --json (identical commitlogs: block compare, nothing decoded)",
+           "cli", ["diff", "{store}", "{copy}", "--log-only", "--json"], target=">= 1.0 GB/s",
+           check=lambda r: r.bytes / r.cpu >= 1.0e9),
+        Op("diff-store", "mqtool diff STORE COPY --json (also consume queues and index files)", "cli",
+           ["diff", "{store}", "{copy}", "--json"], default=False),
         Op("query-key", "key query through the index, warm (median)", "child", unit="latency",
            target="< 50 ms", check=lambda r: r.wall < 0.050),
     ]

@@ -50,6 +50,7 @@ ROLES = {
     "lag": "query --unconsumed-by: committed offsets, queue ends, the messages after them",
     "carve": "mqtool carve: the family's records found in arbitrary bytes, and the salvage store they go to",
     "inspect": "mqtool inspect: one record field by field (mqtool.schemawalk over the family's schema, its checks)",
+    "diff": "mqtool diff: two copies of one store aligned by offset (on mqtool.diffcore)",
 }
 
 REGISTRY: dict[str, Family] = {f.name: f for f in (

@@ -247,6 +247,12 @@ def _last_data_end(fd: int | None, start: int, end: int) -> int:
     return end
 
 
+def data_end(fd: int, size: int) -> int:
+    """End of the last data region of a file of ``size`` bytes: ``size`` unless it ends in a hole of a sparse
+    file (found with SEEK_HOLE, nothing read)."""
+    return _last_data_end(fd, 0, size)
+
+
 def first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
     """Position of the first non-zero byte in ``buf[start:end]``, or -1.
 
