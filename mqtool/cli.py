@@ -373,11 +373,6 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     sys.exit(code)
 
 
-# A row that says its bytes are damaged: a failed CRC, a compressed body that does not inflate. As JSON keys
-# they cannot occur inside a string value of a pre-rendered line (there the quotes are escaped).
-_DAMAGED_MARKS = (b'"crc_ok":false', b'"body_error":"')
-
-
 def _row_damage(r: dict) -> str | None:
     where = f"{r.get('file')}: position {r.get('position')}"
     if r.get("body_error"):
@@ -391,16 +386,20 @@ def _note_damaged_rows(rows, stats: ScanStats):
     """Pass ``rows`` through; each one that reports damaged bytes is a damage note (so dump exits 1)."""
     import json
 
+    from mqtool.ndjson import DAMAGED_MARKS as marks
+
     for r in rows:
         if type(r) is dict:
             why = _row_damage(r)
             if why:
                 stats.damage(why, at=(r.get("file"), r.get("position")))
-        elif isinstance(r, (str, bytes)):      # pre-rendered NDJSON line(s): look inside only when a mark is
-            raw = r.encode("utf-8", "surrogateescape") if isinstance(r, str) else bytes(r)
-            if any(m in raw for m in _DAMAGED_MARKS):
+        elif isinstance(r, (str, bytes)) or hasattr(r, "marked"):
+            # pre-rendered NDJSON line(s): look inside only when a mark is; a worker's spool piece: its marked lines
+            raw = r.encode("utf-8", "surrogateescape") if isinstance(r, str) else b"\n".join(r.marked) \
+                if hasattr(r, "marked") else bytes(r)
+            if any(m in raw for m in marks):
                 for line in raw.splitlines():
-                    if any(m in line for m in _DAMAGED_MARKS):
+                    if any(m in line for m in marks):
                         row = json.loads(line)
                         why = _row_damage(row)
                         if why:

@@ -743,3 +743,80 @@ def write_atomic(path: str | os.PathLike, data: bytes, overwrite: bool = False) 
     for a file that needs the input-tree checks)."""
     with AtomicWriter(path, overwrite=overwrite) as f:
         f.write(data)
+
+
+# ---- spool: the pieces --jobs workers write, copied to stdout in order ---------------------------------------
+
+class Spool:
+    """A private scratch directory (mode 0700, under ``TMPDIR``) where worker processes each write the
+    output of one task as a file (:func:`write_piece`); the parent copies the pieces to its output in order
+    (:func:`copy_piece`, which removes each piece) and removes the directory at the end (:meth:`close`).
+    Nothing crosses a pipe but the piece's name and size."""
+
+    def __init__(self):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp(prefix=TEMP_PREFIX + "spool-")
+
+    def piece(self, i: int) -> str:
+        return os.path.join(self.dir, f"{i:09d}")
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_piece(path: str, chunks) -> int:
+    """Write the byte strings ``chunks`` to a new file ``path`` (never an existing one, never through a link);
+    returns the byte count."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    n = 0
+    try:
+        for c in chunks:
+            view = memoryview(c)
+            while view:
+                k = os.write(fd, view)
+                view = view[k:]
+                n += k
+    finally:
+        os.close(fd)
+    return n
+
+
+def copy_piece(path: str, size: int, out) -> None:
+    """Append the piece ``path`` (``size`` bytes) to the binary stream ``out`` and remove it: in the kernel
+    (``sendfile``) when ``out`` is a file descriptor's stream (a file, a pipe, a terminal), else by reads."""
+    out.flush()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            ofd = out.fileno()
+        except (AttributeError, OSError, ValueError):     # an in-memory stream (tests)
+            ofd = None
+        pos = 0
+        if ofd is not None:
+            try:
+                while pos < size:
+                    k = os.sendfile(ofd, fd, pos, size - pos)
+                    if k == 0:
+                        break
+                    pos += k
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or pos:
+                    raise
+        while pos < size:       # no sendfile to this descriptor (or none at all): plain copies
+            data = os.pread(fd, min(1 << 20, size - pos), pos)
+            if not data:
+                break
+            out.write(data)
+            pos += len(data)
+        if ofd is None:
+            out.flush()
+    finally:
+        os.close(fd)
+        os.unlink(path)

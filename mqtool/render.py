@@ -16,8 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
-from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, _default,  # noqa: F401
-                           _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
+from mqtool.io import copy_piece, read_input
+from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
+                           _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
 
@@ -127,6 +128,9 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         w = out.write
         for r in rows:
             n += 1
+            if type(r) is Spooled:
+                n += r.count - 1
+                r = PreRenderedLines(read_input(r.path))
             if type(r) is PreRenderedLines:
                 w(r.decode("utf-8", errors="surrogateescape"))
                 continue
@@ -153,6 +157,14 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                     size = 0
                 w(r)
                 n += 1
+                continue
+            elif type(r) is Spooled:            # a worker's piece: copied in the kernel, after what is batched
+                if batch:
+                    w(b"".join(batch))
+                    batch.clear()
+                    size = 0
+                copy_piece(r.path, r.size, binary)
+                n += r.count
                 continue
             else:
                 try:
@@ -283,6 +295,8 @@ def _flat(v: Any) -> str:
 def as_dicts(rows: Iterable) -> Iterator[dict]:
     """Rows as dicts, whether given as dicts or already rendered to NDJSON (by workers or a helper)."""
     for r in rows:
+        if type(r) is Spooled:
+            r = PreRenderedLines(read_input(r.path))
         if type(r) is PreRenderedLines:
             for line in r.splitlines():
                 yield json.loads(line)
