@@ -10,8 +10,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import secrets
-import shutil
 import stat
 import weakref
 from pathlib import Path
@@ -323,6 +321,8 @@ def _input_trees(inputs) -> list[tuple[str, str]]:
 
 
 def _temp_name() -> str:
+    import secrets          # (here: it costs a few ms at start-up, and only writers need it)
+
     return TEMP_PREFIX + secrets.token_hex(8)
 
 
@@ -449,6 +449,8 @@ class OutputDir:
         raise OutputError("cannot create a scratch directory", str(self.path))
 
     def remove_scratch(self, path: Path) -> None:
+        import shutil
+
         try:
             shutil.rmtree(Path(path).name, dir_fd=self.dir_fd(()))
         except FileNotFoundError:
@@ -491,6 +493,8 @@ class OutputDir:
                     if not self.force:
                         raise OutputError("exists (use --force to replace it)", self._where(rel + (entry.name,)))
                     if stat.S_ISDIR(st.st_mode):
+                        import shutil
+
                         shutil.rmtree(entry.name, dir_fd=dfd)      # the fd-based walk: links are not followed
                     else:
                         os.unlink(entry.name, dir_fd=dfd)
@@ -762,6 +766,8 @@ class Spool:
         return os.path.join(self.dir, f"{i:09d}")
 
     def close(self) -> None:
+        import shutil
+
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):

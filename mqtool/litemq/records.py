@@ -11,13 +11,15 @@ from dataclasses import dataclass, field
 
 from formats import litemq as F
 from mqtool.errors import DecodeError as _DecodeError
-from mqtool.schema_struct import exact_format
+from mqtool.schemacache import derive
 
 _U32 = struct.Struct(">I")
 
 
 def struct_from_fields(fields) -> struct.Struct:
     """A big-endian ``struct.Struct`` for a list of fixed-size construct fields (``name / Int..``)."""
+    from mqtool.schema_struct import exact_format
+
     return struct.Struct(exact_format(fields))
 
 
@@ -25,15 +27,22 @@ def field_names(fields) -> tuple[str, ...]:
     return tuple(f.name for f in fields)
 
 
-ATTRS = struct_from_fields(F.MESSAGE_ATTRS_FIELDS)
-ATTRS_NAMES = field_names(F.MESSAGE_ATTRS_FIELDS)
-BORN = struct_from_fields(F.MESSAGE_BORN_FIELDS)
-BORN_NAMES = field_names(F.MESSAGE_BORN_FIELDS)
-TAIL = struct_from_fields(F.MESSAGE_TAIL_FIELDS)
-TAIL_NAMES = field_names(F.MESSAGE_TAIL_FIELDS)
-CQ = struct_from_fields(F.CQ_ENTRY_FIELDS)
-CQ_NAMES = field_names(F.CQ_ENTRY_FIELDS)
-INDEX_ENTRY = struct_from_fields(F.INDEX_ENTRY_FIELDS)
+def _fields_struct(name: str) -> tuple[struct.Struct, tuple[str, ...]]:
+    """(struct, field names) of the field list ``F.<name>`` (from the schema cache while the schemas are
+    unchanged: :mod:`mqtool.schemacache`)."""
+    def compute():
+        fields = getattr(F, name)
+        return struct_from_fields(fields).format, field_names(fields)
+
+    fmt, names = derive((F.__name__, "fields_struct", name), compute)
+    return struct.Struct(fmt), tuple(names)
+
+
+ATTRS, ATTRS_NAMES = _fields_struct("MESSAGE_ATTRS_FIELDS")
+BORN, BORN_NAMES = _fields_struct("MESSAGE_BORN_FIELDS")
+TAIL, TAIL_NAMES = _fields_struct("MESSAGE_TAIL_FIELDS")
+CQ, CQ_NAMES = _fields_struct("CQ_ENTRY_FIELDS")
+INDEX_ENTRY, _ = _fields_struct("INDEX_ENTRY_FIELDS")
 
 #: Smallest possible encoded message (all strings and lists empty), padding included.
 MIN_MESSAGE_LEN = (4 + 2 + 2 + 4 + 4 + 4 + 4 + ATTRS.size + 2 + 1 + 2 + BORN.size + 2 + 2 + TAIL.size

@@ -37,7 +37,7 @@ from mqtool.ranges import PARALLEL_MIN_BYTES, split_segments
 from mqtool.rocketmq import layout
 from mqtool.rocketmq import ranges as _ranges
 from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
-from mqtool.schema_struct import field_offsets
+from mqtool.schemacache import offsets
 
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
 class _Ctx:
@@ -888,7 +888,7 @@ def _checkpoint_values(ctx: _Ctx, cp: dict) -> Iterator[Finding]:
             yield ctx.f(sev, code, ctx.store.checkpoint, _CP_AT[name], None, msg, exp, act)
 
 
-_CP_AT = field_offsets(F.Checkpoint)
+_CP_AT = offsets(F, "Checkpoint")
 
 
 def _diff_summary(old, new) -> str:
