@@ -314,15 +314,22 @@ def _note_damaged_rows(rows, stats: ScanStats):
 
     from mqtool.ndjson import DAMAGED_MARKS as marks
 
+    text_marks = tuple(m.decode("ascii") for m in marks)
     for r in rows:
         if type(r) is dict:
             why = _row_damage(r)
             if why:
                 stats.damage(why, at=(r.get("file"), r.get("position")))
         elif isinstance(r, (str, bytes)) or hasattr(r, "marked"):
-            # pre-rendered NDJSON line(s): look inside only when a mark is; a worker's spool piece: its marked lines
-            raw = r.encode("utf-8", "surrogateescape") if isinstance(r, str) else b"\n".join(r.marked) \
-                if hasattr(r, "marked") else bytes(r)
+            # pre-rendered NDJSON line(s): look inside (no copy) only when a mark is; a worker's spool piece: the
+            # lines it found marked
+            if isinstance(r, str):
+                if not any(m in r for m in text_marks):
+                    yield r
+                    continue
+                raw = r.encode("utf-8", "surrogateescape")
+            else:
+                raw = b"\n".join(r.marked) if hasattr(r, "marked") else r
             if any(m in raw for m in marks):
                 for line in raw.splitlines():
                     if any(m in line for m in marks):
