@@ -183,6 +183,41 @@ def child_carve_random(store: str, info: dict) -> dict:
     if rc != 1 or len(rows) != 1:
         raise RuntimeError(f"carve of random bytes: exit {rc}, {len(rows) - 1} rows (expected exit 1, none)")
     return {"seconds": wall, "cpu_seconds": cpu, "bytes": size, "count": 0}
+# The seed parser: the Python walker mqtool started with (commit 51dce79, "RocketMQ: schemas, store layout,
+# commitlog scanner ..."), run as it was. Issue #20 judges dump and rebuild-index against its walk.
+SEED_COMMIT = "51dce796d75417ef6599b3af9c2a42de02bce820"
+
+
+def seed_tree(base: Path) -> Path:
+    """The seed's mqtool/ and formats/ (from this checkout's git history), extracted once under ``base``."""
+    d = base / f"seed-{SEED_COMMIT[:12]}"
+    if not (d / "mqtool" / "rocketmq" / "scan.py").exists():
+        tmp = Path(tempfile.mkdtemp(prefix="seed-", dir=base))
+        arc = subprocess.run(["git", "-C", str(REPO), "archive", SEED_COMMIT, "mqtool", "formats"],
+                             capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=arc, check=True)
+        if d.exists():
+            shutil.rmtree(d)
+        tmp.rename(d)
+    return d
+
+
+def seed_child_main(seed_dir: str, store: str) -> None:
+    """The seed's ``iter_messages`` over the store's segments (body CRC on, its default): every unit decoded."""
+    sys.path.insert(0, seed_dir)
+    for m in [m for m in sys.modules if m == "mqtool" or m.startswith(("mqtool.", "formats"))]:
+        del sys.modules[m]
+    c0 = time.process_time()
+    t = time.perf_counter()
+    from mqtool.rocketmq.layout import open_store
+    from mqtool.rocketmq.scan import iter_messages
+
+    assert Path(sys.modules["mqtool.rocketmq.scan"].__file__).is_relative_to(seed_dir)
+    n = 0
+    for _m in iter_messages(open_store(store).segments):
+        n += 1
+    sys.stdout.write(json.dumps({"seconds": time.perf_counter() - t, "count": n,
+                                 "cpu_seconds": time.process_time() - c0}) + "\n")
 
 
 CHILD_OPS = {"calibrate": child_calibrate, "raw-read": child_raw_read, "crc-floor": child_crc_floor, "header-walk": child_header_walk,
@@ -231,6 +266,9 @@ def run_measured(argv: list[str], stdout=subprocess.DEVNULL, env=None) -> tuple[
     """(wall s, cpu s, peak RSS MB, exit code, stdout bytes when piped) of one child process."""
     if env is None:   # this checkout's mqtool, installed or not
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+        # compiled bytecode cached as an installed package has it (not recompiled by every run), outside the tree
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.setdefault("PYTHONPYCACHEPREFIX", str(run_measured.pycache))
     t = time.perf_counter()
     p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
     out = p.stdout.read() if stdout == subprocess.PIPE else b""
@@ -242,6 +280,9 @@ def run_measured(argv: list[str], stdout=subprocess.DEVNULL, env=None) -> tuple[
     p.stderr.close()
     run_measured.last_stderr = err.decode("utf-8", "replace")
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, p.returncode, out
+
+
+run_measured.pycache = Path(tempfile.gettempdir()) / "mqtool-bench" / "pycache"
 
 
 def _mqtool_argv(args: list[str]) -> list[str]:
@@ -269,9 +310,16 @@ def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: i
         return r
     walls, cpus, rsss, extras = [], [], [], []
     for i in range(repeat):
-        if op.kind == "child":
-            wall, cpu, rss, rc, out = run_measured([PY, str(HERE / "run.py"), "--child", op.name, store, info_path],
-                                                   stdout=subprocess.PIPE)
+        if op.kind in ("child", "seed"):
+            if op.kind == "seed":
+                try:
+                    argv = [PY, str(HERE / "run.py"), "--seed-child", str(seed_tree(workdir.parent)), store]
+                except (OSError, subprocess.CalledProcessError) as e:
+                    r.na = f"no seed tree (needs this checkout's git history): {e}"
+                    return r
+            else:
+                argv = [PY, str(HERE / "run.py"), "--child", op.name, store, info_path]
+            wall, cpu, rss, rc, out = run_measured(argv, stdout=subprocess.PIPE)
             try:
                 res = json.loads(out.decode().strip().splitlines()[-1])
             except (ValueError, IndexError):
@@ -382,6 +430,49 @@ def rocketmq_ops(ncpu: int) -> list[Op]:
     ]
 
 
+def issue20_ops(ncpu: int) -> list[Op]:
+    """The side-by-side set of issue #20 on one input (``--issue20``): the seed parser's walk and a single-core
+    CRC over every byte as the yardsticks, then verify store, dump --json (one process and --jobs N) and
+    rebuild-index, each judged against them (:func:`issue20_report`)."""
+    return [
+        Op("seed-walk", f"the seed parser's walk (commit {SEED_COMMIT[:7]}: iter_messages, body CRC on)", "seed",
+           unit="msgs"),
+        Op("crc-floor", "one core: read + CRC-32 of every byte (mqtool.fastcrc: ISA-L when installed)", "child"),
+        Op("verify-store", "mqtool verify store --json", "cli", ["verify", "store", "{store}", "--json"],
+           unit="msgs", target="<= 1.5x crc-floor", check=lambda r: _within(r, "crc-floor", 1.5)),
+        Op("dump-json", "mqtool dump commitlog --json > /dev/null (automatic --jobs)", "cli",
+           ["dump", "commitlog", "{store}", "--json"], unit="msgs", target="seed / 6",
+           check=lambda r: _within(r, "seed-walk", 1 / 6)),
+        Op("dump-json-jobs", "mqtool dump commitlog --json --jobs N (workers write to spool pieces)", "cli",
+           ["dump", "commitlog", "{store}", "--json", "--jobs", "{jobs}"], unit="msgs", target="seed / 6",
+           check=lambda r: _within(r, "seed-walk", 1 / 6)),
+        Op("rebuild", "mqtool rebuild-index --out DIR (consumequeue + index)", "cli",
+           ["rebuild-index", "{store}", "--out", "{out}", "--force"], unit="msgs", target="seed / 8",
+           check=lambda r: _within(r, "seed-walk", 1 / 8)),
+    ]
+
+
+def issue20_report(results: list[Result]) -> list[str]:
+    """Each row's wall time against the yardstick the issue names (all rows of this run, medians)."""
+    w = {r.op.name: r.wall for r in results if r.wall and not r.na}
+    c = {r.op.name: r.cpu for r in results if r.cpu and not r.na}
+    lines = ["issue #20 targets (wall times of this run, CPU times (user+sys, all processes) in brackets; CLI rows "
+             "include interpreter start-up):"]
+    for name, base, want, how in (("verify-store", "crc-floor", 1.5, "x the CRC floor (target <= 1.5x)"),
+                                  ("dump-json", "seed-walk", 6, "x faster than the seed walk (target >= 6x)"),
+                                  ("dump-json-jobs", "seed-walk", 6, "x faster than the seed walk (target >= 6x)"),
+                                  ("rebuild", "seed-walk", 8, "x faster than the seed walk (target >= 8x)")):
+        if name not in w or base not in w:
+            lines.append(f"  {name:<15} n/a")
+            continue
+        ratio = w[name] / w[base] if name == "verify-store" else w[base] / w[name]
+        cr = (c[name] / c[base] if name == "verify-store" else c[base] / c[name]) if name in c and base in c else 0
+        ok = ratio <= want if name == "verify-store" else ratio >= want
+        lines.append(f"  {name:<15} {w[name]:7.3f} s ({c.get(name, 0):.3f}) vs {base} {w[base]:7.3f} s "
+                     f"({c.get(base, 0):.3f}): {ratio:5.2f} ({cr:.2f}){how} {'met' if ok else 'NOT met'}")
+    return lines
+
+
 def kafka_ops(ncpu: int) -> list[Op]:
     # the shallow/deep/print-data modes of DumpLogSegments; rates over the .log bytes and records
     return [Op("kafka-verify", "mqtool verify commitlog KAFKA-DIR (batch level, CRC-32C)", "cli",
@@ -390,6 +481,9 @@ def kafka_ops(ncpu: int) -> list[Op]:
             Op("kafka-deep", "mqtool dump kafka --deep --json (every record, decompressed)", "cli",
                ["dump", "kafka", "{store}", "--deep", "--json"], unit="msgs", target=">= 440k rec/s",
                check=lambda r: r.count / r.cpu >= 440_000),
+            Op("kafka-deep-jobs", f"mqtool dump kafka --deep --json --jobs {ncpu} (workers write spool pieces)",
+               "cli", ["dump", "kafka", "{store}", "--deep", "--json", "--jobs", "{jobs}"], unit="msgs",
+               target=">= 1.5M rec/s wall", check=lambda r: r.count / r.wall >= 1.5e6),
             Op("kafka-print", "mqtool dump kafka --print-data --json (keys, values, headers)", "cli",
                ["dump", "kafka", "{store}", "--print-data", "--json"], target=">= 100 MB/s",
                check=lambda r: r.bytes / r.cpu >= 100e6),
@@ -528,7 +622,14 @@ def main(argv=None) -> int:
     ap.add_argument("--child", nargs=3, metavar=("OP", "STORE", "INFO"), help=argparse.SUPPRESS)
     ap.add_argument("--build", nargs=3, metavar=("FAMILY", "DIR", "SIZE_MB"), help=argparse.SUPPRESS)
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated input families")
+    ap.add_argument("--issue20", action="store_true",
+                    help="the side-by-side set of issue #20 (RocketMQ: seed walk, CRC floor, verify store, dump "
+                         "--json, rebuild-index) with its ratios; e.g. --issue20 --size-mb 2048 --repeat 1")
+    ap.add_argument("--seed-child", nargs=2, metavar=("SEED_DIR", "STORE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.seed_child:
+        seed_child_main(*a.seed_child)
+        return 0
     if a.child:
         child_main(*a.child)
         return 0
@@ -551,7 +652,11 @@ def main(argv=None) -> int:
     raw = None
     try:
         for fam in a.families.split(","):
-            if only:
+            if a.issue20:
+                if fam != "rocketmq":
+                    continue
+                ops = issue20_ops(ncpu)
+            elif only:
                 ops = [op for op in FAMILIES[fam](ncpu) if op.name in only or op.name in ("raw-read", "calibrate")]
                 if not any(op.name in only for op in ops) and fam != "rocketmq":
                     continue
@@ -579,6 +684,8 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n".join(report(results, raw, startup)))
+    if a.issue20:
+        print("\n".join(issue20_report(results)))
     return 0
 
 

@@ -13,11 +13,9 @@ Exit codes: 0 clean, 1 findings / damaged records / nothing found, 2 usage or I/
 """
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import sys
-from functools import wraps
 
 import click
 
@@ -29,7 +27,9 @@ from mqtool.families import get as get_family
 from mqtool.errors import MqToolError, wrap_decode
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+# the part of the CLI that needs no click (error handling, the engine call of verify, the start-up fast path)
+from mqtool.entry import (EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _fail, _is_url, _ops, _quiet_pipe_exit,  # noqa: F401
+                          _remote, _stage_remote_inputs, guarded, run_verify)
 
 #: counts and sizes that must be at least 1; offsets and counts that may be 0 but never negative
 POSITIVE = click.IntRange(min=1)
@@ -104,80 +104,6 @@ def _size(value):
     if n < MIN_SPLIT_SIZE:
         raise click.BadParameter(f"split size {n} is below the minimum of 64 bytes")
     return n
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    render.say(message)
-    sys.exit(code)
-
-
-def guarded(fn):
-    """Turn our errors into one stderr line + exit code; exit quietly on a closed pipe."""
-
-    @wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            _stage_remote_inputs(kwargs)
-            return fn(*args, **kwargs)
-        except MqToolError as e:
-            if getattr(e, "hint", None) and not render.quiet():
-                render.say(str(e))
-                render.hint(e.hint)
-                sys.exit(e.exit_code)
-            _fail(str(e), e.exit_code)
-        except BrokenPipeError:
-            _quiet_pipe_exit()
-        except OSError as e:
-            if e.errno == errno.EPIPE:
-                _quiet_pipe_exit()
-            _fail(f"{getattr(e, 'filename', None) or ''}{': ' if getattr(e, 'filename', None) else ''}"
-                  f"{e.strerror or e}", EXIT_USAGE)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        except ValueError as e:
-            _fail(str(e), EXIT_USAGE)
-        except Exception as e:
-            # a schema's parse (construct) that no decoder turned into a finding: a decode failure, one line
-            if type(e).__module__.partition(".")[0] != "construct":
-                raise
-            _fail(str(wrap_decode(e)), EXIT_USAGE)
-
-    return wrapper
-
-
-def _stage_remote_inputs(kwargs) -> None:
-    """Store arguments given as URLs (s3://, hdfs://, file://...) are read through their local shadow
-    (:mod:`mqtool.remote`): the verbs then work unchanged and fetch only the bytes they open."""
-    for name in ("path", "store", "paths", "stores"):
-        v = kwargs.get(name)
-        if isinstance(v, str) and _is_url(v):
-            kwargs[name] = str(_remote().stage(v, render.say))
-        elif isinstance(v, (tuple, list)) and any(_is_url(x) for x in v):
-            kwargs[name] = type(v)(str(_remote().stage(x, render.say)) if _is_url(x) else x for x in v)
-
-
-def _is_url(v) -> bool:
-    return isinstance(v, str) and "://" in v and _remote().is_remote(v)
-
-
-def _remote():
-    from mqtool import remote
-
-    return remote
-
-
-def _quiet_pipe_exit():
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-    sys.exit(EXIT_OK)
-
-
-def _ops(path, fmt):
-    family = detect(path, fmt)
-    return family, family_module(family, "ops")
 
 
 def _report_stats(stats: ScanStats, path=None) -> int:
@@ -374,11 +300,6 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     sys.exit(code)
 
 
-# A row that says its bytes are damaged: a failed CRC, a compressed body that does not inflate. As JSON keys
-# they cannot occur inside a string value of a pre-rendered line (there the quotes are escaped).
-_DAMAGED_MARKS = (b'"crc_ok":false', b'"body_error":"')
-
-
 def _row_damage(r: dict) -> str | None:
     where = f"{r.get('file')}: position {r.get('position')}"
     if r.get("body_error"):
@@ -392,16 +313,27 @@ def _note_damaged_rows(rows, stats: ScanStats):
     """Pass ``rows`` through; each one that reports damaged bytes is a damage note (so dump exits 1)."""
     import json
 
+    from mqtool.ndjson import DAMAGED_MARKS as marks
+
+    text_marks = tuple(m.decode("ascii") for m in marks)
     for r in rows:
         if type(r) is dict:
             why = _row_damage(r)
             if why:
                 stats.damage(why, at=(r.get("file"), r.get("position")))
-        elif isinstance(r, (str, bytes)):      # pre-rendered NDJSON line(s): look inside only when a mark is
-            raw = r.encode("utf-8", "surrogateescape") if isinstance(r, str) else bytes(r)
-            if any(m in raw for m in _DAMAGED_MARKS):
+        elif isinstance(r, (str, bytes)) or hasattr(r, "marked"):
+            # pre-rendered NDJSON line(s): look inside (no copy) only when a mark is; a worker's spool piece: the
+            # lines it found marked
+            if isinstance(r, str):
+                if not any(m in r for m in text_marks):
+                    yield r
+                    continue
+                raw = r.encode("utf-8", "surrogateescape")
+            else:
+                raw = b"\n".join(r.marked) if hasattr(r, "marked") else r
+            if any(m in raw for m in marks):
                 for line in raw.splitlines():
-                    if any(m in line for m in _DAMAGED_MARKS):
+                    if any(m in line for m in marks):
                         row = json.loads(line)
                         why = _row_damage(row)
                         if why:
@@ -671,41 +603,10 @@ def _verify_cmd(part: str):
     @FINDINGS_VIEW_OPTS
     @guarded
     def cmd(paths, fmt, as_json, engine, master, manifest_out=None, all_findings=False, table=False, **kw):
-        from mqtool.causes import Linker
-
-        worst = EXIT_OK
         if manifest_out:
             _write_manifest(manifest_out, paths, kw.get("force", False))
         kw["split_size"] = _size(kw["split_size"])
-        planned = None
-        if engine == "spark":
-            from mqtool.spark.session import get_session
-            from mqtool.spark.verify import merged, verify_plans
-
-            # every store in one Spark job; each store's findings are merged on the driver in its turn
-            planned = iter(verify_plans(get_session(master), part, paths, fmt, VerifyOptions(**kw)))
-        linker = Linker()           # ids unique over the whole run
-        summaries = []
-        for path in paths:
-            family, ops = _ops(path, fmt)
-            render.set_base(path)
-            opts = VerifyOptions(**kw)
-            findings, summary_fn = merged(next(planned)) if planned is not None else ops.verify(part, path, opts)
-            if len(paths) > 1 and not render.want_json(as_json):
-                render.stdout_console().rule(render.text(f"{family}: {path}"))
-            s = render.render_verify(findings, summary_fn, as_json, linker=linker,
-                                     view="table" if table else "compact", all_findings=all_findings,
-                                     store=path, family=family)
-            summaries.append(s)
-            if s.errors:
-                worst = EXIT_FINDINGS
-        if len(summaries) > 1:
-            render.render_total(summaries, as_json)
-        if worst and part == "store":
-            h = hints.verify_found_errors(paths, bool(kw.get("salvage_out")))
-            if h:
-                render.hint(h)
-        sys.exit(worst)
+        run_verify(part, paths, fmt, as_json, engine, master, all_findings, table, kw)
 
     return cmd
 

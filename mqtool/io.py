@@ -10,8 +10,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import secrets
-import shutil
 import stat
 import weakref
 from pathlib import Path
@@ -329,6 +327,8 @@ def _input_trees(inputs) -> list[tuple[str, str]]:
 
 
 def _temp_name() -> str:
+    import secrets          # (here: it costs a few ms at start-up, and only writers need it)
+
     return TEMP_PREFIX + secrets.token_hex(8)
 
 
@@ -455,6 +455,8 @@ class OutputDir:
         raise OutputError("cannot create a scratch directory", str(self.path))
 
     def remove_scratch(self, path: Path) -> None:
+        import shutil
+
         try:
             shutil.rmtree(Path(path).name, dir_fd=self.dir_fd(()))
         except FileNotFoundError:
@@ -497,6 +499,8 @@ class OutputDir:
                     if not self.force:
                         raise OutputError("exists (use --force to replace it)", self._where(rel + (entry.name,)))
                     if stat.S_ISDIR(st.st_mode):
+                        import shutil
+
                         shutil.rmtree(entry.name, dir_fd=dfd)      # the fd-based walk: links are not followed
                     else:
                         os.unlink(entry.name, dir_fd=dfd)
@@ -757,3 +761,80 @@ def write_span(out: OutputDir, rel: str, buf, start: int, end: int, chunk: int =
     with out.atomic(rel) as f:
         for a in range(start, end, chunk):
             f.write(buf[a:min(end, a + chunk)])
+# ---- spool: the pieces --jobs workers write, copied to stdout in order ---------------------------------------
+
+class Spool:
+    """A private scratch directory (mode 0700, under ``TMPDIR``) where worker processes each write the
+    output of one task as a file (:func:`write_piece`); the parent copies the pieces to its output in order
+    (:func:`copy_piece`, which removes each piece) and removes the directory at the end (:meth:`close`).
+    Nothing crosses a pipe but the piece's name and size."""
+
+    def __init__(self):
+        import tempfile
+
+        self.dir = tempfile.mkdtemp(prefix=TEMP_PREFIX + "spool-")
+
+    def piece(self, i: int) -> str:
+        return os.path.join(self.dir, f"{i:09d}")
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_piece(path: str, chunks) -> int:
+    """Write the byte strings ``chunks`` to a new file ``path`` (never an existing one, never through a link);
+    returns the byte count."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    n = 0
+    try:
+        for c in chunks:
+            view = memoryview(c)
+            while view:
+                k = os.write(fd, view)
+                view = view[k:]
+                n += k
+    finally:
+        os.close(fd)
+    return n
+
+
+def copy_piece(path: str, size: int, out) -> None:
+    """Append the piece ``path`` (``size`` bytes) to the binary stream ``out`` and remove it: in the kernel
+    (``sendfile``) when ``out`` is a file descriptor's stream (a file, a pipe, a terminal), else by reads."""
+    out.flush()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            ofd = out.fileno()
+        except (AttributeError, OSError, ValueError):     # an in-memory stream (tests)
+            ofd = None
+        pos = 0
+        if ofd is not None:
+            try:
+                while pos < size:
+                    k = os.sendfile(ofd, fd, pos, size - pos)
+                    if k == 0:
+                        break
+                    pos += k
+            except OSError as e:
+                if e.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or pos:
+                    raise
+        while pos < size:       # no sendfile to this descriptor (or none at all): plain copies
+            data = os.pread(fd, min(1 << 20, size - pos), pos)
+            if not data:
+                break
+            out.write(data)
+            pos += len(data)
+        if ofd is None:
+            out.flush()
+    finally:
+        os.close(fd)
+        os.unlink(path)

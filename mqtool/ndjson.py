@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 try:  # optional fast path
     import orjson as _orjson
@@ -103,5 +103,46 @@ def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRendere
 
 CAN_PRERENDER_LINES = _orjson is not None
 
+# A row that says its bytes are damaged (a failed CRC, a body that does not inflate), as it reads in an NDJSON
+# line; these keys cannot occur inside a string value of a line (there the quotes are escaped).
+DAMAGED_MARKS = (b'"crc_ok":false', b'"body_error":"')
 
-CAN_PRERENDER_LINES = _orjson is not None
+
+class Spooled:
+    """Rows a worker process wrote as NDJSON to a spool piece (:class:`mqtool.io.Spool`): ``count`` rows in
+    ``size`` bytes at ``path``; ``marked``: those of its lines that carry a :data:`DAMAGED_MARKS` mark (so the
+    caller can note damaged rows without reading the piece). Counts as one item for the caller's iteration."""
+
+    __slots__ = ("path", "size", "count", "marked")
+
+    def __init__(self, path: str, size: int, count: int, marked: list):
+        self.path, self.size, self.count, self.marked = path, size, count, marked
+
+
+def spool_blocks(rows: Iterable, tally: list) -> Iterator[bytes]:
+    """The bytes :func:`mqtool.render.write_ndjson` writes for ``rows`` (dicts or pre-rendered lines), in
+    blocks; adds the line count to ``tally[0]`` and appends each line with a damage mark to ``tally[1]``."""
+    pending: list = []
+    for r in rows:
+        if type(r) is PreRenderedLines or type(r) is PreRendered:
+            if pending:
+                yield from _tallied(ndjson_blocks(pending), tally)
+                pending.clear()
+            if type(r) is PreRendered:
+                r = r.encode("utf-8", "surrogateescape") + b"\n"
+            yield from _tallied((r,), tally)
+        else:
+            pending.append(r)
+            if len(pending) >= 256:
+                yield from _tallied(ndjson_blocks(pending), tally)
+                pending.clear()
+    if pending:
+        yield from _tallied(ndjson_blocks(pending), tally)
+
+
+def _tallied(blocks, tally: list) -> Iterator[bytes]:
+    for b in blocks:
+        tally[0] += b.count(b"\n")
+        if any(m in b for m in DAMAGED_MARKS):
+            tally[1].extend(line for line in b.splitlines() if any(m in line for m in DAMAGED_MARKS))
+        yield b

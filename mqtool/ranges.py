@@ -203,6 +203,46 @@ class PoolRunner:
             ex.shutdown(wait=True, cancel_futures=True)
 
 
+# ---- --jobs dump to NDJSON: each worker writes its range's lines to a spool piece ----------------------------
+
+def spool_task(args) -> tuple[int, int, list, list, str]:
+    """Pool task: ``rows_fn(task_args, note)`` gives the rows of one range (``note(text)`` takes a damage note);
+    their NDJSON goes straight to the spool piece ``path``. Returns (rows, bytes, notes, marked lines, path)."""
+    from mqtool.io import write_piece
+    from mqtool.ndjson import spool_blocks
+
+    rows_fn, task_args, path = args
+    notes: list[str] = []
+    tally: list = [0, []]
+    size = write_piece(path, spool_blocks(rows_fn(task_args, notes.append), tally))
+    return tally[0], size, notes, tally[1], path
+
+
+def spooled_rows(runner, rows_fn, task_args: list, stats) -> Iterator:
+    """The NDJSON of ``rows_fn`` over each of ``task_args`` (in order), computed by ``runner``'s workers and
+    written by them to spool pieces: yields one :class:`mqtool.ndjson.Spooled` per task, which the writer
+    (:func:`mqtool.render.write_ndjson`) copies to stdout in the kernel. Workers hand back only counts and
+    notes, never the lines; at most the runner's window of pieces exists at once."""
+    from mqtool.io import Spool
+    from mqtool.ndjson import Spooled
+
+    with Spool() as sp:
+        work = [(rows_fn, a, sp.piece(i)) for i, a in enumerate(task_args)]
+        for count, size, notes, marked, path in runner.imap(spool_task, work):
+            for n in notes:
+                stats.damage(n)
+            stats.messages += count
+            yield Spooled(path, size, count, marked)
+
+
+def can_spool(opts) -> bool:
+    """NDJSON rows of ``dump --jobs`` that workers can write to spool pieces: lines rendered by orjson (the
+    bytes the writer would write) and no ``--limit`` (which counts rows, not pieces)."""
+    from mqtool.ndjson import CAN_PRERENDER_LINES
+
+    return bool(opts.ndjson) and opts.limit is None and CAN_PRERENDER_LINES and opts.runner is None
+
+
 def rows_stay_in_one_process(opts) -> bool:
     """Dump rows that carry bodies or values (``--body``, Kafka ``--print-data``) are made in this process,
     whatever ``--jobs`` says: a worker hands back all rows of its range at once, and inflated bodies (up to

@@ -9,17 +9,32 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Callable, Iterable, Iterator
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
-from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, _default,  # noqa: F401
-                           _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
+from mqtool.io import copy_piece, read_input
+from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
+                           _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
+
+if TYPE_CHECKING:       # rich itself is imported where something is drawn
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+
+_RICH = {"Console": "rich.console", "Table": "rich.table", "Text": "rich.text"}
+
+
+def __getattr__(name: str):
+    """``render.Console`` / ``Table`` / ``Text``: rich is imported when something is drawn, not before (NDJSON
+    output and the one-line messages need none of it)."""
+    if name in _RICH:
+        import importlib
+
+        return getattr(importlib.import_module(_RICH[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _no_color() -> bool:
@@ -61,6 +76,8 @@ def _colorless() -> bool:
 
 
 def _console(stderr: bool = False, **kw) -> Console:
+    from rich.console import Console
+
     forced = _state["color"] == "always" or None
     if _colorless():            # no escape sequence at all: NO_COLOR, --no-color, --color never
         kw["color_system"] = None
@@ -77,6 +94,8 @@ def stderr_console() -> Console:
 
 def text(value, style: str = "") -> Text:
     """A table cell, title or line for a person: sanitised (:func:`visible`), never parsed as markup."""
+    from rich.text import Text
+
     return Text(visible("" if value is None else value), style=style)
 
 
@@ -127,6 +146,9 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         w = out.write
         for r in rows:
             n += 1
+            if type(r) is Spooled:
+                n += r.count - 1
+                r = PreRenderedLines(read_input(r.path))
             if type(r) is PreRenderedLines:
                 w(r.decode("utf-8", errors="surrogateescape"))
                 continue
@@ -153,6 +175,14 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                     size = 0
                 w(r)
                 n += 1
+                continue
+            elif type(r) is Spooled:            # a worker's piece: copied in the kernel, after what is batched
+                if batch:
+                    w(b"".join(batch))
+                    batch.clear()
+                    size = 0
+                copy_piece(r.path, r.size, binary)
+                n += r.count
                 continue
             else:
                 try:
@@ -229,6 +259,8 @@ def _note_hidden(headers: list[str], width: int) -> None:
 
 def _render_vertical(rows: Iterable[dict], columns: list[Column], title: str | None, console: Console) -> int:
     """One block per record, ``field: value`` lines (empty fields left out), as psql's expanded view."""
+    from rich.text import Text
+
     label = max(len(c.header) for c in columns)
     if title:
         console.print(text(title, style="bold"))
@@ -245,6 +277,8 @@ def _render_vertical(rows: Iterable[dict], columns: list[Column], title: str | N
 
 
 def _new_table(columns: list[Column], widths: list[int] | None = None, title: str | None = None) -> Table:
+    from rich.table import Table
+
     t = Table(title=text(title) if title else None, show_lines=False, header_style="bold")
     for i, c in enumerate(columns):
         whole = c.priority == 0 or c.no_wrap
@@ -283,6 +317,8 @@ def _flat(v: Any) -> str:
 def as_dicts(rows: Iterable) -> Iterator[dict]:
     """Rows as dicts, whether given as dicts or already rendered to NDJSON (by workers or a helper)."""
     for r in rows:
+        if type(r) is Spooled:
+            r = PreRenderedLines(read_input(r.path))
         if type(r) is PreRenderedLines:
             for line in r.splitlines():
                 yield json.loads(line)
@@ -467,6 +503,8 @@ def _findings_compact(con: Console, found: list, consequences, all_findings: boo
 
 
 def _findings_tables(con: Console, found: list, s) -> None:
+    from rich.table import Table
+
     t = Table(title="Findings by code", header_style="bold")
     t.add_column("Severity")
     t.add_column("Code")

@@ -179,6 +179,76 @@ def test_cli_start_up_imports_nothing_heavy():
     assert not heavy, heavy
 
 
+# What a small `verify store` may import (issue #20: start-up within 3x of `python -c pass`): no terminal library
+# (NDJSON output), no construct (the schema cache answers), no optional engine. The fixture has zstd/lz4 bodies,
+# so those codecs are in (verify inflates them), and nothing else heavy.
+NOT_AT_SMALL_VERIFY = ("rich", "construct", "pyarrow", "pyspark", "pandas", "snappy", "cramjam", "multiprocessing",
+                       "concurrent", "pdb", "ctypes")
+
+
+def test_small_verify_imports_only_what_it_needs():
+    """`mqtool verify store fixtures/rocketmq/store` (NDJSON on a pipe) as a user runs it: the modules it ends up
+    with leave out the terminal renderer, construct and the optional engines, and the formats modules serve
+    cached constants (their schemas were never built)."""
+    code = ("import runpy, sys, io, contextlib\n"
+            "sys.argv = ['mqtool', 'verify', 'store', 'fixtures/rocketmq/store']\n"
+            "out = io.StringIO()\n"
+            "try:\n"
+            "    with contextlib.redirect_stdout(out):\n"
+            "        runpy.run_module('mqtool', run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    assert e.code == 0, e.code\n"
+            "assert '\"kind\":\"summary\"' in out.getvalue()\n"
+            "from mqtool import schemacache\n"
+            "import formats.rocketmq as F\n"
+            "print('LOADED' if schemacache.is_loaded(F) else 'CACHED')\n"
+            "print('\\n'.join(sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.split()
+    assert out[0] == "CACHED"
+    loaded = set(out[1:])
+    assert "mqtool.rocketmq.verify" in loaded
+    bad = sorted(m for m in loaded if m.split(".")[0] in NOT_AT_SMALL_VERIFY)
+    assert not bad, bad
+
+
+def test_schema_cache_is_current():
+    """mqtool/_schemacache_data.py is what tools/gen_schema_cache.py derives from formats/ now."""
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema_cache.py"), "--check"],
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+
+
+def test_schema_cache_serves_the_real_values_and_steps_aside_when_stale():
+    """In a fresh process: the cached constants equal the real module's; the first schema access builds the
+    real module in place; a cache whose recorded digest no longer matches its source is not used at all."""
+    code = ("import mqtool, sys\n"
+            "from mqtool import schemacache, _schemacache_data as D\n"
+            "import formats.rocketmq as F\n"
+            "assert not schemacache.is_loaded(F)\n"
+            "cached = {k: getattr(F, k) for k in D.CONSTANTS['formats.rocketmq']}\n"
+            "size = F.index_file_size(5, 7)\n"
+            "assert not schemacache.is_loaded(F)\n"
+            "assert F.MessageV1.sizeof  # a schema: the real module runs\n"
+            "assert schemacache.is_loaded(F) and 'construct' in sys.modules\n"
+            "assert all(getattr(F, k) == v for k, v in cached.items())\n"
+            "assert size == F.index_file_size(5, 7)\n"
+            "from mqtool.rocketmq import layout\n"
+            "assert layout.current().facts() == layout.LAYOUT.facts()\n"
+            "print('ok')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.stdout.strip() == "ok", r.stderr
+    stale = ("import mqtool._schemacache_data as D\n"
+             "D.SOURCES = dict(D.SOURCES, **{'formats/rocketmq.py': '0' * 64})\n"
+             "from mqtool import schemacache\n"
+             "import formats.rocketmq as F, sys\n"
+             "assert not schemacache.valid() and schemacache.is_loaded(F) and 'construct' in sys.modules\n"
+             "print('ok')")
+    r = subprocess.run([sys.executable, "-c", stale], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
 def test_decode_failures_are_inside_the_error_tree():
     """One error tree: codec failures of every family and record decode failures are MqToolErrors (a caller
     that catches MqToolError sees them), and a construct parse error is wrapped as a one-line DecodeError."""

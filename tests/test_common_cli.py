@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import click
+import pytest
 
 from conftest import FIXTURES, ROOT
 
@@ -125,3 +126,38 @@ def test_not_a_store_suggests_store_roots_below(run_cli, tmp_path):
     shutil.copytree(FIXTURE_STORE, tmp_path / "broker-a" / "store")
     code, out, err = run_cli("dump", "commitlog", tmp_path)
     assert code == 2 and "stores below it" in err and str(tmp_path / "broker-a" / "store") in err
+
+
+@pytest.mark.parametrize("argv", [["verify", "store", "a"], ["verify", "commitlog", "a", "--json", "b"],
+                                  ["verify", "index", "--json", "x/y"], ["verify", "consumequeue", "s"]])
+def test_verify_fast_path_passes_what_click_parses(argv):
+    """The start-up fast path (mqtool.entry) gives the verify engine exactly the values click's parse of the same
+    line gives (defaults included), and leaves every other line to click."""
+    from mqtool.cli import cli
+    from mqtool.entry import fast_verify_params
+
+    sub = cli.commands["verify"].commands[argv[1]]
+    ctx = sub.make_context(argv[1], list(argv[2:]))
+    assert fast_verify_params(argv) == ctx.params
+    for other in (argv + ["--jobs", "2"], argv + ["-q"], argv + ["--"], ["verify", argv[1]],
+                  ["verify", argv[1], "s3://bucket/store"], ["dump", "commitlog", "a"], ["verify", "all", "a"],
+                  argv + ["--help"]):
+        assert fast_verify_params(other) is None, other
+
+
+def test_verify_fast_path_runs_like_click(tmp_path):
+    """Same output, stderr and exit code through the fast path (python -m mqtool) and through click."""
+    import subprocess
+    import sys
+
+    store = str(ROOT / "fixtures" / "rocketmq" / "store")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    fast = subprocess.run([sys.executable, "-m", "mqtool", "verify", "store", store, "--json"], capture_output=True,
+                          env=env, cwd=tmp_path)
+    slow = subprocess.run([sys.executable, "-c", "from mqtool.cli import main; main()", "verify", "store", store,
+                           "--json"], capture_output=True, env=env, cwd=tmp_path)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (slow.returncode, slow.stdout, slow.stderr)
+    assert fast.returncode == 0 and b'"kind":"summary"' in fast.stdout
+    missing = [sys.executable, "-m", "mqtool", "verify", "store", str(tmp_path / "nope")]
+    r = subprocess.run(missing, capture_output=True, env=env, cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count(b"\n") == 1 and b"Traceback" not in r.stderr

@@ -357,7 +357,7 @@ _RAW_IO = re.compile(r"(?<![\w.])open\(|\bos\.open\(|\bio\.open\(|\bmmap\.mmap\(
 _ALLOWED = {
     "mqtool/io.py": None,                                   # the one place that opens files
     "mqtool/remote.py": None,   # the remote side of mqtool.io: its private shadow tree, objects opened read-only
-    "mqtool/cli.py": {"devnull = os.open(os.devnull, os.O_WRONLY)"},
+    "mqtool/entry.py": {"devnull = os.open(os.devnull, os.O_WRONLY)"},
 }
 
 

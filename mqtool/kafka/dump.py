@@ -187,6 +187,14 @@ _PLACEHOLDERS = ["\x01mqtool-native-{}\x01".format(code) for code in range(len(_
 _PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _PLACEHOLDERS]     # "\u0001mqtool-native-0\u0001"
 
 
+# the batch's own numbers in a template line, as placeholders too: the cut of a line is then the same for every
+# batch of a file and producer (cached), and only these two are put in per batch
+_BATCH_INTS = ("position", "batch_offset")
+_BATCH_PLACEHOLDERS = ["\x01mqtool-batch-{}\x01".format(k) for k in _BATCH_INTS]
+_BATCH_PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _BATCH_PLACEHOLDERS]
+_PIECES: dict = {}          # template line -> (segs, order) or None; bounded
+
+
 def _json_pieces(b: Batch, opts):
     """(segs, order) for the compiled walker's NDJSON lines of this batch's records: the template row
     rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
@@ -200,9 +208,35 @@ def _json_pieces(b: Batch, opts):
         if key in row:
             row[key] = _PLACEHOLDERS[code]
             marks[code] = _PLACEHOLDERS_JSON[code]
+    ints = [row.get(k) for k in _BATCH_INTS]
+    if not all(type(v) is int for v in ints):
+        line = ndjson.encode_row_fast(row)
+        return None if line is None else _cut(line, marks)
+    for k, ph in zip(_BATCH_INTS, _BATCH_PLACEHOLDERS):
+        row[k] = ph
     line = ndjson.encode_row_fast(row)
     if line is None:
         return None
+    cut = _PIECES.get(line, _PIECES)
+    if cut is _PIECES:
+        if len(_PIECES) >= 4096:
+            _PIECES.clear()
+        ok = all(line.count(ph) == 1 for ph in _BATCH_PLACEHOLDERS_JSON)
+        cut = _PIECES[line] = _cut(line, marks) if ok else None
+    if cut is None:         # (a name that holds a placeholder's text: cut this line as it is)
+        for k, v in zip(_BATCH_INTS, ints):
+            row[k] = v
+        line = ndjson.encode_row_fast(row)
+        return None if line is None else _cut(line, marks)
+    segs, order = cut
+    for ph, v in zip(_BATCH_PLACEHOLDERS_JSON, ints):
+        v = str(v).encode("ascii")
+        segs = tuple(s.replace(ph, v) for s in segs)
+    return segs, order
+
+
+def _cut(line: bytes, marks: dict):
+    """(segs, order): the template ``line`` cut at the placeholders ``marks`` (field code -> its JSON)."""
     found = sorted((line.find(m), code) for code, m in marks.items())
     segs, order, at = [], [], 0
     for pos, code in found:

@@ -20,7 +20,7 @@ from typing import Iterator
 from mqtool.kafka.rows import ROW_FIELDS  # noqa: F401 (the family protocol's name, mqtool.ranges)
 from mqtool.kafka import store as L
 from mqtool.options import DumpOptions, ScanStats
-from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
+from mqtool.ranges import ByteRange, can_spool, rows_stay_in_one_process, runner_for, split_segments
 from mqtool.ndjson import PreRendered
 
 FAMILY = "kafka"
@@ -138,6 +138,40 @@ def dump_range_task(args):
     return rows, stats.notes, stats.damaged, stats.messages, stats.noted_at
 
 
+def dump_range_spool_task(args):
+    """Pool task: the NDJSON of one range written straight to the spool piece ``path``; returns (path, rows,
+    bytes, damage-marked lines, notes, damaged count, batch count, the places counted): no line crosses the
+    pipe."""
+    from mqtool.io import write_piece
+    from mqtool.ndjson import spool_blocks
+
+    rng, opts, path = args
+    stats = ScanStats()
+    tally: list = [0, []]
+    rows = ()
+    if _wanted(rng, opts):
+        topic, _, _ = topic_partition(rng.file)
+        rows = _range_log_rows(rng, opts, stats, topic)
+    size = write_piece(path, spool_blocks(rows, tally))
+    return path, tally[0], size, tally[1], stats.notes, stats.damaged, stats.messages, stats.noted_at
+
+
+def _spooled_rows(runner, ranges, plain, stats: ScanStats):
+    """The rows of :func:`parallel_dump_rows` as the workers' spool pieces (NDJSON), in order."""
+    from mqtool.io import Spool
+    from mqtool.ndjson import Spooled
+
+    with Spool() as sp:
+        work = [(r, plain, sp.piece(i)) for i, r in enumerate(ranges)]
+        for piece, count, size, marked, notes, damaged, n, at in runner.imap(dump_range_spool_task, work):
+            stats.messages += n
+            stats.damaged += damaged
+            stats.noted_at |= at          # a place a worker counted is not counted again from its row
+            room = max(0, 1000 - len(stats.notes))
+            stats.notes.extend(notes[:room])
+            yield Spooled(piece, size, count, marked)
+
+
 def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     """Rows of ``dump kafka`` on a directory or log over ranges, in file then position order; None when one
     process is the better choice (or with --max-bytes, which counts from each file start)."""
@@ -157,6 +191,8 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
     if runner.jobs == 1 and opts.runner is None:
         return None
     plain = _plain(opts)
+    if can_spool(opts):     # each worker writes its range's lines to a spool piece; they are copied in order
+        return _spooled_rows(runner, ranges, plain, stats)
 
     def rows():
         for rws, notes, damaged, n, at in runner.imap(dump_range_task, [(r, plain) for r in ranges]):

@@ -25,7 +25,7 @@ from functools import lru_cache
 from operator import mul
 
 from formats import rocketmq as F
-from formats.common import java_string_hash
+from formats import common as FC      # its functions load the real module when called
 from mqtool.rocketmq.layout import property_dict
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"        # MixAll.RETRY_GROUP_TOPIC_PREFIX
@@ -70,7 +70,7 @@ def java_hash(s: str) -> int:
                 _HEAD_CACHE.clear()
                 _HEAD_CACHE[""] = 0
             hh = _HEAD_CACHE[head] = (_poly(head.encode("ascii")) if len(head) <= _POW_LEN
-                                      else java_string_hash(head) & _MASK)
+                                      else FC.java_string_hash(head) & _MASK)
         a, b, c, d, e, f = s[-6:].encode("ascii")
         h = ((((((hh * 31 + a) * 31 + b) * 31 + c) * 31 + d) * 31 + e) * 31 + f) & _MASK
     elif s.isascii():
@@ -81,7 +81,7 @@ def java_hash(s: str) -> int:
     else:
         units = array("H", s.encode(_UTF16, errors="surrogatepass"))
         if len(units) > _POW_LEN:
-            return java_string_hash(s)
+            return FC.java_string_hash(s)
         h = _poly(units)
     return h - 0x100000000 if h & 0x80000000 else h
 

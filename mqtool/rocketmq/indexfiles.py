@@ -16,12 +16,12 @@ from mqtool.io import first_nonzero, last_nonzero, map_input, read_input
 from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.config import conf_int, read_broker_conf
 from mqtool.rocketmq.store import QueueFiles
-from mqtool.schema_struct import fixed_prefix_format
+from mqtool.schemacache import prefix_format
 
-CQ_STRUCT, _ = fixed_prefix_format(F.CqUnit)
-IDX_HEADER, IDX_HEADER_NAMES = fixed_prefix_format(F.IndexHeader)
-IDX_ENTRY, _ = fixed_prefix_format(F.IndexEntry)
-CHECKPOINT_STRUCT, CHECKPOINT_NAMES = fixed_prefix_format(F.Checkpoint)
+CQ_STRUCT, _ = prefix_format(F, "CqUnit")            # derived from the schemas (or the schema cache of them)
+IDX_HEADER, IDX_HEADER_NAMES = prefix_format(F, "IndexHeader")
+IDX_ENTRY, _ = prefix_format(F, "IndexEntry")
+CHECKPOINT_STRUCT, CHECKPOINT_NAMES = prefix_format(F, "Checkpoint")
 assert CQ_STRUCT.size == F.CQ_STORE_UNIT_SIZE and IDX_HEADER.size == F.INDEX_HEADER_SIZE
 assert IDX_ENTRY.size == F.INDEX_ENTRY_SIZE
 

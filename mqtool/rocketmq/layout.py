@@ -18,8 +18,8 @@ import hashlib
 import struct
 
 from formats import rocketmq as F
+from mqtool import schemacache
 from mqtool.errors import DecodeError
-from mqtool.schema_struct import field_positions, fixed_prefix_fields, fixed_prefix_format, selected_format
 
 # ---- the layout object ----------------------------------------------------------------------------------
 
@@ -49,6 +49,8 @@ class MessageLayout:
     """
 
     def __init__(self, schemas: dict):
+        from mqtool.schema_struct import field_positions, fixed_prefix_fields, fixed_prefix_format
+
         self.schemas = schemas
         v1 = schemas["v1"]
         self.fixed, self.names = fixed_prefix_format(v1, stop_before="BODY")
@@ -76,6 +78,19 @@ class MessageLayout:
         self.properties_length_size = 2
         self._fingerprint = None
 
+    def facts(self) -> tuple:
+        """What this layout says, as plain values (the schema cache holds them: :meth:`from_facts`)."""
+        return (self.fixed.format, tuple(self.names), self.codes, self.fields, self.heads, self.topic_length_size,
+                self.properties_length_size)
+
+    @classmethod
+    def from_facts(cls, facts: tuple) -> "MessageLayout":
+        """The layout :meth:`facts` describes (no schema object needed)."""
+        lay = cls.__new__(cls)
+        fmt, names, lay.codes, lay.fields, lay.heads, lay.topic_length_size, lay.properties_length_size = facts
+        lay.fixed, lay.names, lay.schemas, lay._fingerprint = struct.Struct(fmt), list(names), None, None
+        return lay
+
     def at(self, names) -> tuple[tuple[int, int], ...]:
         """(offset, size) of each of ``names`` in the fixed part, in the order given."""
         return tuple(self.fields[n] for n in names)
@@ -93,13 +108,18 @@ class MessageLayout:
         return hashlib.sha256(facts.encode()).hexdigest()[:16]
 
 
-LAYOUT = MessageLayout(F.MESSAGE_SCHEMAS)
+# derived from the schemas, or (same facts) from the schema cache while they are unchanged (mqtool.schemacache)
+LAYOUT = MessageLayout.from_facts(schemacache.derive(("formats.rocketmq", "MessageLayout"),
+                                                     lambda: MessageLayout(F.MESSAGE_SCHEMAS).facts()))
 _current: list = [None, None]
 
 
 def current() -> MessageLayout | None:
     """The layout of the schemas :mod:`formats.rocketmq` holds now, or None when they do not derive (what the
-    compiled core checks before it is configured: a drifted schema turns it off)."""
+    compiled core checks before it is configured: a drifted schema turns it off). While the schema objects
+    have not been built, they are the unchanged sources the cache was checked against: that is :data:`LAYOUT`."""
+    if not schemacache.is_loaded(F):
+        return LAYOUT
     key = (F.MessageV1, F.MessageV2)
     if _current[0] != key:
         try:
@@ -116,7 +136,7 @@ FIXED, FIXED_NAMES = LAYOUT.fixed, LAYOUT.names
 FIXED_SIZE = FIXED.size
 FIELDS: dict[str, tuple[int, int]] = LAYOUT.fields          # name -> (offset, size)
 CODES: dict[str, str] = LAYOUT.codes                        # name -> struct code
-PREFIX, _ = fixed_prefix_format(F.UnitPrefix)              # TOTALSIZE, MAGICCODE: what a scanner reads first
+PREFIX, _ = schemacache.prefix_format(F, "UnitPrefix")      # TOTALSIZE, MAGICCODE: what a scanner reads first
 TOPIC_LENGTH_SIZE = LAYOUT.topic_length_size
 PROPERTIES_LENGTH_SIZE = LAYOUT.properties_length_size
 MAGIC_TOPIC_LENGTH_SIZE = {F.VERSION_MAGIC[v]: n for v, n in TOPIC_LENGTH_SIZE.items()}
@@ -126,6 +146,24 @@ TAIL_NAMES = _TAIL
 def head_fields(sys_flag: int = 0, version: str = "v1") -> dict[str, tuple[int, int]]:
     """{field: (offset, size)} of the fixed part for the host variant ``sys_flag`` selects."""
     return LAYOUT.heads[(version, sys_flag & HOST_V6_FLAGS)]
+
+
+def _head_format(version: str, flags: int) -> str:
+    from mqtool.schema_struct import fixed_prefix_format
+
+    return fixed_prefix_format(F.MESSAGE_SCHEMAS[version], _choose(flags), stop_before="BODY")[0].format
+
+
+# the fixed part of every (version, host variant) as a struct: the fields of FIXED, hosts 4 or 16 bytes wide
+_HEADS = {(v, flags): struct.Struct(schemacache.derive(("formats.rocketmq", "head_format", v, flags),
+                                                       lambda v=v, flags=flags: _head_format(v, flags)))
+          for v in TOPIC_LENGTH_SIZE for flags in _HOST_VARIANTS}
+
+
+def head_format(sys_flag: int, version: str = "v1") -> struct.Struct:
+    """The struct of the fixed part (TOTALSIZE .. BODYLENGTH, the fields of :data:`FIXED_NAMES`) for the host
+    variant ``sys_flag`` selects."""
+    return _HEADS[(version, sys_flag & HOST_V6_FLAGS)]
 
 
 def body_start(sys_flag: int, version: str = "v1") -> int:
@@ -141,7 +179,12 @@ def at(names) -> tuple[tuple[int, int], ...]:
 
 def narrow(names) -> struct.Struct:
     """A struct over the bytes of :data:`FIXED` that unpacks only ``names`` (in schema order)."""
-    return selected_format(F.MessageV1, list(names), stop_before="BODY")
+    def compute():
+        from mqtool.schema_struct import selected_format
+
+        return selected_format(F.MessageV1, list(names), stop_before="BODY").format
+
+    return struct.Struct(schemacache.derive(("formats.rocketmq", "narrow", tuple(names)), compute))
 
 
 # ---- variable tail ------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from formats.common import format_host
+from formats import common as FC      # its functions load the real module when called
 from mqtool.errors import UsageError
 
 _HEX = re.compile(r"^[0-9A-Fa-f]+$")
@@ -42,7 +42,7 @@ def decode_offset_msg_id(msg_id: str) -> dict:
     b = _id_bytes(msg_id, "an offsetMsgId")
     alen = 4 if len(b) == 16 else 16
     addr, port = b[:alen], int.from_bytes(b[alen:alen + 4], "big", signed=True)
-    return {"kind": "offset_msg_id", "msg_id": msg_id.strip().upper(), "store_host": format_host(addr, port),
+    return {"kind": "offset_msg_id", "msg_id": msg_id.strip().upper(), "store_host": FC.format_host(addr, port),
             "physical_offset": int.from_bytes(b[alen + 4:], "big", signed=True),
             "_addr": addr, "_port": port}
 
@@ -65,7 +65,7 @@ def decode_uniq_key(key: str, reference_ms: int | None = None) -> dict:
     """
     b = _id_bytes(key, "a unique key")
     alen = 4 if len(b) == 16 else 16
-    ip = format_host(b[:alen], 0).rsplit(":", 1)[0].strip("[]")
+    ip = FC.format_host(b[:alen], 0).rsplit(":", 1)[0].strip("[]")
     pid = int.from_bytes(b[alen:alen + 2], "big")
     loader = int.from_bytes(b[alen + 2:alen + 6], "big", signed=True)
     # Unsigned, as getNearlyTimeFromID reads it: after ~24.8 days the producer's int wraps negative.

@@ -24,7 +24,7 @@ from formats import rocketmq as F
 from mqtool import native, ndjson
 from mqtool.fastcrc import crc32
 from mqtool.options import DumpOptions
-from mqtool.ranges import runner_for, split_segments
+from mqtool.ranges import can_spool, runner_for, split_segments, spooled_rows
 from mqtool.rocketmq.rows import NATIVE_KEYS
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq import layout
@@ -229,6 +229,8 @@ def parallel_rows(path, segs, opts, stats):
     if runner.jobs == 1:
         return None
     plain = dataclasses.replace(opts, runner=None)      # picklable
+    if can_spool(opts):     # each worker writes its range's lines to a spool piece; they are copied in order
+        return spooled_rows(runner, range_json_rows, [(r, plain) for r in ranges], stats)
     # blocks of encoded lines travel back (the cheapest to ship and write); with --limit the caller counts
     # rows, so lines then travel one by one
     blocks = ndjson.CAN_PRERENDER_LINES and opts.limit is None
@@ -257,6 +259,22 @@ def range_rows(rng, opts, on_damage=None) -> Iterator[dict]:
     scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
                              stop=rng.stop)
     yield from _event_rows(helper(), scanner, opts, on_damage, [0])
+
+
+def range_json_rows(args, note) -> Iterator:
+    """The rows of one range (``args``: range, options) for NDJSON output: blocks of encoded lines from the
+    helper, dicts where it stops short; ``note`` takes each damage note (the spool task of ``--jobs``)."""
+    rng, opts = args
+    lo, hi = opts.from_offset, opts.to_offset
+    if (lo is not None and rng.base + rng.size <= lo) or (hi is not None and rng.base + rng.start >= hi):
+        return iter(())
+    mod = helper()
+    if mod is None:         # cannot happen in a forked worker; a spawned one may lack the build: say so
+        raise RuntimeError("mqtool._native.rmqdump is not available in this worker")
+    seg = Segment(rng.file, rng.name, rng.base, rng.size)
+    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                             stop=rng.stop)
+    return _event_rows(mod, scanner, opts, lambda d: note(damage_note(d)), [0], True)
 
 
 def range_lines_task(args) -> tuple[int, object, list]:

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
-from mqtool.ranges import ByteRange, runner_for, split_segments  # noqa: F401  (runner_for: the range verify's seam)
+from mqtool.ranges import ByteRange, can_spool, runner_for, split_segments, spooled_rows  # noqa: F401  (runner_for: the range verify's seam)
 
 from mqtool.ndjson import PreRendered
 from mqtool.rocketmq import nativedump
@@ -133,6 +133,12 @@ def dump_range_task(args) -> tuple[list, list, list[str]]:
     return list(keysets), rows, notes
 
 
+def range_rows_noted(args, note) -> Iterator[dict]:
+    """:func:`iter_range_rows` of (range, options), each damage note to ``note`` (the spool task of --jobs)."""
+    rng, opts = args
+    return iter_range_rows(rng, opts, on_damage=lambda d: note(damage_note(d)))
+
+
 def _rows_back(keys: list, rows: list) -> Iterator[dict]:
     for i, vals in rows:
         yield dict(zip(keys[i], vals))
@@ -149,6 +155,8 @@ def parallel_dump_rows(path, segs: list[Segment], opts: DumpOptions, stats: Scan
     if runner.jobs == 1 and opts.runner is None:
         return None
     plain = _plain(opts)
+    if can_spool(opts):     # each worker writes its range's lines to a spool piece; they are copied in order
+        return spooled_rows(runner, range_rows_noted, [(r, plain) for r in ranges], stats)
 
     def rows():
         for keys, rws, notes in runner.imap(dump_range_task, [(r, plain) for r in ranges]):

@@ -11,17 +11,15 @@ import mmap
 import struct
 from functools import lru_cache
 
-from construct import ConstructError
 
 from formats import rocketmq as F
-
-from formats.common import format_host
+from formats import common as FC      # its functions load the real module when called
 from mqtool import codecs
 from mqtool.common import put_body, put_text
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq.layout import (FIXED, FIXED_NAMES, FIXED_SIZE, HOST_V6_FLAGS, MAGIC_TOPIC_LENGTH_SIZE, PREFIX,
-                                    TOPIC_LENGTH_SIZE, DecodeFailure, body_start, frame_tail, narrow,
-                                    property_dict, property_pairs)
+                                    TOPIC_LENGTH_SIZE, DecodeFailure, body_start, frame_tail, head_format,
+                                    narrow, property_dict, property_pairs)
 
 __all__ = ["FIXED", "FIXED_NAMES", "FIXED_SIZE", "PREFIX", "DecodeFailure", "property_dict", "property_pairs",
            "Message", "Blank", "decode_message", "decode_common"]
@@ -43,7 +41,7 @@ _TXN_NAMES, _TXN_MASK = F.TRANSACTION_NAMES, F.TRANSACTION_MASK
 
 @lru_cache(maxsize=4096)
 def _host(addr: bytes, port: int) -> str:
-    return format_host(addr, port)
+    return FC.format_host(addr, port)
 
 
 @lru_cache(maxsize=4096)
@@ -322,10 +320,37 @@ def _decode_checked(buf, pos: int, end: int, base: int, file: str, max_size: int
     return m
 
 
+def _schema_parses_tail(buf, pos: int, p: int, stop: int, tl_size: int) -> bool:
+    """Whether the schema parses the tail from ``p`` (every length non-negative and inside the unit): the
+    framing rule holds but for TOTALSIZE equality, which the schema does not check."""
+    try:
+        frame_tail(buf, pos, p, stop, tl_size)
+    except DecodeFailure as e:
+        return e.code == "size-mismatch"
+    return True
+
+
 def _decode_fixed_slow(m: Message, buf, pos: int, total: int, version: str) -> int:
-    """IPv6 variants: parse the header with the construct schema itself. Returns the body start."""
+    """IPv6 variants: the fixed part by the struct derived for this host variant (:func:`layout.head_format`);
+    a unit the schema itself would not parse (a length that is negative or does not fit) is parsed with the
+    construct schema, for its exact error. Returns the body start."""
+    head = head_format(_unpack_sys_flag(buf, pos)[0], version)
+    stop = pos + total
+    if head.size <= total:
+        (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts, baddr, bport, store_ts,
+         saddr, sport, reconsume, prepared, body_len) = head.unpack_from(buf, pos)
+        p = pos + head.size
+        if 0 <= body_len <= stop - p and _schema_parses_tail(buf, pos, p + body_len, stop, TOPIC_LENGTH_SIZE[version]):
+            m.body_crc, m.queue_id, m.flag, m.queue_offset = body_crc, queue_id, flag, queue_offset
+            m.physical_offset, m.sys_flag, m.born_timestamp, m._born_host = physical_offset, sys_flag, born_ts, \
+                (baddr, bport)
+            m.store_timestamp, m._store_host, m.reconsume_times = store_ts, (saddr, sport), reconsume
+            m.prepared_transaction_offset, m.body_len = prepared, body_len
+            return p
     schema = F.MESSAGE_SCHEMAS[version]
     # Parse only the fixed fields: give construct the unit bytes (bounded by TOTALSIZE already checked).
+    from construct import ConstructError
+
     try:
         c = schema.parse(bytes(buf[pos:pos + total]))
     except ConstructError as e:

@@ -8,7 +8,7 @@ from formats import rocketmq as F
 from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding, checkpoint_value_problems
 from mqtool.rocketmq import indexfiles
-from mqtool.schema_struct import field_offsets
+from mqtool.schemacache import offsets
 from mqtool.rocketmq.verify.context import _Ctx
 
 
@@ -61,4 +61,4 @@ def _checkpoint_values(ctx: _Ctx, cp: dict) -> Iterator[Finding]:
             yield ctx.f(sev, code, ctx.store.checkpoint, _CP_AT[name], None, msg, exp, act)
 
 
-_CP_AT = field_offsets(F.Checkpoint)
+_CP_AT = offsets(F, "Checkpoint")
