@@ -230,7 +230,3 @@ class CQEntry:
     raw: bytes = field(default=b"", repr=False)
     stale: bool = False
     stale_reason: str | None = None   # see mqtool.litemq.history
-
-
-def is_rocketmq_magic(b: bytes) -> bool:
-    return b in (b"\xda\xa3\x20\xa7", b"\xda\xa3\x20\xab")

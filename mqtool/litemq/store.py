@@ -19,9 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import litemq as F
+from formats import rocketmq as _R
 from mqtool.errors import MqToolError, NotAStoreError
 from mqtool.io import is_regular_file, open_input, read_input
-from mqtool.litemq.records import is_rocketmq_magic
+
+#: RocketMQ's message magics (a RocketMQ commitlog is told apart from a LiteMQ one by them)
+_ROCKETMQ_MAGICS = frozenset(m.to_bytes(4, "big", signed=True)
+                             for m in (_R.MESSAGE_MAGIC_CODE_V1, _R.MESSAGE_MAGIC_CODE_V2))
+
+
+def is_rocketmq_magic(b: bytes) -> bool:
+    return bytes(b) in _ROCKETMQ_MAGICS
+
 
 SEGMENT_RE = re.compile(r"^(\d{20})(\.log)?$")
 _MAX_UP = 4
