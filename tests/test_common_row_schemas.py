@@ -156,7 +156,7 @@ def _problems(schemas, rows, kinds) -> list:
 
 
 def _rmq_rows(store, native_on, monkeypatch, **kw):
-    monkeypatch.setattr(nativedump, "USE_NATIVE", native_on)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if native_on else "0")
     _, rows, _ = rops.dump("commitlog", str(store), DumpOptions(jobs=1, **kw), ScanStats())
     rows = list(rows)
     monkeypatch.undo()

@@ -303,7 +303,7 @@ def test_index_entries_spilled_to_scratch_are_still_byte_identical(name, use_nat
     threshold of three entries every file spills many times and must still equal the broker's file."""
     from mqtool.rocketmq import rebuild as R
 
-    monkeypatch.setattr(R, "USE_NATIVE", use_native)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if use_native else "0")
     monkeypatch.setattr(R.IndexFileBuilder, "SPILL_BYTES", 3 * 20)
     spilled = []
     real = R.IndexFileBuilder.maybe_spill

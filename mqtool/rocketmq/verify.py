@@ -261,37 +261,31 @@ _LANE_DECLINE = (F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION
 _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 
 
+_native_state: dict[str, object] = {}
+
+
 def _native_lane(crc="auto"):
-    """The compiled lane (``mqtool/_native/rmqverify.c``) configured from the schema, or None (not built,
-    ``MQTOOL_NATIVE=0``, or a schema this C loop was not written for).
+    """The compiled lane (``rmqcore.verify``, ``mqtool/_native/rmqverify.c``) configured, or None (not built,
+    switched off by ``MQTOOL_NATIVE``, or a layout the core refuses: :func:`layout.native_core`).
 
-    Everything the C loop needs about the layout comes from :mod:`mqtool.rocketmq.layout`: the offset and size
-    of each of the ``_LANE_FIELDS`` in the fixed part, the fixed-part size, and the sizes of TOPICLENGTH and
-    PROPERTIESLENGTH (the layout module checks the variable part is BODY, TOPICLENGTH, TOPIC,
-    PROPERTIESLENGTH, PROPERTIES and the lengths are signed, as the C loop reads them).
+    The core walks units with the layout :mod:`mqtool.rocketmq.layout` gives it by field name (the fixed part,
+    the TOPICLENGTH / PROPERTIESLENGTH widths; it refuses a layout of another fingerprint) and checks each
+    body's CRC-32: ``crc`` "auto" calls ISA-L back per body when installed (faster than the C slicing-by-8
+    table loop, measured: see docs/performance.md), else the core's own slicing-by-8 (no call per body); tests
+    pass a callable equal to zlib.crc32, or None for the built-in one. The lane's own options go by name.
     """
+    if layout.native_core(crc) is None:
+        return None
     mod = native.load("rmqverify")
-    if mod is None:
-        return None
-    lay = layout.current()          # the schema as it is now: a shape the C loop was not written for turns it off
-    if lay is None or not layout.native_ok() or lay.fixed.size != _LANE.size:
-        return None
-    tl_size, pl_size = lay.topic_length_size["v1"], lay.properties_length_size
-    # CRC-32: ISA-L called back per body (faster than the C slicing-by-8 table loop, measured: see
-    # docs/performance.md); without ISA-L the C loop's own slicing-by-8 (no call per body). ``crc`` (tests):
-    # a callable equal to zlib.crc32, or None for the built-in one.
-    if crc == "auto":
-        crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
-    try:
-        mod.configure(lay.at(_LANE_FIELDS), _LANE.size, tl_size, pl_size,
-                      F.MESSAGE_MAGIC_CODE_V1, F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG,
-                      _MULTI_DISPATCH, crc, BORN_BEFORE_STORE_MS, BORN_AFTER_STORE_MS)
-    except (ValueError, TypeError, OverflowError):    # a layout the C loop refuses: use the Python lane
-        return None
+    if mod is not None and _native_state.get("mod") is not mod:
+        try:
+            mod.configure(versions=(F.MESSAGE_MAGIC_CODE_V1,), decline_flags=_LANE_DECLINE,
+                          crc_tail=F.CRC32_RESERVED_LEN, crc_tag=_CRC_TAG, multi_dispatch=_MULTI_DISPATCH,
+                          born_before=BORN_BEFORE_STORE_MS, born_after=BORN_AFTER_STORE_MS)
+        except (ValueError, TypeError, OverflowError):    # options the C lane refuses: use the Python lane
+            return None
+        _native_state["mod"] = mod
     return mod
-
-
-_NATIVE = _native_lane()     # tests set it to None to run the Python lane
 
 
 def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
@@ -311,8 +305,9 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     min_size, max_size = F.MIN_MESSAGE_SIZE, ctx.opts.max_message_size
     summary = ctx.summary
     dispatched = ctx.dispatched_next
-    if _NATIVE is not None:
-        scan = _NATIVE.scan
+    nat = _native_lane()
+    if nat is not None:
+        scan = nat.scan
 
         def native_lane(buf, view, pos, limit, end, base):
             if ctx.shift is None:
@@ -1036,7 +1031,7 @@ def verify_commitlog_ranges(ctx):
     split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
     ranges = split_segments(FAMILY, store.path, store.segments, split)
 
-    native = _NATIVE is not None and USE_FAST_LANE and not opts.salvage_out
+    native = USE_FAST_LANE and not opts.salvage_out and _native_lane() is not None
     runner = _ranges.runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
