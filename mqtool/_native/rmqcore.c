@@ -1,7 +1,8 @@
 /* mqtool._native.rmqcore: the one compiled RocketMQ module.
  *
  * This file holds what every part shares: the layout (rmqcore.configure(), by field name, refused unless its
- * fingerprint is the one this code was written for), the body CRC, and the one unit walker, rmq_walk(). The
+ * fingerprint is the one this code was written for) and the body CRC; the one unit walker, rmq_walk(), is in
+ * rmqunit.h. The
  * parts -- verify (rmqverify.c), rebuild (rmqrebuild.c), dump (rmqdump.c, rmqjson.c) and decode (rmqdecode.c)
  * -- are attributes of this module; each is a hook rmq_walk() calls per framed unit, plus the part's own
  * named options (its configure()). See rmqunit.h.
@@ -26,6 +27,11 @@ static const char *const FIELD_NAMES[NFIELDS] = {
 
 /* ---- body CRC ---------------------------------------------------------------------------------------------- */
 
+uint32_t rmq_crc32_s8(uint32_t value, const unsigned char *p, Py_ssize_t n)
+{
+    return mq_crc32_s8(value, p, n);
+}
+
 int rmq_body_crc(const unsigned char *p, Py_ssize_t n, long long *out)
 {
     uint32_t c;
@@ -34,82 +40,6 @@ int rmq_body_crc(const unsigned char *p, Py_ssize_t n, long long *out)
     else if (mq_crc32_call(RMQ.crc32, p, n, &c) < 0)
         return -1;
     *out = (long long)(c & 0x7FFFFFFFu);
-    return 0;
-}
-
-/* ---- the walker -------------------------------------------------------------------------------------------- */
-
-/* Frame the unit at u (avail bytes left in the buffer) as records.decode_common / layout.frame_tail do: a magic
- * the walk takes, TOTALSIZE within [min size, avail, max_size], no declining sysFlag bit, BODYLENGTH >= 0, and
- * the topic and properties lengths (signed) ending exactly at TOTALSIZE. The integer checks come before any
- * byte past the fixed part is read; each later read is at an index proven < total <= avail. 1 framed, else 0
- * with w->stop set. */
-static inline int frame(RmqWalk *w, const unsigned char *u, Py_ssize_t avail, RmqUnit *x)
-{
-    const RmqLayout *L = &RMQ;
-    w->stop = RMQ_STOP_FRAME;
-    if (avail < L->fixed_size) return 0;
-    long long magic = rmq_field(u, F_MAGIC);
-    int v2 = magic == L->magic_v2;
-    if (!(v2 ? (w->magics & RMQ_V2) : (magic == L->magic_v1 && (w->magics & RMQ_V1)))) {
-        if (magic == L->blank_magic) w->stop = RMQ_STOP_BLANK;   /* end of the data: the Python path reads it */
-        return 0;
-    }
-    long long total = rmq_field(u, F_TOTAL), sys_flag = rmq_field(u, F_SYSFLAG);
-    long long body_len = rmq_field(u, F_BODYLEN);
-    if (total < L->min_size || total > avail || total > w->max_size || (sys_flag & (L->v6_flags | w->decline_flags))
-        || body_len < 0 || body_len > total - L->fixed_size)
-        return 0;
-    Py_ssize_t p = L->fixed_size + (Py_ssize_t)body_len;          /* TOPICLENGTH */
-    int tls = L->tl_size[v2], pls = L->pl_size;
-    if (p + tls + pls > total) return 0;
-    long long tl = mq_rd_be(u + p, tls);
-    Py_ssize_t tp = p + tls;
-    if (tl < 0 || tp + tl + pls > total) return 0;
-    Py_ssize_t pp = tp + (Py_ssize_t)tl + pls;                     /* first properties byte */
-    long long pl = mq_rd_be(u + pp - pls, pls);
-    if (pl < 0 || pp + pl != total) return 0;                      /* TOTALSIZE = the length the fields give */
-    x->total = total; x->body_len = body_len; x->sys_flag = sys_flag; x->v2 = v2;
-    x->tp = tp; x->tl = (Py_ssize_t)tl; x->pp = pp;
-    return 1;
-}
-
-int rmq_walk(RmqWalk *w)
-{
-    w->count = 0;
-    w->stop = RMQ_STOP_LIMIT;
-    if (w->pos < 0 || !RMQ.configured) return 0;                    /* nonsense: consume nothing */
-    const Py_ssize_t end = w->end < w->len ? w->end : w->len;      /* never trust the caller's end */
-    const RmqHook hook = w->hook;
-    while (w->pos < w->limit) {
-        if (w->count >= w->cap) {
-            w->stop = RMQ_STOP_CAP;
-            break;
-        }
-        const unsigned char *u = w->buf + w->pos;
-        RmqUnit x;
-        if (!frame(w, u, end - w->pos, &x)) break;
-        x.pos = w->pos;
-        x.crc_ok = -1;
-        if (w->crc != RMQ_CRC_OFF) {
-            long long c;
-            if (rmq_body_crc(u + RMQ.fixed_size, (Py_ssize_t)x.body_len, &c) < 0) return -1;
-            x.crc_ok = c == rmq_field(u, F_BODYCRC);
-            if (!x.crc_ok && w->crc == RMQ_CRC_MUST) {
-                w->stop = RMQ_STOP_CRC;
-                break;
-            }
-        }
-        int r = hook(w, u, &x);
-        if (r < 0) return -1;
-        if (r == 0) {
-            w->stop = RMQ_STOP_VERB;
-            break;
-        }
-        w->pos += (Py_ssize_t)x.total;
-        w->count++;
-    }
-    if (w->stop == RMQ_STOP_FRAME && w->pos >= w->limit) w->stop = RMQ_STOP_LIMIT;
     return 0;
 }
 

@@ -358,7 +358,7 @@ static PyObject *py_crc32(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*|I", &b, &value)) return NULL;
     uint32_t c;
     Py_BEGIN_ALLOW_THREADS                   /* plain bytes, no Python object touched */
-    c = mq_crc32_s8(value, b.buf, b.len);
+    c = rmq_crc32_s8(value, b.buf, b.len);    /* the core's table (rmqcore.c) */
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(c);
@@ -389,6 +389,5 @@ static struct PyModuleDef module = {
 
 PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
-    mq_crc32_init();                 /* this file's copy of the table (crc32() above) */
     return PyModule_Create(&module);
 }
