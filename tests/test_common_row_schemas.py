@@ -181,7 +181,7 @@ def _kafka_rows(path, monkeypatch, native_on, **kw):
     from mqtool.kafka import ops as kops
 
     if not native_on:
-        monkeypatch.setattr(KRec, "_native", None)
+        monkeypatch.setenv("MQTOOL_NATIVE", "0")
     _, rows, _ = kops.dump("kafka", str(path), DumpOptions(jobs=1, **kw), ScanStats())
     rows = list(rows)
     monkeypatch.undo()

@@ -237,11 +237,11 @@ def test_native_lane_equals_python_lane(run, known, cut):
 @given(run=unit_runs(), known=st.booleans())
 def test_native_lane_with_builtin_crc_equals_python_lane(run, known):
     data, base, shift, seeded = run
-    verify._native_lane(crc=None)            # slicing-by-8 in C instead of calling ISA-L back
+    verify._native_lane(crc=None)            # slicing-by-8 in C instead of calling ISA-L back (kept until...
     try:
         _run_both(data, base, shift, seeded, known)
     finally:
-        verify._native_lane()
+        verify._native_lane(crc="auto")      # ...the default choice is given back)
 
 
 def test_lane_consumes_clean_runs_and_carries_state_between_calls():
@@ -371,3 +371,19 @@ def test_pool_threshold_follows_the_lane(tmp_path, monkeypatch):
     py = _verify(root, False, True, monkeypatch, jobs=2)
     assert chosen[-1].jobs == 2
     assert nat == py
+
+
+def test_the_crc_choice_reaches_the_lane_runs(monkeypatch):
+    """The core's CRC-32 chosen for a test (None: the C slicing-by-8) is the one the lane's runs use."""
+    from mqtool.rocketmq import layout
+
+    calls = []
+    verify._native_lane(crc=lambda b, v=0: calls.append(1) or zlib.crc32(b, v))
+    try:
+        u = _unit(b"TopicA", 0, 0, 0, b"body", b"")
+        ctx = _ctx(0, 0, 1 << 22, {})
+        assert _make_lane(True, ctx, {}, False)(u, memoryview(u), 0, len(u), len(u), 0) == (len(u), 1)
+        assert calls == [1]
+    finally:
+        verify._native_lane(crc="auto")
+    assert layout._crc_choice == ["auto"]

@@ -243,16 +243,22 @@ def native_config() -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
 
 
 _core: dict[str, object] = {}
+CRC_KEEP = object()                # native_core()'s default: the CRC-32 chosen last (at first "auto")
+_crc_choice: list = ["auto"]
 
 
-def native_core(crc="auto"):
+def native_core(crc=CRC_KEEP):
     """The compiled RocketMQ core (``mqtool._native.rmqcore``) configured with :func:`native_config`, or None:
     not built, switched off (``MQTOOL_NATIVE``, :mod:`mqtool.native`), a schema that drifted (:func:`native_ok`),
     or a layout whose fingerprint is not the one the C code was written for (its ``configure`` refuses). Every
     RocketMQ part (verify, rebuild, dump, decode) runs only on a configured core.
 
     ``crc``: the CRC-32 the core checks bodies with: "auto" (ISA-L called back when installed, else the core's
-    own slicing-by-8), a callable equal to ``zlib.crc32``, or None (slicing-by-8; tests)."""
+    own slicing-by-8), a callable equal to ``zlib.crc32``, or None (slicing-by-8; tests). The choice stays
+    until another one is given (the default keeps it)."""
+    if crc is not CRC_KEEP:
+        _crc_choice[0] = crc
+    crc = _crc_choice[0]
     if not native_ok():
         return None
     mod = native.load("rmqcore")

@@ -264,15 +264,16 @@ _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 _native_state: dict[str, object] = {}
 
 
-def _native_lane(crc="auto"):
+def _native_lane(crc=layout.CRC_KEEP):
     """The compiled lane (``rmqcore.verify``, ``mqtool/_native/rmqverify.c``) configured, or None (not built,
     switched off by ``MQTOOL_NATIVE``, or a layout the core refuses: :func:`layout.native_core`).
 
     The core walks units with the layout :mod:`mqtool.rocketmq.layout` gives it by field name (the fixed part,
     the TOPICLENGTH / PROPERTIESLENGTH widths; it refuses a layout of another fingerprint) and checks each
-    body's CRC-32: ``crc`` "auto" calls ISA-L back per body when installed (faster than the C slicing-by-8
-    table loop, measured: see docs/performance.md), else the core's own slicing-by-8 (no call per body); tests
-    pass a callable equal to zlib.crc32, or None for the built-in one. The lane's own options go by name.
+    body's CRC-32: "auto" (the default) calls ISA-L back per body when installed (faster than the C
+    slicing-by-8 table loop, measured: see docs/performance.md), else the core's own slicing-by-8 (no call per
+    body); tests pass ``crc`` None for the built-in one, and "auto" to go back. The lane's own options go by
+    name.
     """
     if layout.native_core(crc) is None:
         return None
