@@ -16,7 +16,7 @@
  * protocol for the call only (the Message objects reference the buffer *object*, as the Python path does).
  * The GIL is held throughout (Python objects are built all along).
  */
-#include "rmqunit.h"                 /* Python.h first; the layout and the walker (rmqcore.c) */
+#include "rmqunit.h"                 /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 #include <string.h>
 

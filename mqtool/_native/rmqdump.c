@@ -8,9 +8,11 @@
  * the precise reason) and returns (new_pos, count); that is the SegmentScanner fast-lane contract.
  * columns(...) is the same walk for `export`: the values go to per-topic columns instead of a dict per row.
  *
- * No layout is written here: configure(...) is called once from mqtool/rocketmq/nativedump.py with the field
- * offsets/sizes of the struct derived from formats.rocketmq.MessageV1, the magic codes, flags, masks, name
- * tables and separators of formats/rocketmq.py, the row's key names, and the CRC-32 callable (mqtool.fastcrc).
+ * rows(), columns() and json_rows() (rmqjson.c) are one walk of the core's unit walker (rmq_walk, rmqunit.h)
+ * with the dump hook below: the walker frames each unit with the layout rmqcore.configure() got by field name
+ * from formats/rocketmq.py and computes its body CRC. No layout is written here: configure(**options) is called
+ * once from mqtool/rocketmq/nativedump.py with the flags, masks, name tables and separators of
+ * formats/rocketmq.py and the row's key names.
  * Every length is checked against the buffer before a byte is read. The buffer is held through the buffer
  * protocol for the call only. The GIL is held throughout (Python objects are built all along).
  */

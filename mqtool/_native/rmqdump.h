@@ -2,7 +2,7 @@
  * and the framing rule of the common unit. See rmqdump.c for the whole story. */
 #ifndef RMQDUMP_H
 #define RMQDUMP_H
-#include "rmqunit.h"                 /* Python.h first; the layout and the walker (rmqcore.c) */
+#include "rmqunit.h"                 /* Python.h first; the core: layout, walker, body CRC */
 #include <string.h>
 
 /* Row keys, in the order configure() receives them (the order of Message.to_row's dict). */

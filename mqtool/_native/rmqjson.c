@@ -1,12 +1,13 @@
 /* rmqjson: the NDJSON lines of `mqtool dump commitlog --json` for runs of common RocketMQ units, written in C.
  *
- * json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes) (the
- * dump hook of the core's walker, rmqdump.c) gives, for the units rows() would turn into dicts, the very bytes render.write_ndjson writes for those
- * dicts with orjson: the same keys in the same order, orjson's string escaping (\" \\ \b \t \n \f \r, other
- * control characters as \u00xx, everything else as UTF-8), integers in decimal, true/false/null. No dict, no
- * str, no orjson call per message. Its run ends (the unit is left to the dict path / Python path) at a unit
- * whose text is not valid UTF-8 (Python would put U+FFFD in), or whose properties repeat a name (the row then
- * has "property_pairs"), or that has more than MAXPAIRS properties -- besides every unit the walker or rmq_dump_ok() declines.
+ * json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes) -- the
+ * dump hook of the core's walker (rmqdump.c) calling rmq_json_unit() per unit -- gives, for the units rows()
+ * would turn into dicts, the very bytes render.write_ndjson writes for those dicts with orjson: the same keys
+ * in the same order, orjson's string escaping (\" \\ \b \t \n \f \r, other control characters as \u00xx,
+ * everything else as UTF-8), integers in decimal, true/false/null. No dict, no str, no orjson call per
+ * message. Its run ends (the unit is left to the dict path / Python path) at a unit whose text is not valid
+ * UTF-8 (Python would put U+FFFD in), or whose properties repeat a name (the row then has "property_pairs"),
+ * or that has more than MAXPAIRS properties -- besides every unit the walker or rmq_dump_ok() declines.
  * Values that come from Python tables (kind, magic, transaction and compression names, the file name) are
  * passed in already rendered by orjson (configure() and file_json). Every unit is written whole or not at all.
  */

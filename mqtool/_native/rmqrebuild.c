@@ -20,7 +20,7 @@
  * the local array. Every length is checked against the unit and the buffer before it is read.
  * No pointer into any buffer is kept past a call; the GIL is held (bytearrays are resized).
  */
-#include "rmqunit.h"            /* Python.h first; the layout and the walker (rmqcore.c) */
+#include "rmqunit.h"            /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 
 typedef struct { int off, size; } Field;

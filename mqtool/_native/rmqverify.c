@@ -16,7 +16,7 @@
  * Memory safety: every length is checked against the buffer before a byte it implies is read; the buffer is
  * taken with the buffer protocol (PyBUF_SIMPLE) and released on every path; no pointer outlives the call.
  */
-#include "rmqunit.h"             /* Python.h first; the layout and the walker (rmqcore.c) */
+#include "rmqunit.h"             /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 
 /* ---- the verify part's options (set by configure(), from the schema and verify.py) ------------------------ */
