@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mqtool.kafka import ranges as KR, records as KRec, rows as KRows
+from mqtool.kafka import ranges as KR, rows as KRows
 from mqtool.litemq import ranges as LR, rows as LRows
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.rocketmq import nativedump, ops as rops, ranges as RR, rows as RRows

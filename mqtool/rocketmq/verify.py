@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import codecs, fastcrc, native
+from mqtool import codecs, native
 from mqtool.errors import InputError, NotAStoreError
 from mqtool.findings import (BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, ERROR, INFO, WARNING, Finding, Summary,
                              born_finding, born_plausible, checkpoint_value_problems)
