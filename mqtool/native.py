@@ -1,10 +1,15 @@
-"""Where the optional compiled helpers are found, and the switch that turns them off.
+"""Where the optional compiled helpers are found, and the one switch that turns them off.
 
 Each helper in ``mqtool/_native/`` replaces one hot pure-Python loop and must give exactly what that loop
 gives (a test per helper runs both on the same bytes). ``load(name)`` returns the module, or None when it was
-not built (no compiler at install time) or when ``MQTOOL_NATIVE=0`` is set — then callers use their Python
-path, which always works. ``MQTOOL_NATIVE`` is the one switch for a whole run; the ``USE_NATIVE``/``_NATIVE``
-attributes some modules keep are test hooks that pick a path for one comparison.
+not built (no compiler at install time) or when the switch is off — then callers use their Python path, which
+always works. Callers ask ``load()`` when they start a piece of work (never keep a module from import time), so
+the switch decides for every family at once:
+
+* ``MQTOOL_NATIVE`` in the environment: ``auto`` (the default; ``1``/``on`` mean the same) uses every helper
+  that is built, ``0``/``off`` none. Worker processes (``--jobs``, Spark executors) inherit it.
+* :func:`switched` for a test or a tool comparing both paths in one process: ``with native.switched(False):``
+  (or pytest's ``monkeypatch.setenv("MQTOOL_NATIVE", "0")``, which reaches worker processes too).
 
 The RocketMQ helpers are the parts of one module, ``rmqcore`` (:data:`PARTS`); all compiled code shares the
 primitives of ``mqtool/_native/mqcore.h``. Field offsets and sizes a helper needs come from the construct
@@ -13,6 +18,7 @@ helper whose layout no longer matches the schema stays off (``layout.native_ok``
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 
@@ -25,10 +31,25 @@ PARTS = {"rmqverify": ("rmqcore", "verify"), "rmqrebuild": ("rmqcore", "rebuild"
 GUARD = "guard"        # also built by setup.py; loaded by guard(), not load(): MQTOOL_NATIVE=0 leaves it on
 _OFF = {"0", "off", "no", "false"}
 _cache: dict[str, object] = {}
+_forced: list[bool] = []          # switched()'s stack: the innermost one decides
 
 
 def enabled() -> bool:
-    return os.environ.get("MQTOOL_NATIVE", "1").strip().lower() not in _OFF
+    """Whether the compiled helpers may be used now: :func:`switched`, else ``MQTOOL_NATIVE`` (default auto)."""
+    if _forced:
+        return _forced[-1]
+    return os.environ.get("MQTOOL_NATIVE", "auto").strip().lower() not in _OFF
+
+
+@contextlib.contextmanager
+def switched(on: bool):
+    """Within the block, every family's compiled helpers are on (when built) or off, whatever ``MQTOOL_NATIVE``
+    says (this process only: worker processes follow the environment)."""
+    _forced.append(bool(on))
+    try:
+        yield
+    finally:
+        _forced.pop()
 
 
 def load(name: str):

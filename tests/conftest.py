@@ -75,8 +75,8 @@ def lane_impl(request, monkeypatch):
     from mqtool.rocketmq.verify import native_lane as verify
 
     if request.param == "python":
-        monkeypatch.setattr(verify, "_NATIVE", None)
-    elif verify._NATIVE is None:
+        monkeypatch.setenv("MQTOOL_NATIVE", "0")
+    elif verify._native_lane() is None:
         pytest.skip("compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
     return request.param
 

@@ -13,6 +13,7 @@ import pytest
 
 from builders import kafka_batch, rocketmq_unit
 from conftest import load_json, require_realdata
+from mqtool import native
 from mqtool.carve import CarveSummary, carve
 from mqtool.kafka import carve as kafka_carve
 from mqtool.options import CarveOptions
@@ -64,8 +65,8 @@ def test_kafka_python_search_equals_compiled(tmp_path, monkeypatch):
     img, _ = _image(tmp_path, [_noise(rng, 4 << 20), seg, _noise(rng, 333), kafka_batch(500, 3), b"\0" * 4099,
                                _noise(rng, 1 << 20)])
     native_rows, _ = _rows(img, families=("kafka",))
-    monkeypatch.setattr(kafka_carve, "USE_NATIVE", False)
-    python_rows, _ = _rows(img, families=("kafka",))
+    with native.switched(False):
+        python_rows, _ = _rows(img, families=("kafka",))
     assert native_rows == python_rows
     assert len(native_rows) == sum(1 for b in load_json(require_realdata(*KAFKA, "expected.json"))["batches"]
                                    if b["segment"] == 0) + 1
@@ -254,7 +255,6 @@ def test_rocketmq_json_lane_equals_rows(tmp_path, run_cli, monkeypatch):
     """carve --json: the compiled lane's lines are the bytes of the rows the Python path builds (and the
     same with the compiled decoder off)."""
     from mqtool import ndjson
-    from mqtool.rocketmq import nativedump, scan
 
     root = require_realdata(*RMQ)
     cl = root / "store" / "commitlog"
@@ -266,8 +266,7 @@ def test_rocketmq_json_lane_equals_rows(tmp_path, run_cli, monkeypatch):
     lines = out.splitlines()[:-1]
     rows, _ = _rows(img, families=("rocketmq",))
     assert lines == [ndjson.dumps(r) for r in rows] and len(lines) > 100
-    monkeypatch.setattr(nativedump, "USE_NATIVE", False)
-    monkeypatch.setattr(scan, "USE_NATIVE", False)
+    monkeypatch.setenv("MQTOOL_NATIVE", "0")
     code, out2, err = run_cli("carve", img, "--json", "--family", "rocketmq")
     assert code == 0 and out2 == out, err
 

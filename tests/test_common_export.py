@@ -405,7 +405,7 @@ def test_column_lane_writes_the_dict_lane_dataset(tmp_path, monkeypatch, store, 
     monkeypatch.setattr(nativedump, "_column_chunks", lambda *a: used.append(1) or real(*a))
     export_local([p], str(tmp_path / "lane"), body=body, split_size=20000)
     assert used
-    monkeypatch.setattr(nativedump, "USE_NATIVE", False)
+    monkeypatch.setenv("MQTOOL_NATIVE", "0")
     export_local([p], str(tmp_path / "python"), body=body, split_size=20000)
     assert len(used) > 1 and _whole_table(tmp_path / "lane") == _whole_table(tmp_path / "python")
     files = sorted(f.relative_to(tmp_path / "lane") for f in (tmp_path / "lane").rglob("*.parquet"))

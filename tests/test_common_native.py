@@ -51,3 +51,31 @@ def test_version_names_the_helpers(run_cli):
     code, out, _ = run_cli("--version")
     assert code == 0
     assert "compiled helpers:" in out and "CRC-32:" in out
+
+
+def test_one_switch_for_every_family(monkeypatch):
+    """MQTOOL_NATIVE (auto by default) and native.switched() decide for the RocketMQ core and the Kafka walker
+    alike; the innermost switched() wins over the environment, and leaving it restores the environment's say."""
+    from mqtool.kafka import records as KR
+    from mqtool.rocketmq import layout, nativedump, rebuild, scan, verify
+
+    def helpers():
+        return [verify._native_lane(), rebuild.native_lib(), nativedump.helper(), scan.native_decoder(),
+                KR._load_native()]
+
+    monkeypatch.delenv("MQTOOL_NATIVE", raising=False)
+    if native.load("rmqcore") is None or native.load("kafka") is None:
+        pytest.skip("compiled helpers not built")
+    assert native.enabled() and all(h is not None for h in helpers())
+    for value in ("auto", "1", "on"):
+        monkeypatch.setenv("MQTOOL_NATIVE", value)
+        assert native.enabled() and layout.native_core() is not None
+    with native.switched(False):
+        assert not native.enabled() and all(h is None for h in helpers())
+        with native.switched(True):
+            assert all(h is not None for h in helpers())
+        assert all(h is None for h in helpers())
+    monkeypatch.setenv("MQTOOL_NATIVE", "off")
+    assert all(h is None for h in helpers())
+    with native.switched(True):
+        assert all(h is not None for h in helpers())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mqtool.kafka import ranges as KR, records as KRec, rows as KRows
+from mqtool.kafka import ranges as KR, rows as KRows
 from mqtool.litemq import ranges as LR, rows as LRows
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.rocketmq import nativedump, ops as rops, ranges as RR, rows as RRows
@@ -156,7 +156,7 @@ def _problems(schemas, rows, kinds) -> list:
 
 
 def _rmq_rows(store, native_on, monkeypatch, **kw):
-    monkeypatch.setattr(nativedump, "USE_NATIVE", native_on)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if native_on else "0")
     _, rows, _ = rops.dump("commitlog", str(store), DumpOptions(jobs=1, **kw), ScanStats())
     rows = list(rows)
     monkeypatch.undo()
@@ -181,7 +181,7 @@ def _kafka_rows(path, monkeypatch, native_on, **kw):
     from mqtool.kafka import ops as kops
 
     if not native_on:
-        monkeypatch.setattr(KRec, "_native", None)
+        monkeypatch.setenv("MQTOOL_NATIVE", "0")
     _, rows, _ = kops.dump("kafka", str(path), DumpOptions(jobs=1, **kw), ScanStats())
     rows = list(rows)
     monkeypatch.undo()

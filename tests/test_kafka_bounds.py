@@ -150,8 +150,8 @@ def test_records_stream_in_bounded_groups(tmp_path, monkeypatch, impl):
     """More records than one group, over several decompressed chunks (an area above the 4 MiB read whole):
     every record, in order, none lost at a chunk or group boundary (400-byte values straddle the chunks)."""
     if impl == "python":
-        monkeypatch.setattr(R, "_native", None)
-    elif R._native is None:
+        monkeypatch.setenv("MQTOOL_NATIVE", "0")
+    elif R._load_native() is None:
         pytest.skip("compiled kafka helper not built")
     n = 3 * R._GROUP + 17
     raw = big_values(n, 400)
@@ -177,8 +177,8 @@ def test_record_cap_in_python_and_native_agree(monkeypatch, caps):
 def test_header_cap_python_and_native(monkeypatch, caps):
     caps(headers=100)
     b = next(S.scan(many_headers(101), "x.log"))
-    for nat in (R._native, None):
-        monkeypatch.setattr(R, "_native", nat)
+    for on in ("1", "0"):
+        monkeypatch.setenv("MQTOOL_NATIVE", on)
         with pytest.raises(R.LimitExceeded) as e:
             list(R.iter_records(b))
         assert e.value.code == "record-headers-limit" and "101 headers" in str(e.value)
@@ -187,16 +187,17 @@ def test_header_cap_python_and_native(monkeypatch, caps):
 
 
 def test_native_declines_oversized_calls():
-    if R._native is None:
+    nat = R._load_native()
+    if nat is None:
         pytest.skip("compiled kafka helper not built")
     area = TINY * 70000
-    assert R._native.parse_records(area, 70000) is None            # more than one call may build
-    assert R._native.parse_records(TINY * 10, 10)[1] == 70
+    assert nat.parse_records(area, 70000) is None            # more than one call may build
+    assert nat.parse_records(TINY * 10, 10)[1] == 70
     hdr = many_headers(3)
     b = next(S.scan(hdr, "x.log"))
     data = R.records_area(b)
-    assert R._native.parse_records(data, 1, 2) is None             # above max_headers: declined to Python
-    assert len(R._native.parse_records(data, 1, 3)[0][0][6]) == 3
+    assert nat.parse_records(data, 1, 2) is None             # above max_headers: declined to Python
+    assert len(nat.parse_records(data, 1, 3)[0][0][6]) == 3
 
 
 # ---- CLI: small variants, in-process ------------------------------------------------------------

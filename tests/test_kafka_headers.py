@@ -37,9 +37,7 @@ def _records(out):
 @pytest.mark.parametrize("lane", ["native", "python"])
 def test_dump_print_data_keeps_repeated_keys_in_order(tmp_path, run_cli, monkeypatch, lane):
     if lane == "python":
-        from mqtool.kafka import records as R
-
-        monkeypatch.setattr(R, "_native", None)
+        monkeypatch.setenv("MQTOOL_NATIVE", "0")
     store = _store(tmp_path)
     code, out, _ = run_cli("dump", "kafka", store, "--print-data", "--json")
     recs = _records(out)

@@ -32,7 +32,7 @@ from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
 from mqtool.options import DumpOptions
 
-NAT = R._native
+NAT = D._native_walker()       # configured with the row keys; None when not built or MQTOOL_NATIVE=0
 
 needs_native = pytest.mark.skipif(NAT is None, reason="compiled kafka helper not built, or MQTOOL_NATIVE=0 "
                                                       "(tests/test_common_native.py fails under CI when it is missing)")
@@ -159,7 +159,7 @@ OPTS = {0: DumpOptions(deep=True), 1: DumpOptions(print_data=True)}
 
 def _py_rows(b, opts, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(R, "_native", None)
+        m.setenv("MQTOOL_NATIVE", "0")
         try:
             return [D.record_row(b, rec, opts) for rec in R.iter_records(b)]
         except (ValueError, IndexError):
@@ -349,7 +349,11 @@ class _Counting:
 
 def _dump(run_cli, monkeypatch, store, mode, nat):
     with monkeypatch.context() as m:
-        m.setattr(R, "_native", nat)
+        if nat is None:
+            m.setenv("MQTOOL_NATIVE", "0")
+        else:
+            m.setattr(D, "_native_walker", lambda: nat)
+            m.setattr(R, "_load_native", lambda: nat)
         return run_cli("dump", "kafka", store, mode, "--json", "--jobs", "1")
 
 
@@ -556,5 +560,5 @@ def test_default_jobs_choose_one_process_for_native_lines(monkeypatch, bench_sto
                   DumpOptions(ndjson=True, jobs=0), DumpOptions(deep=True, ndjson=True, key="k"),
                   DumpOptions(print_data=True, body="hex", ndjson=True)):
         assert not D.native_lines(other)
-    monkeypatch.setattr(R, "_native", None)
+    monkeypatch.setenv("MQTOOL_NATIVE", "0")
     assert not D.native_lines(opts)

@@ -2,6 +2,8 @@
 splitter and drift detection, checked against units built by the construct schema and hand-computed bytes."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from construct import Int16ub, Struct
 
@@ -102,3 +104,40 @@ def test_a_drifted_layout_turns_every_rocketmq_helper_off_and_the_answers_stay(m
     assert after == before
     monkeypatch.undo()
     assert layout.native_ok()
+
+
+def test_a_layout_the_core_was_not_written_for_is_refused_in_c_and_the_answers_stay(monkeypatch, run_cli):
+    """The C core checks the fingerprint of the layout it is given by name (rmqcore.configure): a perturbed
+    layout (one field moved) is refused there, every RocketMQ helper stays off, and the answers do not change."""
+    from conftest import FIXTURES
+    from mqtool import native
+    from mqtool.rocketmq import nativedump, rebuild, scan, verify
+
+    core = native.load("rmqcore")
+    if core is None:
+        pytest.skip("compiled core not built")
+    store = FIXTURES / "rocketmq" / "store"
+    before = [run_cli("dump", "commitlog", store, "--json"), run_cli("verify", "store", store, "--json"),
+              run_cli("rebuild-index", store, "--compare", "--json")]
+    real = layout.native_config
+
+    def perturbed():
+        fields, framing = real()
+        at, size = fields["BORNTIMESTAMP"]
+        return {**fields, "BORNTIMESTAMP": (at + 4, size)}, framing
+
+    monkeypatch.setattr(layout, "native_config", perturbed)
+    with pytest.raises(ValueError, match="fingerprint"):
+        core.configure(*perturbed()[:1], **perturbed()[1], crc32=None)
+    assert layout.native_ok()                        # the Python side sees no drift: the C side refuses
+    assert layout.native_core() is None
+    assert scan.native_decoder() is None and nativedump.helper() is None and rebuild.native_lib() is None
+    assert verify._native_lane() is None
+    after = [run_cli("dump", "commitlog", store, "--json"), run_cli("verify", "store", store, "--json"),
+             run_cli("rebuild-index", store, "--compare", "--json")]
+    def answers(runs):           # rebuild-index's summary line carries its run time ("seconds")
+        return [(code, re.sub(r'"seconds":[0-9.e+-]+', "", out)) for code, out, _ in runs]
+
+    assert answers(after) == answers(before)
+    monkeypatch.undo()
+    assert layout.native_core() is not None

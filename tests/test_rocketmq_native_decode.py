@@ -150,7 +150,7 @@ def test_layout_comes_from_the_schema():
 # ---- whole walks: helper on == off --------------------------------------------------------------------------------
 
 def _walk(store, native_on: bool, monkeypatch, events: bool = False, **kw):
-    monkeypatch.setattr(scan, "USE_NATIVE", native_on)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if native_on else "0")
     try:
         segs = open_store(str(store)).segments
         if events:
@@ -228,10 +228,10 @@ def test_walks_equal_on_real_stores(monkeypatch):
 _SHRINK_SCRIPT = r"""
 import os, sys
 from mqtool import io
+os.environ["MQTOOL_NATIVE"] = sys.argv[2]   # the one switch of the compiled helpers (mqtool.native)
 from mqtool.rocketmq import scan
 from mqtool.rocketmq.store import open_store
 io.READ_WHOLE_LIMIT = 0                      # mapped: reading a lost page would be SIGBUS
-scan.USE_NATIVE = sys.argv[2] == "1"
 seg = open_store(sys.argv[1]).segments[0]
 out, damage = [], []
 for i, m in enumerate(scan.iter_messages([seg], on_damage=damage.append)):

@@ -322,7 +322,7 @@ def test_layout_comes_from_the_schema():
 # ---- whole dumps, native on and off ---------------------------------------------------------------------------------
 
 def _dump_rows(path, native_on: bool, monkeypatch, **kw):
-    monkeypatch.setattr(nativedump, "USE_NATIVE", native_on)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if native_on else "0")
     stats = ScanStats()
     opts = DumpOptions(**kw)
     _, rows, _ = ops.dump("commitlog", str(path), opts, stats)
@@ -395,7 +395,7 @@ def test_json_lane_used_on_fixture_and_real_stores(monkeypatch):
 def test_cli_output_identical_on_fixture(run_cli, monkeypatch, args):
     out = []
     for on in (True, False):
-        monkeypatch.setattr(nativedump, "USE_NATIVE", on)
+        monkeypatch.setenv("MQTOOL_NATIVE", "1" if on else "0")
         out.append(run_cli("dump", "commitlog", FIXTURE_STORE, "--json", *args))
     assert out[0] == out[1]
     assert out[0][1].count("\n") > 0
@@ -447,5 +447,5 @@ def test_automatic_jobs_prefers_one_process(monkeypatch):
     assert nativedump.one_process(DumpOptions(jobs=0, ndjson=True))
     assert not nativedump.one_process(DumpOptions(jobs=2, ndjson=True))
     assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True, topic="T"))     # no helper rows: as before
-    monkeypatch.setattr(nativedump, "USE_NATIVE", False)
+    monkeypatch.setenv("MQTOOL_NATIVE", "0")
     assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True))

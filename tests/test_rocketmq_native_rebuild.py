@@ -1,6 +1,6 @@
 """rebuild-index with the compiled dispatch loop (mqtool/_native/rmqrebuild.c) == without it.
 
-Every comparison runs the same rebuild twice, ``rebuild.native_lane.USE_NATIVE`` on and off, and compares everything it
+Every comparison runs the same rebuild twice, the compiled helpers on and off (``native.switched``), and compares everything it
 gives: each consumequeue and index file (bytes, names, order, whether last), the findings in order, the
 result counters, the per-entry store times kept for --compare; and, through the CLI, the whole output tree
 and the --compare findings. Inputs: the fixture store, every real RocketMQ store, hypothesis-built
@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from formats import rocketmq as F
 from formats.common import java_string_hash
 from mqtool import pages
+from mqtool.native import switched
 from mqtool.options import RebuildOptions
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq import rebuild as R
@@ -75,14 +76,14 @@ def _rebuild(store_dir: Path, native: bool, keep_times: bool = True, **opts) -> 
                     bytes(ib.ts) if ib.ts is not None else None, view))
 
     counting = _Counting(LIB)
-    saved = RN.USE_NATIVE, RN.native_lib
-    RN.USE_NATIVE = native
+    saved = RN.native_lib
     if native:
         RN.native_lib = lambda: counting
     try:
-        res = R.rebuild_store(store, sets, on_cq, on_idx, findings, keep_entry_times=keep_times)
+        with switched(native):
+            res = R.rebuild_store(store, sets, on_cq, on_idx, findings, keep_entry_times=keep_times)
     finally:
-        RN.USE_NATIVE, RN.native_lib = saved
+        RN.native_lib = saved
     return {"cq": cq, "index": idx, "findings": findings, "result": dataclasses.asdict(res)}, counting.units
 
 
@@ -130,15 +131,16 @@ def test_c_java_hash_declines_overlong_surrogate_and_truncated(bad):
 
 
 def test_layout_comes_from_the_schema():
-    ints, strs = R.native_layout()
-    assert len(ints) == 44 and ints[16] == R._HEAD_SIZE == 88
-    assert ints[23] == F.CqUnit.sizeof() and ints[32] == F.IndexEntry.sizeof()
-    assert strs[3:6] == (b"TAGS", b"KEYS", b"UNIQ_KEY")
+    named = R.native_layout()                      # by name: rmqcore.rebuild.configure(**named)
+    assert named["cq_unit_size"] == F.CqUnit.sizeof() and named["index_entry_size"] == F.IndexEntry.sizeof()
+    assert set(named["cq_unit"]) == {"offset", "size", "tagsCode"}
+    assert set(named["index_entry"]) == {"keyHash", "phyOffset", "timeDiff", "prevIndex"}
+    assert (named["tags"], named["keys"], named["uniq"]) == (b"TAGS", b"KEYS", b"UNIQ_KEY")
     with pytest.raises(ValueError):                # a layout that does not fit is refused, not used
-        bad = list(ints)
-        bad[1] = 4096
-        LIB.configure(tuple(bad), strs)
-    LIB.configure(ints, strs)
+        LIB.configure(**{**named, "cq_unit": {**named["cq_unit"], "size": (4096, 4)}})
+    with pytest.raises(ValueError):                # a field missing
+        LIB.configure(**{**named, "index_entry": {k: v for k, v in named["index_entry"].items() if k != "keyHash"}})
+    LIB.configure(**named)
 
 
 # ---- real data and the fixture store ------------------------------------------------------------------
@@ -182,14 +184,11 @@ def _cli_both(run_cli, store: Path, tmp: Path, *args) -> None:
     """The CLI's whole output tree and --compare findings, native on and off."""
     outs = []
     for native in (False, True):
-        RN.USE_NATIVE = native
-        try:
+        with switched(native):
             out = tmp / f"out-{native}"
             code, stdout, err = run_cli("rebuild-index", store, "--out", out, "--force", "--write-checkpoint",
                                         "--json", *args)
             ccode, cmp_out, _ = run_cli("rebuild-index", store, "--compare", "--json", *args)
-        finally:
-            RN.USE_NATIVE = True
         rows = [r for r in stdout.splitlines() + cmp_out.splitlines() if '"seconds"' not in r]
         outs.append((code, ccode, rows, _tree(out)))
     assert outs[0] == outs[1]

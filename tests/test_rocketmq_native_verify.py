@@ -21,12 +21,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from builders import rocketmq_unit
 from formats import rocketmq as F
+from mqtool import native
 from mqtool.findings import Summary
 from mqtool.options import VerifyOptions
 from mqtool.rocketmq import ops
 from mqtool.rocketmq.verify import native_lane as verify
 
-NATIVE = verify._NATIVE
+NATIVE = verify._native_lane()
 needs_native = pytest.mark.skipif(NATIVE is None, reason="compiled helper rmqverify not built (or MQTOOL_NATIVE=0)")
 pytestmark = needs_native
 
@@ -60,46 +61,65 @@ def test_builtin_crc32_equals_zlib(data, value, skip):
 
 
 def test_configure_refuses_odd_layouts():
-    args = list(_configure_args())
-    bad = list(args)
-    bad[0] = args[0][:-1]                       # a field missing
-    with pytest.raises(ValueError):
-        NATIVE.configure(*bad)
-    bad = list(args)
-    bad[0] = args[0][:-1] + ((args[1] - 2, 4),)  # a field reaching past the fixed part
-    with pytest.raises(ValueError):
-        NATIVE.configure(*bad)
-    NATIVE.configure(*args)                     # the real configuration is accepted (and restored)
-    verify._native_lane()
+    from mqtool import native
+    from mqtool.rocketmq import layout
+
+    core = native.load("rmqcore")
+    fields, framing = layout.native_config()
+    names = list(fields)
+    with pytest.raises(ValueError):                     # a field missing
+        core.configure({n: fields[n] for n in names[:-1]}, **framing, crc32=None)
+    with pytest.raises(ValueError):                     # a field moved: not the layout the core was written for
+        core.configure({**fields, "QUEUEOFFSET": (fields["QUEUEOFFSET"][0] + 1, 8)}, **framing, crc32=None)
+    with pytest.raises(ValueError):                     # a framing constant changed
+        core.configure(fields, **{**framing, "tl_v1": 2}, crc32=None)
+    with pytest.raises(RuntimeError):                   # the core refused: its parts do not run
+        NATIVE.scan(b"", 0, 0, 0, 0, 1 << 20, 0, {}, {}, False)
+    layout._core.clear()
+    assert layout.native_core() is not None
+    with pytest.raises(ValueError):                     # a lane option of the wrong kind
+        NATIVE.configure(**{**_configure_args()[1], "versions": (12345,)})
+    verify._native_state.clear()
+    assert verify._native_lane() is NATIVE              # the real configuration is accepted (and restored)
 
 
 def _configure_args():
+    """(layout, framing) the core gets and the lane's own options, all by name."""
     calls = []
 
     class Spy:
-        def configure(self, *a):
-            calls.append(a)
+        def configure(self, *a, **kw):
+            calls.append((a, kw))
     mp = pytest.MonkeyPatch()
     mp.setattr(verify.native, "load", lambda name: Spy())
+    mp.setattr(verify.layout.native, "load", lambda name: Spy())
+    mp.setattr(verify, "_native_state", {})
+    mp.setattr(verify.layout, "_core", {})
     try:
         verify._native_lane()
     finally:
         mp.undo()
-    return calls[0]
+    (core_args, core_kw), (lane_args, lane_kw) = calls
+    assert lane_args == () and len(core_args) == 1
+    return (core_args[0], core_kw), lane_kw
 
 
 def test_configuration_comes_from_the_schema():
-    fields, fixed, tl, pl, magic, min_size, mask, tail, tag, multi, _, born_before, born_after = _configure_args()
-    assert (born_before, born_after) == (verify.BORN_BEFORE_STORE_MS, verify.BORN_AFTER_STORE_MS)
-    names = verify._LANE_FIELDS
+    (fields, framing), lane = _configure_args()
+    assert (lane["born_before"], lane["born_after"]) == (verify.BORN_BEFORE_STORE_MS, verify.BORN_AFTER_STORE_MS)
     # the offsets are those of the construct schema: build a unit and read each field back at its offset
     unit = _unit(b"Topic", 3, 41, 12345, b"body", b"KEYS\x01k", sys_flag=0x1, store_ts=777)
     obj = F.MessageV1.parse(unit)
-    for name, (off, size) in zip(names, fields):
+    for name in verify._LANE_FIELDS:
+        off, size = fields[name]
         assert int.from_bytes(unit[off:off + size], "big", signed=True) == obj[name], name
-    assert fixed == verify._LANE.size and (tl, pl) == (1, 2) and magic == F.MESSAGE_MAGIC_CODE_V1
-    assert min_size == F.MIN_MESSAGE_SIZE and tail == F.CRC32_RESERVED_LEN and tag == verify._CRC_TAG
-    assert multi == F.PROPERTY_INNER_MULTI_DISPATCH.encode() and mask == verify._LANE_DECLINE
+    assert max(o + s for o, s in fields.values()) == verify._LANE.size
+    assert (framing["tl_v1"], framing["tl_v2"], framing["pl_size"]) == (1, 2, 2)
+    assert lane["versions"] == (F.MESSAGE_MAGIC_CODE_V1,) and framing["magic_v1"] == F.MESSAGE_MAGIC_CODE_V1
+    assert framing["min_size"] == F.MIN_MESSAGE_SIZE and lane["crc_tail"] == F.CRC32_RESERVED_LEN
+    assert lane["crc_tag"] == verify._CRC_TAG
+    assert lane["multi_dispatch"] == F.PROPERTY_INNER_MULTI_DISPATCH.encode()
+    assert lane["decline_flags"] == verify._LANE_DECLINE
 
 
 def test_a_schema_of_another_shape_keeps_the_python_lane(monkeypatch):
@@ -174,12 +194,8 @@ def _ctx(shift, last_ts, max_size, dispatched):
 
 
 def _make_lane(use_native: bool, ctx, expected: dict, known: bool):
-    saved = verify._NATIVE
-    verify._NATIVE = NATIVE if use_native else None
-    try:
+    with native.switched(use_native):
         return verify._fast_lane(ctx, expected, known)
-    finally:
-        verify._NATIVE = saved
 
 
 def _state(ctx, expected):
@@ -222,11 +238,11 @@ def test_native_lane_equals_python_lane(run, known, cut):
 @given(run=unit_runs(), known=st.booleans())
 def test_native_lane_with_builtin_crc_equals_python_lane(run, known):
     data, base, shift, seeded = run
-    verify._native_lane(crc=None)            # slicing-by-8 in C instead of calling ISA-L back
+    verify._native_lane(crc=None)            # slicing-by-8 in C instead of calling ISA-L back (kept until...
     try:
         _run_both(data, base, shift, seeded, known)
     finally:
-        verify._native_lane()
+        verify._native_lane(crc="auto")      # ...the default choice is given back)
 
 
 def test_lane_consumes_clean_runs_and_carries_state_between_calls():
@@ -274,7 +290,7 @@ def test_hostile_arguments_decline():
         assert scan(u[:cut], 0, cut, cut, 0, 1 << 22, 0, {}, {}, False)[:2] == (0, 0)
     assert scan(u, 0, len(u), len(u), 0, 1 << 22, 0, {("TopicA", 0): 1 << 64}, {}, False)[:2] == (0, 0)
     q = bytearray(u)
-    qoff_at = _configure_args()[0][verify._LANE_FIELDS.index("QUEUEOFFSET")][0]
+    qoff_at = _configure_args()[0][0]["QUEUEOFFSET"][0]
     struct.pack_into(">q", q, qoff_at, (1 << 63) - 1)                                       # QUEUEOFFSET = max
     assert scan(bytes(q), 0, len(q), len(q), 0, 1 << 22, 0, {}, {}, False)[:2] == (0, 0)
     with pytest.raises(TypeError):
@@ -284,7 +300,7 @@ def test_hostile_arguments_decline():
 # ---- whole verify runs ---------------------------------------------------------------------------------------------
 
 def _verify(path, native_on: bool, lane_on: bool, monkeypatch, **kw):
-    monkeypatch.setattr(verify, "_NATIVE", NATIVE if native_on else None)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if native_on else "0")
     monkeypatch.setattr(verify, "USE_FAST_LANE", lane_on)
     findings, summary_fn = ops.verify("commitlog", str(path), VerifyOptions(progress=False, **kw))
     return [f.to_dict() for f in findings], summary_fn().to_dict()
@@ -356,3 +372,19 @@ def test_pool_threshold_follows_the_lane(tmp_path, monkeypatch):
     py = _verify(root, False, True, monkeypatch, jobs=2)
     assert chosen[-1].jobs == 2
     assert nat == py
+
+
+def test_the_crc_choice_reaches_the_lane_runs(monkeypatch):
+    """The core's CRC-32 chosen for a test (None: the C slicing-by-8) is the one the lane's runs use."""
+    from mqtool.rocketmq import layout
+
+    calls = []
+    verify._native_lane(crc=lambda b, v=0: calls.append(1) or zlib.crc32(b, v))
+    try:
+        u = _unit(b"TopicA", 0, 0, 0, b"body", b"")
+        ctx = _ctx(0, 0, 1 << 22, {})
+        assert _make_lane(True, ctx, {}, False)(u, memoryview(u), 0, len(u), len(u), 0) == (len(u), 1)
+        assert calls == [1]
+    finally:
+        verify._native_lane(crc="auto")
+    assert layout._crc_choice == ["auto"]

@@ -305,7 +305,7 @@ def test_index_entries_spilled_to_scratch_are_still_byte_identical(name, use_nat
     from mqtool.rocketmq import rebuild as R
     from mqtool.rocketmq.rebuild import native_lane as RN
 
-    monkeypatch.setattr(RN, "USE_NATIVE", use_native)
+    monkeypatch.setenv("MQTOOL_NATIVE", "1" if use_native else "0")
     monkeypatch.setattr(R.IndexFileBuilder, "SPILL_BYTES", 3 * 20)
     spilled = []
     real = R.IndexFileBuilder.maybe_spill

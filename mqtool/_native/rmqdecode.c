@@ -7,16 +7,16 @@
  * and returns (new_pos, [Message, ...]). It stops at the first unit it would not accept; the scanner then
  * runs its Python path on that unit (which gives the precise reason, or decodes an IPv6 unit via construct).
  *
- * No layout is written here: configure(...) is called once from mqtool/rocketmq/scan.py with the offsets and
- * sizes of the fields of records.FIXED (the struct derived from formats.rocketmq.MessageV1), the magic codes
- * and flags of formats/rocketmq.py, the Message type and its slot descriptors (fetched from the type's
- * __dict__; values are stored through each descriptor's tp_descr_set, so no object layout is assumed), the
- * "v1"/"v2" version strings and the CRC-32 callable (mqtool.fastcrc.crc32, equal to zlib.crc32).
+ * It is the decode hook of the core's one unit walker (rmq_walk, rmqcore.c), which frames each unit with the
+ * layout rmqcore.configure() got from formats/rocketmq.py and computes the body CRC when asked. configure()
+ * (by name, from mqtool/rocketmq/scan.py) gives the Message type and its slot descriptors (fetched from the
+ * type's __dict__; values are stored through each descriptor's tp_descr_set, so no object layout is assumed)
+ * and the "v1"/"v2" version strings.
  * Every length is checked against the buffer before a byte is read; the buffer is held through the buffer
  * protocol for the call only (the Message objects reference the buffer *object*, as the Python path does).
  * The GIL is held throughout (Python objects are built all along).
  */
-#include "rmqunit.h"                 /* Python.h first; fixed-part layout, decode_common's rule, body CRC */
+#include "rmqunit.h"                 /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 #include <string.h>
 
@@ -28,40 +28,26 @@ enum { S_FILE, S_POSITION, S_OFFSET, S_SIZE, S_VERSION, S_BODY_CRC, S_QUEUE_ID, 
 
 static struct {
     int configured;
-    RmqLayout L;                         /* fixed-part layout and framing constants (rmqunit.h) */
     PyTypeObject *type;                  /* records.Message */
     PyObject *descr[NSLOTS];             /* its slot descriptors */
     descrsetfunc set[NSLOTS];            /* Py_TYPE(descr[i])->tp_descr_set */
     PyObject *v1, *v2;                   /* the version strings */
-    PyObject *crc32;                     /* callable(buffer) -> int, equal to zlib.crc32 */
     /* small caches of immutable values shared between consecutive messages (owned references) */
     unsigned char topic_raw[256]; Py_ssize_t topic_len; PyObject *topic;     /* bytes */
     unsigned char bhost_raw[8]; PyObject *bhost;                             /* (addr bytes, port) */
     unsigned char shost_raw[8]; PyObject *shost;
 } S;
 
-static inline long long field(const unsigned char *u, int f) { return rmq_field(&S.L, u, f); }
+static inline long long field(const unsigned char *u, int f) { return rmq_field(u, f); }
 
 typedef RmqUnit Unit;
-
-/* Exactly records.decode_common's acceptance rule (rmqunit.h). */
-static inline int frame(const unsigned char *u, Py_ssize_t avail, long long max_size, Unit *x)
-{
-    return rmq_accept(&S.L, u, avail, max_size, x);
-}
-
-/* crc_ok: crc32(body) & 0x7FFFFFFF == BODYCRC (rmqunit.h). 1, 0, or -1 (error set). */
-static int crc_ok(const unsigned char *body, long long body_len, long long body_crc)
-{
-    return rmq_crc_ok_with(S.crc32, body, body_len, body_crc);
-}
 
 /* (addr bytes, port) -- the host tuple decode_common stores -- reused while the 8 raw bytes repeat. New ref. */
 static PyObject *host(const unsigned char *u, int faddr, int fport, unsigned char *raw, PyObject **cache)
 {
     unsigned char key[8];
-    memcpy(key, u + S.L.off[faddr], 4);
-    memcpy(key + 4, u + S.L.off[fport], 4);
+    memcpy(key, u + RMQ.off[faddr], 4);
+    memcpy(key + 4, u + RMQ.off[fport], 4);
     if (*cache == NULL || memcmp(key, raw, 8) != 0) {
         PyObject *t = Py_BuildValue("(y#L)", (const char *)key, (Py_ssize_t)4, field(u, fport));
         if (t == NULL) return NULL;
@@ -103,15 +89,14 @@ static int put_ll(PyObject *m, int slot, long long v) { return put(m, slot, PyLo
 
 static int put_borrowed(PyObject *m, int slot, PyObject *v) { return S.set[slot](S.descr[slot], m, v); }
 
-/* The Message of the unit at u (framed by frame(), at buffer position pos). New ref or NULL. */
-static PyObject *message(PyObject *bufobj, const unsigned char *u, const Unit *x, Py_ssize_t pos,
-                         long long base, PyObject *file, int check_crc)
+/* The Message of the unit at u (framed and, with check_crc, CRC-checked by the walker). New ref or NULL. */
+static PyObject *message(PyObject *bufobj, const unsigned char *u, const Unit *x, long long base, PyObject *file)
 {
     PyObject *m = S.type->tp_alloc(S.type, 0);
     if (m == NULL) return NULL;
-    long long body_crc = field(u, F_BODYCRC);
-    int ok = -2;                                          /* -2: CRC not checked (crc_ok None) */
-    if (check_crc && (ok = crc_ok(u + S.L.fixed_size, x->body_len, body_crc)) < 0) goto fail;
+    const Py_ssize_t pos = x->pos;
+    const long long body_crc = field(u, F_BODYCRC);
+    const int ok = x->crc_ok;                             /* -1: CRC not checked (crc_ok None) */
     if (put_ll(m, S_SIZE, x->total) < 0 || put_ll(m, S_BODY_CRC, body_crc) < 0
         || put_ll(m, S_QUEUE_ID, field(u, F_QUEUEID)) < 0 || put_ll(m, S_FLAG, field(u, F_FLAG)) < 0
         || put_ll(m, S_QUEUE_OFFSET, field(u, F_QOFF)) < 0 || put_ll(m, S_PHYSICAL_OFFSET, field(u, F_PHYS)) < 0
@@ -120,13 +105,13 @@ static PyObject *message(PyObject *bufobj, const unsigned char *u, const Unit *x
         || put_ll(m, S_STORE_TS, field(u, F_STORETS)) < 0
         || put(m, S_STORE_HOST, host(u, F_SADDR, F_SPORT, S.shost_raw, &S.shost)) < 0
         || put_ll(m, S_RECONSUME, field(u, F_RECONSUME)) < 0 || put_ll(m, S_PREPARED, field(u, F_PREPARED)) < 0
-        || put_ll(m, S_BODY_START, (long long)pos + S.L.fixed_size) < 0 || put_ll(m, S_BODY_LEN, x->body_len) < 0
+        || put_ll(m, S_BODY_START, (long long)pos + RMQ.fixed_size) < 0 || put_ll(m, S_BODY_LEN, x->body_len) < 0
         || put(m, S_TOPIC_RAW, topic(u + x->tp, x->tl)) < 0
         || put(m, S_PROPS_RAW, PyBytes_FromStringAndSize((const char *)u + x->pp, (Py_ssize_t)x->total - x->pp)) < 0
         || put_borrowed(m, S_FILE, file) < 0 || put_ll(m, S_POSITION, pos) < 0
         || put_ll(m, S_OFFSET, base + pos) < 0 || put_borrowed(m, S_VERSION, x->v2 ? S.v2 : S.v1) < 0
         || put_borrowed(m, S_BUF, bufobj) < 0 || put_borrowed(m, S_PAIRS, Py_None) < 0
-        || put_borrowed(m, S_CRC_OK, ok == -2 ? Py_None : ok ? Py_True : Py_False) < 0)
+        || put_borrowed(m, S_CRC_OK, ok < 0 ? Py_None : ok ? Py_True : Py_False) < 0)
         goto fail;
     return m;
 fail:
@@ -135,6 +120,19 @@ fail:
 }
 
 /* ---- the run ------------------------------------------------------------------------------------------ */
+
+typedef struct { PyObject *bufobj, *file, *out; long long base; } DecodeRun;
+
+/* The decode hook of rmq_walk(): the unit's Message appended to the list. */
+static int decode_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
+{
+    DecodeRun *d = w->verb;
+    PyObject *m = message(d->bufobj, u, x, d->base, d->file);
+    if (m == NULL) return -1;
+    int r = PyList_Append(d->out, m);
+    Py_DECREF(m);
+    return r < 0 ? -1 : 1;
+}
 
 static PyObject *messages(PyObject *self, PyObject *args)
 {
@@ -145,29 +143,22 @@ static PyObject *messages(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnnLOLpn", &bufobj, &pos, &limit, &end, &base, &file, &max_size, &check_crc,
                           &cap))
         return NULL;
+    if (rmq_ready("decode") < 0) return NULL;
     if (!S.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqdecode.configure() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.decode.configure() was not called");
         return NULL;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *b = view.buf;
-    PyObject *out = PyList_New(0), *result = NULL;
-    if (out == NULL) goto done;
-    if (end > view.len) end = view.len;                 /* never trust the caller's end */
-    Unit x;
-    while (PyList_GET_SIZE(out) < cap && pos >= 0 && pos < limit && pos < end
-           && frame(b + pos, end - pos, max_size, &x)) {
-        PyObject *m = message(bufobj, b + pos, &x, pos, base, file, check_crc);
-        if (m == NULL) goto done;
-        int r = PyList_Append(out, m);
-        Py_DECREF(m);
-        if (r < 0) goto done;
-        pos += (Py_ssize_t)x.total;
+    PyObject *result = NULL;
+    DecodeRun d = {bufobj, file, PyList_New(0), base};
+    if (d.out != NULL) {
+        RmqWalk w = {.buf = view.buf, .len = view.len, .pos = pos, .limit = limit, .end = end,
+                     .max_size = max_size, .cap = cap, .magics = RMQ_V1 | RMQ_V2,
+                     .crc = check_crc ? RMQ_CRC_ON : RMQ_CRC_OFF, .hook = decode_unit, .verb = &d};
+        if (rmq_walk(&w) == 0) result = Py_BuildValue("nO", w.pos, d.out);
     }
-    result = Py_BuildValue("nO", pos, out);
-done:
-    Py_XDECREF(out);
+    Py_XDECREF(d.out);
     PyBuffer_Release(&view);
     return result;
 }
@@ -183,15 +174,12 @@ static PyObject *covering(PyObject *self, PyObject *args)
     long long max_size;
     if (!PyArg_ParseTuple(args, "OnnL", &bufobj, &lo, &p, &max_size))
         return NULL;
-    if (!S.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqdecode.configure() was not called");
-        return NULL;
-    }
+    if (rmq_ready("decode") < 0) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *b = view.buf;
     PyObject *out = PyList_New(0);
-    const RmqLayout *L = &S.L;
+    const RmqLayout *L = &RMQ;
     Py_ssize_t mo = L->off[F_MAGIC], ms = L->size[F_MAGIC], to = L->off[F_TOTAL], ts = L->size[F_TOTAL];
     Py_ssize_t need = (mo + ms > to + ts ? mo + ms : to + ts);
     unsigned char first = (unsigned char)(((unsigned long long)L->magic_v1 >> (8 * (ms - 1))) & 0xff);
@@ -229,29 +217,17 @@ static PyObject *covering(PyObject *self, PyObject *args)
 
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
-static PyObject *configure(PyObject *self, PyObject *args)
+static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw)
 {
-    PyObject *fields, *consts, *type, *slots, *v1, *v2, *crc32;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!UUO", &PyTuple_Type, &fields, &PyDict_Type, &consts, &PyType_Type,
-                          &type, &PyTuple_Type, &slots, &v1, &v2, &crc32))
+    static char *kwlist[] = {"message_type", "slots", "v1", "v2", NULL};
+    PyObject *type, *slots, *v1, *v2;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "$O!O!UU:configure", kwlist, &PyType_Type, &type, &PyTuple_Type,
+                                     &slots, &v1, &v2))
         return NULL;
     S.configured = 0;                    /* until every part below is in place */
-    if (PyTuple_GET_SIZE(fields) != NFIELDS || PyTuple_GET_SIZE(slots) != NSLOTS) {
-        PyErr_Format(PyExc_ValueError, "need %d fields and %d slot names", NFIELDS, NSLOTS);
+    if (PyTuple_GET_SIZE(slots) != NSLOTS) {
+        PyErr_Format(PyExc_ValueError, "need %d slot names", NSLOTS);
         return NULL;
-    }
-    if (!PyCallable_Check(crc32)) {
-        PyErr_SetString(PyExc_TypeError, "crc32 must be callable");
-        return NULL;
-    }
-    if (rmq_layout_fields(&S.L, fields) < 0) return NULL;
-    static const char *cnames[] = {"magic_v1", "magic_v2", "min_size", "v6_flags"};
-    long long *cvals[] = {&S.L.magic_v1, &S.L.magic_v2, &S.L.min_size, &S.L.v6_flags};
-    for (int i = 0; i < 4; i++) {
-        PyObject *v = PyDict_GetItemString(consts, cnames[i]);
-        if (v == NULL) return PyErr_Format(PyExc_KeyError, "%s", cnames[i]);
-        *cvals[i] = PyLong_AsLongLong(v);
-        if (*cvals[i] == -1 && PyErr_Occurred()) return NULL;
     }
     /* the slot descriptors: each must be a data descriptor found in the type's own __dict__ */
     PyTypeObject *tp = (PyTypeObject *)type;
@@ -279,16 +255,15 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_INCREF(type); Py_XSETREF(S.type, tp);
     Py_INCREF(v1); Py_XSETREF(S.v1, v1);
     Py_INCREF(v2); Py_XSETREF(S.v2, v2);
-    Py_INCREF(crc32); Py_XSETREF(S.crc32, crc32);
     Py_CLEAR(S.topic); Py_CLEAR(S.bhost); Py_CLEAR(S.shost);
     S.configured = 1;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS,
-     "configure(fields, consts, message_type, slot_names, v1, v2, crc32): layout derived from "
-     "formats.rocketmq, the Message type and its slots (once)."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(*, message_type, slots, v1, v2): the Message type, its slot names in the order this part sets "
+     "them, and the version strings (the layout is rmqcore.configure()'s)."},
     {"messages", messages, METH_VARARGS,
      "messages(buf, pos, limit, end, base, file, max_size, check_crc, cap) -> (new_pos, [Message]): the "
      "Message objects of the common units from pos (each starting before limit, at most cap)."},

@@ -8,9 +8,11 @@
  * the precise reason) and returns (new_pos, count); that is the SegmentScanner fast-lane contract.
  * columns(...) is the same walk for `export`: the values go to per-topic columns instead of a dict per row.
  *
- * No layout is written here: configure(...) is called once from mqtool/rocketmq/nativedump.py with the field
- * offsets/sizes of the struct derived from formats.rocketmq.MessageV1, the magic codes, flags, masks, name
- * tables and separators of formats/rocketmq.py, the row's key names, and the CRC-32 callable (mqtool.fastcrc).
+ * rows(), columns() and json_rows() (rmqjson.c) are one walk of the core's unit walker (rmq_walk, rmqunit.h)
+ * with the dump hook below: the walker frames each unit with the layout rmqcore.configure() got by field name
+ * from formats/rocketmq.py and computes its body CRC. No layout is written here: configure(**options) is called
+ * once from mqtool/rocketmq/nativedump.py with the flags, masks, name tables and separators of
+ * formats/rocketmq.py and the row's key names.
  * Every length is checked against the buffer before a byte is read. The buffer is held through the buffer
  * protocol for the call only. The GIL is held throughout (Python objects are built all along).
  */
@@ -195,7 +197,7 @@ static PyObject *new_dict(Py_ssize_t n)
 /* columns(): the properties column of a topic may be a tuple of five bytearrays, the Arrow buffers of a
  * map<string,string> column being filled (export): map offsets, key offsets, key bytes, value offsets, value
  * bytes (offsets native int32, each list starting with a 0). The values are appended as the UTF-8 bytes the
- * unit holds (rmq_frame() checked they are valid UTF-8, so they are the bytes of the row's strings). */
+ * unit holds (rmq_dump_ok() checked they are valid UTF-8, so they are the bytes of the row's strings). */
 static int is_map_buffers(PyObject *c)
 {
     if (!PyTuple_CheckExact(c) || PyTuple_GET_SIZE(c) != 5) return 0;
@@ -377,12 +379,6 @@ static int put_borrowed(PyObject *row, int key, PyObject *v)
     return COLS ? col_append(PyList_GET_ITEM(COLS, key), v) : PyDict_SetItem(row, S.keys[key], v);
 }
 
-/* crc_ok: mqtool.fastcrc.crc32 over the body (rmqunit.h). */
-int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc)
-{
-    return rmq_crc_ok_with(S.crc32, body, body_len, body_crc);
-}
-
 /* ---- one unit ------------------------------------------------------------------------------------------ */
 
 /* S.topic = the topic p[0:n] as str; the last one is reused when the bytes are the same. 0 or -1. */
@@ -400,13 +396,15 @@ static int topic_text(const unsigned char *p, Py_ssize_t n)
 
 /* The row of the unit at u (its TOTALSIZE bytes are inside the buffer and its framing was checked); with
  * by_topic (columns()), its values are appended to its topic's column lists instead and None is returned. */
-static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_ssize_t tp, Py_ssize_t tl,
-                           Py_ssize_t pp, long long body_len, long long pos, long long base, PyObject *file,
-                           int body_mode, PyObject *by_topic, PyObject *new_entry)
+static PyObject *build_row(const unsigned char *u, const Unit *x, long long base, PyObject *file, int body_mode,
+                           PyObject *by_topic, PyObject *new_entry)
 {
-    long long sys_flag = rmq_field(&S.L, u, F_SYSFLAG);
-    long long body_crc = rmq_field(&S.L, u, F_BODYCRC);
-    const unsigned char *body = u + S.L.fixed_size;
+    const long long total = x->total, body_len = x->body_len, pos = x->pos;
+    const int v2 = x->v2, crc_ok = x->crc_ok;
+    const Py_ssize_t tp = x->tp, tl = x->tl, pp = x->pp;
+    long long sys_flag = rmq_field(u, F_SYSFLAG);
+    long long body_crc = rmq_field(u, F_BODYCRC);
+    const unsigned char *body = u + RMQ.fixed_size;
     PyObject *row, *v;
     if (by_topic != NULL) {         /* columns: every key of the topic's lists gets one value, None if absent */
         if (topic_text(u + tp, tl) < 0 || (COLS = topic_columns(by_topic, S.topic, new_entry)) == NULL) return NULL;
@@ -414,27 +412,24 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
         row = Py_None;
     } else if ((row = PyDict_Copy(S.template)) == NULL) return NULL;
 
-    int crc_ok = rmq_crc_ok(body, body_len, body_crc);
-    if (crc_ok < 0) goto fail;
-
     if (put_borrowed(row, K_KIND, S.kind) < 0 || put_borrowed(row, K_FILE, file) < 0
         || put_ll(row, K_POSITION, pos) < 0 || put_ll(row, K_OFFSET, base + pos) < 0
         || put_ll(row, K_SIZE, total) < 0 || put_borrowed(row, K_MAGIC, v2 ? S.v2 : S.v1) < 0
         || put_ll(row, K_BODY_CRC, body_crc) < 0 || put_borrowed(row, K_CRC_OK, crc_ok ? Py_True : Py_False) < 0
-        || put_ll(row, K_QUEUE_ID, rmq_field(&S.L, u, F_QUEUEID)) < 0
-        || put_ll(row, K_FLAG, rmq_field(&S.L, u, F_FLAG)) < 0
-        || put_ll(row, K_QUEUE_OFFSET, rmq_field(&S.L, u, F_QOFF)) < 0
-        || put_ll(row, K_PHYSICAL_OFFSET, rmq_field(&S.L, u, F_PHYS)) < 0
+        || put_ll(row, K_QUEUE_ID, rmq_field(u, F_QUEUEID)) < 0
+        || put_ll(row, K_FLAG, rmq_field(u, F_FLAG)) < 0
+        || put_ll(row, K_QUEUE_OFFSET, rmq_field(u, F_QOFF)) < 0
+        || put_ll(row, K_PHYSICAL_OFFSET, rmq_field(u, F_PHYS)) < 0
         || put_ll(row, K_SYS_FLAG, sys_flag) < 0
         || put_borrowed(row, K_TRANSACTION, PyTuple_GET_ITEM(S.txn_names, sys_flag & S.txn_mask)) < 0
-        || put_ll(row, K_BORN_TS, rmq_field(&S.L, u, F_BORNTS)) < 0
-        || put(row, K_BORN_HOST, host(u + S.L.off[F_BADDR], rmq_field(&S.L, u, F_BPORT),
-                                      S.bhost_raw, &S.bhost, u + S.L.off[F_BPORT])) < 0
-        || put_ll(row, K_STORE_TS, rmq_field(&S.L, u, F_STORETS)) < 0
-        || put(row, K_STORE_HOST, host(u + S.L.off[F_SADDR], rmq_field(&S.L, u, F_SPORT),
-                                       S.shost_raw, &S.shost, u + S.L.off[F_SPORT])) < 0
-        || put_ll(row, K_RECONSUME, rmq_field(&S.L, u, F_RECONSUME)) < 0
-        || put_ll(row, K_PREPARED, rmq_field(&S.L, u, F_PREPARED)) < 0)
+        || put_ll(row, K_BORN_TS, rmq_field(u, F_BORNTS)) < 0
+        || put(row, K_BORN_HOST, host(u + RMQ.off[F_BADDR], rmq_field(u, F_BPORT),
+                                      S.bhost_raw, &S.bhost, u + RMQ.off[F_BPORT])) < 0
+        || put_ll(row, K_STORE_TS, rmq_field(u, F_STORETS)) < 0
+        || put(row, K_STORE_HOST, host(u + RMQ.off[F_SADDR], rmq_field(u, F_SPORT),
+                                       S.shost_raw, &S.shost, u + RMQ.off[F_SPORT])) < 0
+        || put_ll(row, K_RECONSUME, rmq_field(u, F_RECONSUME)) < 0
+        || put_ll(row, K_PREPARED, rmq_field(u, F_PREPARED)) < 0)
         goto fail;
 
     if (topic_text(u + tp, tl) < 0 || put_borrowed(row, K_TOPIC, S.topic) < 0) goto fail;
@@ -483,8 +478,8 @@ static PyObject *build_row(const unsigned char *u, long long total, int v2, Py_s
 
     /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
     {
-        const unsigned char *parts[3] = {u + S.L.off[F_SADDR], u + S.L.off[F_SPORT], u + S.L.off[F_PHYS]};
-        Py_ssize_t lens[3] = {S.L.size[F_SADDR], S.L.size[F_SPORT], S.L.size[F_PHYS]};
+        const unsigned char *parts[3] = {u + RMQ.off[F_SADDR], u + RMQ.off[F_SPORT], u + RMQ.off[F_PHYS]};
+        Py_ssize_t lens[3] = {RMQ.size[F_SADDR], RMQ.size[F_SPORT], RMQ.size[F_PHYS]};
         PyObject *id = PyUnicode_New(2 * (lens[0] + lens[1] + lens[2]), 127);
         if (id == NULL) goto fail;
         char *o = PyUnicode_DATA(id);
@@ -517,99 +512,117 @@ fail:
 
 /* ---- the lane --------------------------------------------------------------------------------------------- */
 
-/* rows() (out: a list of row dicts) and columns() (out: a dict topic -> one list per row key). */
-static PyObject *run(PyObject *args, int columnar)
+enum { ROWS, COLUMNS, JSON };
+typedef struct {
+    int kind, body_mode;
+    long long base;
+    PyObject *file, *out, *new_entry;     /* file: the name (ROWS, COLUMNS) or its JSON rendering (JSON) */
+    JB jb;                                /* JSON: the lines so far */
+} DumpRun;
+
+/* The dump hook of rmq_walk(): the unit's row appended to the list (ROWS), its values to its topic's columns
+ * (COLUMNS), or its NDJSON line to the buffer (JSON). */
+static int dump_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
 {
-    PyObject *bufobj, *file, *out, *new_entry = NULL;
+    DumpRun *d = w->verb;
+    if (!rmq_dump_ok(u, x, d->body_mode)) return 0;
+    if (d->kind == JSON) return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode);
+    PyObject *row = build_row(u, x, d->base, d->file, d->body_mode, d->kind == COLUMNS ? d->out : NULL,
+                              d->new_entry);
+    if (row == NULL) return -1;
+    int r = d->kind == COLUMNS ? 0 : PyList_Append(d->out, row);
+    Py_DECREF(row);
+    return r < 0 ? -1 : 1;
+}
+
+/* rows() (out: a list of row dicts), columns() (out: a dict topic -> one list per row key) and json_rows(). */
+static PyObject *run(PyObject *args, int kind)
+{
+    PyObject *bufobj;
     Py_ssize_t pos, limit, end, cap;
-    long long base, max_size;
-    int body_mode;
-    if (columnar ? !PyArg_ParseTuple(args, "OnnnLOLiO!On", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
-                                     &body_mode, &PyDict_Type, &out, &new_entry, &cap)
-                 : !PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &base, &file, &max_size,
-                                     &body_mode, &PyList_Type, &out, &cap))
-        return NULL;
-    if (!call_ready(body_mode)) return NULL;
-    if (new_entry != NULL && !PyCallable_Check(new_entry)) {
+    long long max_size;
+    DumpRun d = {.kind = kind};
+    int ok;
+    if (kind == COLUMNS)
+        ok = PyArg_ParseTuple(args, "OnnnLOLiO!On", &bufobj, &pos, &limit, &end, &d.base, &d.file, &max_size,
+                              &d.body_mode, &PyDict_Type, &d.out, &d.new_entry, &cap);
+    else if (kind == ROWS)
+        ok = PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &d.base, &d.file, &max_size,
+                              &d.body_mode, &PyList_Type, &d.out, &cap);
+    else
+        ok = PyArg_ParseTuple(args, "OnnnLO!Lin", &bufobj, &pos, &limit, &end, &d.base, &PyBytes_Type, &d.file,
+                              &max_size, &d.body_mode, &cap);
+    if (!ok || !call_ready(d.body_mode)) return NULL;
+    if (d.new_entry != NULL && !PyCallable_Check(d.new_entry)) {
         PyErr_SetString(PyExc_TypeError, "columns: new_entry must be callable");
         return NULL;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *b = view.buf;
-    Py_ssize_t count = 0;
     PyObject *result = NULL;
-    if (end > view.len) end = view.len;                 /* never trust the caller's end either */
-    Unit x;
-    while (count < cap && pos >= 0 && pos < limit && rmq_frame(b + pos, end - pos, max_size, body_mode, &x)) {
-        const unsigned char *u = b + pos;
-        long long total = x.total;
-        PyObject *row = build_row(u, total, x.v2, x.tp, x.tl, x.pp, x.body_len, pos, base, file, body_mode,
-                                   columnar ? out : NULL, new_entry);
-        if (row == NULL) goto done;
-        int r = columnar ? 0 : PyList_Append(out, row);
-        Py_DECREF(row);
-        if (r < 0) goto done;
-        pos += (Py_ssize_t)total;
-        count++;
-    }
-    result = Py_BuildValue("nn", pos, count);
-done:
+    RmqWalk w = {.buf = view.buf, .len = view.len, .pos = pos, .limit = limit, .end = end, .max_size = max_size,
+                 .cap = cap, .magics = RMQ_V1 | RMQ_V2, .crc = RMQ_CRC_ON, .hook = dump_unit, .verb = &d};
+    if (rmq_walk(&w) == 0)
+        result = kind == JSON ? Py_BuildValue("nny#", w.pos, w.count, d.jb.p ? d.jb.p : "", d.jb.n)
+                              : Py_BuildValue("nn", w.pos, w.count);
     COLS = NULL;
+    PyMem_Free(d.jb.p);
     PyBuffer_Release(&view);
     return result;
 }
 
-static PyObject *rows(PyObject *self, PyObject *args) { return run(args, 0); }
+static PyObject *rows(PyObject *self, PyObject *args) { return run(args, ROWS); }
 
-static PyObject *columns(PyObject *self, PyObject *args) { return run(args, 1); }
+static PyObject *columns(PyObject *self, PyObject *args) { return run(args, COLUMNS); }
+
+static PyObject *json_rows(PyObject *self, PyObject *args) { return run(args, JSON); }
 
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
-static PyObject *configure(PyObject *self, PyObject *args)
+PyDoc_STRVAR(configure_doc,
+"configure(*, row_keys, compressed_flag, comp_mask, comp_shift, txn_mask, kind, v1, v2, txn_names, comp_names,\n"
+"          prop_keys, prop_tags, prop_uniq, key_sep, prop_sep, nv_sep, kind_json, v1_json, v2_json, txn_json,\n"
+"          comp_json)\n\n"
+"The dump's own options, by name (the layout is rmqcore.configure()'s): the row keys in row order, the flags and\n"
+"masks, name tables and separators of formats/rocketmq.py, and their NDJSON renderings.");
+
+static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw)
 {
-    PyObject *fields, *keys, *consts, *names;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyTuple_Type, &fields, &PyTuple_Type, &keys, &PyDict_Type,
-                          &consts, &PyDict_Type, &names))
+    static char *kwlist[] = {"row_keys", "compressed_flag", "comp_mask", "comp_shift", "txn_mask", "kind", "v1",
+                             "v2", "txn_names", "comp_names", "prop_keys", "prop_tags", "prop_uniq", "key_sep",
+                             "prop_sep", "nv_sep", "kind_json", "v1_json", "v2_json", "txn_json", "comp_json", NULL};
+    PyObject *keys, *o[11], *sep[2], *js[5];
+    long long compressed_flag, comp_mask, comp_shift, txn_mask;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "$O!LLLLOOOO!O!UUUUSSSSSO!O!:configure", kwlist, &PyTuple_Type,
+                                     &keys, &compressed_flag, &comp_mask, &comp_shift, &txn_mask, &o[0], &o[1],
+                                     &o[2], &PyTuple_Type, &o[3], &PyTuple_Type, &o[4], &o[5], &o[6], &o[7], &o[8],
+                                     &sep[0], &sep[1], &js[0], &js[1], &js[2], &PyTuple_Type, &js[3], &PyTuple_Type,
+                                     &js[4]))
         return NULL;
-    if (PyTuple_GET_SIZE(fields) != NFIELDS || PyTuple_GET_SIZE(keys) != NKEYS) {
-        PyErr_Format(PyExc_ValueError, "need %d fields and %d row keys", NFIELDS, NKEYS);
-        return NULL;
-    }
-    if (rmq_layout_fields(&S.L, fields) < 0) return NULL;
-    static const char *cnames[] = {"magic_v1", "magic_v2", "min_size", "v6_flags", "compressed_flag",
-                                   "comp_mask", "comp_shift", "txn_mask"};
-    long long *cvals[] = {&S.L.magic_v1, &S.L.magic_v2, &S.L.min_size, &S.L.v6_flags, &S.compressed_flag, &S.comp_mask,
-                          &S.comp_shift, &S.txn_mask};
-    for (int i = 0; i < 8; i++) {
-        PyObject *v = PyDict_GetItemString(consts, cnames[i]);
-        if (v == NULL) return PyErr_Format(PyExc_KeyError, "%s", cnames[i]);
-        *cvals[i] = PyLong_AsLongLong(v);
-        if (*cvals[i] == -1 && PyErr_Occurred()) return NULL;
-    }
-    static const char *onames[] = {"kind", "v1", "v2", "txn_names", "comp_names", "prop_keys", "prop_tags",
-                                   "prop_uniq", "key_sep", "crc32", "prop_sep", "nv_sep"};
-    PyObject *o[12];
-    for (int i = 0; i < 12; i++) {
-        o[i] = PyDict_GetItemString(names, onames[i]);
-        if (o[i] == NULL) return PyErr_Format(PyExc_KeyError, "%s", onames[i]);
-    }
-    if (!PyTuple_Check(o[3]) || PyTuple_GET_SIZE(o[3]) != S.txn_mask + 1 || !PyTuple_Check(o[4])
-        || S.comp_shift < 0 || S.comp_shift > 62 || PyTuple_GET_SIZE(o[4]) != (S.comp_mask >> S.comp_shift) + 1
-        || !PyCallable_Check(o[9])) {
-        PyErr_SetString(PyExc_ValueError, "bad name tables or crc32");
+    S.configured = 0;
+    if (PyTuple_GET_SIZE(keys) != NKEYS) {
+        PyErr_Format(PyExc_ValueError, "need %d row keys", NKEYS);
         return NULL;
     }
-    for (int i = 10; i < 12; i++)
-        if (!PyBytes_Check(o[i]) || PyBytes_GET_SIZE(o[i]) != 1 || (unsigned char)PyBytes_AS_STRING(o[i])[0] >= 0x80) {
+    if (PyTuple_GET_SIZE(o[3]) != txn_mask + 1 || comp_shift < 0 || comp_shift > 62
+        || PyTuple_GET_SIZE(o[4]) != (comp_mask >> comp_shift) + 1) {
+        PyErr_SetString(PyExc_ValueError, "bad name tables");
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++)
+        if (PyBytes_GET_SIZE(sep[i]) != 1 || (unsigned char)PyBytes_AS_STRING(sep[i])[0] >= 0x80) {
             PyErr_SetString(PyExc_ValueError, "separators must be single ASCII bytes");
             return NULL;
         }
-    S.prop_sep = (unsigned char)PyBytes_AS_STRING(o[10])[0];
-    S.nv_sep = (unsigned char)PyBytes_AS_STRING(o[11])[0];
+    S.compressed_flag = compressed_flag;
+    S.comp_mask = comp_mask;
+    S.comp_shift = comp_shift;
+    S.txn_mask = txn_mask;
+    S.prop_sep = (unsigned char)PyBytes_AS_STRING(sep[0])[0];
+    S.nv_sep = (unsigned char)PyBytes_AS_STRING(sep[1])[0];
     PyObject **slots[] = {&S.kind, &S.v1, &S.v2, &S.txn_names, &S.comp_names, &S.prop_keys, &S.prop_tags,
-                          &S.prop_uniq, &S.key_sep, &S.crc32};
-    for (int i = 0; i < 10; i++) { Py_INCREF(o[i]); Py_XSETREF(*slots[i], o[i]); }
+                          &S.prop_uniq, &S.key_sep};
+    for (int i = 0; i < 9; i++) { Py_INCREF(o[i]); Py_XSETREF(*slots[i], o[i]); }
     PyObject *tmpl = PyDict_New();
     if (tmpl == NULL) return NULL;
     for (int i = 0; i < NKEYS; i++) {
@@ -623,14 +636,13 @@ static PyObject *configure(PyObject *self, PyObject *args)
     Py_XSETREF(S.template, tmpl);
     Py_CLEAR(S.topic); Py_CLEAR(S.bhost); Py_CLEAR(S.shost);
     for (int i = 0; i < NCACHE; i++) Py_CLEAR(S.name[i]);
-    if (rmq_json_configure(names) < 0) return NULL;
+    if (rmq_json_configure(js) < 0) return NULL;
     S.configured = 1;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS,
-     "configure(fields, row_keys, consts, names): layout and names derived from formats.rocketmq (once)."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
     {"rows", rows, METH_VARARGS,
      "rows(buf, pos, limit, end, base, file, max_size, body_mode, out, cap) -> (new_pos, count): append the "
      "dump rows of the common units from pos (starting before limit, at most cap) to out."},
@@ -639,7 +651,7 @@ static PyMethodDef methods[] = {
      "rows() column-wise, by topic: by_topic maps a topic to one column per row key (new_entry() makes one); "
      "each unit appends its values (None where the row lacks the key) to its topic's columns: a list, or for "
      "integer values a bytearray of native int64. After an error they may be uneven."},
-    {"json_rows", rmq_json_rows, METH_VARARGS,
+    {"json_rows", json_rows, METH_VARARGS,
      "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
      "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},
     {NULL, NULL, 0, NULL},

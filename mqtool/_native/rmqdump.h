@@ -2,7 +2,7 @@
  * and the framing rule of the common unit. See rmqdump.c for the whole story. */
 #ifndef RMQDUMP_H
 #define RMQDUMP_H
-#include "rmqunit.h"                 /* Python.h first; fixed-part layout, decode_common's rule, body CRC */
+#include "rmqunit.h"                 /* Python.h first; the core: layout, walker, body CRC */
 #include <string.h>
 
 /* Row keys, in the order configure() receives them (the order of Message.to_row's dict). */
@@ -18,7 +18,6 @@ enum { K_KIND, K_FILE, K_POSITION, K_OFFSET, K_SIZE, K_MAGIC, K_BODY_CRC, K_CRC_
 typedef struct {
     int configured;
     Py_ssize_t last_nprops;          /* property count of the last message (to size the next dict) */
-    RmqLayout L;                     /* fixed-part layout and framing constants (rmqunit.h) */
     long long compressed_flag, comp_mask, comp_shift, txn_mask;
     unsigned char prop_sep, nv_sep;
     PyObject *keys[NKEYS];           /* interned row keys */
@@ -27,7 +26,6 @@ typedef struct {
     PyObject *txn_names;             /* tuple indexed by sys_flag & txn_mask */
     PyObject *comp_names;            /* tuple indexed by (sys_flag & comp_mask) >> comp_shift */
     PyObject *prop_keys, *prop_tags, *prop_uniq, *key_sep;   /* "KEYS", "TAGS", "UNIQ_KEY", " " */
-    PyObject *crc32;                 /* callable(buffer) -> int, equal to zlib.crc32 */
     /* small caches: the last topic and hosts, and recent property names (owned references) */
     unsigned char topic_raw[256]; Py_ssize_t topic_len; PyObject *topic;
     unsigned char bhost_raw[8]; PyObject *bhost;
@@ -41,11 +39,12 @@ typedef struct {
 
 extern State S;
 
-/* Shared argument check of the two row builders: configure() was called and body_mode is one we know. */
+/* Shared argument check of the two row builders: the core and configure() were called, body_mode is known. */
 static inline int call_ready(int body_mode)
 {
+    if (rmq_ready("dump") < 0) return 0;
     if (!S.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqdump.configure() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.dump.configure() was not called");
         return 0;
     }
     if (body_mode < 0 || body_mode > 3) {
@@ -57,17 +56,15 @@ static inline int call_ready(int body_mode)
 
 typedef RmqUnit Unit;
 
-#define rmq_utf8_ok(p, n) mq_utf8_ok((const uint8_t *)(p), (n))   /* mqcore.h */
-
-/* A unit records.decode_common accepts (rmq_accept), with a body to render (body_mode != 0) not compressed
- * (those bodies are decompressed by the Python path), and whose text (topic, properties, a body rendered as
- * text) is valid UTF-8: other bytes are given losslessly (base64 with an encoding marker) by the Python path. */
-static inline int rmq_frame(const unsigned char *u, Py_ssize_t avail, long long max_size, int body_mode, Unit *x)
+/* What a dump row needs of a unit the walker framed (records.decode_common's rule): a body to render
+ * (body_mode != 0) not compressed (those bodies are decompressed by the Python path), and text (topic,
+ * properties, a body rendered as text) that is valid UTF-8: other bytes are given losslessly (base64 with an
+ * encoding marker) by the Python path. */
+static inline int rmq_dump_ok(const unsigned char *u, const Unit *x, int body_mode)
 {
-    if (!rmq_accept(&S.L, u, avail, max_size, x)) return 0;
     if (body_mode != 0 && (x->sys_flag & S.compressed_flag)) return 0;
-    return rmq_utf8_ok(u + x->tp, x->tl) && rmq_utf8_ok(u + x->pp, (Py_ssize_t)x->total - x->pp)
-        && (body_mode != 1 || rmq_utf8_ok(u + S.L.fixed_size, (Py_ssize_t)x->body_len));
+    return mq_utf8_ok(u + x->tp, x->tl) && mq_utf8_ok(u + x->pp, (Py_ssize_t)x->total - x->pp)
+        && (body_mode != 1 || mq_utf8_ok(u + RMQ.fixed_size, (Py_ssize_t)x->body_len));
 }
 
 /* The properties p[0:n] split as records.property_dict does (segments at prop_sep, each at its first nv_sep, a
@@ -108,11 +105,11 @@ static inline int rmq_pairs(const unsigned char *p, Py_ssize_t n, Pairs *P)
     return 1;
 }
 
-/* crc_ok of a unit: mqtool.fastcrc.crc32(body) & 0x7FFFFFFF == BODYCRC. 1, 0, or -1 (error set). */
-int rmq_crc_ok(const unsigned char *body, long long body_len, long long body_crc);
-/* The JSON lane (rmqjson.c). */
-PyObject *rmq_json_rows(PyObject *self, PyObject *args);
-/* JSON renderings for configure() (rmqjson.c); 0 or -1 (error set). */
-int rmq_json_configure(PyObject *names);
+/* The NDJSON lines (rmqjson.c): a growing buffer, and the line of one unit appended to it (1 written, 0 left to
+ * the other paths with nothing written, -1 error set). */
+typedef struct { char *p; Py_ssize_t n, cap; } JB;
+int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode);
+/* JSON renderings for configure() (rmqjson.c): kind_json, v1_json, v2_json, txn_json, comp_json; 0 or -1. */
+int rmq_json_configure(PyObject *const js[5]);
 
 #endif

@@ -1,19 +1,18 @@
 /* rmqjson: the NDJSON lines of `mqtool dump commitlog --json` for runs of common RocketMQ units, written in C.
  *
- * json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes) gives,
- * for the units rows() (rmqdump.c) would turn into dicts, the very bytes render.write_ndjson writes for those
- * dicts with orjson: the same keys in the same order, orjson's string escaping (\" \\ \b \t \n \f \r, other
- * control characters as \u00xx, everything else as UTF-8), integers in decimal, true/false/null. No dict, no
- * str, no orjson call per message. Its run ends (the unit is left to the dict path / Python path) at a unit
- * whose text is not valid UTF-8 (Python would put U+FFFD in), or whose properties repeat a name (the row then
- * has "property_pairs"), or that has more than MAXPAIRS properties -- besides everything rmq_frame() declines.
+ * json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes) -- the
+ * dump hook of the core's walker (rmqdump.c) calling rmq_json_unit() per unit -- gives, for the units rows()
+ * would turn into dicts, the very bytes render.write_ndjson writes for those dicts with orjson: the same keys
+ * in the same order, orjson's string escaping (\" \\ \b \t \n \f \r, other control characters as \u00xx,
+ * everything else as UTF-8), integers in decimal, true/false/null. No dict, no str, no orjson call per
+ * message. Its run ends (the unit is left to the dict path / Python path) at a unit whose text is not valid
+ * UTF-8 (Python would put U+FFFD in), or whose properties repeat a name (the row then has "property_pairs"),
+ * or that has more than MAXPAIRS properties -- besides every unit the walker or rmq_dump_ok() declines.
  * Values that come from Python tables (kind, magic, transaction and compression names, the file name) are
  * passed in already rendered by orjson (configure() and file_json). Every unit is written whole or not at all.
  */
 #include "rmqdump.h"
 
-
-typedef struct { char *p; Py_ssize_t n, cap; } JB;
 
 static int jb_reserve(JB *b, Py_ssize_t need)
 {
@@ -44,7 +43,7 @@ static void w_i64(JB *b, long long v)
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
-/* A JSON string of p[0:n] (valid UTF-8: rmq_frame checked the text it comes from), escaped as orjson does. */
+/* A JSON string of p[0:n] (valid UTF-8: rmq_dump_ok checked the text it comes from), escaped as orjson does. */
 static inline void w_str(JB *b, const unsigned char *p, Py_ssize_t n)
 {
     b->n = mq_json_str(b->p + b->n, p, n, 0) - b->p;
@@ -105,17 +104,17 @@ static void w_base64(JB *b, const unsigned char *p, Py_ssize_t n)
     w_ch(b, '"');
 }
 
-/* One unit's line; 1 written, 0 left to the other paths (nothing written), -1 error. */
-static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos, long long base,
-                     PyObject *file_json, int body_mode)
+/* One unit's line (the walker framed it and computed its CRC); 1 written, 0 left to the other paths (nothing
+ * written), -1 error. */
+int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode)
 {
-    const unsigned char *body = u + S.L.fixed_size, *props = u + x->pp;
+    const long long pos = x->pos;
+    const unsigned char *body = u + RMQ.fixed_size, *props = u + x->pp;
     Py_ssize_t pl = (Py_ssize_t)x->total - x->pp, bl = (Py_ssize_t)x->body_len;
     /* properties: split as records.property_dict does; a repeated name or too many: the dict path */
     Pairs P;
     if (!rmq_pairs(props, pl, &P)) return 0;
-    int crc_ok = rmq_crc_ok(body, bl, rmq_field(&S.L, u, F_BODYCRC));
-    if (crc_ok < 0) return -1;
+    const int crc_ok = x->crc_ok;
     /* worst case: every text byte escaped to 6 bytes, the body as hex or base64, the fixed fields */
     if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + PyBytes_GET_SIZE(file_json)) < 0)
         return -1;
@@ -127,20 +126,20 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     w_key(b, K_OFFSET); w_i64(b, base + pos);
     w_key(b, K_SIZE); w_i64(b, x->total);
     w_key(b, K_MAGIC); w_bytes(b, x->v2 ? S.jv2 : S.jv1);
-    w_key(b, K_BODY_CRC); w_i64(b, rmq_field(&S.L, u, F_BODYCRC));
+    w_key(b, K_BODY_CRC); w_i64(b, rmq_field(u, F_BODYCRC));
     w_key(b, K_CRC_OK); if (crc_ok) w_raw(b, "true", 4); else w_raw(b, "false", 5);
-    w_key(b, K_QUEUE_ID); w_i64(b, rmq_field(&S.L, u, F_QUEUEID));
-    w_key(b, K_FLAG); w_i64(b, rmq_field(&S.L, u, F_FLAG));
-    w_key(b, K_QUEUE_OFFSET); w_i64(b, rmq_field(&S.L, u, F_QOFF));
-    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, rmq_field(&S.L, u, F_PHYS));
+    w_key(b, K_QUEUE_ID); w_i64(b, rmq_field(u, F_QUEUEID));
+    w_key(b, K_FLAG); w_i64(b, rmq_field(u, F_FLAG));
+    w_key(b, K_QUEUE_OFFSET); w_i64(b, rmq_field(u, F_QOFF));
+    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, rmq_field(u, F_PHYS));
     w_key(b, K_SYS_FLAG); w_i64(b, sys_flag);
     w_key(b, K_TRANSACTION); w_bytes(b, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
-    w_key(b, K_BORN_TS); w_i64(b, rmq_field(&S.L, u, F_BORNTS));
-    w_key(b, K_BORN_HOST); w_host(b, 0, u + S.L.off[F_BADDR], u + S.L.off[F_BPORT], rmq_field(&S.L, u, F_BPORT));
-    w_key(b, K_STORE_TS); w_i64(b, rmq_field(&S.L, u, F_STORETS));
-    w_key(b, K_STORE_HOST); w_host(b, 1, u + S.L.off[F_SADDR], u + S.L.off[F_SPORT], rmq_field(&S.L, u, F_SPORT));
-    w_key(b, K_RECONSUME); w_i64(b, rmq_field(&S.L, u, F_RECONSUME));
-    w_key(b, K_PREPARED); w_i64(b, rmq_field(&S.L, u, F_PREPARED));
+    w_key(b, K_BORN_TS); w_i64(b, rmq_field(u, F_BORNTS));
+    w_key(b, K_BORN_HOST); w_host(b, 0, u + RMQ.off[F_BADDR], u + RMQ.off[F_BPORT], rmq_field(u, F_BPORT));
+    w_key(b, K_STORE_TS); w_i64(b, rmq_field(u, F_STORETS));
+    w_key(b, K_STORE_HOST); w_host(b, 1, u + RMQ.off[F_SADDR], u + RMQ.off[F_SPORT], rmq_field(u, F_SPORT));
+    w_key(b, K_RECONSUME); w_i64(b, rmq_field(u, F_RECONSUME));
+    w_key(b, K_PREPARED); w_i64(b, rmq_field(u, F_PREPARED));
     w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
     w_key(b, K_PROPERTIES); w_ch(b, '{');
     for (int i = 0; i < P.n; i++) {
@@ -174,8 +173,8 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     w_key(b, K_MSG_ID); w_ch(b, '"');
     const int parts[3] = {F_SADDR, F_SPORT, F_PHYS};
     for (int j = 0; j < 3; j++)
-        for (Py_ssize_t i = 0; i < S.L.size[parts[j]]; i++) {
-            unsigned char c = u[S.L.off[parts[j]] + i];
+        for (Py_ssize_t i = 0; i < RMQ.size[parts[j]]; i++) {
+            unsigned char c = u[RMQ.off[parts[j]] + i];
             w_ch(b, HEXU[c >> 4]);
             w_ch(b, HEXU[c & 15]);
         }
@@ -199,47 +198,14 @@ static int json_unit(JB *b, const unsigned char *u, const Unit *x, long long pos
     return 1;
 }
 
-PyObject *rmq_json_rows(PyObject *self, PyObject *args)
-{
-    PyObject *bufobj, *file_json;
-    Py_ssize_t pos, limit, end, cap;
-    long long base, max_size;
-    int body_mode;
-    if (!PyArg_ParseTuple(args, "OnnnLO!Lin", &bufobj, &pos, &limit, &end, &base, &PyBytes_Type, &file_json,
-                          &max_size, &body_mode, &cap))
-        return NULL;
-    if (!call_ready(body_mode)) return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *buf = view.buf;
-    JB b = {NULL, 0, 0};
-    Py_ssize_t count = 0;
-    PyObject *result = NULL;
-    if (end > view.len) end = view.len;
-    Unit x;
-    while (count < cap && pos >= 0 && pos < limit && rmq_frame(buf + pos, end - pos, max_size, body_mode, &x)) {
-        int r = json_unit(&b, buf + pos, &x, pos, base, file_json, body_mode);
-        if (r < 0) goto done;
-        if (r == 0) break;
-        pos += (Py_ssize_t)x.total;
-        count++;
-    }
-    result = Py_BuildValue("nny#", pos, count, b.p ? b.p : "", b.n);
-done:
-    PyMem_Free(b.p);
-    PyBuffer_Release(&view);
-    return result;
-}
-
 /* ---- configuration (called by configure() in rmqdump.c, after the row keys and name tables) ---------------- */
 
-int rmq_json_configure(PyObject *names)
+int rmq_json_configure(PyObject *const js[5])
 {
     static const char *onames[] = {"kind_json", "v1_json", "v2_json", "txn_json", "comp_json"};
     PyObject **slots[] = {&S.jkind, &S.jv1, &S.jv2, &S.jtxn, &S.jcomp};
     for (int i = 0; i < 5; i++) {
-        PyObject *o = PyDict_GetItemString(names, onames[i]);
-        if (o == NULL) { PyErr_Format(PyExc_KeyError, "%s", onames[i]); return -1; }
+        PyObject *o = js[i];
         int ok = i < 3 ? PyBytes_Check(o) : PyTuple_Check(o);
         for (Py_ssize_t j = 0; ok && i >= 3 && j < PyTuple_GET_SIZE(o); j++) ok = PyBytes_Check(PyTuple_GET_ITEM(o, j));
         if (!ok || (i == 3 && PyTuple_GET_SIZE(o) != PyTuple_GET_SIZE(S.txn_names))

@@ -2,8 +2,9 @@
  *
  * Python (mqtool/rocketmq/rebuild.py) owns every piece of state; this helper walks a run of commitlog units
  * from `pos` and, for each plain unit, does what rebuild_store's Python loop does:
- *   - reads the unit with the field offsets/sizes derived from formats/rocketmq.py at import time
- *     (configure(), called once; nothing about the layout is written here),
+ *   - is the rebuild hook of the core's one unit walker (rmq_walk, rmqcore.c), which frames each unit with the
+ *     layout rmqcore.configure() got from formats/rocketmq.py (nothing about a layout is written here: the
+ *     consumequeue unit and index entry layouts come by field name through this part's configure()),
  *   - finds TAGS / KEYS / UNIQ_KEY in the properties exactly as dispatch.quick_props does,
  *   - appends a consumequeue unit (tagsCode = Java String.hashCode of TAGS) to the queue's bytearray and
  *     updates that queue's state (max physical offset, write position) in an int64 array Python owns,
@@ -19,12 +20,11 @@
  * the local array. Every length is checked against the unit and the buffer before it is read.
  * No pointer into any buffer is kept past a call; the GIL is held (bytearrays are resized).
  */
-#include "mqcore.h"             /* Python.h first; byte order, UTF-8 */
+#include "rmqunit.h"            /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 
 typedef struct { int off, size; } Field;
 
-enum { H_TOTAL, H_MAGIC, H_QID, H_QOFF, H_PHYS, H_SYSFLAG, H_STORETS, H_BODYLEN, H_N };
 enum { U_OFF, U_SIZE, U_TAGS, U_N };
 enum { E_HASH, E_PHY, E_TD, E_PREV, E_N };
 /* strings given to configure(), in this order */
@@ -37,15 +37,14 @@ enum { IS_MODE, IS_COUNT, IS_NUM, IS_SLOTS, IS_HSC, IS_BEGIN_TS, IS_END_PHY, IS_
 
 static struct {
     int ready;
-    Field head[H_N], unit[U_N], entry[E_N];
-    Py_ssize_t head_size, unit_size, entry_size;
-    int64_t magic_v1, magic_v2, tl_v1, tl_v2, pl_size, min_size, v6_mask, tx_mask, tx_not, tx_commit, tx_rb;
+    Field unit[U_N], entry[E_N];
+    Py_ssize_t unit_size, entry_size;
+    int64_t tx_mask, tx_not, tx_commit, tx_rb;
     char s[S_N][MAXSTR];
     Py_ssize_t slen[S_N];
 } cfg;
 
-#define rd mq_rd_be          /* mqcore.h */
-#define wr mq_wr_be
+#define wr mq_wr_be          /* mqcore.h */
 
 /* Java String.hashCode step over ASCII bytes (one UTF-16 unit per byte). */
 static inline uint32_t jhash(uint32_t h, const uint8_t *p, Py_ssize_t n)
@@ -99,8 +98,6 @@ static inline int utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
     return 1;
 }
 
-#define utf8_ok mq_utf8_ok
-
 /* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 */
 static inline int64_t key_hash(uint32_t h)
 {
@@ -114,16 +111,21 @@ static inline int64_t key_hash(uint32_t h)
 
 /* ---- configure ------------------------------------------------------------------------------------ */
 
-static int fields_from(PyObject *ints, Py_ssize_t at, Field *out, int n, Py_ssize_t whole)
+/* The (offset, size) of each of names[0:n] in the dict `fields` (a struct of `whole` bytes) into out. */
+static int fields_from(PyObject *fields, const char *const *names, Field *out, int n, Py_ssize_t whole)
 {
     for (int i = 0; i < n; i++) {
-        long off = PyLong_AsLong(PyTuple_GET_ITEM(ints, at + 2 * i));
-        long size = PyLong_AsLong(PyTuple_GET_ITEM(ints, at + 2 * i + 1));
-        if (PyErr_Occurred())
+        PyObject *pair = PyDict_GetItemString(fields, names[i]);
+        long off, size;
+        if (pair == NULL) {
+            PyErr_Format(PyExc_ValueError, "configure: no field %s", names[i]);
+            return -1;
+        }
+        if (!PyArg_ParseTuple(pair, "ll", &off, &size))
             return -1;
         if (!(size == 1 || size == 2 || size == 4 || size == 8) || off < 0 || off + size > whole) {
-            PyErr_Format(PyExc_ValueError, "field %d: offset %ld size %ld does not fit %zd bytes", i, off, size,
-                         whole);
+            PyErr_Format(PyExc_ValueError, "field %s: offset %ld size %ld does not fit %zd bytes", names[i], off,
+                         size, whole);
             return -1;
         }
         out[i].off = (int)off;
@@ -132,59 +134,46 @@ static int fields_from(PyObject *ints, Py_ssize_t at, Field *out, int n, Py_ssiz
     return 0;
 }
 
-#define N_INTS 44
+PyDoc_STRVAR(configure_doc,
+"configure(*, cq_unit, cq_unit_size, index_entry, index_entry_size, tx_mask, tx_not, tx_commit, tx_rollback,\n"
+"          prop_sep, nv_sep, key_sep, tags, keys, uniq, multi_dispatch, schedule_topic, key_join)\n\n"
+"The rebuild's own options by name (the message layout is rmqcore.configure()'s): the consumequeue unit\n"
+"{offset, size, tagsCode: (offset, size)} and index entry {keyHash, phyOffset, timeDiff, prevIndex: ...} layouts\n"
+"and sizes, the transaction type mask and values, and the separators and names of formats/rocketmq.py (bytes).");
 
-static PyObject *configure(PyObject *self, PyObject *args)
+static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw)
 {
-    PyObject *ints, *strs;
-    if (!PyArg_ParseTuple(args, "O!O!:configure", &PyTuple_Type, &ints, &PyTuple_Type, &strs))
+    static char *kwlist[] = {"cq_unit", "cq_unit_size", "index_entry", "index_entry_size", "tx_mask", "tx_not",
+                             "tx_commit", "tx_rollback", "prop_sep", "nv_sep", "key_sep", "tags", "keys", "uniq",
+                             "multi_dispatch", "schedule_topic", "key_join", NULL};
+    static const char *const unit_names[U_N] = {"offset", "size", "tagsCode"};
+    static const char *const entry_names[E_N] = {"keyHash", "phyOffset", "timeDiff", "prevIndex"};
+    PyObject *unit, *entry, *str[S_N];
+    Py_ssize_t unit_size, entry_size;
+    long long tx[4];
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "$O!nO!nLLLLSSSSSSSSS:configure", kwlist, &PyDict_Type, &unit,
+                                     &unit_size, &PyDict_Type, &entry, &entry_size, &tx[0], &tx[1], &tx[2], &tx[3],
+                                     &str[0], &str[1], &str[2], &str[3], &str[4], &str[5], &str[6], &str[7],
+                                     &str[8]))
         return NULL;
-    if (PyTuple_GET_SIZE(ints) != N_INTS || PyTuple_GET_SIZE(strs) != S_N) {
-        PyErr_SetString(PyExc_ValueError, "configure: wrong number of layout values");
-        return NULL;
-    }
-    int64_t v[N_INTS];
-    for (int i = 0; i < N_INTS; i++) {
-        v[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(ints, i));
-        if (v[i] == -1 && PyErr_Occurred())
-            return NULL;
-    }
     cfg.ready = 0;
-    /* sizes first (fields are checked against them) */
-    cfg.head_size = (Py_ssize_t)v[16];
-    cfg.unit_size = (Py_ssize_t)v[23];
-    cfg.entry_size = (Py_ssize_t)v[32];
-    if (cfg.head_size <= 0 || cfg.head_size > 4096 || cfg.unit_size <= 0 || cfg.unit_size > 4096 ||
-        cfg.entry_size <= 0 || cfg.entry_size > 4096) {
+    if (unit_size <= 0 || unit_size > 4096 || entry_size <= 0 || entry_size > 4096) {
         PyErr_SetString(PyExc_ValueError, "configure: bad struct sizes");
         return NULL;
     }
-    if (fields_from(ints, 0, cfg.head, H_N, cfg.head_size) < 0 ||
-        fields_from(ints, 17, cfg.unit, U_N, cfg.unit_size) < 0 ||
-        fields_from(ints, 24, cfg.entry, E_N, cfg.entry_size) < 0)
+    cfg.unit_size = unit_size;
+    cfg.entry_size = entry_size;
+    if (fields_from(unit, unit_names, cfg.unit, U_N, unit_size) < 0 ||
+        fields_from(entry, entry_names, cfg.entry, E_N, entry_size) < 0)
         return NULL;
-    cfg.magic_v1 = v[33];
-    cfg.magic_v2 = v[34];
-    cfg.tl_v1 = v[35];
-    cfg.tl_v2 = v[36];
-    cfg.pl_size = v[37];
-    cfg.min_size = v[38];
-    cfg.v6_mask = v[39];
-    cfg.tx_mask = v[40];
-    cfg.tx_not = v[41];
-    cfg.tx_commit = v[42];
-    cfg.tx_rb = v[43];
-    for (int i = 0; i < 3; i++) {
-        int64_t s = (&cfg.tl_v1)[i];
-        if (!(s == 1 || s == 2 || s == 4)) {
-            PyErr_SetString(PyExc_ValueError, "configure: bad length-field size");
-            return NULL;
-        }
-    }
+    cfg.tx_mask = tx[0];
+    cfg.tx_not = tx[1];
+    cfg.tx_commit = tx[2];
+    cfg.tx_rb = tx[3];
     for (int i = 0; i < S_N; i++) {
-        PyObject *b = PyTuple_GET_ITEM(strs, i);
-        if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) >= MAXSTR || PyBytes_GET_SIZE(b) == 0) {
-            PyErr_Format(PyExc_ValueError, "configure: string %d must be 1..%d bytes", i, MAXSTR - 1);
+        PyObject *b = str[i];
+        if (PyBytes_GET_SIZE(b) >= MAXSTR || PyBytes_GET_SIZE(b) == 0) {
+            PyErr_Format(PyExc_ValueError, "configure: %s must be 1..%d bytes", kwlist[8 + i], MAXSTR - 1);
             return NULL;
         }
         cfg.slen[i] = PyBytes_GET_SIZE(b);
@@ -290,7 +279,162 @@ static uint8_t *grow(PyObject *ba, Py_ssize_t n)
     return (uint8_t *)PyByteArray_AS_STRING(ba) + old;
 }
 
-/* ---- run ------------------------------------------------------------------------------------------ */
+/* ---- run: the rebuild hook of rmq_walk() --------------------------------------------------------- */
+
+typedef struct {
+    PyObject *keymap, *bufs, *entries, *ts;
+    int64_t *qs_all;
+    Py_ssize_t nslots;
+    int with_index;
+    int32_t *slots;
+    int64_t is[IS_N];
+    QEntry cache[QCACHE];
+    Py_ssize_t ncq, added;
+    int64_t last_ts, last_cq_ts, max_end;
+    int64_t hashes[MAXKEYS];
+} RebuildRun;
+
+/* One framed unit through the dispatch: its consumequeue unit and index keys, or 0 (Python dispatches it). */
+static int rebuild_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
+{
+    RebuildRun *r = w->verb;
+    int64_t *is = r->is;
+    const int64_t total = x->total, tl = x->tl, sysflag = x->sys_flag;
+    const uint8_t *topic = u + x->tp, *props = u + x->pp;
+    const int64_t pl = total - x->pp;
+    Value v[3];
+    if (tl == cfg.slen[S_SCHEDULE] && memcmp(topic, cfg.s[S_SCHEDULE], (size_t)tl) == 0)
+        return 0;
+    if (!quick_props(props, pl, v))
+        return 0;
+    if ((v[0].found && !mq_utf8_ok(v[0].p, v[0].n)) || (v[1].found && !mq_utf8_ok(v[1].p, v[1].n)) ||
+        (v[2].found && !mq_utf8_ok(v[2].p, v[2].n)))
+        return 0;
+    int64_t qid = rmq_field(u, F_QUEUEID), qoff = rmq_field(u, F_QOFF);
+    int64_t phys = rmq_field(u, F_PHYS), store_ts = rmq_field(u, F_STORETS);
+    if (phys < 0 || phys > INT64_MAX - total || qid < INT32_MIN || qid > INT32_MAX)
+        return 0;
+    int64_t tt = sysflag & cfg.tx_mask;
+
+    /* consumequeue: decide (no side effect yet) */
+    int cq = tt == cfg.tx_not || tt == cfg.tx_commit;
+    int64_t *qs = NULL;
+    PyObject *qbuf = NULL;
+    int64_t code = 0;
+    if (cq) {
+        Py_ssize_t slot = queue_slot(r->keymap, r->cache, topic, (Py_ssize_t)tl, (int32_t)qid);
+        if (slot == -2)
+            return -1;
+        if (slot < 0 || slot >= r->nslots)
+            return 0;
+        qs = r->qs_all + slot * QS_N;
+        qbuf = PyList_GET_ITEM(r->bufs, slot);
+        if (!PyByteArray_CheckExact(qbuf) || phys + total <= qs[QS_MAXPHYS] || qs[QS_WRITE] < 0 ||
+            qs[QS_WRITE] >= qs[QS_FILE_END] || (qoff != 0 && qoff != qs[QS_WRITE]))
+            return 0;               /* skip / first unit / file full / gap / repeat: Python's QueueBuilder */
+        if (v[0].found) {
+            uint32_t th = 0;
+            utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
+            code = (int32_t)th;
+        }
+    }
+
+    /* index: decide and hash */
+    Py_ssize_t nkeys = 0;
+    int64_t *hashes = r->hashes;
+    if (r->with_index) {
+        if (!is[IS_MODE] || is[IS_COUNT] >= is[IS_NUM])
+            return 0;               /* no file yet, a fresh one, or a full one to roll: Python */
+        if (!(phys < is[IS_END_PHY] || tt == cfg.tx_rb)) {
+            uint32_t hp = 0, h;
+            if (!utf16_hash(&hp, topic, tl) || !utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
+                return 0;           /* the topic is not clean UTF-8: Python hashes its decoded form */
+            if (v[2].found) {
+                h = hp;
+                utf16_hash(&h, v[2].p, v[2].n);
+                hashes[nkeys++] = key_hash(h);
+            }
+            if (v[1].found) {
+                const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
+                const uint8_t ks = (uint8_t)cfg.s[S_KEYSEP][0];
+                while (k < ke && nkeys < MAXKEYS) {
+                    const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
+                    const uint8_t *te = t ? t : ke;
+                    if (te > k) {           /* a token of valid UTF-8 split at an ASCII byte is valid */
+                        h = hp;
+                        utf16_hash(&h, k, te - k);
+                        hashes[nkeys++] = key_hash(h);
+                    }
+                    k = t ? t + 1 : ke;
+                }
+                if (k < ke)
+                    return 0;       /* more keys than the local array holds */
+            }
+            if (nkeys > is[IS_NUM] - is[IS_COUNT])
+                return 0;           /* this message fills the file: Python rolls it */
+            for (Py_ssize_t i = 0; i < nkeys; i++)      /* the slot table is large: start the loads */
+                __builtin_prefetch(&r->slots[hashes[i] % is[IS_SLOTS]], 1);
+        }
+    }
+
+    /* commit */
+    if (cq) {
+        uint8_t *o = grow(qbuf, cfg.unit_size);
+        if (o == NULL)
+            return -1;
+        memset(o, 0, (size_t)cfg.unit_size);
+        wr(o + cfg.unit[U_OFF].off, cfg.unit[U_OFF].size, phys);
+        wr(o + cfg.unit[U_SIZE].off, cfg.unit[U_SIZE].size, total);
+        wr(o + cfg.unit[U_TAGS].off, cfg.unit[U_TAGS].size, code);
+        qs[QS_MAXPHYS] = phys + total;
+        qs[QS_WRITE] += 1;
+        qs[QS_UNITS] += 1;
+        r->ncq++;
+        r->last_cq_ts = store_ts;
+    }
+    if (nkeys > 0) {
+        int64_t count = is[IS_COUNT], begin = is[IS_BEGIN_TS], td = 0, new_slots = 0;
+        if (begin > 0 && store_ts > begin) {
+            td = (store_ts - begin) / 1000;      /* begin > 0 and store_ts > begin: no overflow */
+            if (td > INT32_MAX)
+                td = INT32_MAX;
+        }
+        uint8_t *o = grow(r->entries, cfg.entry_size * nkeys);
+        if (o == NULL)
+            return -1;
+        memset(o, 0, (size_t)(cfg.entry_size * nkeys));
+        for (Py_ssize_t i = 0; i < nkeys; i++, o += cfg.entry_size) {
+            int64_t slot = hashes[i] % is[IS_SLOTS];
+            int64_t sv = r->slots[slot];
+            if (sv <= 0 || sv > count) {
+                sv = 0;
+                new_slots++;
+            }
+            wr(o + cfg.entry[E_HASH].off, cfg.entry[E_HASH].size, hashes[i]);
+            wr(o + cfg.entry[E_PHY].off, cfg.entry[E_PHY].size, phys);
+            wr(o + cfg.entry[E_TD].off, cfg.entry[E_TD].size, td);
+            wr(o + cfg.entry[E_PREV].off, cfg.entry[E_PREV].size, sv);
+            r->slots[slot] = (int32_t)count;
+            count++;
+        }
+        if (r->ts != Py_None) {            /* store time per entry (compare mode), native int64 */
+            uint8_t *tw = grow(r->ts, (Py_ssize_t)sizeof(int64_t) * nkeys);
+            if (tw == NULL)
+                return -1;
+            for (Py_ssize_t i = 0; i < nkeys; i++)
+                memcpy(tw + i * sizeof(int64_t), &store_ts, sizeof(int64_t));
+        }
+        is[IS_HSC] += new_slots;
+        is[IS_COUNT] = count;
+        is[IS_END_PHY] = phys;
+        is[IS_END_TS] = store_ts;
+        r->added += nkeys;
+    }
+    r->last_ts = store_ts;
+    if (phys + total > r->max_end)
+        r->max_end = phys + total;
+    return 1;
+}
 
 static PyObject *run(PyObject *self, PyObject *args)
 {
@@ -300,8 +444,10 @@ static PyObject *run(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnnLO!O!OOOOO:run", &bufobj, &pos, &limit, &end, &max_size, &PyDict_Type,
                           &keymap, &PyList_Type, &bufs, &qstobj, &istobj, &slotsobj, &entries, &ts))
         return NULL;
+    if (rmq_ready("rebuild") < 0)
+        return NULL;
     if (!cfg.ready) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqrebuild.configure() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.rebuild.configure() was not called");
         return NULL;
     }
     const int with_index = istobj != Py_None;
@@ -311,10 +457,12 @@ static PyObject *run(PyObject *self, PyObject *args)
     }
     Py_buffer b = {0}, qsb = {0}, isb = {0}, slb = {0};
     PyObject *result = NULL;
-    int64_t is[IS_N] = {0};
+    RebuildRun *r = PyMem_Calloc(1, sizeof *r);
+    if (r == NULL)
+        return PyErr_NoMemory();
     int is_loaded = 0;
     if (PyObject_GetBuffer(bufobj, &b, PyBUF_SIMPLE) < 0)
-        return NULL;
+        goto done;
     if (PyObject_GetBuffer(qstobj, &qsb, PyBUF_WRITABLE) < 0)
         goto done;
     if (with_index && (PyObject_GetBuffer(istobj, &isb, PyBUF_WRITABLE) < 0 ||
@@ -324,204 +472,47 @@ static PyObject *run(PyObject *self, PyObject *args)
         limit = end;
     if (end > b.len || pos < 0 || end < 0)
         limit = pos;                                    /* nonsense bounds: consume nothing */
-    int64_t *qs_all = (int64_t *)qsb.buf;
-    Py_ssize_t nslots = qsb.len / (Py_ssize_t)(sizeof(int64_t) * QS_N);
-    if (nslots > PyList_GET_SIZE(bufs))
-        nslots = PyList_GET_SIZE(bufs);
-    int32_t *slots = NULL;
+    r->keymap = keymap;
+    r->bufs = bufs;
+    r->entries = entries;
+    r->ts = ts;
+    r->with_index = with_index;
+    r->qs_all = (int64_t *)qsb.buf;
+    r->nslots = qsb.len / (Py_ssize_t)(sizeof(int64_t) * QS_N);
+    if (r->nslots > PyList_GET_SIZE(bufs))
+        r->nslots = PyList_GET_SIZE(bufs);
     if (with_index) {
-        if (isb.len < (Py_ssize_t)sizeof(is)) {
+        if (isb.len < (Py_ssize_t)sizeof(r->is)) {
             PyErr_SetString(PyExc_ValueError, "run: index state too short");
             goto done;
         }
-        memcpy(is, isb.buf, sizeof(is));
+        memcpy(r->is, isb.buf, sizeof(r->is));
         is_loaded = 1;
-        slots = (int32_t *)slb.buf;
+        r->slots = (int32_t *)slb.buf;
+        int64_t *is = r->is;
         /* usable only when the file exists, has its first entry, and its numbers fit an int32 slot table */
         if (is[IS_SLOTS] <= 0 || is[IS_SLOTS] > INT32_MAX || is[IS_SLOTS] * 4 != slb.len || is[IS_NUM] > INT32_MAX ||
             is[IS_COUNT] < 2)
             is[IS_MODE] = 0;
     }
-    const uint8_t *buf = (const uint8_t *)b.buf;
-    const Field *H = cfg.head;
-    QEntry cache[QCACHE];
     for (int i = 0; i < QCACHE; i++)
-        cache[i].len = -1;
-    Py_ssize_t messages = 0, ncq = 0, added = 0;
-    int64_t last_ts = 0, last_cq_ts = 0, max_end = 0;
-    Value v[3];
-    int64_t hashes[MAXKEYS];
-
-    while (pos < limit && end - pos >= cfg.head_size) {
-        const uint8_t *u = buf + pos;
-        int64_t total = rd(u + H[H_TOTAL].off, H[H_TOTAL].size);
-        int64_t magic = rd(u + H[H_MAGIC].off, H[H_MAGIC].size);
-        if ((magic != cfg.magic_v1 && magic != cfg.magic_v2) || total < cfg.min_size || total > max_size ||
-            total > end - pos || total < cfg.head_size)
-            break;
-        int64_t sysflag = rd(u + H[H_SYSFLAG].off, H[H_SYSFLAG].size);
-        int64_t body_len = rd(u + H[H_BODYLEN].off, H[H_BODYLEN].size);
-        if ((sysflag & cfg.v6_mask) || body_len < 0 || body_len > total)
-            break;
-        /* offsets below are relative to the unit; every read is checked against total first */
-        int64_t p = cfg.head_size + body_len;
-        int tls = (int)(magic == cfg.magic_v1 ? cfg.tl_v1 : cfg.tl_v2);
-        if (p + tls > total)
-            break;
-        int64_t tl = rd(u + p, tls);
-        p += tls;
-        if (tl < 0 || p + tl + cfg.pl_size > total)
-            break;
-        const uint8_t *topic = u + p;
-        p += tl;
-        int64_t pl = rd(u + p, (int)cfg.pl_size);
-        p += cfg.pl_size;
-        if (pl < 0 || p + pl != total)              /* TOTALSIZE must equal the length from the fields */
-            break;
-        const uint8_t *props = u + p;
-        if (tl == cfg.slen[S_SCHEDULE] && memcmp(topic, cfg.s[S_SCHEDULE], (size_t)tl) == 0)
-            break;
-        if (!quick_props(props, pl, v))
-            break;
-        if ((v[0].found && !utf8_ok(v[0].p, v[0].n)) || (v[1].found && !utf8_ok(v[1].p, v[1].n)) ||
-            (v[2].found && !utf8_ok(v[2].p, v[2].n)))
-            break;
-        int64_t qid = rd(u + H[H_QID].off, H[H_QID].size);
-        int64_t qoff = rd(u + H[H_QOFF].off, H[H_QOFF].size);
-        int64_t phys = rd(u + H[H_PHYS].off, H[H_PHYS].size);
-        int64_t store_ts = rd(u + H[H_STORETS].off, H[H_STORETS].size);
-        if (phys < 0 || phys > INT64_MAX - total || qid < INT32_MIN || qid > INT32_MAX)
-            break;
-        int64_t tt = sysflag & cfg.tx_mask;
-
-        /* consumequeue: decide (no side effect yet) */
-        int cq = tt == cfg.tx_not || tt == cfg.tx_commit;
-        int64_t *qs = NULL;
-        PyObject *qbuf = NULL;
-        int64_t code = 0;
-        if (cq) {
-            Py_ssize_t slot = queue_slot(keymap, cache, topic, (Py_ssize_t)tl, (int32_t)qid);
-            if (slot == -2)
-                goto done;
-            if (slot < 0 || slot >= nslots)
-                break;
-            qs = qs_all + slot * QS_N;
-            qbuf = PyList_GET_ITEM(bufs, slot);
-            if (!PyByteArray_CheckExact(qbuf) || phys + total <= qs[QS_MAXPHYS] || qs[QS_WRITE] < 0 ||
-                qs[QS_WRITE] >= qs[QS_FILE_END] || (qoff != 0 && qoff != qs[QS_WRITE]))
-                break;              /* skip / first unit / file full / gap / repeat: Python's QueueBuilder */
-            if (v[0].found) {
-                uint32_t th = 0;
-                utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
-                code = (int32_t)th;
-            }
-        }
-
-        /* index: decide and hash */
-        Py_ssize_t nkeys = 0;
-        if (with_index) {
-            if (!is[IS_MODE] || is[IS_COUNT] >= is[IS_NUM])
-                break;              /* no file yet, a fresh one, or a full one to roll: Python */
-            if (!(phys < is[IS_END_PHY] || tt == cfg.tx_rb)) {
-                uint32_t hp = 0, h;
-                if (!utf16_hash(&hp, topic, tl) || !utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
-                    break;          /* the topic is not clean UTF-8: Python hashes its decoded form */
-                if (v[2].found) {
-                    h = hp;
-                    utf16_hash(&h, v[2].p, v[2].n);
-                    hashes[nkeys++] = key_hash(h);
-                }
-                if (v[1].found) {
-                    const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
-                    const uint8_t ks = (uint8_t)cfg.s[S_KEYSEP][0];
-                    while (k < ke && nkeys < MAXKEYS) {
-                        const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
-                        const uint8_t *te = t ? t : ke;
-                        if (te > k) {           /* a token of valid UTF-8 split at an ASCII byte is valid */
-                            h = hp;
-                            utf16_hash(&h, k, te - k);
-                            hashes[nkeys++] = key_hash(h);
-                        }
-                        k = t ? t + 1 : ke;
-                    }
-                    if (k < ke)
-                        break;      /* more keys than the local array holds */
-                }
-                if (nkeys > is[IS_NUM] - is[IS_COUNT])
-                    break;          /* this message fills the file: Python rolls it */
-                for (Py_ssize_t i = 0; i < nkeys; i++)      /* the slot table is large: start the loads */
-                    __builtin_prefetch(&slots[hashes[i] % is[IS_SLOTS]], 1);
-            }
-        }
-
-        /* commit */
-        if (cq) {
-            uint8_t *w = grow(qbuf, cfg.unit_size);
-            if (w == NULL)
-                goto done;
-            memset(w, 0, (size_t)cfg.unit_size);
-            wr(w + cfg.unit[U_OFF].off, cfg.unit[U_OFF].size, phys);
-            wr(w + cfg.unit[U_SIZE].off, cfg.unit[U_SIZE].size, total);
-            wr(w + cfg.unit[U_TAGS].off, cfg.unit[U_TAGS].size, code);
-            qs[QS_MAXPHYS] = phys + total;
-            qs[QS_WRITE] += 1;
-            qs[QS_UNITS] += 1;
-            ncq++;
-            last_cq_ts = store_ts;
-        }
-        if (nkeys > 0) {
-            int64_t count = is[IS_COUNT], begin = is[IS_BEGIN_TS], td = 0, new_slots = 0;
-            if (begin > 0 && store_ts > begin) {
-                td = (store_ts - begin) / 1000;      /* begin > 0 and store_ts > begin: no overflow */
-                if (td > INT32_MAX)
-                    td = INT32_MAX;
-            }
-            uint8_t *w = grow(entries, cfg.entry_size * nkeys);
-            if (w == NULL)
-                goto done;
-            memset(w, 0, (size_t)(cfg.entry_size * nkeys));
-            for (Py_ssize_t i = 0; i < nkeys; i++, w += cfg.entry_size) {
-                int64_t slot = hashes[i] % is[IS_SLOTS];
-                int64_t sv = slots[slot];
-                if (sv <= 0 || sv > count) {
-                    sv = 0;
-                    new_slots++;
-                }
-                wr(w + cfg.entry[E_HASH].off, cfg.entry[E_HASH].size, hashes[i]);
-                wr(w + cfg.entry[E_PHY].off, cfg.entry[E_PHY].size, phys);
-                wr(w + cfg.entry[E_TD].off, cfg.entry[E_TD].size, td);
-                wr(w + cfg.entry[E_PREV].off, cfg.entry[E_PREV].size, sv);
-                slots[slot] = (int32_t)count;
-                count++;
-            }
-            if (ts != Py_None) {            /* store time per entry (compare mode), native int64 */
-                uint8_t *tw = grow(ts, (Py_ssize_t)sizeof(int64_t) * nkeys);
-                if (tw == NULL)
-                    goto done;
-                for (Py_ssize_t i = 0; i < nkeys; i++)
-                    memcpy(tw + i * sizeof(int64_t), &store_ts, sizeof(int64_t));
-            }
-            is[IS_HSC] += new_slots;
-            is[IS_COUNT] = count;
-            is[IS_END_PHY] = phys;
-            is[IS_END_TS] = store_ts;
-            added += nkeys;
-        }
-        messages++;
-        last_ts = store_ts;
-        if (phys + total > max_end)
-            max_end = phys + total;
-        pos += (Py_ssize_t)total;
-    }
+        r->cache[i].len = -1;
+    RmqWalk w = {.buf = b.buf, .len = b.len, .pos = pos, .limit = limit, .end = end, .max_size = max_size,
+                 .cap = PY_SSIZE_T_MAX, .magics = RMQ_V1 | RMQ_V2, .crc = RMQ_CRC_OFF, .hook = rebuild_unit,
+                 .verb = r};
+    if (rmq_walk(&w) < 0)
+        goto done;
     if (with_index)
-        memcpy(isb.buf, is, sizeof(is));
-    result = Py_BuildValue("(nnnLLLn)", pos, messages, ncq, (long long)last_ts, (long long)last_cq_ts,
-                           (long long)max_end, added);
+        memcpy(isb.buf, r->is, sizeof(r->is));
+    result = Py_BuildValue("(nnnLLLn)", w.pos, w.count, r->ncq, (long long)r->last_ts, (long long)r->last_cq_ts,
+                           (long long)r->max_end, r->added);
 done:
     /* on an error after some units were committed the state arrays hold them; the caller raises anyway */
     if (is_loaded && result == NULL)
-        memcpy(isb.buf, is, sizeof(is));
-    PyBuffer_Release(&b);
+        memcpy(isb.buf, r->is, sizeof(r->is));
+    PyMem_Free(r);
+    if (b.obj != NULL)
+        PyBuffer_Release(&b);
     if (qsb.obj != NULL)
         PyBuffer_Release(&qsb);
     if (isb.obj != NULL)
@@ -547,7 +538,7 @@ static PyObject *java_hash_utf8(PyObject *self, PyObject *arg)
 }
 
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS, "configure(ints, strs): layout and constants from the schema."},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
     {"run", run, METH_VARARGS,
      "run(buf, pos, limit, end, max_size, keymap, bufs, qstate, istate, slots, entries, ts) -> "
      "(pos, messages, cq_units, last_ts, last_cq_ts, max_end, index_entries)"},

@@ -1,90 +1,161 @@
-/* rmqunit.h: what the RocketMQ helpers that decode whole message units share (rmqdump, rmqdecode).
+/* rmqunit.h: the RocketMQ core every part of rmqcore shares -- the layout, the framing rule, the body CRC and
+ * the one unit walker.
  *
- * The fixed-part layout (field offsets and sizes handed over by configure() from records.FIXED, the struct
- * derived from formats.rocketmq.MessageV1, plus the magic codes, minimum size and IPv6 flags of
- * formats/rocketmq.py), the acceptance rule of records.decode_common, and the body-CRC call-back. Header-only
- * (static functions): each helper module compiles its own copy.
+ * The layout (each field's offset and size by name, the tail's length-field widths, the magic codes, the
+ * minimum size, the IPv6 host flags) is handed over once by rmqcore.configure() from mqtool/rocketmq/layout.py,
+ * which derives it from formats/rocketmq.py; configure() refuses a layout whose fingerprint is not the one this
+ * code was written for (RMQ_LAYOUT_FINGERPRINT in rmqcore.c), and every part then stays off.
+ *
+ * The walker (rmq_walk, below: one function, inlined into each part) frames each unit with the tail rule, stops at a BLANK unit, at a unit it cannot frame, at
+ * the limit or the cap, computes the body CRC when the verb wants it, and hands every framed unit to the verb's
+ * hook (verify checks, dump rows / NDJSON, rebuild dispatch, Message objects), which consumes it or ends the run.
  */
 #ifndef RMQUNIT_H
 #define RMQUNIT_H
 #include "mqcore.h"             /* Python.h first; byte order, UTF-8, JSON strings, CRC-32 */
 
-/* Fixed-part fields, in the order configure() receives their (offset, size) pairs (records.FIXED_NAMES). */
+/* Fixed-part fields, by the names configure() receives them under (layout.FIXED_NAMES). */
 enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_BADDR, F_BPORT,
        F_STORETS, F_SADDR, F_SPORT, F_RECONSUME, F_PREPARED, F_BODYLEN, NFIELDS };
 
 typedef struct {
+    int configured;
     Py_ssize_t off[NFIELDS], size[NFIELDS], fixed_size;
-    long long magic_v1, magic_v2, min_size, v6_flags;
+    int tl_size[2], pl_size;         /* TOPICLENGTH width of v1 / v2; PROPERTIESLENGTH width */
+    long long magic_v1, magic_v2, blank_magic, min_size, v6_flags;
+    PyObject *crc32;                 /* a callable equal to zlib.crc32 (strong ref), or NULL: slicing-by-8 */
 } RmqLayout;
 
-/* A unit accepted by rmq_accept(): positions are relative to the unit's first byte. */
+extern RmqLayout RMQ;               /* rmqcore.c: set by rmqcore.configure() */
+
+/* A framed unit: positions are relative to the unit's first byte. */
 typedef struct {
+    Py_ssize_t pos;                  /* where the unit starts in the buffer */
     long long total, body_len, sys_flag;
     int v2;
     Py_ssize_t tp, tl, pp;           /* topic start and length; properties start (they end at total) */
+    int crc_ok;                      /* 1 / 0 when the walk computed it (RMQ_CRC_ON / _MUST), else -1 */
 } RmqUnit;
 
-static inline long long rmq_field(const RmqLayout *L, const unsigned char *u, int f)
+static inline long long rmq_field(const unsigned char *u, int f)
 {
-    return mq_rd_be(u + L->off[f], (int)L->size[f]);   /* sizes 4 or 8 (rmq_layout_fields) */
+    return mq_rd_be(u + RMQ.off[f], (int)RMQ.size[f]);   /* sizes checked by configure() */
 }
 
-/* Exactly records.decode_common's acceptance rule for the unit at u with avail bytes left in the buffer (avail
- * already capped to the real buffer): v1/v2 magic, TOTALSIZE within [min size, avail, max_size], IPv4 hosts,
- * BODYLENGTH >= 0, topic and properties lengths ending exactly at TOTALSIZE. The integer checks come before any
- * byte past the fixed part is read; each later read is at an index proven < total <= avail. */
-static inline int rmq_accept(const RmqLayout *L, const unsigned char *u, Py_ssize_t avail, long long max_size,
-                             RmqUnit *x)
+/* The part called on a run: 0, or -1 with a RuntimeError set when rmqcore.configure() was not called (or
+ * refused the layout). */
+static inline int rmq_ready(const char *part)
 {
+    if (RMQ.configured) return 0;
+    PyErr_Format(PyExc_RuntimeError, "rmqcore.%s: rmqcore.configure() was not called or refused the layout", part);
+    return -1;
+}
+
+/* ---- the walker ---------------------------------------------------------------------------------------- */
+
+enum { RMQ_V1 = 1, RMQ_V2 = 2 };                                  /* magics a walk takes */
+enum { RMQ_CRC_OFF, RMQ_CRC_ON, RMQ_CRC_MUST };                   /* body CRC: skip / compute / stop if wrong */
+enum { RMQ_STOP_LIMIT, RMQ_STOP_CAP, RMQ_STOP_BLANK, RMQ_STOP_FRAME, RMQ_STOP_CRC, RMQ_STOP_VERB };
+
+typedef struct RmqWalk RmqWalk;
+/* A verb's hook: 1 the unit is consumed, 0 the run ends before it (nothing of it kept), -1 error set. */
+typedef int (*RmqHook)(RmqWalk *w, const unsigned char *u, RmqUnit *x);
+
+struct RmqWalk {
+    const unsigned char *buf;
+    Py_ssize_t len;                  /* bytes in buf (end is capped to it) */
+    Py_ssize_t pos, limit, end;      /* units start in [pos, limit) and end by end; pos is where the run ended */
+    long long max_size;              /* TOTALSIZE above it: not framed */
+    Py_ssize_t cap, count;           /* at most cap units; count consumed */
+    int magics;                      /* RMQ_V1 | RMQ_V2 */
+    long long decline_flags;         /* sysFlag bits that end the run (the IPv6 host flags always do) */
+    int crc;                         /* RMQ_CRC_* */
+    RmqHook hook;
+    void *verb;                      /* the verb's state */
+    int stop;                        /* RMQ_STOP_*: why the run ended */
+};
+
+/* zlib.crc32(p[0:n], value) with the core's slicing-by-8 table (the one table of rmqcore; rmqcore.c). */
+uint32_t rmq_crc32_s8(uint32_t value, const unsigned char *p, Py_ssize_t n);
+
+/* crc32(p[0:n]) & 0x7FFFFFFF with the configured CRC (a callable, or the slicing-by-8 table). 0 or -1. */
+int rmq_body_crc(const unsigned char *p, Py_ssize_t n, long long *out);
+
+/* ---- the walker (one function; static inline so each part's hook is called directly) ------------------- */
+
+/* Frame the unit at u (avail bytes left in the buffer) as records.decode_common / layout.frame_tail do: a magic
+ * the walk takes, TOTALSIZE within [min size, avail, max_size], no declining sysFlag bit, BODYLENGTH >= 0, and
+ * the topic and properties lengths (signed) ending exactly at TOTALSIZE. The integer checks come before any
+ * byte past the fixed part is read; each later read is at an index proven < total <= avail. 1 framed, else 0
+ * with w->stop set. */
+static inline int rmq_frame(RmqWalk *w, const unsigned char *u, Py_ssize_t avail, RmqUnit *x)
+{
+    const RmqLayout *L = &RMQ;
+    w->stop = RMQ_STOP_FRAME;
     if (avail < L->fixed_size) return 0;
-    long long total = rmq_field(L, u, F_TOTAL), magic = rmq_field(L, u, F_MAGIC);
-    long long sys_flag = rmq_field(L, u, F_SYSFLAG), body_len = rmq_field(L, u, F_BODYLEN);
+    long long magic = rmq_field(u, F_MAGIC);
     int v2 = magic == L->magic_v2;
-    if (!(magic == L->magic_v1 || v2) || total < L->min_size || total > avail || total > max_size
-        || (sys_flag & L->v6_flags) || body_len < 0 || L->fixed_size + body_len + 3 > total)
+    if (!(v2 ? (w->magics & RMQ_V2) : (magic == L->magic_v1 && (w->magics & RMQ_V1)))) {
+        if (magic == L->blank_magic) w->stop = RMQ_STOP_BLANK;   /* end of the data: the Python path reads it */
         return 0;
-    Py_ssize_t p = L->fixed_size + (Py_ssize_t)body_len;   /* p + 3 <= total */
-    Py_ssize_t tl, tp;
-    if (v2) { tl = ((Py_ssize_t)u[p] << 8) | u[p + 1]; tp = p + 2; if (tl >= 0x8000) return 0; }
-    else { tl = u[p]; tp = p + 1; if (tl >= 0x80) return 0; }
-    Py_ssize_t pp = tp + tl + 2;
-    if (pp > total) return 0;
-    Py_ssize_t pl = ((Py_ssize_t)u[pp - 2] << 8) | u[pp - 1];
-    if (pl >= 0x8000 || pp + pl != total) return 0;
+    }
+    long long total = rmq_field(u, F_TOTAL), sys_flag = rmq_field(u, F_SYSFLAG);
+    long long body_len = rmq_field(u, F_BODYLEN);
+    if (total < L->min_size || total > avail || total > w->max_size || (sys_flag & (L->v6_flags | w->decline_flags))
+        || body_len < 0 || body_len > total - L->fixed_size)
+        return 0;
+    Py_ssize_t p = L->fixed_size + (Py_ssize_t)body_len;          /* TOPICLENGTH */
+    int tls = L->tl_size[v2], pls = L->pl_size;
+    if (p + tls + pls > total) return 0;
+    long long tl = mq_rd_be(u + p, tls);
+    Py_ssize_t tp = p + tls;
+    if (tl < 0 || tp + tl + pls > total) return 0;
+    Py_ssize_t pp = tp + (Py_ssize_t)tl + pls;                     /* first properties byte */
+    long long pl = mq_rd_be(u + pp - pls, pls);
+    if (pl < 0 || pp + pl != total) return 0;                      /* TOTALSIZE = the length the fields give */
     x->total = total; x->body_len = body_len; x->sys_flag = sys_flag; x->v2 = v2;
-    x->tp = tp; x->tl = tl; x->pp = pp;
+    x->tp = tp; x->tl = (Py_ssize_t)tl; x->pp = pp;
     return 1;
 }
 
-/* Read the NFIELDS (offset, size) pairs configure() was given into L (sizes 4 or 8; the IPv4 host address and
- * port fields exactly 4) and set L->fixed_size. 0, or -1 with an exception set. */
-static inline int rmq_layout_fields(RmqLayout *L, PyObject *fields)
+/* Walk units from w->pos. 0 (w->pos, w->count, w->stop set), or -1 with an exception set (w->pos and w->count
+ * are those of the units consumed before the error). */
+static inline int rmq_walk(RmqWalk *w)
 {
-    Py_ssize_t fixed = 0;
-    for (int i = 0; i < NFIELDS; i++) {
-        Py_ssize_t off, size;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "nn", &off, &size)) return -1;
-        int four = (i == F_BADDR || i == F_SADDR || i == F_BPORT || i == F_SPORT);   /* IPv4 hosts: 4+4 bytes */
-        if (off < 0 || (four ? size != 4 : (size != 4 && size != 8))) {
-            PyErr_Format(PyExc_ValueError, "field %d: unsupported offset/size %zd/%zd", i, off, size);
-            return -1;
+    w->count = 0;
+    w->stop = RMQ_STOP_LIMIT;
+    if (w->pos < 0 || !RMQ.configured) return 0;                    /* nonsense: consume nothing */
+    const Py_ssize_t end = w->end < w->len ? w->end : w->len;      /* never trust the caller's end */
+    const RmqHook hook = w->hook;
+    while (w->pos < w->limit) {
+        if (w->count >= w->cap) {
+            w->stop = RMQ_STOP_CAP;
+            break;
         }
-        L->off[i] = off;
-        L->size[i] = size;
-        if (off + size > fixed) fixed = off + size;
+        const unsigned char *u = w->buf + w->pos;
+        RmqUnit x;
+        if (!rmq_frame(w, u, end - w->pos, &x)) break;
+        x.pos = w->pos;
+        x.crc_ok = -1;
+        if (w->crc != RMQ_CRC_OFF) {
+            long long c;
+            if (rmq_body_crc(u + RMQ.fixed_size, (Py_ssize_t)x.body_len, &c) < 0) return -1;
+            x.crc_ok = c == rmq_field(u, F_BODYCRC);
+            if (!x.crc_ok && w->crc == RMQ_CRC_MUST) {
+                w->stop = RMQ_STOP_CRC;
+                break;
+            }
+        }
+        int r = hook(w, u, &x);
+        if (r < 0) return -1;
+        if (r == 0) {
+            w->stop = RMQ_STOP_VERB;
+            break;
+        }
+        w->pos += (Py_ssize_t)x.total;
+        w->count++;
     }
-    L->fixed_size = fixed;
     return 0;
-}
-
-/* crc32(body) & 0x7FFFFFFF == body_crc, with crc32 a callable equal to zlib.crc32 (mqtool.fastcrc.crc32) run
- * on a read-only memoryview of the body that is released at once. 1, 0, or -1 (error set). */
-static inline int rmq_crc_ok_with(PyObject *crc32, const unsigned char *body, long long body_len, long long body_crc)
-{
-    uint32_t c;
-    if (mq_crc32_call(crc32, body, (Py_ssize_t)body_len, &c) < 0) return -1;
-    return (long long)(c & 0x7FFFFFFF) == body_crc;
 }
 
 #endif

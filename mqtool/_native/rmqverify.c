@@ -6,45 +6,32 @@
  * update its state identically; at the first unit it does not fully handle it stops and returns, and the
  * scanner hands that unit to the full path. Declining is always safe, so every doubt declines.
  *
- * No layout is written here: configure() receives, computed in Python from formats/rocketmq.py at import time,
- * the offset and size of each header field the loop reads, the fixed-part size, the sizes of the TOPICLENGTH
- * and PROPERTIESLENGTH fields, the v1 magic, the minimum unit size, the sysFlag bits that decline, the
- * "__CRC32#" tag and its tail length, the INNER_MULTI_DISPATCH name and the CRC-32 callable (or None: then the
- * built-in slicing-by-8 CRC-32 below is used). Equivalence with the Python lane: tests/test_native_verify.py.
+ * It is the verify hook of the core's one unit walker (rmq_walk, rmqcore.c): the walker frames each unit with
+ * the layout rmqcore.configure() got from formats/rocketmq.py and checks its body CRC (the configured ISA-L
+ * callable, or the built-in slicing-by-8); this part adds the verify checks and the queue state. Its own
+ * options come by name through configure(): the versions it takes, the sysFlag bits that decline, the
+ * "__CRC32#" tag and its tail length, the INNER_MULTI_DISPATCH name and the plausible born-time window.
+ * Equivalence with the Python lane: tests/test_rocketmq_native_verify.py.
  *
  * Memory safety: every length is checked against the buffer before a byte it implies is read; the buffer is
  * taken with the buffer protocol (PyBUF_SIMPLE) and released on every path; no pointer outlives the call.
  */
-#include "mqcore.h"             /* Python.h first; byte order, UTF-8, CRC-32 */
+#include "rmqunit.h"             /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 
-/* ---- configuration (set once by configure(), from the schema) ------------------------------------------- */
+/* ---- the verify part's options (set by configure(), from the schema and verify.py) ------------------------ */
 
-enum { F_TOTAL, F_MAGIC, F_BODYCRC, F_QUEUEID, F_QUEUEOFF, F_PHYS, F_SYSFLAG, F_BORNTS, F_STORETS, F_BODYLEN,
-       NFIELDS };
-
-typedef struct {
+static struct {
     int configured;
-    Py_ssize_t off[NFIELDS];   /* byte offset of each field inside the fixed part */
-    int size[NFIELDS];         /* 1, 2, 4 or 8 bytes, big-endian, signed */
-    Py_ssize_t fixed;          /* size of the fixed part (BODY starts here when BODYLENGTH is its last field) */
-    int tl_size, pl_size;      /* TOPICLENGTH, PROPERTIESLENGTH sizes (signed big-endian) */
-    int64_t magic, min_size, decline_mask;
+    int magics;                /* RMQ_V1 | RMQ_V2: the versions the lane takes */
+    int64_t decline_mask;      /* sysFlag bits whose units take the full path */
     int64_t born_before, born_after;  /* plausible born time: [store - born_before, store + born_after] */
     Py_ssize_t crc_tail;       /* "__CRC32#" counts only in the last crc_tail bytes of the properties */
     char crc_tag[32];
     Py_ssize_t crc_tag_len;
     char multi[64];
     Py_ssize_t multi_len;
-    PyObject *crc;             /* CRC-32 callable (strong ref) or NULL: built-in slicing-by-8 */
-} Config;
-
-static Config cfg;
-
-/* ---- small helpers ---------------------------------------------------------------------------------------- */
-
-#define rd_be mq_rd_be
-#define utf8_ok mq_utf8_ok
+} cfg;
 
 /* Python's `needle in haystack` for bytes. */
 static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t nn)
@@ -58,19 +45,6 @@ static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t 
         if (memcmp(p, nd, (size_t)nn) == 0) return 1;
         p++;
     }
-    return 0;
-}
-
-/* Body CRC & 0x7FFFFFFF into *out (the callable configure() got, else the table loop); -1 with an exception
- * set when the callable failed. */
-static int body_crc(const uint8_t *p, Py_ssize_t n, int64_t *out)
-{
-    uint32_t c;
-    if (cfg.crc == NULL)
-        c = mq_crc32_s8(0, p, n);
-    else if (mq_crc32_call(cfg.crc, p, n, &c) < 0)
-        return -1;
-    *out = (int64_t)(c & 0x7FFFFFFFu);
     return 0;
 }
 
@@ -187,7 +161,81 @@ static int as_i64(PyObject *o, int64_t *out)
     return 1;
 }
 
-/* ---- the lane ------------------------------------------------------------------------------------------------ */
+/* ---- the lane: the verify hook of rmq_walk() -------------------------------------------------------------- */
+
+typedef struct {
+    QTab q;
+    int64_t shift, last_ts;
+    PyObject *expected;
+    int known_only;
+    Py_ssize_t cached;                     /* entry of the previous unit (runs of one queue) */
+} VerifyRun;
+
+/* A unit the walker framed (v1, no declining sysFlag bit, body CRC right): consumed when the full verify path
+ * would report nothing for it and update its state identically; else 0 (the full path takes it). */
+static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
+{
+    VerifyRun *v = w->verb;
+    int64_t delta, born_gap;
+    if (__builtin_sub_overflow(rmq_field(u, F_STORETS), rmq_field(u, F_BORNTS), &born_gap)
+        || born_gap > cfg.born_before || born_gap < -cfg.born_after)
+        return 0;                                   /* an implausible born time: the full path reports it */
+    if (__builtin_sub_overflow(rmq_field(u, F_PHYS), (int64_t)x->pos, &delta) || delta != v->shift)
+        return 0;
+    const uint8_t *props = u + x->pp;
+    const Py_ssize_t pl = (Py_ssize_t)x->total - x->pp;
+    if (contains(props, pl, cfg.multi, cfg.multi_len)) return 0;
+    Py_ssize_t tail = pl < cfg.crc_tail ? pl : cfg.crc_tail;
+    if (contains(props + pl - tail, tail, cfg.crc_tag, cfg.crc_tag_len)) return 0;
+    if (!mq_utf8_ok(props, pl)) return 0;
+
+    /* queue state */
+    int64_t qid = rmq_field(u, F_QUEUEID), qoff = rmq_field(u, F_QOFF);
+    if (qoff == INT64_MAX) return 0;                /* qoff + 1 would not fit: let Python do it */
+    const uint8_t *topic = u + x->tp;
+    const Py_ssize_t tl = x->tl;
+    QTab *q = &v->q;
+    Py_ssize_t ei = -1;
+    if (v->cached >= 0) {
+        const QEnt *e = &q->ents[v->cached];
+        if (e->qid == qid && e->tlen == tl && memcmp(e->topic, topic, (size_t)tl) == 0) ei = v->cached;
+    }
+    uint64_t h = 0;
+    if (ei < 0) {
+        h = q_hash(topic, tl, qid);
+        ei = q_find(q, topic, tl, qid, h);
+    }
+    if (ei < 0) {                                   /* first unit of this queue in this call */
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, tl, "strict");
+        if (name == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        PyObject *key = Py_BuildValue("(NL)", name, (long long)qid);
+        if (key == NULL) return -1;
+        if (v->known_only) {
+            int has = PyDict_Contains(v->expected, key);
+            if (has <= 0) { Py_DECREF(key); return has < 0 ? -1 : 0; }
+        }
+        PyObject *exp = PyDict_GetItemWithError(v->expected, key);   /* borrowed */
+        int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
+        if (exp != NULL) {
+            int fits = as_i64(exp, &e64);
+            if (fits <= 0) { Py_DECREF(key); return fits < 0 ? -1 : 0; }
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        if ((ei = q_add(q, topic, tl, qid, h, key, e64)) < 0) return -1;
+    }
+    v->cached = ei;
+    if (q->ents[ei].next != qoff) return 0;
+    q->ents[ei].next = qoff + 1;
+    int64_t ts = rmq_field(u, F_STORETS);
+    if (ts > v->last_ts) v->last_ts = ts;
+    return 1;
+}
 
 PyDoc_STRVAR(scan_doc,
 "scan(buf, pos, limit, end, shift, max_size, last_ts, expected_next, dispatched_next, known_queues_only)\n"
@@ -203,22 +251,20 @@ static PyObject *scan(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
                           &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only))
         return NULL;
+    if (rmq_ready("verify") < 0) return NULL;
     if (!cfg.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqverify.configure() was not called");
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure() was not called");
         return NULL;
     }
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const uint8_t *buf = view.buf;
-    const Py_ssize_t start = pos;
-    QTab q = {0};
-    int64_t shift, max_size, last_ts;
-    Py_ssize_t n = 0;
+    VerifyRun v = {.expected = expected, .known_only = known_only, .cached = -1};
+    int64_t max_size;
     int r;
 
     /* Inputs we cannot represent exactly: decline the whole call (the full path handles the units). */
-    if ((r = as_i64(lastts_o, &last_ts)) <= 0) goto decline_or_error;
-    if ((r = as_i64(shift_o, &shift)) <= 0) goto decline_or_error;
+    if ((r = as_i64(lastts_o, &v.last_ts)) <= 0) goto decline_or_error;
+    if ((r = as_i64(shift_o, &v.shift)) <= 0) goto decline_or_error;
     if ((r = as_i64(maxsize_o, &max_size)) < 0) goto error;
     if (r == 0) {                                      /* beyond int64: none is too big, or all are */
         int sign = 0;
@@ -227,103 +273,23 @@ static PyObject *scan(PyObject *self, PyObject *args)
         max_size = INT64_MAX;
     }
     if (pos < 0 || end < 0 || end > view.len) goto decline;
-    if (limit > end - cfg.fixed + 1) limit = end - cfg.fixed + 1;   /* pos < limit: a whole fixed part is there */
-
-    Py_ssize_t cached = -1;                            /* entry of the previous unit (runs of one queue) */
-    while (pos < limit) {
-        const uint8_t *u = buf + pos;
-        int64_t total = rd_be(u + cfg.off[F_TOTAL], cfg.size[F_TOTAL]);
-        int64_t magic = rd_be(u + cfg.off[F_MAGIC], cfg.size[F_MAGIC]);
-        int64_t sys_flag = rd_be(u + cfg.off[F_SYSFLAG], cfg.size[F_SYSFLAG]);
-        int64_t blen = rd_be(u + cfg.off[F_BODYLEN], cfg.size[F_BODYLEN]);
-        int64_t phys = rd_be(u + cfg.off[F_PHYS], cfg.size[F_PHYS]);
-        int64_t delta, born_gap;
-        if (__builtin_sub_overflow(rd_be(u + cfg.off[F_STORETS], cfg.size[F_STORETS]),
-                                   rd_be(u + cfg.off[F_BORNTS], cfg.size[F_BORNTS]), &born_gap)
-            || born_gap > cfg.born_before || born_gap < -cfg.born_after)
-            break;                                      /* an implausible born time: the full path reports it */
-        if (magic != cfg.magic || total < cfg.min_size || total > max_size || total > end - pos
-            || (sys_flag & cfg.decline_mask) || blen < 0 || blen > total
-            || __builtin_sub_overflow(phys, (int64_t)pos, &delta) || delta != shift)
-            break;
-        const Py_ssize_t stop = pos + (Py_ssize_t)total;            /* <= end */
-        const Py_ssize_t p = pos + cfg.fixed + (Py_ssize_t)blen;    /* TOPICLENGTH */
-        if (p + cfg.tl_size + cfg.pl_size > stop) break;
-        int64_t tl = rd_be(buf + p, cfg.tl_size);
-        if (tl < 0 || p + cfg.tl_size + tl + cfg.pl_size > stop) break;
-        const Py_ssize_t tp = p + cfg.tl_size;                        /* first topic byte */
-        const Py_ssize_t pp = tp + (Py_ssize_t)tl + cfg.pl_size;      /* first properties byte */
-        int64_t pl = rd_be(buf + pp - cfg.pl_size, cfg.pl_size);
-        if (pl < 0 || pp + pl != stop) break;
-        const uint8_t *props = buf + pp;
-        if (contains(props, (Py_ssize_t)pl, cfg.multi, cfg.multi_len)) break;
-        Py_ssize_t tail = pl < cfg.crc_tail ? (Py_ssize_t)pl : cfg.crc_tail;
-        if (contains(props + pl - tail, tail, cfg.crc_tag, cfg.crc_tag_len)) break;
-        if (!utf8_ok(props, (Py_ssize_t)pl)) break;
-        int64_t crc;
-        if (body_crc(buf + pos + cfg.fixed, (Py_ssize_t)blen, &crc) < 0) goto error;
-        if (crc != rd_be(u + cfg.off[F_BODYCRC], cfg.size[F_BODYCRC])) break;
-
-        /* queue state */
-        int64_t qid = rd_be(u + cfg.off[F_QUEUEID], cfg.size[F_QUEUEID]);
-        int64_t qoff = rd_be(u + cfg.off[F_QUEUEOFF], cfg.size[F_QUEUEOFF]);
-        if (qoff == INT64_MAX) break;                   /* qoff + 1 would not fit: let Python do it */
-        const uint8_t *topic = buf + tp;
-        Py_ssize_t ei = -1;
-        if (cached >= 0) {
-            const QEnt *e = &q.ents[cached];
-            if (e->qid == qid && e->tlen == tl && memcmp(e->topic, topic, (size_t)tl) == 0) ei = cached;
-        }
-        uint64_t h = 0;
-        if (ei < 0) {
-            h = q_hash(topic, (Py_ssize_t)tl, qid);
-            ei = q_find(&q, topic, (Py_ssize_t)tl, qid, h);
-        }
-        if (ei < 0) {                                   /* first unit of this queue in this call */
-            PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, (Py_ssize_t)tl, "strict");
-            if (name == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto error;
-                PyErr_Clear();
-                break;
-            }
-            PyObject *key = Py_BuildValue("(NL)", name, (long long)qid);
-            if (key == NULL) goto error;
-            if (known_only) {
-                int has = PyDict_Contains(expected, key);
-                if (has <= 0) { Py_DECREF(key); if (has < 0) goto error; break; }
-            }
-            PyObject *exp = PyDict_GetItemWithError(expected, key);   /* borrowed */
-            int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
-            if (exp != NULL) {
-                int fits = as_i64(exp, &e64);
-                if (fits <= 0) { Py_DECREF(key); if (fits < 0) goto error; break; }
-            } else if (PyErr_Occurred()) {
-                Py_DECREF(key);
-                goto error;
-            }
-            if ((ei = q_add(&q, topic, (Py_ssize_t)tl, qid, h, key, e64)) < 0) goto error;
-        }
-        cached = ei;
-        if (q.ents[ei].next != qoff) break;
-        q.ents[ei].next = qoff + 1;
-        int64_t ts = rd_be(u + cfg.off[F_STORETS], cfg.size[F_STORETS]);
-        if (ts > last_ts) last_ts = ts;
-        n++;
-        pos = stop;
-    }
-    if (q_write_back(&q, expected, dispatched) < 0) goto error;
-    q_free(&q);
+    RmqWalk w = {.buf = view.buf, .len = view.len, .pos = pos, .limit = limit, .end = end, .max_size = max_size,
+                 .cap = PY_SSIZE_T_MAX, .magics = cfg.magics, .decline_flags = cfg.decline_mask,
+                 .crc = RMQ_CRC_MUST, .hook = verify_unit, .verb = &v};
+    if (rmq_walk(&w) < 0) goto error;
+    if (q_write_back(&v.q, expected, dispatched) < 0) goto error;
+    q_free(&v.q);
     PyBuffer_Release(&view);
-    return Py_BuildValue("nnL", n ? pos : start, n, (long long)last_ts);
+    return Py_BuildValue("nnL", w.pos, w.count, (long long)v.last_ts);
 
 decline_or_error:
     if (r < 0) goto error;
 decline:
-    q_free(&q);
+    q_free(&v.q);
     PyBuffer_Release(&view);
-    return Py_BuildValue("nnO", start, (Py_ssize_t)0, lastts_o);
+    return Py_BuildValue("nnO", pos, (Py_ssize_t)0, lastts_o);
 error:
-    q_free(&q);
+    q_free(&v.q);
     PyBuffer_Release(&view);
     return NULL;
 }
@@ -331,64 +297,52 @@ error:
 /* ---- configuration and test hooks ---------------------------------------------------------------------- */
 
 PyDoc_STRVAR(configure_doc,
-"configure(fields, fixed, topic_len_size, props_len_size, magic, min_size, decline_mask, crc_tail, crc_tag,\n"
-"          multi_dispatch, crc32, born_before, born_after)\n\n"
-"fields: ((offset, size), ...) of TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG,\n"
-"BORNTIMESTAMP, STORETIMESTAMP, BODYLENGTH in the fixed part (signed big-endian, 1/2/4/8 bytes), all derived\n"
-"from the schema. born_before / born_after (ms): how far a born time may lie before / after the store time.\n"
-"crc32: a callable equal to zlib.crc32, or None for the built-in slicing-by-8.");
+"configure(*, versions, decline_flags, crc_tail, crc_tag, multi_dispatch, born_before, born_after)\n\n"
+"The lane's own options (the layout and the CRC-32 are rmqcore.configure()'s): versions: the magic codes the\n"
+"lane takes (a tuple of the layout's magic_v1 / magic_v2); decline_flags: sysFlag bits whose units take the full\n"
+"path; crc_tail / crc_tag: a \"__CRC32#\" tag in the last crc_tail bytes of the properties declines; multi_dispatch:\n"
+"the property name that declines; born_before / born_after (ms): how far a born time may lie before / after the\n"
+"store time.");
 
-static int ok_size(long s) { return s == 1 || s == 2 || s == 4 || s == 8; }
-
-static PyObject *configure(PyObject *self, PyObject *args)
+static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw)
 {
-    PyObject *fields, *crc;
-    Py_ssize_t fixed, crc_tail;
-    int tl_size, pl_size;
-    long long magic, min_size, mask, born_before, born_after;
+    static char *kwlist[] = {"versions", "decline_flags", "crc_tail", "crc_tag", "multi_dispatch", "born_before",
+                             "born_after", NULL};
+    PyObject *versions;
+    Py_ssize_t crc_tail;
+    long long mask, born_before, born_after;
     Py_buffer tag, multi;
-    if (!PyArg_ParseTuple(args, "O!niiLLLny*y*OLL", &PyTuple_Type, &fields, &fixed, &tl_size, &pl_size, &magic,
-                          &min_size, &mask, &crc_tail, &tag, &multi, &crc, &born_before, &born_after))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "$O!Lny*y*LL:configure", kwlist, &PyTuple_Type, &versions, &mask,
+                                     &crc_tail, &tag, &multi, &born_before, &born_after))
         return NULL;
-    Config c = {0};
     const char *why = NULL;
-    if (PyTuple_GET_SIZE(fields) != NFIELDS) why = "fields: 10 (offset, size) pairs expected";
-    for (int i = 0; why == NULL && i < NFIELDS; i++) {
-        long off, size;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "ll", &off, &size)) goto fail;
-        if (!ok_size(size) || off < 0 || off + size > fixed) why = "field outside the fixed part, or odd size";
-        c.off[i] = off;
-        c.size[i] = (int)size;
+    int magics = 0;
+    if (rmq_ready("verify") < 0) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(versions); i++) {
+        long long m = PyLong_AsLongLong(PyTuple_GET_ITEM(versions, i));
+        if (m == -1 && PyErr_Occurred()) goto fail;
+        magics |= m == RMQ.magic_v1 ? RMQ_V1 : m == RMQ.magic_v2 ? RMQ_V2 : 0;
+        if (m != RMQ.magic_v1 && m != RMQ.magic_v2) why = "versions: not a magic code of the layout";
     }
-    if (why == NULL && (fixed <= 0 || !ok_size(tl_size) || !ok_size(pl_size) || min_size < fixed
-                        || crc_tail < 0 || tag.len >= (Py_ssize_t)sizeof c.crc_tag
-                        || multi.len >= (Py_ssize_t)sizeof c.multi || born_before < 0 || born_after < 0))
+    if (why == NULL && (crc_tail < 0 || tag.len >= (Py_ssize_t)sizeof cfg.crc_tag
+                        || multi.len >= (Py_ssize_t)sizeof cfg.multi || born_before < 0 || born_after < 0))
         why = "bad sizes";
-    if (why == NULL && crc != Py_None && !PyCallable_Check(crc)) why = "crc32 must be callable or None";
     if (why != NULL) {
         PyErr_SetString(PyExc_ValueError, why);
         goto fail;
     }
-    c.fixed = fixed;
-    c.tl_size = tl_size;
-    c.pl_size = pl_size;
-    c.magic = magic;
-    c.min_size = min_size;
-    c.decline_mask = mask;
-    c.born_before = born_before;
-    c.born_after = born_after;
-    c.crc_tail = crc_tail;
-    memcpy(c.crc_tag, tag.buf, (size_t)tag.len);
-    c.crc_tag_len = tag.len;
-    memcpy(c.multi, multi.buf, (size_t)multi.len);
-    c.multi_len = multi.len;
-    c.crc = crc == Py_None ? NULL : Py_NewRef(crc);
-    c.configured = 1;
+    cfg.magics = magics;
+    cfg.decline_mask = mask;
+    cfg.born_before = born_before;
+    cfg.born_after = born_after;
+    cfg.crc_tail = crc_tail;
+    memcpy(cfg.crc_tag, tag.buf, (size_t)tag.len);
+    cfg.crc_tag_len = tag.len;
+    memcpy(cfg.multi, multi.buf, (size_t)multi.len);
+    cfg.multi_len = multi.len;
+    cfg.configured = 1;
     PyBuffer_Release(&tag);
     PyBuffer_Release(&multi);
-    PyObject *old = cfg.crc;
-    cfg = c;
-    Py_XDECREF(old);
     Py_RETURN_NONE;
 fail:
     PyBuffer_Release(&tag);
@@ -404,7 +358,7 @@ static PyObject *py_crc32(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*|I", &b, &value)) return NULL;
     uint32_t c;
     Py_BEGIN_ALLOW_THREADS                   /* plain bytes, no Python object touched */
-    c = mq_crc32_s8(value, b.buf, b.len);
+    c = rmq_crc32_s8(value, b.buf, b.len);    /* the core's table (rmqcore.c) */
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(c);
@@ -415,13 +369,13 @@ static PyObject *py_utf8_valid(PyObject *self, PyObject *arg)
 {
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
-    int ok = utf8_ok(b.buf, b.len);
+    int ok = mq_utf8_ok(b.buf, b.len);
     PyBuffer_Release(&b);
     return PyBool_FromLong(ok);
 }
 
 static PyMethodDef methods[] = {
-    {"configure", configure, METH_VARARGS, configure_doc},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
     {"scan", scan, METH_VARARGS, scan_doc},
     {"crc32", py_crc32, METH_VARARGS, "Built-in slicing-by-8 CRC-32 (zlib polynomial): crc32(data, value=0)."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
@@ -435,6 +389,5 @@ static struct PyModuleDef module = {
 
 PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
-    mq_crc32_init();
     return PyModule_Create(&module);
 }

@@ -42,7 +42,6 @@ CONSTS = (K.MIN_RECORD_OVERHEAD, S._MIN_V2_SIZE, S._V2_ATTR_UNUSED, K.CODEC_MASK
 assert (_V0_MIN, _V1_MIN) == (K.MIN_RECORD_OVERHEAD, 22)     # the minimums mqtool.kafka.scan._frame_ok applies
 assert _V2["magic"] == _LEGACY["magic"] == (K.MAGIC_OFFSET, 1) and _V2["batchLength"] == _LEGACY["size"]
 _MAGIC_BYTE = re.compile(rb"[\x00-\x02]")
-USE_NATIVE = True          # tests switch the compiled search off here
 
 
 def _python_candidate(buf, lo: int, hi: int) -> int:
@@ -62,7 +61,7 @@ def _python_candidate(buf, lo: int, hi: int) -> int:
 
 
 def _finder():
-    mod = native.load("kafka") if USE_NATIVE else None
+    mod = native.load("kafka")      # None when not built or switched off (MQTOOL_NATIVE, native.switched)
     fn = getattr(mod, "frame_candidate", None)
     if fn is None:
         return _python_candidate

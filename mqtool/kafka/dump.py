@@ -142,8 +142,17 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
 # The record-row keys the compiled walker sets per record (mqtool/_native/kafka.c, configure()), declared in
 # mqtool/kafka/rows.py.
 _NATIVE_ROW_KEYS = NATIVE_RECORD_KEYS
-if R._native is not None:
-    R._native.configure(_NATIVE_ROW_KEYS)
+_native_state: dict[str, object] = {}
+
+
+def _native_walker():
+    """The compiled records-area walker configured with the row keys, or None (``R._load_native``: not built,
+    switched off by ``MQTOOL_NATIVE``, or written for another record layout)."""
+    nat = R._load_native()
+    if nat is not None and _native_state.get("mod") is not nat:
+        nat.configure(_NATIVE_ROW_KEYS)
+        _native_state["mod"] = nat
+    return nat
 
 
 def _native_mode(opts, decoder) -> int | None:
@@ -162,7 +171,7 @@ def native_lines(opts, decoder=None) -> bool:
     no record filter, no --limit)? Then one process is faster than a pool that hands every line to the
     parent (``--jobs 0`` picks one process; ``--jobs N`` and ``--split-size`` still use the pool)."""
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False))
-    return (R._native is not None and deep and _native_mode(opts, decoder) is not None
+    return (deep and _native_walker() is not None and _native_mode(opts, decoder) is not None
             and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
             and getattr(opts, "key", None) is None and getattr(opts, "from_offset", None) is None
             and getattr(opts, "to_offset", None) is None)
@@ -285,6 +294,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
     # the compiled walker builds the record rows of a whole batch when nothing filters records
     text = _native_mode(opts, decoder) if want_key is None and lo is None and hi is None else None
+    native_walker = _native_walker() if deep else None
     # NDJSON output without --limit: the walker writes the lines of a whole batch as one pre-rendered chunk
     lines = text is not None and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
     with map_input(path) as m:
@@ -314,7 +324,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 yield batch_row(ev)
             if deep:
                 try:
-                    nat = R._native
+                    nat = native_walker
                     if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
                         if lines:
                             chunk = _native_record_json(nat, ev, opts)

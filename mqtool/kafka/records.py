@@ -269,7 +269,8 @@ def _header_count_of(buf, i: int, max_headers: int):
 
 def _record_groups(feed: _Feed, count: int, max_headers: int):
     """The tuples of ``parse_records`` for ``count`` records read from ``feed``, a bounded group at a time."""
-    parse = _native.parse_records if _native is not None else None
+    nat = _load_native()        # asked per area: mqtool.native's switch decides (tests run both paths)
+    parse = nat.parse_records if nat is not None else None
     if count <= _WHOLE_RECORDS and not feed.have(_WHOLE_BYTES + 1):
         # the common case, a small area read whole: one call for all its records (as many as the compiled
         # walker builds in one call at most), no framing walk
@@ -400,8 +401,6 @@ def _load_native():
     return mod
 
 
-# Tests set this to None to run the Python path (tests/test_kafka_native.py runs both on the same bytes).
-_native = _load_native()
 
 
 def parse_records(data: bytes, count: int, max_headers: int | None = None):

@@ -19,6 +19,7 @@ import struct
 
 from formats import rocketmq as F
 from mqtool import schemacache
+from mqtool import fastcrc, native
 from mqtool.errors import DecodeError
 
 # ---- the layout object ----------------------------------------------------------------------------------
@@ -271,3 +272,50 @@ def native_ok() -> bool:
     turns every RocketMQ helper off; the Python readers give the same answers without it."""
     cur = current()
     return cur is not None and cur.fingerprint() == LAYOUT.fingerprint()
+
+
+def native_config() -> tuple[dict[str, tuple[int, int]], dict[str, int]]:
+    """What ``rmqcore.configure`` gets, by name: {field name: (offset, size)} of the fixed part and the framing
+    constants (TOPICLENGTH widths, PROPERTIESLENGTH width, magic codes, minimum size, IPv6 host flags)."""
+    lay = current()
+    return dict(lay.fields), {
+        "tl_v1": lay.topic_length_size["v1"], "tl_v2": lay.topic_length_size["v2"],
+        "pl_size": lay.properties_length_size, "magic_v1": F.MESSAGE_MAGIC_CODE_V1,
+        "magic_v2": F.MESSAGE_MAGIC_CODE_V2, "blank_magic": F.BLANK_MAGIC_CODE, "min_size": F.MIN_MESSAGE_SIZE,
+        "v6_flags": HOST_V6_FLAGS}
+
+
+_core: dict[str, object] = {}
+CRC_KEEP = object()                # native_core()'s default: the CRC-32 chosen last (at first "auto")
+_crc_choice: list = ["auto"]
+
+
+def native_core(crc=CRC_KEEP):
+    """The compiled RocketMQ core (``mqtool._native.rmqcore``) configured with :func:`native_config`, or None:
+    not built, switched off (``MQTOOL_NATIVE``, :mod:`mqtool.native`), a schema that drifted (:func:`native_ok`),
+    or a layout whose fingerprint is not the one the C code was written for (its ``configure`` refuses). Every
+    RocketMQ part (verify, rebuild, dump, decode) runs only on a configured core.
+
+    ``crc``: the CRC-32 the core checks bodies with: "auto" (ISA-L called back when installed, else the core's
+    own slicing-by-8), a callable equal to ``zlib.crc32``, or None (slicing-by-8; tests). The choice stays
+    until another one is given (the default keeps it)."""
+    if crc is not CRC_KEEP:
+        _crc_choice[0] = crc
+    crc = _crc_choice[0]
+    if not native_ok():
+        return None
+    mod = native.load("rmqcore")
+    if mod is None:
+        return None
+    if crc == "auto":
+        crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
+    fields, framing = native_config()
+    key = (id(mod), crc, repr(sorted(fields.items())), repr(sorted(framing.items())))
+    if _core.get("key") != key:
+        _core.clear()
+        try:
+            mod.configure(fields, **framing, crc32=crc)
+        except (ValueError, TypeError, OverflowError):     # refused: the Python readers run instead
+            return None
+        _core["key"] = key
+    return mod

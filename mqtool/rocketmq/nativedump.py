@@ -9,9 +9,9 @@ other unit (IPv6 hosts, damage, BLANK, compressed bodies when bodies are asked f
 non-UTF-8 text and repeated property names) is left to the next lane, then to the scanner and the Python
 path, so the output is the same with and without the helper (``tests/test_rocketmq_native_dump.py``).
 
-Nothing about the layout is written in C: :func:`_configure` passes the offsets and sizes of the fields of
-:data:`layout.FIXED` (the struct derived from ``formats.rocketmq.MessageV1``), the constants and name
-tables of ``formats/rocketmq.py``, the row keys and the CRC-32 callable (:mod:`mqtool.fastcrc`).
+Nothing about the layout is written in C: the core walks units with the layout :func:`layout.native_core`
+gives it by field name; :func:`_configure` passes, by name, the constants and name tables of
+``formats/rocketmq.py`` and the row keys.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool import native, ndjson
-from mqtool.fastcrc import crc32
 from mqtool.options import DumpOptions
 from mqtool.ranges import can_spool, runner_for, split_segments, spooled_rows
 from mqtool.rocketmq.rows import NATIVE_KEYS
@@ -31,7 +30,6 @@ from mqtool.rocketmq import layout
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner, damage_note
 
-USE_NATIVE = True          # tests switch the helper off here (MQTOOL_NATIVE=0 does it for a whole run)
 ROWS_PER_RUN = 256         # rows handed back per lane call: bounded memory, whatever the page window
 
 # The dict keys of Message.to_row the helper fills, in row order (the optional ones only when they apply):
@@ -48,7 +46,8 @@ _state: dict[str, object] = {}
 
 
 def field_layout() -> tuple[tuple[int, int], ...]:
-    """(offset, size) of each of :data:`_FIELDS` inside :data:`layout.FIXED`."""
+    """(offset, size) of each of :data:`_FIELDS` inside :data:`layout.FIXED` (the core walks units with them:
+    :func:`layout.native_config`)."""
     return layout.at(_FIELDS)
 
 
@@ -56,21 +55,16 @@ def _configure(mod) -> None:
     comp_mask = F.COMPRESSION_TYPE_MASK
     shift = (comp_mask & -comp_mask).bit_length() - 1
     txn_mask = F.TRANSACTION_MASK
+    txn_names = tuple(F.TRANSACTION_NAMES.get(i) for i in range(txn_mask + 1))
+    comp_names = tuple(F.COMPRESSION_TYPES.get(i, "unknown") for i in range((comp_mask >> shift) + 1))
     mod.configure(
-        field_layout(), ROW_KEYS,
-        {"magic_v1": F.MESSAGE_MAGIC_CODE_V1, "magic_v2": F.MESSAGE_MAGIC_CODE_V2, "min_size": F.MIN_MESSAGE_SIZE,
-         "v6_flags": F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG, "compressed_flag": F.COMPRESSED_FLAG,
-         "comp_mask": comp_mask, "comp_shift": shift, "txn_mask": txn_mask},
-        {"kind": "message", "v1": "v1", "v2": "v2",
-         "txn_names": tuple(F.TRANSACTION_NAMES.get(i) for i in range(txn_mask + 1)),
-         "comp_names": tuple(F.COMPRESSION_TYPES.get(i, "unknown") for i in range((comp_mask >> shift) + 1)),
-         "prop_keys": F.PROPERTY_KEYS, "prop_tags": F.PROPERTY_TAGS, "prop_uniq": F.PROPERTY_UNIQ_KEY,
-         "key_sep": F.KEY_SEPARATOR, "crc32": crc32,
-         "prop_sep": F.PROPERTY_SEPARATOR.encode("ascii"), "nv_sep": F.NAME_VALUE_SEPARATOR.encode("ascii"),
-         # the same values as rendered in an NDJSON row (json_rows)
-         "kind_json": _json("message"), "v1_json": _json("v1"), "v2_json": _json("v2"),
-         "txn_json": tuple(_json(F.TRANSACTION_NAMES.get(i)) for i in range(txn_mask + 1)),
-         "comp_json": tuple(_json(F.COMPRESSION_TYPES.get(i, "unknown")) for i in range((comp_mask >> shift) + 1))})
+        row_keys=ROW_KEYS, compressed_flag=F.COMPRESSED_FLAG, comp_mask=comp_mask, comp_shift=shift,
+        txn_mask=txn_mask, kind="message", v1="v1", v2="v2", txn_names=txn_names, comp_names=comp_names,
+        prop_keys=F.PROPERTY_KEYS, prop_tags=F.PROPERTY_TAGS, prop_uniq=F.PROPERTY_UNIQ_KEY, key_sep=F.KEY_SEPARATOR,
+        prop_sep=F.PROPERTY_SEPARATOR.encode("ascii"), nv_sep=F.NAME_VALUE_SEPARATOR.encode("ascii"),
+        # the same values as rendered in an NDJSON row (json_rows)
+        kind_json=_json("message"), v1_json=_json("v1"), v2_json=_json("v2"),
+        txn_json=tuple(_json(n) for n in txn_names), comp_json=tuple(_json(n) for n in comp_names))
 
 
 def _json(value) -> bytes:
@@ -91,8 +85,9 @@ def file_json(file: str) -> bytes | None:
 
 
 def helper():
-    """The configured helper module, or None (not built, ``MQTOOL_NATIVE=0``, or :data:`USE_NATIVE` off)."""
-    if not USE_NATIVE or not layout.native_ok():
+    """The configured helper module (``rmqcore.dump``), or None (not built, switched off by ``MQTOOL_NATIVE``,
+    or the layout refused: :func:`layout.native_core`)."""
+    if layout.native_core() is None:
         return None
     mod = native.load("rmqdump")
     if mod is not None and _state.get("configured") is not mod:

@@ -26,7 +26,6 @@ from formats import rocketmq as F
 from mqtool import native
 from mqtool.damage import Damage
 from mqtool.errors import InputError
-from mqtool.fastcrc import crc32
 from mqtool.io import first_nonzero, last_nonzero, map_input
 from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.rocketmq import layout
@@ -42,7 +41,6 @@ _FAULT_AROUND = 64 << 10      # Linux maps up to this much around a faulting pag
 _unpack_prefix = PREFIX.unpack_from
 _fstat = os.fstat
 
-USE_NATIVE = True       # tests switch the compiled decoder off here (MQTOOL_NATIVE=0 does it for a whole run)
 NATIVE_RUN = 256        # Message objects per helper call (a list of at most this many is alive at a time)
 # The Message slots the helper sets, in the order rmqdecode.c takes them (every slot decode_common sets).
 _NATIVE_SLOTS = ("file", "position", "offset", "size", "version", "body_crc", "queue_id", "flag", "queue_offset",
@@ -55,23 +53,20 @@ _native_state: dict[str, object] = {}
 
 def native_layout() -> tuple[tuple[int, int], ...]:
     """(offset, size) of every field of :data:`layout.FIXED` (derived from ``formats.rocketmq.MessageV1``), in
-    the order of ``FIXED_NAMES``: the layout the compiled decoder is configured with."""
+    the order of ``FIXED_NAMES``: the layout the compiled core walks units with (:func:`layout.native_config`)."""
     return layout.at(FIXED_NAMES)
 
 
 def native_decoder():
-    """``rmqdecode.messages`` configured from the schema, or None (not built, ``MQTOOL_NATIVE=0``, or
-    :data:`USE_NATIVE` off): then the scanner decodes every unit in Python."""
-    if not USE_NATIVE or not layout.native_ok():
-        return None
-    mod = native.load("rmqdecode")
+    """``rmqcore.decode.messages`` configured from the schema, or None (not built, switched off by
+    ``MQTOOL_NATIVE``, or the layout refused: :func:`layout.native_core`): then the scanner decodes every unit
+    in Python."""
+    core = layout.native_core()
+    mod = native.load("rmqdecode") if core is not None else None
     if mod is None:
         return None
     if _native_state.get("mod") is not mod:
-        mod.configure(native_layout(),
-                      {"magic_v1": F.MESSAGE_MAGIC_CODE_V1, "magic_v2": F.MESSAGE_MAGIC_CODE_V2,
-                       "min_size": F.MIN_MESSAGE_SIZE, "v6_flags": F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG},
-                      Message, _NATIVE_SLOTS, "v1", "v2", crc32)
+        mod.configure(message_type=Message, slots=_NATIVE_SLOTS, v1="v1", v2="v2")
         _native_state["mod"] = mod
     return mod.messages
 

@@ -27,7 +27,7 @@ import run_rebuild``):
 
 * :mod:`.settings` — the sizes (options, ``--broker-conf``, the store's own files, defaults) and their sources;
 * :mod:`.native_lane` — the commitlog walk for dispatch and the compiled lane (``rmqrebuild``) it may hand
-  runs to (``USE_NATIVE``, ``native_lib``, ``native_layout``: set switches there);
+  runs to (``native_lib``, ``native_layout``; the helpers are switched by ``mqtool.native``);
 * :mod:`.consumequeue` / :mod:`.index` — the writers (``QueueBuilder``; ``IndexFileBuilder``, ``IndexBuilder``);
 * :mod:`.replay` — ``rebuild_store``: the dispatcher replayed over the commitlog into the writers;
 * :mod:`.output` (``--out``, the checkpoint) and :mod:`.compare` (``--compare``) — where rebuilt files go;

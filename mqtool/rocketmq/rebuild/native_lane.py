@@ -35,7 +35,6 @@ _V6 = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
 
 # ---- the optional compiled dispatch loop (mqtool/_native/rmqrebuild.c) ----------------------------
 
-USE_NATIVE = True       # tests switch it off to compare; MQTOOL_NATIVE=0 does the same (mqtool.native)
 _configured: set[int] = set()
 # per queue in the shared int64 array: maxPhysicOffset, write position (units; -1 before its first file), end
 # of the current file (units), units the helper appended
@@ -43,34 +42,35 @@ _QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS, _QS_N = range(5)
 _IS_N = 8               # index state: mode, indexCount, indexNum, slotNum, hashSlotCount, beginTs, endPhy, endTs
 
 
-def _field_layout(schema, wanted: tuple[str, ...], **kw) -> tuple[list[int], int]:
-    """([offset, size] of each ``wanted`` field, struct size) of the fixed prefix of a construct schema."""
-    at = field_positions(schema, **kw)
+def _struct_fields(schema, wanted: tuple[str, ...]) -> tuple[dict[str, tuple[int, int]], int]:
+    """({field: (offset, size)} of each ``wanted`` field, struct size) of the fixed prefix of a construct schema."""
+    at = field_positions(schema)
     last_at, last_size = list(at.values())[-1]
-    return [x for n in wanted for x in at[n]], last_at + last_size
+    return {n: at[n] for n in wanted}, last_at + last_size
 
 
-def native_layout() -> tuple[tuple, tuple]:
-    """What ``rmqrebuild.configure`` gets: offsets/sizes and constants, all from :mod:`formats.rocketmq`."""
-    head, head_size = [x for n in _DISPATCH_FIELDS for x in layout.FIELDS[n]], layout.FIXED_SIZE
-    assert head_size == _HEAD_SIZE
-    unit, unit_size = _field_layout(F.CqUnit, ("offset", "size", "tagsCode"))
-    entry, entry_size = _field_layout(F.IndexEntry, ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
+def native_layout() -> dict:
+    """What ``rmqcore.rebuild.configure`` gets, by name: the consumequeue unit and index entry layouts and the
+    constants, all from :mod:`formats.rocketmq` (the message layout is the core's: :func:`layout.native_core`)."""
+    unit, unit_size = _struct_fields(F.CqUnit, ("offset", "size", "tagsCode"))
+    entry, entry_size = _struct_fields(F.IndexEntry, ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
     assert unit_size == UNIT and entry_size == ENTRY
-    ints = (*head, head_size, *unit, unit_size, *entry, entry_size, _V1, _V2, layout.TOPIC_LENGTH_SIZE["v1"],
-            layout.TOPIC_LENGTH_SIZE["v2"], layout.PROPERTIES_LENGTH_SIZE, F.MIN_MESSAGE_SIZE, _V6,
-            F.TRANSACTION_MASK, F.TRANSACTION_NOT_TYPE, F.TRANSACTION_COMMIT_TYPE, F.TRANSACTION_ROLLBACK_TYPE)
-    strs = tuple(s.encode("ascii") for s in (
-        F.PROPERTY_SEPARATOR, F.NAME_VALUE_SEPARATOR, F.KEY_SEPARATOR, F.PROPERTY_TAGS, F.PROPERTY_KEYS,
-        F.PROPERTY_UNIQ_KEY, F.PROPERTY_INNER_MULTI_DISPATCH, F.SCHEDULE_TOPIC, _INDEX_KEY_JOIN))
-    return ints, strs
+    strs = {k: v.encode("ascii") for k, v in (
+        ("prop_sep", F.PROPERTY_SEPARATOR), ("nv_sep", F.NAME_VALUE_SEPARATOR), ("key_sep", F.KEY_SEPARATOR),
+        ("tags", F.PROPERTY_TAGS), ("keys", F.PROPERTY_KEYS), ("uniq", F.PROPERTY_UNIQ_KEY),
+        ("multi_dispatch", F.PROPERTY_INNER_MULTI_DISPATCH), ("schedule_topic", F.SCHEDULE_TOPIC),
+        ("key_join", _INDEX_KEY_JOIN))}
+    return dict(cq_unit=unit, cq_unit_size=unit_size, index_entry=entry, index_entry_size=entry_size,
+                tx_mask=F.TRANSACTION_MASK, tx_not=F.TRANSACTION_NOT_TYPE, tx_commit=F.TRANSACTION_COMMIT_TYPE,
+                tx_rollback=F.TRANSACTION_ROLLBACK_TYPE, **strs)
 
 
 def native_lib():
-    """The configured helper, or None (not built, switched off by MQTOOL_NATIVE=0 or ``USE_NATIVE``)."""
-    lib = native.load("rmqrebuild") if USE_NATIVE and layout.native_ok() else None
+    """The configured helper (``rmqcore.rebuild``), or None (not built, switched off by ``MQTOOL_NATIVE``, or
+    the layout refused: :func:`layout.native_core`)."""
+    lib = native.load("rmqrebuild") if layout.native_core() is not None else None
     if lib is not None and id(lib) not in _configured:
-        lib.configure(*native_layout())
+        lib.configure(**native_layout())
         _configured.add(id(lib))
     return lib
 

@@ -26,7 +26,8 @@ import verify_store``):
   :mod:`.checkpoint` and :mod:`.config`) — the store's own files;
 * :mod:`.salvage` — ``--salvage-out``.
 
-Switches tests turn (``USE_FAST_LANE``, ``_NATIVE``) live in :mod:`.native_lane`: set them there.
+The switch tests turn (``USE_FAST_LANE``) lives in :mod:`.native_lane`: set it there (the compiled helpers follow
+``mqtool.native``).
 """
 from __future__ import annotations
 

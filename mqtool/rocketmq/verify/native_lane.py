@@ -3,7 +3,7 @@ and the Python loop it is tested equal to. Both consume only units the full path
 from __future__ import annotations
 
 from formats import rocketmq as F
-from mqtool import fastcrc, native
+from mqtool import native
 from mqtool.findings import BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, born_plausible
 from mqtool.fastcrc import crc32
 from mqtool.rocketmq import layout
@@ -23,37 +23,32 @@ _LANE_DECLINE = (F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG | F.TRANSACTION
 _MULTI_DISPATCH = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
 
 
-def _native_lane(crc="auto"):
-    """The compiled lane (``mqtool/_native/rmqverify.c``) configured from the schema, or None (not built,
-    ``MQTOOL_NATIVE=0``, or a schema this C loop was not written for).
+_native_state: dict[str, object] = {}
 
-    Everything the C loop needs about the layout comes from :mod:`mqtool.rocketmq.layout`: the offset and size
-    of each of the ``_LANE_FIELDS`` in the fixed part, the fixed-part size, and the sizes of TOPICLENGTH and
-    PROPERTIESLENGTH (the layout module checks the variable part is BODY, TOPICLENGTH, TOPIC,
-    PROPERTIESLENGTH, PROPERTIES and the lengths are signed, as the C loop reads them).
+
+def _native_lane(crc=layout.CRC_KEEP):
+    """The compiled lane (``rmqcore.verify``, ``mqtool/_native/rmqverify.c``) configured, or None (not built,
+    switched off by ``MQTOOL_NATIVE``, or a layout the core refuses: :func:`layout.native_core`).
+
+    The core walks units with the layout :mod:`mqtool.rocketmq.layout` gives it by field name (the fixed part,
+    the TOPICLENGTH / PROPERTIESLENGTH widths; it refuses a layout of another fingerprint) and checks each
+    body's CRC-32: "auto" (the default) calls ISA-L back per body when installed (faster than the C
+    slicing-by-8 table loop, measured: see docs/performance.md), else the core's own slicing-by-8 (no call per
+    body); tests pass ``crc`` None for the built-in one, and "auto" to go back. The lane's own options go by
+    name.
     """
+    if layout.native_core(crc) is None:
+        return None
     mod = native.load("rmqverify")
-    if mod is None:
-        return None
-    lay = layout.current()          # the schema as it is now: a shape the C loop was not written for turns it off
-    if lay is None or not layout.native_ok() or lay.fixed.size != _LANE.size:
-        return None
-    tl_size, pl_size = lay.topic_length_size["v1"], lay.properties_length_size
-    # CRC-32: ISA-L called back per body (faster than the C slicing-by-8 table loop, measured: see
-    # docs/performance.md); without ISA-L the C loop's own slicing-by-8 (no call per body). ``crc`` (tests):
-    # a callable equal to zlib.crc32, or None for the built-in one.
-    if crc == "auto":
-        crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
-    try:
-        mod.configure(lay.at(_LANE_FIELDS), _LANE.size, tl_size, pl_size,
-                      F.MESSAGE_MAGIC_CODE_V1, F.MIN_MESSAGE_SIZE, _LANE_DECLINE, F.CRC32_RESERVED_LEN, _CRC_TAG,
-                      _MULTI_DISPATCH, crc, BORN_BEFORE_STORE_MS, BORN_AFTER_STORE_MS)
-    except (ValueError, TypeError, OverflowError):    # a layout the C loop refuses: use the Python lane
-        return None
+    if mod is not None and _native_state.get("mod") is not mod:
+        try:
+            mod.configure(versions=(F.MESSAGE_MAGIC_CODE_V1,), decline_flags=_LANE_DECLINE,
+                          crc_tail=F.CRC32_RESERVED_LEN, crc_tag=_CRC_TAG, multi_dispatch=_MULTI_DISPATCH,
+                          born_before=BORN_BEFORE_STORE_MS, born_after=BORN_AFTER_STORE_MS)
+        except (ValueError, TypeError, OverflowError):    # options the C lane refuses: use the Python lane
+            return None
+        _native_state["mod"] = mod
     return mod
-
-
-_NATIVE = _native_lane()     # tests set it to None to run the Python lane
 
 
 def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
@@ -73,8 +68,9 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     min_size, max_size = F.MIN_MESSAGE_SIZE, ctx.opts.max_message_size
     summary = ctx.summary
     dispatched = ctx.dispatched_next
-    if _NATIVE is not None:
-        scan = _NATIVE.scan
+    nat = _native_lane()
+    if nat is not None:
+        scan = nat.scan
 
         def native_lane(buf, view, pos, limit, end, base):
             if ctx.shift is None:

@@ -111,7 +111,7 @@ def verify_commitlog_ranges(ctx):
     split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
     ranges = split_segments(FAMILY, store.path, store.segments, split)
 
-    native = native_lane._NATIVE is not None and native_lane.USE_FAST_LANE and not opts.salvage_out
+    native = native_lane.USE_FAST_LANE and not opts.salvage_out and native_lane._native_lane() is not None
     runner = _ranges.runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
