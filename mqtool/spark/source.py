@@ -200,7 +200,7 @@ class MqtoolDataSource(DataSource):
             # The Python data source API tells a reader nothing of the columns a query selects: the columns
             # read are those of the schema (the ``columns`` option's, or one the user gave with .schema())
             fields = select_fields(fields, [(f.name, f.dataType.simpleString()) for f in schema.fields])
-        return cls(self.options, self._stores(), self._mode(), fields)
+        return cls(self.options, self._stores(), self._mode(), fields, self.row_fields())
 
 
 _SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "bool": "boolean"}
@@ -267,10 +267,11 @@ def damage_record(rng, d) -> dict:
 
 
 class MqtoolReader(DataSourceReader):
-    def __init__(self, options, stores, mode, fields):
+    def __init__(self, options, stores, mode, fields, all_fields=None):
         self.stores = stores
         self.mode = mode
         self.fields = fields
+        self.all_fields = all_fields or fields
         self.on_bad = read_modes(options)[1]
         self.ignore_corrupt = _truthy(options.get("ignoreCorruptFiles", "false"))
         self.ignore_missing = _truthy(options.get("ignoreMissingFiles", "false"))
@@ -319,15 +320,16 @@ class MqtoolReader(DataSourceReader):
                 return iter(())
             return S.to_batches(verify_rows(partition.path, partition.family, self.max_message_size, self.sizes),
                                 schema)
-        return S.to_batches(self._message_rows(partition.ranges), schema, self.batch_rows)
+        return self._message_batches(partition.ranges, schema)
 
-    def _message_rows(self, ranges):
+    def _message_batches(self, ranges, schema):
+        """The Arrow batches of a partition's ranges: column-wise where the family has a column lane
+        (``iter_range_columns``: no dict per row), else from the row dicts."""
         from mqtool.options import DumpOptions
 
         opts = DumpOptions(topic=self.topic, key=self.key, tag=self.tag, body=self.body,
                            include_blank=self.include_blank, max_message_size=self.max_message_size,
                            deep=self.deep, print_data=self.deep and self.body != "none")
-        want_rows = self.mode == "messages"
         for rng in ranges:
             try:
                 open_input(rng.file).close()        # read-only, O_NOATIME, FIFOs refused
@@ -335,15 +337,60 @@ class MqtoolReader(DataSourceReader):
                 if self._file_fails(rng.file, e.message):
                     continue
             damage: list[dict] = []
-            store = rng.store
-            preds = self.predicates
-            for row in family_ranges(rng.family).iter_range_rows(
-                    rng, opts, on_damage=lambda d, rng=rng: damage.append(damage_record(rng, d))):
-                yield from self._damage_rows(damage)
-                if want_rows and (not preds or keep_row(row, preds, store)):
-                    row["store"] = store
-                    yield row
+            on_damage = lambda d, rng=rng: damage.append(damage_record(rng, d))  # noqa: E731
+            mod = family_ranges(rng.family)
+            chunks = None
+            # the corrupt-record rows take the place of their damage among the rows: rows one by one then
+            if not self.corrupt_col and hasattr(mod, "iter_range_columns"):
+                chunks = mod.iter_range_columns(rng, opts, [n for n, _ in mod.ROW_FIELDS if n != "store"],
+                                                on_damage=on_damage)
+            if chunks is None:
+                yield from S.to_batches(self._range_rows(mod, rng, opts, damage, on_damage), schema,
+                                        self.batch_rows)
+                continue
+            for by_topic in chunks:
+                yield from S.to_batches(self._damage_rows(damage), schema)
+                if self.mode == "messages":
+                    yield from self._chunk_batches(by_topic, rng.store, schema)
+            yield from S.to_batches(self._damage_rows(damage), schema)
+
+    def _range_rows(self, mod, rng, opts, damage, on_damage):
+        want_rows = self.mode == "messages"
+        store = rng.store
+        preds = self.predicates
+        for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
             yield from self._damage_rows(damage)
+            if want_rows and (not preds or keep_row(row, preds, store)):
+                row["store"] = store
+                yield row
+        yield from self._damage_rows(damage)
+
+    def _chunk_batches(self, by_topic: dict, store: str, schema):
+        """One column-lane chunk (``{topic: (columns, n)}``, rows grouped by topic) → batches of ``schema`` in
+        row order (by position: a chunk is part of one range, one file), pushed predicates applied."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        need = list(schema.names)
+        for extra in ["position"] + [c for _, c, _ in self.predicates]:
+            if extra not in need:
+                need.append(extra)
+        types = dict(self.all_fields)
+        full = S.arrow_schema([(n, types[n]) for n in need])
+        batches = []
+        for columns, n in by_topic.values():
+            if n:
+                columns = dict(columns, store=pa.array([store] * n, pa.string())) if "store" in need else columns
+                batches.append(S.columns_to_batch(columns, n, full))
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches, schema=full)
+        if len(batches) > 1:
+            table = table.take(pc.sort_indices(table["position"]))
+        if self.predicates:
+            table = table.filter(arrow_mask(table, self.predicates))
+        if table.num_rows:
+            yield from table.select(schema.names).to_batches(max_chunksize=max(self.batch_rows, 1))
 
     def _file_fails(self, file: str, why: str) -> bool:
         """A file cannot be read: True to skip it (ignoreMissingFiles / ignoreCorruptFiles), else raise."""
@@ -438,6 +485,29 @@ def keep_row(row: dict, preds, store: str) -> bool:
         if not ok:
             return False
     return True
+
+
+def arrow_mask(table, preds):
+    """:func:`keep_row` over an Arrow table: a boolean mask, null (dropped by ``filter``) where a value is null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = None
+    for op, col, val in preds:
+        c = table[col]
+        if pa.types.is_integer(c.type):
+            c = c.cast(pa.int64())
+        if op == "notnull":
+            m = pc.is_valid(c)
+        elif op == "in":
+            m = pc.is_in(c, value_set=pa.array(sorted(val), c.type))
+        elif op == "startswith":
+            m = pc.starts_with(c, pattern=val)
+        else:
+            m = {"==": pc.equal, ">": pc.greater, ">=": pc.greater_equal, "<": pc.less,
+                 "<=": pc.less_equal}[op](c, pa.scalar(val, c.type))
+        mask = m if mask is None else pc.and_(mask, m)
+    return mask
 
 
 def _option_name(field_name: str) -> str:
