@@ -30,6 +30,7 @@ be readable by the executors under the same name (local disk, NFS, a mounted buc
 """
 from __future__ import annotations
 
+import bisect
 import glob
 import json
 import os
@@ -340,8 +341,7 @@ class MqtoolReader(DataSourceReader):
             on_damage = lambda d, rng=rng: damage.append(damage_record(rng, d))  # noqa: E731
             mod = family_ranges(rng.family)
             chunks = None
-            # the corrupt-record rows take the place of their damage among the rows: rows one by one then
-            if not self.corrupt_col and hasattr(mod, "iter_range_columns"):
+            if hasattr(mod, "iter_range_columns"):
                 chunks = mod.iter_range_columns(rng, opts, [n for n, _ in mod.ROW_FIELDS if n != "store"],
                                                 on_damage=on_damage)
             if chunks is None:
@@ -349,10 +349,28 @@ class MqtoolReader(DataSourceReader):
                                         self.batch_rows)
                 continue
             for by_topic in chunks:
-                yield from S.to_batches(self._damage_rows(damage), schema)
-                if self.mode == "messages":
-                    yield from self._chunk_batches(by_topic, rng.store, schema)
-            yield from S.to_batches(self._damage_rows(damage), schema)
+                table = self._chunk_table(by_topic, rng.store, schema) if self.mode == "messages" else None
+                yield from self._interleave(table, damage, schema)
+            yield from self._interleave(None, damage, schema)
+
+    def _interleave(self, table, damage: list, schema):
+        """A chunk's rows (a table sorted by position, or None) with what becomes of the damage reported
+        while it was read, each in its place: the rows before the damaged unit's position first, as the row
+        path gives them."""
+        cut = 0
+        pos = table["position"].to_pylist() if table is not None and damage else None
+        for at, row in self._damage_out(damage):
+            if pos is not None and at is not None:
+                i = bisect.bisect_left(pos, at, cut)
+                if i > cut:
+                    yield from self._table_batches(table.slice(cut, i - cut), schema)
+                    cut = i
+            yield from S.to_batches([row], schema)
+        if table is not None and table.num_rows > cut:
+            yield from self._table_batches(table.slice(cut), schema)
+
+    def _table_batches(self, table, schema):
+        return table.select(schema.names).to_batches(max_chunksize=max(self.batch_rows, 1))
 
     def _range_rows(self, mod, rng, opts, damage, on_damage):
         want_rows = self.mode == "messages"
@@ -365,9 +383,10 @@ class MqtoolReader(DataSourceReader):
                 yield row
         yield from self._damage_rows(damage)
 
-    def _chunk_batches(self, by_topic: dict, store: str, schema):
-        """One column-lane chunk (``{topic: (columns, n)}``, rows grouped by topic) → batches of ``schema`` in
-        row order (by position: a chunk is part of one range, one file), pushed predicates applied."""
+    def _chunk_table(self, by_topic: dict, store: str, schema):
+        """One column-lane chunk (``{topic: (columns, n)}``, rows grouped by topic) → a table of ``schema``'s
+        columns (and ``position`` and the pushed predicates' columns) in row order (by position: a chunk is
+        part of one range, one file), the pushed predicates applied; None when no row is left."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -383,14 +402,13 @@ class MqtoolReader(DataSourceReader):
                 columns = dict(columns, store=pa.array([store] * n, pa.string())) if "store" in need else columns
                 batches.append(S.columns_to_batch(columns, n, full))
         if not batches:
-            return
+            return None
         table = pa.Table.from_batches(batches, schema=full)
         if len(batches) > 1:
             table = table.take(pc.sort_indices(table["position"]))
         if self.predicates:
             table = table.filter(arrow_mask(table, self.predicates))
-        if table.num_rows:
-            yield from table.select(schema.names).to_batches(max_chunksize=max(self.batch_rows, 1))
+        return table if table.num_rows else None
 
     def _file_fails(self, file: str, why: str) -> bool:
         """A file cannot be read: True to skip it (ignoreMissingFiles / ignoreCorruptFiles), else raise."""
@@ -403,6 +421,11 @@ class MqtoolReader(DataSourceReader):
     def _damage_rows(self, damage: list):
         """What becomes of the damage reported so far (emptied): an unreadable file fails (or is skipped);
         otherwise per mode: a failure, a corrupt-record row, a damage row, or nothing."""
+        for _, row in self._damage_out(damage):
+            yield row
+
+    def _damage_out(self, damage: list):
+        """:meth:`_damage_rows` as (position of the damage or None, row)."""
         while damage:
             rec = damage.pop(0)
             if rec["code"] == "file-unreadable" or not os.path.lexists(rec["file"]):
@@ -411,9 +434,9 @@ class MqtoolReader(DataSourceReader):
             if self.on_bad == "FAILFAST":
                 raise ReadFailed("damage", rec["file"], rec["note"])
             if self.mode == "damage":
-                yield rec
+                yield rec.get("position"), rec
             elif self.corrupt_col:
-                yield {"store": rec["store"], self.corrupt_col: rec["note"]}
+                yield rec.get("position"), {"store": rec["store"], self.corrupt_col: rec["note"]}
 
 
 _PY_TYPES = {"string": str, "long": int, "int": int}
