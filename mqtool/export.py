@@ -395,7 +395,8 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
                     .withColumn("topic_full", _spark_full(F.col("topic"))) \
                     .withColumn("store", _spark_partition(F.col("store"))) \
                     .withColumn("topic", _spark_partition(F.col("topic"))) \
-                    .write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
+                    .write.mode("append").options(**_spark_parquet_options(spark)) \
+                    .partitionBy("store", "topic").parquet(str(tmp / "m"))
                 got = obs.get
                 counts["damaged"] += int(got.get("damaged") or 0)
                 shortened |= _shortened("topic", got.get("long_topics") or [])
@@ -423,6 +424,14 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     if findings:
         counts["findings"] = count_rows(outp.path / FINDINGS_DIR)
     return counts
+
+
+def _spark_parquet_options(spark) -> dict:
+    """Write options of the Spark export: no dictionary pages, as the local engine (message columns are mostly
+    unique values: dictionaries cost time and are dropped anyway), unless Spark's configuration says."""
+    if spark.conf.get("spark.hadoop.parquet.enable.dictionary", None) is not None:
+        return {}
+    return {"parquet.enable.dictionary": "false"}
 
 
 def _move_tree(out: OutputDir, src: Path, rel: tuple[str, ...]) -> None:
