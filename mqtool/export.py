@@ -23,6 +23,7 @@ from mqtool.dataset import export_fields, spark_select
 from mqtool.io import OutputDir, current_umask, prepare_output_dir
 from mqtool.options import DumpOptions
 from mqtool.ranges import FINDING_FIELDS, family_ranges
+from mqtool.remote import shown, shown_row
 
 FINDINGS_DIR = "_findings"
 # Characters Spark's ExternalCatalogUtils.escapePathName escapes in partition directory names.
@@ -273,7 +274,8 @@ def _export_range_task(args) -> tuple[int, int, set]:
     umask_was = os.umask(umask)     # the caller's (a forkserver worker has the forkserver's)
     try:
         # one store per range: its partition directory is fixed, rows are split by topic only
-        with _PartitionedWriter(Path(tmp) / f"store={hive_escape(partition_value(rng.store))}",
+        remote = shown(rng.file) != rng.file       # a remote store: its URL shown, not the local shadow
+        with _PartitionedWriter(Path(tmp) / f"store={hive_escape(partition_value(shown(rng.store)))}",
                                 [f for f in export_fields() if f[0] != "store"], ["topic"], family=rng.family,
                                 row_fields=mod.ROW_FIELDS, file_name=f"part-{rng.index:05d}.parquet") as w:
             names = [n for n, _ in mod.ROW_FIELDS if n != "store"]
@@ -282,11 +284,15 @@ def _export_range_task(args) -> tuple[int, int, set]:
             if chunks is not None:      # column-wise (RocketMQ with the compiled helper): no dict per row
                 for by_topic in chunks:
                     for topic, (columns, n) in by_topic.items():
+                        if remote and columns.get("file") is not None:
+                            col = columns["file"]
+                            columns = dict(columns, file=[shown(v) for v in (
+                                col.to_pylist() if hasattr(col, "to_pylist") else col)])
                         w.add_columns(topic, columns, n)
             else:
                 add = w.add
                 for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
-                    add(row)
+                    add(shown_row(row) if remote else row)
     finally:
         os.umask(umask_was)
         if gc_was:
@@ -315,7 +321,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         runner = runner_for(opts, ranges)
         plain = DumpOptions(body=body)
         mask = current_umask()
-        shortened = _shortened("store", [p for p, _ in stores])
+        shortened = _shortened("store", [shown(p) for p, _ in stores])
         written: dict[str, int] = {}        # rows per store
         for r, (rows, damaged, short) in zip(ranges, runner.imap(_export_range_task,
                                                                  [(r, plain, str(tmp / "m"), mask) for r in ranges])):
@@ -329,7 +335,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
             for path, fam in stores:
                 with _PartitionedWriter(tmp / "f", FINDING_FIELDS, ["store"]) as w:
                     for row in verify_rows(path, fam, sizes=sizes):
-                        w.add(row)
+                        w.add(shown_row(row))
                 counts["findings"] += w.rows
         # each store=… partition replaces an earlier export's as a whole (--force), links never followed
         outp.replace_entries_in(tmp / "m")
@@ -343,7 +349,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     outp.remove_scratch(tmp)
     # a store's partition holds just this export's rows (replaced as a whole): RocketMQ and LiteMQ rows are
     # messages; Kafka rows are batches, whose records are counted from the dataset
-    counts["messages"] = (count_messages(outp.path, [(p, f) for p, f in stores if f == "kafka"])
+    counts["messages"] = (count_messages(outp.path, [(shown(p), f) for p, f in stores if f == "kafka"])
                           + sum(written.get(p, 0) for p, f in stores if f != "kafka"))
     return counts
 
@@ -369,7 +375,7 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     fams = sorted({f for _, f in stores})
     tmp = outp.scratch_dir()
     counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
-    shortened = _shortened("store", [p for p, _ in stores])
+    shortened = _shortened("store", [shown(p) for p, _ in stores])
     try:
         with spark_errors("export on Spark"):
             for fam in fams:
@@ -420,7 +426,7 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     finally:
         outp.remove_scratch(tmp)
     counts["rows"] = count_rows(outp.path)
-    counts["messages"] = count_messages(outp.path, stores)
+    counts["messages"] = count_messages(outp.path, [(shown(p), f) for p, f in stores])
     if findings:
         counts["findings"] = count_rows(outp.path / FINDINGS_DIR)
     return counts

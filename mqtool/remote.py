@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -167,10 +168,123 @@ def stage(url: str, warn=None) -> Path:
         shown = local
     (root / "state").mkdir()
     doc = {"url": url, "protocol": fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0],
-           "files": files}
+           "files": files, "shown": str(shown.relative_to(root))}
     (root / _MARK).write_text(json.dumps(doc))
     _stages[url] = shown
     return shown
+
+
+# ---- paths shown as their URL ------------------------------------------------------------------------------
+
+_SHADOW_IN_TEXT = re.compile(re.escape(tempfile.gettempdir().rstrip(os.sep)) + re.escape(os.sep)
+                             + re.escape(_ROOT_PREFIX) + r"[^" + re.escape(os.sep) + r"]+")
+_shown_prefixes: dict[str, tuple[str, str] | None] = {}     # shadow root -> (shadow of the URL, URL), or None
+
+
+def shown(text):
+    """``text`` (a path, or a message naming paths) with every local shadow of a remote store replaced by the
+    URL it stands for (``<tmp>/mqtool-remote-…/tree/s3/bucket/store/commitlog/0…`` → ``s3://bucket/store/
+    commitlog/0…``): what output shows. Works in any process on the machine (the URL is read from the
+    shadow's mark); anything else is returned as it is."""
+    if type(text) is not str or _ROOT_PREFIX not in text:
+        return text
+    for m in set(_SHADOW_IN_TEXT.findall(text)):
+        pair = _shown_prefixes.get(m, False)
+        if pair is False:
+            pair = None
+            root = _shadow_root_of(os.path.join(m, "tree", "x"))
+            if root is not None and (root / _MARK).is_file():
+                try:
+                    doc = json.loads((root / _MARK).read_text())
+                    if doc.get("shown"):
+                        pair = (os.path.join(m, doc["shown"]), doc["url"])
+                except (OSError, ValueError):
+                    pass
+            _shown_prefixes[m] = pair
+        if pair is not None:
+            text = text.replace(pair[0], pair[1])
+    return text
+
+
+def shown_row(row: dict) -> dict:
+    """A row (dict) with :func:`shown` applied to its text values (in place; returned)."""
+    for k, v in row.items():
+        if type(v) is str and _ROOT_PREFIX in v:
+            row[k] = shown(v)
+    return row
+
+
+class _ShownWriter(io.RawIOBase):
+    """A binary stream that writes complete lines to ``out`` with the shadows of the stores staged by this
+    process shown as their URLs (:func:`show_urls_on_streams`); an incomplete last line is held until its
+    end or a flush."""
+
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+        self.hold = b""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        data = self.hold + bytes(b)
+        cut = data.rfind(b"\n") + 1
+        self.hold = data[cut:]
+        if cut:
+            self.out.write(_shown_bytes(data[:cut]))
+        return len(b)
+
+    def flush(self) -> None:
+        if self.hold:
+            self.out.write(_shown_bytes(self.hold))
+            self.hold = b""
+        self.out.flush()
+
+    def fileno(self) -> int:
+        return self.out.fileno()
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+
+def _shown_bytes(data: bytes) -> bytes:
+    if _ROOT_PREFIX.encode() not in data:
+        return data
+    for url, shadow in sorted(_stages.items(), key=lambda kv: -len(str(kv[1]))):
+        data = data.replace(os.fsencode(str(shadow)), os.fsencode(url))
+    return data
+
+
+def show_urls_on_streams():
+    """Until the returned function is called (it flushes and puts the streams back), stdout and stderr show
+    every store staged by this process by its URL, not its shadow (NDJSON, tables, notes and errors alike).
+    A path shown escaped (JSON ``\\"``, a control character made visible) is left as it is: the shadow
+    repeats the URL's names, so such a name is in the URL too."""
+    import sys
+
+    was = {}
+    for name in ("stdout", "stderr"):
+        cur = getattr(sys, name)
+        try:
+            cur.flush()
+            binary = cur.buffer
+        except (AttributeError, ValueError):
+            continue
+        was[name] = cur
+        setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(_ShownWriter(binary)), encoding=cur.encoding,
+                                            errors=cur.errors, line_buffering=cur.line_buffering or name == "stderr"))
+
+    def undo():
+        for name, cur in was.items():
+            wrapped = getattr(sys, name)
+            try:
+                wrapped.flush()
+            except (OSError, ValueError):
+                pass
+            setattr(sys, name, cur)
+
+    return undo
 
 
 def _shadow_file(path: Path, size: int) -> None:

@@ -34,10 +34,12 @@ def test_verbs_read_s3_store_as_local(s3, run_cli, family):
     for verb, args in VERBS.items():
         want = run_cli(*args(str(local)))
         got = run_cli(*args(url))
-        shadow = str(remote._stages[url])
         assert got[0] == want[0], (verb, got, want)
         assert want[1].strip(), (verb, want)
-        assert _norm(got[1], shadow) == _norm(want[1], str(local)), verb
+        # paths are shown as the URL (never the local shadow), in rows, findings and notes alike
+        assert "mqtool-remote-" not in got[1] + got[2], (verb, got)
+        assert _norm(got[1], url) == _norm(want[1], str(local)), verb
+        assert _norm(got[2], url) == _norm(want[2], str(local)), verb
 
 
 @pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
@@ -71,7 +73,10 @@ def test_export_local_from_s3_to_s3(s3, run_cli, family, tmp_path):
     def norm(rows, root):
         return sorted(repr({k: (v.replace(root, "<S>") if isinstance(v, str) else v) for k, v in r.items()
                             if k not in ("store", "store_full")}) for r in rows)
-    assert norm(b, shadow) == norm(a, str(local))
+    assert norm(b, url) == norm(a, str(local))
+    assert "mqtool-remote-" not in repr(b) and shadow not in repr(b)
+    stores = {k.split("/")[2] for k in keys}        # out/<family>.parquet/store=<the URL, escaped>/...
+    assert stores == {"store=" + url.replace("%", "%25").replace("/", "%2F").replace(":", "%3A")}, stores
     again = run_cli("export", url, "--to", out)
     assert again[0] == 2 and "exists" in again[2], again
     after = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])

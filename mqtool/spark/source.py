@@ -56,6 +56,7 @@ class ReadFailed(Exception):
     """Raised on an executor: a file cannot be read (or, with FAILFAST, a range is damaged)."""
 
     def __init__(self, kind: str, file: str, message: str):
+        file, message = _remote().shown(file), _remote().shown(message)     # a remote store: its URL
         super().__init__(f"{FAIL_MARK}{json.dumps({'kind': kind, 'file': file, 'message': message})}"
                          f"{FAIL_MARK}")
 
@@ -319,8 +320,8 @@ class MqtoolReader(DataSourceReader):
         if isinstance(partition, StorePartition):
             if not partition.path:
                 return iter(())
-            return S.to_batches(verify_rows(partition.path, partition.family, self.max_message_size, self.sizes),
-                                schema)
+            rows = verify_rows(partition.path, partition.family, self.max_message_size, self.sizes)
+            return S.to_batches(map(_remote().shown_row, rows) if self.shadows else rows, schema)
         return self._message_batches(partition.ranges, schema)
 
     def _message_batches(self, ranges, schema):
@@ -349,7 +350,7 @@ class MqtoolReader(DataSourceReader):
                                         self.batch_rows)
                 continue
             for by_topic in chunks:
-                table = self._chunk_table(by_topic, rng.store, schema) if self.mode == "messages" else None
+                table = self._chunk_table(by_topic, rng, schema) if self.mode == "messages" else None
                 yield from self._interleave(table, damage, schema)
             yield from self._interleave(None, damage, schema)
 
@@ -376,14 +377,19 @@ class MqtoolReader(DataSourceReader):
         want_rows = self.mode == "messages"
         store = rng.store
         preds = self.predicates
+        shown_row = _remote().shown_row if self.shadows else None
+        if shown_row:
+            store = _remote().shown(store)
         for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
             yield from self._damage_rows(damage)
+            if shown_row:
+                shown_row(row)
             if want_rows and (not preds or keep_row(row, preds, store)):
                 row["store"] = store
                 yield row
         yield from self._damage_rows(damage)
 
-    def _chunk_table(self, by_topic: dict, store: str, schema):
+    def _chunk_table(self, by_topic: dict, rng, schema):
         """One column-lane chunk (``{topic: (columns, n)}``, rows grouped by topic) → a table of ``schema``'s
         columns (and ``position`` and the pushed predicates' columns) in row order (by position: a chunk is
         part of one range, one file), the pushed predicates applied; None when no row is left."""
@@ -396,10 +402,18 @@ class MqtoolReader(DataSourceReader):
                 need.append(extra)
         types = dict(self.all_fields)
         full = S.arrow_schema([(n, types[n]) for n in need])
+        store, file = rng.store, rng.file
+        if self.shadows:        # a remote store: its URL shown, not the local shadow
+            store, file = _remote().shown(store), _remote().shown(file)
         batches = []
         for columns, n in by_topic.values():
             if n:
-                columns = dict(columns, store=pa.array([store] * n, pa.string())) if "store" in need else columns
+                if "store" in need:
+                    columns = dict(columns, store=pa.array([store] * n, pa.string()))
+                if file != rng.file and columns.get("file") is not None:
+                    col = columns["file"]
+                    columns = dict(columns, file=[_remote().shown(v) for v in (
+                        col.to_pylist() if hasattr(col, "to_pylist") else col)])
                 batches.append(S.columns_to_batch(columns, n, full))
         if not batches:
             return None
@@ -433,6 +447,8 @@ class MqtoolReader(DataSourceReader):
                     continue
             if self.on_bad == "FAILFAST":
                 raise ReadFailed("damage", rec["file"], rec["note"])
+            if self.shadows:
+                rec = _remote().shown_row(rec)
             if self.mode == "damage":
                 yield rec.get("position"), rec
             elif self.corrupt_col:
