@@ -107,6 +107,11 @@ def _guard_map(mm: mmap.mmap) -> None:
         weakref.finalize(mm, _guard.unwatch, slot)
 
 
+# A remote file's shadow is fetched whole before it is mapped, unless a bounded read (mqtool.remote.first_rows)
+# sets how much of it to fetch first
+MAP_PREFIX: list = [None]
+
+
 class MappedInput:
     """A read-only view of a whole file: the bytes themselves for small files, mmap(ACCESS_READ) beyond
     :data:`READ_WHOLE_LIMIT`.
@@ -118,7 +123,7 @@ class MappedInput:
 
     def __init__(self, path: str | os.PathLike, whole_limit: int | None = None):
         self.path = str(path)
-        self._f = open_input(path)
+        self._f = open_input(path, MAP_PREFIX[0])
         self._mm = None
         self._faults = 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit

@@ -322,23 +322,48 @@ def _shadow_root_of(path: str) -> Path | None:
     return root
 
 
-def fill(path, need: int | None = None) -> None:
-    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
-    (all of it: ``None``) are fetched. Anything else: nothing to do."""
+def _entry(path):
+    """(shadow root, its mark document, the file's path in it, its entry) of a shadow file, or None."""
     root = _shadow_root_of(os.fspath(path))
     if root is None or not (root / _MARK).is_file():
-        return
+        return None
     key = str(root)
     doc = _docs.get(key)
     if doc is None:
         doc = _docs[key] = json.loads((root / _MARK).read_text())
     rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
     ent = doc["files"].get(rel)
-    if ent is None:
+    return None if ent is None else (root, doc, rel, ent)
+
+
+def _state_file(root: Path, rel: str) -> Path:
+    return root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def fetched_prefix(path) -> int | None:
+    """How many leading bytes of the shadow file ``path`` are fetched (its size when all are); None when
+    ``path`` is not the shadow of a remote file (its bytes are all there)."""
+    e = _entry(path)
+    if e is None:
+        return None
+    root, _doc, rel, ent = e
+    try:
+        raw = _state_file(root, rel).read_bytes()[:32]
+    except OSError:
+        return 0
+    return min(ent["size"], int(raw) if raw.strip() else 0)
+
+
+def fill(path, need: int | None = None) -> None:
+    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
+    (all of it: ``None``) are fetched. Anything else: nothing to do."""
+    e = _entry(path)
+    if e is None:
         return
+    root, doc, rel, ent = e
     size = ent["size"]
     want = size if need is None else min(size, max(0, need))
-    state = root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
+    state = _state_file(root, rel)
     fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -373,6 +398,98 @@ def fill(path, need: int | None = None) -> None:
         os.pwrite(fd, str(want).ljust(32).encode(), 0)
     finally:
         os.close(fd)
+
+
+# ---- bounded reads: a prefix first, more only when the answer needs it ---------------------------------------
+
+FIRST_PREFIX = 1 << 20          # bytes of each mapped remote file fetched for the first try of a bounded read
+PREFIX_GROWTH = 16              # each further try fetches this many times more (the last try: whole files)
+MAX_BOUNDED_ROWS = 10000        # rows a bounded read holds back while it tries (beyond: whole files at once)
+
+
+def is_staged(path) -> bool:
+    """``path`` lies in the shadow of a remote store staged by this process."""
+    return _ROOT_PREFIX in os.fspath(path) and _shadow_root_of(os.fspath(path)) is not None
+
+
+def first_rows(run, limit: int):
+    """The first ``limit`` rows of a dump over staged remote stores, fetching a prefix of each file it maps
+    instead of the whole file. ``run()`` starts the dump afresh and returns ``(rows, state)``; the result is
+    ``(first rows, state of the try that gave them)``.
+
+    Why the rows are those of a whole-file read: a walker maps the file and reads it in order; bytes past
+    the fetched prefix read as zeros. A row (a unit, a batch, a damage report) that ends inside the
+    prefix was decided from fetched bytes only (a unit is decoded from its own bytes; a forward scan for the
+    next unit stops at the first one it finds, and one found inside the prefix is the one the whole file
+    has). So a try is kept when each of its ``limit`` rows ends inside the fetched prefix of its file.
+    Otherwise (a row reaching past the prefix, a row without a position, or fewer rows than ``limit``
+    while a mapped file is not all fetched: the walk may have stopped at the zeros) the dump is started
+    again with a prefix ``PREFIX_GROWTH`` times longer, finally with whole files, and the rows and state of
+    the discarded try are dropped (nothing of it was shown)."""
+    from mqtool import io as mio
+    from mqtool.render import as_dicts
+
+    if limit > MAX_BOUNDED_ROWS or not _stages:
+        return run()
+    prefix = FIRST_PREFIX
+    while True:
+        mio.MAP_PREFIX[0] = prefix
+        rows, state = run()
+        got: list = []
+        ok = True
+        try:
+            for r in as_dicts(rows):
+                got.append(r)
+                if prefix is not None and not _inside_fetched(r):
+                    ok = False
+                    break
+                if len(got) >= limit:
+                    break
+            else:
+                ok = prefix is None or not _partly_fetched()
+        finally:
+            mio.MAP_PREFIX[0] = None
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+        if ok:
+            return iter(got), state
+        prefix = None if prefix >= max((e["size"] for _, e in _staged_files()), default=0) \
+            else prefix * PREFIX_GROWTH
+
+
+def _inside_fetched(row) -> bool:
+    """The row's bytes (``file``, ``position``, ``size``) lie in what is fetched of its file."""
+    if not isinstance(row, dict):
+        return False
+    file, pos, size = row.get("file"), row.get("position"), row.get("size")
+    if not isinstance(file, str):
+        return False
+    have = fetched_prefix(file)
+    if have is None:
+        return True                 # a local file
+    if not isinstance(pos, int) or not isinstance(size, int):
+        return False
+    return pos + size <= have
+
+
+def _staged_files():
+    for shadow in _stages.values():
+        root = _shadow_root_of(str(shadow))
+        if root is None:
+            continue
+        doc = _docs.get(str(root)) or json.loads((root / _MARK).read_text())
+        for rel, ent in doc["files"].items():
+            yield root / rel, ent
+
+
+def _partly_fetched() -> bool:
+    """Some file of a staged store is fetched in part (a prefix of it)."""
+    for path, ent in _staged_files():
+        have = fetched_prefix(path)
+        if have is not None and 0 < have < ent["size"]:
+            return True
+    return False
 
 
 def _open_ranged(fs, key: str):

@@ -162,3 +162,32 @@ def test_a_local_store_that_looks_like_a_shadow_is_never_written(tmp_path):
         import shutil
 
         shutil.rmtree(root)
+
+
+def test_dump_limit_fetches_a_prefix_of_a_big_segment(s3, run_cli, tmp_path):
+    """`dump --limit N` of a 64 MiB remote commitlog segment fetches a prefix of it, far less than the segment,
+    and prints what the local copy prints; when the first rows reach past the first prefix (more rows, or
+    fewer units than N) it fetches more and still prints the same."""
+    from builders import rocketmq_unit
+
+    from mqtool import remote
+
+    seg = tmp_path / "store" / "commitlog" / ("0" * 20)
+    seg.parent.mkdir(parents=True)
+    body = (bytes(range(256)) * 254)[:65000]     # ~64 KiB units: 1023 of them, then zeros, make 64 MiB
+    units = bytearray()
+    for i in range(1023):
+        units += rocketmq_unit(body=body, phys=len(units), queue_offset=i)
+    seg.write_bytes(units + bytes((64 << 20) - len(units)))
+    size = seg.stat().st_size
+    url = upload(s3, tmp_path / "store", "bounded/store")
+    for limit, most in ((5, size / 32), (40, size / 2), (2000, None)):
+        want = run_cli("dump", "commitlog", tmp_path / "store", "--limit", limit, "--json")
+        before = remote.fetched.get(url, 0)
+        got = run_cli("dump", "commitlog", url, "--limit", limit, "--json")
+        assert got[0] == want[0] == 0 and len(got[1].splitlines()) == min(limit, 1023)
+        assert _norm(got[1], url) == _norm(want[1], str(tmp_path / "store")), limit
+        assert _norm(got[2], url) == _norm(want[2], str(tmp_path / "store")), limit    # notes of one try only
+        if most is not None:
+            assert 0 < remote.fetched[url] - before < most, (limit, remote.fetched[url] - before)
+    assert remote.fetched[url] == size       # each byte fetched once over the three runs
