@@ -380,7 +380,11 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
 
     if opts.limit is not None and _remote().is_staged(path):
         # a remote store: fetch the start of each file first, more only if the first rows need it
-        rows, (columns, title, stats) = _remote().first_rows(run, opts.limit)
+        def run_dicts():
+            rows, state = run()
+            return render.as_dicts(rows), state
+
+        rows, (columns, title, stats) = _remote().first_rows(run_dicts, opts.limit)
     else:
         rows, (columns, title, stats) = run()
     if opts.limit is not None:

@@ -107,11 +107,6 @@ def _guard_map(mm: mmap.mmap) -> None:
         weakref.finalize(mm, _guard.unwatch, slot)
 
 
-# A remote file's shadow is fetched whole before it is mapped, unless a bounded read (mqtool.remote.first_rows)
-# sets how much of it to fetch first
-MAP_PREFIX: list = [None]
-
-
 class MappedInput:
     """A read-only view of a whole file: the bytes themselves for small files, mmap(ACCESS_READ) beyond
     :data:`READ_WHOLE_LIMIT`.
@@ -123,7 +118,12 @@ class MappedInput:
 
     def __init__(self, path: str | os.PathLike, whole_limit: int | None = None):
         self.path = str(path)
-        self._f = open_input(path, MAP_PREFIX[0])
+        need = None
+        if _SHADOW_MARK in self.path:       # a remote file: a bounded read may fetch a prefix only (mqtool.remote)
+            from mqtool import remote
+
+            need = remote.MAP_PREFIX[0]
+        self._f = open_input(path, need)
         self._mm = None
         self._faults = 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit

@@ -405,6 +405,8 @@ def fill(path, need: int | None = None) -> None:
 FIRST_PREFIX = 1 << 20          # bytes of each mapped remote file fetched for the first try of a bounded read
 PREFIX_GROWTH = 16              # each further try fetches this many times more (the last try: whole files)
 MAX_BOUNDED_ROWS = 10000        # rows a bounded read holds back while it tries (beyond: whole files at once)
+# how much of a remote file's shadow mqtool.io.MappedInput has fetched before it maps it (None: all of it)
+MAP_PREFIX: list = [None]
 
 
 def is_staged(path) -> bool:
@@ -426,19 +428,16 @@ def first_rows(run, limit: int):
     while a mapped file is not all fetched: the walk may have stopped at the zeros) the dump is started
     again with a prefix ``PREFIX_GROWTH`` times longer, finally with whole files, and the rows and state of
     the discarded try are dropped (nothing of it was shown)."""
-    from mqtool import io as mio
-    from mqtool.render import as_dicts
-
     if limit > MAX_BOUNDED_ROWS or not _stages:
         return run()
     prefix = FIRST_PREFIX
     while True:
-        mio.MAP_PREFIX[0] = prefix
+        MAP_PREFIX[0] = prefix
         rows, state = run()
         got: list = []
         ok = True
         try:
-            for r in as_dicts(rows):
+            for r in rows:
                 got.append(r)
                 if prefix is not None and not _inside_fetched(r):
                     ok = False
@@ -448,7 +447,7 @@ def first_rows(run, limit: int):
             else:
                 ok = prefix is None or not _partly_fetched()
         finally:
-            mio.MAP_PREFIX[0] = None
+            MAP_PREFIX[0] = None
             close = getattr(rows, "close", None)
             if close is not None:
                 close()
