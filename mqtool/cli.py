@@ -282,10 +282,23 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
         kw["split_size"] = _size(kw["split_size"])
         kw["ndjson"] = render.want_json(as_json) and window is None
     opts = DumpOptions(**kw)
-    stats = ScanStats()
-    columns, rows, title = ops.dump(part, path, opts, stats)
-    if window is not None:
-        rows = _in_window(rows, window)
+
+    def run():
+        stats = ScanStats()
+        columns, rows, title = ops.dump(part, path, opts, stats)
+        if window is not None:
+            rows = _in_window(rows, window)
+        return rows, (columns, title, stats)
+
+    if opts.limit is not None and _remote().is_staged(path):
+        # a remote store: fetch the start of each file first, more only if the first rows need it
+        def run_dicts():
+            rows, state = run()
+            return render.as_dicts(rows), state
+
+        rows, (columns, title, stats) = _remote().first_rows(run_dicts, opts.limit)
+    else:
+        rows, (columns, title, stats) = run()
     if opts.limit is not None:
         rows = _limit(rows, opts.limit)
     emitted = render.emit(_note_damaged_rows(rows, stats), columns, as_json, title=title)

@@ -33,44 +33,59 @@ def guarded(fn):
 
     @wraps(fn)
     def wrapper(*args, **kwargs):
+        undo = []       # remote inputs: output shows their URLs until the command ends (mqtool.remote)
         try:
-            _stage_remote_inputs(kwargs)
-            return fn(*args, **kwargs)
-        except MqToolError as e:
-            if getattr(e, "hint", None) and not render.quiet():
-                render.say(str(e))
-                render.hint(e.hint)
-                sys.exit(e.exit_code)
-            _fail(str(e), e.exit_code)
-        except BrokenPipeError:
-            _quiet_pipe_exit()
-        except OSError as e:
-            if e.errno == errno.EPIPE:
-                _quiet_pipe_exit()
-            _fail(f"{getattr(e, 'filename', None) or ''}{': ' if getattr(e, 'filename', None) else ''}"
-                  f"{e.strerror or e}", EXIT_USAGE)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-        except ValueError as e:
-            _fail(str(e), EXIT_USAGE)
-        except Exception as e:
-            # a schema's parse (construct) that no decoder turned into a finding: a decode failure, one line
-            if type(e).__module__.partition(".")[0] != "construct":
-                raise
-            _fail(str(wrap_decode(e)), EXIT_USAGE)
+            return _guarded_run(fn, args, kwargs, undo)
+        finally:
+            for u in undo:
+                u()
 
     return wrapper
 
 
-def _stage_remote_inputs(kwargs) -> None:
+def _guarded_run(fn, args, kwargs, undo):
+    """:func:`guarded`'s body (``undo`` gets what puts the output streams back)."""
+    try:
+        if _stage_remote_inputs(kwargs):
+            undo.append(_remote().show_urls_on_streams())
+        return fn(*args, **kwargs)
+    except MqToolError as e:
+        if getattr(e, "hint", None) and not render.quiet():
+            render.say(str(e))
+            render.hint(e.hint)
+            sys.exit(e.exit_code)
+        _fail(str(e), e.exit_code)
+    except BrokenPipeError:
+        _quiet_pipe_exit()
+    except OSError as e:
+        if e.errno == errno.EPIPE:
+            _quiet_pipe_exit()
+        _fail(f"{getattr(e, 'filename', None) or ''}{': ' if getattr(e, 'filename', None) else ''}"
+              f"{e.strerror or e}", EXIT_USAGE)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except ValueError as e:
+        _fail(str(e), EXIT_USAGE)
+    except Exception as e:
+        # a schema's parse (construct) that no decoder turned into a finding: a decode failure, one line
+        if type(e).__module__.partition(".")[0] != "construct":
+            raise
+        _fail(str(wrap_decode(e)), EXIT_USAGE)
+
+
+def _stage_remote_inputs(kwargs) -> bool:
     """Store arguments given as URLs (s3://, hdfs://, file://...) are read through their local shadow
-    (:mod:`mqtool.remote`): the verbs then work unchanged and fetch only the bytes they open."""
+    (:mod:`mqtool.remote`): the verbs then work unchanged and fetch only the bytes they open. True when one was."""
+    staged = False
     for name in ("path", "store", "paths", "stores"):
         v = kwargs.get(name)
         if isinstance(v, str) and _is_url(v):
             kwargs[name] = str(_remote().stage(v, render.say))
+            staged = True
         elif isinstance(v, (tuple, list)) and any(_is_url(x) for x in v):
             kwargs[name] = type(v)(str(_remote().stage(x, render.say)) if _is_url(x) else x for x in v)
+            staged = True
+    return staged
 
 
 def _is_url(v) -> bool:

@@ -19,10 +19,11 @@ import shutil
 from pathlib import Path
 
 from mqtool.errors import UsageError
-from mqtool.dataset import export_fields, spark_select
+from mqtool.dataset import export_fields
 from mqtool.io import OutputDir, current_umask, prepare_output_dir
 from mqtool.options import DumpOptions
 from mqtool.ranges import FINDING_FIELDS, family_ranges
+from mqtool.remote import shown, shown_row
 
 FINDINGS_DIR = "_findings"
 # Characters Spark's ExternalCatalogUtils.escapePathName escapes in partition directory names.
@@ -32,7 +33,7 @@ _ESCAPE = set('"#%\'*/:=?\\\x7f{[]^')
 # Partition values: a directory is named after the value (escaped as Spark does) while that name fits in
 # PART_NAME_MAX bytes (file systems allow 255 for a name, "topic=" included); a longer value is named by its
 # first PART_PREFIX characters, "~" and 16 hex digits of its SHA-256, and listed in OUT/_partitions.ndjson
-# with its true value. Both engines apply the same rule (Spark through the same expression, _spark_partition).
+# with its true value. Both engines write through the same writer (--engine spark runs its range tasks).
 PART_NAME_MAX = 240
 PART_PREFIX = 32
 PARTITIONS_FILE = "_partitions.ndjson"
@@ -52,30 +53,6 @@ def partition_value(value):
     import hashlib
 
     return f"{s[:PART_PREFIX]}~{hashlib.sha256(_utf8(s)).hexdigest()[:16]}"
-
-
-def _spark_partition(col):
-    """:func:`partition_value` as a Spark column expression (escaped length: bytes + 2 per escaped char)."""
-    from pyspark.sql import functions as F
-
-    return F.when(_spark_escaped_length(col) <= PART_NAME_MAX, col).otherwise(
-        F.concat(F.substring(col, 1, PART_PREFIX), F.lit("~"), F.substring(F.sha2(col, 256), 1, 16)))
-
-
-def _spark_full(col):
-    """The ``<column>_full`` value as a Spark expression: the true value where :func:`_spark_partition`
-    shortens it, else null."""
-    from pyspark.sql import functions as F
-
-    return F.when(_spark_escaped_length(col) > PART_NAME_MAX, col)
-
-
-def _spark_escaped_length(col):
-    from pyspark.sql import functions as F
-
-    kept = "[^" + "".join("\\" + c if c in "\\[]^-" else c for c in sorted(_ESCAPE - {"\x7f"})) + \
-        "\\x{7f}\\x{00}-\\x{1f}]"
-    return F.octet_length(col) + 2 * F.length(F.regexp_replace(col, kept, ""))
 
 
 def write_partition_index(outp: OutputDir, mapping: set, force: bool) -> None:
@@ -273,7 +250,8 @@ def _export_range_task(args) -> tuple[int, int, set]:
     umask_was = os.umask(umask)     # the caller's (a forkserver worker has the forkserver's)
     try:
         # one store per range: its partition directory is fixed, rows are split by topic only
-        with _PartitionedWriter(Path(tmp) / f"store={hive_escape(partition_value(rng.store))}",
+        remote = shown(rng.file) != rng.file       # a remote store: its URL shown, not the local shadow
+        with _PartitionedWriter(Path(tmp) / f"store={hive_escape(partition_value(shown(rng.store)))}",
                                 [f for f in export_fields() if f[0] != "store"], ["topic"], family=rng.family,
                                 row_fields=mod.ROW_FIELDS, file_name=f"part-{rng.index:05d}.parquet") as w:
             names = [n for n, _ in mod.ROW_FIELDS if n != "store"]
@@ -282,11 +260,15 @@ def _export_range_task(args) -> tuple[int, int, set]:
             if chunks is not None:      # column-wise (RocketMQ with the compiled helper): no dict per row
                 for by_topic in chunks:
                     for topic, (columns, n) in by_topic.items():
+                        if remote and columns.get("file") is not None:
+                            col = columns["file"]
+                            columns = dict(columns, file=[shown(v) for v in (
+                                col.to_pylist() if hasattr(col, "to_pylist") else col)])
                         w.add_columns(topic, columns, n)
             else:
                 add = w.add
                 for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
-                    add(row)
+                    add(shown_row(row) if remote else row)
     finally:
         os.umask(umask_was)
         if gc_was:
@@ -295,12 +277,13 @@ def _export_range_task(args) -> tuple[int, int, set]:
 
 
 def export_local(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
-                 jobs: int = 1, sizes: dict | None = None) -> dict:
+                 jobs: int = 1, sizes: dict | None = None, runner=None) -> dict:
     """Write the dataset with pyarrow on this machine: the byte ranges of every store in a process pool of
     ``jobs`` workers (0 = all cores), each range into its own part files. Everything is written into a
     temporary directory inside ``out`` and moved into place at the end; on any failure nothing is left
     (a directory this call created is removed again). Returns counts. ``sizes``: the
-    :class:`~mqtool.options.SizeOptions` fields for the verify findings."""
+    :class:`~mqtool.options.SizeOptions` fields for the verify findings. ``runner``: what maps the range
+    tasks instead of the process pool (``export --engine spark``: :class:`mqtool.spark.export.RangeRunner`)."""
     from mqtool.ranges import runner_for
 
     _require_pyarrow()
@@ -312,10 +295,10 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     try:
         opts = DumpOptions(body=body, jobs=jobs, split_size=split_size)
         ranges = [r for path, fam in stores for r in family_ranges(fam).plan(path, split_size)]
-        runner = runner_for(opts, ranges)
+        runner = runner or runner_for(opts, ranges)
         plain = DumpOptions(body=body)
         mask = current_umask()
-        shortened = _shortened("store", [p for p, _ in stores])
+        shortened = _shortened("store", [shown(p) for p, _ in stores])
         written: dict[str, int] = {}        # rows per store
         for r, (rows, damaged, short) in zip(ranges, runner.imap(_export_range_task,
                                                                  [(r, plain, str(tmp / "m"), mask) for r in ranges])):
@@ -326,10 +309,12 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         if findings:
             from mqtool.dataset import verify_rows
 
-            for path, fam in stores:
+            per_store = runner.findings(stores, sizes) if hasattr(runner, "findings") else (
+                verify_rows(path, fam, sizes=sizes) for path, fam in stores)
+            for rows in per_store:
                 with _PartitionedWriter(tmp / "f", FINDING_FIELDS, ["store"]) as w:
-                    for row in verify_rows(path, fam, sizes=sizes):
-                        w.add(row)
+                    for row in rows:
+                        w.add(shown_row(row))
                 counts["findings"] += w.rows
         # each store=… partition replaces an earlier export's as a whole (--force), links never followed
         outp.replace_entries_in(tmp / "m")
@@ -343,93 +328,24 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     outp.remove_scratch(tmp)
     # a store's partition holds just this export's rows (replaced as a whole): RocketMQ and LiteMQ rows are
     # messages; Kafka rows are batches, whose records are counted from the dataset
-    counts["messages"] = (count_messages(outp.path, [(p, f) for p, f in stores if f == "kafka"])
+    counts["messages"] = (count_messages(outp.path, [(shown(p), f) for p, f in stores if f == "kafka"])
                           + sum(written.get(p, 0) for p, f in stores if f != "kafka"))
     return counts
-
-
-CORRUPT_COL = "_mqtool_damage"
 
 
 def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=False, force=False,
                  master=None, spark=None, sizes: dict | None = None, partition_size=None,
                  max_partitions=None) -> dict:
-    """Write the dataset through the ``mqtool`` data source on Spark (the session Spark's configuration
-    gives, or ``master``). Damaged ranges are counted in the same pass (corrupt-record rows observed on
-    their way to the writer, then dropped), so ``damaged`` equals the embedded count; a file an executor
-    cannot read fails the export, naming the file."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
+    """:func:`export_local` with its range tasks (and the findings, one task per store) run on Spark (the
+    session Spark's configuration gives, or ``master``): the same files and counts; a file an executor
+    cannot read fails the export, naming the file (see :mod:`mqtool.spark.export`)."""
+    from mqtool.spark.export import RangeRunner
+    from mqtool.spark.session import describe, get_session
 
-    from mqtool.spark.session import describe, get_session, spark_errors
-
-    stores = _stores(paths, fmt)
     spark = spark or get_session(master)
-    outp = prepare_output_dir(out, [p for p, _ in stores], force)
-    fams = sorted({f for _, f in stores})
-    tmp = outp.scratch_dir()
-    counts = {"messages": 0, "findings": 0, "stores": len(stores), "damaged": 0}
-    shortened = _shortened("store", [p for p, _ in stores])
-    try:
-        with spark_errors("export on Spark"):
-            for fam in fams:
-                mine = [p for p, f in stores if f == fam]
-                describe(spark, "mqtool export", f"mqtool export: {fam} messages of {len(mine)} store(s): "
-                         + ", ".join(mine))
-                r = spark.read.format("mqtool").option("format", fam).option("body", body) \
-                    .option("columnNameOfCorruptRecord", CORRUPT_COL)
-                if split_size:
-                    r = r.option("splitSize", str(split_size))
-                if partition_size:
-                    r = r.option("maxPartitionBytes", str(partition_size))
-                if max_partitions:
-                    r = r.option("maxPartitions", str(max_partitions))
-                obs = Observation(f"mqtool-damage-{fam}")
-                df = r.load(mine if len(mine) > 1 else mine[0])
-                long_topic = F.when(_spark_escaped_length(F.col("topic")) > PART_NAME_MAX, F.col("topic"))
-                df = df.observe(obs, F.count(F.col(CORRUPT_COL)).alias("damaged"),
-                                F.collect_set(long_topic).alias("long_topics"))
-                df = df.where(F.col(CORRUPT_COL).isNull()).drop(CORRUPT_COL)
-                df.selectExpr(*spark_select(fam, family_ranges(fam).ROW_FIELDS)) \
-                    .withColumn("store_full", _spark_full(F.col("store"))) \
-                    .withColumn("topic_full", _spark_full(F.col("topic"))) \
-                    .withColumn("store", _spark_partition(F.col("store"))) \
-                    .withColumn("topic", _spark_partition(F.col("topic"))) \
-                    .write.mode("append").partitionBy("store", "topic").parquet(str(tmp / "m"))
-                got = obs.get
-                counts["damaged"] += int(got.get("damaged") or 0)
-                shortened |= _shortened("topic", got.get("long_topics") or [])
-            if findings:
-                from mqtool.spark.source import size_reader_options
-
-                r = spark.read.format("mqtool").option("rows", "verify")
-                for name, value in size_reader_options(sizes).items():
-                    r = r.option(name, value)
-                for fam in fams:
-                    mine = [p for p, f in stores if f == fam]
-                    describe(spark, "mqtool export", f"mqtool export: {fam} verify findings of {len(mine)} "
-                             "store(s): " + ", ".join(mine))
-                    r.option("format", fam).load(mine if len(mine) > 1 else mine[0]) \
-                        .withColumn("store", _spark_partition(F.col("store"))) \
-                        .write.mode("append").partitionBy("store").parquet(str(tmp / "f"))
-        _move_tree(outp, tmp / "m", ())
-        if findings:
-            _move_tree(outp, tmp / "f", (FINDINGS_DIR,))
-        write_partition_index(outp, shortened, force)
-    finally:
-        outp.remove_scratch(tmp)
-    counts["rows"] = count_rows(outp.path)
-    counts["messages"] = count_messages(outp.path, stores)
-    if findings:
-        counts["findings"] = count_rows(outp.path / FINDINGS_DIR)
-    return counts
-
-
-def _move_tree(out: OutputDir, src: Path, rel: tuple[str, ...]) -> None:
-    """Move Spark's output (partition dirs, part files) to ``rel`` below ``out``; Spark's own markers are
-    dropped."""
-    if src.is_dir():
-        out.move_tree_in(src, rel, skip=lambda name: name.startswith(("_", ".")))
+    describe(spark, "mqtool export", f"mqtool export: {len(paths)} store(s): " + ", ".join(map(str, paths)))
+    return export_local(paths, out, fmt, split_size, body, findings, force, sizes=sizes,
+                        runner=RangeRunner(spark, partition_size or split_size, max_partitions))
 
 
 def count_messages(outp: Path, stores) -> int:

@@ -116,7 +116,12 @@ class MappedInput:
 
     def __init__(self, path: str | os.PathLike, whole_limit: int | None = None):
         self.path = str(path)
-        self._f = open_input(path)
+        need = None
+        if _SHADOW_MARK in self.path:       # a remote file: a bounded read may fetch a prefix only (mqtool.remote)
+            from mqtool import remote
+
+            need = remote.MAP_PREFIX[0]
+        self._f = open_input(path, need)
         self._mm = None
         self._faults = 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit

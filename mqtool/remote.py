@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import fcntl
 import hashlib
+import io
 import json
 import os
 import re
@@ -167,10 +168,123 @@ def stage(url: str, warn=None) -> Path:
         shown = local
     (root / "state").mkdir()
     doc = {"url": url, "protocol": fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0],
-           "files": files}
+           "files": files, "shown": str(shown.relative_to(root))}
     (root / _MARK).write_text(json.dumps(doc))
     _stages[url] = shown
     return shown
+
+
+# ---- paths shown as their URL ------------------------------------------------------------------------------
+
+_SHADOW_IN_TEXT = re.compile(re.escape(tempfile.gettempdir().rstrip(os.sep)) + re.escape(os.sep)
+                             + re.escape(_ROOT_PREFIX) + r"[^" + re.escape(os.sep) + r"]+")
+_shown_prefixes: dict[str, tuple[str, str] | None] = {}     # shadow root -> (shadow of the URL, URL), or None
+
+
+def shown(text):
+    """``text`` (a path, or a message naming paths) with every local shadow of a remote store replaced by the
+    URL it stands for (``<tmp>/mqtool-remote-…/tree/s3/bucket/store/commitlog/0…`` → ``s3://bucket/store/
+    commitlog/0…``): what output shows. Works in any process on the machine (the URL is read from the
+    shadow's mark); anything else is returned as it is."""
+    if type(text) is not str or _ROOT_PREFIX not in text:
+        return text
+    for m in set(_SHADOW_IN_TEXT.findall(text)):
+        pair = _shown_prefixes.get(m, False)
+        if pair is False:
+            pair = None
+            root = _shadow_root_of(os.path.join(m, "tree", "x"))
+            if root is not None and (root / _MARK).is_file():
+                try:
+                    doc = json.loads((root / _MARK).read_text())
+                    if doc.get("shown"):
+                        pair = (os.path.join(m, doc["shown"]), doc["url"])
+                except (OSError, ValueError):
+                    pass
+            _shown_prefixes[m] = pair
+        if pair is not None:
+            text = text.replace(pair[0], pair[1])
+    return text
+
+
+def shown_row(row: dict) -> dict:
+    """A row (dict) with :func:`shown` applied to its text values (in place; returned)."""
+    for k, v in row.items():
+        if type(v) is str and _ROOT_PREFIX in v:
+            row[k] = shown(v)
+    return row
+
+
+class _ShownWriter(io.RawIOBase):
+    """A binary stream that writes complete lines to ``out`` with the shadows of the stores staged by this
+    process shown as their URLs (:func:`show_urls_on_streams`); an incomplete last line is held until its
+    end or a flush."""
+
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+        self.hold = b""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        data = self.hold + bytes(b)
+        cut = data.rfind(b"\n") + 1
+        self.hold = data[cut:]
+        if cut:
+            self.out.write(_shown_bytes(data[:cut]))
+        return len(b)
+
+    def flush(self) -> None:
+        if self.hold:
+            self.out.write(_shown_bytes(self.hold))
+            self.hold = b""
+        self.out.flush()
+
+    def fileno(self) -> int:
+        return self.out.fileno()
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+
+def _shown_bytes(data: bytes) -> bytes:
+    if _ROOT_PREFIX.encode() not in data:
+        return data
+    for url, shadow in sorted(_stages.items(), key=lambda kv: -len(str(kv[1]))):
+        data = data.replace(os.fsencode(str(shadow)), os.fsencode(url))
+    return data
+
+
+def show_urls_on_streams():
+    """Until the returned function is called (it flushes and puts the streams back), stdout and stderr show
+    every store staged by this process by its URL, not its shadow (NDJSON, tables, notes and errors alike).
+    A path shown escaped (JSON ``\\"``, a control character made visible) is left as it is: the shadow
+    repeats the URL's names, so such a name is in the URL too."""
+    import sys
+
+    was = {}
+    for name in ("stdout", "stderr"):
+        cur = getattr(sys, name)
+        try:
+            cur.flush()
+            binary = cur.buffer
+        except (AttributeError, ValueError):
+            continue
+        was[name] = cur
+        setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(_ShownWriter(binary)), encoding=cur.encoding,
+                                            errors=cur.errors, line_buffering=cur.line_buffering or name == "stderr"))
+
+    def undo():
+        for name, cur in was.items():
+            wrapped = getattr(sys, name)
+            try:
+                wrapped.flush()
+            except (OSError, ValueError):
+                pass
+            setattr(sys, name, cur)
+
+    return undo
 
 
 def _shadow_file(path: Path, size: int) -> None:
@@ -208,23 +322,48 @@ def _shadow_root_of(path: str) -> Path | None:
     return root
 
 
-def fill(path, need: int | None = None) -> None:
-    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
-    (all of it: ``None``) are fetched. Anything else: nothing to do."""
+def _entry(path):
+    """(shadow root, its mark document, the file's path in it, its entry) of a shadow file, or None."""
     root = _shadow_root_of(os.fspath(path))
     if root is None or not (root / _MARK).is_file():
-        return
+        return None
     key = str(root)
     doc = _docs.get(key)
     if doc is None:
         doc = _docs[key] = json.loads((root / _MARK).read_text())
     rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
     ent = doc["files"].get(rel)
-    if ent is None:
+    return None if ent is None else (root, doc, rel, ent)
+
+
+def _state_file(root: Path, rel: str) -> Path:
+    return root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def fetched_prefix(path) -> int | None:
+    """How many leading bytes of the shadow file ``path`` are fetched (its size when all are); None when
+    ``path`` is not the shadow of a remote file (its bytes are all there)."""
+    e = _entry(path)
+    if e is None:
+        return None
+    root, _doc, rel, ent = e
+    try:
+        raw = _state_file(root, rel).read_bytes()[:32]
+    except OSError:
+        return 0
+    return min(ent["size"], int(raw) if raw.strip() else 0)
+
+
+def fill(path, need: int | None = None) -> None:
+    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
+    (all of it: ``None``) are fetched. Anything else: nothing to do."""
+    e = _entry(path)
+    if e is None:
         return
+    root, doc, rel, ent = e
     size = ent["size"]
     want = size if need is None else min(size, max(0, need))
-    state = root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
+    state = _state_file(root, rel)
     fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -259,6 +398,97 @@ def fill(path, need: int | None = None) -> None:
         os.pwrite(fd, str(want).ljust(32).encode(), 0)
     finally:
         os.close(fd)
+
+
+# ---- bounded reads: a prefix first, more only when the answer needs it ---------------------------------------
+
+FIRST_PREFIX = 1 << 20          # bytes of each mapped remote file fetched for the first try of a bounded read
+PREFIX_GROWTH = 16              # each further try fetches this many times more (the last try: whole files)
+MAX_BOUNDED_ROWS = 10000        # rows a bounded read holds back while it tries (beyond: whole files at once)
+# how much of a remote file's shadow mqtool.io.MappedInput has fetched before it maps it (None: all of it)
+MAP_PREFIX: list = [None]
+
+
+def is_staged(path) -> bool:
+    """``path`` lies in the shadow of a remote store staged by this process."""
+    return _ROOT_PREFIX in os.fspath(path) and _shadow_root_of(os.fspath(path)) is not None
+
+
+def first_rows(run, limit: int):
+    """The first ``limit`` rows of a dump over staged remote stores, fetching a prefix of each file it maps
+    instead of the whole file. ``run()`` starts the dump afresh and returns ``(rows, state)``; the result is
+    ``(first rows, state of the try that gave them)``.
+
+    Why the rows are those of a whole-file read: a walker maps the file and reads it in order; bytes past
+    the fetched prefix read as zeros. A row (a unit, a batch, a damage report) that ends inside the
+    prefix was decided from fetched bytes only (a unit is decoded from its own bytes; a forward scan for the
+    next unit stops at the first one it finds, and one found inside the prefix is the one the whole file
+    has). So a try is kept when each of its ``limit`` rows ends inside the fetched prefix of its file.
+    Otherwise (a row reaching past the prefix, a row without a position, or fewer rows than ``limit``
+    while a mapped file is not all fetched: the walk may have stopped at the zeros) the dump is started
+    again with a prefix ``PREFIX_GROWTH`` times longer, finally with whole files, and the rows and state of
+    the discarded try are dropped (nothing of it was shown)."""
+    if limit > MAX_BOUNDED_ROWS or not _stages:
+        return run()
+    prefix = FIRST_PREFIX
+    while True:
+        MAP_PREFIX[0] = prefix
+        rows, state = run()
+        got: list = []
+        ok = True
+        try:
+            for r in rows:
+                got.append(r)
+                if prefix is not None and not _inside_fetched(r):
+                    ok = False
+                    break
+                if len(got) >= limit:
+                    break
+            else:
+                ok = prefix is None or not _partly_fetched()
+        finally:
+            MAP_PREFIX[0] = None
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+        if ok:
+            return iter(got), state
+        prefix = None if prefix >= max((e["size"] for _, e in _staged_files()), default=0) \
+            else prefix * PREFIX_GROWTH
+
+
+def _inside_fetched(row) -> bool:
+    """The row's bytes (``file``, ``position``, ``size``) lie in what is fetched of its file."""
+    if not isinstance(row, dict):
+        return False
+    file, pos, size = row.get("file"), row.get("position"), row.get("size")
+    if not isinstance(file, str):
+        return False
+    have = fetched_prefix(file)
+    if have is None:
+        return True                 # a local file
+    if not isinstance(pos, int) or not isinstance(size, int):
+        return False
+    return pos + size <= have
+
+
+def _staged_files():
+    for shadow in _stages.values():
+        root = _shadow_root_of(str(shadow))
+        if root is None:
+            continue
+        doc = _docs.get(str(root)) or json.loads((root / _MARK).read_text())
+        for rel, ent in doc["files"].items():
+            yield root / rel, ent
+
+
+def _partly_fetched() -> bool:
+    """Some file of a staged store is fetched in part (a prefix of it)."""
+    for path, ent in _staged_files():
+        have = fetched_prefix(path)
+        if have is not None and 0 < have < ent["size"]:
+            return True
+    return False
 
 
 def _open_ranged(fs, key: str):

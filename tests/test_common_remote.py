@@ -34,10 +34,12 @@ def test_verbs_read_s3_store_as_local(s3, run_cli, family):
     for verb, args in VERBS.items():
         want = run_cli(*args(str(local)))
         got = run_cli(*args(url))
-        shadow = str(remote._stages[url])
         assert got[0] == want[0], (verb, got, want)
         assert want[1].strip(), (verb, want)
-        assert _norm(got[1], shadow) == _norm(want[1], str(local)), verb
+        # paths are shown as the URL (never the local shadow), in rows, findings and notes alike
+        assert "mqtool-remote-" not in got[1] + got[2], (verb, got)
+        assert _norm(got[1], url) == _norm(want[1], str(local)), verb
+        assert _norm(got[2], url) == _norm(want[2], str(local)), verb
 
 
 @pytest.mark.parametrize("family", ["rocketmq", "litemq", "kafka"])
@@ -71,7 +73,10 @@ def test_export_local_from_s3_to_s3(s3, run_cli, family, tmp_path):
     def norm(rows, root):
         return sorted(repr({k: (v.replace(root, "<S>") if isinstance(v, str) else v) for k, v in r.items()
                             if k not in ("store", "store_full")}) for r in rows)
-    assert norm(b, shadow) == norm(a, str(local))
+    assert norm(b, url) == norm(a, str(local))
+    assert "mqtool-remote-" not in repr(b) and shadow not in repr(b)
+    stores = {k.split("/")[2] for k in keys}        # out/<family>.parquet/store=<the URL, escaped>/...
+    assert stores == {"store=" + url.replace("%", "%25").replace("/", "%2F").replace(":", "%3A")}, stores
     again = run_cli("export", url, "--to", out)
     assert again[0] == 2 and "exists" in again[2], again
     after = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"out/{family}.parquet/")["Contents"])
@@ -157,3 +162,32 @@ def test_a_local_store_that_looks_like_a_shadow_is_never_written(tmp_path):
         import shutil
 
         shutil.rmtree(root)
+
+
+def test_dump_limit_fetches_a_prefix_of_a_big_segment(s3, run_cli, tmp_path):
+    """`dump --limit N` of a 64 MiB remote commitlog segment fetches a prefix of it, far less than the segment,
+    and prints what the local copy prints; when the first rows reach past the first prefix (more rows, or
+    fewer units than N) it fetches more and still prints the same."""
+    from builders import rocketmq_unit
+
+    from mqtool import remote
+
+    seg = tmp_path / "store" / "commitlog" / ("0" * 20)
+    seg.parent.mkdir(parents=True)
+    body = (bytes(range(256)) * 254)[:65000]     # ~64 KiB units: 1023 of them, then zeros, make 64 MiB
+    units = bytearray()
+    for i in range(1023):
+        units += rocketmq_unit(body=body, phys=len(units), queue_offset=i)
+    seg.write_bytes(units + bytes((64 << 20) - len(units)))
+    size = seg.stat().st_size
+    url = upload(s3, tmp_path / "store", "bounded/store")
+    for limit, most in ((5, size / 32), (40, size / 2), (2000, None)):
+        want = run_cli("dump", "commitlog", tmp_path / "store", "--limit", limit, "--json")
+        before = remote.fetched.get(url, 0)
+        got = run_cli("dump", "commitlog", url, "--limit", limit, "--json")
+        assert got[0] == want[0] == 0 and len(got[1].splitlines()) == min(limit, 1023)
+        assert _norm(got[1], url) == _norm(want[1], str(tmp_path / "store")), limit
+        assert _norm(got[2], url) == _norm(want[2], str(tmp_path / "store")), limit    # notes of one try only
+        if most is not None:
+            assert 0 < remote.fetched[url] - before < most, (limit, remote.fetched[url] - before)
+    assert remote.fetched[url] == size       # each byte fetched once over the three runs

@@ -70,3 +70,20 @@ def finding_row(store: str, d: dict) -> dict:
         if v is not None and not isinstance(v, str):
             out[k] = dumps(v)
     return out
+
+
+def columns_to_batch(columns: dict, n: int, schema):
+    """``n`` rows given column-wise (a family's ``iter_range_columns`` chunk: name → a list or a pyarrow
+    array; a name not given is all null) → a ``pyarrow.RecordBatch`` of ``schema`` (arrays cast to its types)."""
+    import pyarrow as pa
+
+    arrays = []
+    for f in schema:
+        col = columns.get(f.name)
+        if col is None:
+            arrays.append(pa.nulls(n, type=f.type))
+        elif isinstance(col, pa.Array):
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.array(col, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

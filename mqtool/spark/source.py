@@ -30,6 +30,7 @@ be readable by the executors under the same name (local disk, NFS, a mounted buc
 """
 from __future__ import annotations
 
+import bisect
 import glob
 import json
 import os
@@ -55,6 +56,7 @@ class ReadFailed(Exception):
     """Raised on an executor: a file cannot be read (or, with FAILFAST, a range is damaged)."""
 
     def __init__(self, kind: str, file: str, message: str):
+        file, message = _remote().shown(file), _remote().shown(message)     # a remote store: its URL
         super().__init__(f"{FAIL_MARK}{json.dumps({'kind': kind, 'file': file, 'message': message})}"
                          f"{FAIL_MARK}")
 
@@ -200,7 +202,7 @@ class MqtoolDataSource(DataSource):
             # The Python data source API tells a reader nothing of the columns a query selects: the columns
             # read are those of the schema (the ``columns`` option's, or one the user gave with .schema())
             fields = select_fields(fields, [(f.name, f.dataType.simpleString()) for f in schema.fields])
-        return cls(self.options, self._stores(), self._mode(), fields)
+        return cls(self.options, self._stores(), self._mode(), fields, self.row_fields())
 
 
 _SPARK_TYPES = {"string": "string", "long": "bigint", "int": "int", "bool": "boolean"}
@@ -267,10 +269,11 @@ def damage_record(rng, d) -> dict:
 
 
 class MqtoolReader(DataSourceReader):
-    def __init__(self, options, stores, mode, fields):
+    def __init__(self, options, stores, mode, fields, all_fields=None):
         self.stores = stores
         self.mode = mode
         self.fields = fields
+        self.all_fields = all_fields or fields
         self.on_bad = read_modes(options)[1]
         self.ignore_corrupt = _truthy(options.get("ignoreCorruptFiles", "false"))
         self.ignore_missing = _truthy(options.get("ignoreMissingFiles", "false"))
@@ -317,17 +320,18 @@ class MqtoolReader(DataSourceReader):
         if isinstance(partition, StorePartition):
             if not partition.path:
                 return iter(())
-            return S.to_batches(verify_rows(partition.path, partition.family, self.max_message_size, self.sizes),
-                                schema)
-        return S.to_batches(self._message_rows(partition.ranges), schema, self.batch_rows)
+            rows = verify_rows(partition.path, partition.family, self.max_message_size, self.sizes)
+            return S.to_batches(map(_remote().shown_row, rows) if self.shadows else rows, schema)
+        return self._message_batches(partition.ranges, schema)
 
-    def _message_rows(self, ranges):
+    def _message_batches(self, ranges, schema):
+        """The Arrow batches of a partition's ranges: column-wise where the family has a column lane
+        (``iter_range_columns``: no dict per row), else from the row dicts."""
         from mqtool.options import DumpOptions
 
         opts = DumpOptions(topic=self.topic, key=self.key, tag=self.tag, body=self.body,
                            include_blank=self.include_blank, max_message_size=self.max_message_size,
                            deep=self.deep, print_data=self.deep and self.body != "none")
-        want_rows = self.mode == "messages"
         for rng in ranges:
             try:
                 open_input(rng.file).close()        # read-only, O_NOATIME, FIFOs refused
@@ -335,15 +339,90 @@ class MqtoolReader(DataSourceReader):
                 if self._file_fails(rng.file, e.message):
                     continue
             damage: list[dict] = []
-            store = rng.store
-            preds = self.predicates
-            for row in family_ranges(rng.family).iter_range_rows(
-                    rng, opts, on_damage=lambda d, rng=rng: damage.append(damage_record(rng, d))):
-                yield from self._damage_rows(damage)
-                if want_rows and (not preds or keep_row(row, preds, store)):
-                    row["store"] = store
-                    yield row
+            on_damage = lambda d, rng=rng: damage.append(damage_record(rng, d))  # noqa: E731
+            mod = family_ranges(rng.family)
+            chunks = None
+            if hasattr(mod, "iter_range_columns"):
+                chunks = mod.iter_range_columns(rng, opts, [n for n, _ in mod.ROW_FIELDS if n != "store"],
+                                                on_damage=on_damage)
+            if chunks is None:
+                yield from S.to_batches(self._range_rows(mod, rng, opts, damage, on_damage), schema,
+                                        self.batch_rows)
+                continue
+            for by_topic in chunks:
+                table = self._chunk_table(by_topic, rng, schema) if self.mode == "messages" else None
+                yield from self._interleave(table, damage, schema)
+            yield from self._interleave(None, damage, schema)
+
+    def _interleave(self, table, damage: list, schema):
+        """A chunk's rows (a table sorted by position, or None) with what becomes of the damage reported
+        while it was read, each in its place: the rows before the damaged unit's position first, as the row
+        path gives them."""
+        cut = 0
+        pos = table["position"].to_pylist() if table is not None and damage else None
+        for at, row in self._damage_out(damage):
+            if pos is not None and at is not None:
+                i = bisect.bisect_left(pos, at, cut)
+                if i > cut:
+                    yield from self._table_batches(table.slice(cut, i - cut), schema)
+                    cut = i
+            yield from S.to_batches([row], schema)
+        if table is not None and table.num_rows > cut:
+            yield from self._table_batches(table.slice(cut), schema)
+
+    def _table_batches(self, table, schema):
+        return table.select(schema.names).to_batches(max_chunksize=max(self.batch_rows, 1))
+
+    def _range_rows(self, mod, rng, opts, damage, on_damage):
+        want_rows = self.mode == "messages"
+        store = rng.store
+        preds = self.predicates
+        shown_row = _remote().shown_row if self.shadows else None
+        if shown_row:
+            store = _remote().shown(store)
+        for row in mod.iter_range_rows(rng, opts, on_damage=on_damage):
             yield from self._damage_rows(damage)
+            if shown_row:
+                shown_row(row)
+            if want_rows and (not preds or keep_row(row, preds, store)):
+                row["store"] = store
+                yield row
+        yield from self._damage_rows(damage)
+
+    def _chunk_table(self, by_topic: dict, rng, schema):
+        """One column-lane chunk (``{topic: (columns, n)}``, rows grouped by topic) → a table of ``schema``'s
+        columns (and ``position`` and the pushed predicates' columns) in row order (by position: a chunk is
+        part of one range, one file), the pushed predicates applied; None when no row is left."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        need = list(schema.names)
+        for extra in ["position"] + [c for _, c, _ in self.predicates]:
+            if extra not in need:
+                need.append(extra)
+        types = dict(self.all_fields)
+        full = S.arrow_schema([(n, types[n]) for n in need])
+        store, file = rng.store, rng.file
+        if self.shadows:        # a remote store: its URL shown, not the local shadow
+            store, file = _remote().shown(store), _remote().shown(file)
+        batches = []
+        for columns, n in by_topic.values():
+            if n:
+                if "store" in need:
+                    columns = dict(columns, store=pa.array([store] * n, pa.string()))
+                if file != rng.file and columns.get("file") is not None:
+                    col = columns["file"]
+                    columns = dict(columns, file=[_remote().shown(v) for v in (
+                        col.to_pylist() if hasattr(col, "to_pylist") else col)])
+                batches.append(S.columns_to_batch(columns, n, full))
+        if not batches:
+            return None
+        table = pa.Table.from_batches(batches, schema=full)
+        if len(batches) > 1:
+            table = table.take(pc.sort_indices(table["position"]))
+        if self.predicates:
+            table = table.filter(arrow_mask(table, self.predicates))
+        return table if table.num_rows else None
 
     def _file_fails(self, file: str, why: str) -> bool:
         """A file cannot be read: True to skip it (ignoreMissingFiles / ignoreCorruptFiles), else raise."""
@@ -356,6 +435,11 @@ class MqtoolReader(DataSourceReader):
     def _damage_rows(self, damage: list):
         """What becomes of the damage reported so far (emptied): an unreadable file fails (or is skipped);
         otherwise per mode: a failure, a corrupt-record row, a damage row, or nothing."""
+        for _, row in self._damage_out(damage):
+            yield row
+
+    def _damage_out(self, damage: list):
+        """:meth:`_damage_rows` as (position of the damage or None, row)."""
         while damage:
             rec = damage.pop(0)
             if rec["code"] == "file-unreadable" or not os.path.lexists(rec["file"]):
@@ -363,10 +447,12 @@ class MqtoolReader(DataSourceReader):
                     continue
             if self.on_bad == "FAILFAST":
                 raise ReadFailed("damage", rec["file"], rec["note"])
+            if self.shadows:
+                rec = _remote().shown_row(rec)
             if self.mode == "damage":
-                yield rec
+                yield rec.get("position"), rec
             elif self.corrupt_col:
-                yield {"store": rec["store"], self.corrupt_col: rec["note"]}
+                yield rec.get("position"), {"store": rec["store"], self.corrupt_col: rec["note"]}
 
 
 _PY_TYPES = {"string": str, "long": int, "int": int}
@@ -438,6 +524,29 @@ def keep_row(row: dict, preds, store: str) -> bool:
         if not ok:
             return False
     return True
+
+
+def arrow_mask(table, preds):
+    """:func:`keep_row` over an Arrow table: a boolean mask, null (dropped by ``filter``) where a value is null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = None
+    for op, col, val in preds:
+        c = table[col]
+        if pa.types.is_integer(c.type):
+            c = c.cast(pa.int64())
+        if op == "notnull":
+            m = pc.is_valid(c)
+        elif op == "in":
+            m = pc.is_in(c, value_set=pa.array(sorted(val), c.type))
+        elif op == "startswith":
+            m = pc.starts_with(c, pattern=val)
+        else:
+            m = {"==": pc.equal, ">": pc.greater, ">=": pc.greater_equal, "<": pc.less,
+                 "<=": pc.less_equal}[op](c, pa.scalar(val, c.type))
+        mask = m if mask is None else pc.and_(mask, m)
+    return mask
 
 
 def _option_name(field_name: str) -> str:

@@ -62,8 +62,9 @@ class TaskRunner:
 
     jobs = 2
 
-    def __init__(self, spark):
+    def __init__(self, spark, what: str = "verify on Spark"):
         self.spark = spark
+        self.what = what
 
     def run(self, tasks: list) -> list:
         if not tasks:
@@ -76,7 +77,7 @@ class TaskRunner:
         # start last), put back in plan order after the collect
         order = sorted(range(len(groups)), key=lambda i: -groups[i][0])
         rdd = sc.parallelize([groups[i][1] for i in order], len(groups)).map(InDir(_run_group, os.getcwd()))
-        with spark_errors("verify on Spark"):
+        with spark_errors(self.what):
             out = rdd.collect()
         back: list = [None] * len(groups)
         for i, res in zip(order, out):
