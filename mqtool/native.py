@@ -69,6 +69,18 @@ def load(name: str):
     return _cache[name]
 
 
+def byte_find():
+    """``find(buf, sub, start, end) -> int``: what ``buf.find(sub, start, end)`` answers for ``start, end >= 0``,
+    by the compiled memchr search (``probe.find``) when built and switched on, else by ``buf.find`` itself.
+    Ask once per scan (the switch is read here)."""
+    fn = getattr(load("probe"), "find", None)
+    return fn if fn is not None else _py_find
+
+
+def _py_find(buf, sub, start: int, end: int) -> int:
+    return buf.find(sub, start, end)
+
+
 def guard():
     """The SIGBUS guard (``mqtool._native.guard``) or None (not built, or ``MQTOOL_SIGBUS_GUARD=0``, which
     the benchmark uses to measure it). A safety net rather than a decoder: ``MQTOOL_NATIVE=0`` leaves it on,

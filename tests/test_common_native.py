@@ -79,3 +79,32 @@ def test_one_switch_for_every_family(monkeypatch):
     assert all(h is None for h in helpers())
     with native.switched(True):
         assert all(h is not None for h in helpers())
+
+
+def test_byte_find_answers_as_bytes_find(tmp_path):
+    """native.byte_find (the compiled memchr search the carvers use) gives bytes.find's answer: needles of 0-5
+    bytes, hits at the edges of [start, end), bounds past the end, repeated first bytes, on bytes and on a
+    read-only map; and the switch turns it back into bytes.find."""
+    import mmap
+    import random
+
+    find = native.byte_find()
+    if find is native._py_find:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("compiled helper probe not built")
+        pytest.skip("compiled helper probe not built")
+    rng = random.Random(11)
+    data = bytes(rng.choice(b"\xda\xa3 \x01LMQ") for _ in range(4000))
+    needles = [b"", b"\xda", b"\xda\xa3", b"\xda\xa3 ", b"LMQ\x01", b"\xda\xda\xa3 L", b"zz"]
+    for sub in needles:
+        for _ in range(400):
+            lo, hi = rng.randrange(0, 4100), rng.randrange(0, 4100)
+            assert find(data, sub, lo, hi) == data.find(sub, lo, hi), (sub, lo, hi)
+    (tmp_path / "img").write_bytes(data)
+    with open(tmp_path / "img", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        for sub in needles:
+            assert find(m, sub, 0, len(m)) == data.find(sub) and find(m, sub, 17, 3000) == data.find(sub, 17, 3000)
+    with pytest.raises(ValueError):
+        find(data, b"x", -1, 10)
+    with native.switched(False):
+        assert native.byte_find() is native._py_find

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from formats import litemq as F
+from mqtool import native
 from mqtool.litemq.records import LiteRecord
 from mqtool.litemq.rows import record_row
 from mqtool.litemq.scan import live_record_at
@@ -39,6 +40,7 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, LiteRecord]]:
     position; ``run``: where its contiguous run starts). ``scope``: :class:`mqtool.carve.Scope` (the ranges
     to search, progress)."""
     n = len(buf)
+    find = native.byte_find()
     seg = Segment(0, Path(image), n, 0)
     win = PageWindow(buf, 0)
     i = 0
@@ -49,7 +51,7 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, LiteRecord]]:
         if i >= win.next_at:
             win.advance(i)
         hi = min(hi, win.next_at)
-        j = buf.find(_MAGIC, i + F.LENGTH_PREFIX, min(n, hi + F.LENGTH_PREFIX + len(_MAGIC) - 1))
+        j = find(buf, _MAGIC, i + F.LENGTH_PREFIX, min(n, hi + F.LENGTH_PREFIX + len(_MAGIC) - 1))
         if j < 0:
             i = hi
             scope.tick(i)

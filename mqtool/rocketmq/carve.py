@@ -19,7 +19,7 @@ import os
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import ndjson
+from mqtool import native, ndjson
 from mqtool.carve import Layers
 from mqtool.io import write_span
 from mqtool.rocketmq import nativedump
@@ -33,19 +33,20 @@ _PREFIX = os.path.commonprefix([_V1, _V2])      # the magics' common first bytes
 _LAST = frozenset((_V1[len(_PREFIX)], _V2[len(_PREFIX)])) if len(_PREFIX) == 3 else frozenset()
 
 
-def _find_magic(buf, lo: int, hi: int) -> int:
-    """Position of the first v1/v2 magic starting in [lo, hi) (its bytes may run past hi), or -1."""
+def _find_magic(buf, lo: int, hi: int, find) -> int:
+    """Position of the first v1/v2 magic starting in [lo, hi) (its bytes may run past hi), or -1. ``find``:
+    :func:`mqtool.native.byte_find`'s (the carve asks it once per image)."""
     n = len(buf)
     top = min(n, hi + 3)
     if _LAST:
         k = len(_PREFIX)
-        j = buf.find(_PREFIX, lo, top)
+        j = find(buf, _PREFIX, lo, top)
         while j >= 0 and j < hi:
             if j + k < n and buf[j + k] in _LAST:
                 return j
-            j = buf.find(_PREFIX, j + 1, top)
+            j = find(buf, _PREFIX, j + 1, top)
         return -1
-    hits = [j for j in (buf.find(_V1, lo, top), buf.find(_V2, lo, top)) if 0 <= j < hi]
+    hits = [j for j in (find(buf, _V1, lo, top), find(buf, _V2, lo, top)) if 0 <= j < hi]
     return min(hits) if hits else -1
 
 
@@ -68,6 +69,7 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Message]]:
     view = memoryview(buf) if n else None
     dec = native_decoder() if type(buf) in _SLICES_TO_BYTES else None
     lane = _lines_lane(buf, image, opts) if dec is not None else None
+    find = native.byte_find()
     win = PageWindow(buf, 0)
     i = 0
     try:
@@ -78,7 +80,7 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Message]]:
             if i >= win.next_at:
                 win.advance(i)
             hi = min(hi, win.next_at)
-            j = _find_magic(buf, i + 4, hi + 4)
+            j = _find_magic(buf, i + 4, hi + 4, find)
             if j < 0:
                 i = hi
                 scope.tick(i)
