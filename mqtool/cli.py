@@ -797,6 +797,8 @@ def query(stores, fmt, as_json, engine, master, **kw):
         if offsets_file is not None or limit is not None:
             raise click.UsageError("--offsets and --limit go with --unconsumed-by")
     else:
+        if engine == "spark":
+            render.say("note: --unconsumed-by runs embedded (--engine spark ignored)")
         _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw)
     for k in ("time_from", "time_to", "begin", "end", "timestamp"):
         kw[k] = parse_time(kw[k])

@@ -217,3 +217,12 @@ def test_unconsumed_takes_no_other_selector(run_cli, tmp_path):
     assert code == 2 and "--key" in err
     code, _, err = run_cli("query", tmp_path, "--limit", "3", "--key", "k")
     assert code == 2 and "--unconsumed-by" in err
+
+
+def test_engine_spark_is_said_to_be_ignored(run_cli, tmp_path):
+    """--unconsumed-by runs embedded: with --engine spark it says so (not silently) and answers as embedded."""
+    _store(tmp_path, {0: 5, 1: 4}, OFFSETS, True)
+    code, out, err = run_cli("query", tmp_path, "--unconsumed-by", "g", "--json")
+    code2, out2, err2 = run_cli("query", tmp_path, "--unconsumed-by", "g", "--json", "--engine", "spark")
+    assert (code2, out2) == (code, out) == (0, out)
+    assert "--engine spark ignored" in err2 and "--engine spark ignored" not in err
