@@ -431,6 +431,7 @@ class CommitLogReader:
         self.max_size = max_size
         self._maps: dict[int, object] = {}
         self._read = 0            # bytes mapped in since the maps' pages were last released (bounded RSS)
+        self._dec = native_decoder()    # the compiled decode_common (tested equal to it), or None
 
     @property
     def end_offset(self) -> int:
@@ -454,9 +455,10 @@ class CommitLogReader:
             raise DecodeFailure("file-changed", f"{seg.path} shrank to {m.current_size()} bytes while being read")
         return m.buf
 
-    def message_at(self, offset: int) -> Message:
+    def message_at(self, offset: int, check_crc: bool = True) -> Message:
         """The message that starts at ``offset``; raises DecodeFailure (code ``no-such-offset`` when the offset
-        is outside every segment)."""
+        is outside every segment). ``check_crc=False``: ``crc_ok`` is not computed (None) — for callers that
+        check what points at a message, whose bodies the commitlog pass checks."""
         loc = self.locate(offset)
         if loc is None:
             raise DecodeFailure("no-such-offset", f"offset {offset} is outside the commitlog files")
@@ -466,7 +468,11 @@ class CommitLogReader:
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         try:
-            m = decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, True)
+            run = None
+            if self._dec is not None and type(buf) in _SLICES_TO_BYTES:
+                run = self._dec(buf, pos, pos + 1, len(buf), seg.base, seg.path, self.max_size, check_crc, 1)[1]
+            # the common unit by the compiled decoder; anything else (and every failure's reason) in Python
+            m = run[0] if run else decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, check_crc)
         finally:
             mi = self._maps[seg.base]
             if mi.faulted():     # read lost pages (zeros, see mqtool.io): the file shrank meanwhile
