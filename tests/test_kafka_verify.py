@@ -235,3 +235,28 @@ def test_salvage_out_writes_readable_records(run_cli, part, tmp_path):
     offsets = [r["offset"] for r in recs]
     assert 37 in offsets and 43 not in offsets and 61 in offsets    # batch 43-48 was in the zeroed page
     assert len(offsets) == len(set(offsets))
+
+
+def test_deep_record_offsets_one_finding_per_batch(run_cli, tmp_path):
+    """A batch whose records all carry offsetDelta 0 (and one past lastOffsetDelta) is one damaged batch: --deep
+    reports the first record that does not increase and how many more, once per batch and kind, not once per
+    record (built here: 6 records with deltas 0,0,0,0,0,9, lastOffsetDelta 5)."""
+    from builders import kafka_builder
+
+    B = kafka_builder()
+    recs = [B.record(d, i, b"k", b"v") for i, d in enumerate((0, 0, 0, 0, 0, 9))]
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(
+        B.batch_v2(0, recs, base_ts=B.T0, max_ts=B.T0 + 6, last_delta=5) + B.batch_v2(6, recs, base_ts=B.T0,
+                                                                                      max_ts=B.T0 + 6, last_delta=5))
+    code, findings, _ = verify(run_cli, part, "--deep")
+    bad = [f for f in findings if f["code"] == "kafka.record-offsets"]
+    assert code == 1
+    # per batch: deltas 0,0,0,0 after the first do not increase (4: the first + 3 more); 9 > 5 lies beyond
+    assert [(f["offset"], f["message"]) for f in bad] == [
+        (0, "record offset 0 does not increase (previous 0); 3 more record(s) of this batch do not increase"),
+        (9, "record offset 9 beyond the batch's last offset 5"),
+        (6, "record offset 6 does not increase (previous 6); 3 more record(s) of this batch do not increase"),
+        (15, "record offset 15 beyond the batch's last offset 11"),
+    ]

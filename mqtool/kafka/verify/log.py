@@ -150,6 +150,10 @@ class LogChecks:
         gaps = 0
         prev = None
         n = 0
+        # record offsets that do not increase / lie past the batch's last offset: one finding per batch and
+        # kind (the first such record, and how many more), not one per record (a batch of 10,000 records with
+        # every offsetDelta 0 is one damaged batch)
+        steps, beyond = [None, 0], [None, 0]
         try:
             for r in iter_records(b):
                 n += 1
@@ -158,13 +162,15 @@ class LogChecks:
                                   "CRC32 of an inner (compressed) legacy message does not match")
                 if prev is not None:
                     if r.offset <= prev:
-                        yield self._f(ERROR, "record-offsets", path, b.position, r.offset,
-                                      f"record offset {r.offset} does not increase (previous {prev})")
+                        if steps[0] is None:
+                            steps[0] = (r.offset, prev)
+                        steps[1] += 1
                     elif r.offset != prev + 1:
                         gaps += 1
                 if r.offset > b.last_offset:
-                    yield self._f(ERROR, "record-offsets", path, b.position, r.offset,
-                                  f"record offset {r.offset} beyond the batch's last offset {b.last_offset}")
+                    if beyond[0] is None:
+                        beyond[0] = r.offset
+                    beyond[1] += 1
                 prev = r.offset
                 if self.salvage is not None:
                     self.salvage(b, r)
@@ -176,6 +182,16 @@ class LogChecks:
         except (ValueError, IndexError) as e:
             yield self._f(ERROR, "records-undecodable", path, b.position, b.base_offset,
                           f"records of the batch cannot be read: {e}")
+        if steps[1]:
+            (off, before), more = steps[0], steps[1] - 1
+            yield self._f(ERROR, "record-offsets", path, b.position, off,
+                          f"record offset {off} does not increase (previous {before})"
+                          + (f"; {more} more record(s) of this batch do not increase" if more else ""))
+        if beyond[1]:
+            more = beyond[1] - 1
+            yield self._f(ERROR, "record-offsets", path, b.position, beyond[0],
+                          f"record offset {beyond[0]} beyond the batch's last offset {b.last_offset}"
+                          + (f"; {more} more record(s) of this batch lie beyond it" if more else ""))
         self.stats["records"] += n
         return gaps
 
