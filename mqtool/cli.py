@@ -24,7 +24,7 @@ from mqtool.common import parse_time
 from mqtool.detect import detect
 from mqtool.families import FAMILIES, family_module
 from mqtool.families import get as get_family
-from mqtool.errors import MqToolError, wrap_decode
+from mqtool.errors import MqToolError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 
 # the part of the CLI that needs no click (error handling, the engine call of verify, the start-up fast path)
