@@ -37,6 +37,14 @@ from mqtool.progress import progress
 
 #: the families carve searches for, in the order of its passes
 FAMILIES = ("rocketmq", "kafka", "litemq")
+#: Checking a candidate costs a checksum over the bytes it claims. Random bytes rarely give a plausible header
+#: with a length that fits, but a crafted image can hold one every few dozen bytes, each claiming megabytes:
+#: checked one by one that is quadratic (a hang). So each family's pass may checksum at most
+#: CHECK_BUDGET_FACTOR times the image plus CHECK_BUDGET_FLOOR bytes; past that only candidates claiming at
+#: most SMALL_CANDIDATE bytes are checked and the others are counted (``unchecked`` in the summary, a note).
+CHECK_BUDGET_FACTOR = 8
+CHECK_BUDGET_FLOOR = 1 << 30
+SMALL_CANDIDATE = 1024
 _DROP = ("kind", "file", "position")
 
 
@@ -48,6 +56,7 @@ class CarveSummary:
     runs: dict = field(default_factory=dict)            # family -> contiguous runs
     salvage_files: dict = field(default_factory=dict)   # family -> files written with --salvage-out
     salvage_out: str | None = None
+    unchecked: dict = field(default_factory=dict)       # family -> candidates left unchecked (CHECK_BUDGET_*)
 
     @property
     def total(self) -> int:
@@ -56,7 +65,7 @@ class CarveSummary:
     def to_dict(self) -> dict:
         return {"kind": "summary", "images": self.images, "bytes_scanned": self.bytes_scanned,
                 "carved": dict(self.carved), "runs": dict(self.runs), "salvage_out": self.salvage_out,
-                "salvage_files": dict(self.salvage_files)}
+                "salvage_files": dict(self.salvage_files), "unchecked": dict(self.unchecked)}
 
 
 class Scope:
@@ -64,9 +73,21 @@ class Scope:
     (:meth:`window`); and where it has got to (:meth:`tick`, for the progress bar). The runs are kept as two
     sorted arrays of 8-byte integers (memory bounded by 16 bytes a run, whatever the image holds)."""
 
-    def __init__(self, starts: array, ends: array, tick=None):
+    def __init__(self, starts: array, ends: array, tick=None, size: int = 0):
         self.starts, self.ends = starts, ends
         self._tick = tick
+        self.budget = CHECK_BUDGET_FACTOR * size + CHECK_BUDGET_FLOOR
+        self.spent = 0              # bytes the family's checks read so far (see CHECK_BUDGET_FACTOR)
+        self.unchecked = 0          # candidates not checked once the budget was spent
+
+    def afford(self, claimed: int) -> bool:
+        """Whether the family may check a candidate claiming ``claimed`` bytes (its checksum reads them);
+        counted in :attr:`spent`, or in :attr:`unchecked` when it may not."""
+        if self.spent < self.budget or claimed <= SMALL_CANDIDATE:
+            self.spent += max(0, claimed)
+            return True
+        self.unchecked += 1
+        return False
 
     def window(self, i: int, n: int) -> tuple[int, int]:
         """(the first position >= ``i`` outside every claimed run, the start of the next claimed run or
@@ -146,8 +167,9 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
                     claimed = (array("q"), array("q"))
                     for fam, mod in mods.items():
                         runs = (array("q"), array("q"))
-                        scope = Scope(*claimed, tick=lambda pos, b=base: bar.update_to(b + pos))
+                        scope = Scope(*claimed, tick=lambda pos, b=base: bar.update_to(b + pos), size=n)
                         yield from _family(fam, mod, buf, image, opts, summary, salvages.get(fam), scope, runs)
+                        summary.unchecked[fam] = summary.unchecked.get(fam, 0) + scope.unchecked
                         claimed = _merge(claimed, runs)
                         if mi.faulted() or mi.shrunk():
                             raise InputError(f"the file shrank to {mi.current_size()} bytes while being read",

@@ -1175,6 +1175,11 @@ def carve_cmd(images, families, deep, max_message_size, salvage_out, force, as_j
             render.say(f"carved {summary.total} record(s) in {summary.images} image(s), "
                        f"{summary.bytes_scanned} bytes scanned: {found}"
                        + (f"; salvaged into {summary.salvage_out}" if summary.salvage_out else ""))
+    unchecked = {f: k for f, k in summary.unchecked.items() if k}
+    if unchecked and not render.quiet():
+        render.say("note: the image holds unusually many plausible headers claiming long lengths (crafted?): "
+                   + ", ".join(f"{f} {k}" for f, k in unchecked.items())
+                   + " candidate(s) past the checking budget were not checked (`unchecked` in the summary)")
     sys.exit(EXIT_OK if summary.total else EXIT_FINDINGS)
 
 

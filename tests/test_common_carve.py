@@ -305,3 +305,34 @@ def test_salvage_duplicate_copies_go_to_separate_stores(tmp_path, run_cli):
         assert code == 0, err
         assert [json.loads(x)["offset"] for x in stdout.splitlines()] == [10, 12]
         assert (out / "kafka" / part / f"{10:020d}.log").read_bytes() == batches
+
+
+def test_crafted_headers_cannot_make_the_search_quadratic(tmp_path, monkeypatch):
+    """An image of thousands of plausible Kafka headers each claiming ~64 KiB (CRC wrong) would cost a CRC
+    over 64 KiB per candidate: past the checking budget (shrunk here) those candidates are counted, not
+    checked; a genuine small batch after them is still carved; the work stays within the budget plus one
+    candidate; the summary carries `unchecked`."""
+    from mqtool import carve as C
+
+    big = bytearray(kafka_batch(0, 1, pad=65536))
+    big[-1] ^= 0xFF                                         # the CRC no longer matches
+    head = bytes(big[:61])
+    img, at = _image(tmp_path, [head * 3000, bytes(big), kafka_batch(700, 3)])
+    clean, _ = _rows(img, families=("kafka",))
+    monkeypatch.setattr(C, "CHECK_BUDGET_FLOOR", 1 << 20)
+    monkeypatch.setattr(C, "CHECK_BUDGET_FACTOR", 0)
+    spent = []
+    real_afford = C.Scope.afford
+
+    def afford(self, claimed):
+        ok = real_afford(self, claimed)
+        spent.append(self.spent)
+        return ok
+
+    monkeypatch.setattr(C.Scope, "afford", afford)
+    rows, summary = _rows(img, families=("kafka",))
+    assert [(r["offset"], r["image_position"]) for r in rows] == [(700, at[2])]
+    assert [(r["offset"], r["image_position"]) for r in clean] == [(700, at[2])]
+    assert summary.unchecked["kafka"] > 2000
+    assert max(spent) <= (1 << 20) + len(big)
+    assert summary.to_dict()["unchecked"] == {"kafka": summary.unchecked["kafka"]}

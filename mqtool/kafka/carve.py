@@ -98,6 +98,9 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Batch]]:
             i = hi
             scope.tick(i)
             continue
+        if not scope.afford(K.LOG_OVERHEAD + S._I32.unpack_from(buf, c + 8)[0]):    # its CRC reads them
+            i = c + 1
+            continue
         b = entry_at(buf, c, n, image)
         if b is None:
             i = c + 1

@@ -86,6 +86,9 @@ def carve(buf, image: str, opts, scope) -> Iterator[tuple[int, Message]]:
                 scope.tick(i)
                 continue
             cand = j - 4
+            if not scope.afford(min(int.from_bytes(buf[cand:cand + 4], "big", signed=True), n - cand)):
+                i = cand + 1        # its body CRC would read what TOTALSIZE claims
+                continue
             m = _unit_at(buf, cand, n, image, max_size, view)
             if m is None:
                 i = cand + 1
