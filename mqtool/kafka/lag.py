@@ -19,7 +19,7 @@ from pathlib import Path
 from mqtool.codecs import CodecError
 from mqtool.errors import InputError, NotAStoreError
 from mqtool.kafka.internal import decode_consumer_offsets
-from mqtool.kafka.query import QUERY_COLUMNS, _batches_from, _index_position, _row
+from mqtool.kafka.query import QUERY_COLUMNS, _batches_from, _index_position, _row, data_records
 from mqtool.kafka.records import iter_records
 from mqtool.kafka.store import LogDir, Partition, discover, partition_from_dir
 from mqtool.lag import Committed, QueueLag, pick_group, position, queue_lag, tag
@@ -51,18 +51,12 @@ def committed_offsets(ld: LogDir, stats: ScanStats) -> dict:
     for part in ld.partitions:
         if part.topic != OFFSETS_TOPIC or part.dir_suffix:
             continue
-        for seg in part.segments:
-            if seg.log is None:
-                continue
-            for b in _batches_from(seg, 0):
-                if b.is_control:
-                    continue
-                try:
-                    for rec in iter_records(b):
-                        apply_commit(rec.key, rec.value, commits, part.label)
-                except (CodecError, ValueError, IndexError) as e:
-                    stats.damage(f"{b.file}@{b.position}: {OFFSETS_TOPIC} batch unreadable, its commits are "
-                                 f"missing: {e}", (b.file, b.position))
+        def lost(b, e):
+            stats.damage(f"{b.file}@{b.position}: {OFFSETS_TOPIC} batch unreadable, its commits are missing: {e}",
+                         (b.file, b.position))
+
+        for _b, rec in data_records(part, lost):
+            apply_commit(rec.key, rec.value, commits, part.label)
     return commits
 
 

@@ -155,25 +155,32 @@ def _by_time(parts, opts, stats):
                     break
 
 
+def data_records(part, on_damage):
+    """(batch, record) of every data record of the partition's segments, in log order (transaction markers
+    left out); a batch whose records cannot be read goes to ``on_damage(batch, error)`` and the walk goes on."""
+    for seg in part.segments:
+        if seg.log is None:
+            continue
+        for b in _batches_from(seg, 0):
+            if b.is_control:
+                continue
+            try:
+                for rec in iter_records(b):
+                    yield b, rec
+            except (CodecError, ValueError, IndexError) as e:
+                on_damage(b, e)
+
+
 def _by_key(parts, opts, stats):
     want = opts.key.encode("utf-8")
     n = 0
     for part in parts:
-        for seg in part.segments:
-            if seg.log is None:
-                continue
-            for b in _batches_from(seg, 0):
-                if b.is_control:
-                    continue
-                try:
-                    for rec in iter_records(b):
-                        if rec.key == want:
-                            yield _row(part, b, rec, opts)
-                            n += 1
-                            if opts.max and n >= opts.max:
-                                return
-                except (CodecError, ValueError, IndexError) as e:
-                    stats.damage(f"{b.file}@{b.position}: {e}")
+        for b, rec in data_records(part, lambda b, e: stats.damage(f"{b.file}@{b.position}: {e}")):
+            if rec.key == want:
+                yield _row(part, b, rec, opts)
+                n += 1
+                if opts.max and n >= opts.max:
+                    return
 
 
 def _by_pid(parts, opts, stats):

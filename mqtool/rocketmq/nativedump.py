@@ -260,16 +260,25 @@ def range_json_rows(args, note) -> Iterator:
     """The rows of one range (``args``: range, options) for NDJSON output: blocks of encoded lines from the
     helper, dicts where it stops short; ``note`` takes each damage note (the spool task of ``--jobs``)."""
     rng, opts = args
+    lane = _range_lane(rng, opts)
+    if lane is None:
+        return iter(())
+    mod, scanner = lane
+    return _event_rows(mod, scanner, opts, lambda d: note(damage_note(d)), [0], True)
+
+
+def _range_lane(rng, opts):
+    """(helper, scanner over the units that start in ``rng``), or None when the range lies outside
+    ``--from-offset``/``--to-offset``."""
     lo, hi = opts.from_offset, opts.to_offset
     if (lo is not None and rng.base + rng.size <= lo) or (hi is not None and rng.base + rng.start >= hi):
-        return iter(())
+        return None
     mod = helper()
     if mod is None:         # cannot happen in a forked worker; a spawned one may lack the build: say so
         raise RuntimeError("mqtool._native.rmqdump is not available in this worker")
     seg = Segment(rng.file, rng.name, rng.base, rng.size)
-    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
-                             stop=rng.stop)
-    return _event_rows(mod, scanner, opts, lambda d: note(damage_note(d)), [0], True)
+    return mod, SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
+                               stop=rng.stop)
 
 
 def range_lines_task(args) -> tuple[int, object, list]:
@@ -277,15 +286,10 @@ def range_lines_task(args) -> tuple[int, object, list]:
     :class:`ndjson.PreRenderedLines` blocks, or as NDJSON lines (str) when ``blocks`` is false."""
     rng, opts, blocks = args
     notes: list[str] = []
-    lo, hi = opts.from_offset, opts.to_offset
-    if (lo is not None and rng.base + rng.size <= lo) or (hi is not None and rng.base + rng.start >= hi):
+    lane = _range_lane(rng, opts)
+    if lane is None:
         return 0, [], notes
-    mod = helper()
-    if mod is None:         # cannot happen in a forked worker; a spawned one may lack the build: say so
-        raise RuntimeError("mqtool._native.rmqdump is not available in this worker")
-    seg = Segment(rng.file, rng.name, rng.base, rng.size)
-    scanner = SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
-                             stop=rng.stop)
+    mod, scanner = lane
     done = [0]
     rows = _event_rows(mod, scanner, opts, lambda d: notes.append(damage_note(d)), done, blocks)
     if not blocks:

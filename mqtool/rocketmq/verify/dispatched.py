@@ -7,6 +7,16 @@ from mqtool.rocketmq.records import Message
 from mqtool.rocketmq.verify.context import _Ctx
 
 
+def queue_step(m: Message) -> int:
+    """How many queue offsets ``m`` takes: INNER_NUM for an inner batch (at least 1), else 1."""
+    if m.sys_flag & F.INNER_BATCH_FLAG:
+        try:
+            return max(1, int(m.prop("INNER_NUM") or 1))
+        except ValueError:
+            return 1
+    return 1
+
+
 def _note_dispatch(ctx: _Ctx, m: Message) -> tuple[str, int] | None:
     """Record what the broker's dispatcher does with ``m``; returns its (topic, queue) when dispatched."""
     if m.store_timestamp > ctx.last_store_ts:
@@ -15,13 +25,7 @@ def _note_dispatch(ctx: _Ctx, m: Message) -> tuple[str, int] | None:
     if txn in (F.TRANSACTION_PREPARED_TYPE, F.TRANSACTION_ROLLBACK_TYPE):
         return None
     key = (m.topic, m.queue_id)
-    step = 1
-    if m.sys_flag & F.INNER_BATCH_FLAG:
-        try:
-            step = max(1, int(m.prop("INNER_NUM") or 1))
-        except ValueError:
-            step = 1
-    nxt = m.queue_offset + step
+    nxt = m.queue_offset + queue_step(m)
     if nxt > ctx.dispatched_next.get(key, 0):
         ctx.dispatched_next[key] = nxt
     if F.PROPERTY_INNER_MULTI_DISPATCH.encode() in m.props_raw:

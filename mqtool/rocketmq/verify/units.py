@@ -11,7 +11,7 @@ from mqtool.findings import ERROR, INFO, WARNING, Finding, born_finding, born_pl
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End
 from mqtool.rocketmq.verify.context import _Ctx
-from mqtool.rocketmq.verify.dispatched import _note_dispatch
+from mqtool.rocketmq.verify.dispatched import _note_dispatch, queue_step
 
 
 _CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
@@ -93,13 +93,7 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
         exp = expected_next.get(key)
         if exp is not None and m.queue_offset != exp:
             yield _queue_offset_finding(ctx, key, exp, m.file, m.position, m.offset, m.queue_offset)
-        step = 1
-        if m.sys_flag & F.INNER_BATCH_FLAG:
-            try:
-                step = max(1, int(m.prop("INNER_NUM") or 1))
-            except ValueError:
-                step = 1
-        expected_next[key] = m.queue_offset + step
+        expected_next[key] = m.queue_offset + queue_step(m)
 
 
 def _queue_offset_finding(ctx: _Ctx, key, exp: int, file, position, offset, queue_offset) -> Finding:
