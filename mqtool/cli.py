@@ -281,6 +281,7 @@ def _run_dump(part: str, path: str, fmt, as_json: bool, **kw):
     if "split_size" in kw:
         kw["split_size"] = _size(kw["split_size"])
         kw["ndjson"] = render.want_json(as_json) and window is None
+        kw["write_direct"] = kw["ndjson"]      # render.write_ndjson takes ndjson.Direct rows (an engine may give them)
     opts = DumpOptions(**kw)
 
     def run():
@@ -326,11 +327,20 @@ def _note_damaged_rows(rows, stats: ScanStats):
     """Pass ``rows`` through; each one that reports damaged bytes is a damage note (so dump exits 1)."""
     import json
 
-    from mqtool.ndjson import DAMAGED_MARKS as marks
+    from mqtool.ndjson import DAMAGED_MARKS as marks, Direct
 
     text_marks = tuple(m.decode("ascii") for m in marks)
+
+    def note_line(line: bytes) -> None:
+        row = json.loads(line)
+        why = _row_damage(row)
+        if why:
+            stats.damage(why, at=(row.get("file"), row.get("position")))
+
     for r in rows:
-        if type(r) is dict:
+        if type(r) is Direct:       # written by its producer, which hands each marked line over as it goes
+            r.on_marked = note_line
+        elif type(r) is dict:
             why = _row_damage(r)
             if why:
                 stats.damage(why, at=(r.get("file"), r.get("position")))
@@ -347,10 +357,7 @@ def _note_damaged_rows(rows, stats: ScanStats):
             if any(m in raw for m in marks):
                 for line in raw.splitlines():
                     if any(m in line for m in marks):
-                        row = json.loads(line)
-                        why = _row_damage(row)
-                        if why:
-                            stats.damage(why, at=(row.get("file"), row.get("position")))
+                        note_line(line)
         yield r
 
 

@@ -843,3 +843,174 @@ def copy_piece(path: str, size: int, out) -> None:
     finally:
         os.close(fd)
         os.unlink(path)
+
+
+# ---- tasks written straight to one output, in order, by several processes -----------------------------------
+
+def write_all(fd: int, data) -> None:
+    """Write every byte of ``data`` (a bytes-like object) to the file descriptor ``fd``."""
+    with memoryview(data) as view:
+        at, n = 0, len(view)
+        while at < n:
+            with view[at:] as rest:
+                at += os.write(fd, rest)
+
+
+class Turn:
+    """One process's side of :func:`write_in_order`: where the bytes of the task it is on go. While earlier
+    tasks are still being written (``mine`` false) the task keeps its bytes, up to ``threshold`` bytes (the hold
+    size); :meth:`write` then waits until the earlier tasks are written, and from then on (``mine``) bytes go
+    out as they come, in blocks of ``threshold`` (the flush size)."""
+
+    def __init__(self, write, flush: int, hold: int, wait_fd: int | None = None, pass_fd: int | None = None):
+        self._write, self._flush, self._hold = write, flush, hold
+        self._wait_fd, self._pass_fd = wait_fd, pass_fd
+        self.mine = True
+        self.threshold = flush
+
+    def _begin(self, first: bool) -> None:
+        self.mine = first or self._wait_fd is None
+        self.threshold = self._flush if self.mine else self._hold
+
+    def _wait(self) -> None:
+        if not self.mine:
+            if os.read(self._wait_fd, 1) != b"t":    # the process before gave up (an error, a signal)
+                raise _Abandoned
+            self.mine = True
+            self.threshold = self._flush
+
+    def write(self, data) -> None:
+        self._wait()
+        self._write(data)
+
+    def _end(self, last: bool) -> None:
+        self._wait()                                 # the next task's turn comes after this one's, written or empty
+        if not last and self._pass_fd is not None:
+            os.write(self._pass_fd, b"t")
+        self.mine = False
+
+
+class _Abandoned(Exception):
+    """The process before this one in the ring stopped without passing the turn on."""
+
+
+def write_in_order(fd: int, tasks: list, jobs: int, work, flush: int = 1 << 20, hold: int = 64 << 20,
+                   child_init=None) -> list:
+    """``work(task, turn)`` for each of ``tasks``, in ``jobs`` processes (this one and ``jobs - 1`` forked
+    children; task i runs in process i % jobs), each task writing its bytes through ``turn``
+    (:class:`Turn`) straight to the file descriptor ``fd`` in task order: a task's bytes go out once every
+    earlier task's are written (the turn passes from process to process through a ring of pipes), so a file, a
+    pipe or a terminal receives exactly what one process would write. A task keeps at most ``hold`` bytes while
+    it waits for its turn (bounded memory whatever the output). Returns the values of ``work`` in task order
+    (they cross a pipe pickled: keep them small). An exception in a child is raised here (a child that
+    cannot write, e.g. to a closed pipe, raises BrokenPipeError here); the children never outlive the call.
+    Needs ``os.fork`` and a process with no other threads (the caller checks); with ``jobs`` 1 runs here.
+    ``child_init()``, when given, is called first in each child (e.g. to end it with its parent)."""
+    import pickle
+
+    jobs = max(1, min(jobs, len(tasks)))
+
+    def out(data) -> None:
+        write_all(fd, data)
+
+    if jobs == 1:
+        turn = Turn(out, flush, hold)
+        return [work(t, turn) for t in tasks]
+    tokens: list = []
+    results: list = []
+    opened: set[int] = set()           # pipe ends still open in this process
+
+    def close(e: int) -> None:
+        if e in opened:
+            opened.discard(e)
+            os.close(e)
+
+    def participant(k: int) -> list:
+        turn = Turn(out, flush, hold, tokens[k][0], tokens[(k + 1) % jobs][1])
+        done = []
+        for i in range(k, len(tasks), jobs):
+            turn._begin(i == 0)
+            done.append(work(tasks[i], turn))
+            turn._end(i == len(tasks) - 1)
+        return done
+
+    import gc
+
+    pids: list[int] = []
+    gc.freeze()         # the objects so far stay out of every collection: the children do not copy their pages
+    try:
+        for _ in range(jobs):
+            tokens.append(os.pipe())
+            opened.update(tokens[-1])
+            results.append(os.pipe())
+            opened.update(results[-1])
+        for k in range(1, jobs):
+            pid = os.fork()
+            if pid == 0:                                          # the child: never returns
+                code = 1
+                try:
+                    keep = {tokens[k][0], tokens[(k + 1) % jobs][1], results[k][1]}
+                    for e in list(opened - keep):
+                        close(e)
+                    if child_init is not None:
+                        child_init()
+                    try:
+                        reply = ("ok", participant(k))
+                    except _Abandoned:
+                        reply = ("abandoned", None)
+                    except BaseException as e:                    # noqa: BLE001 - handed to the parent
+                        try:
+                            reply = ("error", pickle.dumps(e))
+                        except Exception:                         # noqa: BLE001 - an exception that does not pickle
+                            reply = ("error", pickle.dumps(RuntimeError(f"{type(e).__name__}: {e}")))
+                    write_all(results[k][1], pickle.dumps(reply))
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        mine = {tokens[0][0], tokens[1][1]} | {results[k][0] for k in range(1, jobs)}
+        for e in list(opened - mine):
+            close(e)
+        try:
+            own = participant(0)
+            abandoned = False
+        except _Abandoned:
+            own, abandoned = None, True
+        finally:
+            close(tokens[1][1])               # a child waiting for a turn this process will not give: EOF
+            close(tokens[0][0])
+        replies = []
+        for k in range(1, jobs):
+            chunks = []
+            while True:
+                b = os.read(results[k][0], 1 << 20)
+                if not b:
+                    break
+                chunks.append(b)
+            close(results[k][0])
+            replies.append(pickle.loads(b"".join(chunks)) if chunks else ("abandoned", None))
+        for pid in pids:
+            os.waitpid(pid, 0)
+        pids.clear()
+        for status, value in replies:
+            if status == "error":
+                raise pickle.loads(value)
+        if abandoned or any(status != "ok" for status, _ in replies):
+            raise OutputError("a worker process stopped before writing its part (killed by a signal?); "
+                              "run again, or with --jobs 1")
+    finally:
+        import signal
+
+        gc.unfreeze()
+        for e in list(opened):
+            close(e)
+        for pid in pids:                      # an error here: end the children this call started
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+    ordered: list = [None] * len(tasks)
+    for k, done in enumerate([own] + [v for _, v in replies]):
+        ordered[k::jobs] = done
+    return ordered

@@ -103,6 +103,21 @@ def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRendere
 
 CAN_PRERENDER_LINES = _orjson is not None
 
+
+class Direct:
+    """NDJSON lines a producer writes itself (``dump commitlog --json`` with the compiled helper: its workers write
+    their ranges straight to the output, in order). Only a caller that asked for them gets them
+    (``DumpOptions.write_direct``). ``write(binary)`` writes every line to the binary stream (what was written to it
+    before must be flushed first, which it does) and returns the row count; ``blocks()`` gives the same bytes in
+    blocks (each valid until the next is asked for) to a caller that cannot hand over a stream. ``on_marked``,
+    when the caller sets it before either, is called with each line that carries a :data:`DAMAGED_MARKS` mark
+    (without its newline), in output order. Counts as ``write``'s return for the writer."""
+
+    __slots__ = ("write", "blocks", "on_marked")
+
+    def __init__(self, write, blocks):
+        self.write, self.blocks, self.on_marked = write, blocks, None
+
 # A row that says its bytes are damaged (a failed CRC, a body that does not inflate), as it reads in an NDJSON
 # line; these keys cannot occur inside a string value of a line (there the quotes are escaped).
 DAMAGED_MARKS = (b'"crc_ok":false', b'"body_error":"')

@@ -58,6 +58,7 @@ class DumpOptions(SizeOptions):
     split_size: int | None = None  # byte-range size (None = automatic)
     runner: object = None          # mqtool.ranges runner (e.g. Spark); overrides jobs
     ndjson: bool = False           # output is NDJSON: pool workers may hand back render.PreRendered lines
+    write_direct: bool = False     # the caller's writer takes ndjson.Direct rows (the CLI's write_ndjson)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
 from mqtool.io import copy_piece, read_input
-from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
+from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, Direct, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
                            _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
@@ -133,6 +133,20 @@ def want_json(flag: bool) -> bool:
     return output_mode(flag) == "json"
 
 
+class _TextSink:
+    """A binary stream's ``write``/``flush`` over a text ``write`` (for :class:`Direct` rows on a text stream)."""
+
+    def __init__(self, w):
+        self._w = w
+
+    def write(self, b) -> int:
+        self._w(bytes(b).decode("utf-8", errors="surrogateescape"))
+        return len(b)
+
+    def flush(self) -> None:
+        pass
+
+
 def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count.
 
@@ -149,6 +163,9 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
             if type(r) is Spooled:
                 n += r.count - 1
                 r = PreRenderedLines(read_input(r.path))
+            if type(r) is Direct:
+                n += r.write(_TextSink(w)) - 1
+                continue
             if type(r) is PreRenderedLines:
                 w(r.decode("utf-8", errors="surrogateescape"))
                 continue
@@ -175,6 +192,13 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                     size = 0
                 w(r)
                 n += 1
+                continue
+            elif type(r) is Direct:             # its producer writes the lines itself, after what is batched
+                if batch:
+                    w(b"".join(batch))
+                    batch.clear()
+                    size = 0
+                n += r.write(binary)
                 continue
             elif type(r) is Spooled:            # a worker's piece: copied in the kernel, after what is batched
                 if batch:
@@ -317,6 +341,11 @@ def _flat(v: Any) -> str:
 def as_dicts(rows: Iterable) -> Iterator[dict]:
     """Rows as dicts, whether given as dicts or already rendered to NDJSON (by workers or a helper)."""
     for r in rows:
+        if type(r) is Direct:
+            for b in r.blocks():
+                for line in bytes(b).splitlines():
+                    yield json.loads(line)
+            continue
         if type(r) is Spooled:
             r = PreRenderedLines(read_input(r.path))
         if type(r) is PreRenderedLines:

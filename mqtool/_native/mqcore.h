@@ -244,4 +244,43 @@ static inline int mq_crc32_call(PyObject *fn, const uint8_t *p, Py_ssize_t n, ui
     return 0;
 }
 
+/* ---- decimal integers (appended: the NDJSON writers' fast integer formatting) ------------------------------ */
+
+/* v in decimal at d (at most 20 bytes: a sign and 19 digits); returns the end. Two digits per division, the
+ * length counted first so the digits go straight to their place. */
+static inline char *mq_fmt_i64(char *d, int64_t v)
+{
+    static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    static const uint64_t p10[20] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+                                     100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
+                                     1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+                                     1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+                                     1000000000000000000ULL, 10000000000000000000ULL};
+    uint64_t u = (uint64_t)v;
+    if (v < 0) {
+        *d++ = '-';
+        u = 0 - u;
+    }
+    if (u < 10) {
+        *d++ = (char)('0' + u);
+        return d;
+    }
+    int t = ((64 - __builtin_clzll(u)) * 1233) >> 12;          /* floor(log10(u)) or one more */
+    char *e = d + t + 1 - (u < p10[t]), *p = e;
+    while (u >= 100) {
+        uint64_t r = u % 100;
+        u /= 100;
+        p -= 2;
+        memcpy(p, pairs + 2 * r, 2);
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(p, pairs + 2 * u, 2);
+    } else
+        *--p = (char)('0' + u);
+    return e;
+}
+
 #endif

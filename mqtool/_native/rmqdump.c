@@ -512,9 +512,10 @@ fail:
 
 /* ---- the lane --------------------------------------------------------------------------------------------- */
 
-enum { ROWS, COLUMNS, JSON };
+enum { ROWS, COLUMNS, JSON, JSON_FILL };
 typedef struct {
     int kind, body_mode;
+    Py_ssize_t flush;                     /* JSON_FILL: the run ends once this many bytes are in the buffer */
     long long base;
     PyObject *file, *out, *new_entry;     /* file: the name (ROWS, COLUMNS) or its JSON rendering (JSON) */
     JB jb;                                /* JSON: the lines so far */
@@ -527,6 +528,12 @@ static int dump_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     DumpRun *d = w->verb;
     if (!rmq_dump_ok(u, x, d->body_mode)) return 0;
     if (d->kind == JSON) return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode);
+    if (d->kind == JSON_FILL) {
+        /* a failed CRC is left to the dict lane (the writer notes damaged rows from dicts); a full buffer ends
+         * the run after at least one line (the caller writes it out between runs) */
+        if (!x->crc_ok || d->jb.n >= d->flush) return 0;
+        return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode);
+    }
     PyObject *row = build_row(u, x, d->base, d->file, d->body_mode, d->kind == COLUMNS ? d->out : NULL,
                               d->new_entry);
     if (row == NULL) return -1;
@@ -549,9 +556,22 @@ static PyObject *run(PyObject *args, int kind)
     else if (kind == ROWS)
         ok = PyArg_ParseTuple(args, "OnnnLOLiO!n", &bufobj, &pos, &limit, &end, &d.base, &d.file, &max_size,
                               &d.body_mode, &PyList_Type, &d.out, &cap);
-    else
+    else if (kind == JSON)
         ok = PyArg_ParseTuple(args, "OnnnLO!Lin", &bufobj, &pos, &limit, &end, &d.base, &PyBytes_Type, &d.file,
                               &max_size, &d.body_mode, &cap);
+    else {
+        ok = PyArg_ParseTuple(args, "OnnnLO!LinO!nn", &bufobj, &pos, &limit, &end, &d.base, &PyBytes_Type,
+                              &d.file, &max_size, &d.body_mode, &cap, &PyByteArray_Type, &d.jb.ba, &d.jb.n,
+                              &d.flush);
+        if (ok) {
+            d.jb.cap = PyByteArray_GET_SIZE(d.jb.ba);
+            d.jb.p = PyByteArray_AS_STRING(d.jb.ba);
+            if (d.jb.n < 0 || d.jb.n > d.jb.cap) {
+                PyErr_SetString(PyExc_ValueError, "json_fill: at lies outside the buffer");
+                return NULL;
+            }
+        }
+    }
     if (!ok || !call_ready(d.body_mode)) return NULL;
     if (d.new_entry != NULL && !PyCallable_Check(d.new_entry)) {
         PyErr_SetString(PyExc_TypeError, "columns: new_entry must be callable");
@@ -564,9 +584,10 @@ static PyObject *run(PyObject *args, int kind)
                  .cap = cap, .magics = RMQ_V1 | RMQ_V2, .crc = RMQ_CRC_ON, .hook = dump_unit, .verb = &d};
     if (rmq_walk(&w) == 0)
         result = kind == JSON ? Py_BuildValue("nny#", w.pos, w.count, d.jb.p ? d.jb.p : "", d.jb.n)
-                              : Py_BuildValue("nn", w.pos, w.count);
+               : kind == JSON_FILL ? Py_BuildValue("nnn", w.pos, w.count, d.jb.n)
+               : Py_BuildValue("nn", w.pos, w.count);
     COLS = NULL;
-    PyMem_Free(d.jb.p);
+    if (d.jb.ba == NULL) PyMem_Free(d.jb.p);
     PyBuffer_Release(&view);
     return result;
 }
@@ -576,6 +597,8 @@ static PyObject *rows(PyObject *self, PyObject *args) { return run(args, ROWS); 
 static PyObject *columns(PyObject *self, PyObject *args) { return run(args, COLUMNS); }
 
 static PyObject *json_rows(PyObject *self, PyObject *args) { return run(args, JSON); }
+
+static PyObject *json_fill(PyObject *self, PyObject *args) { return run(args, JSON_FILL); }
 
 /* ---- configuration ------------------------------------------------------------------------------------ */
 
@@ -654,6 +677,11 @@ static PyMethodDef methods[] = {
     {"json_rows", json_rows, METH_VARARGS,
      "json_rows(buf, pos, limit, end, base, file_json, max_size, body_mode, cap) -> (new_pos, count, bytes): "
      "the NDJSON lines write_ndjson would write for those rows (units needing the Python path end the run)."},
+    {"json_fill", json_fill, METH_VARARGS,
+     "json_fill(buf, pos, limit, end, base, file_json, max_size, body_mode, cap, out, at, flush) -> (new_pos, "
+     "count, at): json_rows()' lines written into the bytearray out from index at (out grows when a line needs "
+     "room; its size is its capacity), the run also ending at a unit whose body CRC fails (left to the dict "
+     "lane) and once at >= flush; at: where the lines written end."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -107,7 +107,10 @@ static inline int rmq_pairs(const unsigned char *p, Py_ssize_t n, Pairs *P)
 
 /* The NDJSON lines (rmqjson.c): a growing buffer, and the line of one unit appended to it (1 written, 0 left to
  * the other paths with nothing written, -1 error set). */
-typedef struct { char *p; Py_ssize_t n, cap; } JB;
+typedef struct {
+    char *p; Py_ssize_t n, cap;
+    PyObject *ba;                    /* NULL: p is PyMem memory; else p is this bytearray's storage (cap its size) */
+} JB;
 int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode);
 /* JSON renderings for configure() (rmqjson.c): kind_json, v1_json, v2_json, txn_json, comp_json; 0 or -1. */
 int rmq_json_configure(PyObject *const js[5]);

@@ -19,6 +19,12 @@ static int jb_reserve(JB *b, Py_ssize_t need)
     if (need > PY_SSIZE_T_MAX / 2 - b->n) { PyErr_NoMemory(); return -1; }
     if (b->n + need <= b->cap) return 0;
     Py_ssize_t cap = b->cap * 2 > b->n + need ? b->cap * 2 : b->n + need + 65536;
+    if (b->ba != NULL) {                                /* a caller's bytearray: its size is the capacity */
+        if (PyByteArray_Resize(b->ba, cap) < 0) return -1;
+        b->p = PyByteArray_AS_STRING(b->ba);
+        b->cap = cap;
+        return 0;
+    }
     char *p = PyMem_Realloc(b->p, (size_t)cap);
     if (p == NULL) { PyErr_NoMemory(); return -1; }
     b->p = p;
@@ -26,82 +32,71 @@ static int jb_reserve(JB *b, Py_ssize_t need)
     return 0;
 }
 
-/* The writers below never check room: the caller reserved the worst case of the whole unit. */
-static inline void w_raw(JB *b, const void *p, Py_ssize_t n) { memcpy(b->p + b->n, p, (size_t)n); b->n += n; }
-static inline void w_ch(JB *b, char c) { b->p[b->n++] = c; }
+/* The writers below write at a cursor (a local pointer: no reload of the buffer through the JB at each byte)
+ * and never check room: the caller reserved the worst case of the whole unit. */
+static inline char *w_raw(char *o, const void *p, Py_ssize_t n) { memcpy(o, p, (size_t)n); return o + n; }
 
-static void w_i64(JB *b, long long v)
-{
-    char d[24];
-    int k = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do { d[k++] = (char)('0' + u % 10); u /= 10; } while (u);
-    if (v < 0) w_ch(b, '-');
-    while (k) w_ch(b, d[--k]);
-}
-
+static inline char *w_i64(char *o, long long v) { return mq_fmt_i64(o, v); }
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
 /* A JSON string of p[0:n] (valid UTF-8: rmq_dump_ok checked the text it comes from), escaped as orjson does. */
-static inline void w_str(JB *b, const unsigned char *p, Py_ssize_t n)
-{
-    b->n = mq_json_str(b->p + b->n, p, n, 0) - b->p;
-}
+static inline char *w_str(char *o, const unsigned char *p, Py_ssize_t n) { return mq_json_str(o, p, n, 0); }
 
 #define KEYBUF 48                    /* every ,"key": prefix is padded to this size (copied whole, then cut) */
-static inline void w_key(JB *b, int k)
+static inline char *w_key(char *o, int k)
 {
-    memcpy(b->p + b->n, S.jkey[k], KEYBUF);                 /* fixed size: inlined; the room is reserved */
-    b->n += S.jkey_len[k];
+    memcpy(o, S.jkey[k], KEYBUF);                           /* fixed size: inlined; the room is reserved */
+    return o + S.jkey_len[k];
 }
-static inline void w_bytes(JB *b, PyObject *o) { w_raw(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o)); }
+static inline char *w_bytes(char *o, PyObject *x) { return w_raw(o, PyBytes_AS_STRING(x), PyBytes_GET_SIZE(x)); }
 
 /* "a.b.c.d:port" as a JSON string (formats.common.format_host for IPv4); the last one of each kind (born,
  * store) is remembered by its 8 raw bytes. */
 typedef struct { unsigned char raw[8]; char text[32]; Py_ssize_t len; } HostCache;
 static HostCache HC[2];
 
-static void w_host(JB *b, int which, const unsigned char *addr, const unsigned char *port_raw, long long port)
+static char *w_host(char *o, int which, const unsigned char *addr, const unsigned char *port_raw, long long port)
 {
     HostCache *h = &HC[which];
     if (h->len == 0 || memcmp(h->raw, addr, 4) != 0 || memcmp(h->raw + 4, port_raw, 4) != 0) {
-        JB t = {h->text, 0, sizeof h->text};                /* at most 1+15+1+11+1 = 29 bytes */
-        w_ch(&t, '"');
+        char *t = h->text;                                  /* at most 1+15+1+11+1 = 29 bytes */
+        *t++ = '"';
         for (int i = 0; i < 4; i++) {
-            w_i64(&t, addr[i]);
-            w_ch(&t, i < 3 ? '.' : ':');
+            t = w_i64(t, addr[i]);
+            *t++ = i < 3 ? '.' : ':';
         }
-        w_i64(&t, port);
-        w_ch(&t, '"');
+        t = w_i64(t, port);
+        *t++ = '"';
         memcpy(h->raw, addr, 4);
         memcpy(h->raw + 4, port_raw, 4);
-        h->len = t.n;
+        h->len = t - h->text;
     }
-    w_raw(b, h->text, h->len);
+    return w_raw(o, h->text, h->len);
 }
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static void w_base64(JB *b, const unsigned char *p, Py_ssize_t n)
+static char *w_base64(char *o, const unsigned char *p, Py_ssize_t n)
 {
     Py_ssize_t i = 0;
-    w_ch(b, '"');
+    *o++ = '"';
     for (; i + 3 <= n; i += 3) {
         uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8) | p[i + 2];
-        char q[4] = {B64[v >> 18], B64[(v >> 12) & 63], B64[(v >> 6) & 63], B64[v & 63]};
-        w_raw(b, q, 4);
+        o[0] = B64[v >> 18]; o[1] = B64[(v >> 12) & 63]; o[2] = B64[(v >> 6) & 63]; o[3] = B64[v & 63];
+        o += 4;
     }
     if (n - i == 1) {
         uint32_t v = (uint32_t)p[i] << 16;
-        char q[4] = {B64[v >> 18], B64[(v >> 12) & 63], '=', '='};
-        w_raw(b, q, 4);
+        o[0] = B64[v >> 18]; o[1] = B64[(v >> 12) & 63]; o[2] = '='; o[3] = '=';
+        o += 4;
     } else if (n - i == 2) {
         uint32_t v = ((uint32_t)p[i] << 16) | ((uint32_t)p[i + 1] << 8);
-        char q[4] = {B64[v >> 18], B64[(v >> 12) & 63], B64[(v >> 6) & 63], '='};
-        w_raw(b, q, 4);
+        o[0] = B64[v >> 18]; o[1] = B64[(v >> 12) & 63]; o[2] = B64[(v >> 6) & 63]; o[3] = '=';
+        o += 4;
     }
-    w_ch(b, '"');
+    *o++ = '"';
+    return o;
 }
 
 /* One unit's line (the walker framed it and computed its CRC); 1 written, 0 left to the other paths (nothing
@@ -119,36 +114,39 @@ int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, 
     if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + PyBytes_GET_SIZE(file_json)) < 0)
         return -1;
     long long sys_flag = x->sys_flag;
-    w_ch(b, '{');
-    w_key(b, K_KIND); w_bytes(b, S.jkind);   /* the first key has no comma (see rmq_json_configure) */
-    w_key(b, K_FILE); w_bytes(b, file_json);
-    w_key(b, K_POSITION); w_i64(b, pos);
-    w_key(b, K_OFFSET); w_i64(b, base + pos);
-    w_key(b, K_SIZE); w_i64(b, x->total);
-    w_key(b, K_MAGIC); w_bytes(b, x->v2 ? S.jv2 : S.jv1);
-    w_key(b, K_BODY_CRC); w_i64(b, rmq_field(u, F_BODYCRC));
-    w_key(b, K_CRC_OK); if (crc_ok) w_raw(b, "true", 4); else w_raw(b, "false", 5);
-    w_key(b, K_QUEUE_ID); w_i64(b, rmq_field(u, F_QUEUEID));
-    w_key(b, K_FLAG); w_i64(b, rmq_field(u, F_FLAG));
-    w_key(b, K_QUEUE_OFFSET); w_i64(b, rmq_field(u, F_QOFF));
-    w_key(b, K_PHYSICAL_OFFSET); w_i64(b, rmq_field(u, F_PHYS));
-    w_key(b, K_SYS_FLAG); w_i64(b, sys_flag);
-    w_key(b, K_TRANSACTION); w_bytes(b, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
-    w_key(b, K_BORN_TS); w_i64(b, rmq_field(u, F_BORNTS));
-    w_key(b, K_BORN_HOST); w_host(b, 0, u + RMQ.off[F_BADDR], u + RMQ.off[F_BPORT], rmq_field(u, F_BPORT));
-    w_key(b, K_STORE_TS); w_i64(b, rmq_field(u, F_STORETS));
-    w_key(b, K_STORE_HOST); w_host(b, 1, u + RMQ.off[F_SADDR], u + RMQ.off[F_SPORT], rmq_field(u, F_SPORT));
-    w_key(b, K_RECONSUME); w_i64(b, rmq_field(u, F_RECONSUME));
-    w_key(b, K_PREPARED); w_i64(b, rmq_field(u, F_PREPARED));
-    w_key(b, K_TOPIC); w_str(b, u + x->tp, x->tl);
-    w_key(b, K_PROPERTIES); w_ch(b, '{');
+    char *o = b->p + b->n;
+    *o++ = '{';
+    o = w_key(o, K_KIND); o = w_bytes(o, S.jkind);   /* the first key has no comma (see rmq_json_configure) */
+    o = w_key(o, K_FILE); o = w_bytes(o, file_json);
+    o = w_key(o, K_POSITION); o = w_i64(o, pos);
+    o = w_key(o, K_OFFSET); o = w_i64(o, base + pos);
+    o = w_key(o, K_SIZE); o = w_i64(o, x->total);
+    o = w_key(o, K_MAGIC); o = w_bytes(o, x->v2 ? S.jv2 : S.jv1);
+    o = w_key(o, K_BODY_CRC); o = w_i64(o, rmq_field(u, F_BODYCRC));
+    o = w_key(o, K_CRC_OK); o = crc_ok ? w_raw(o, "true", 4) : w_raw(o, "false", 5);
+    o = w_key(o, K_QUEUE_ID); o = w_i64(o, rmq_field(u, F_QUEUEID));
+    o = w_key(o, K_FLAG); o = w_i64(o, rmq_field(u, F_FLAG));
+    o = w_key(o, K_QUEUE_OFFSET); o = w_i64(o, rmq_field(u, F_QOFF));
+    o = w_key(o, K_PHYSICAL_OFFSET); o = w_i64(o, rmq_field(u, F_PHYS));
+    o = w_key(o, K_SYS_FLAG); o = w_i64(o, sys_flag);
+    o = w_key(o, K_TRANSACTION); o = w_bytes(o, PyTuple_GET_ITEM(S.jtxn, sys_flag & S.txn_mask));
+    o = w_key(o, K_BORN_TS); o = w_i64(o, rmq_field(u, F_BORNTS));
+    o = w_key(o, K_BORN_HOST);
+    o = w_host(o, 0, u + RMQ.off[F_BADDR], u + RMQ.off[F_BPORT], rmq_field(u, F_BPORT));
+    o = w_key(o, K_STORE_TS); o = w_i64(o, rmq_field(u, F_STORETS));
+    o = w_key(o, K_STORE_HOST);
+    o = w_host(o, 1, u + RMQ.off[F_SADDR], u + RMQ.off[F_SPORT], rmq_field(u, F_SPORT));
+    o = w_key(o, K_RECONSUME); o = w_i64(o, rmq_field(u, F_RECONSUME));
+    o = w_key(o, K_PREPARED); o = w_i64(o, rmq_field(u, F_PREPARED));
+    o = w_key(o, K_TOPIC); o = w_str(o, u + x->tp, x->tl);
+    o = w_key(o, K_PROPERTIES); *o++ = '{';
     for (int i = 0; i < P.n; i++) {
-        if (i) w_ch(b, ',');
-        w_str(b, P.np[i], P.nn[i]); w_ch(b, ':'); w_str(b, P.vp[i], P.vn[i]);
+        if (i) *o++ = ',';
+        o = w_str(o, P.np[i], P.nn[i]); *o++ = ':'; o = w_str(o, P.vp[i], P.vn[i]);
     }
-    w_ch(b, '}');
+    *o++ = '}';
     /* keys: the KEYS value split at the separator, empty pieces dropped */
-    w_key(b, K_KEYS); w_ch(b, '[');
+    o = w_key(o, K_KEYS); *o++ = '[';
     int k = find_pair(&P, S.keys_u8, S.keys_n), first = 1;
     if (k >= 0) {
         const unsigned char *v = P.vp[k];
@@ -157,44 +155,47 @@ int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, 
             const unsigned char *e = memchr(v + i, S.key_sep_c, (size_t)(n - i));
             Py_ssize_t len = e ? (Py_ssize_t)(e - (v + i)) : n - i;
             if (len > 0) {
-                if (!first) w_ch(b, ',');
-                w_str(b, v + i, len);
+                if (!first) *o++ = ',';
+                o = w_str(o, v + i, len);
                 first = 0;
             }
             i += len + 1;
         }
     }
-    w_ch(b, ']');
-    w_key(b, K_TAGS);
-    if ((k = find_pair(&P, S.tags_u8, S.tags_n)) >= 0) w_str(b, P.vp[k], P.vn[k]); else w_raw(b, "null", 4);
-    w_key(b, K_UNIQ_KEY);
-    if ((k = find_pair(&P, S.uniq_u8, S.uniq_n)) >= 0) w_str(b, P.vp[k], P.vn[k]); else w_raw(b, "null", 4);
+    *o++ = ']';
+    o = w_key(o, K_TAGS);
+    if ((k = find_pair(&P, S.tags_u8, S.tags_n)) >= 0) o = w_str(o, P.vp[k], P.vn[k]); else o = w_raw(o, "null", 4);
+    o = w_key(o, K_UNIQ_KEY);
+    if ((k = find_pair(&P, S.uniq_u8, S.uniq_n)) >= 0) o = w_str(o, P.vp[k], P.vn[k]); else o = w_raw(o, "null", 4);
     /* msg_id: store address, store port and PHYSICALOFFSET as stored, upper-case hex */
-    w_key(b, K_MSG_ID); w_ch(b, '"');
+    o = w_key(o, K_MSG_ID); *o++ = '"';
     const int parts[3] = {F_SADDR, F_SPORT, F_PHYS};
-    for (int j = 0; j < 3; j++)
-        for (Py_ssize_t i = 0; i < RMQ.size[parts[j]]; i++) {
-            unsigned char c = u[RMQ.off[parts[j]] + i];
-            w_ch(b, HEXU[c >> 4]);
-            w_ch(b, HEXU[c & 15]);
+    for (int j = 0; j < 3; j++) {
+        const unsigned char *f = u + RMQ.off[parts[j]];
+        for (Py_ssize_t i = 0, n = RMQ.size[parts[j]]; i < n; i++) {
+            o[0] = HEXU[f[i] >> 4];
+            o[1] = HEXU[f[i] & 15];
+            o += 2;
         }
-    w_ch(b, '"');
-    w_key(b, K_BODY_SIZE); w_i64(b, x->body_len);
-    w_key(b, K_COMPRESSION);
-    if (sys_flag & S.compressed_flag)
-        w_bytes(b, PyTuple_GET_ITEM(S.jcomp, (sys_flag & S.comp_mask) >> S.comp_shift));
-    else
-        w_raw(b, "null", 4);
-    if (body_mode != 0) {
-        w_key(b, K_BODY);
-        if (body_mode == 1) w_str(b, body, bl);
-        else if (body_mode == 2) {
-            w_ch(b, '"');
-            for (Py_ssize_t i = 0; i < bl; i++) { w_ch(b, HEXL[body[i] >> 4]); w_ch(b, HEXL[body[i] & 15]); }
-            w_ch(b, '"');
-        } else w_base64(b, body, bl);
     }
-    w_raw(b, "}\n", 2);
+    *o++ = '"';
+    o = w_key(o, K_BODY_SIZE); o = w_i64(o, x->body_len);
+    o = w_key(o, K_COMPRESSION);
+    if (sys_flag & S.compressed_flag)
+        o = w_bytes(o, PyTuple_GET_ITEM(S.jcomp, (sys_flag & S.comp_mask) >> S.comp_shift));
+    else
+        o = w_raw(o, "null", 4);
+    if (body_mode != 0) {
+        o = w_key(o, K_BODY);
+        if (body_mode == 1) o = w_str(o, body, bl);
+        else if (body_mode == 2) {
+            *o++ = '"';
+            for (Py_ssize_t i = 0; i < bl; i++) { o[0] = HEXL[body[i] >> 4]; o[1] = HEXL[body[i] & 15]; o += 2; }
+            *o++ = '"';
+        } else o = w_base64(o, body, bl);
+    }
+    o = w_raw(o, "}\n", 2);
+    b->n = o - b->p;
     return 1;
 }
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from itertools import repeat
+import os
 import struct
 from typing import Iterator
 
@@ -122,9 +123,14 @@ def rows(segments, opts, stats, on_damage) -> Iterator[dict]:
         stats.messages += done[0]
 
 
-def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines: bool = False) -> Iterator:
+def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines: bool = False,
+                fill: "_Fill | None" = None) -> Iterator:
     """Rows of one scanner's walk (the helper as its fast lane) with the rule of ``scan.select_events``;
     counts rows in ``done[0]``. Returns False once ``to_offset`` is passed.
+
+    With ``fill`` (NDJSON output, no offset bounds: :func:`direct_rows`), runs of units are written by
+    ``json_fill`` into ``fill``'s buffer; the rows it leaves come as dicts (write what is in the buffer first),
+    and None comes whenever the buffer holds ``fill.flush`` bytes or more (write them out).
 
     With ``lines`` (NDJSON output, no offset bounds), runs of units come as :class:`ndjson.PreRenderedLines`
     blocks from ``json_rows`` (each a FastRun's rows, already encoded), and ``done[0]`` counts them too;
@@ -134,8 +140,14 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
     include_blank = opts.include_blank
     out: list = []
     mode = BODY_MODES[body]
-    fj = file_json(scanner.seg.path) if lines and lo is None and hi is None else None
-    if fj is not None:      # where the JSON lane stops, the dict lane takes one unit, then JSON again
+    fj = file_json(scanner.seg.path) if (lines or fill is not None) and lo is None and hi is None else None
+    if fill is not None:    # lines into the buffer; where json_fill stops, the dict lane takes one unit
+        if fj is None:
+            raise ValueError("json_fill needs a file name orjson renders (see direct_usable)")
+        scanner.fast_lane = _fill_lane(mod, fj, scanner.max_size, mode, fill,
+                                       _lane(mod, scanner.seg.path, scanner.max_size, mode, out, 1))
+        fj = None
+    elif fj is not None:    # where the JSON lane stops, the dict lane takes one unit, then JSON again
         scanner.fast_lane = _json_lane(mod, fj, scanner.max_size, mode, out,
                                        _lane(mod, scanner.seg.path, scanner.max_size, mode, out, 1))
     else:
@@ -143,6 +155,16 @@ def _event_rows(mod, scanner: SegmentScanner, opts, on_damage, done: list, lines
     for ev in scanner.events():
         t = type(ev)
         if t is FastRun:
+            if fill is not None:
+                if out:
+                    done[0] += len(out)
+                    yield from out
+                    out.clear()
+                else:
+                    done[0] += ev.count
+                if fill.at >= fill.flush:
+                    yield None
+                continue
             if fj is not None:
                 for r in out:
                     if type(r) is ndjson.PreRenderedLines:
@@ -309,6 +331,21 @@ def range_lines_task(args) -> tuple[int, object, list]:
     return done[0], out, notes
 
 
+def _fill_lane(mod, fj: bytes, max_size: int, mode: int, fill: "_Fill", dict_lane):
+    """Lane: NDJSON lines written by ``json_fill`` into ``fill``; where it stops short (a unit it leaves, a unit
+    whose body CRC fails), the dict lane takes over for what it can."""
+    call = mod.json_fill
+
+    def lane(buf, view, pos, limit, end, base):
+        npos, n, fill.at = call(buf, pos, limit, end, base, fj, max_size, mode, ROWS_PER_FILL, fill.buf, fill.at,
+                                fill.flush)
+        if n:
+            return npos, n
+        return dict_lane(buf, view, pos, limit, end, base)
+
+    return lane
+
+
 def _json_lane(mod, fj: bytes, max_size: int, mode: int, out: list, dict_lane):
     """Lane: NDJSON blocks from ``json_rows``; where it stops short, the dict lane takes over for what it can."""
     call = mod.json_rows
@@ -333,6 +370,157 @@ def _lane(mod, file: str, max_size: int, mode: int, out: list, cap: int = ROWS_P
         return call(buf, pos, limit, end, base, file, max_size, mode, out, cap)
 
     return lane
+
+
+# ---- NDJSON written straight to the output (the CLI's `dump commitlog --json`) -------------------------------
+
+# One process, the helper writing lines into a reused buffer that goes out in blocks of FLUSH_BYTES: no bytes
+# object per block, no scan of the lines afterwards (the lines of units whose body CRC fails, the only ones
+# carrying a damage mark, are left to the dict lane and rendered apart). With --jobs (and automatically from
+# DIRECT_PARALLEL_MIN_BYTES of log on), the ranges of dump_plan() are shared round-robin between this process and
+# forked children that write them straight to the output in order (mqtool.io.write_in_order): nothing but
+# counts, damage notes and marked lines crosses a pipe.
+FLUSH_BYTES = 1 << 20
+HOLD_BYTES = 64 << 20           # a range's lines kept while earlier ranges are written, at most (then it waits)
+ROWS_PER_FILL = 1 << 16         # units per json_fill call, at most (the page window bounds it too)
+DIRECT_PARALLEL_MIN_BYTES = 64 << 20    # automatic --jobs: below this much log, one process (forks cost ~10 ms)
+DIRECT_SPLIT_MAX = 64 << 20     # range size of the parallel direct writer, at most (see _direct_split)
+
+
+class _Fill:
+    """The reused output buffer of ``json_fill``: a bytearray whose size is its capacity, ``at`` bytes filled;
+    runs end once ``flush`` bytes are in it."""
+
+    __slots__ = ("buf", "at", "flush")
+
+    def __init__(self):
+        self.buf = bytearray(FLUSH_BYTES + (1 << 16))
+        self.at = 0
+        self.flush = FLUSH_BYTES
+
+
+def direct_usable(opts, segments) -> bool:
+    """Whether :func:`direct_rows` serves these options: the caller writes ``ndjson.Direct`` rows, NDJSON with
+    no --limit, no offset bounds and no per-row filter, lines rendered by orjson (file names it takes)."""
+    return (bool(getattr(opts, "write_direct", False)) and opts.ndjson and opts.limit is None
+            and opts.runner is None and opts.from_offset is None and opts.to_offset is None and usable(opts)
+            and all(file_json(str(s.path)) is not None for s in segments))
+
+
+def _walk_blocks(mod, scanner: SegmentScanner, opts, fill: _Fill, log, done: list) -> Iterator[memoryview]:
+    """The NDJSON of one scanner's walk as views of ``fill``'s buffer (each valid until the next is asked for);
+    ``log(0, note)`` gets each damage note, ``log(1, line)`` each line with a damage mark, in output order."""
+    marks = ndjson.DAMAGED_MARKS
+    for r in _event_rows(mod, scanner, opts, lambda d: log(0, damage_note(d)), done, fill=fill):
+        if r is not None:                   # a row the helper left: rendered as write_ndjson renders it
+            for b in ndjson.ndjson_blocks((r,)):
+                if any(m in b for m in marks):
+                    log(1, b[:-1])
+                fill.buf[fill.at:fill.at + len(b)] = b
+                fill.at += len(b)
+        if fill.at >= fill.flush:
+            yield from _drain(fill)
+    if fill.at:
+        yield from _drain(fill)
+
+
+def _drain(fill: _Fill) -> Iterator[memoryview]:
+    with memoryview(fill.buf) as m, m[:fill.at] as v:
+        yield v
+    fill.at = 0
+
+
+def _range_task(args, turn) -> tuple[int, list]:
+    """mqtool.io.write_in_order work: one range's NDJSON through ``turn``; (rows, [(0, note) | (1, line)])."""
+    rng, opts = args
+    events: list = []
+    lane = _range_lane(rng, opts)
+    if lane is None:
+        return 0, events
+    mod, scanner = lane
+    fill, done = _state.get("fill") or _state.setdefault("fill", _Fill()), [0]     # one buffer per process
+    fill.at, fill.flush = 0, turn.threshold
+    for v in _walk_blocks(mod, scanner, opts, fill, lambda k, x: events.append((k, x)), done):
+        turn.write(v)
+        fill.flush = turn.threshold
+    return done[0], events
+
+
+def _direct_jobs(opts, segments) -> int:
+    """Processes for :func:`direct_rows`: --jobs N as given (1 with bodies, which stay in one process), automatic:
+    every core from DIRECT_PARALLEL_MIN_BYTES of log on; 1 where fork is unsafe (other threads) or missing."""
+    import threading
+
+    from mqtool.ranges import effective_jobs, rows_stay_in_one_process
+
+    if opts.jobs == 1 or rows_stay_in_one_process(opts) or not hasattr(os, "fork") \
+            or threading.active_count() != 1:
+        return 1
+    if not opts.jobs and sum(s.size for s in segments) < DIRECT_PARALLEL_MIN_BYTES:
+        return 1
+    return effective_jobs(opts.jobs)
+
+
+def _direct_split(segments, jobs: int) -> int:
+    """Range size of the parallel direct writer: about four ranges per process (the last one's time is not
+    shared), within [ROW_TASK_SPLIT, DIRECT_SPLIT_MAX] -- each range start costs a look back of up to the
+    largest message size (SegmentScanner._covered), and a range's lines should fit the hold size."""
+    total = sum(s.size for s in segments)
+    return max(ROW_TASK_SPLIT, min(DIRECT_SPLIT_MAX, total // (4 * jobs)))
+
+
+def direct_rows(path, segments, opts, stats) -> Iterator:
+    """The rows of ``dump commitlog --json`` as one :class:`ndjson.Direct` (see :func:`direct_usable`): the same
+    bytes, notes and count as :func:`rows` rendered by write_ndjson, written by the helper (and forked workers)
+    straight to the writer's stream."""
+    mod = helper()
+
+    def log(kind: int, x) -> None:
+        if kind == 0:
+            stats.damage(x)
+        elif item.on_marked is not None:
+            item.on_marked(bytes(x))
+
+    def walks():
+        for seg in segments:
+            yield SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True)
+
+    def blocks() -> Iterator[memoryview]:
+        fill, done = _Fill(), [0]
+        try:
+            for scanner in walks():
+                yield from _walk_blocks(mod, scanner, opts, fill, log, done)
+        finally:
+            stats.messages += done[0]
+
+    def write(binary) -> int:
+        binary.flush()
+        try:
+            fd = binary.fileno()
+        except (AttributeError, OSError, ValueError):     # an in-memory stream: this process writes
+            fd = None
+        jobs = _direct_jobs(opts, segments) if fd is not None else 1
+        if jobs == 1:
+            n = stats.messages
+            for v in blocks():
+                binary.write(v)
+            return stats.messages - n
+        from mqtool.io import write_in_order
+        from mqtool.ranges import _die_with_parent
+
+        ranges = split_segments("rocketmq", str(path), segments, opts.split_size or _direct_split(segments, jobs))
+        plain = dataclasses.replace(opts, runner=None)
+        count = 0
+        for n, events in write_in_order(fd, [(r, plain) for r in ranges], jobs, _range_task, FLUSH_BYTES,
+                                        HOLD_BYTES, _die_with_parent):
+            count += n
+            for kind, x in events:
+                log(kind, x)
+        stats.messages += count
+        return count
+
+    item = ndjson.Direct(write, blocks)
+    yield item
 
 
 # ---- export: the same rows column-wise, by topic -------------------------------------------------------------

@@ -38,6 +38,9 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             stats.damage(damage_note(d))
 
         cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
+        if nativedump.direct_usable(opts, segs):     # NDJSON written by the helper (and workers) to the output
+            return cols, nativedump.direct_rows(s.commitlog_dir or path, segs, opts, stats), \
+                f"commitlog {s.commitlog_dir or path}"
         if (opts.jobs != 1 or opts.runner is not None) and not nativedump.one_process(opts) \
                 and not rows_stay_in_one_process(opts):
             par = nativedump.parallel_rows(s.commitlog_dir or path, segs, opts, stats)
