@@ -312,3 +312,25 @@ def test_crc_failing_unit_left_to_the_dict_lane():
     pos, n, _end = mod.json_fill(good * 3, 0, 3 * len(good), 3 * len(good), 0, fj, 1 << 20, 0, 100,
                                  bytearray(), 0, 1)
     assert n == 1
+
+
+def test_text_escaped_at_every_position(tmp_path):
+    """The JSON writer looks at text 16 bytes at a time: a byte to escape at each position of texts of 0 to 40
+    bytes (topic, property names and values, keys), the last units ending right at the file's end (where it
+    must not read past the text), equal to the Python path's lines."""
+    seg = bytearray()
+    for n in range(0, 41):
+        for at in range(-1, n):
+            text = bytearray(b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"[:n])
+            if at >= 0:
+                text[at] = b'"\\\x1f\x00\n'[at % 5]
+            t = bytes(text) or b"t"
+            props = b"KEYS\x01" + t + b" k2\x02" + t + b"\x01" + t + b"\x02TAGS\x01" + t
+            seg += rocketmq_unit(topic=t[:127], props=props, body=t, phys=len(seg))
+    store = _store(tmp_path, [bytes(seg)])                  # no zero fill: the last unit ends the file
+    want, _rows, want_stats = _python_rows(store)
+    _c, rows, _t = ops.dump("commitlog", str(store), DumpOptions(ndjson=True, write_direct=True, jobs=1),
+                            ScanStats())
+    buf = io.BytesIO()
+    n = rows.__next__().write(buf)
+    assert buf.getvalue() == want and n == want.count(b"\n") == want_stats.messages > 800

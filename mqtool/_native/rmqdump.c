@@ -527,12 +527,12 @@ static int dump_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
 {
     DumpRun *d = w->verb;
     if (!rmq_dump_ok(u, x, d->body_mode)) return 0;
-    if (d->kind == JSON) return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode);
+    if (d->kind == JSON) return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode, w->buf + w->len);
     if (d->kind == JSON_FILL) {
         /* a failed CRC is left to the dict lane (the writer notes damaged rows from dicts); a full buffer ends
          * the run after at least one line (the caller writes it out between runs) */
         if (!x->crc_ok || d->jb.n >= d->flush) return 0;
-        return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode);
+        return rmq_json_unit(&d->jb, u, x, d->base, d->file, d->body_mode, w->buf + w->len);
     }
     PyObject *row = build_row(u, x, d->base, d->file, d->body_mode, d->kind == COLUMNS ? d->out : NULL,
                               d->new_entry);

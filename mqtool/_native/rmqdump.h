@@ -80,7 +80,8 @@ typedef struct {
 static inline int find_pair(const Pairs *P, const char *name, Py_ssize_t len)
 {
     for (int i = 0; i < P->n; i++)
-        if (P->nn[i] == len && memcmp(P->np[i], name, (size_t)len) == 0) return i;
+        if (P->nn[i] == len && P->np[i][0] == (unsigned char)name[0] && memcmp(P->np[i], name, (size_t)len) == 0)
+            return i;                                    /* (names are never empty: a first byte to compare) */
     return -1;
 }
 
@@ -111,7 +112,8 @@ typedef struct {
     char *p; Py_ssize_t n, cap;
     PyObject *ba;                    /* NULL: p is PyMem memory; else p is this bytearray's storage (cap its size) */
 } JB;
-int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode);
+int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode,
+                  const unsigned char *buf_end);
 /* JSON renderings for configure() (rmqjson.c): kind_json, v1_json, v2_json, txn_json, comp_json; 0 or -1. */
 int rmq_json_configure(PyObject *const js[5]);
 

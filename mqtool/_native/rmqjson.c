@@ -12,6 +12,9 @@
  * passed in already rendered by orjson (configure() and file_json). Every unit is written whole or not at all.
  */
 #include "rmqdump.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 
 static int jb_reserve(JB *b, Py_ssize_t need)
@@ -40,10 +43,42 @@ static inline char *w_i64(char *o, long long v) { return mq_fmt_i64(o, v); }
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
-/* A JSON string of p[0:n] (valid UTF-8: rmq_dump_ok checked the text it comes from), escaped as orjson does. */
-static inline char *w_str(char *o, const unsigned char *p, Py_ssize_t n) { return mq_json_str(o, p, n, 0); }
+/* A JSON string of p[0:n] (valid UTF-8: rmq_dump_ok checked the text it comes from), escaped as orjson does.
+ * Most text needs no escape at all: it is looked at 16 bytes at a time and copied whole (SSE2: the loads may
+ * read up to 15 bytes past the text, which the caller allows only when they lie inside the buffer -- `far`,
+ * below -- and the stores may write up to 15 bytes past it, inside the room reserved for the line); text with
+ * a byte to escape goes to mq_json_str. */
+static inline char *w_str_scan(char *o, const unsigned char *p, Py_ssize_t n)
+{
+#ifdef __SSE2__
+    const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
+    char *d = o + 1;
+    for (Py_ssize_t i = 0; i < n; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
+        __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, q), _mm_cmpeq_epi8(x, bs)),
+                                   _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x));        /* x <= 0x1f */
+        unsigned m = (unsigned)_mm_movemask_epi8(bad);
+        if (n - i < 16) m &= (1u << (n - i)) - 1;
+        if (m) return mq_json_str(o, p, n, 0);
+        _mm_storeu_si128((__m128i *)(d + i), x);
+    }
+    o[0] = '"';
+    d[n] = '"';
+    return d + n + 1;
+#else
+    return mq_json_str(o, p, n, 0);
+#endif
+}
 
-#define KEYBUF 48                    /* every ,"key": prefix is padded to this size (copied whole, then cut) */
+static const unsigned char *FAR;     /* the run's buffer end less 16: text ending before it may be over-read */
+
+static inline char *w_str(char *o, const unsigned char *p, Py_ssize_t n)
+{
+    if (p + n <= FAR) return w_str_scan(o, p, n);
+    return mq_json_str(o, p, n, 0);
+}
+
+#define KEYBUF 32                    /* every ,"key": prefix is padded to this size (copied whole, then cut) */
 static inline char *w_key(char *o, int k)
 {
     memcpy(o, S.jkey[k], KEYBUF);                           /* fixed size: inlined; the room is reserved */
@@ -101,8 +136,10 @@ static char *w_base64(char *o, const unsigned char *p, Py_ssize_t n)
 
 /* One unit's line (the walker framed it and computed its CRC); 1 written, 0 left to the other paths (nothing
  * written), -1 error. */
-int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode)
+int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, PyObject *file_json, int body_mode,
+                  const unsigned char *buf_end)
 {
+    FAR = buf_end - 16;
     const long long pos = x->pos;
     const unsigned char *body = u + RMQ.fixed_size, *props = u + x->pp;
     Py_ssize_t pl = (Py_ssize_t)x->total - x->pp, bl = (Py_ssize_t)x->body_len;
@@ -111,7 +148,7 @@ int rmq_json_unit(JB *b, const unsigned char *u, const Unit *x, long long base, 
     if (!rmq_pairs(props, pl, &P)) return 0;
     const int crc_ok = x->crc_ok;
     /* worst case: every text byte escaped to 6 bytes, the body as hex or base64, the fixed fields */
-    if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + PyBytes_GET_SIZE(file_json)) < 0)
+    if (jb_reserve(b, 6 * (Py_ssize_t)x->total + 2 * bl + 4096 + KEYBUF + 16 + PyBytes_GET_SIZE(file_json)) < 0)
         return -1;
     long long sys_flag = x->sys_flag;
     char *o = b->p + b->n;
