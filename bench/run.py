@@ -443,7 +443,7 @@ def issue20_ops(ncpu: int) -> list[Op]:
         Op("dump-json", "mqtool dump commitlog --json > /dev/null (automatic --jobs)", "cli",
            ["dump", "commitlog", "{store}", "--json"], unit="msgs", target="seed / 6",
            check=lambda r: _within(r, "seed-walk", 1 / 6)),
-        Op("dump-json-jobs", "mqtool dump commitlog --json --jobs N (workers write to spool pieces)", "cli",
+        Op("dump-json-jobs", "mqtool dump commitlog --json --jobs N (workers write straight to the output, in order)", "cli",
            ["dump", "commitlog", "{store}", "--json", "--jobs", "{jobs}"], unit="msgs", target="seed / 6",
            check=lambda r: _within(r, "seed-walk", 1 / 6)),
         Op("rebuild", "mqtool rebuild-index --out DIR (consumequeue + index)", "cli",

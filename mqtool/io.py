@@ -886,7 +886,10 @@ class Turn:
     def _end(self, last: bool) -> None:
         self._wait()                                 # the next task's turn comes after this one's, written or empty
         if not last and self._pass_fd is not None:
-            os.write(self._pass_fd, b"t")
+            try:
+                os.write(self._pass_fd, b"t")
+            except BrokenPipeError:                  # the next process is gone: its reply says why
+                raise _Abandoned from None
         self.mine = False
 
 
@@ -996,7 +999,9 @@ def write_in_order(fd: int, tasks: list, jobs: int, work, flush: int = 1 << 20, 
             if status == "error":
                 raise pickle.loads(value)
         if abandoned or any(status != "ok" for status, _ in replies):
-            raise OutputError("a worker process stopped before writing its part (killed by a signal?); "
+            from mqtool.errors import MqToolError
+
+            raise MqToolError("a worker process died (killed by a signal or out of memory); "
                               "run again, or with --jobs 1")
     finally:
         import signal

@@ -334,3 +334,26 @@ def test_text_escaped_at_every_position(tmp_path):
     buf = io.BytesIO()
     n = rows.__next__().write(buf)
     assert buf.getvalue() == want and n == want.count(b"\n") == want_stats.messages > 800
+
+
+def _killed_on_5(task, turn):
+    import signal
+
+    if task[0] == 5:
+        os.kill(os.getpid(), signal.SIGKILL)
+    turn.write(b"x")
+    return task[0]
+
+
+def test_write_in_order_worker_killed(tmp_path):
+    """A child that dies (the OOM killer, a signal) is one error, as for the process pool, and ends the call."""
+    from mqtool.errors import MqToolError
+
+    fd = os.open(tmp_path / "o", os.O_WRONLY | os.O_CREAT)
+    try:
+        with pytest.raises(MqToolError, match="worker process died"):
+            write_in_order(fd, [(i, 1) for i in range(12)], 2, _killed_on_5)
+    finally:
+        os.close(fd)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
