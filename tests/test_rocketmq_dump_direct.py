@@ -207,6 +207,10 @@ def test_direct_row_in_process(tmp_path):
         assert marked == [line for line in want.splitlines() if b'"crc_ok":false' in line] and len(marked) >= 2
     _c, rows, _t = ops.dump("commitlog", str(store), DumpOptions(ndjson=True, write_direct=True), ScanStats())
     assert list(render.as_dicts(rows)) == [r for r in render.as_dicts(want_rows)]
+    _c, rows, _t = ops.dump("commitlog", str(store), DumpOptions(ndjson=True, write_direct=True), ScanStats())
+    text = io.StringIO()                         # a text stream with no binary layer
+    assert render.write_ndjson(rows, text) == want.count(b"\n")
+    assert text.getvalue() == want.decode("utf-8", "surrogateescape")
     # without write_direct the rows stay what they were
     _c, rows, _t = ops.dump("commitlog", str(store), DumpOptions(ndjson=True, jobs=1), ScanStats())
     assert not any(type(r) is ndjson.Direct for r in rows)
@@ -215,8 +219,17 @@ def test_direct_row_in_process(tmp_path):
 def test_direct_parallel_to_a_file_descriptor(tmp_path, monkeypatch):
     """The forked writer in this process: to a file, with a hold of one byte (every range waits for its turn
     before it writes anything) and with the default hold; the same bytes and notes as the Python path."""
+    import threading
+
+    import mqtool.io
+
     store = _damaged_hostile(tmp_path)
     want, _rows, want_stats = _python_rows(store)
+    calls = []
+    real = mqtool.io.write_in_order
+    monkeypatch.setattr(mqtool.io, "write_in_order", lambda fd, tasks, jobs, *a: calls.append(jobs) or
+                        real(fd, tasks, jobs, *a))
+    forks = threading.active_count() == 1       # (a test that left a thread running: one process, same bytes)
     for hold in (1, nativedump.HOLD_BYTES):
         monkeypatch.setattr(nativedump, "HOLD_BYTES", hold)
         stats = ScanStats()
@@ -228,6 +241,7 @@ def test_direct_parallel_to_a_file_descriptor(tmp_path, monkeypatch):
             n = item.write(f)
         assert path.read_bytes() == want and n == stats.messages == want_stats.messages
         assert stats.notes == want_stats.notes
+    assert calls == ([3, 3] if forks else [])
 
 
 # ---- the in-order writer itself ------------------------------------------------------------------------------
@@ -357,3 +371,22 @@ def test_write_in_order_worker_killed(tmp_path):
         os.close(fd)
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)
+
+
+def test_integers_at_their_edges(tmp_path):
+    """Integers are written two digits (and eight) at a time: values at every power of ten and its neighbours,
+    the int32/int64 extremes and negatives, in 4- and 8-byte fields, equal to the Python path's lines."""
+    vals = sorted({s * v for k in range(19) for v in (10 ** k - 1, 10 ** k, 10 ** k + 1) for s in (1, -1)}
+                  | {2 ** 63 - 1, -2 ** 63, 2 ** 31 - 1, -2 ** 31, 12345678901234567})
+    seg = bytearray()
+    for v in vals:
+        q = max(-2 ** 31, min(2 ** 31 - 1, v))
+        seg += rocketmq_unit(store_ts=v, born_ts=-v if v != -2 ** 63 else v, queue_offset=v, queue_id=q,
+                             phys=len(seg))
+    store = _store(tmp_path, [bytes(seg) + bytes(4096)])
+    want, _rows, _st = _python_rows(store)
+    _c, rows, _t = ops.dump("commitlog", str(store), DumpOptions(ndjson=True, write_direct=True, jobs=1),
+                            ScanStats())
+    buf = io.BytesIO()
+    assert next(iter(rows)).write(buf) == len(vals)
+    assert buf.getvalue() == want and b'"store_timestamp":-9223372036854775808,' in want

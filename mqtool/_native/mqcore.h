@@ -269,17 +269,25 @@ static inline char *mq_fmt_i64(char *d, int64_t v)
     }
     int t = ((64 - __builtin_clzll(u)) * 1233) >> 12;          /* floor(log10(u)) or one more */
     char *e = d + t + 1 - (u < p10[t]), *p = e;
-    while (u >= 100) {
-        uint64_t r = u % 100;
-        u /= 100;
-        p -= 2;
-        memcpy(p, pairs + 2 * r, 2);
+    while (u >= 100000000ULL) {                  /* eight digits at a time, those in 32-bit arithmetic */
+        uint64_t q = u / 100000000ULL;
+        uint32_t r = (uint32_t)(u - q * 100000000ULL);
+        for (int k = 0; k < 4; k++, r /= 100) {
+            p -= 2;
+            memcpy(p, pairs + 2 * (r % 100), 2);
+        }
+        u = q;
     }
-    if (u >= 10) {
+    uint32_t w = (uint32_t)u;
+    for (; w >= 100; w /= 100) {
         p -= 2;
-        memcpy(p, pairs + 2 * u, 2);
+        memcpy(p, pairs + 2 * (w % 100), 2);
+    }
+    if (w >= 10) {
+        p -= 2;
+        memcpy(p, pairs + 2 * w, 2);
     } else
-        *--p = (char)('0' + u);
+        *--p = (char)('0' + w);
     return e;
 }
 

@@ -511,8 +511,12 @@ def direct_rows(path, segments, opts, stats) -> Iterator:
         ranges = split_segments("rocketmq", str(path), segments, opts.split_size or _direct_split(segments, jobs))
         plain = dataclasses.replace(opts, runner=None)
         count = 0
-        for n, events in write_in_order(fd, [(r, plain) for r in ranges], jobs, _range_task, FLUSH_BYTES,
-                                        HOLD_BYTES, _die_with_parent):
+        try:
+            done = write_in_order(fd, [(r, plain) for r in ranges], jobs, _range_task, FLUSH_BYTES, HOLD_BYTES,
+                                  _die_with_parent)
+        finally:
+            _state.pop("fill", None)        # this process's range buffer (it may have grown to the hold size)
+        for n, events in done:
             count += n
             for kind, x in events:
                 log(kind, x)
