@@ -8,7 +8,7 @@ from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
 from mqtool.ranges import rows_stay_in_one_process
 from mqtool.columns import Column, iso_ms
-from mqtool.rocketmq import indexfiles, nativedump
+from mqtool.rocketmq import nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
 from mqtool.rocketmq.ranges import damage_note, message_filter, parallel_dump_rows  # noqa: F401
 from mqtool.rocketmq.rows import BODY_COLUMN, CQ_COLUMNS, MESSAGE_COLUMNS  # noqa: F401  (the verbs' names)
@@ -72,6 +72,8 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
                     yield m.to_row(body)
 
         return cols, rows(), f"commitlog {s.commitlog_dir or path}"
+    from mqtool.rocketmq import indexfiles       # (the queue and index readers: not needed for messages)
+
     if part == "consumequeue":
         t, q = cq_filter(s)
         queues = s.queues(opts.topic or t, opts.queue if opts.queue is not None else q)
