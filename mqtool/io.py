@@ -801,11 +801,8 @@ def write_piece(path: str, chunks) -> int:
     n = 0
     try:
         for c in chunks:
-            view = memoryview(c)
-            while view:
-                k = os.write(fd, view)
-                view = view[k:]
-                n += k
+            write_all(fd, c)
+            n += len(c)
     finally:
         os.close(fd)
     return n
