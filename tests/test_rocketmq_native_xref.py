@@ -1,0 +1,240 @@
+"""verify store with the commitlog pass's cross-reference table (rmqverify.Xref, verify/native_lane.new_xref) ==
+without it.
+
+The consumequeue and index checks prove a whole file clean from the table the commitlog pass fills and run
+their Python loops on any file it cannot prove clean; the findings must be the Python path's, byte for byte.
+Every comparison runs the same ``verify store --json`` with the compiled helpers on and off
+(``native.switched``, the Python path is the reference) on: every real RocketMQ store, the bundled fixture,
+and copies of a real store with damage in consumequeue files, index files and the commitlog -- one process
+and over ranges (--jobs 2, small splits: the tables of the range tasks merged). Each damage test also checks
+the damage shows (its finding is there) and that the file it hit took the Python loop, and the clean stores
+check the table really proved files clean (a test the fast path never took would pass vacuously).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from formats import rocketmq as F
+from mqtool import native
+from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq.layout import FIXED_SIZE
+from mqtool.rocketmq.verify import consumequeue as VCQ, index as VIDX, native_lane
+from tests.conftest import require_realdata
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(native_lane.new_xref() is None,
+                                reason="compiled helper rmqverify not built (tests/test_common_native.py fails "
+                                       "under CI when it is missing)")
+JOBS = ([], ["--jobs", "1"], ["--jobs", "2", "--split-size", "16K"])
+CQ, ENTRY = indexfiles.CQ_STRUCT, indexfiles.IDX_ENTRY
+
+
+class _Tally:
+    """How often the table proved a queue / an index file clean, and how often the Python loops ran."""
+
+    def __init__(self, monkeypatch):
+        self.cq_fast, self.cq_slow, self.idx_files, self.idx_slow, self.slow_paths = 0, 0, 0, 0, []
+        proven, entries, one_file = VCQ._proven_clean, VIDX._check_entries, VIDX._verify_index_file
+
+        def counted_proven(ctx, qf):
+            r = proven(ctx, qf)
+            if r is None:
+                self.cq_slow += 1
+                self.slow_paths += [s.path for s in qf.files]
+            else:
+                self.cq_fast += 1
+            return r
+
+        def counted_entries(ctx, path, *a):
+            self.idx_slow += 1
+            self.slow_paths.append(path)
+            return (yield from entries(ctx, path, *a))
+
+        def counted_file(*a):
+            self.idx_files += 1
+            return (yield from one_file(*a))
+
+        monkeypatch.setattr(VIDX, "_verify_index_file", counted_file)
+        monkeypatch.setattr(VCQ, "_proven_clean", counted_proven)
+        monkeypatch.setattr(VIDX, "_check_entries", counted_entries)
+
+
+def _both(run_cli, store, extra=()) -> str:
+    """The NDJSON of verify store with the helpers on; asserts the Python path gives the same bytes."""
+    code, out, _ = run_cli("verify", "store", store, "--json", *extra)
+    with native.switched(False):
+        code_py, out_py, _ = run_cli("verify", "store", store, "--json", *extra)
+    assert (code, out) == (code_py, out_py)
+    return out
+
+
+def _real_stores() -> list[Path]:
+    root = require_realdata("rocketmq")
+    return sorted(p for p in root.glob("*/store") if p.is_dir())
+
+
+def test_real_stores_and_fixture_equal_python(run_cli, monkeypatch):
+    tally = _Tally(monkeypatch)
+    stores = _real_stores() + [REPO / "fixtures" / "rocketmq" / "store"]
+    assert len(stores) >= 10
+    for store in stores:
+        for extra in JOBS:
+            _both(run_cli, store, extra)
+    assert tally.cq_fast > 50          # the table proved queues clean (the rest: LMQ, schedule topic, damage)
+    assert tally.idx_files - tally.idx_slow > 10   # ... and index files (the loops ran only on the others)
+
+
+@pytest.fixture()
+def store(tmp_path):
+    src = require_realdata("rocketmq", "gen-4.9.7-clean", "store")
+    dst = tmp_path / "store"
+    shutil.copytree(src, dst)
+    for p in dst.rglob("*"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dst
+
+
+def _cq_file(store, topic="TopicA", qid=0, i=0) -> Path:
+    return sorted((store / "consumequeue" / topic / str(qid)).iterdir())[i]
+
+
+def _patch_unit(path: Path, k: int, **change) -> tuple:
+    data = bytearray(path.read_bytes())
+    off, size, tags = CQ.unpack_from(data, k * CQ.size)
+    vals = dict(offset=off, size=size, tags=tags)
+    vals.update({n: f(vals[n]) if callable(f) else f for n, f in change.items()})
+    CQ.pack_into(data, k * CQ.size, vals["offset"], vals["size"], vals["tags"])
+    path.write_bytes(bytes(data))
+    return off, size, tags
+
+
+def _damaged(run_cli, monkeypatch, store, code: str, hit: Path | None) -> None:
+    tally = _Tally(monkeypatch)
+    for extra in JOBS:
+        out = _both(run_cli, store, extra)
+        assert f'"code":"{code}"' in out
+    if hit is not None:
+        assert str(hit) in tally.slow_paths        # the file the damage is in took the Python loop
+    assert tally.cq_fast > 0                       # ... and undamaged queues were proven clean
+
+
+@pytest.mark.parametrize("what,code", [
+    ("size", "cq-size-mismatch"), ("tags", "cq-tags-code-mismatch"), ("hole", "cq-hole"),
+    ("dangling", "cq-dangling"), ("mid-message", "cq-not-message-start"), ("other-queue", "cq-wrong-message"),
+    ("blank-after-real", "cq-blank-fill-misplaced"), ("bad-unit", "cq-bad-unit")])
+def test_damaged_consumequeue_equals_python(run_cli, monkeypatch, store, what, code):
+    path = _cq_file(store)
+    if what == "size":
+        _patch_unit(path, 1, size=lambda v: v + 1)
+    elif what == "tags":
+        _patch_unit(path, 2, tags=lambda v: v ^ 1)
+    elif what == "hole":
+        _patch_unit(path, 1, offset=0, size=0, tags=0)
+    elif what == "dangling":
+        _patch_unit(path, 2, offset=lambda v: v + (1 << 30))
+    elif what == "mid-message":
+        _patch_unit(path, 1, offset=lambda v: v + 8)
+    elif what == "other-queue":
+        other = CQ.unpack_from(_cq_file(store, "TopicB").read_bytes(), 0)
+        _patch_unit(path, 1, offset=other[0], size=other[1], tags=other[2])
+    elif what == "blank-after-real":
+        _patch_unit(path, 2, offset=0, size=F.CQ_BLANK_SIZE, tags=0)
+    elif what == "bad-unit":
+        _patch_unit(path, 1, size=-5)
+    _damaged(run_cli, monkeypatch, store, code, path)
+
+
+def test_renamed_consumequeue_file_equals_python(run_cli, monkeypatch, store):
+    """A wrong file name: every unit of the file claims other queue offsets (and the name breaks the sequence)."""
+    path = _cq_file(store, i=1)
+    moved = path.with_name(f"{int(path.name) + 3 * CQ.size:020d}")
+    path.rename(moved)
+    _damaged(run_cli, monkeypatch, store, "cq-queue-offset-mismatch", moved)
+
+
+def test_tags_code_out_of_int_range_is_accepted_like_python(run_cli, monkeypatch, store):
+    """A tagsCode below Integer.MIN_VALUE (the broker's extended form) is no finding, in both paths."""
+    path = _cq_file(store)
+    _patch_unit(path, 1, tags=-(1 << 40))
+    out = _both(run_cli, store)
+    assert "cq-tags-code-mismatch" not in out
+
+
+def _index(store) -> tuple[Path, indexfiles.IndexFileView]:
+    path = sorted((store / "index").iterdir())[0]
+    return path, indexfiles.read_index_file(str(path))
+
+
+def _patch_entry(path: Path, view, k: int, **change) -> tuple:
+    data = bytearray(path.read_bytes())
+    pos = view.entry_position(k)
+    vals = dict(zip(("hash", "off", "td", "prev"), ENTRY.unpack_from(data, pos)))
+    vals.update({n: f(vals[n]) if callable(f) else f for n, f in change.items()})
+    ENTRY.pack_into(data, pos, vals["hash"], vals["off"], vals["td"], vals["prev"])
+    path.write_bytes(bytes(data))
+    return vals
+
+
+@pytest.mark.parametrize("what,code", [
+    ("bad-slot", "index-bad-slot"), ("slot-of-other-bucket", "index-bad-slot"),
+    ("key-hash", "index-hash-mismatch"), ("shared-tail", "index-chain-cycle"), ("bad-link", "index-bad-link"),
+    ("time", "index-time-mismatch"), ("mid-message", "index-not-message-start"),
+    ("unreachable", "index-unreachable")])
+def test_damaged_index_equals_python(run_cli, monkeypatch, store, what, code):
+    path, view = _index(store)
+    n = view.entry_count
+    assert n >= 4
+    used = view.nonzero_slots()
+    if what in ("bad-slot", "slot-of-other-bucket", "unreachable"):
+        i, val = used[0]
+        new = {"bad-slot": n + 7, "slot-of-other-bucket": used[1][1], "unreachable": 0}[what]
+        data = bytearray(path.read_bytes())
+        struct.pack_into(">i", data, F.INDEX_HEADER_SIZE + 4 * i, new)
+        path.write_bytes(bytes(data))
+    elif what == "key-hash":
+        _patch_entry(path, view, 2, hash=lambda v: v + 1)
+    elif what == "shared-tail":
+        # the head of one bucket linked to the head of another: the walk reaches that one twice
+        a, b = sorted((used[0][1], used[1][1]))
+        _patch_entry(path, view, b, prev=a)
+    elif what == "bad-link":
+        _patch_entry(path, view, 3, prev=3)
+    elif what == "time":
+        _patch_entry(path, view, 3, td=lambda v: v + 5)
+    elif what == "mid-message":
+        _patch_entry(path, view, 2, off=lambda v: v + 4)
+    _damaged(run_cli, monkeypatch, store, code, path)
+
+
+def _first_message(store) -> tuple[Path, int, int]:
+    seg = sorted((store / "commitlog").iterdir())[0]
+    data = seg.read_bytes()
+    size = struct.unpack_from(">i", data, 0)[0]
+    return seg, 0, size
+
+
+def test_bad_crc_in_commitlog_equals_python(run_cli, monkeypatch, store):
+    """A body byte flipped: the message takes the full path (crc-mismatch), which notes it in the table too."""
+    seg, pos, size = _first_message(store)
+    data = bytearray(seg.read_bytes())
+    data[pos + FIXED_SIZE] ^= 0xFF            # the first body byte (the body follows the fixed part)
+    seg.write_bytes(bytes(data))
+    _damaged(run_cli, monkeypatch, store, "crc-mismatch", None)
+
+
+def test_truncated_commitlog_tail_equals_python(run_cli, monkeypatch, store):
+    """The last segment with data cut in the middle of a message: units and entries past the end dangle."""
+    segs = sorted((store / "commitlog").iterdir())
+    last = max((s for s in segs if any(s.read_bytes())), key=lambda s: int(s.name))
+    data = last.read_bytes()
+    end = len(data.rstrip(b"\x00"))
+    last.write_bytes(data[:end - 40])
+    tally = _Tally(monkeypatch)
+    for extra in JOBS:
+        _both(run_cli, store, extra)
+    assert tally.cq_fast > 0 and tally.cq_slow > 0
