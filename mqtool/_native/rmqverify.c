@@ -544,14 +544,6 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
     if (slots <= 0 || n < 0 || X->unsorted || slots > (b.len - xc.header) / xc.slot) goto no;
     const Py_ssize_t ents = xc.header + slots * xc.slot;
     if (n + 1 > (b.len - ents) / xc.entry) goto no;
-    Py_ssize_t nonempty = 0;
-    for (Py_ssize_t i = 0; i < slots; i++) {
-        int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
-        if (val) {
-            nonempty++;
-            if (val < 0 || val > n) goto no;
-        }
-    }
 #define ENT(k, f) mq_rd_be(base + ents + (k) * xc.entry + xc.eoff[f], xc.esize[f])
     int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
     Py_ssize_t cur = 0, rec = -1;
@@ -577,24 +569,52 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
             if (exp != td) goto no;
         }
     }
-    /* chains: from every used slot, in slot order, as the Python loop walks them */
-    if ((seen = PyMem_Calloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
-    for (Py_ssize_t i = 0; i < slots; i++) {
-        int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
-        if (c == 0) continue;
-        if (c > 0 && c <= n && py_mod(ENT(c, XE_HASH), slots) != i) goto no;   /* bad slot */
-        Py_ssize_t steps = 0;
-        while (c > 0 && c <= n) {
-            if (seen[c]) goto no;                                               /* cycle or shared tail */
-            seen[c] = 1;
-            if (py_mod(ENT(c, XE_HASH), slots) != i) goto no;                   /* wrong slot */
-            c = ENT(c, XE_PREV);
-            if (++steps > n) break;
+    /* chains. The broker links each entry to the newest older entry of its bucket and points the slot at the
+     * newest: when every prevIndex and slot is exactly that (one pass in entry order, then one over the slots),
+     * each bucket's chain holds its own entries once each, in order, so the walk the Python loop does finds
+     * nothing, reaches every entry, and the slots in use are the non-empty buckets. */
+    Py_ssize_t nonempty = 0, unreached = 0;
+    int32_t *newest = PyMem_Calloc((size_t)slots, sizeof(int32_t));
+    if (newest == NULL) { PyErr_NoMemory(); goto out; }
+    int linked = n <= INT32_MAX;
+    for (Py_ssize_t k = 1; k <= n && linked; k++) {
+        int64_t s = py_mod(ENT(k, XE_HASH), slots);
+        linked = ENT(k, XE_PREV) == newest[s];
+        newest[s] = (int32_t)k;
+    }
+    for (Py_ssize_t i = 0; i < slots && linked; i++) {
+        int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
+        linked = val == newest[i];
+        nonempty += val != 0;
+    }
+    PyMem_Free(newest);
+    if (!linked) {
+        /* the walk itself, as the Python loop does it (slot values first: one out of range is a finding) */
+        nonempty = 0;
+        for (Py_ssize_t i = 0; i < slots; i++) {
+            int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
+            if (val) {
+                nonempty++;
+                if (val < 0 || val > n) goto no;
+            }
         }
+        if ((seen = PyMem_Calloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
+        for (Py_ssize_t i = 0; i < slots; i++) {
+            int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
+            if (c == 0) continue;
+            if (c > 0 && c <= n && py_mod(ENT(c, XE_HASH), slots) != i) goto no;   /* bad slot */
+            Py_ssize_t steps = 0;
+            while (c > 0 && c <= n) {
+                if (seen[c]) goto no;                                               /* cycle or shared tail */
+                seen[c] = 1;
+                if (py_mod(ENT(c, XE_HASH), slots) != i) goto no;                   /* wrong slot */
+                c = ENT(c, XE_PREV);
+                if (++steps > n) break;
+            }
+        }
+        for (Py_ssize_t k = 1; k <= n; k++) unreached += !seen[k];
     }
 #undef ENT
-    Py_ssize_t unreached = 0;
-    for (Py_ssize_t k = 1; k <= n; k++) unreached += !seen[k];
     if (n == 0)
         res = Py_BuildValue("(nOOOn)", nonempty, Py_None, Py_None, Py_None, unreached);
     else
@@ -1003,7 +1023,8 @@ fail:
     return NULL;
 }
 
-/* crc32(data, value=0): the built-in slicing-by-8 CRC-32 (tests compare it with zlib.crc32). */
+/* crc32(data, value=0): the built-in CRC-32 (carry-less multiplication where the CPU has it, else slicing-by-8;
+ * tests compare it with zlib.crc32). */
 static PyObject *py_crc32(PyObject *self, PyObject *args)
 {
     Py_buffer b;
@@ -1015,6 +1036,22 @@ static PyObject *py_crc32(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(c);
+}
+
+/* crc32_table(data, value=0): the table loop alone (tests compare both with zlib.crc32). */
+static PyObject *py_crc32_table(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    unsigned int value = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &b, &value)) return NULL;
+    uint32_t c = mq_crc32_s8(value, b.buf, b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
+{
+    return PyBool_FromLong(mq_crc32_hardware());
 }
 
 /* utf8_valid(data): what the lane thinks of bytes (tests compare it with bytes.decode('utf-8')). */
@@ -1031,7 +1068,10 @@ static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
     {"scan", scan, METH_VARARGS, scan_doc},
     {"configure_xref", (PyCFunction)(void (*)(void))configure_xref, METH_VARARGS | METH_KEYWORDS, configure_xref_doc},
-    {"crc32", py_crc32, METH_VARARGS, "Built-in slicing-by-8 CRC-32 (zlib polynomial): crc32(data, value=0)."},
+    {"crc32", py_crc32, METH_VARARGS, "Built-in CRC-32 (zlib polynomial): crc32(data, value=0)."},
+    {"crc32_table", py_crc32_table, METH_VARARGS, "The slicing-by-8 table CRC-32 alone: crc32_table(data, value=0)."},
+    {"crc32_hardware", py_crc32_hardware, METH_NOARGS,
+     "True when the built-in CRC-32 folds with carry-less multiplication (PCLMULQDQ) on this CPU."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
     {NULL, NULL, 0, NULL},
 };
@@ -1043,6 +1083,7 @@ static struct PyModuleDef module = {
 
 PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
+    mq_crc32_init();                  /* this file's copy of the table and the CPU check (crc32_table, _hardware) */
     if (PyType_Ready(&XrefType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddObjectRef(m, "Xref", (PyObject *)&XrefType) < 0) Py_CLEAR(m);

@@ -46,7 +46,7 @@ def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
             return
     expected_next: dict[tuple[str, int], int] = {}
     ctx.shift = 0
-    if ctx.salvage is None:
+    if ctx.salvage is None and ctx.want_xref:
         ctx.xref = native_lane.new_xref(store.segments)
     lane = (native_lane._fast_lane(ctx, expected_next) if ctx.salvage is None and native_lane.USE_FAST_LANE
             else None)

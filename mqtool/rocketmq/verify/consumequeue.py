@@ -154,7 +154,7 @@ def _proven_clean(ctx: _Ctx, qf) -> int | None:
     seen_real, last = False, -1
     try:
         for s in qf.files:
-            with map_input(s.path) as mi:
+            with map_input(s.path, whole_limit=0) as mi:     # mapped: the zero tail is never read
                 n = indexfiles._last_nonzero_unit(mi.buf, len(mi.buf) // unit, unit,
                                                   mi.fileno() if mi.mapped else None) + 1
                 r = ctx.xref.cq_check(mi.buf, n, s.base // unit, seen_real, topic, qf.queue_id, ctx.data_end)

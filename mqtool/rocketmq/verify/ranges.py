@@ -122,7 +122,7 @@ def verify_commitlog_ranges(ctx):
         return False
     plain = _plain(opts)
     local = getattr(opts, "runner", None) is None
-    ctx.xref = native_lane.new_xref(store.segments) if native and local else None
+    ctx.xref = native_lane.new_xref(store.segments) if native and local and ctx.want_xref else None
     want_xref = ctx.xref is not None
     expected_next: dict = {}
     shift = 0
