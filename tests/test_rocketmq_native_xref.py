@@ -18,6 +18,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from formats import rocketmq as F
 from mqtool import native
@@ -305,3 +306,26 @@ def test_auto_crc_is_the_core_own_when_it_folds(monkeypatch):
     finally:
         layout._core.clear()
         native_lane._native_lane(crc="auto")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_damage_equals_python(run_cli, tmp_path_factory, data):
+    """Random bytes overwritten in random consumequeue, index and commitlog files of a real store."""
+    src = require_realdata("rocketmq", data.draw(st.sampled_from(["gen-4.9.7-kill", "gen-5.1.4-clean"])), "store")
+    dst = tmp_path_factory.mktemp("rnd") / "store"
+    shutil.copytree(src, dst)
+    files = []
+    for p in sorted(dst.rglob("*")):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        if p.is_file() and p.parent.name != "config" and p.stat().st_size and p.name != "lock":
+            files.append(p)
+    for _ in range(data.draw(st.integers(1, 4))):
+        p = data.draw(st.sampled_from(files))
+        buf = bytearray(p.read_bytes())
+        at = data.draw(st.integers(0, len(buf) - 1))
+        chunk = data.draw(st.binary(min_size=1, max_size=8))
+        buf[at:at + len(chunk)] = chunk
+        p.write_bytes(bytes(buf[:len(p.read_bytes())]))
+    _both(run_cli, dst, data.draw(st.sampled_from(JOBS)))
