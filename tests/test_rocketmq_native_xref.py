@@ -329,3 +329,98 @@ def test_random_damage_equals_python(run_cli, tmp_path_factory, data):
         buf[at:at + len(chunk)] = chunk
         p.write_bytes(bytes(buf[:len(p.read_bytes())]))
     _both(run_cli, dst, data.draw(st.sampled_from(JOBS)))
+
+
+# ---- the table's own answers against hand-built consumequeue / index bytes (expected values from dispatch.py) ----
+
+def _props(**kv) -> bytes:
+    return "\x02".join(f"{k}\x01{v}" for k, v in kv.items()).encode()
+
+
+def _noted(msgs):
+    """An Xref noting (offset, size, topic, qid, qoff, ts, props) of each message."""
+    x = native_lane.new_xref()
+    for off, size, topic, qid, qoff, ts, props in msgs:
+        x.add(off, size, topic, qid, qoff, ts, props)
+    return x
+
+
+MSGS = [(i * 300, 300, b"T\xc3\xa9", 1, 10 + i, 1_700_000_000_000 + 1500 * i,
+         _props(TAGS=f"tag{i % 3}" if i != 4 else "\u00e9\U0001F600", KEYS=f"k{i} common", UNIQ_KEY=f"U{i:04d}"))
+        for i in range(12)]
+
+
+def test_cq_check_against_units_made_by_the_dispatch_rule():
+    from mqtool.rocketmq import dispatch
+
+    x = _noted(MSGS)
+    units = bytearray()
+    for off, size, topic, qid, qoff, ts, props in MSGS:
+        tags = dict(p.split("\x01") for p in props.decode().split("\x02"))["TAGS"]
+        units += CQ.pack(off, size, dispatch.tags_code(tags))
+    topic = "T\u00e9".encode()
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 1, None) == (True, 21)
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 1, 12 * 300) == (True, 21)
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 1, 12 * 300 - 1) is None     # the last one dangles
+    assert x.cq_check(bytes(units), 12, 11, False, topic, 1, None) is None             # queue offsets shifted
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 2, None) is None             # another queue
+    assert x.cq_check(bytes(units[:40]), 2, 10, True, topic, 1, None) == (True, 11)
+    bad = bytearray(units)
+    CQ.pack_into(bad, 20 * 5, MSGS[5][0], 300, dispatch.tags_code("other"))
+    assert x.cq_check(bytes(bad), 12, 10, False, topic, 1, None) is None
+    CQ.pack_into(bad, 20 * 5, MSGS[5][0], 300, -(1 << 35))          # below Integer.MIN_VALUE: accepted
+    assert x.cq_check(bytes(bad), 12, 10, False, topic, 1, None) == (True, 21)
+    blank = CQ.pack(0, F.CQ_BLANK_SIZE, 0)
+    assert x.cq_check(blank + bytes(units), 13, 9, False, topic, 1, None) == (True, 21)
+    assert x.cq_check(bytes(units[:20]) + blank, 2, 10, False, topic, 1, None) is None   # blank after real
+
+
+def test_queue_offset_gaps_are_bounded():
+    """Unknown units filled into a queue's gaps stay within one per noted unit (plus a fixed allowance); a
+    queue that jumps further is dropped from the table (its files then take the Python loop)."""
+    x = _noted([(i * 100, 100, b"T", 0, i * 1000, 1, b"") for i in range(200)])
+    assert x.stats()["bytes"] < 8 << 20
+    assert x.cq_check(CQ.pack(0, 100, 0), 1, 0, False, b"T", 0, None) is None       # dropped: no claim
+
+
+def _index_file(entries, slots: int, begin: int) -> bytes:
+    """An index file built the broker's way: each entry links to the newest older entry of its bucket."""
+    newest = [0] * slots
+    body = bytearray(F.INDEX_ENTRY_SIZE)           # entry 0 is never written
+    for k, (h, off, ts) in enumerate(entries, 1):
+        body += ENTRY.pack(h, off, max(0, (ts - begin) // 1000), newest[h % slots])
+        newest[h % slots] = k
+    head = indexfiles.IDX_HEADER.pack(begin, entries[-1][2], entries[0][1], entries[-1][1],
+                                      sum(1 for v in newest if v), len(entries) + 1)
+    return head + struct.pack(f">{slots}i", *newest) + bytes(body)
+
+
+def test_index_check_against_hashes_made_by_the_dispatch_rule():
+    from mqtool.rocketmq import dispatch
+
+    x = _noted(MSGS)
+    entries = []
+    for off, size, topic, qid, qoff, ts, props in MSGS:
+        d = dict(p.split("\x01") for p in props.decode().split("\x02"))
+        for key in dispatch.index_keys(topic.decode(), d):
+            entries.append((dispatch.index_key_hash(key), off, ts))
+    slots, begin = 7, MSGS[0][5]
+    data = _index_file(entries, slots, begin)
+    n = len(entries)
+    used = sum(1 for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
+    assert x.index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    for k, change in ((5, lambda e: (e[0] + 1, e[1], e[2])),            # key hash of no key
+                      (6, lambda e: (e[0], e[1] + 1, e[2])),            # not a message start
+                      (7, lambda e: (e[0], e[1], e[2] + 5000))):        # another time
+        bad = list(entries)
+        bad[k - 1] = change(bad[k - 1])
+        assert x.index_check(_index_file(bad, slots, begin), slots, n, begin) is None, k
+    # a slot emptied: its chain's entries are unreachable (a warning, no error): the walk counts them
+    i0 = next(i for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
+    chain, cur = 0, struct.unpack_from(">i", data, 40 + 4 * i0)[0]
+    while cur:
+        chain += 1
+        cur = ENTRY.unpack_from(data, 40 + 4 * slots + 20 * cur)[3]
+    cut = bytearray(data)
+    struct.pack_into(">i", cut, 40 + 4 * i0, 0)
+    assert x.index_check(bytes(cut), slots, n, begin) == (used - 1, 0, 11 * 300, MSGS[-1][5], chain)

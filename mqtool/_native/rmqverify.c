@@ -181,7 +181,9 @@ enum { XE_HASH, XE_PHY, XE_TD, XE_PREV, XE_N };
 enum { XS_PROPSEP, XS_NVSEP, XS_KEYSEP, XS_TAGS, XS_KEYS, XS_UNIQ, XS_SCHEDULE, XS_JOIN, XS_N };
 #define XMAXSTR 64
 #define XMAXKEYS 256
-#define XMAXPAD (1 << 16)              /* queue-offset gap filled with unknown units; a larger one poisons */
+#define XMAXPAD 1024                   /* queue-offset gap filled with unknown units; a larger one poisons */
+#define XPADFREE (1 << 16)             /* unknown units allowed beyond one per known unit (memory bound) */
+#define XMAXSLOTS (1 << 26)            /* index_check's per-bucket array is used up to this many slots */
 
 static struct {
     int ready;
@@ -216,6 +218,7 @@ typedef struct {
     int32_t *h;                    /* their key hashes */
     Py_ssize_t nh, hcap;
     int unsorted;                  /* offsets did not increase: index_check declines */
+    Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
 } Xref;
 
 /* Room for `need` items of `item` bytes in *p (capacity *cap, doubled as it grows): 0, or -1 (memory). */
@@ -243,6 +246,7 @@ static void xref_clear(Xref *X)
     X->q = NULL; X->qslots = NULL; X->off = X->ts = NULL; X->kstart = NULL; X->nk = NULL; X->h = NULL;
     X->nq = X->qcap = X->nqslots = X->nrec = X->rcap = X->nh = X->hcap = 0;
     X->unsorted = 0;
+    X->known = X->padded = 0;
 }
 
 static void xref_dealloc(Xref *X)
@@ -376,7 +380,7 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
         if (!q->poisoned) {
             if (q->n == 0) q->base = qoff;
             int64_t j = qoff - q->base;
-            if (qoff < q->base || j < q->n || j - q->n > XMAXPAD) {
+            if (qoff < q->base || j < q->n || j - q->n > XMAXPAD || X->padded + (j - q->n) > X->known + XPADFREE) {
                 q->poisoned = 1;                        /* not in order: no claim about this queue */
                 PyMem_Free(q->units);
                 q->units = NULL;
@@ -390,6 +394,8 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
                 mq_wr_be(o + xc.uoff[XU_OFF], xc.usize[XU_OFF], off);
                 mq_wr_be(o + xc.uoff[XU_SIZE], xc.usize[XU_SIZE], size);
                 mq_wr_be(o + xc.uoff[XU_TAGS], xc.usize[XU_TAGS], code);
+                X->padded += (Py_ssize_t)j - q->n;
+                X->known++;
                 q->n = (Py_ssize_t)j + 1;
             }
         }
@@ -574,9 +580,9 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
      * each bucket's chain holds its own entries once each, in order, so the walk the Python loop does finds
      * nothing, reaches every entry, and the slots in use are the non-empty buckets. */
     Py_ssize_t nonempty = 0, unreached = 0;
-    int32_t *newest = PyMem_Calloc((size_t)slots, sizeof(int32_t));
-    if (newest == NULL) { PyErr_NoMemory(); goto out; }
-    int linked = n <= INT32_MAX;
+    int32_t *newest = slots <= XMAXSLOTS ? PyMem_Calloc((size_t)slots, sizeof(int32_t)) : NULL;
+    if (newest == NULL && slots <= XMAXSLOTS) { PyErr_NoMemory(); goto out; }
+    int linked = n <= INT32_MAX && slots <= XMAXSLOTS;
     for (Py_ssize_t k = 1; k <= n && linked; k++) {
         int64_t s = py_mod(ENT(k, XE_HASH), slots);
         linked = ENT(k, XE_PREV) == newest[s];
@@ -685,7 +691,8 @@ static PyObject *xref_merge(Xref *X, PyObject *arg)
         Py_ssize_t qi = xq_find(X, topic, (Py_ssize_t)qh[0], qh[1], 1);
         if (qi == -2) { PyErr_NoMemory(); goto fail; }
         XQueue *q = &X->q[qi];
-        if (q->poisoned || qh[4] || (q->n && (qh[2] < q->base + q->n || qh[2] - (q->base + q->n) > XMAXPAD))) {
+        if (q->poisoned || qh[4] || (q->n && (qh[2] < q->base + q->n || qh[2] - (q->base + q->n) > XMAXPAD
+                                              || X->padded + (qh[2] - (q->base + q->n)) > X->known + qh[3] + XPADFREE))) {
             q->poisoned = 1;
             PyMem_Free(q->units);
             q->units = NULL;
@@ -699,6 +706,8 @@ static PyObject *xref_merge(Xref *X, PyObject *arg)
         uint8_t *u = q->units;
         memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
         memcpy(u + j * xc.unit, units, (size_t)(qh[3] * xc.unit));
+        X->padded += j - q->n;              /* (the blob's own unknown units count as known here: bounded there) */
+        X->known += (Py_ssize_t)qh[3];
         q->n = j + (Py_ssize_t)qh[3];
     }
     Py_ssize_t nrec = (Py_ssize_t)hd[2], nh = (Py_ssize_t)hd[3];
