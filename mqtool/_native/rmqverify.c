@@ -364,16 +364,17 @@ static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
     return 0;
 }
 
-/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 on memory error. */
+/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 on memory error. utf8_checked: the
+ * caller knows the topic and the whole properties are valid UTF-8 (the lane checked them). */
 static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, Py_ssize_t tl, int64_t qid,
-                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl)
+                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked)
 {
-    if (!xc.ready || !mq_utf8_ok(topic, tl)) return 0;
+    if (!xc.ready || !(utf8_checked || mq_utf8_ok(topic, tl))) return 0;
     XVal v[3];
     xprops(props, pl, v);
     /* consumequeue: the unit this message makes in its queue */
     if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
-        && (v[0].n < 0 || mq_utf8_ok(v[0].p, v[0].n))) {
+        && (v[0].n < 0 || utf8_checked || mq_utf8_ok(v[0].p, v[0].n))) {
         Py_ssize_t qi = xq_find(X, topic, tl, qid, 1);
         if (qi == -2) { PyErr_NoMemory(); return -1; }
         XQueue *q = &X->q[qi];
@@ -401,8 +402,8 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
         }
     }
     /* index: topic#UNIQ_KEY, then topic#each KEYS token */
-    if ((v[1].n < 0 && v[2].n < 0) || (v[1].n > 0 && !mq_utf8_ok(v[1].p, v[1].n))
-        || (v[2].n > 0 && !mq_utf8_ok(v[2].p, v[2].n)))
+    if ((v[1].n < 0 && v[2].n < 0) || (!utf8_checked && ((v[1].n > 0 && !mq_utf8_ok(v[1].p, v[1].n))
+                                                          || (v[2].n > 0 && !mq_utf8_ok(v[2].p, v[2].n)))))
         return 0;
     int32_t hs[XMAXKEYS];
     int nk = 0;
@@ -452,7 +453,7 @@ static PyObject *xref_add(Xref *X, PyObject *args)
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
-    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len);
+    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0);
     PyBuffer_Release(&t);
     PyBuffer_Release(&p);
     if (r < 0) return NULL;
@@ -906,7 +907,8 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     q->ents[ei].next = qoff + 1;
     int64_t ts = rmq_field(u, F_STORETS);
     if (ts > v->last_ts) v->last_ts = ts;
-    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl) < 0)
+    /* (topic: decoded strictly when its queue entry was made, the same bytes since; properties: checked above) */
+    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1) < 0)
         return -1;
     return 1;
 }
