@@ -65,11 +65,11 @@ class _Tally:
         monkeypatch.setattr(VIDX, "_check_entries", counted_entries)
 
 
-def _both(run_cli, store, extra=()) -> str:
-    """The NDJSON of verify store with the helpers on; asserts the Python path gives the same bytes."""
-    code, out, _ = run_cli("verify", "store", store, "--json", *extra)
+def _both(run_cli, store, extra=(), part="store") -> str:
+    """The NDJSON of verify PART with the helpers on; asserts the Python path gives the same bytes."""
+    code, out, _ = run_cli("verify", part, store, "--json", *extra)
     with native.switched(False):
-        code_py, out_py, _ = run_cli("verify", "store", store, "--json", *extra)
+        code_py, out_py, _ = run_cli("verify", part, store, "--json", *extra)
     assert (code, out) == (code_py, out_py)
     return out
 
@@ -88,6 +88,15 @@ def test_real_stores_and_fixture_equal_python(run_cli, monkeypatch):
             _both(run_cli, store, extra)
     assert tally.cq_fast > 50          # the table proved queues clean (the rest: LMQ, schedule topic, damage)
     assert tally.idx_files - tally.idx_slow > 10   # ... and index files (the loops ran only on the others)
+
+
+def test_consumequeue_and_index_parts_equal_python(run_cli, monkeypatch):
+    """verify consumequeue / verify index: the light dispatch pass fills the table too."""
+    tally = _Tally(monkeypatch)
+    for store in _real_stores() + [REPO / "fixtures" / "rocketmq" / "store"]:
+        for part in ("consumequeue", "index"):
+            _both(run_cli, store, (), part)
+    assert tally.cq_fast > 20 and tally.idx_files - tally.idx_slow > 5
 
 
 @pytest.fixture()
@@ -119,6 +128,10 @@ def _damaged(run_cli, monkeypatch, store, code: str, hit: Path | None) -> None:
     for extra in JOBS:
         out = _both(run_cli, store, extra)
         assert f'"code":"{code}"' in out
+    if hit is not None and not code.startswith(("crc", "index")):
+        assert f'"code":"{code}"' in _both(run_cli, store, (), "consumequeue")
+    if hit is not None and code.startswith("index"):
+        assert f'"code":"{code}"' in _both(run_cli, store, (), "index")
     if hit is not None:
         assert str(hit) in tally.slow_paths        # the file the damage is in took the Python loop
     assert tally.cq_fast > 0                       # ... and undamaged queues were proven clean
