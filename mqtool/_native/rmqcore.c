@@ -29,14 +29,14 @@ static const char *const FIELD_NAMES[NFIELDS] = {
 
 uint32_t rmq_crc32_s8(uint32_t value, const unsigned char *p, Py_ssize_t n)
 {
-    return mq_crc32_s8(value, p, n);
+    return mq_crc32(value, p, n);      /* carry-less multiplication where the CPU has it, else the table */
 }
 
 int rmq_body_crc(const unsigned char *p, Py_ssize_t n, long long *out)
 {
     uint32_t c;
     if (RMQ.crc32 == NULL)
-        c = mq_crc32_s8(0, p, n);
+        c = mq_crc32(0, p, n);
     else if (mq_crc32_call(RMQ.crc32, p, n, &c) < 0)
         return -1;
     *out = (long long)(c & 0x7FFFFFFFu);

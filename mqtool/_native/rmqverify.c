@@ -161,6 +161,677 @@ static int as_i64(PyObject *o, int64_t *out)
     return 1;
 }
 
+/* ---- the cross-reference: what the commitlog pass learned about each message --------------------------------
+ *
+ * The consumequeue and index checks (mqtool/rocketmq/verify/consumequeue.py, index.py) decode the message every
+ * unit / entry points at. While the commitlog pass walks the messages anyway, an Xref keeps, per message it walks,
+ * what those checks compare: per queue the consumequeue unit the message makes (offset, size, tagsCode by the
+ * dispatch rule; indexed by queue offset), and per message with index keys its offset, store time and key
+ * hashes. cq_check() / index_check() then say whether a consumequeue file / an index file is clean (every check
+ * of the Python loop would pass: the same findings, none) using only that table; anything they cannot prove
+ * clean (a unit or entry the table does not describe exactly, any doubt) makes them return None, and the Python
+ * check runs on that file as before. Declining is always safe: the table only ever holds facts, never guesses.
+ *
+ * A message is described only when its topic and the values used (TAGS, KEYS, UNIQ_KEY) are clean UTF-8 (then
+ * Python's replace-decoding changes nothing) and its topic is not the schedule topic (whose tagsCode is a
+ * delivery time: Python). */
+
+enum { XU_OFF, XU_SIZE, XU_TAGS, XU_N };
+enum { XE_HASH, XE_PHY, XE_TD, XE_PREV, XE_N };
+enum { XS_PROPSEP, XS_NVSEP, XS_KEYSEP, XS_TAGS, XS_KEYS, XS_UNIQ, XS_SCHEDULE, XS_JOIN, XS_N };
+#define XMAXSTR 64
+#define XMAXKEYS 256
+#define XMAXPAD 1024                   /* queue-offset gap filled with unknown units; a larger one poisons */
+#define XPADFREE (1 << 16)             /* unknown units allowed beyond one per known unit (memory bound) */
+#define XMAXSLOTS (1 << 26)            /* index_check's per-bucket array is used up to this many slots */
+
+static struct {
+    int ready;
+    int uoff[XU_N], usize[XU_N], eoff[XE_N], esize[XE_N];
+    Py_ssize_t unit, entry, header, slot;
+    int64_t blank_size;
+    char s[XS_N][XMAXSTR];
+    Py_ssize_t slen[XS_N];
+} xc;
+
+typedef struct {
+    uint8_t *topic;
+    Py_ssize_t tlen;
+    int64_t qid;
+    uint64_t hash;
+    int64_t base;                  /* queue offset of units[0] */
+    uint8_t *units;                /* expected units (xc.unit bytes each); an all-zero one is unknown */
+    Py_ssize_t n, cap;
+    int poisoned;                  /* queue offsets went back or jumped far: no claim about this queue */
+} XQueue;
+
+typedef struct {
+    PyObject_HEAD
+    XQueue *q;
+    Py_ssize_t nq, qcap;
+    int32_t *qslots;
+    Py_ssize_t nqslots;
+    int64_t *off, *ts;             /* messages with index keys, in commitlog order */
+    uint32_t *kstart;
+    uint16_t *nk;
+    Py_ssize_t nrec, rcap;
+    int32_t *h;                    /* their key hashes */
+    Py_ssize_t nh, hcap;
+    int unsorted;                  /* offsets did not increase: index_check declines */
+    Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
+} Xref;
+
+/* Room for `need` items of `item` bytes in *p (capacity *cap, doubled as it grows): 0, or -1 (memory). */
+static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
+{
+    void **pp = (void **)p;
+    if (need <= *cap) return 0;
+    Py_ssize_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    void *np = PyMem_Realloc(*pp, (size_t)c * item);
+    if (np == NULL) return -1;
+    *pp = np;
+    *cap = c;
+    return 0;
+}
+
+static void xref_clear(Xref *X)
+{
+    for (Py_ssize_t i = 0; i < X->nq; i++) {
+        PyMem_Free(X->q[i].topic);
+        PyMem_Free(X->q[i].units);
+    }
+    PyMem_Free(X->q); PyMem_Free(X->qslots); PyMem_Free(X->off); PyMem_Free(X->ts); PyMem_Free(X->kstart);
+    PyMem_Free(X->nk); PyMem_Free(X->h);
+    X->q = NULL; X->qslots = NULL; X->off = X->ts = NULL; X->kstart = NULL; X->nk = NULL; X->h = NULL;
+    X->nq = X->qcap = X->nqslots = X->nrec = X->rcap = X->nh = X->hcap = 0;
+    X->unsorted = 0;
+    X->known = X->padded = 0;
+}
+
+static void xref_dealloc(Xref *X)
+{
+    xref_clear(X);
+    Py_TYPE(X)->tp_free((PyObject *)X);
+}
+
+/* The queue (topic bytes, qid): its index, -1 if absent and !create, -2 on memory error. */
+static Py_ssize_t xq_find(Xref *X, const uint8_t *t, Py_ssize_t n, int64_t qid, int create)
+{
+    uint64_t h = q_hash(t, n, qid);
+    if (X->nqslots) {
+        for (Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(X->nqslots - 1));; s = (s + 1) & (X->nqslots - 1)) {
+            int32_t i = X->qslots[s];
+            if (i < 0) break;
+            const XQueue *e = &X->q[i];
+            if (e->hash == h && e->qid == qid && e->tlen == n && memcmp(e->topic, t, (size_t)n) == 0) return i;
+        }
+    }
+    if (!create) return -1;
+    if (X->nq + 1 > X->nqslots / 2) {                       /* grow and rehash the slot table */
+        Py_ssize_t ns = X->nqslots ? X->nqslots * 2 : 64;
+        int32_t *sl = PyMem_Malloc((size_t)ns * sizeof(int32_t));
+        if (sl == NULL || ns > INT32_MAX) { PyMem_Free(sl); return -2; }
+        for (Py_ssize_t s = 0; s < ns; s++) sl[s] = -1;
+        for (Py_ssize_t i = 0; i < X->nq; i++) {
+            Py_ssize_t s = (Py_ssize_t)(X->q[i].hash & (uint64_t)(ns - 1));
+            while (sl[s] >= 0) s = (s + 1) & (ns - 1);
+            sl[s] = (int32_t)i;
+        }
+        PyMem_Free(X->qslots);
+        X->qslots = sl;
+        X->nqslots = ns;
+    }
+    if (xgrow(&X->q, &X->qcap, X->nq + 1, sizeof(XQueue)) < 0) return -2;
+    uint8_t *tc = PyMem_Malloc((size_t)n + 1);
+    if (tc == NULL) return -2;
+    memcpy(tc, t, (size_t)n);
+    X->q[X->nq] = (XQueue){.topic = tc, .tlen = n, .qid = qid, .hash = h};
+    Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(X->nqslots - 1));
+    while (X->qslots[s] >= 0) s = (s + 1) & (X->nqslots - 1);
+    X->qslots[s] = (int32_t)X->nq;
+    return X->nq++;
+}
+
+/* Java String.hashCode step over the UTF-16 units of UTF-8 text already known to be valid (mq_utf8_ok). */
+static inline uint32_t xjhash(uint32_t h, const uint8_t *p, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = p[i];
+        if (c < 0x80) { h = h * 31u + c; i++; continue; }
+        int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        uint32_t cp = c & (0x7Fu >> len);
+        for (int k = 1; k < len; k++) cp = (cp << 6) | (p[i + k] & 0x3Fu);
+        if (cp < 0x10000) {
+            h = h * 31u + cp;
+        } else {
+            cp -= 0x10000;
+            h = h * 31u + (0xD800u + (cp >> 10));
+            h = h * 31u + (0xDC00u + (cp & 0x3FF));
+        }
+        i += len;
+    }
+    return h;
+}
+
+/* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 */
+static inline int32_t xkey_hash(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    if (s >= 0) return s;
+    if (h == 0x80000000u) return 0;
+    return -s;
+}
+
+typedef struct { const uint8_t *p; Py_ssize_t n; } XVal;   /* n < 0: absent */
+
+/* records.Message.prop() of TAGS, KEYS, UNIQ_KEY over the raw properties: split on the property separator, the
+ * name ends at the first name/value separator, a pair counts when name and value are non-empty, the last wins.
+ * On bytes this is the str split: the separators are ASCII, which a UTF-8 decode keeps in place. */
+static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
+{
+    static const int names[3] = {XS_TAGS, XS_KEYS, XS_UNIQ};
+    const uint8_t *e = p + n, *s = p;
+    const uint8_t sep = (uint8_t)xc.s[XS_PROPSEP][0], nv = (uint8_t)xc.s[XS_NVSEP][0];
+    for (int i = 0; i < 3; i++) v[i].n = -1;
+    for (;;) {
+        const uint8_t *t = memchr(s, sep, (size_t)(e - s));
+        const uint8_t *se = t ? t : e;
+        for (int i = 0; i < 3; i++) {
+            Py_ssize_t nl = xc.slen[names[i]];
+            if (se - s >= nl + 2 && s[nl] == nv && memcmp(s, xc.s[names[i]], (size_t)nl) == 0) {
+                v[i].p = s + nl + 1;
+                v[i].n = se - v[i].p;
+                break;
+            }
+        }
+        if (t == NULL) break;
+        s = t + 1;
+    }
+}
+
+/* Room for nrec message records and nh key hashes: 0, or -1 with MemoryError set. */
+static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
+{
+    Py_ssize_t c1 = X->rcap, c2 = X->rcap, c3 = X->rcap, c4 = X->rcap;   /* the four arrays grow alike */
+    if (nh > (Py_ssize_t)UINT32_MAX || xgrow(&X->off, &c1, nrec, 8) < 0 || xgrow(&X->ts, &c2, nrec, 8) < 0
+        || xgrow(&X->kstart, &c3, nrec, 4) < 0 || xgrow(&X->nk, &c4, nrec, 2) < 0 || xgrow(&X->h, &X->hcap, nh, 4) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    X->rcap = c1;
+    return 0;
+}
+
+/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 on memory error. utf8_checked: the
+ * caller knows the topic and the whole properties are valid UTF-8 (the lane checked them). */
+static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, Py_ssize_t tl, int64_t qid,
+                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked)
+{
+    if (!xc.ready || !(utf8_checked || mq_utf8_ok(topic, tl))) return 0;
+    XVal v[3];
+    xprops(props, pl, v);
+    /* consumequeue: the unit this message makes in its queue */
+    if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
+        && (v[0].n < 0 || utf8_checked || mq_utf8_ok(v[0].p, v[0].n))) {
+        Py_ssize_t qi = xq_find(X, topic, tl, qid, 1);
+        if (qi == -2) { PyErr_NoMemory(); return -1; }
+        XQueue *q = &X->q[qi];
+        if (!q->poisoned) {
+            if (q->n == 0) q->base = qoff;
+            int64_t j = qoff - q->base;
+            if (qoff < q->base || j < q->n || j - q->n > XMAXPAD || X->padded + (j - q->n) > X->known + XPADFREE) {
+                q->poisoned = 1;                        /* not in order: no claim about this queue */
+                PyMem_Free(q->units);
+                q->units = NULL;
+                q->n = q->cap = 0;
+            } else {
+                if (xgrow(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit) < 0) { PyErr_NoMemory(); return -1; }
+                uint8_t *u = q->units;
+                memset(u + q->n * xc.unit, 0, (size_t)((j + 1 - q->n) * xc.unit));
+                uint8_t *o = u + j * xc.unit;
+                int64_t code = v[0].n > 0 ? (int32_t)xjhash(0, v[0].p, v[0].n) : 0;
+                mq_wr_be(o + xc.uoff[XU_OFF], xc.usize[XU_OFF], off);
+                mq_wr_be(o + xc.uoff[XU_SIZE], xc.usize[XU_SIZE], size);
+                mq_wr_be(o + xc.uoff[XU_TAGS], xc.usize[XU_TAGS], code);
+                X->padded += (Py_ssize_t)j - q->n;
+                X->known++;
+                q->n = (Py_ssize_t)j + 1;
+            }
+        }
+    }
+    /* index: topic#UNIQ_KEY, then topic#each KEYS token */
+    if ((v[1].n < 0 && v[2].n < 0) || (!utf8_checked && ((v[1].n > 0 && !mq_utf8_ok(v[1].p, v[1].n))
+                                                          || (v[2].n > 0 && !mq_utf8_ok(v[2].p, v[2].n)))))
+        return 0;
+    int32_t hs[XMAXKEYS];
+    int nk = 0;
+    uint32_t hp = xjhash(xjhash(0, topic, tl), (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
+    if (v[2].n > 0) hs[nk++] = xkey_hash(xjhash(hp, v[2].p, v[2].n));
+    if (v[1].n > 0) {
+        const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
+        const uint8_t ks = (uint8_t)xc.s[XS_KEYSEP][0];
+        while (k < ke) {
+            const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
+            const uint8_t *te = t ? t : ke;
+            if (te > k) {
+                if (nk == XMAXKEYS) return 0;           /* too many keys: no claim (Python checks) */
+                hs[nk++] = xkey_hash(xjhash(hp, k, te - k));
+            }
+            k = t ? t + 1 : ke;
+        }
+    }
+    if (nk == 0) return 0;
+    if (X->nrec && off <= X->off[X->nrec - 1]) X->unsorted = 1;
+    if (xrec_room(X, X->nrec + 1, X->nh + nk) < 0) return -1;
+    memcpy(X->h + X->nh, hs, (size_t)nk * sizeof(int32_t));
+    X->off[X->nrec] = off;
+    X->ts[X->nrec] = ts;
+    X->kstart[X->nrec] = (uint32_t)X->nh;
+    X->nk[X->nrec] = (uint16_t)nk;
+    X->nrec++;
+    X->nh += nk;
+    return 0;
+}
+
+/* ---- Xref methods ----------------------------------------------------------------------------------------- */
+
+static PyObject *xref_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    if (!xc.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure_xref() was not called");
+        return NULL;
+    }
+    return type->tp_alloc(type, 0);                     /* zeroed: an empty table */
+}
+
+/* add(offset, size, topic_raw, queue_id, queue_offset, store_timestamp, props_raw): note a message the Python
+ * path decoded (the same facts the lane notes). */
+static PyObject *xref_add(Xref *X, PyObject *args)
+{
+    long long off, size, qid, qoff, ts;
+    Py_buffer t, p;
+    if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
+    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0);
+    PyBuffer_Release(&t);
+    PyBuffer_Release(&p);
+    if (r < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The message record at offset `off`, searching from *cur; -1 when no message with keys starts there. */
+static Py_ssize_t xfind(const Xref *X, int64_t off, Py_ssize_t *cur)
+{
+    Py_ssize_t c = *cur;
+    if (c < X->nrec && X->off[c] == off) return c;
+    if (c + 1 < X->nrec && X->off[c + 1] == off) return *cur = c + 1;
+    Py_ssize_t lo = 0, hi = X->nrec;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (X->off[mid] < off) lo = mid + 1; else hi = mid;
+    }
+    if (lo < X->nrec && X->off[lo] == off) return *cur = lo;
+    return -1;
+}
+
+PyDoc_STRVAR(cq_check_doc,
+"cq_check(buf, units, first_index, seen_real, topic, queue_id, data_end) -> (seen_real, last_index) | None\n\n"
+"The units [0, units) of one consumequeue file (buf; unit i has queue offset first_index + i) of the queue\n"
+"(topic bytes, queue_id), checked as consumequeue._verify_queue's unit loop does, against the messages noted:\n"
+"the loop's state after them when it would report nothing for any of them, else None (run the Python loop).\n"
+"data_end: where commitlog data ends, or None.");
+
+static PyObject *xref_cq_check(Xref *X, PyObject *args)
+{
+    Py_buffer b, t;
+    Py_ssize_t units;
+    long long first, qid;
+    int seen_real;
+    PyObject *end_o;
+    if (!PyArg_ParseTuple(args, "y*nLpy*LO", &b, &units, &first, &seen_real, &t, &qid, &end_o)) return NULL;
+    PyObject *res = NULL;
+    int64_t data_end = 0;
+    int has_end = end_o != Py_None;
+    if (has_end && (data_end = PyLong_AsLongLong(end_o)) == -1 && PyErr_Occurred()) goto out;
+    if (units < 0 || units > b.len / xc.unit) goto clean_no;
+    Py_ssize_t qi = xq_find(X, t.buf, t.len, qid, 0);
+    const XQueue *q = qi >= 0 ? &X->q[qi] : NULL;
+    int64_t last = first - 1;
+    for (Py_ssize_t i = 0; i < units; i++) {
+        const uint8_t *u = (const uint8_t *)b.buf + i * xc.unit;
+        int64_t off = mq_rd_be(u + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
+        int64_t size = mq_rd_be(u + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
+        int64_t tags = mq_rd_be(u + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
+        int64_t qo = first + i;
+        if (off == 0 && size == 0 && tags == 0) goto clean_no;        /* a hole */
+        last = qo;
+        if (off == 0 && size == xc.blank_size && tags == 0) {
+            if (seen_real) goto clean_no;                              /* blank fill after real units */
+            continue;
+        }
+        seen_real = 1;
+        if (off < 0 || size <= 0 || q == NULL || q->poisoned || qo < q->base || qo - q->base >= q->n) goto clean_no;
+        if (has_end && (off > data_end - size)) goto clean_no;          /* dangling (no overflow: size > 0) */
+        const uint8_t *e = q->units + (qo - q->base) * xc.unit;
+        int64_t eoff = mq_rd_be(e + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
+        int64_t esize = mq_rd_be(e + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
+        int64_t etags = mq_rd_be(e + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
+        if (esize == 0 || eoff != off || esize != size) goto clean_no;  /* unknown, or another message */
+        if (etags != tags && !(tags <= -2147483649LL)) goto clean_no;
+    }
+    res = Py_BuildValue("(OL)", seen_real ? Py_True : Py_False, (long long)last);
+    goto out;
+clean_no:
+    res = Py_NewRef(Py_None);
+out:
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&t);
+    return res;
+}
+
+static inline int64_t py_mod(int64_t a, int64_t m) { int64_t r = a % m; return r < 0 ? r + m : r; }
+
+PyDoc_STRVAR(index_check_doc,
+"index_check(buf, slot_num, entries, begin_timestamp) -> (nonempty_slots, min_off, max_off, max_ts, unreached)\n"
+"| None\n\n"
+"One index file (buf, slot_num slots, entries 1..entries) checked as index._verify_index_file's slot, entry and\n"
+"chain loops do, against the messages noted: what those loops leave for the header checks when they would\n"
+"report nothing but the slot count and the unreachable entries, else None (run the Python loops).");
+
+static PyObject *xref_index_check(Xref *X, PyObject *args)
+{
+    Py_buffer b;
+    Py_ssize_t slots, n;
+    long long begin;
+    if (!PyArg_ParseTuple(args, "y*nnL", &b, &slots, &n, &begin)) return NULL;
+    PyObject *res = NULL;
+    uint8_t *seen = NULL;
+    const uint8_t *base = b.buf;
+    if (slots <= 0 || n < 0 || X->unsorted || slots > (b.len - xc.header) / xc.slot) goto no;
+    const Py_ssize_t ents = xc.header + slots * xc.slot;
+    if (n + 1 > (b.len - ents) / xc.entry) goto no;
+#define ENT(k, f) mq_rd_be(base + ents + (k) * xc.entry + xc.eoff[f], xc.esize[f])
+    int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
+    Py_ssize_t cur = 0, rec = -1;
+    for (Py_ssize_t k = 1; k <= n; k++) {
+        int64_t kh = ENT(k, XE_HASH), off = ENT(k, XE_PHY), td = ENT(k, XE_TD), prev = ENT(k, XE_PREV);
+        if (prev < 0 || prev >= k) goto no;
+        if (k == 1 || off < min_off) min_off = off;
+        if (k == 1 || off > max_off) max_off = off;
+        if (rec < 0 || off != last_off) {
+            if ((rec = xfind(X, off, &cur)) < 0) goto no;
+            last_off = off;
+        }
+        const int32_t *h = X->h + X->kstart[rec];
+        int hit = 0;
+        for (int j = 0; j < X->nk[rec]; j++) hit |= h[j] == kh;
+        if (!hit) goto no;
+        int64_t ts = X->ts[rec];
+        if (k == 1 || ts > max_ts) max_ts = ts;
+        if (begin > 0 && k > 1) {
+            int64_t d;
+            if (__builtin_sub_overflow(ts, (int64_t)begin, &d)) goto no;
+            int64_t exp = d < 0 ? 0 : d / 1000;
+            if (exp != td) goto no;
+        }
+    }
+    /* chains. The broker links each entry to the newest older entry of its bucket and points the slot at the
+     * newest: when every prevIndex and slot is exactly that (one pass in entry order, then one over the slots),
+     * each bucket's chain holds its own entries once each, in order, so the walk the Python loop does finds
+     * nothing, reaches every entry, and the slots in use are the non-empty buckets. */
+    Py_ssize_t nonempty = 0, unreached = 0;
+    int32_t *newest = slots <= XMAXSLOTS ? PyMem_Calloc((size_t)slots, sizeof(int32_t)) : NULL;
+    if (newest == NULL && slots <= XMAXSLOTS) { PyErr_NoMemory(); goto out; }
+    int linked = n <= INT32_MAX && slots <= XMAXSLOTS;
+    for (Py_ssize_t k = 1; k <= n && linked; k++) {
+        int64_t s = py_mod(ENT(k, XE_HASH), slots);
+        linked = ENT(k, XE_PREV) == newest[s];
+        newest[s] = (int32_t)k;
+    }
+    for (Py_ssize_t i = 0; i < slots && linked; i++) {
+        int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
+        linked = val == newest[i];
+        nonempty += val != 0;
+    }
+    PyMem_Free(newest);
+    if (!linked) {
+        /* the walk itself, as the Python loop does it (slot values first: one out of range is a finding) */
+        nonempty = 0;
+        for (Py_ssize_t i = 0; i < slots; i++) {
+            int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
+            if (val) {
+                nonempty++;
+                if (val < 0 || val > n) goto no;
+            }
+        }
+        if ((seen = PyMem_Calloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
+        for (Py_ssize_t i = 0; i < slots; i++) {
+            int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
+            if (c == 0) continue;
+            if (c > 0 && c <= n && py_mod(ENT(c, XE_HASH), slots) != i) goto no;   /* bad slot */
+            Py_ssize_t steps = 0;
+            while (c > 0 && c <= n) {
+                if (seen[c]) goto no;                                               /* cycle or shared tail */
+                seen[c] = 1;
+                if (py_mod(ENT(c, XE_HASH), slots) != i) goto no;                   /* wrong slot */
+                c = ENT(c, XE_PREV);
+                if (++steps > n) break;
+            }
+        }
+        for (Py_ssize_t k = 1; k <= n; k++) unreached += !seen[k];
+    }
+#undef ENT
+    if (n == 0)
+        res = Py_BuildValue("(nOOOn)", nonempty, Py_None, Py_None, Py_None, unreached);
+    else
+        res = Py_BuildValue("(nLLLn)", nonempty, (long long)min_off, (long long)max_off, (long long)max_ts, unreached);
+    goto out;
+no:
+    res = Py_NewRef(Py_None);
+out:
+    PyMem_Free(seen);
+    PyBuffer_Release(&b);
+    return res;
+}
+
+/* ---- export / merge: a range task's table travels to the parent as bytes ------------------------------------ */
+
+#define XALIGN(n) (((n) + 7) & ~(Py_ssize_t)7)
+
+static PyObject *xref_export(Xref *X, PyObject *noargs)
+{
+    Py_ssize_t size = 5 * 8;
+    for (Py_ssize_t i = 0; i < X->nq; i++) size += 5 * 8 + XALIGN(X->q[i].tlen) + XALIGN(X->q[i].n * xc.unit);
+    size += X->nrec * (8 + 8) + XALIGN(X->nrec * 4) + XALIGN(X->nrec * 2) + XALIGN(X->nh * 4);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL) return NULL;
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+    memset(p, 0, (size_t)size);
+#define PUT64(v) do { int64_t _v = (int64_t)(v); memcpy(p, &_v, 8); p += 8; } while (0)
+#define PUTN(src, n) do { if ((n) != 0) memcpy(p, (src), (size_t)(n)); p += XALIGN(n); } while (0)
+    PUT64(xc.unit); PUT64(X->nq); PUT64(X->nrec); PUT64(X->nh); PUT64(X->unsorted);
+    for (Py_ssize_t i = 0; i < X->nq; i++) {
+        const XQueue *q = &X->q[i];
+        PUT64(q->tlen); PUT64(q->qid); PUT64(q->base); PUT64(q->n); PUT64(q->poisoned);
+        PUTN(q->topic, q->tlen);
+        PUTN(q->units, q->n * xc.unit);
+    }
+    PUTN(X->off, X->nrec * 8);
+    PUTN(X->ts, X->nrec * 8);
+    PUTN(X->kstart, X->nrec * 4);
+    PUTN(X->nk, X->nrec * 2);
+    PUTN(X->h, X->nh * 4);
+#undef PUT64
+#undef PUTN
+    return out;
+}
+
+/* merge(blob): append the table a later range exported (ranges merge in commitlog order). */
+static PyObject *xref_merge(Xref *X, PyObject *arg)
+{
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+    const uint8_t *p = b.buf, *e = p + b.len;
+    int64_t hd[5];
+#define NEED(n) do { if ((n) < 0 || e - p < (n)) goto bad; } while (0)
+    NEED(40);
+    memcpy(hd, p, 40); p += 40;
+    if (hd[0] != xc.unit || hd[1] < 0 || hd[2] < 0 || hd[3] < 0) goto bad;
+    for (int64_t i = 0; i < hd[1]; i++) {
+        int64_t qh[5];
+        NEED(40);
+        memcpy(qh, p, 40); p += 40;
+        if (qh[0] < 0 || qh[3] < 0 || qh[3] > PY_SSIZE_T_MAX / xc.unit) goto bad;
+        NEED(XALIGN(qh[0]));
+        const uint8_t *topic = p;
+        p += XALIGN(qh[0]);
+        NEED(XALIGN(qh[3] * xc.unit));
+        const uint8_t *units = p;
+        p += XALIGN(qh[3] * xc.unit);
+        Py_ssize_t qi = xq_find(X, topic, (Py_ssize_t)qh[0], qh[1], 1);
+        if (qi == -2) { PyErr_NoMemory(); goto fail; }
+        XQueue *q = &X->q[qi];
+        if (q->poisoned || qh[4] || (q->n && (qh[2] < q->base + q->n || qh[2] - (q->base + q->n) > XMAXPAD
+                                              || X->padded + (qh[2] - (q->base + q->n)) > X->known + qh[3] + XPADFREE))) {
+            q->poisoned = 1;
+            PyMem_Free(q->units);
+            q->units = NULL;
+            q->n = q->cap = 0;
+            continue;
+        }
+        if (qh[3] == 0) continue;
+        if (q->n == 0) q->base = qh[2];
+        Py_ssize_t j = (Py_ssize_t)(qh[2] - q->base);
+        if (xgrow(&q->units, &q->cap, j + (Py_ssize_t)qh[3], (size_t)xc.unit) < 0) { PyErr_NoMemory(); goto fail; }
+        uint8_t *u = q->units;
+        memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
+        memcpy(u + j * xc.unit, units, (size_t)(qh[3] * xc.unit));
+        X->padded += j - q->n;              /* (the blob's own unknown units count as known here: bounded there) */
+        X->known += (Py_ssize_t)qh[3];
+        q->n = j + (Py_ssize_t)qh[3];
+    }
+    Py_ssize_t nrec = (Py_ssize_t)hd[2], nh = (Py_ssize_t)hd[3];
+    NEED(nrec * 16 + XALIGN(nrec * 4) + XALIGN(nrec * 2) + XALIGN(nh * 4));
+    const uint8_t *offs = p, *tss = p + nrec * 8, *ks = tss + nrec * 8, *nks = ks + XALIGN(nrec * 4),
+                  *hs = nks + XALIGN(nrec * 2);
+    if (X->nh + nh > UINT32_MAX) goto bad;
+    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) goto fail;
+    if (nrec) {
+        int64_t first;
+        memcpy(&first, offs, 8);
+        if (hd[4] || (X->nrec && first <= X->off[X->nrec - 1])) X->unsorted = 1;
+    }
+    memcpy(X->off + X->nrec, offs, (size_t)nrec * 8);
+    memcpy(X->ts + X->nrec, tss, (size_t)nrec * 8);
+    memcpy(X->nk + X->nrec, nks, (size_t)nrec * 2);
+    for (Py_ssize_t i = 0; i < nrec; i++) {
+        uint32_t k;
+        memcpy(&k, ks + 4 * i, 4);
+        if ((int64_t)k + X->nk[X->nrec + i] > nh) { X->unsorted = 1; k = 0; X->nk[X->nrec + i] = 0; }
+        X->kstart[X->nrec + i] = k + (uint32_t)X->nh;
+    }
+    memcpy(X->h + X->nh, hs, (size_t)nh * 4);
+    X->nrec += nrec;
+    X->nh += nh;
+#undef NEED
+    PyBuffer_Release(&b);
+    Py_RETURN_NONE;
+bad:
+    PyErr_SetString(PyExc_ValueError, "Xref.merge: not an exported table");
+fail:
+    PyBuffer_Release(&b);
+    return NULL;
+}
+
+static PyObject *xref_stats(Xref *X, PyObject *noargs)
+{
+    Py_ssize_t bytes = X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4 + X->rcap * 22 + X->hcap * 4;
+    for (Py_ssize_t i = 0; i < X->nq; i++) bytes += X->q[i].cap * xc.unit + X->q[i].tlen;
+    return Py_BuildValue("{sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", X->nrec, "key_hashes", X->nh,
+                         "bytes", bytes);
+}
+
+static PyMethodDef xref_methods[] = {
+    {"add", (PyCFunction)xref_add, METH_VARARGS,
+     "add(offset, size, topic_raw, queue_id, queue_offset, store_timestamp, props_raw): note a decoded message."},
+    {"cq_check", (PyCFunction)xref_cq_check, METH_VARARGS, cq_check_doc},
+    {"index_check", (PyCFunction)xref_index_check, METH_VARARGS, index_check_doc},
+    {"export", (PyCFunction)xref_export, METH_NOARGS, "export() -> bytes: the table, for merge() in the parent."},
+    {"merge", (PyCFunction)xref_merge, METH_O, "merge(blob): append a later range's exported table."},
+    {"stats", (PyCFunction)xref_stats, METH_NOARGS, "stats() -> dict: sizes of the table (bytes allocated)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject XrefType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rmqverify.Xref",
+    .tp_basicsize = sizeof(Xref),
+    .tp_dealloc = (destructor)xref_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "What the commitlog pass learned about each message, for the consumequeue and index checks.",
+    .tp_methods = xref_methods,
+    .tp_new = xref_new,
+};
+
+PyDoc_STRVAR(configure_xref_doc,
+"configure_xref(*, cq_unit, cq_unit_size, index_entry, index_entry_size, index_header_size, index_slot_size,\n"
+"               cq_blank_size, prop_sep, nv_sep, key_sep, tags, keys, uniq, schedule_topic, key_join)\n\n"
+"The cross-reference's options by name, from formats/rocketmq.py: the consumequeue unit {offset, size, tagsCode}\n"
+"and index entry {keyHash, phyOffset, timeDiff, prevIndex} layouts ({name: (offset, size)}) and sizes, the index\n"
+"header and slot sizes, the blank-fill unit's size, and the property separators and names (bytes).");
+
+static PyObject *configure_xref(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"cq_unit", "cq_unit_size", "index_entry", "index_entry_size", "index_header_size",
+                             "index_slot_size", "cq_blank_size", "prop_sep", "nv_sep", "key_sep", "tags", "keys",
+                             "uniq", "schedule_topic", "key_join", NULL};
+    static const char *const unames[XU_N] = {"offset", "size", "tagsCode"};
+    static const char *const enames[XE_N] = {"keyHash", "phyOffset", "timeDiff", "prevIndex"};
+    PyObject *unit, *entry, *str[XS_N];
+    Py_ssize_t usz, esz, hsz, ssz;
+    long long blank;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "$O!nO!nnnLSSSSSSSS:configure_xref", kwlist, &PyDict_Type, &unit,
+                                     &usz, &PyDict_Type, &entry, &esz, &hsz, &ssz, &blank, &str[0], &str[1],
+                                     &str[2], &str[3], &str[4], &str[5], &str[6], &str[7]))
+        return NULL;
+    xc.ready = 0;
+    if (usz <= 0 || usz > 4096 || esz <= 0 || esz > 4096 || hsz < 0 || hsz > 4096 || ssz != 4) {
+        PyErr_SetString(PyExc_ValueError, "configure_xref: bad sizes");
+        return NULL;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        PyObject *d = pass ? entry : unit;
+        int nf = pass ? XE_N : XU_N;
+        for (int i = 0; i < nf; i++) {
+            const char *name = pass ? enames[i] : unames[i];
+            PyObject *pair = PyDict_GetItemString(d, name);
+            long o, s;
+            if (pair == NULL) return PyErr_Format(PyExc_ValueError, "configure_xref: no field %s", name);
+            if (!PyArg_ParseTuple(pair, "ll", &o, &s)) return NULL;
+            if (!(s == 4 || s == 8) || o < 0 || o + s > (pass ? esz : usz))
+                return PyErr_Format(PyExc_ValueError, "configure_xref: field %s does not fit", name);
+            if (pass) { xc.eoff[i] = (int)o; xc.esize[i] = (int)s; } else { xc.uoff[i] = (int)o; xc.usize[i] = (int)s; }
+        }
+    }
+    for (int i = 0; i < XS_N; i++) {
+        Py_ssize_t n = PyBytes_GET_SIZE(str[i]);
+        if (n == 0 || n >= XMAXSTR || (i <= XS_KEYSEP && n != 1)) {
+            PyErr_Format(PyExc_ValueError, "configure_xref: %s: bad length", kwlist[7 + i]);
+            return NULL;
+        }
+        memcpy(xc.s[i], PyBytes_AS_STRING(str[i]), (size_t)n);
+        xc.slen[i] = n;
+    }
+    xc.unit = usz;
+    xc.entry = esz;
+    xc.header = hsz;
+    xc.slot = ssz;
+    xc.blank_size = blank;
+    xc.ready = 1;
+    Py_RETURN_NONE;
+}
+
 /* ---- the lane: the verify hook of rmq_walk() -------------------------------------------------------------- */
 
 typedef struct {
@@ -169,6 +840,8 @@ typedef struct {
     PyObject *expected;
     int known_only;
     Py_ssize_t cached;                     /* entry of the previous unit (runs of one queue) */
+    Xref *xref;                            /* notes every unit consumed, or NULL */
+    int64_t base;                          /* global offset of buf[0] */
 } VerifyRun;
 
 /* A unit the walker framed (v1, no declining sysFlag bit, body CRC right): consumed when the full verify path
@@ -234,23 +907,33 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     q->ents[ei].next = qoff + 1;
     int64_t ts = rmq_field(u, F_STORETS);
     if (ts > v->last_ts) v->last_ts = ts;
+    /* (topic: decoded strictly when its queue entry was made, the same bytes since; properties: checked above) */
+    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1) < 0)
+        return -1;
     return 1;
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(buf, pos, limit, end, shift, max_size, last_ts, expected_next, dispatched_next, known_queues_only)\n"
-"-> (new_pos, count, last_ts)\n\n"
+"scan(buf, pos, limit, end, shift, max_size, last_ts, expected_next, dispatched_next, known_queues_only,\n"
+"     xref=None, base=0) -> (new_pos, count, last_ts)\n\n"
 "The verify fast lane over the units starting in [pos, limit) of buf[:end] (see verify._fast_lane).\n"
-"shift: PHYSICALOFFSET - position of every clean unit; the two dicts are updated as the Python lane does.");
+"shift: PHYSICALOFFSET - position of every clean unit; the two dicts are updated as the Python lane does.\n"
+"xref: an Xref that notes every unit consumed (buf[0] is global offset base).");
 
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     PyObject *bufobj, *shift_o, *maxsize_o, *lastts_o, *expected, *dispatched;
     Py_ssize_t pos, limit, end;
     int known_only;
-    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
-                          &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only))
+    PyObject *xref_o = Py_None;
+    long long base = 0;
+    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OL", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
+                          &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only, &xref_o, &base))
         return NULL;
+    if (xref_o != Py_None && !PyObject_TypeCheck(xref_o, &XrefType)) {
+        PyErr_SetString(PyExc_TypeError, "scan: xref must be an Xref or None");
+        return NULL;
+    }
     if (rmq_ready("verify") < 0) return NULL;
     if (!cfg.configured) {
         PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure() was not called");
@@ -258,7 +941,8 @@ static PyObject *scan(PyObject *self, PyObject *args)
     }
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
-    VerifyRun v = {.expected = expected, .known_only = known_only, .cached = -1};
+    VerifyRun v = {.expected = expected, .known_only = known_only, .cached = -1,
+                   .xref = xref_o == Py_None ? NULL : (Xref *)xref_o, .base = base};
     int64_t max_size;
     int r;
 
@@ -350,7 +1034,8 @@ fail:
     return NULL;
 }
 
-/* crc32(data, value=0): the built-in slicing-by-8 CRC-32 (tests compare it with zlib.crc32). */
+/* crc32(data, value=0): the built-in CRC-32 (carry-less multiplication where the CPU has it, else slicing-by-8;
+ * tests compare it with zlib.crc32). */
 static PyObject *py_crc32(PyObject *self, PyObject *args)
 {
     Py_buffer b;
@@ -362,6 +1047,22 @@ static PyObject *py_crc32(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(c);
+}
+
+/* crc32_table(data, value=0): the table loop alone (tests compare both with zlib.crc32). */
+static PyObject *py_crc32_table(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    unsigned int value = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &b, &value)) return NULL;
+    uint32_t c = mq_crc32_s8(value, b.buf, b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(c);
+}
+
+static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
+{
+    return PyBool_FromLong(mq_crc32_hardware());
 }
 
 /* utf8_valid(data): what the lane thinks of bytes (tests compare it with bytes.decode('utf-8')). */
@@ -377,7 +1078,11 @@ static PyObject *py_utf8_valid(PyObject *self, PyObject *arg)
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
     {"scan", scan, METH_VARARGS, scan_doc},
-    {"crc32", py_crc32, METH_VARARGS, "Built-in slicing-by-8 CRC-32 (zlib polynomial): crc32(data, value=0)."},
+    {"configure_xref", (PyCFunction)(void (*)(void))configure_xref, METH_VARARGS | METH_KEYWORDS, configure_xref_doc},
+    {"crc32", py_crc32, METH_VARARGS, "Built-in CRC-32 (zlib polynomial): crc32(data, value=0)."},
+    {"crc32_table", py_crc32_table, METH_VARARGS, "The slicing-by-8 table CRC-32 alone: crc32_table(data, value=0)."},
+    {"crc32_hardware", py_crc32_hardware, METH_NOARGS,
+     "True when the built-in CRC-32 folds with carry-less multiplication (PCLMULQDQ) on this CPU."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
     {NULL, NULL, 0, NULL},
 };
@@ -389,5 +1094,9 @@ static struct PyModuleDef module = {
 
 PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
-    return PyModule_Create(&module);
+    mq_crc32_init();                  /* this file's copy of the table and the CPU check (crc32_table, _hardware) */
+    if (PyType_Ready(&XrefType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "Xref", (PyObject *)&XrefType) < 0) Py_CLEAR(m);
+    return m;
 }

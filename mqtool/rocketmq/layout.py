@@ -296,9 +296,10 @@ def native_core(crc=CRC_KEEP):
     or a layout whose fingerprint is not the one the C code was written for (its ``configure`` refuses). Every
     RocketMQ part (verify, rebuild, dump, decode) runs only on a configured core.
 
-    ``crc``: the CRC-32 the core checks bodies with: "auto" (ISA-L called back when installed, else the core's
-    own slicing-by-8), a callable equal to ``zlib.crc32``, or None (slicing-by-8; tests). The choice stays
-    until another one is given (the default keeps it)."""
+    ``crc``: the CRC-32 the core checks bodies with: "auto" (the core's own when the CPU lets it fold with
+    carry-less multiplication, else ISA-L called back when installed, else the core's slicing-by-8), a callable
+    equal to ``zlib.crc32``, or None (the core's own: folding or slicing-by-8). The choice stays until another
+    one is given (the default keeps it)."""
     if crc is not CRC_KEEP:
         _crc_choice[0] = crc
     crc = _crc_choice[0]
@@ -307,8 +308,9 @@ def native_core(crc=CRC_KEEP):
     mod = native.load("rmqcore")
     if mod is None:
         return None
-    if crc == "auto":
-        crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" else None
+    if crc == "auto":       # the core's own CRC when it folds with carry-less multiplication (no call per body)
+        hw = getattr(getattr(mod, "verify", None), "crc32_hardware", lambda: False)()
+        crc = fastcrc.crc32 if fastcrc.IMPLEMENTATION == "isal" and not hw else None
     fields, framing = native_config()
     key = (id(mod), crc, repr(sorted(fields.items())), repr(sorted(framing.items())))
     if _core.get("key") != key:

@@ -20,7 +20,9 @@ import verify_store``):
 * :mod:`.context` — ``_Ctx`` (state of one run) and ``_each_file`` (a file that cannot be read is one finding);
 * :mod:`.commitlog` — the commitlog walk and the light dispatch pass; :mod:`.segments` — segment files;
   :mod:`.units` — the checks of one message/BLANK/damage/end event; :mod:`.dispatched` — what the dispatcher
-  does with a message; :mod:`.native_lane` — the fast lane (compiled ``rmqverify`` and its Python twin);
+  does with a message; :mod:`.native_lane` — the fast lane (compiled ``rmqverify`` and its Python twin) and the
+  cross-reference table the commitlog pass fills for the consumequeue and index checks (``new_xref``: a file
+  it proves clean skips their per-entry loops);
   :mod:`.ranges` — the same check over byte ranges (``--jobs``, Spark), merged in order;
 * :mod:`.consumequeue`, :mod:`.index` — those parts; :mod:`.storefiles` (the abort marker, then
   :mod:`.checkpoint` and :mod:`.config`) — the store's own files;

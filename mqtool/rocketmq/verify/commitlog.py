@@ -24,10 +24,14 @@ def _scan_for_dispatch(ctx: _Ctx) -> Iterator[Finding]:
     if hook is not None:
         hook(ctx)
         return
+    xref = ctx.xref = native_lane.new_xref(ctx.store.segments) if ctx.want_xref else None
     for seg in ctx.store.segments:
         for ev in SegmentScanner(seg, max_size=ctx.opts.max_message_size, check_crc=False).events():
             if isinstance(ev, Message):
                 _note_dispatch(ctx, ev)
+                if xref is not None:      # what the checks compare (as units._check_message notes it)
+                    xref.add(ev.offset, ev.size, ev.topic_raw, ev.queue_id, ev.queue_offset, ev.store_timestamp,
+                             ev.props_raw)
             elif isinstance(ev, End):
                 ctx.data_end = ev.offset
     return
@@ -46,6 +50,8 @@ def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
             return
     expected_next: dict[tuple[str, int], int] = {}
     ctx.shift = 0
+    if ctx.salvage is None and ctx.want_xref:
+        ctx.xref = native_lane.new_xref(store.segments)
     lane = (native_lane._fast_lane(ctx, expected_next) if ctx.salvage is None and native_lane.USE_FAST_LANE
             else None)
     total = sum(s.size for s in store.segments)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from formats import rocketmq as F
+from mqtool.errors import InputError
 from mqtool.findings import ERROR, WARNING, Finding
+from mqtool.io import map_input
 from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq.store import cq_filter
 from mqtool.rocketmq.records import DecodeFailure
@@ -59,11 +61,16 @@ def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
                 yield ctx.f(ERROR, "cq-file-gap", s.path, 0, None,
                             f"file name {s.name} does not follow {prev.name} + {prev.size}", prev.base + prev.size,
                             s.base)
+    lmq = qf.topic.startswith(F.LMQ_PREFIX)
+    if reader is not None and ctx.xref is not None and not lmq and qf.topic != F.SCHEDULE_TOPIC:
+        last = _proven_clean(ctx, qf)
+        if last is not None:          # every unit passes every check below: the same findings (none)
+            yield from _cq_behind(ctx, qf, last)
+            return
     seen_real = False
     last_index = -1
     max_unit_end = 0
     zero_run_start = None
-    lmq = qf.topic.startswith(F.LMQ_PREFIX)
     for u in indexfiles.iter_cq_units(qf, include_zero=True):
         if u.is_zero:
             if zero_run_start is None:
@@ -134,6 +141,31 @@ def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
                         expected_tags, u.tags_code)
     if reader is not None:
         yield from _cq_behind(ctx, qf, last_index)
+
+
+def _proven_clean(ctx: _Ctx, qf) -> int | None:
+    """The queue's last unit index when the commitlog pass's table (``ctx.xref``) proves that the unit loop of
+    :func:`_verify_queue` reports nothing for any unit of the queue; None when it cannot (then that loop runs)."""
+    unit = F.CQ_STORE_UNIT_SIZE
+    try:
+        topic = qf.topic.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    seen_real, last = False, -1
+    try:
+        for s in qf.files:
+            with map_input(s.path, whole_limit=0) as mi:     # mapped: the zero tail is never read
+                n = indexfiles._last_nonzero_unit(mi.buf, len(mi.buf) // unit, unit,
+                                                  mi.fileno() if mi.mapped else None) + 1
+                r = ctx.xref.cq_check(mi.buf, n, s.base // unit, seen_real, topic, qf.queue_id, ctx.data_end)
+            if r is None:
+                return None
+            seen_real = r[0]
+            if n:
+                last = r[1]
+    except InputError:
+        return None               # the unit loop meets it too, and reports it
+    return last
 
 
 def _cq_behind(ctx: _Ctx, qf, last_index: int) -> Iterator[Finding]:

@@ -22,6 +22,8 @@ class _Ctx:
         self.last_store_ts = 0
         self.data_end: int | None = None       # global offset where commitlog data ends
         self.salvage = None
+        self.xref = None       # what the commitlog pass saw of each message (verify/native_lane.new_xref), or None
+        self.want_xref = False     # the consumequeue and index checks follow the commitlog pass (run.py)
 
     def f(self, severity, code, file, position, offset, message, expected=None, actual=None,
           span=None) -> Finding:

@@ -51,6 +51,24 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
                     f"indexCount {count} outside [1, {v.index_num}]", f"1..{v.index_num}", count)
     n = v.entry_count
     slots = v.slot_num
+    fast = (ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"])
+            if reader is not None and ctx.xref is not None else None)
+    if fast is not None:
+        # the commitlog pass's table proves every slot, entry and chain check below passes: only the slot count
+        # and the unreachable entries can have something to say (same findings, same order)
+        nonempty, min_off, max_off, max_ts, unreached = fast
+        if h["hashSlotCount"] != nonempty:
+            yield _slot_count_finding(ctx, path, h, nonempty)
+        if unreached:
+            yield _unreachable_finding(ctx, path, unreached)
+    else:
+        min_off, max_off, max_ts = yield from _check_entries(ctx, path, v, reader, n, slots)
+    yield from _header_against_entries(ctx, path, h, cp, n, max_off, max_ts)
+
+
+def _check_entries(ctx: _Ctx, path: str, v, reader, n: int, slots: int):
+    """The slot, entry and chain checks of one index file (findings); returns (min_off, max_off, max_ts)."""
+    h = v.header
     # slots
     nonempty = 0
     used = v.nonzero_slots()
@@ -60,9 +78,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
             yield ctx.f(ERROR, "index-bad-slot", path, F.INDEX_HEADER_SIZE + 4 * i, None,
                         f"slot {i} points at entry {val}, outside [1, {n}]", f"1..{n}", val)
     if h["hashSlotCount"] != nonempty:
-        yield ctx.f(INFO, "index-slot-count", path, 32, None,
-                    f"hashSlotCount {h['hashSlotCount']} but {nonempty} slots are used "
-                    "(4.7.0 and earlier counted every put)", nonempty, h["hashSlotCount"])
+        yield _slot_count_finding(ctx, path, h, nonempty)
     # entries
     min_off = max_off = None
     min_ts = max_ts = None
@@ -133,8 +149,23 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
                 break
     unreached = seen.count(0) - 1          # entry 0 does not exist
     if unreached:
-        yield ctx.f(WARNING, "index-unreachable", path, None, None,
-                    f"{unreached} entries are not reachable from any slot (overwritten chains)", 0, unreached)
+        yield _unreachable_finding(ctx, path, unreached)
+    return min_off, max_off, max_ts
+
+
+def _slot_count_finding(ctx: _Ctx, path: str, h: dict, nonempty: int) -> Finding:
+    return ctx.f(INFO, "index-slot-count", path, 32, None,
+                 f"hashSlotCount {h['hashSlotCount']} but {nonempty} slots are used "
+                 "(4.7.0 and earlier counted every put)", nonempty, h["hashSlotCount"])
+
+
+def _unreachable_finding(ctx: _Ctx, path: str, unreached: int) -> Finding:
+    return ctx.f(WARNING, "index-unreachable", path, None, None,
+                 f"{unreached} entries are not reachable from any slot (overwritten chains)", 0, unreached)
+
+
+def _header_against_entries(ctx: _Ctx, path: str, h: dict, cp, n: int, max_off, max_ts) -> Iterator[Finding]:
+    """The header's end offset and time against the entries, and the file against the checkpoint."""
     if n:
         if h["endPhyOffset"] != max_off:
             yield ctx.f(WARNING, "index-header", path, 24, None,

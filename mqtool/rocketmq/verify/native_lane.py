@@ -2,6 +2,9 @@
 and the Python loop it is tested equal to. Both consume only units the full path would report nothing for."""
 from __future__ import annotations
 
+import re
+import struct
+
 from formats import rocketmq as F
 from mqtool import native
 from mqtool.findings import BORN_AFTER_STORE_MS, BORN_BEFORE_STORE_MS, born_plausible
@@ -9,6 +12,7 @@ from mqtool.fastcrc import crc32
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.verify.context import _Ctx
 from mqtool.rocketmq.verify.units import _CRC_TAG
+from mqtool.schemacache import prefix_format
 
 
 USE_FAST_LANE = True      # tests turn it off to compare the two paths
@@ -51,6 +55,64 @@ def _native_lane(crc=layout.CRC_KEEP):
     return mod
 
 
+# ---- the cross-reference (rmqverify.Xref): what the commitlog pass saw, for the consumequeue and index checks ----
+
+_XREF_JOIN = b"#"          # IndexService#buildKey: topic + "#" + key (verify/index.py, dispatch.index_keys)
+_xref_state: dict[str, object] = {}
+
+
+def _xref_options() -> dict:
+    """What ``rmqverify.configure_xref`` gets, by name: the consumequeue unit and index entry layouts (schema
+    derived), the index header / slot sizes, the blank-fill unit and the property names of formats/rocketmq.py."""
+    def fields(name):            # {field: (offset, size)} from the schema-derived struct (schema cache)
+        st, names = prefix_format(F, name)
+        order, codes = st.format[:1], re.findall(r"\d*[a-zA-Z?]", st.format[1:])
+        if len(codes) != len(names):
+            raise ValueError(f"{name}: {st.format} is not one code per field")
+        at, out = 0, {}
+        for n, c in zip(names, codes):
+            size = struct.calcsize(order + c)
+            out[n] = (at, size)
+            at += size
+        return out, st.size
+
+    unit, unit_size = fields("CqUnit")
+    entry, entry_size = fields("IndexEntry")
+    strs = {k: v.encode("ascii") for k, v in (
+        ("prop_sep", F.PROPERTY_SEPARATOR), ("nv_sep", F.NAME_VALUE_SEPARATOR), ("key_sep", F.KEY_SEPARATOR),
+        ("tags", F.PROPERTY_TAGS), ("keys", F.PROPERTY_KEYS), ("uniq", F.PROPERTY_UNIQ_KEY),
+        ("schedule_topic", F.SCHEDULE_TOPIC))}
+    return dict(cq_unit=unit, cq_unit_size=unit_size, index_entry=entry, index_entry_size=entry_size,
+                index_header_size=F.INDEX_HEADER_SIZE, index_slot_size=F.INDEX_SLOT_SIZE,
+                cq_blank_size=F.CQ_BLANK_SIZE, key_join=_XREF_JOIN, **strs)
+
+
+def new_xref(segments=None):
+    """An empty cross-reference table (``rmqverify.Xref``), or None: the compiled lane is off, or the commitlog
+    segments overlap (a unit found by the walk in one segment might not be the one ``message_at`` reads).
+
+    The commitlog pass notes in it every message it decodes (the compiled lane as it consumes a unit,
+    :func:`.units._check_message` the others); :mod:`.consumequeue` and :mod:`.index` then prove whole files clean with it
+    (``cq_check`` / ``index_check``) and run their Python loops on any file it cannot prove clean.
+    """
+    if not USE_FAST_LANE:
+        return None
+    mod = _native_lane()
+    if mod is None or not hasattr(mod, "Xref"):
+        return None
+    if segments:
+        for a, b in zip(segments, segments[1:]):
+            if a.base + a.size > b.base:
+                return None
+    if _xref_state.get("mod") is not mod:
+        try:
+            mod.configure_xref(**_xref_options())
+        except (ValueError, TypeError, OverflowError):
+            return None
+        _xref_state["mod"] = mod
+    return mod.Xref()
+
+
 def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     """The commitlog check for the common message, as one tight loop (see ``SegmentScanner``).
 
@@ -71,12 +133,13 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     nat = _native_lane()
     if nat is not None:
         scan = nat.scan
+        xref = getattr(ctx, "xref", None)      # (tests drive the lane with a bare namespace)
 
         def native_lane(buf, view, pos, limit, end, base):
             if ctx.shift is None:
                 return pos, 0
             npos, n, last_ts = scan(buf, pos, limit, end, ctx.shift + base, max_size, ctx.last_store_ts,
-                                    expected_next, dispatched, known_queues_only)
+                                    expected_next, dispatched, known_queues_only, xref, base)
             if n:
                 ctx.last_store_ts = last_ts
                 summary.messages += n

@@ -34,6 +34,7 @@ class RangeVerify:
     shift: int | None          # PHYSICALOFFSET delta of the range's last message
     dispatched_next: dict
     last_store_ts: int
+    xref: bytes | None = None  # the range's cross-reference table (``Xref.export()``) when the parent asked for it
 
 
 class _FirstSeen(dict):
@@ -51,7 +52,8 @@ class _FirstSeen(dict):
 
 
 def verify_range_task(args) -> RangeVerify:
-    rng, opts = args
+    rng, opts = args[:2]
+    want_xref = len(args) > 2 and args[2]      # the parent merges the tables (verify_commitlog_ranges)
 
     ctx = _Ctx(RocketStore(path=rng.store), opts)
     items: list = []
@@ -64,6 +66,8 @@ def verify_range_task(args) -> RangeVerify:
     # the one-process verify's fast lane, for the units after the range's first message of each queue
     # (ctx.shift mirrors ``shift``; None until the first message)
     ctx.shift = None
+    if want_xref and not salvage:
+        ctx.xref = native_lane.new_xref()
     lane = (native_lane._fast_lane(ctx, expected, known_queues_only=True)
             if not salvage and native_lane.USE_FAST_LANE else None)
     for ev in SegmentScanner(_segment(rng), max_size=opts.max_message_size, check_crc=True, start=rng.start,
@@ -100,7 +104,8 @@ def verify_range_task(args) -> RangeVerify:
             items.append(("damage", _damage_finding(ctx, ev), ev.length))
         elif isinstance(ev, End):
             items.append(("end", ev, saw_blank))
-    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts)
+    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts,
+                       ctx.xref.export() if ctx.xref is not None else None)
 
 
 def verify_commitlog_ranges(ctx):
@@ -116,6 +121,9 @@ def verify_commitlog_ranges(ctx):
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
     plain = _plain(opts)
+    local = getattr(opts, "runner", None) is None
+    ctx.xref = native_lane.new_xref(store.segments) if native and local and ctx.want_xref else None
+    want_xref = ctx.xref is not None
     expected_next: dict = {}
     shift = 0
     pending: list[Finding] = []
@@ -124,7 +132,8 @@ def verify_commitlog_ranges(ctx):
     total = sum(s.size for s in store.segments)
     done = 0
     with progress(total, "verify commitlog", enabled=opts.progress) as bar:
-        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain) for r in ranges])):
+        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain, True) if want_xref else (r, plain)
+                                                                  for r in ranges])):
             if rng.seg_index != cur_seg:
                 cur_seg, has_data = rng.seg_index, False
             seg = _segment(rng)
@@ -160,6 +169,8 @@ def verify_commitlog_ranges(ctx):
                     if ctx.salvage is not None:
                         ctx.salvage.add_row(it[1])
             ctx.summary.messages += res.messages
+            if ctx.xref is not None and res.xref is not None:
+                ctx.xref.merge(res.xref)
             expected_next.update(res.expected_next)
             if res.shift is not None:
                 shift = res.shift

@@ -23,6 +23,7 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
         raise NotAStoreError("nothing to verify here (no commitlog, consumequeue, index, checkpoint or config)",
                              store.path)
     ctx = _Ctx(store, opts)
+    ctx.want_xref = part in ("store", "consumequeue", "index")    # the cross-checks follow the commitlog pass
 
     def run() -> Iterator[Finding]:
         if opts.salvage_out:

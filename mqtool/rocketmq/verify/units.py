@@ -88,6 +88,8 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
         fd = born_finding(m.file, m.position, m.offset, m.born_timestamp, m.store_timestamp)
         ctx.summary.add(fd)
         yield fd
+    if ctx.xref is not None:      # what the consumequeue and index checks compare (verify/native_lane.new_xref)
+        ctx.xref.add(m.offset, m.size, m.topic_raw, m.queue_id, m.queue_offset, m.store_timestamp, m.props_raw)
     key = _note_dispatch(ctx, m)
     if key is not None:
         exp = expected_next.get(key)

@@ -1,0 +1,439 @@
+"""verify store with the commitlog pass's cross-reference table (rmqverify.Xref, verify/native_lane.new_xref) ==
+without it.
+
+The consumequeue and index checks prove a whole file clean from the table the commitlog pass fills and run
+their Python loops on any file it cannot prove clean; the findings must be the Python path's, byte for byte.
+Every comparison runs the same ``verify store --json`` with the compiled helpers on and off
+(``native.switched``, the Python path is the reference) on: every real RocketMQ store, the bundled fixture,
+and copies of a real store with damage in consumequeue files, index files and the commitlog -- one process
+and over ranges (--jobs 2, small splits: the tables of the range tasks merged). Each damage test also checks
+the damage shows (its finding is there) and that the file it hit took the Python loop, and the clean stores
+check the table really proved files clean (a test the fast path never took would pass vacuously).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from formats import rocketmq as F
+from mqtool import native
+from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq.layout import FIXED_SIZE
+from mqtool.rocketmq.verify import consumequeue as VCQ, index as VIDX, native_lane
+from tests.conftest import require_realdata
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(native_lane.new_xref() is None,
+                                reason="compiled helper rmqverify not built (tests/test_common_native.py fails "
+                                       "under CI when it is missing)")
+JOBS = ([], ["--jobs", "1"], ["--jobs", "2", "--split-size", "16K"])
+CQ, ENTRY = indexfiles.CQ_STRUCT, indexfiles.IDX_ENTRY
+
+
+class _Tally:
+    """How often the table proved a queue / an index file clean, and how often the Python loops ran."""
+
+    def __init__(self, monkeypatch):
+        self.cq_fast, self.cq_slow, self.idx_files, self.idx_slow, self.slow_paths = 0, 0, 0, 0, []
+        proven, entries, one_file = VCQ._proven_clean, VIDX._check_entries, VIDX._verify_index_file
+
+        def counted_proven(ctx, qf):
+            r = proven(ctx, qf)
+            if r is None:
+                self.cq_slow += 1
+                self.slow_paths += [s.path for s in qf.files]
+            else:
+                self.cq_fast += 1
+            return r
+
+        def counted_entries(ctx, path, *a):
+            self.idx_slow += 1
+            self.slow_paths.append(path)
+            return (yield from entries(ctx, path, *a))
+
+        def counted_file(*a):
+            self.idx_files += 1
+            return (yield from one_file(*a))
+
+        monkeypatch.setattr(VIDX, "_verify_index_file", counted_file)
+        monkeypatch.setattr(VCQ, "_proven_clean", counted_proven)
+        monkeypatch.setattr(VIDX, "_check_entries", counted_entries)
+
+
+def _both(run_cli, store, extra=(), part="store") -> str:
+    """The NDJSON of verify PART with the helpers on; asserts the Python path gives the same bytes."""
+    code, out, _ = run_cli("verify", part, store, "--json", *extra)
+    with native.switched(False):
+        code_py, out_py, _ = run_cli("verify", part, store, "--json", *extra)
+    assert (code, out) == (code_py, out_py)
+    return out
+
+
+def _real_stores() -> list[Path]:
+    root = require_realdata("rocketmq")
+    return sorted(p for p in root.glob("*/store") if p.is_dir())
+
+
+def test_real_stores_and_fixture_equal_python(run_cli, monkeypatch):
+    tally = _Tally(monkeypatch)
+    stores = _real_stores() + [REPO / "fixtures" / "rocketmq" / "store"]
+    assert len(stores) >= 10
+    for store in stores:
+        for extra in JOBS:
+            _both(run_cli, store, extra)
+    assert tally.cq_fast > 50          # the table proved queues clean (the rest: LMQ, schedule topic, damage)
+    assert tally.idx_files - tally.idx_slow > 10   # ... and index files (the loops ran only on the others)
+
+
+def test_consumequeue_and_index_parts_equal_python(run_cli, monkeypatch):
+    """verify consumequeue / verify index: the light dispatch pass fills the table too."""
+    tally = _Tally(monkeypatch)
+    for store in _real_stores() + [REPO / "fixtures" / "rocketmq" / "store"]:
+        for part in ("consumequeue", "index"):
+            _both(run_cli, store, (), part)
+    assert tally.cq_fast > 20 and tally.idx_files - tally.idx_slow > 5
+
+
+@pytest.fixture()
+def store(tmp_path):
+    src = require_realdata("rocketmq", "gen-4.9.7-clean", "store")
+    dst = tmp_path / "store"
+    shutil.copytree(src, dst)
+    for p in dst.rglob("*"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dst
+
+
+def _cq_file(store, topic="TopicA", qid=0, i=0) -> Path:
+    return sorted((store / "consumequeue" / topic / str(qid)).iterdir())[i]
+
+
+def _patch_unit(path: Path, k: int, **change) -> tuple:
+    data = bytearray(path.read_bytes())
+    off, size, tags = CQ.unpack_from(data, k * CQ.size)
+    vals = dict(offset=off, size=size, tags=tags)
+    vals.update({n: f(vals[n]) if callable(f) else f for n, f in change.items()})
+    CQ.pack_into(data, k * CQ.size, vals["offset"], vals["size"], vals["tags"])
+    path.write_bytes(bytes(data))
+    return off, size, tags
+
+
+def _damaged(run_cli, monkeypatch, store, code: str, hit: Path | None) -> None:
+    tally = _Tally(monkeypatch)
+    for extra in JOBS:
+        out = _both(run_cli, store, extra)
+        assert f'"code":"{code}"' in out
+    if hit is not None and not code.startswith(("crc", "index")):
+        assert f'"code":"{code}"' in _both(run_cli, store, (), "consumequeue")
+    if hit is not None and code.startswith("index"):
+        assert f'"code":"{code}"' in _both(run_cli, store, (), "index")
+    if hit is not None:
+        assert str(hit) in tally.slow_paths        # the file the damage is in took the Python loop
+    assert tally.cq_fast > 0                       # ... and undamaged queues were proven clean
+
+
+@pytest.mark.parametrize("what,code", [
+    ("size", "cq-size-mismatch"), ("tags", "cq-tags-code-mismatch"), ("hole", "cq-hole"),
+    ("dangling", "cq-dangling"), ("mid-message", "cq-not-message-start"), ("other-queue", "cq-wrong-message"),
+    ("blank-after-real", "cq-blank-fill-misplaced"), ("bad-unit", "cq-bad-unit")])
+def test_damaged_consumequeue_equals_python(run_cli, monkeypatch, store, what, code):
+    path = _cq_file(store)
+    if what == "size":
+        _patch_unit(path, 1, size=lambda v: v + 1)
+    elif what == "tags":
+        _patch_unit(path, 2, tags=lambda v: v ^ 1)
+    elif what == "hole":
+        _patch_unit(path, 1, offset=0, size=0, tags=0)
+    elif what == "dangling":
+        _patch_unit(path, 2, offset=lambda v: v + (1 << 30))
+    elif what == "mid-message":
+        _patch_unit(path, 1, offset=lambda v: v + 8)
+    elif what == "other-queue":
+        other = CQ.unpack_from(_cq_file(store, "TopicB").read_bytes(), 0)
+        _patch_unit(path, 1, offset=other[0], size=other[1], tags=other[2])
+    elif what == "blank-after-real":
+        _patch_unit(path, 2, offset=0, size=F.CQ_BLANK_SIZE, tags=0)
+    elif what == "bad-unit":
+        _patch_unit(path, 1, size=-5)
+    _damaged(run_cli, monkeypatch, store, code, path)
+
+
+def test_renamed_consumequeue_file_equals_python(run_cli, monkeypatch, store):
+    """A wrong file name: every unit of the file claims other queue offsets (and the name breaks the sequence)."""
+    path = _cq_file(store, i=1)
+    moved = path.with_name(f"{int(path.name) + 3 * CQ.size:020d}")
+    path.rename(moved)
+    _damaged(run_cli, monkeypatch, store, "cq-queue-offset-mismatch", moved)
+
+
+def test_tags_code_out_of_int_range_is_accepted_like_python(run_cli, monkeypatch, store):
+    """A tagsCode below Integer.MIN_VALUE (the broker's extended form) is no finding, in both paths."""
+    path = _cq_file(store)
+    _patch_unit(path, 1, tags=-(1 << 40))
+    out = _both(run_cli, store)
+    assert "cq-tags-code-mismatch" not in out
+
+
+def _index(store) -> tuple[Path, indexfiles.IndexFileView]:
+    path = sorted((store / "index").iterdir())[0]
+    return path, indexfiles.read_index_file(str(path))
+
+
+def _patch_entry(path: Path, view, k: int, **change) -> tuple:
+    data = bytearray(path.read_bytes())
+    pos = view.entry_position(k)
+    vals = dict(zip(("hash", "off", "td", "prev"), ENTRY.unpack_from(data, pos)))
+    vals.update({n: f(vals[n]) if callable(f) else f for n, f in change.items()})
+    ENTRY.pack_into(data, pos, vals["hash"], vals["off"], vals["td"], vals["prev"])
+    path.write_bytes(bytes(data))
+    return vals
+
+
+@pytest.mark.parametrize("what,code", [
+    ("bad-slot", "index-bad-slot"), ("slot-of-other-bucket", "index-bad-slot"),
+    ("key-hash", "index-hash-mismatch"), ("shared-tail", "index-chain-cycle"), ("bad-link", "index-bad-link"),
+    ("time", "index-time-mismatch"), ("mid-message", "index-not-message-start"),
+    ("unreachable", "index-unreachable")])
+def test_damaged_index_equals_python(run_cli, monkeypatch, store, what, code):
+    path, view = _index(store)
+    n = view.entry_count
+    assert n >= 4
+    used = view.nonzero_slots()
+    if what in ("bad-slot", "slot-of-other-bucket", "unreachable"):
+        i, val = used[0]
+        new = {"bad-slot": n + 7, "slot-of-other-bucket": used[1][1], "unreachable": 0}[what]
+        data = bytearray(path.read_bytes())
+        struct.pack_into(">i", data, F.INDEX_HEADER_SIZE + 4 * i, new)
+        path.write_bytes(bytes(data))
+    elif what == "key-hash":
+        _patch_entry(path, view, 2, hash=lambda v: v + 1)
+    elif what == "shared-tail":
+        # the head of one bucket linked to the head of another: the walk reaches that one twice
+        a, b = sorted((used[0][1], used[1][1]))
+        _patch_entry(path, view, b, prev=a)
+    elif what == "bad-link":
+        _patch_entry(path, view, 3, prev=3)
+    elif what == "time":
+        _patch_entry(path, view, 3, td=lambda v: v + 5)
+    elif what == "mid-message":
+        _patch_entry(path, view, 2, off=lambda v: v + 4)
+    _damaged(run_cli, monkeypatch, store, code, path)
+
+
+def _first_message(store) -> tuple[Path, int, int]:
+    seg = sorted((store / "commitlog").iterdir())[0]
+    data = seg.read_bytes()
+    size = struct.unpack_from(">i", data, 0)[0]
+    return seg, 0, size
+
+
+def test_bad_crc_in_commitlog_equals_python(run_cli, monkeypatch, store):
+    """A body byte flipped: the message takes the full path (crc-mismatch), which notes it in the table too."""
+    seg, pos, size = _first_message(store)
+    data = bytearray(seg.read_bytes())
+    data[pos + FIXED_SIZE] ^= 0xFF            # the first body byte (the body follows the fixed part)
+    seg.write_bytes(bytes(data))
+    _damaged(run_cli, monkeypatch, store, "crc-mismatch", None)
+
+
+def test_truncated_commitlog_tail_equals_python(run_cli, monkeypatch, store):
+    """The last segment with data cut in the middle of a message: units and entries past the end dangle."""
+    segs = sorted((store / "commitlog").iterdir())
+    last = max((s for s in segs if any(s.read_bytes())), key=lambda s: int(s.name))
+    data = last.read_bytes()
+    end = len(data.rstrip(b"\x00"))
+    last.write_bytes(data[:end - 40])
+    tally = _Tally(monkeypatch)
+    for extra in JOBS:
+        _both(run_cli, store, extra)
+    assert tally.cq_fast > 0 and tally.cq_slow > 0
+
+
+# ---- the core's CRC-32 (mqcore.h mq_crc32: carry-less-multiply folding where the CPU has it) ----------------
+
+def _core_verify():
+    from mqtool._native import rmqcore
+
+    return rmqcore.verify
+
+
+def test_builtin_crc32_equals_zlib_at_every_length_and_alignment():
+    """Every length 0..5000 at all 16 alignments, with random start values: the folding CRC (and the table
+    alone) equal zlib.crc32; lengths around the 64-byte fold and 16-byte tail boundaries included."""
+    import random
+    import zlib
+
+    v = _core_verify()
+    rnd = random.Random(20)
+    data = rnd.randbytes(5100)
+    for n in range(5001):
+        for al in range(16):
+            b = data[al:al + n]
+            start = rnd.getrandbits(32)
+            want = zlib.crc32(b, start)
+            assert v.crc32(b, start) == want, (n, al)
+            assert v.crc32_table(b, start) == want, (n, al)
+        assert v.crc32(data[:n]) == zlib.crc32(data[:n])
+
+
+def test_builtin_crc32_equals_zlib_on_real_commitlogs():
+    v = _core_verify()
+    segs = sorted(require_realdata("rocketmq").glob("*/store/commitlog/*"))
+    assert segs
+    for seg in segs:
+        data = seg.read_bytes()
+        assert v.crc32(data) == __import__("zlib").crc32(data), seg
+        for cut in (1, 63, 64, 65, 1000):
+            assert v.crc32(data[cut:]) == __import__("zlib").crc32(data[cut:]), (seg, cut)
+
+
+def test_auto_crc_is_the_core_own_when_it_folds(monkeypatch):
+    """With carry-less multiplication the core checks bodies itself (no ISA-L call per body); the verify
+    NDJSON is the same either way (the equivalence tests above run with the default choice)."""
+    from mqtool.rocketmq import layout
+
+    v = _core_verify()
+    calls = []
+    import mqtool.fastcrc as fastcrc
+    monkeypatch.setattr(fastcrc, "crc32", lambda b, s=0: calls.append(1) or __import__("zlib").crc32(b, s))
+    monkeypatch.setattr(fastcrc, "IMPLEMENTATION", "isal")
+    layout._core.clear()
+    try:
+        native_lane._native_lane(crc="auto")
+        ctx_ok = native_lane._native_lane() is not None
+        assert ctx_ok
+        from tests.builders import rocketmq_unit
+        u = rocketmq_unit()
+        from types import SimpleNamespace
+        from mqtool.findings import Summary
+        ctx = SimpleNamespace(shift=0, last_store_ts=0, summary=Summary(),
+                              opts=SimpleNamespace(max_message_size=1 << 22), dispatched_next={})
+        lane = native_lane._fast_lane(ctx, {})
+        assert lane(u, memoryview(u), 0, len(u), len(u), 0) == (len(u), 1)      # checked and consumed
+        assert (calls == []) == bool(v.crc32_hardware())
+    finally:
+        layout._core.clear()
+        native_lane._native_lane(crc="auto")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_damage_equals_python(run_cli, tmp_path_factory, data):
+    """Random bytes overwritten in random consumequeue, index and commitlog files of a real store."""
+    src = require_realdata("rocketmq", data.draw(st.sampled_from(["gen-4.9.7-kill", "gen-5.1.4-clean"])), "store")
+    dst = tmp_path_factory.mktemp("rnd") / "store"
+    shutil.copytree(src, dst)
+    files = []
+    for p in sorted(dst.rglob("*")):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+        if p.is_file() and p.parent.name != "config" and p.stat().st_size and p.name != "lock":
+            files.append(p)
+    for _ in range(data.draw(st.integers(1, 4))):
+        p = data.draw(st.sampled_from(files))
+        buf = bytearray(p.read_bytes())
+        at = data.draw(st.integers(0, len(buf) - 1))
+        chunk = data.draw(st.binary(min_size=1, max_size=8))
+        buf[at:at + len(chunk)] = chunk
+        p.write_bytes(bytes(buf[:len(p.read_bytes())]))
+    _both(run_cli, dst, data.draw(st.sampled_from(JOBS)))
+
+
+# ---- the table's own answers against hand-built consumequeue / index bytes (expected values from dispatch.py) ----
+
+def _props(**kv) -> bytes:
+    return "\x02".join(f"{k}\x01{v}" for k, v in kv.items()).encode()
+
+
+def _noted(msgs):
+    """An Xref noting (offset, size, topic, qid, qoff, ts, props) of each message."""
+    x = native_lane.new_xref()
+    for off, size, topic, qid, qoff, ts, props in msgs:
+        x.add(off, size, topic, qid, qoff, ts, props)
+    return x
+
+
+MSGS = [(i * 300, 300, b"T\xc3\xa9", 1, 10 + i, 1_700_000_000_000 + 1500 * i,
+         _props(TAGS=f"tag{i % 3}" if i != 4 else "\u00e9\U0001F600", KEYS=f"k{i} common", UNIQ_KEY=f"U{i:04d}"))
+        for i in range(12)]
+
+
+def test_cq_check_against_units_made_by_the_dispatch_rule():
+    from mqtool.rocketmq import dispatch
+
+    x = _noted(MSGS)
+    units = bytearray()
+    for off, size, topic, qid, qoff, ts, props in MSGS:
+        tags = dict(p.split("\x01") for p in props.decode().split("\x02"))["TAGS"]
+        units += CQ.pack(off, size, dispatch.tags_code(tags))
+    topic = "T\u00e9".encode()
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 1, None) == (True, 21)
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 1, 12 * 300) == (True, 21)
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 1, 12 * 300 - 1) is None     # the last one dangles
+    assert x.cq_check(bytes(units), 12, 11, False, topic, 1, None) is None             # queue offsets shifted
+    assert x.cq_check(bytes(units), 12, 10, False, topic, 2, None) is None             # another queue
+    assert x.cq_check(bytes(units[:40]), 2, 10, True, topic, 1, None) == (True, 11)
+    bad = bytearray(units)
+    CQ.pack_into(bad, 20 * 5, MSGS[5][0], 300, dispatch.tags_code("other"))
+    assert x.cq_check(bytes(bad), 12, 10, False, topic, 1, None) is None
+    CQ.pack_into(bad, 20 * 5, MSGS[5][0], 300, -(1 << 35))          # below Integer.MIN_VALUE: accepted
+    assert x.cq_check(bytes(bad), 12, 10, False, topic, 1, None) == (True, 21)
+    blank = CQ.pack(0, F.CQ_BLANK_SIZE, 0)
+    assert x.cq_check(blank + bytes(units), 13, 9, False, topic, 1, None) == (True, 21)
+    assert x.cq_check(bytes(units[:20]) + blank, 2, 10, False, topic, 1, None) is None   # blank after real
+
+
+def test_queue_offset_gaps_are_bounded():
+    """Unknown units filled into a queue's gaps stay within one per noted unit (plus a fixed allowance); a
+    queue that jumps further is dropped from the table (its files then take the Python loop)."""
+    x = _noted([(i * 100, 100, b"T", 0, i * 1000, 1, b"") for i in range(200)])
+    assert x.stats()["bytes"] < 8 << 20
+    assert x.cq_check(CQ.pack(0, 100, 0), 1, 0, False, b"T", 0, None) is None       # dropped: no claim
+
+
+def _index_file(entries, slots: int, begin: int) -> bytes:
+    """An index file built the broker's way: each entry links to the newest older entry of its bucket."""
+    newest = [0] * slots
+    body = bytearray(F.INDEX_ENTRY_SIZE)           # entry 0 is never written
+    for k, (h, off, ts) in enumerate(entries, 1):
+        body += ENTRY.pack(h, off, max(0, (ts - begin) // 1000), newest[h % slots])
+        newest[h % slots] = k
+    head = indexfiles.IDX_HEADER.pack(begin, entries[-1][2], entries[0][1], entries[-1][1],
+                                      sum(1 for v in newest if v), len(entries) + 1)
+    return head + struct.pack(f">{slots}i", *newest) + bytes(body)
+
+
+def test_index_check_against_hashes_made_by_the_dispatch_rule():
+    from mqtool.rocketmq import dispatch
+
+    x = _noted(MSGS)
+    entries = []
+    for off, size, topic, qid, qoff, ts, props in MSGS:
+        d = dict(p.split("\x01") for p in props.decode().split("\x02"))
+        for key in dispatch.index_keys(topic.decode(), d):
+            entries.append((dispatch.index_key_hash(key), off, ts))
+    slots, begin = 7, MSGS[0][5]
+    data = _index_file(entries, slots, begin)
+    n = len(entries)
+    used = sum(1 for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
+    assert x.index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    for k, change in ((5, lambda e: (e[0] + 1, e[1], e[2])),            # key hash of no key
+                      (6, lambda e: (e[0], e[1] + 1, e[2])),            # not a message start
+                      (7, lambda e: (e[0], e[1], e[2] + 5000))):        # another time
+        bad = list(entries)
+        bad[k - 1] = change(bad[k - 1])
+        assert x.index_check(_index_file(bad, slots, begin), slots, n, begin) is None, k
+    # a slot emptied: its chain's entries are unreachable (a warning, no error): the walk counts them
+    i0 = next(i for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
+    chain, cur = 0, struct.unpack_from(">i", data, 40 + 4 * i0)[0]
+    while cur:
+        chain += 1
+        cur = ENTRY.unpack_from(data, 40 + 4 * slots + 20 * cur)[3]
+    cut = bytearray(data)
+    struct.pack_into(">i", cut, 40 + 4 * i0, 0)
+    assert x.index_check(bytes(cut), slots, n, begin) == (used - 1, 0, 11 * 300, MSGS[-1][5], chain)
