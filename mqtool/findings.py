@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from mqtool.plainclass import dataclass, field
 
 ERROR = "error"
 WARNING = "warning"

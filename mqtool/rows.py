@@ -20,9 +20,9 @@ shown) plus its value in the row builder. No I/O here; the renderer's :class:`Co
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from mqtool.plainclass import dataclass
 from mqtool.ranges import TYPES
 
 #: value types a field may have: the export types, and ``json`` (an object or other JSON value; not exported)

@@ -11,11 +11,11 @@ import os
 import re
 import struct
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import MqToolError
 from mqtool.io import read_input
+from mqtool.plainclass import dataclass, field
 
 from formats import kafka as K
 

@@ -10,7 +10,6 @@ in offset order, so findings equal a one-process run) and the Spark data source.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Iterator
 
 from formats import rocketmq as F
@@ -109,6 +108,8 @@ def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None)
 
 def _plain(opts):
     """A copy of an options object that can be pickled (no runner)."""
+    import dataclasses
+
     return dataclasses.replace(opts, runner=None)
 
 
