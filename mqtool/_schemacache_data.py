@@ -7,7 +7,7 @@ SOURCES = {'formats/common.py': 'abe39eaa644a2941f7d8f0e74aab8b8887eaf677b2272a2
  'formats/rocketmq.py': 'f584654de17aec04233ad61837ba9d253a1ef802dd9cf2b13657f9a29a047157',
  'mqtool/schema_struct.py': '03475d0db2317996a4731da575357d99ea5493a382236cd8fea04302c6d326f7',
  'mqtool/rocketmq/layout.py': '2b028ec1a511230f68b7c3ffe6be82c67266d937ec8b89f90aba06caa2a74703',
- 'mqtool/schemacache.py': '39708e2c340ee0300d577f2d4ecb41921d308d64c4a8a9bfa710f09f93d2f2de'}
+ 'mqtool/schemacache.py': '89636f2c77c03bbc658c74103799bc0c3dfbd80e33a71b842fa2c15ca5abcf26'}
 
 CONSTANTS = {'formats.common': {'_HASH_TABLE_LEN': 1024,
                     '_POW31_DESC': [654834655, 2653523009, 2856544159, 3555829889, 1223082847, 3918779585,
