@@ -6,8 +6,8 @@ SOURCES = {'formats/common.py': 'abe39eaa644a2941f7d8f0e74aab8b8887eaf677b2272a2
  'formats/litemq.py': 'c606478a2bb38644774a1fac63ae004a11272cf2000cc80d7c8c0408408bcbcf',
  'formats/rocketmq.py': 'f584654de17aec04233ad61837ba9d253a1ef802dd9cf2b13657f9a29a047157',
  'mqtool/schema_struct.py': '03475d0db2317996a4731da575357d99ea5493a382236cd8fea04302c6d326f7',
- 'mqtool/rocketmq/layout.py': '2b028ec1a511230f68b7c3ffe6be82c67266d937ec8b89f90aba06caa2a74703',
- 'mqtool/schemacache.py': '89636f2c77c03bbc658c74103799bc0c3dfbd80e33a71b842fa2c15ca5abcf26'}
+ 'mqtool/rocketmq/layout.py': '682ed3f8e2d2d0c528420615c71ee8aff2d863f457a0345cfa4a0b069dd1f31c',
+ 'mqtool/schemacache.py': 'e31297f43ab02d06f590d0aaa7a587c2e8a3af2480756239bbf6bfc08abcaa24'}
 
 CONSTANTS = {'formats.common': {'_HASH_TABLE_LEN': 1024,
                     '_POW31_DESC': [654834655, 2653523009, 2856544159, 3555829889, 1223082847, 3918779585,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections import Counter
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from mqtool.findings import ERROR, Finding
 from mqtool.plainclass import replace

@@ -3,9 +3,13 @@ draws (:mod:`mqtool.render` knows tables and terminals; this module knows neithe
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from mqtool.plainclass import dataclass
+
+TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
+if TYPE_CHECKING:
+    from typing import Any
 
 _paths = {"base": None}
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import binascii
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+
+TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
+if TYPE_CHECKING:
+    from typing import Any
 
 
 _LIB: list = []         # [orjson or None] once :func:`_load` ran

@@ -154,7 +154,7 @@ def _compile_init(cls):
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
     src = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n"
-    exec(compile(src, f"<plainclass {cls.__module__}.{cls.__qualname__}>", "exec"), ns)
+    exec(src, ns)
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = init

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from mqtool.plainclass import dataclass
 

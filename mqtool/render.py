@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
 from mqtool.io import copy_piece, read_input
@@ -19,7 +19,10 @@ from mqtool.ndjson import (PreRendered, PreRenderedLines, Spooled, _default, _js
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
 
+TYPE_CHECKING = False   # typing is not loaded at start-up (issue #20); type checkers read True
 if TYPE_CHECKING:       # rich itself is imported where something is drawn
+    from typing import Any
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

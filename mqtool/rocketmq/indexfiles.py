@@ -6,7 +6,7 @@ import struct
 import sys
 from array import array
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError, UsageError

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from itertools import repeat
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool import native, ndjson

@@ -10,7 +10,7 @@ in offset order, so findings equal a one-process run) and the Spark data source.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions

@@ -19,7 +19,7 @@ stays bounded whatever the segment size.
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool import native
