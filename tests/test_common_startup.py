@@ -86,3 +86,18 @@ def test_fast_path_and_click_agree(store, flags, tmp_path):
     lines = [json.loads(x) for x in fast.stdout.splitlines()]
     assert lines and lines[-1]["kind"] == "summary"
     assert fast.returncode == (1 if lines[-1]["errors"] else 0)
+
+
+def test_fastcrc_crc32c_is_the_packages_function_without_its_init():
+    code = ("import os, sys\n"
+            "from mqtool.fastcrc import crc32c\n"
+            "assert 'crc32c' not in sys.modules and 'importlib.metadata' not in sys.modules, 'package __init__ ran'\n"
+            "data = [b'', b'123456789', os.urandom(4097)]\n"
+            "mine = [crc32c(d) for d in data] + [crc32c(data[2], 7)]\n"
+            "import crc32c as pkg\n"
+            "assert mine == [pkg.crc32c(d) for d in data] + [pkg.crc32c(data[2], 7)]\n"
+            "assert mine[1] == 0xE3069283      # the CRC-32C check value (RFC 3720 / iSCSI)\n"
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.stdout.split() == ["ok"], r.stderr
