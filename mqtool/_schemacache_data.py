@@ -6,8 +6,8 @@ SOURCES = {'formats/common.py': 'abe39eaa644a2941f7d8f0e74aab8b8887eaf677b2272a2
  'formats/litemq.py': 'c606478a2bb38644774a1fac63ae004a11272cf2000cc80d7c8c0408408bcbcf',
  'formats/rocketmq.py': 'f584654de17aec04233ad61837ba9d253a1ef802dd9cf2b13657f9a29a047157',
  'mqtool/schema_struct.py': '03475d0db2317996a4731da575357d99ea5493a382236cd8fea04302c6d326f7',
- 'mqtool/rocketmq/layout.py': '0110aed30eb8e24ce3feb7495ca87b4411a37888748d2512662e0e0278266904',
- 'mqtool/schemacache.py': '39708e2c340ee0300d577f2d4ecb41921d308d64c4a8a9bfa710f09f93d2f2de'}
+ 'mqtool/rocketmq/layout.py': '0e0d61d516f67a58967c31516e0465a509ec79398902edc8204f7aef7a40b635',
+ 'mqtool/schemacache.py': 'e31297f43ab02d06f590d0aaa7a587c2e8a3af2480756239bbf6bfc08abcaa24'}
 
 CONSTANTS = {'formats.common': {'_HASH_TABLE_LEN': 1024,
                     '_POW31_DESC': [654834655, 2653523009, 2856544159, 3555829889, 1223082847, 3918779585,

@@ -24,13 +24,12 @@ before its consequences and nothing needs to be held back.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import os
 from collections import Counter
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
-from mqtool.codes import REGISTRY
 from mqtool.findings import ERROR, Finding
+from mqtool.plainclass import replace
 
 #: codes that report something past the end of what the reader can reach
 PAST_END = frozenset({
@@ -47,6 +46,8 @@ _KAFKA_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 def _is_pointer(code: str) -> bool:
+    from mqtool.codes import REGISTRY
+
     info = REGISTRY.get(code)
     return info is not None and info.klass == "pointer"
 
@@ -151,7 +152,7 @@ class Linker:
             self.consequences[cause] += 1
         if kafka and f.file and f.file.endswith(".log") and f.severity == ERROR and cause is None:
             self._kafka_logs.setdefault(f.file[:-4], fid)
-        return dataclasses.replace(f, id=fid, caused_by=cause)
+        return replace(f, id=fid, caused_by=cause)
 
     def _kafka_cause(self, f: Finding) -> str | None:
         if f.file and _is_pointer(f.code):

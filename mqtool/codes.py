@@ -13,7 +13,7 @@ Adding a code is adding one line.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mqtool.plainclass import dataclass
 
 from mqtool.families import REGISTRY
 

@@ -2,11 +2,14 @@
 draws (:mod:`mqtool.render` knows tables and terminals; this module knows neither)."""
 from __future__ import annotations
 
-import base64
-import datetime as _dt
 import os
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+
+from mqtool.plainclass import dataclass
+
+TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
+if TYPE_CHECKING:
+    from typing import Any
 
 _paths = {"base": None}
 
@@ -32,6 +35,8 @@ def relative(path: str) -> str:
 def iso_ms(ms: int | None) -> str:
     if ms is None:
         return ""
+    import datetime as _dt
+
     try:
         return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.timezone.utc).isoformat(timespec="milliseconds") \
             .replace("+00:00", "Z")
@@ -46,6 +51,8 @@ def _decoded(v):
     """A base64 field (see :func:`mqtool.common.put_text`) as text, undecodable bytes as \\xNN."""
     if isinstance(v, list):
         return [_decoded(x) for x in v]
+    import base64
+
     try:
         return base64.b64decode(v).decode("utf-8", errors="surrogateescape")    # shown as \xNN by visible()
     except (ValueError, TypeError):

@@ -6,7 +6,7 @@ stop (rebuild) or a damaged range (info). ``code`` says what was found (``trunca
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from mqtool.plainclass import dataclass
 
 
 @dataclass(slots=True)

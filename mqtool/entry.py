@@ -14,7 +14,7 @@ import os
 import sys
 from functools import wraps
 
-from mqtool import hints, render
+from mqtool import render
 from mqtool.detect import detect
 from mqtool.errors import MqToolError, wrap_decode
 from mqtool.families import family_module
@@ -143,6 +143,8 @@ def run_verify(part: str, paths, fmt, as_json: bool, engine: str, master, all_fi
     if len(summaries) > 1:
         render.render_total(summaries, as_json)
     if worst and part == "store":
+        from mqtool import hints
+
         h = hints.verify_found_errors(paths, bool(kw.get("salvage_out")))
         if h:
             render.hint(h)
@@ -186,11 +188,13 @@ def _fast_verify(part: str, paths, fmt, as_json, engine, master, manifest_out, a
 
 def run_fast(args: list[str]) -> bool:
     """Run ``args`` through the fast path when it takes them (then it exits); False when click must parse."""
-    import signal
-
     params = fast_verify_params(args)
     if params is None:
         return False
+    try:
+        import _signal as signal    # the C module under ``signal`` (whose enum classes cost ~1 ms to build)
+    except ImportError:             # pragma: no cover - another interpreter
+        import signal
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     render.configure(no_color=False, quiet=False)       # as a fresh click invocation starts

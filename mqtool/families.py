@@ -9,9 +9,9 @@ This module imports nothing heavy: a family's package is only imported when one 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 
 from mqtool.errors import UsageError
+from mqtool.plainclass import dataclass
 
 
 @dataclass(frozen=True)

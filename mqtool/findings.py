@@ -3,8 +3,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from collections.abc import Iterable
+
+from mqtool.plainclass import dataclass, field
+
+TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
+if TYPE_CHECKING:
+    from typing import Any
 
 ERROR = "error"
 WARNING = "warning"

@@ -3,7 +3,7 @@ them). One function per situation so every command words the same advice the sam
 from __future__ import annotations
 
 import shlex
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def _q(path) -> str:

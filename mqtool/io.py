@@ -11,7 +11,6 @@ import errno
 import mmap
 import os
 import stat
-import weakref
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -102,6 +101,8 @@ def _guard_map(mm: mmap.mmap) -> None:
             return
     slot = _guard.watch(mm)
     if slot >= 0:
+        import weakref
+
         weakref.finalize(mm, _guard.unwatch, slot)
 
 

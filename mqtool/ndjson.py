@@ -2,42 +2,81 @@
 the engines that pre-render lines in worker processes or compiled helpers (no terminal, no rich here)."""
 from __future__ import annotations
 
-import base64
-import datetime as _dt
+import binascii
 import json
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
-try:  # optional fast path
-    import orjson as _orjson
-except Exception:  # pragma: no cover - exercised when orjson is absent
-    _orjson = None
+TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
+if TYPE_CHECKING:
+    from typing import Any
 
-_OPTS = None
+
+_LIB: list = []         # [orjson or None] once :func:`_load` ran
+
+
+def _load():
+    """orjson (the optional fast path; None when absent), imported when a line is first encoded with it, so
+    a run that writes a few plain lines (:func:`is_plain`) never loads it. Then sets ``_orjson``, ``_OPTS``
+    and ``CAN_PRERENDER_LINES`` (which other modules read as ``ndjson.<name>``)."""
+    if _LIB:
+        return _LIB[0]
+    try:
+        import orjson as lib
+    except Exception:  # pragma: no cover - exercised when orjson is absent
+        lib = None
+    g = globals()
+    g["_OPTS"] = lib.OPT_NON_STR_KEYS if lib is not None else None
+    g["CAN_PRERENDER_LINES"] = lib is not None
+    g["_orjson"] = lib
+    _LIB.append(lib)
+    return lib
+
+
+def __getattr__(name: str):
+    if name in ("_orjson", "_OPTS", "CAN_PRERENDER_LINES"):
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _default(o: Any):
     if isinstance(o, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(o)).decode("ascii")
+        return binascii.b2a_base64(bytes(o), newline=False).decode("ascii")     # = base64.b64encode
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
-    if isinstance(o, _dt.datetime):
+    import datetime
+
+    if isinstance(o, datetime.datetime):
         return o.isoformat()
     if hasattr(o, "to_dict"):
         return o.to_dict()
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-if _orjson is not None:
-    _OPTS = _orjson.OPT_NON_STR_KEYS
-
-    def dumps(obj: Any) -> str:
-        try:
-            return _orjson.dumps(obj, default=_default, option=_OPTS).decode("utf-8")
-        except TypeError:  # e.g. ints beyond 64 bits, or non-UTF-8 file names (surrogate escapes)
-            return _json_dumps(obj)
-else:
-    def dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
+    lib = _load()
+    if lib is None:
         return _json_dumps(obj)
+    try:
+        return lib.dumps(obj, default=_default, option=lib.OPT_NON_STR_KEYS).decode("utf-8")
+    except TypeError:  # e.g. ints beyond 64 bits, or non-UTF-8 file names (surrogate escapes)
+        return _json_dumps(obj)
+
+
+def is_plain(obj: Any, depth: int = 0) -> bool:
+    """Whether ``obj`` holds only values json and orjson write alike (so :func:`_json_dumps` gives the bytes
+    :func:`dumps` gives without loading orjson): str, int, bool, None, and lists, tuples and str-keyed dicts
+    of them. Not a float (the two format some differently), not a non-str key, not a value ``_default`` turns."""
+    t = type(obj)
+    if t is str or t is int or t is bool or obj is None:
+        return True
+    if depth > 16:
+        return False
+    if t is dict:
+        return all(type(k) is str and is_plain(v, depth + 1) for k, v in obj.items())
+    if t is list or t is tuple:
+        return all(is_plain(v, depth + 1) for v in obj)
+    return False
 
 
 def _json_dumps(obj: Any) -> str:
@@ -55,10 +94,11 @@ def encode_row_fast(row: dict) -> bytes | None:
     """The line :func:`write_ndjson` writes for ``row`` (without its newline) when it uses orjson; None when
     it would not (no orjson, or a value only the careful writer takes). For code that renders lines from a
     template row (the Kafka compiled helper) and must match this writer byte for byte."""
-    if _orjson is None:
+    lib = _load()
+    if lib is None:
         return None
     try:
-        return _orjson.dumps(row, default=_default, option=_OPTS)
+        return lib.dumps(row, default=_default, option=lib.OPT_NON_STR_KEYS)
     except TypeError:
         return None
 
@@ -79,8 +119,9 @@ class PreRenderedLines(bytes):
 def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRenderedLines]:
     """The bytes :func:`write_ndjson` writes for ``rows``, as blocks of about ``size`` bytes (small enough to
     stay below malloc's mmap threshold); needs orjson (:data:`CAN_PRERENDER_LINES`)."""
-    enc = _orjson.dumps
-    opt = _OPTS | _orjson.OPT_APPEND_NEWLINE
+    lib = _load()
+    enc = lib.dumps
+    opt = lib.OPT_NON_STR_KEYS | lib.OPT_APPEND_NEWLINE
     blocks: list[PreRenderedLines] = []
     out: list[bytes] = []
     add = out.append
@@ -99,9 +140,6 @@ def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRendere
     if out:
         blocks.append(PreRenderedLines(b"".join(out)))
     return blocks
-
-
-CAN_PRERENDER_LINES = _orjson is not None
 
 
 class Direct:

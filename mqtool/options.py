@@ -1,7 +1,7 @@
 """Option bundles passed from the CLI to the engines (one per verb). Plain data, no behaviour."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from mqtool.plainclass import dataclass, field
 
 
 @dataclass

@@ -6,7 +6,7 @@ imported); with none installed, or when the front end declines, the bar is a no-
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 _drawer: list[Callable | None] = [None]
 

@@ -24,10 +24,10 @@ module-level (picklable) task function over the ranges with :func:`runner_for` (
 from __future__ import annotations
 
 import os
-import threading
 from collections import deque
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+
+from mqtool.plainclass import dataclass
 
 DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 MIN_SPLIT_SIZE = 64
@@ -171,6 +171,7 @@ class PoolRunner:
 
     def imap(self, fn: Callable, items: Iterable) -> Iterator:
         import multiprocessing as mp
+        import threading
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
 from mqtool.io import copy_piece, read_input
-from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, Direct, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
-                           _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
+from mqtool import ndjson as _ndjson
+from mqtool.ndjson import (Direct, PreRendered, PreRenderedLines, Spooled, _default, _json_dumps, dumps,  # noqa: F401
+                           encode_row_fast, is_plain, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
 
+TYPE_CHECKING = False   # typing is not loaded at start-up (issue #20); type checkers read True
 if TYPE_CHECKING:       # rich itself is imported where something is drawn
+    from typing import Any
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -34,6 +38,8 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_RICH[name]), name)
+    if name in ("_orjson", "_OPTS", "CAN_PRERENDER_LINES"):      # loaded when first used (mqtool.ndjson)
+        return getattr(_ndjson, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -154,6 +160,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     (after flushing its text layer, so the order of earlier text output is kept).
     """
     out = out or sys.stdout
+    _orjson = _ndjson._load()
     binary = getattr(out, "buffer", None) if _orjson is not None else None
     if binary is None:
         n = 0
@@ -175,7 +182,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         return n
     out.flush()
     enc = _orjson.dumps
-    opt = _OPTS | _orjson.OPT_APPEND_NEWLINE
+    opt = _ndjson._OPTS | _orjson.OPT_APPEND_NEWLINE
     w = binary.write
     batch: list[bytes] = []
     add = batch.append
@@ -227,6 +234,36 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         if batch:
             w(b"".join(batch))
         binary.flush()
+    return n
+
+
+#: how many lines :func:`write_ndjson_plain_first` writes with json before it hands the rest to orjson
+PLAIN_FIRST_LINES = 64
+
+
+def write_ndjson_plain_first(rows: Iterable[dict], out=None) -> int:
+    """:func:`write_ndjson` with the same bytes, for output that is mostly a few lines (verify's findings and
+    summary): the first :data:`PLAIN_FIRST_LINES` rows that json writes as orjson does (:func:`mqtool.ndjson.
+    is_plain`) are written with json, so a small run never loads orjson; any other row, and the rest of a long
+    run, go to :func:`write_ndjson`. Only on a UTF-8 stream (orjson writes UTF-8 bytes)."""
+    import codecs
+    from itertools import chain
+
+    out = out or sys.stdout
+    try:
+        utf8 = codecs.lookup(out.encoding or "").name == "utf-8"
+    except (AttributeError, LookupError):
+        utf8 = False
+    if not utf8:
+        return write_ndjson(rows, out)
+    it = iter(rows)
+    n = 0
+    for r in it:
+        if n >= PLAIN_FIRST_LINES or not is_plain(r):
+            return n + write_ndjson(chain((r,), it), out)
+        out.write(_json_dumps(r) + "\n")
+        n += 1
+    out.flush()
     return n
 
 
@@ -448,9 +485,9 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
     linker = linker or Linker()
     findings, summary_fn = linked(findings, summary_fn, store, family, linker)
     if want_json(as_json):
-        write_ndjson(f.to_dict() for f in findings)
+        write_ndjson_plain_first(f.to_dict() for f in findings)
         s = summary_fn()
-        write_ndjson([s.to_dict()])
+        write_ndjson_plain_first([s.to_dict()])
         return s
     found = list(findings)
     s = summary_fn()

@@ -20,10 +20,14 @@ shown) plus its value in the row builder. No I/O here; the renderer's :class:`Co
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
 
+from mqtool.plainclass import dataclass
 from mqtool.ranges import TYPES
+
+TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
+if TYPE_CHECKING:
+    from typing import Any
 
 #: value types a field may have: the export types, and ``json`` (an object or other JSON value; not exported)
 FIELD_TYPES = TYPES + ("json",)

@@ -47,11 +47,22 @@ def source_path(rel: str) -> str:
 
 
 def source_digest(rel: str) -> str:
-    import hashlib
-
     from mqtool.io import read_input
 
-    return hashlib.sha256(read_input(source_path(rel))).hexdigest()
+    return sha256(read_input(source_path(rel))).hexdigest()
+
+
+def sha256(data: bytes = b""):
+    """``hashlib.sha256(data)`` from the interpreter's own module when it has one: hashlib loads OpenSSL,
+    which costs more at start-up than hashing the few small inputs here (issue #20); the digest is the same."""
+    try:
+        from _sha256 import sha256 as new          # CPython <= 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256 as new        # CPython 3.12+
+        except ImportError:
+            from hashlib import sha256 as new
+    return new(data)
 
 
 def valid() -> bool:
@@ -135,9 +146,13 @@ class _LazyLoader:
     def exec_module(self, module) -> None:
         module.__dict__.update(self.constants)
         real = self.real
-        for line, src in _data().FUNCTIONS.get(module.__name__, {}).values():
-            # at its own line of the real file, so a traceback points there
-            exec(compile("\n" * (line - 1) + src, real.origin or module.__name__, "exec"), module.__dict__)
+        for name, (line, src) in _data().FUNCTIONS.get(module.__name__, {}).items():
+            # at its own line of the real file, so a traceback points there (exec of the text, not compile():
+            # the first compile() call builds Python's AST types, ~9 M instructions of start-up)
+            exec("\n" * (line - 1) + src, module.__dict__)
+            fn = module.__dict__.get(name)
+            if real.origin and hasattr(fn, "__code__"):
+                fn.__code__ = _located(fn.__code__, real.origin)
 
         def __getattr__(name: str):
             if name.startswith("__") and name.endswith("__"):
@@ -149,6 +164,12 @@ class _LazyLoader:
                 raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}") from None
 
         module.__getattr__ = __getattr__
+
+
+def _located(code, filename: str):
+    """``code`` (and the code objects inside it) as compiled from ``filename``."""
+    consts = tuple(_located(c, filename) if isinstance(c, type(code)) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def _load(module, real) -> None:

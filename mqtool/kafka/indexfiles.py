@@ -11,9 +11,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crc32c import crc32c
-
 from formats import kafka as K
+from mqtool.fastcrc import crc32c
 from mqtool.io import read_input
 from mqtool.kafka import layout as L
 

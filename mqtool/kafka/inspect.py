@@ -15,11 +15,10 @@ import struct
 import zlib
 from pathlib import Path
 
-from crc32c import crc32c
-
 from formats import kafka as K
 from mqtool import codecs
 from mqtool.errors import UsageError
+from mqtool.fastcrc import crc32c
 from mqtool.io import map_input
 from mqtool.kafka.store import discover
 from mqtool.schemawalk import Inspection, Walker

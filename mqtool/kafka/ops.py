@@ -6,11 +6,12 @@ from pathlib import Path
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import Summary
 from mqtool.kafka import store as L
-from mqtool.kafka.dump import LOG_COLUMNS, columns_for, dump_path
 from mqtool.kafka.verify import KafkaVerifier
 
 
 def dump(part: str, path, opts, stats):
+    from mqtool.kafka.dump import LOG_COLUMNS, columns_for, dump_path
+
     if part not in ("kafka", "commitlog"):
         raise UsageError(f"'dump {part}' does not apply to Kafka stores; use 'dump kafka' (or 'dump commitlog')")
     p = Path(path)

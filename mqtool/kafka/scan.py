@@ -19,11 +19,10 @@ import re
 import struct
 import zlib
 
-from crc32c import crc32c
-
 from formats import kafka as K
 from mqtool.codecs import CodecError
 from mqtool.damage import Damage
+from mqtool.fastcrc import crc32c
 from mqtool.io import first_nonzero
 from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
 from mqtool.pages import WINDOW as PAGE_WINDOW

@@ -11,11 +11,11 @@ import os
 import re
 import struct
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mqtool.errors import MqToolError
 from mqtool.io import read_input
+from mqtool.plainclass import dataclass, field
 
 from formats import kafka as K
 
@@ -105,7 +105,7 @@ def _looks_like_log_bytes(path: Path) -> bool:
         return False
     entry = head[:12 + size]
     if magic == 2:
-        from crc32c import crc32c
+        from mqtool.fastcrc import crc32c
         return size >= 49 and crc32c(entry[21:]) == struct.unpack_from(">I", entry, 17)[0]
     return zlib.crc32(entry[16:]) == struct.unpack_from(">I", entry, 12)[0]
 

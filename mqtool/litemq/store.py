@@ -12,16 +12,15 @@ LiteMQ's document names segments ``<20 digits>.log``; those names are accepted t
 """
 from __future__ import annotations
 
-import gzip
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import litemq as F
 from formats import rocketmq as _R
 from mqtool.errors import MqToolError, NotAStoreError
 from mqtool.io import is_regular_file, open_input, read_input
+from mqtool.plainclass import dataclass, field
 
 #: RocketMQ's message magics (a RocketMQ commitlog is told apart from a LiteMQ one by them)
 _ROCKETMQ_MAGICS = frozenset(m.to_bytes(4, "big", signed=True)
@@ -116,6 +115,8 @@ def _head(path: Path, n: int = 8) -> bytes:
 
 def _gz_head(path: Path, n: int = 8) -> bytes:
     try:
+        import gzip
+
         with open_input(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
             return f.read(n)
     except (OSError, EOFError, MqToolError):

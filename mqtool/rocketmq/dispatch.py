@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import sys
 from array import array
-from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import mul
 
 from formats import rocketmq as F
 from formats import common as FC      # its functions load the real module when called
+from mqtool.plainclass import dataclass, field
 from mqtool.rocketmq.layout import property_dict
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"        # MixAll.RETRY_GROUP_TOPIC_PREFIX

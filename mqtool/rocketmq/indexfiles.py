@@ -6,13 +6,13 @@ import struct
 import sys
 from array import array
 from collections import Counter
-from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError, UsageError
 from mqtool.options import SizeDecision
 from mqtool.io import first_nonzero, last_nonzero, map_input, read_input
+from mqtool.plainclass import dataclass
 from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.config import conf_int, read_broker_conf
 from mqtool.rocketmq.store import QueueFiles

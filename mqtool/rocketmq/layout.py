@@ -14,13 +14,13 @@ is framed and a property string is split in exactly one place:
 """
 from __future__ import annotations
 
-import hashlib
 import struct
 
 from formats import rocketmq as F
 from mqtool import schemacache
 from mqtool import fastcrc, native
 from mqtool.errors import DecodeError
+from mqtool.schemacache import sha256
 
 # ---- the layout object ----------------------------------------------------------------------------------
 
@@ -106,7 +106,7 @@ class MessageLayout:
         facts = repr((sorted(self.heads.items()), sorted(self.topic_length_size.items()),
                       self.properties_length_size, _TAIL, sorted(F.VERSION_MAGIC.items()), F.BLANK_MAGIC_CODE,
                       F.MIN_MESSAGE_SIZE))
-        return hashlib.sha256(facts.encode()).hexdigest()[:16]
+        return sha256(facts.encode()).hexdigest()[:16]
 
 
 # derived from the schemas, or (same facts) from the schema cache while they are unchanged (mqtool.schemacache)

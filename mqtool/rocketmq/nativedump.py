@@ -15,11 +15,10 @@ gives it by field name; :func:`_configure` passes, by name, the constants and na
 """
 from __future__ import annotations
 
-import dataclasses
 from itertools import repeat
 import os
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool import native, ndjson
@@ -245,6 +244,8 @@ def parallel_rows(path, segs, opts, stats):
     ranges, runner = dump_plan(path, segs, opts)
     if runner.jobs == 1:
         return None
+    import dataclasses
+
     plain = dataclasses.replace(opts, runner=None)      # picklable
     if can_spool(opts):     # each worker writes its range's lines to a spool piece; they are copied in order
         return spooled_rows(runner, range_json_rows, [(r, plain) for r in ranges], stats)

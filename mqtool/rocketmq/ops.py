@@ -6,13 +6,20 @@ from pathlib import Path
 
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
-from mqtool.ranges import rows_stay_in_one_process
-from mqtool.columns import Column, iso_ms
-from mqtool.rocketmq import nativedump
 from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
-from mqtool.rocketmq.ranges import damage_note, message_filter, parallel_dump_rows  # noqa: F401
-from mqtool.rocketmq.rows import BODY_COLUMN, CQ_COLUMNS, MESSAGE_COLUMNS  # noqa: F401  (the verbs' names)
-from mqtool.rocketmq.scan import iter_messages
+
+# the verbs' names, imported when first asked for (``verify`` needs none of them: start-up, issue #20)
+_LAZY = {"BODY_COLUMN": "mqtool.rocketmq.rows", "CQ_COLUMNS": "mqtool.rocketmq.rows",
+         "MESSAGE_COLUMNS": "mqtool.rocketmq.rows", "damage_note": "mqtool.rocketmq.ranges",
+         "message_filter": "mqtool.rocketmq.ranges", "parallel_dump_rows": "mqtool.rocketmq.ranges"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _store(path):
@@ -26,6 +33,13 @@ def _need(value, what: str, path):
 
 
 def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
+    from mqtool.columns import Column, iso_ms
+    from mqtool.ranges import rows_stay_in_one_process
+    from mqtool.rocketmq import nativedump
+    from mqtool.rocketmq.ranges import damage_note, message_filter, parallel_dump_rows
+    from mqtool.rocketmq.rows import BODY_COLUMN, CQ_COLUMNS, MESSAGE_COLUMNS
+    from mqtool.rocketmq.scan import iter_messages
+
     s = _store(path)
     if part in ("commitlog", "kafka"):
         segs = _need(forced_commitlog(s), "commitlog segments", path)
@@ -192,6 +206,7 @@ def rebuild(path, opts: RebuildOptions):
 
 def query(path, opts: QueryOptions, stats: ScanStats):
     from mqtool.rocketmq.query import run_query
+    from mqtool.rocketmq.rows import BODY_COLUMN, MESSAGE_COLUMNS
 
     cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
     return cols, run_query(_store(path), opts, stats)

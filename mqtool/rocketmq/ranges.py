@@ -10,8 +10,7 @@ in offset order, so findings equal a one-process run) and the Spark data source.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
@@ -109,6 +108,8 @@ def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None)
 
 def _plain(opts):
     """A copy of an options object that can be pickled (no runner)."""
+    import dataclasses
+
     return dataclasses.replace(opts, runner=None)
 
 

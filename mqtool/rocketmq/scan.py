@@ -19,8 +19,7 @@ stays bounded whatever the segment size.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool import native
@@ -28,6 +27,7 @@ from mqtool.damage import Damage
 from mqtool.errors import InputError
 from mqtool.io import first_nonzero, last_nonzero, map_input
 from mqtool.pages import WINDOW, PageWindow, release
+from mqtool.plainclass import dataclass
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import (_SLICES_TO_BYTES, FIXED_NAMES, PREFIX, Blank, DecodeFailure, Message,

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import rocketmq as F
 from mqtool.common import is_segment_name
 from mqtool.errors import NotAStoreError
 from mqtool.io import is_regular_file, read_input
+from mqtool.plainclass import dataclass, field
 
 _MAGICS = {F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2, F.BLANK_MAGIC_CODE}
 _INDEX_NAME = re.compile(r"^\d{17}$")

@@ -208,7 +208,7 @@ def _sorted(xs) -> bool:
 def _actual_crc(b: Batch) -> int:
     import zlib
 
-    from crc32c import crc32c
+    from mqtool.fastcrc import crc32c
     mv = memoryview(b._buf)
     if b.magic == 2:
         return crc32c(mv[b.position + 21:b.end])

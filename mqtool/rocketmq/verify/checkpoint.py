@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError

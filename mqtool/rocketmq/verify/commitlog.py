@@ -2,7 +2,7 @@
 range tasks of :mod:`.ranges` with ``--jobs``; the light dispatch pass the queue and index checks need."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from mqtool.findings import INFO, WARNING, Finding
 from mqtool.progress import progress

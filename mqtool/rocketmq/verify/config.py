@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.rocketmq.configfiles import load_config

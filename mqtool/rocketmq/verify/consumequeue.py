@@ -2,7 +2,7 @@
 the commitlog, file naming and sizes, LMQ multi-dispatch."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError

@@ -1,7 +1,7 @@
 """The shared state of one RocketMQ verify run (:class:`_Ctx`) and the per-file loop every file check uses."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from mqtool.errors import InputError
 from mqtool.findings import ERROR, Finding, Summary

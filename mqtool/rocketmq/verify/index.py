@@ -3,7 +3,7 @@ sanity (ranges, cycles, bucket), files newer than the checkpoint."""
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool.findings import ERROR, INFO, WARNING, Finding

@@ -1,9 +1,9 @@
 """The commitlog check over byte ranges (``--jobs``, Spark): each range in a worker, merged in order."""
 from __future__ import annotations
 
-import dataclasses
 
 from mqtool.findings import INFO, Finding
+from mqtool.plainclass import dataclass
 from mqtool.progress import progress
 from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.records import Blank, Message
@@ -17,7 +17,7 @@ from mqtool.rocketmq.verify.units import (_blank_findings, _check_end, _check_me
                                           _flush_pending, _queue_offset_finding, _shift_finding)
 
 
-@dataclasses.dataclass
+@dataclass
 class RangeVerify:
     """What one range contributes to a commitlog verify: findings that need no outside state, in order,
     interleaved with markers the merge resolves with the state of the ranges before it:

@@ -1,7 +1,7 @@
 """``verify_store``: the checks of the part asked for, in order, as one findings iterator."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from mqtool.errors import NotAStoreError
 from mqtool.findings import Finding

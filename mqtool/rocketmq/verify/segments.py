@@ -1,7 +1,7 @@
 """Commitlog segment files: sizes, names, gaps and overlaps."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.rocketmq.store import segment_gaps

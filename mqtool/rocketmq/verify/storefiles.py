@@ -2,7 +2,7 @@
 (:mod:`.config`)."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from mqtool.findings import WARNING, Finding
 from mqtool.rocketmq.verify.checkpoint import _verify_checkpoint

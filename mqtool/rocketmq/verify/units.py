@@ -3,7 +3,7 @@ the one-process walk (:mod:`.commitlog`) and the range tasks (:mod:`.ranges`).""
 from __future__ import annotations
 
 import zlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from formats import rocketmq as F
 from mqtool import codecs
