@@ -244,9 +244,9 @@ def parallel_rows(path, segs, opts, stats):
     ranges, runner = dump_plan(path, segs, opts)
     if runner.jobs == 1:
         return None
-    import dataclasses
+    from mqtool.plainclass import replace
 
-    plain = dataclasses.replace(opts, runner=None)      # picklable
+    plain = replace(opts, runner=None)      # picklable
     if can_spool(opts):     # each worker writes its range's lines to a spool piece; they are copied in order
         return spooled_rows(runner, range_json_rows, [(r, plain) for r in ranges], stats)
     # blocks of encoded lines travel back (the cheapest to ship and write); with --limit the caller counts
@@ -507,10 +507,11 @@ def direct_rows(path, segments, opts, stats) -> Iterator:
                 binary.write(v)
             return stats.messages - n
         from mqtool.io import write_in_order
+        from mqtool.plainclass import replace
         from mqtool.ranges import _die_with_parent
 
         ranges = split_segments("rocketmq", str(path), segments, opts.split_size or _direct_split(segments, jobs))
-        plain = dataclasses.replace(opts, runner=None)
+        plain = replace(opts, runner=None)
         count = 0
         try:
             done = write_in_order(fd, [(r, plain) for r in ranges], jobs, _range_task, FLUSH_BYTES, HOLD_BYTES,
