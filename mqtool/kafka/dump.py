@@ -22,7 +22,7 @@ from mqtool.kafka.scan import Damage, scan, scan_range
 from mqtool.kafka.rows import FILE_TABLES, LOG_COLUMNS, NATIVE_RECORD_KEYS
 from mqtool import ndjson
 from mqtool.columns import Column, iso_ms
-from mqtool.ndjson import PreRendered, dumps
+from mqtool.ndjson import PreRendered, PreRenderedLines, dumps
 
 
 def _flags(r: dict) -> str:
@@ -273,6 +273,140 @@ def _native_record_json(nat, b: Batch, opts):
     return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces, R.limits()[1])
 
 
+# ---- a v2 batch's line and its records' lines as one block of NDJSON bytes (compiled walker) -----------------
+
+_N_KEYS = len(_NATIVE_ROW_KEYS)
+# the Batch fields a record row's template depends on, but for position and base_offset (which the walker writes
+# into each batch's lines): batches equal in these share one cut line (tests/test_kafka_native.py checks that
+# record_row reads no other Batch field)
+TEMPLATE_FIELDS = ("file", "timestamp_type", "producer_id", "is_transactional", "is_control", "crc_ok")
+
+
+def _line_cut(b: Batch, opts):
+    """(segs, order) of the record-line template of batch ``b``, cut at placeholders for the fields the walker
+    fills per record and for the batch's position and base offset (codes after the row keys, given per batch);
+    None when the writer would not use orjson for the row or a placeholder's text occurs elsewhere in it."""
+    if not ndjson.CAN_PRERENDER_LINES:
+        return None
+    row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
+    marks = {}
+    for code, key in enumerate(_NATIVE_ROW_KEYS):
+        if key in row:
+            row[key] = _PLACEHOLDERS[code]
+            marks[code] = _PLACEHOLDERS_JSON[code]
+    for j, key in enumerate(_BATCH_INTS):
+        if key not in row:
+            return None
+        row[key] = _BATCH_PLACEHOLDERS[j]
+        marks[_N_KEYS + j] = _BATCH_PLACEHOLDERS_JSON[j]
+    line = ndjson.encode_row_fast(row)
+    if line is None or any(line.count(m) != 1 for m in marks.values()):
+        return None
+    return _cut(line, marks)
+
+
+class BatchLines:
+    """``dump kafka --deep/--print-data --json`` with the compiled walker, for one log: ``block(batch)`` is the
+    NDJSON bytes the writer would write for the batch's row and then its record rows, in one piece (one write,
+    no str between), or None (declined: not a plain v2 batch, damaged, too big, a name orjson refuses; the row
+    by row path gives the rows or the precise error). Raises CodecError like :func:`small_records_area`."""
+
+    def __init__(self, nat, opts):
+        self.nat, self.opts = nat, opts
+        self.cuts: dict = {}
+        self.max_records, self.max_headers = R.limits()
+
+    def block(self, b: Batch) -> bytes | None:
+        job = self.prepare(b)
+        return None if job is None else self.run(b, job)
+
+    def prepare(self, b: Batch):
+        """The Python part (this thread): (cut, the batch's own line) or None (declined)."""
+        if b.magic != 2 or b.is_control or type(b.position) is not int or type(b.base_offset) is not int:
+            return None
+        key = tuple(getattr(b, f) for f in TEMPLATE_FIELDS)
+        cut = self.cuts.get(key, self.cuts)
+        if cut is self.cuts:
+            if len(self.cuts) >= 4096:
+                self.cuts.clear()
+            cut = self.cuts[key] = _line_cut(b, self.opts)
+        if cut is None:
+            return None
+        head = ndjson.encode_row_fast(batch_row(b))
+        return None if head is None else (cut, head + b"\n")
+
+    def run(self, b: Batch, job) -> bytes | None:
+        """The heavy part (any thread: decompression and the compiled walk run without the GIL)."""
+        (segs, order), head = job
+        data = R.small_records_area(b, self.max_records, view=True)
+        if data is None:
+            return None
+        if b.timestamp_type == 1:          # LogAppendTime: as iter_records
+            ts0, tsk = b.max_timestamp, 0
+        else:
+            ts0, tsk = b.base_timestamp, 1
+        return self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
+                                    (b.position, b.base_offset), head, self.max_headers)
+
+
+LANE_AHEAD = 2      # batches decoded ahead per lane (bounds memory: each holds at most NATIVE_AREA_MAX + its lines)
+
+
+def _lanes(opts) -> int:
+    """Threads that decode batches for :class:`BatchLines` in one ``dump kafka`` process: ``--jobs`` (0: one per
+    core); 1 means none (this thread does all)."""
+    from mqtool.ranges import effective_jobs
+
+    return effective_jobs(getattr(opts, "jobs", 1))
+
+
+def _ahead(events, blocks: BatchLines, lanes: int, m):
+    """``(event, pending)`` for every event of ``events`` in order, ``pending`` a Future of
+    :meth:`BatchLines.run` for a batch it takes (else None): ``lanes`` worker threads make the blocks of the
+    next batches while this thread scans on, at most ``LANE_AHEAD`` per lane in flight (bounded memory). No
+    new batch is handed to a lane once the mapped file ``m`` has shrunk (the caller stops at that event)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mqtool.codecs import kafka_codec_name
+
+    kafka_codec_name(0)                 # the codec libraries load here, not in two lanes at once
+    ex = ThreadPoolExecutor(lanes, thread_name_prefix="mqtool-kafka-lane")
+    pending: deque = deque()
+    window = LANE_AHEAD * lanes
+    busy = 0
+    try:
+        for ev in events:
+            fut = None
+            if type(ev) is Batch and not m.shrunk():
+                job = blocks.prepare(ev)
+                if job is not None:
+                    fut = ex.submit(blocks.run, ev, job)
+                    busy += 1
+            pending.append((ev, fut))
+            while pending and (busy >= window or pending[0][1] is None or pending[0][1].done()):
+                item = pending.popleft()
+                if item[1] is not None:
+                    busy -= 1
+                yield item
+        while pending:
+            yield pending.popleft()
+    finally:
+        for _ev, f in pending:
+            if f is not None:
+                f.cancel()
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _block(blocks: BatchLines, ev, fut):
+    """The block of batch ``ev`` (from its Future when a lane made it), or None: declined, or an error the
+    row-by-row path then reports precisely."""
+    try:
+        return fut.result() if fut is not None else blocks.block(ev)
+    except (CodecError, ValueError, IndexError):
+        return None
+
+
 def damage_row(path, d: Damage) -> dict:
     """The keys of :data:`mqtool.kafka.rows.DAMAGE`."""
     return {"kind": "damage", "file": str(path), "position": d.position, "size": d.length, "damage": d.code,
@@ -297,56 +431,73 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     native_walker = _native_walker() if deep else None
     # NDJSON output without --limit: the walker writes the lines of a whole batch as one pre-rendered chunk
     lines = text is not None and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
+    blocks = BatchLines(native_walker, opts) if lines and native_walker is not None else None
+    # threads decode batches ahead when this process reads a whole file (not a pool worker's byte range)
+    lanes = _lanes(opts) if blocks is not None and start == 0 and stop is None else 1
     with map_input(path) as m:
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
             events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop, fd=fd)
         else:
             events = scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None), fd=fd)
-        for ev in events:
-            if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
-                stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
-                return
-            if isinstance(ev, Damage):
-                if ev.code == "skipped" or ev.code == "partial-tail":
-                    stats.damage(f"{path}@{ev.position}: {ev.code}: {ev.message}")
-                if ev.code != "max-bytes":
-                    yield damage_row(path, ev)
-                continue
-            if lo is not None and ev.last_offset < lo:
-                continue
-            if hi is not None and ev.base_offset is not None and ev.base_offset >= hi:
-                break
-            stats.messages += 1
-            if not ev.crc_ok:
-                stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
-            if want_key is None:
-                yield batch_row(ev)
-            if deep:
-                try:
-                    nat = native_walker
-                    if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
-                        if lines:
-                            chunk = _native_record_json(nat, ev, opts)
-                            if chunk is not None:
-                                if chunk:
-                                    yield PreRendered(chunk)
+        if lanes > 1:
+            events = _ahead(events, blocks, lanes, m)
+        try:
+            for ev in events:
+                fut = None
+                if lanes > 1:
+                    ev, fut = ev
+                if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
+                    stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
+                    return
+                if isinstance(ev, Damage):
+                    if ev.code == "skipped" or ev.code == "partial-tail":
+                        stats.damage(f"{path}@{ev.position}: {ev.code}: {ev.message}")
+                    if ev.code != "max-bytes":
+                        yield damage_row(path, ev)
+                    continue
+                if lo is not None and ev.last_offset < lo:
+                    continue
+                if hi is not None and ev.base_offset is not None and ev.base_offset >= hi:
+                    break
+                stats.messages += 1
+                if not ev.crc_ok:
+                    stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
+                if blocks is not None and (fut is not None or lanes <= 1):
+                    blk = _block(blocks, ev, fut)
+                    if blk is not None:
+                        yield PreRenderedLines(blk)
+                        continue
+                if want_key is None:
+                    yield batch_row(ev)
+                if deep:
+                    try:
+                        nat = native_walker
+                        if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
+                            if lines:
+                                chunk = _native_record_json(nat, ev, opts)
+                                if chunk is not None:
+                                    if chunk:
+                                        yield PreRendered(chunk)
+                                    continue
+                            rows = _native_record_rows(nat, ev, opts, text)
+                            if rows is not None:
+                                yield from rows
                                 continue
-                        rows = _native_record_rows(nat, ev, opts, text)
-                        if rows is not None:
-                            yield from rows
-                            continue
-                    for rec in iter_records(ev):
-                        if want_key is not None and rec.key != want_key:
-                            continue
-                        if (lo is not None and rec.offset < lo) or (hi is not None and rec.offset >= hi):
-                            continue
-                        yield record_row(ev, rec, opts, decoder)
-                except (CodecError, ValueError, IndexError) as e:
-                    code = getattr(e, "code", "records-undecodable")
-                    stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
-                    yield {"kind": "damage", "file": str(path), "position": ev.position, "size": ev.size,
-                           "damage": code, "message": str(e)}
+                        for rec in iter_records(ev):
+                            if want_key is not None and rec.key != want_key:
+                                continue
+                            if (lo is not None and rec.offset < lo) or (hi is not None and rec.offset >= hi):
+                                continue
+                            yield record_row(ev, rec, opts, decoder)
+                    except (CodecError, ValueError, IndexError) as e:
+                        code = getattr(e, "code", "records-undecodable")
+                        stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
+                        yield {"kind": "damage", "file": str(path), "position": ev.position, "size": ev.size,
+                               "damage": code, "message": str(e)}
+        finally:
+            if lanes > 1:
+                events.close()          # (stops the lanes before the file is closed)
 
 
 # ---- other files --------------------------------------------------------------------------------
