@@ -327,9 +327,13 @@ def _note_damaged_rows(rows, stats: ScanStats):
     import json
 
     from mqtool.ndjson import DAMAGED_MARKS as marks
+    from mqtool.ndjson import CleanLines
 
     text_marks = tuple(m.decode("ascii") for m in marks)
     for r in rows:
+        if type(r) is CleanLines:       # lines that carry no mark: nothing to look for
+            yield r
+            continue
         if type(r) is dict:
             why = _row_damage(r)
             if why:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
 from mqtool.io import copy_piece, read_input
-from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
+from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, CleanLines, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
                            _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
@@ -149,7 +149,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
             if type(r) is Spooled:
                 n += r.count - 1
                 r = PreRenderedLines(read_input(r.path))
-            if type(r) is PreRenderedLines:
+            if type(r) is PreRenderedLines or type(r) is CleanLines:
                 w(r.decode("utf-8", errors="surrogateescape"))
                 continue
             w(r if type(r) is PreRendered else dumps(r))
@@ -168,7 +168,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         for r in rows:
             if type(r) is PreRendered:
                 line = r.encode("utf-8", errors="surrogateescape") + b"\n"
-            elif type(r) is PreRenderedLines:     # a big block: write it as it is, after what is batched
+            elif type(r) is PreRenderedLines or type(r) is CleanLines:   # a big block: as it is, after the batch
                 if batch:
                     w(b"".join(batch))
                     batch.clear()
@@ -319,7 +319,7 @@ def as_dicts(rows: Iterable) -> Iterator[dict]:
     for r in rows:
         if type(r) is Spooled:
             r = PreRenderedLines(read_input(r.path))
-        if type(r) is PreRenderedLines:
+        if type(r) is PreRenderedLines or type(r) is CleanLines:
             for line in r.splitlines():
                 yield json.loads(line)
         elif type(r) is PreRendered:

@@ -22,7 +22,7 @@ from mqtool.kafka.scan import Damage, scan, scan_range
 from mqtool.kafka.rows import FILE_TABLES, LOG_COLUMNS, NATIVE_RECORD_KEYS
 from mqtool import ndjson
 from mqtool.columns import Column, iso_ms
-from mqtool.ndjson import PreRendered, PreRenderedLines, dumps
+from mqtool.ndjson import CleanLines, PreRendered, PreRenderedLines, dumps
 
 
 def _flags(r: dict) -> str:
@@ -305,11 +305,18 @@ def _line_cut(b: Batch, opts):
     return _cut(line, marks)
 
 
+def _unmarked(text: bytes) -> bool:
+    return not any(m in text for m in ndjson.DAMAGED_MARKS)
+
+
 class BatchLines:
     """``dump kafka --deep/--print-data --json`` with the compiled walker, for one log: ``block(batch)`` is the
     NDJSON bytes the writer would write for the batch's row and then its record rows, in one piece (one write,
-    no str between), or None (declined: not a plain v2 batch, damaged, too big, a name orjson refuses; the row
-    by row path gives the rows or the precise error). Raises CodecError like :func:`small_records_area`."""
+    no str between): :class:`~mqtool.ndjson.CleanLines` when no line can carry a damage mark (the batch's CRC
+    is valid, and neither its line nor the record template holds one: the walker's fields are numbers and
+    escaped strings), else :class:`~mqtool.ndjson.PreRenderedLines`; or None (declined: not a plain v2 batch,
+    damaged, too big, a name orjson refuses; the row by row path gives the rows or the precise error). Raises
+    CodecError like :func:`small_records_area`."""
 
     def __init__(self, nat, opts):
         self.nat, self.opts = nat, opts
@@ -329,15 +336,18 @@ class BatchLines:
         if cut is self.cuts:
             if len(self.cuts) >= 4096:
                 self.cuts.clear()
-            cut = self.cuts[key] = _line_cut(b, self.opts)
+            cut = _line_cut(b, self.opts)
+            cut = self.cuts[key] = None if cut is None else (cut, all(_unmarked(s) for s in cut[0]))
         if cut is None:
             return None
         head = ndjson.encode_row_fast(batch_row(b))
-        return None if head is None else (cut, head + b"\n")
+        if head is None:
+            return None
+        return cut[0], head + b"\n", cut[1] and b.crc_ok is True and _unmarked(head)
 
     def run(self, b: Batch, job) -> bytes | None:
         """The heavy part (any thread: decompression and the compiled walk run without the GIL)."""
-        (segs, order), head = job
+        (segs, order), head, clean = job
         data = R.small_records_area(b, self.max_records, view=True)
         if data is None:
             return None
@@ -345,11 +355,17 @@ class BatchLines:
             ts0, tsk = b.max_timestamp, 0
         else:
             ts0, tsk = b.base_timestamp, 1
-        return self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
-                                    (b.position, b.base_offset), head, self.max_headers)
+        blk = self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
+                                   (b.position, b.base_offset), head, self.max_headers)
+        if blk is None:
+            return None
+        return CleanLines(blk) if clean else PreRenderedLines(blk)
 
 
-LANE_AHEAD = 2      # batches decoded ahead per lane (bounds memory: each holds at most NATIVE_AREA_MAX + its lines)
+LANE_AHEAD = 2          # groups of batches decoded ahead per lane
+GROUP_BATCHES = 16      # a lane's task: consecutive batches, up to this many,
+GROUP_RECORDS = 8192    # ... this many records (bounds the lines a task holds),
+GROUP_BYTES = 1 << 20   # ... and this many stored bytes (each area is at most NATIVE_AREA_MAX inflated)
 
 
 def _lanes(opts) -> int:
@@ -360,11 +376,24 @@ def _lanes(opts) -> int:
     return effective_jobs(getattr(opts, "jobs", 1))
 
 
+def _run_group(blocks: BatchLines, group: list) -> list:
+    """A lane's task: the blocks of consecutive batches (None for one declined or not decodable: the row-by-row
+    path then gives its rows or reports it precisely)."""
+    out = []
+    for b, job in group:
+        try:
+            out.append(blocks.run(b, job))
+        except (CodecError, ValueError, IndexError):
+            out.append(None)
+    return out
+
+
 def _ahead(events, blocks: BatchLines, lanes: int, m):
-    """``(event, pending)`` for every event of ``events`` in order, ``pending`` a Future of
-    :meth:`BatchLines.run` for a batch it takes (else None): ``lanes`` worker threads make the blocks of the
-    next batches while this thread scans on, at most ``LANE_AHEAD`` per lane in flight (bounded memory). No
-    new batch is handed to a lane once the mapped file ``m`` has shrunk (the caller stops at that event)."""
+    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
+    :func:`_run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
+    worker threads make the blocks of the next groups of batches while this thread scans on, at most
+    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new batch is handed to a lane once the
+    mapped file ``m`` has shrunk (the caller stops at that event)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -372,37 +401,59 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
 
     kafka_codec_name(0)                 # the codec libraries load here, not in two lanes at once
     ex = ThreadPoolExecutor(lanes, thread_name_prefix="mqtool-kafka-lane")
-    pending: deque = deque()
+    pending: deque = deque()            # (event, (future, index, last) or None)
+    futures: deque = deque()            # the groups in flight, oldest first
     window = LANE_AHEAD * lanes
-    busy = 0
+    group: list = []
+    records = stored = 0
+
+    def submit():
+        nonlocal group, records, stored
+        fut = ex.submit(_run_group, blocks, group)
+        futures.append(fut)
+        last = len(group) - 1
+        for i, (b, _job) in enumerate(group):
+            pending.append((b, (fut, i, i == last)))
+        group, records, stored = [], 0, 0
+
     try:
         for ev in events:
-            fut = None
+            job = None
             if type(ev) is Batch and not m.shrunk():
                 job = blocks.prepare(ev)
-                if job is not None:
-                    fut = ex.submit(blocks.run, ev, job)
-                    busy += 1
-            pending.append((ev, fut))
-            while pending and (busy >= window or pending[0][1] is None or pending[0][1].done()):
+            if job is not None:
+                group.append((ev, job))
+                records += ev.count
+                stored += ev.size
+                if len(group) >= GROUP_BATCHES or records >= GROUP_RECORDS or stored >= GROUP_BYTES:
+                    submit()
+            else:
+                if group:
+                    submit()
+                pending.append((ev, None))
+            # hand on what is ready, in order; wait for the oldest group only when the window is full
+            while pending and (len(futures) >= window or pending[0][1] is None or pending[0][1][0].done()):
                 item = pending.popleft()
-                if item[1] is not None:
-                    busy -= 1
+                if item[1] is not None and item[1][2]:
+                    futures.popleft()           # the last batch of the oldest group
                 yield item
+        if group:
+            submit()
         while pending:
             yield pending.popleft()
     finally:
-        for _ev, f in pending:
-            if f is not None:
-                f.cancel()
+        for f in futures:
+            f.cancel()
         ex.shutdown(wait=True, cancel_futures=True)
 
 
-def _block(blocks: BatchLines, ev, fut):
-    """The block of batch ``ev`` (from its Future when a lane made it), or None: declined, or an error the
+def _block(blocks: BatchLines, ev, pend):
+    """The block of batch ``ev`` (from its lane's task when one made it), or None: declined, or an error the
     row-by-row path then reports precisely."""
+    if pend is not None:
+        return pend[0].result()[pend[1]]
     try:
-        return fut.result() if fut is not None else blocks.block(ev)
+        return blocks.block(ev)
     except (CodecError, ValueError, IndexError):
         return None
 
@@ -466,7 +517,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 if blocks is not None and (fut is not None or lanes <= 1):
                     blk = _block(blocks, ev, fut)
                     if blk is not None:
-                        yield PreRenderedLines(blk)
+                        yield blk
                         continue
                 if want_key is None:
                     yield batch_row(ev)

@@ -134,7 +134,7 @@ def dump_range_task(args):
     if opts.ndjson:
         from mqtool.ndjson import dumps
 
-        rows = [r if type(r) is PreRendered else _lines_text(r) if type(r) is PreRenderedLines else dumps(r)
+        rows = [r if type(r) is PreRendered else _lines_text(r) if isinstance(r, PreRenderedLines) else dumps(r)
                 for r in rows]   # chunks of kafka.dump
     return rows, stats.notes, stats.damaged, stats.messages, stats.noted_at
 
