@@ -336,3 +336,31 @@ def test_lanes_keep_a_bounded_window(monkeypatch, generated):
     rows = list(D.log_rows(log, DumpOptions(deep=True, ndjson=True, jobs=2), ScanStats(), "mix"))
     assert any(type(r) is ndjson.CleanLines for r in rows)
     assert 1 < peak[0] <= D.LANE_AHEAD * 2 + 1          # (+1: a group is submitted before the oldest is handed on)
+
+
+def test_isal_gzip_is_used_and_equals_zlib(monkeypatch):
+    """With the ``fast`` extra, gzip batches inflate through ISA-L (not the zlib fallback), to zlib's bytes."""
+    import gzip
+    import random
+    import zlib
+
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    from mqtool import codecs as C
+
+    C._load()
+    assert C._fast_zlib is isal_zlib
+    rnd = random.Random(5)
+    texts = [b"", b"x", bytes(rnd.getrandbits(8) for _ in range(70_000)), b"abc" * 300_000,
+             json.dumps([{"k": i, "v": "w" * (i % 50)} for i in range(5000)]).encode()]
+    blobs = [gzip.compress(t, compresslevel=lvl, mtime=0) for t in texts for lvl in (1, 6, 9)]
+    blobs += [blobs[2] + blobs[5], blobs[8] + bytes(16)]                          # two members; zero padding
+    want = [zlib.decompressobj(zlib.MAX_WBITS | 32).decompress(b) for b in blobs[:-2]]
+    want += [texts[0] + texts[1], texts[2]]
+    careful = C._gunzip_careful
+
+    def no_fallback(*a):
+        raise AssertionError("the zlib fallback ran for a clean stream")
+
+    monkeypatch.setattr(C, "_gunzip_careful", no_fallback)
+    for blob, w in zip(blobs, want):
+        assert C.gunzip(blob, 1 << 24) == w == careful(blob, 1 << 24)
