@@ -364,3 +364,36 @@ def test_isal_gzip_is_used_and_equals_zlib(monkeypatch):
     monkeypatch.setattr(C, "_gunzip_careful", no_fallback)
     for blob, w in zip(blobs, want):
         assert C.gunzip(blob, 1 << 24) == w == careful(blob, 1 << 24)
+
+
+_CUT_IN_A_LANE = r"""
+import os, sys, threading
+from mqtool import io
+from mqtool.kafka import dump as D
+io.READ_WHOLE_LIMIT = 0                      # map every file, as files > 16 MiB are
+run, calls, lock = D.BatchLines.run, [0], threading.Lock()
+def cutting(self, b, job):
+    with lock:
+        calls[0] += 1
+        if calls[0] == 5:                    # a lane cuts the file at the batch it decodes
+            os.truncate(b.file, b.position)
+    return run(self, b, job)
+D.BatchLines.run = cutting
+from mqtool.cli import main
+main(sys.argv[1:])
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_file_cut_while_lanes_read_it(bench_store, tmp_path, jobs):
+    """Truncated while the lanes decode ahead: a file-changed note and exit 1, no SIGBUS, no traceback."""
+    import shutil
+
+    store = shutil.copytree(bench_store, tmp_path / "store")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MQTOOL_NATIVE": "1"}
+    r = subprocess.run([sys.executable, "-c", _CUT_IN_A_LANE, "dump", "kafka", str(store / "bench-0"), "--deep", "--json", "--jobs", jobs],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and "file-changed" in r.stderr, r.stderr[-2000:]
+    assert r.stdout.count('"kind":"record"') > 1000
