@@ -6,6 +6,7 @@ names are documented in docs/kafka.md.
 """
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 
 from formats import kafka as K
@@ -280,6 +281,7 @@ _N_KEYS = len(_NATIVE_ROW_KEYS)
 # into each batch's lines): batches equal in these share one cut line (tests/test_kafka_native.py checks that
 # record_row reads no other Batch field)
 TEMPLATE_FIELDS = ("file", "timestamp_type", "producer_id", "is_transactional", "is_control", "crc_ok")
+_template_key = operator.attrgetter(*TEMPLATE_FIELDS)
 
 
 def _line_cut(b: Batch, opts):
@@ -331,7 +333,7 @@ class BatchLines:
         """The Python part (this thread): (cut, the batch's own line) or None (declined)."""
         if b.magic != 2 or b.is_control or type(b.position) is not int or type(b.base_offset) is not int:
             return None
-        key = tuple(getattr(b, f) for f in TEMPLATE_FIELDS)
+        key = _template_key(b)
         cut = self.cuts.get(key, self.cuts)
         if cut is self.cuts:
             if len(self.cuts) >= 4096:
