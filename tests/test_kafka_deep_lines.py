@@ -291,7 +291,7 @@ def test_template_depends_only_on_its_fields():
     B = kafka_builder()
     b = _batch_of(kafka_codec_batch(0, _records(2, 0, hostile=False), K.CODEC_NONE, base_ts=B.T0, max_ts=B.T0))
     opts = DumpOptions(deep=True)
-    want = D._line_cut(b, opts)
+    want = D._json_pieces(b, opts)
     assert want is not None
     changes = {"position": 77, "size": 999, "base_offset": 5, "last_offset": 9, "crc": 1, "attributes": 0x20,
                "codec": 4, "max_timestamp": 3, "base_timestamp": 4, "partition_leader_epoch": 8,
@@ -300,10 +300,10 @@ def test_template_depends_only_on_its_fields():
     fields = {f.name for f in dataclasses.fields(R.Batch)}
     assert set(changes) | set(D.TEMPLATE_FIELDS) | {"_buf"} == fields, "a new Batch field: add it to one side"
     for name, value in changes.items():
-        assert D._line_cut(dataclasses.replace(b, **{name: value}), opts) == want, name
+        assert D._json_pieces(dataclasses.replace(b, **{name: value}), opts) == want, name
     for name, value in {"file": "/y/1.log", "timestamp_type": 1, "producer_id": 9, "is_transactional": True,
                         "is_control": True, "crc_ok": False}.items():
-        assert D._line_cut(dataclasses.replace(b, **{name: value}), opts) != want, name
+        assert D._json_pieces(dataclasses.replace(b, **{name: value}), opts) != want, name
 
 
 @needs_native

@@ -178,6 +178,12 @@ def native_lines(opts, decoder=None) -> bool:
             and getattr(opts, "to_offset", None) is None)
 
 
+def _ts_base(b: Batch) -> tuple[int, int]:
+    """(ts0, ts_k) of the compiled walker: a record's timestamp is ts0 + ts_k * timestampDelta (LogAppendTime:
+    the batch's maxTimestamp for every record, as iter_records)."""
+    return (b.max_timestamp, 0) if b.timestamp_type == 1 else (b.base_timestamp, 1)
+
+
 def _native_record_rows(nat, b: Batch, opts, text: int):
     """The record rows of a plain v2 batch from the compiled walker, or None when it declines (damaged or
     unusual records area: the Python path gives the rows or the precise error). Raises CodecError."""
@@ -185,10 +191,7 @@ def _native_record_rows(nat, b: Batch, opts, text: int):
     if data is None:
         return None
     template = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
-    if b.timestamp_type == 1:          # LogAppendTime: as iter_records
-        ts0, tsk = b.max_timestamp, 0
-    else:
-        ts0, tsk = b.base_timestamp, 1
+    ts0, tsk = _ts_base(b)
     return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text,
                            R.limits()[1])
 
@@ -198,18 +201,19 @@ _PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _PLACEHOLDERS]     # "
 
 
 # the batch's own numbers in a template line, as placeholders too: the cut of a line is then the same for every
-# batch of a file and producer (cached), and only these two are put in per batch
+# batch of a file and producer (cached by BatchLines), and the walker writes these two per batch
 _BATCH_INTS = ("position", "batch_offset")
 _BATCH_PLACEHOLDERS = ["\x01mqtool-batch-{}\x01".format(k) for k in _BATCH_INTS]
 _BATCH_PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _BATCH_PLACEHOLDERS]
-_PIECES: dict = {}          # template line -> (segs, order) or None; bounded
+_N_KEYS = len(_NATIVE_ROW_KEYS)
 
 
 def _json_pieces(b: Batch, opts):
-    """(segs, order) for the compiled walker's NDJSON lines of this batch's records: the template row
-    rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
-    each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
-    refuses)."""
+    """(segs, order) of the record-line template of batch ``b``: the template row rendered exactly as
+    ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields the walker fills per record
+    and for the batch's position and base offset (codes after the row keys: the walker takes their values per
+    batch, so one cut serves every batch of a file and producer); None when that writer would not use orjson
+    for the row (no orjson, or a file name it refuses) or a placeholder's text occurs elsewhere in it."""
     if not ndjson.CAN_PRERENDER_LINES:
         return None
     row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
@@ -218,31 +222,15 @@ def _json_pieces(b: Batch, opts):
         if key in row:
             row[key] = _PLACEHOLDERS[code]
             marks[code] = _PLACEHOLDERS_JSON[code]
-    ints = [row.get(k) for k in _BATCH_INTS]
-    if not all(type(v) is int for v in ints):
-        line = ndjson.encode_row_fast(row)
-        return None if line is None else _cut(line, marks)
-    for k, ph in zip(_BATCH_INTS, _BATCH_PLACEHOLDERS):
-        row[k] = ph
+    for j, key in enumerate(_BATCH_INTS):
+        if key not in row:
+            return None
+        row[key] = _BATCH_PLACEHOLDERS[j]
+        marks[_N_KEYS + j] = _BATCH_PLACEHOLDERS_JSON[j]
     line = ndjson.encode_row_fast(row)
-    if line is None:
+    if line is None or any(line.count(m) != 1 for m in marks.values()):
         return None
-    cut = _PIECES.get(line, _PIECES)
-    if cut is _PIECES:
-        if len(_PIECES) >= 4096:
-            _PIECES.clear()
-        ok = all(line.count(ph) == 1 for ph in _BATCH_PLACEHOLDERS_JSON)
-        cut = _PIECES[line] = _cut(line, marks) if ok else None
-    if cut is None:         # (a name that holds a placeholder's text: cut this line as it is)
-        for k, v in zip(_BATCH_INTS, ints):
-            row[k] = v
-        line = ndjson.encode_row_fast(row)
-        return None if line is None else _cut(line, marks)
-    segs, order = cut
-    for ph, v in zip(_BATCH_PLACEHOLDERS_JSON, ints):
-        v = str(v).encode("ascii")
-        segs = tuple(s.replace(ph, v) for s in segs)
-    return segs, order
+    return _cut(line, marks)
 
 
 def _cut(line: bytes, marks: dict):
@@ -261,50 +249,26 @@ def _cut(line: bytes, marks: dict):
 
 def _native_record_json(nat, b: Batch, opts):
     """The NDJSON lines (one str, joined by newlines) of a plain v2 batch's records, or None (declined)."""
+    if type(b.position) is not int or type(b.base_offset) is not int:
+        return None
     pieces = _json_pieces(b, opts)
     if pieces is None:
         return None
     data = R.small_records_area(b)
     if data is None:
         return None
-    if b.timestamp_type == 1:
-        ts0, tsk = b.max_timestamp, 0
-    else:
-        ts0, tsk = b.base_timestamp, 1
-    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces, R.limits()[1])
+    ts0, tsk = _ts_base(b)
+    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces, R.limits()[1],
+                           (b.position, b.base_offset))
 
 
 # ---- a v2 batch's line and its records' lines as one block of NDJSON bytes (compiled walker) -----------------
 
-_N_KEYS = len(_NATIVE_ROW_KEYS)
 # the Batch fields a record row's template depends on, but for position and base_offset (which the walker writes
-# into each batch's lines): batches equal in these share one cut line (tests/test_kafka_native.py checks that
+# into each batch's lines): batches equal in these share one cut line (tests/test_kafka_deep_lines.py checks that
 # record_row reads no other Batch field)
 TEMPLATE_FIELDS = ("file", "timestamp_type", "producer_id", "is_transactional", "is_control", "crc_ok")
 _template_key = operator.attrgetter(*TEMPLATE_FIELDS)
-
-
-def _line_cut(b: Batch, opts):
-    """(segs, order) of the record-line template of batch ``b``, cut at placeholders for the fields the walker
-    fills per record and for the batch's position and base offset (codes after the row keys, given per batch);
-    None when the writer would not use orjson for the row or a placeholder's text occurs elsewhere in it."""
-    if not ndjson.CAN_PRERENDER_LINES:
-        return None
-    row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
-    marks = {}
-    for code, key in enumerate(_NATIVE_ROW_KEYS):
-        if key in row:
-            row[key] = _PLACEHOLDERS[code]
-            marks[code] = _PLACEHOLDERS_JSON[code]
-    for j, key in enumerate(_BATCH_INTS):
-        if key not in row:
-            return None
-        row[key] = _BATCH_PLACEHOLDERS[j]
-        marks[_N_KEYS + j] = _BATCH_PLACEHOLDERS_JSON[j]
-    line = ndjson.encode_row_fast(row)
-    if line is None or any(line.count(m) != 1 for m in marks.values()):
-        return None
-    return _cut(line, marks)
 
 
 def _unmarked(text: bytes) -> bool:
@@ -330,7 +294,8 @@ class BatchLines:
         return None if job is None else self.run(b, job)
 
     def prepare(self, b: Batch):
-        """The Python part (this thread): (cut, the batch's own line) or None (declined)."""
+        """The Python part (the scanning thread): ((segs, order), the batch's own line, clean) or None
+        (declined)."""
         if b.magic != 2 or b.is_control or type(b.position) is not int or type(b.base_offset) is not int:
             return None
         key = _template_key(b)
@@ -338,7 +303,7 @@ class BatchLines:
         if cut is self.cuts:
             if len(self.cuts) >= 4096:
                 self.cuts.clear()
-            cut = _line_cut(b, self.opts)
+            cut = _json_pieces(b, self.opts)
             cut = self.cuts[key] = None if cut is None else (cut, all(_unmarked(s) for s in cut[0]))
         if cut is None:
             return None
@@ -353,10 +318,7 @@ class BatchLines:
         data = R.small_records_area(b, self.max_records, view=True)
         if data is None:
             return None
-        if b.timestamp_type == 1:          # LogAppendTime: as iter_records
-            ts0, tsk = b.max_timestamp, 0
-        else:
-            ts0, tsk = b.base_timestamp, 1
+        ts0, tsk = _ts_base(b)
         blk = self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
                                    (b.position, b.base_offset), head, self.max_headers)
         if blk is None:
