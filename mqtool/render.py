@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
 from mqtool.io import copy_piece, read_input
-from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, CleanLines, PreRendered, PreRenderedLines, Spooled,  # noqa: F401
-                           _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
+from mqtool.ndjson import (_OPTS, CAN_PRERENDER_LINES, CleanLines, PreRendered, PreRenderedLines,  # noqa: F401
+                           Spooled, _default, _json_dumps, _orjson, dumps, encode_row_fast, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
 

@@ -392,8 +392,8 @@ def test_a_file_cut_while_lanes_read_it(bench_store, tmp_path, jobs):
 
     store = shutil.copytree(bench_store, tmp_path / "store")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MQTOOL_NATIVE": "1"}
-    r = subprocess.run([sys.executable, "-c", _CUT_IN_A_LANE, "dump", "kafka", str(store / "bench-0"), "--deep", "--json", "--jobs", jobs],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    r = subprocess.run([sys.executable, "-c", _CUT_IN_A_LANE, "dump", "kafka", str(store / "bench-0"), "--deep",
+                        "--json", "--jobs", jobs], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr and "file-changed" in r.stderr, r.stderr[-2000:]
     assert r.stdout.count('"kind":"record"') > 1000
