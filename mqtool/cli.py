@@ -327,7 +327,7 @@ def _note_damaged_rows(rows, stats: ScanStats):
     """Pass ``rows`` through; each one that reports damaged bytes is a damage note (so dump exits 1)."""
     import json
 
-    from mqtool.ndjson import DAMAGED_MARKS as marks, Direct
+    from mqtool.ndjson import DAMAGED_MARKS as marks, CleanLines, Direct
 
     text_marks = tuple(m.decode("ascii") for m in marks)
 
@@ -338,6 +338,9 @@ def _note_damaged_rows(rows, stats: ScanStats):
             stats.damage(why, at=(row.get("file"), row.get("position")))
 
     for r in rows:
+        if type(r) is CleanLines:       # lines that carry no mark: nothing to look for
+            yield r
+            continue
         if type(r) is Direct:       # written by its producer, which hands each marked line over as it goes
             r.on_marked = note_line
         elif type(r) is dict:

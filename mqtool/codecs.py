@@ -178,7 +178,7 @@ class CodecTooLarge(CodecError):
 
 
 _loaded = [False]
-_ZSTD: list = [None]
+_ZSTD: list = [None]            # a ZstdDecompressor per thread (one is not safe to share between threads)
 
 
 def _load() -> None:
@@ -199,7 +199,9 @@ def _load() -> None:
     from formats.kafka import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD,
                                LZ4_FRAME_MAGIC, XERIAL_SNAPPY_MAGIC)
 
-    _ZSTD[0] = zstandard.ZstdDecompressor()
+    import threading
+
+    _ZSTD[0] = threading.local()
     _DECODERS = {CODEC_GZIP: gunzip, CODEC_SNAPPY: unsnappy, CODEC_LZ4: unlz4, CODEC_ZSTD: unzstd}
     _STREAMS = {CODEC_GZIP: _gunzip_stream, CODEC_SNAPPY: _snappy_stream, CODEC_LZ4: _lz4_stream,
                 CODEC_ZSTD: _zstd_stream}
@@ -385,7 +387,10 @@ def _zstd_sized_frames(buf: bytes, limit: int) -> bytes | None:
         size = zstandard.get_frame_parameters(buf).content_size
         if size == zstandard.CONTENTSIZE_UNKNOWN or size > limit - total:
             return None
-        d = _ZSTD[0].decompressobj()
+        dctx = getattr(_ZSTD[0], "dctx", None)
+        if dctx is None:
+            dctx = _ZSTD[0].dctx = zstandard.ZstdDecompressor()
+        d = dctx.decompressobj()
         chunk = d.decompress(buf)
         if not d.eof or len(chunk) != size:
             return None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from mqtool.columns import Column, iso_ms, key_columns, relative, set_base  # noqa: F401  (re-exported)
 from mqtool.io import copy_piece, read_input
 from mqtool import ndjson as _ndjson
-from mqtool.ndjson import (Direct, PreRendered, PreRenderedLines, Spooled, _default, _json_dumps, dumps,  # noqa: F401
+from mqtool.ndjson import (CleanLines, Direct, PreRendered, PreRenderedLines, Spooled, _default, _json_dumps, dumps,  # noqa: F401
                            encode_row_fast, is_plain, ndjson_blocks)
 from mqtool.progress import NoProgress, set_drawer
 from mqtool.sanitize import visible
@@ -173,7 +173,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
             if type(r) is Direct:
                 n += r.write(_TextSink(w)) - 1
                 continue
-            if type(r) is PreRenderedLines:
+            if type(r) is PreRenderedLines or type(r) is CleanLines:
                 w(r.decode("utf-8", errors="surrogateescape"))
                 continue
             w(r if type(r) is PreRendered else dumps(r))
@@ -192,7 +192,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
         for r in rows:
             if type(r) is PreRendered:
                 line = r.encode("utf-8", errors="surrogateescape") + b"\n"
-            elif type(r) is PreRenderedLines:     # a big block: write it as it is, after what is batched
+            elif type(r) is PreRenderedLines or type(r) is CleanLines:   # a big block: as it is, after the batch
                 if batch:
                     w(b"".join(batch))
                     batch.clear()
@@ -385,7 +385,7 @@ def as_dicts(rows: Iterable) -> Iterator[dict]:
             continue
         if type(r) is Spooled:
             r = PreRenderedLines(read_input(r.path))
-        if type(r) is PreRenderedLines:
+        if type(r) is PreRenderedLines or type(r) is CleanLines:
             for line in r.splitlines():
                 yield json.loads(line)
         elif type(r) is PreRendered:

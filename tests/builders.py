@@ -90,3 +90,28 @@ def make_message(version="v1", body=b"hello", topic="TopicA", props="KEYS\x01k1 
     properties."""
     return rocketmq_unit(topic.encode(), body, props.encode(), version=version, sysflag=sysflag, phys=phys,
                          queue_id=1, queue_offset=queue_offset, born=born, store=store, born_ts=1000, store_ts=2000)
+
+
+def kafka_codec_batch(base: int, records: list[bytes], codec: int, *, base_ts: int, max_ts: int, attrs: int = 0,
+                      pid: int = -1, epoch: int = -1, seq: int = -1, ple: int = 0) -> bytes:
+    """A v2 batch of ``records`` (from ``kafka_builder().record``) with its records area compressed by ``codec``
+    in the clients' framing (gzip, snappy-java's xerial stream, Kafka's LZ4 frame, zstd: bench/build_kafka.py's
+    ``COMPRESS``), header and CRC-32C from the schema."""
+    import struct
+    import sys
+
+    from crc32c import crc32c
+
+    from formats import kafka as K
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from bench.build_kafka import COMPRESS
+
+    area = COMPRESS[codec](b"".join(records))
+    hdr = dict(baseOffset=base, batchLength=K.V2_HEADER_SIZE - K.LOG_OVERHEAD + len(area),
+               partitionLeaderEpoch=ple, magic=2, crc=0, attributes=attrs | codec,
+               lastOffsetDelta=len(records) - 1, baseTimestamp=base_ts, maxTimestamp=max_ts, producerId=pid,
+               producerEpoch=epoch, baseSequence=seq, recordsCount=len(records))
+    raw = bytearray(K.RecordBatch.build(dict(header=hdr, records=area)))
+    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
+    return bytes(raw)

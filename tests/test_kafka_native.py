@@ -343,6 +343,15 @@ class _Counting:
             self.lines += 1
         return r
 
+    def batch_lines(self, *a):      # a batch's line and its records' lines as bytes: counted as record_json
+        r = self.mod.batch_lines(*a)
+        if r is None:
+            self.declined += 1
+        else:
+            self.answered += 1
+            self.lines += 1
+        return r
+
     def parse_records(self, *a):
         return self.mod.parse_records(*a)
 

@@ -5,6 +5,8 @@
  *   record_rows(...)            == the `dump kafka --deep / --print-data` record rows of a batch
  *                                  (mqtool.kafka.dump.record_row over mqtool.kafka.records.iter_records)
  *   record_json(...)            == those rows as the NDJSON lines mqtool.render.write_ndjson writes
+ *   batch_lines(...)            == the same lines as the bytes that writer writes (newline after each), after
+ *                                  a given prefix (the batch's own line)
  *   frame_candidate(...)        == the shape test of mqtool.kafka.scan._shape_ok at every byte position
  *                                  (mqtool carve's search for batches and legacy messages)
  *
@@ -36,7 +38,7 @@
     "bytes(this['headerValueLength']),pass)})})"
 
 #define MAX_RECORDS_PER_CALL 65536
-static int64_t max_headers = INT64_MAX;     /* set from each call's optional last argument */
+static int64_t max_headers = INT64_MAX;     /* set from each call's optional last argument (GIL held) */
 
 /* Row keys, set by configure(): the order is fixed here, the spelling comes from Python. */
 enum { K_OFFSET, K_TIMESTAMP, K_SIZE, K_KEY_SIZE, K_VALUE_SIZE, K_SEQUENCE, K_HEADER_KEYS, K_KEY, K_VALUE,
@@ -106,7 +108,7 @@ static int skip_nullable(const uint8_t *p, Py_ssize_t end, Py_ssize_t *i, int64_
 
 /* Locate and check the record at data[i] (area of n bytes). Every field must end inside the record and the
  * fields must end exactly at its length; otherwise -1 (decline). */
-static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
+static int walk_record_mh(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r, int64_t mh)
 {
     int64_t len, v;
     if (read_zigzag(p, n, &i, &len) < 0 || len < 1 || len > (int64_t)(n - i))
@@ -123,7 +125,7 @@ static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
     if (i >= end)                                             /* headerCount */
         return -1;
     r->headers_zero_byte = p[i] == 0;
-    if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > len || v > max_headers)
+    if (read_zigzag(p, end, &i, &v) < 0 || v < 0 || v > len || v > mh)
         return -1;
     r->header_count = v;
     r->headers_off = i;
@@ -138,6 +140,8 @@ static int walk_record(const uint8_t *p, Py_ssize_t n, Py_ssize_t i, rec_t *r)
     }
     return i == end ? 0 : -1;
 }
+
+#define walk_record(p, n, i, r) walk_record_mh(p, n, i, r, max_headers)
 
 /* bytes, str (UTF-8 with replacement characters) or None for a (offset, length<0 = null) field. */
 static PyObject *field_obj(const uint8_t *p, Py_ssize_t off, int64_t len, int text)
@@ -304,8 +308,8 @@ static int area_text(const uint8_t *p, const rec_t *r, int text)
     return 1;
 }
 
-static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0, int tsk,
-                      int text)
+static int area_clean_mh(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0,
+                         int tsk, int text, int64_t mh)
 {
     Py_ssize_t i = 0;
     if (count < 0 || count > n || count > MAX_RECORDS_PER_CALL)
@@ -313,13 +317,15 @@ static int area_clean(const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long lon
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
         int64_t off, ts;
-        if (walk_record(p, n, i, &r) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+        if (walk_record_mh(p, n, i, &r, mh) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
             || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || !area_text(p, &r, text))
             return 0;
         i = r.end;
     }
     return i == n;
 }
+
+#define area_clean(p, n, count, base, ts0, tsk, text) area_clean_mh(p, n, count, base, ts0, tsk, text, max_headers)
 
 /* A record's offset, timestamp and producer sequence from its batch's base values (area_clean() has
  * ruled out overflow). Python's (seq + od) & 0x7FFFFFFF is the low 31 bits, the same in wrapping unsigned
@@ -453,7 +459,9 @@ done:
  * which field fills each gap (`order`, codes = the enum above); this code writes the fields the way orjson
  * writes them (ints in decimal, null, strings as UTF-8 with ", \ and control characters escaped). */
 
-typedef struct { char *p; Py_ssize_t len, cap; } out_t;
+/* The output buffer: plain malloc memory and no Python call, so the lines can be written without the GIL;
+ * running out of memory sets `oom` (the caller raises MemoryError once it holds the GIL again). */
+typedef struct { char *p; Py_ssize_t len, cap; int oom; } out_t;
 
 static int out_reserve(out_t *o, Py_ssize_t more)
 {
@@ -462,14 +470,14 @@ static int out_reserve(out_t *o, Py_ssize_t more)
     Py_ssize_t cap = o->cap ? o->cap : 65536;
     while (cap < o->len + more) {
         if (cap > PY_SSIZE_T_MAX / 2) {
-            PyErr_NoMemory();
+            o->oom = 1;
             return -1;
         }
         cap *= 2;
     }
-    char *np = PyMem_Realloc(o->p, (size_t)cap);
+    char *np = realloc(o->p, (size_t)cap);
     if (np == NULL) {
-        PyErr_NoMemory();
+        o->oom = 1;
         return -1;
     }
     o->p = np;
@@ -512,21 +520,12 @@ static int out_escaped(out_t *o, const uint8_t *s, Py_ssize_t n)
     return 0;
 }
 
-/* Bytes as the JSON string of bytes.decode("utf-8", "replace"): valid UTF-8 directly, anything else through
- * Python's own decoder (so the replacement characters are exactly Python's). */
+/* Bytes as a JSON string. Only strings area_clean() has found valid UTF-8 come here (then the string is that of
+ * bytes.decode("utf-8", "replace") too); anything else gives -2: decline, let Python give the row. */
 static int out_text(out_t *o, const uint8_t *s, Py_ssize_t n)
 {
     int rc = out_escaped(o, s, n);
-    if (rc <= 0)
-        return rc;
-    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, n, "replace");
-    if (u == NULL)
-        return -1;
-    Py_ssize_t un;
-    const char *us = PyUnicode_AsUTF8AndSize(u, &un);
-    rc = us == NULL ? -1 : out_escaped(o, (const uint8_t *)us, un);
-    Py_DECREF(u);
-    return rc;
+    return rc == 1 ? -2 : rc;
 }
 
 static int out_nullable_text(out_t *o, const uint8_t *p, Py_ssize_t off, int64_t len)
@@ -563,84 +562,159 @@ static int out_field(out_t *o, int code, const uint8_t *p, const rec_t *r, int64
         }
         return out_put(o, "]", 1);
     }
-    PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
-    return -1;
+    return -1;                       /* (codes are checked before the walk) */
 }
 
-/* record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> str of the NDJSON lines
- * of the batch's records (joined by "\n", no final newline), or None (let Python decide). segs: tuple of
- * len(order) + 1 bytes; order: tuple of field codes. Same checks and values as record_rows. */
-static PyObject *record_json(PyObject *self, PyObject *args)
+/* The shared body of record_json and batch_lines: check the arguments (GIL held), then check the whole area and
+ * write the lines into *o (after `prefix`, each line followed by "\n" when `nl`, else joined by "\n") without
+ * touching a Python object, so with `nogil` the GIL is released meanwhile (the buffer and the bytes objects stay
+ * referenced by the call's arguments). Returns 1 written, 0 declined (let Python decide), -1 error (raised).
+ * `extra`: ints a field code >= N_KEYS stands for (the batch's own numbers in a line cut once per template:
+ * code N_KEYS + j writes extra[j]). */
+#define MAX_EXTRA 4
+static int json_lines(out_t *o, PyObject *obj, Py_ssize_t count, long long base, long long ts0, int tsk,
+                      long long seq, PyObject *segs, PyObject *order, PyObject *extra, PyObject *prefix, int nl,
+                      int64_t mh, int nogil)
 {
-    PyObject *obj, *segs, *order;
-    Py_ssize_t count;
-    long long base, ts0, seq;
-    int tsk;
-    long long mh = INT64_MAX;
-    if (!PyArg_ParseTuple(args, "OnLLiLO!O!|L", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
-                          &PyTuple_Type, &order, &mh))
-        return NULL;
-    max_headers = mh;
     Py_ssize_t nf = PyTuple_GET_SIZE(order);
-    if (PyTuple_GET_SIZE(segs) != nf + 1 || nf > 16) {
-        PyErr_SetString(PyExc_ValueError, "record_json: len(segs) must be len(order) + 1 (at most 16 fields)");
-        return NULL;
+    Py_ssize_t nx = extra == NULL ? 0 : PyTuple_GET_SIZE(extra);
+    if (PyTuple_GET_SIZE(segs) != nf + 1 || nf > 16 || nx > MAX_EXTRA) {
+        PyErr_SetString(PyExc_ValueError, "record_json: len(segs) must be len(order) + 1 (at most 16 fields, "
+                                          "4 extra ints)");
+        return -1;
     }
     int codes[16];
+    int64_t xv[MAX_EXTRA];
+    const char *sp[17];
+    Py_ssize_t sn[17];
+    for (Py_ssize_t j = 0; j < nx; j++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(extra, j));
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        xv[j] = v;
+    }
     for (Py_ssize_t f = 0; f <= nf; f++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(segs, f))) {
+        PyObject *seg = PyTuple_GET_ITEM(segs, f);
+        if (!PyBytes_Check(seg)) {
             PyErr_SetString(PyExc_TypeError, "record_json: segs must be bytes");
-            return NULL;
+            return -1;
         }
+        sp[f] = PyBytes_AS_STRING(seg);
+        sn[f] = PyBytes_GET_SIZE(seg);
         if (f < nf) {
             long c = PyLong_AsLong(PyTuple_GET_ITEM(order, f));
             if (c == -1 && PyErr_Occurred())
-                return NULL;
-            if (c < 0 || c >= N_KEYS) {
+                return -1;
+            if (c < 0 || c >= N_KEYS + nx) {
                 PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
-                return NULL;
+                return -1;
             }
             codes[f] = (int)c;
         }
     }
+    if (prefix != NULL && !PyBytes_Check(prefix)) {
+        PyErr_SetString(PyExc_TypeError, "batch_lines: prefix must be bytes");
+        return -1;
+    }
     if (tsk != 0 && tsk != 1)
-        Py_RETURN_NONE;
+        return 0;
     Py_buffer view;
     if (get_buffer(obj, &view) < 0)
-        return NULL;
+        return -1;
     const uint8_t *p = (const uint8_t *)view.buf;
     Py_ssize_t n = view.len, i = 0;
-    PyObject *result = NULL;
-    out_t o = {NULL, 0, 0};
-    int text = 0;
+    int rc = -1, text = 0;
     for (Py_ssize_t f = 0; f < nf; f++)
         text |= codes[f] == K_KEY || codes[f] == K_VALUE || codes[f] == K_HEADERS;
-    if (!area_clean(p, n, count, base, ts0, tsk, text))   /* the whole area must be clean first, as record_rows */
-        goto decline;
-    i = 0;
+    PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
+    if (!area_clean_mh(p, n, count, base, ts0, tsk, text, mh)) {  /* the whole area must be clean first */
+        rc = 0;
+        goto done;
+    }
+    if (prefix != NULL && out_put(o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) < 0)
+        goto fail;
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
-        (void)walk_record(p, n, i, &r);
+        (void)walk_record_mh(p, n, i, &r, mh);
         int64_t offset, timestamp, sequence;
         record_ids(&r, base, ts0, tsk, seq, &offset, &timestamp, &sequence);
-        if (k && out_put(&o, "\n", 1) < 0)
-            goto done;
+        if (!nl && k && out_put(o, "\n", 1) < 0)
+            goto fail;
         for (Py_ssize_t f = 0; f <= nf; f++) {
-            PyObject *seg = PyTuple_GET_ITEM(segs, f);
-            if (out_put(&o, PyBytes_AS_STRING(seg), PyBytes_GET_SIZE(seg)) < 0)
-                goto done;
-            if (f < nf && out_field(&o, codes[f], p, &r, offset, timestamp, sequence) < 0)
-                goto done;
+            if (out_put(o, sp[f], sn[f]) < 0)
+                goto fail;
+            if (f < nf) {
+                int c = codes[f];
+                if ((c >= N_KEYS ? out_int(o, xv[c - N_KEYS])
+                                 : out_field(o, c, p, &r, offset, timestamp, sequence)) < 0)
+                    goto fail;
+            }
         }
+        if (nl && out_put(o, "\n", 1) < 0)
+            goto fail;
         i = r.end;
     }
-    result = PyUnicode_DecodeUTF8(o.p ? o.p : "", o.len, "strict");
+    rc = 1;
     goto done;
-decline:
-    result = Py_NewRef(Py_None);
+fail:
+    rc = o->oom ? -1 : 0;        /* out of memory, or a string that is not text after all: decline */
 done:
-    PyMem_Free(o.p);
+    if (ts != NULL)
+        PyEval_RestoreThread(ts);
     PyBuffer_Release(&view);
+    if (rc < 0)
+        PyErr_NoMemory();
+    return rc;
+}
+
+/* record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order[, max_headers[, extra]]) -> str of
+ * the NDJSON lines of the batch's records (joined by "\n", no final newline), or None (let Python decide). segs:
+ * tuple of len(order) + 1 bytes; order: tuple of field codes. Same checks and values as record_rows. */
+static PyObject *record_json(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *segs, *order, *extra = NULL;
+    Py_ssize_t count;
+    long long base, ts0, seq;
+    int tsk;
+    long long mh = INT64_MAX;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!O!|LO!", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
+                          &PyTuple_Type, &order, &mh, &PyTuple_Type, &extra))
+        return NULL;
+    max_headers = mh;
+    out_t o = {NULL, 0, 0, 0};
+    PyObject *result = NULL;
+    int rc = json_lines(&o, obj, count, base, ts0, tsk, seq, segs, order, extra, NULL, 0, mh, 0);
+    if (rc > 0)
+        result = PyUnicode_DecodeUTF8(o.p ? o.p : "", o.len, "strict");
+    else if (rc == 0)
+        result = Py_NewRef(Py_None);
+    free(o.p);
+    return result;
+}
+
+/* batch_lines(data, count, base_offset, ts0, ts_k, base_sequence, segs, order, extra, prefix[, max_headers]) ->
+ * bytes: `prefix` (the batch's own line, say), then the NDJSON line of every record, each ending in "\n" (the
+ * bytes mqtool.render.write_ndjson writes for them); None when declined. The walk and the writing run without
+ * the GIL (threads may decode several batches at once); `data` must not change during the call (bytes, or a
+ * view of a read-only map). */
+static PyObject *batch_lines(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *segs, *order, *extra, *prefix;
+    Py_ssize_t count;
+    long long base, ts0, seq;
+    int tsk;
+    long long mh = INT64_MAX;
+    if (!PyArg_ParseTuple(args, "OnLLiLO!O!O!S|L", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
+                          &PyTuple_Type, &order, &PyTuple_Type, &extra, &prefix, &mh))
+        return NULL;
+    out_t o = {NULL, 0, 0, 0};
+    PyObject *result = NULL;
+    int rc = json_lines(&o, obj, count, base, ts0, tsk, seq, segs, order, extra, prefix, 1, mh, 1);
+    if (rc > 0)
+        result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
+    else if (rc == 0)
+        result = Py_NewRef(Py_None);
+    free(o.p);
     return result;
 }
 
@@ -801,6 +875,8 @@ static PyMethodDef methods[] = {
      "record_rows(data, count, base_offset, ts0, ts_k, base_sequence, template, text) -> [row dict] or None."},
     {"record_json", record_json, METH_VARARGS,
      "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
+    {"batch_lines", batch_lines, METH_VARARGS,
+     "batch_lines(data, count, base_offset, ts0, ts_k, base_sequence, segs, order, extra, prefix) -> bytes or None."},
     {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},
     {"frame_candidate", frame_candidate, METH_VARARGS,
      "frame_candidate(buf, start, stop, fields, consts) -> first plausible entry position in [start, stop) or -1."},

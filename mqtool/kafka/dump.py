@@ -6,6 +6,7 @@ names are documented in docs/kafka.md.
 """
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 
 from formats import kafka as K
@@ -22,7 +23,7 @@ from mqtool.kafka.scan import Damage, scan, scan_range
 from mqtool.kafka.rows import FILE_TABLES, LOG_COLUMNS, NATIVE_RECORD_KEYS
 from mqtool import ndjson
 from mqtool.columns import Column, iso_ms
-from mqtool.ndjson import PreRendered, dumps
+from mqtool.ndjson import CleanLines, PreRendered, PreRenderedLines, dumps
 
 
 def _flags(r: dict) -> str:
@@ -177,6 +178,12 @@ def native_lines(opts, decoder=None) -> bool:
             and getattr(opts, "to_offset", None) is None)
 
 
+def _ts_base(b: Batch) -> tuple[int, int]:
+    """(ts0, ts_k) of the compiled walker: a record's timestamp is ts0 + ts_k * timestampDelta (LogAppendTime:
+    the batch's maxTimestamp for every record, as iter_records)."""
+    return (b.max_timestamp, 0) if b.timestamp_type == 1 else (b.base_timestamp, 1)
+
+
 def _native_record_rows(nat, b: Batch, opts, text: int):
     """The record rows of a plain v2 batch from the compiled walker, or None when it declines (damaged or
     unusual records area: the Python path gives the rows or the precise error). Raises CodecError."""
@@ -184,10 +191,7 @@ def _native_record_rows(nat, b: Batch, opts, text: int):
     if data is None:
         return None
     template = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
-    if b.timestamp_type == 1:          # LogAppendTime: as iter_records
-        ts0, tsk = b.max_timestamp, 0
-    else:
-        ts0, tsk = b.base_timestamp, 1
+    ts0, tsk = _ts_base(b)
     return nat.record_rows(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, template, text,
                            R.limits()[1])
 
@@ -197,18 +201,19 @@ _PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _PLACEHOLDERS]     # "
 
 
 # the batch's own numbers in a template line, as placeholders too: the cut of a line is then the same for every
-# batch of a file and producer (cached), and only these two are put in per batch
+# batch of a file and producer (cached by BatchLines), and the walker writes these two per batch
 _BATCH_INTS = ("position", "batch_offset")
 _BATCH_PLACEHOLDERS = ["\x01mqtool-batch-{}\x01".format(k) for k in _BATCH_INTS]
 _BATCH_PLACEHOLDERS_JSON = [dumps(ph).encode("utf-8") for ph in _BATCH_PLACEHOLDERS]
-_PIECES: dict = {}          # template line -> (segs, order) or None; bounded
+_N_KEYS = len(_NATIVE_ROW_KEYS)
 
 
 def _json_pieces(b: Batch, opts):
-    """(segs, order) for the compiled walker's NDJSON lines of this batch's records: the template row
-    rendered exactly as ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields
-    each record fills; None when that writer would not use orjson for it (no orjson, or a file name it
-    refuses)."""
+    """(segs, order) of the record-line template of batch ``b``: the template row rendered exactly as
+    ``render.write_ndjson`` renders rows (orjson), cut at placeholders for the fields the walker fills per record
+    and for the batch's position and base offset (codes after the row keys: the walker takes their values per
+    batch, so one cut serves every batch of a file and producer); None when that writer would not use orjson
+    for the row (no orjson, or a file name it refuses) or a placeholder's text occurs elsewhere in it."""
     if not ndjson.CAN_PRERENDER_LINES:
         return None
     row = record_row(b, Record(b, 0, 0, None, None, (), 0, -1), opts)
@@ -217,31 +222,15 @@ def _json_pieces(b: Batch, opts):
         if key in row:
             row[key] = _PLACEHOLDERS[code]
             marks[code] = _PLACEHOLDERS_JSON[code]
-    ints = [row.get(k) for k in _BATCH_INTS]
-    if not all(type(v) is int for v in ints):
-        line = ndjson.encode_row_fast(row)
-        return None if line is None else _cut(line, marks)
-    for k, ph in zip(_BATCH_INTS, _BATCH_PLACEHOLDERS):
-        row[k] = ph
+    for j, key in enumerate(_BATCH_INTS):
+        if key not in row:
+            return None
+        row[key] = _BATCH_PLACEHOLDERS[j]
+        marks[_N_KEYS + j] = _BATCH_PLACEHOLDERS_JSON[j]
     line = ndjson.encode_row_fast(row)
-    if line is None:
+    if line is None or any(line.count(m) != 1 for m in marks.values()):
         return None
-    cut = _PIECES.get(line, _PIECES)
-    if cut is _PIECES:
-        if len(_PIECES) >= 4096:
-            _PIECES.clear()
-        ok = all(line.count(ph) == 1 for ph in _BATCH_PLACEHOLDERS_JSON)
-        cut = _PIECES[line] = _cut(line, marks) if ok else None
-    if cut is None:         # (a name that holds a placeholder's text: cut this line as it is)
-        for k, v in zip(_BATCH_INTS, ints):
-            row[k] = v
-        line = ndjson.encode_row_fast(row)
-        return None if line is None else _cut(line, marks)
-    segs, order = cut
-    for ph, v in zip(_BATCH_PLACEHOLDERS_JSON, ints):
-        v = str(v).encode("ascii")
-        segs = tuple(s.replace(ph, v) for s in segs)
-    return segs, order
+    return _cut(line, marks)
 
 
 def _cut(line: bytes, marks: dict):
@@ -260,17 +249,177 @@ def _cut(line: bytes, marks: dict):
 
 def _native_record_json(nat, b: Batch, opts):
     """The NDJSON lines (one str, joined by newlines) of a plain v2 batch's records, or None (declined)."""
+    if type(b.position) is not int or type(b.base_offset) is not int:
+        return None
     pieces = _json_pieces(b, opts)
     if pieces is None:
         return None
     data = R.small_records_area(b)
     if data is None:
         return None
-    if b.timestamp_type == 1:
-        ts0, tsk = b.max_timestamp, 0
-    else:
-        ts0, tsk = b.base_timestamp, 1
-    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces, R.limits()[1])
+    ts0, tsk = _ts_base(b)
+    return nat.record_json(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, *pieces, R.limits()[1],
+                           (b.position, b.base_offset))
+
+
+# ---- a v2 batch's line and its records' lines as one block of NDJSON bytes (compiled walker) -----------------
+
+# the Batch fields a record row's template depends on, but for position and base_offset (which the walker writes
+# into each batch's lines): batches equal in these share one cut line (tests/test_kafka_deep_lines.py checks that
+# record_row reads no other Batch field)
+TEMPLATE_FIELDS = ("file", "timestamp_type", "producer_id", "is_transactional", "is_control", "crc_ok")
+_template_key = operator.attrgetter(*TEMPLATE_FIELDS)
+
+
+def _unmarked(text: bytes) -> bool:
+    return not any(m in text for m in ndjson.DAMAGED_MARKS)
+
+
+class BatchLines:
+    """``dump kafka --deep/--print-data --json`` with the compiled walker, for one log: ``block(batch)`` is the
+    NDJSON bytes the writer would write for the batch's row and then its record rows, in one piece (one write,
+    no str between): :class:`~mqtool.ndjson.CleanLines` when no line can carry a damage mark (the batch's CRC
+    is valid, and neither its line nor the record template holds one: the walker's fields are numbers and
+    escaped strings), else :class:`~mqtool.ndjson.PreRenderedLines`; or None (declined: not a plain v2 batch,
+    damaged, too big, a name orjson refuses; the row by row path gives the rows or the precise error). Raises
+    CodecError like :func:`small_records_area`."""
+
+    def __init__(self, nat, opts):
+        self.nat, self.opts = nat, opts
+        self.cuts: dict = {}
+        self.max_records, self.max_headers = R.limits()
+
+    def block(self, b: Batch) -> bytes | None:
+        job = self.prepare(b)
+        return None if job is None else self.run(b, job)
+
+    def prepare(self, b: Batch):
+        """The Python part (the scanning thread): ((segs, order), the batch's own line, clean) or None
+        (declined)."""
+        if b.magic != 2 or b.is_control or type(b.position) is not int or type(b.base_offset) is not int:
+            return None
+        key = _template_key(b)
+        cut = self.cuts.get(key, self.cuts)
+        if cut is self.cuts:
+            if len(self.cuts) >= 4096:
+                self.cuts.clear()
+            cut = _json_pieces(b, self.opts)
+            cut = self.cuts[key] = None if cut is None else (cut, all(_unmarked(s) for s in cut[0]))
+        if cut is None:
+            return None
+        head = ndjson.encode_row_fast(batch_row(b))
+        if head is None:
+            return None
+        return cut[0], head + b"\n", cut[1] and b.crc_ok is True and _unmarked(head)
+
+    def run(self, b: Batch, job) -> bytes | None:
+        """The heavy part (any thread: decompression and the compiled walk run without the GIL)."""
+        (segs, order), head, clean = job
+        data = R.small_records_area(b, self.max_records, view=True)
+        if data is None:
+            return None
+        ts0, tsk = _ts_base(b)
+        blk = self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
+                                   (b.position, b.base_offset), head, self.max_headers)
+        if blk is None:
+            return None
+        return CleanLines(blk) if clean else PreRenderedLines(blk)
+
+
+LANE_AHEAD = 2          # groups of batches decoded ahead per lane
+GROUP_BATCHES = 16      # a lane's task: consecutive batches, up to this many,
+GROUP_RECORDS = 8192    # ... this many records (bounds the lines a task holds),
+GROUP_BYTES = 1 << 20   # ... and this many stored bytes (each area is at most NATIVE_AREA_MAX inflated)
+
+
+def _lanes(opts) -> int:
+    """Threads that decode batches for :class:`BatchLines` in one ``dump kafka`` process: ``--jobs`` (0: one per
+    core); 1 means none (this thread does all)."""
+    from mqtool.ranges import effective_jobs
+
+    return effective_jobs(getattr(opts, "jobs", 1))
+
+
+def _run_group(blocks: BatchLines, group: list) -> list:
+    """A lane's task: the blocks of consecutive batches (None for one declined or not decodable: the row-by-row
+    path then gives its rows or reports it precisely)."""
+    out = []
+    for b, job in group:
+        try:
+            out.append(blocks.run(b, job))
+        except (CodecError, ValueError, IndexError):
+            out.append(None)
+    return out
+
+
+def _ahead(events, blocks: BatchLines, lanes: int, m):
+    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
+    :func:`_run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
+    worker threads make the blocks of the next groups of batches while this thread scans on, at most
+    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new batch is handed to a lane once the
+    mapped file ``m`` has shrunk (the caller stops at that event)."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mqtool.codecs import kafka_codec_name
+
+    kafka_codec_name(0)                 # the codec libraries load here, not in two lanes at once
+    ex = ThreadPoolExecutor(lanes, thread_name_prefix="mqtool-kafka-lane")
+    pending: deque = deque()            # (event, (future, index, last) or None)
+    futures: deque = deque()            # the groups in flight, oldest first
+    window = LANE_AHEAD * lanes
+    group: list = []
+    records = stored = 0
+
+    def submit():
+        nonlocal group, records, stored
+        fut = ex.submit(_run_group, blocks, group)
+        futures.append(fut)
+        last = len(group) - 1
+        for i, (b, _job) in enumerate(group):
+            pending.append((b, (fut, i, i == last)))
+        group, records, stored = [], 0, 0
+
+    try:
+        for ev in events:
+            job = None
+            if type(ev) is Batch and not m.shrunk():
+                job = blocks.prepare(ev)
+            if job is not None:
+                group.append((ev, job))
+                records += ev.count
+                stored += ev.size
+                if len(group) >= GROUP_BATCHES or records >= GROUP_RECORDS or stored >= GROUP_BYTES:
+                    submit()
+            else:
+                if group:
+                    submit()
+                pending.append((ev, None))
+            # hand on what is ready, in order; wait for the oldest group only when the window is full
+            while pending and (len(futures) >= window or pending[0][1] is None or pending[0][1][0].done()):
+                item = pending.popleft()
+                if item[1] is not None and item[1][2]:
+                    futures.popleft()           # the last batch of the oldest group
+                yield item
+        if group:
+            submit()
+        while pending:
+            yield pending.popleft()
+    finally:
+        for f in futures:
+            f.cancel()
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+def _block(blocks: BatchLines, ev, pend):
+    """The block of batch ``ev`` (from its lane's task when one made it), or None: declined, or an error the
+    row-by-row path then reports precisely."""
+    if pend is not None:
+        return pend[0].result()[pend[1]]
+    try:
+        return blocks.block(ev)
+    except (CodecError, ValueError, IndexError):
+        return None
 
 
 def damage_row(path, d: Damage) -> dict:
@@ -297,56 +446,73 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     native_walker = _native_walker() if deep else None
     # NDJSON output without --limit: the walker writes the lines of a whole batch as one pre-rendered chunk
     lines = text is not None and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
+    blocks = BatchLines(native_walker, opts) if lines and native_walker is not None else None
+    # threads decode batches ahead when this process reads a whole file (not a pool worker's byte range)
+    lanes = _lanes(opts) if blocks is not None and start == 0 and stop is None else 1
     with map_input(path) as m:
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
             events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop, fd=fd)
         else:
             events = scan(m.buf, str(path), max_bytes=getattr(opts, "max_bytes", None), fd=fd)
-        for ev in events:
-            if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
-                stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
-                return
-            if isinstance(ev, Damage):
-                if ev.code == "skipped" or ev.code == "partial-tail":
-                    stats.damage(f"{path}@{ev.position}: {ev.code}: {ev.message}")
-                if ev.code != "max-bytes":
-                    yield damage_row(path, ev)
-                continue
-            if lo is not None and ev.last_offset < lo:
-                continue
-            if hi is not None and ev.base_offset is not None and ev.base_offset >= hi:
-                break
-            stats.messages += 1
-            if not ev.crc_ok:
-                stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
-            if want_key is None:
-                yield batch_row(ev)
-            if deep:
-                try:
-                    nat = native_walker
-                    if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
-                        if lines:
-                            chunk = _native_record_json(nat, ev, opts)
-                            if chunk is not None:
-                                if chunk:
-                                    yield PreRendered(chunk)
+        if lanes > 1:
+            events = _ahead(events, blocks, lanes, m)
+        try:
+            for ev in events:
+                fut = None
+                if lanes > 1:
+                    ev, fut = ev
+                if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
+                    stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
+                    return
+                if isinstance(ev, Damage):
+                    if ev.code == "skipped" or ev.code == "partial-tail":
+                        stats.damage(f"{path}@{ev.position}: {ev.code}: {ev.message}")
+                    if ev.code != "max-bytes":
+                        yield damage_row(path, ev)
+                    continue
+                if lo is not None and ev.last_offset < lo:
+                    continue
+                if hi is not None and ev.base_offset is not None and ev.base_offset >= hi:
+                    break
+                stats.messages += 1
+                if not ev.crc_ok:
+                    stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
+                if blocks is not None and (fut is not None or lanes <= 1):
+                    blk = _block(blocks, ev, fut)
+                    if blk is not None:
+                        yield blk
+                        continue
+                if want_key is None:
+                    yield batch_row(ev)
+                if deep:
+                    try:
+                        nat = native_walker
+                        if nat is not None and text is not None and ev.magic == 2 and not ev.is_control:
+                            if lines:
+                                chunk = _native_record_json(nat, ev, opts)
+                                if chunk is not None:
+                                    if chunk:
+                                        yield PreRendered(chunk)
+                                    continue
+                            rows = _native_record_rows(nat, ev, opts, text)
+                            if rows is not None:
+                                yield from rows
                                 continue
-                        rows = _native_record_rows(nat, ev, opts, text)
-                        if rows is not None:
-                            yield from rows
-                            continue
-                    for rec in iter_records(ev):
-                        if want_key is not None and rec.key != want_key:
-                            continue
-                        if (lo is not None and rec.offset < lo) or (hi is not None and rec.offset >= hi):
-                            continue
-                        yield record_row(ev, rec, opts, decoder)
-                except (CodecError, ValueError, IndexError) as e:
-                    code = getattr(e, "code", "records-undecodable")
-                    stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
-                    yield {"kind": "damage", "file": str(path), "position": ev.position, "size": ev.size,
-                           "damage": code, "message": str(e)}
+                        for rec in iter_records(ev):
+                            if want_key is not None and rec.key != want_key:
+                                continue
+                            if (lo is not None and rec.offset < lo) or (hi is not None and rec.offset >= hi):
+                                continue
+                            yield record_row(ev, rec, opts, decoder)
+                    except (CodecError, ValueError, IndexError) as e:
+                        code = getattr(e, "code", "records-undecodable")
+                        stats.damage(f"{path}@{ev.position}: records unreadable: {e}")
+                        yield {"kind": "damage", "file": str(path), "position": ev.position, "size": ev.size,
+                               "damage": code, "message": str(e)}
+        finally:
+            if lanes > 1:
+                events.close()          # (stops the lanes before the file is closed)
 
 
 # ---- other files --------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from mqtool.kafka.rows import ROW_FIELDS  # noqa: F401 (the family protocol's na
 from mqtool.kafka import store as L
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, can_spool, rows_stay_in_one_process, runner_for, split_segments
-from mqtool.ndjson import PreRendered
+from mqtool.ndjson import PreRendered, PreRenderedLines
 
 FAMILY = "kafka"
 ROW_TASK_SPLIT = 8 * 1024 * 1024
@@ -134,8 +134,14 @@ def dump_range_task(args):
     if opts.ndjson:
         from mqtool.ndjson import dumps
 
-        rows = [r if type(r) is PreRendered else dumps(r) for r in rows]   # chunks of kafka.dump
+        rows = [r if type(r) is PreRendered else _lines_text(r) if isinstance(r, PreRenderedLines) else dumps(r)
+                for r in rows]   # chunks of kafka.dump
     return rows, stats.notes, stats.damaged, stats.messages, stats.noted_at
+
+
+def _lines_text(block: bytes) -> str:
+    """A block of NDJSON lines (each ending in a newline) as the str a PreRendered chunk holds (no final one)."""
+    return block[:-1].decode("utf-8", "surrogateescape")
 
 
 def dump_range_spool_task(args):
@@ -181,11 +187,13 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
         return None
     if rows_stay_in_one_process(opts):
         return None
-    if opts.runner is None and not opts.jobs and opts.split_size is None:
+    if opts.runner is None and opts.split_size is None:
         from mqtool.kafka.dump import native_lines
 
         if native_lines(opts):
-            return None     # the compiled walker writes the lines faster than a pool could hand them over
+            # the compiled walker writes the lines in this process, --jobs threads decoding batches ahead
+            # (mqtool.kafka.dump.BatchLines): faster than a pool that spools every line and copies it again
+            return None
     ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
     runner = runner_for(opts, ranges)        # an explicit --split-size always gets its pool
     if runner.jobs == 1 and opts.runner is None:

@@ -190,12 +190,16 @@ def records_area(batch: Batch, limit: int = 256 * 1024 * 1024) -> bytes:
 NATIVE_AREA_MAX = 16 << 20      # whole-batch compiled walks (dump) take areas up to this size
 
 
-def small_records_area(batch: Batch) -> bytes | None:
-    """The records area when it is at most ``NATIVE_AREA_MAX`` bytes and the batch within the record cap,
-    else None (the caller streams with :func:`iter_records`). Raises CodecError for undecodable bytes."""
-    if batch.count is None or batch.count > limits()[0] or (
+def small_records_area(batch: Batch, max_records: int | None = None, view: bool = False):
+    """The records area when it is at most ``NATIVE_AREA_MAX`` bytes and the batch within the record cap
+    (``max_records``: the cap of :func:`limits`, looked up when not given), else None (the caller streams with
+    :func:`iter_records`). Raises CodecError for undecodable bytes. ``view``: an uncompressed area comes as a
+    memoryview of the segment's bytes (no copy; the caller must not keep it)."""
+    if batch.count is None or batch.count > (limits()[0] if max_records is None else max_records) or (
             batch.codec == K.CODEC_NONE and batch.size - K.V2_HEADER_SIZE > NATIVE_AREA_MAX):
         return None
+    if view and batch.codec == K.CODEC_NONE:
+        return memoryview(batch._buf)[batch.position + K.V2_HEADER_SIZE:batch.end]
     try:
         return records_area(batch, NATIVE_AREA_MAX)
     except CodecTooLarge:

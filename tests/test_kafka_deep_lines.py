@@ -1,0 +1,399 @@
+"""``dump kafka --deep/--print-data --json`` through whole-batch blocks (mqtool.kafka.dump.BatchLines, the
+compiled ``batch_lines`` of mqtool/_native/kafka.c) and decoding lanes (``--jobs N`` threads): the bytes are
+those of the row-by-row Python path.
+
+* Every real Kafka store, the fixture, the bench builder's store and a generated partition (every codec in the
+  clients' framings, v1 legacy messages, transactional and control batches, LogAppendTime, header keys and
+  values with quotes, control characters, U+2028, placeholder-like text and bytes that are not UTF-8, and
+  damage: a bad CRC, a payload that does not inflate under a valid CRC, a record count that lies, garbage to
+  resync over, a cut tail): stdout, stderr and exit code are equal with the helper off (``MQTOOL_NATIVE=0``),
+  ``--jobs 1``, ``--jobs 2``, three lanes with one-batch tasks, and the process pool (``--split-size``).
+* The record offsets of each batch of the generated 4.0.0 store are those its expected.json states (written
+  by the broker run, not by mqtool).
+* A block equals the Python rendering of the batch row and its record rows (hypothesis); CleanLines only
+  for a batch with a valid CRC; the template depends on no Batch field but TEMPLATE_FIELDS and the two
+  numbers written per batch.
+* Lanes keep at most LANE_AHEAD groups per lane in flight.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from builders import kafka_builder, kafka_codec_batch
+from conftest import FIXTURES, ROOT, realdata_root, require_realdata
+from formats import kafka as K
+from mqtool import ndjson
+from mqtool.kafka import dump as D
+from mqtool.kafka import records as R
+from mqtool.options import DumpOptions
+
+NAT = D._native_walker()
+needs_native = pytest.mark.skipif(NAT is None, reason="compiled kafka helper not built, or MQTOOL_NATIVE=0 "
+                                                      "(tests/test_common_native.py fails under CI when it is missing)")
+CODECS = [K.CODEC_NONE, K.CODEC_GZIP, K.CODEC_SNAPPY, K.CODEC_LZ4, K.CODEC_ZSTD]
+HOSTILE = [b'"q"\\', b"\x00\x01\x1f\x7f\n\r\t", "caf\u00e9 \u2028 \U0001F600".encode(),
+           b"\x01mqtool-native-0\x01", b"\x01mqtool-batch-position\x01", b'"crc_ok":false', b'"body_error":"x']
+
+
+def _crc(raw: bytearray) -> bytes:
+    import struct
+
+    from crc32c import crc32c
+
+    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
+    return bytes(raw)
+
+
+def _records(n: int, salt: int, hostile: bool = True) -> list[bytes]:
+    B = kafka_builder()
+    out = []
+    for i in range(n):
+        h = HOSTILE[(i + salt) % len(HOSTILE)] if hostile else b"h"
+        headers = [(b"traceparent", b"00-%032x-01" % (i + salt)), (h, h if i % 3 else None), (b"dup", b"1"),
+                   (b"dup", b"2")][: 1 + (i + salt) % 4]
+        key = None if i % 4 == 1 else b"k-%d" % i
+        value = b"" if i % 5 == 2 else b'{"n":%d,"s":"%s"}' % (i, h.hex().encode())
+        out.append(B.record(i, i * 3, key, value, headers))
+    return out
+
+
+def _segment(base: int) -> tuple[bytes, int]:
+    """A segment of every kind of entry (see the module docstring); returns (bytes, next offset)."""
+    B = kafka_builder()
+    parts = [B.legacy_v1(base, B.T0, b"old", b"legacy v1")]
+    off = base + 1
+    for j, codec in enumerate(CODECS * 2):
+        n = 3 + j
+        txn = K.TRANSACTIONAL_FLAG_MASK if j % 3 == 1 else 0
+        parts.append(kafka_codec_batch(off, _records(n, j), codec, base_ts=B.T0 + j, max_ts=B.T0 + j + 3 * n,
+                                       attrs=txn, pid=7000 + j % 2 if txn or j % 2 else -1, epoch=0 if txn else -1,
+                                       seq=(1 << 31) - 2 if j == 4 else (j if j % 2 else -1)))
+        off += n
+    # LogAppendTime
+    parts.append(kafka_codec_batch(off, _records(4, 9), K.CODEC_LZ4, base_ts=B.T0, max_ts=B.T0 + 99,
+                                   attrs=K.TIMESTAMP_TYPE_MASK))
+    off += 4
+    # a header key that is not UTF-8 (the Python rows give it in base64)
+    parts.append(kafka_codec_batch(off, [B.record(0, 0, b"k", b"v", [(b"h\xff", b"z")])], K.CODEC_ZSTD,
+                                   base_ts=B.T0, max_ts=B.T0))
+    off += 1
+    parts.append(B.control(off, 1, 7001, 0, B.T0 + 50))                 # COMMIT marker
+    off += 1
+    # damage 1: a bad CRC (one byte of a gzip payload changed)
+    bad = bytearray(kafka_codec_batch(off, _records(6, 3), K.CODEC_GZIP, base_ts=B.T0, max_ts=B.T0 + 20))
+    bad[-9] ^= 0x55
+    parts.append(bytes(bad))
+    off += 6
+    # damage 2: a zstd payload that does not inflate, under a valid CRC
+    bad = bytearray(kafka_codec_batch(off, _records(5, 4), K.CODEC_ZSTD, base_ts=B.T0, max_ts=B.T0 + 20))
+    bad[K.V2_HEADER_SIZE + 8:K.V2_HEADER_SIZE + 14] = b"\xff" * 6
+    parts.append(_crc(bad))
+    off += 5
+    # damage 3: recordsCount says 6, the area holds 5 (valid CRC): the 5 records, then the error
+    lie = bytearray(kafka_codec_batch(off, _records(5, 5), K.CODEC_NONE, base_ts=B.T0, max_ts=B.T0 + 20))
+    lie[K.V2_HEADER_SIZE - 4:K.V2_HEADER_SIZE] = (6).to_bytes(4, "big")
+    lie[K.V2_HEADER_SIZE - 4 - 32:K.V2_HEADER_SIZE - 32] = (5).to_bytes(4, "big")    # lastOffsetDelta
+    parts.append(_crc(lie))
+    off += 6
+    parts.append(b"\x07garbage between batches\x00\x13" * 3)                       # resync over this
+    for j in range(30):                                                            # many small batches
+        parts.append(kafka_codec_batch(off, _records(2, j, hostile=False), CODECS[j % 5], base_ts=B.T0,
+                                       max_ts=B.T0 + 3, pid=4000 + j % 3, epoch=0, seq=j * 2))
+        off += 2
+    return b"".join(parts), off
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("kdeep") / "logs"
+    part = root / "mix-0"
+    part.mkdir(parents=True)
+    seg0, nxt = _segment(0)
+    (part / "00000000000000000000.log").write_bytes(seg0)
+    seg1, _ = _segment(nxt)
+    (part / f"{nxt:020d}.log").write_bytes(seg1 + seg1[:100])                   # a cut tail
+    weird = root / 'we"ird\\\u2028-0'
+    weird.mkdir()
+    (weird / "00000000000000000000.log").write_bytes(seg0[: len(seg0) // 2 + 7])
+    return root
+
+
+@pytest.fixture(scope="module")
+def bench_store(tmp_path_factory):
+    sys.path.insert(0, str(ROOT))
+    from bench.build_kafka import build_store
+
+    d = tmp_path_factory.mktemp("kbench2") / "store"
+    build_store(d, 3 << 20, segment_bytes=1 << 20, log=lambda s: None)
+    return d
+
+
+def _kafka_stores():
+    root = realdata_root() / "kafka"
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def _store(name, generated, bench_store):
+    return {"generated": generated, "bench": bench_store, "fixture": FIXTURES / "kafka" / "logdir"}.get(name) \
+        or require_realdata("kafka", name)
+
+
+class _Used:
+    """Counts the blocks BatchLines made (so a silently unused fast path fails the test)."""
+
+    def __init__(self, monkeypatch):
+        self.blocks = 0
+        self.lock = threading.Lock()
+        run = D.BatchLines.run
+
+        def counted(bl, b, job):
+            blk = run(bl, b, job)
+            if blk is not None:
+                with self.lock:
+                    self.blocks += 1
+            return blk
+
+        monkeypatch.setattr(D.BatchLines, "run", counted)
+
+
+def _runs(run_cli, monkeypatch, store, mode):
+    out = {}
+    with monkeypatch.context() as m:
+        m.setenv("MQTOOL_NATIVE", "0")
+        out["python"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "1")
+    used = _Used(monkeypatch)
+    out["jobs1"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "1")
+    out["jobs2"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "2")
+    with monkeypatch.context() as m:
+        m.setattr(D, "GROUP_BATCHES", 1)
+        m.setattr(D, "LANE_AHEAD", 1)
+        out["tiny-lanes"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "3")
+    return out, used
+
+
+@needs_native
+@pytest.mark.parametrize("mode", ["--deep", "--print-data"])
+@pytest.mark.parametrize("name", ["generated", "fixture", "bench"] + (_kafka_stores() or ["(no real kafka data)"]))
+def test_blocks_and_lanes_equal_python_rows(run_cli, monkeypatch, generated, bench_store, name, mode):
+    store = _store(name, generated, bench_store)
+    out, used = _runs(run_cli, monkeypatch, store, mode)
+    want = out.pop("python")
+    for how, got in out.items():
+        assert got[0] == want[0], how
+        assert got[2] == want[2], how                           # the same damage notes
+        assert got[1] == want[1], how
+    if name in ("generated", "fixture", "bench"):
+        assert used.blocks > 0
+    if name == "generated":
+        assert want[0] == 1 and '"kind":"damage"' in want[1] and "base64" in want[1]
+        assert want[1].count('"kind":"record"') > 200
+
+
+@needs_native
+@pytest.mark.parametrize("mode", ["--deep", "--print-data"])
+def test_process_pool_and_default_jobs_equal(generated, mode):
+    """As a user runs it: default --jobs (lanes), the process pool (--split-size) and the helper off."""
+    def run(*extra, native="1"):
+        env = dict(os.environ, MQTOOL_NATIVE=native)
+        r = subprocess.run([sys.executable, "-m", "mqtool", "dump", "kafka", str(generated), mode, "--json", *extra],
+                           capture_output=True, env=env, cwd=ROOT, check=False)
+        return r.returncode, r.stdout, r.stderr
+
+    off = run("--jobs", "1", native="0")
+    assert off[0] == 1 and off[1].count(b'"kind":"record"') > 200
+    assert run() == off
+    assert run("--jobs", "2", "--split-size", "4K") == off
+
+
+def test_record_offsets_are_those_of_expected_json(run_cli):
+    """Per batch of the broker-written store, the record rows' offsets are baseOffset..lastOffset (expected.json)."""
+    root = require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "broker-append")
+    exp = json.loads((root / "expected.json").read_text())
+    code, out, _err = run_cli("dump", "kafka", root / "forensics-0", "--deep", "--json", "--jobs", "2")
+    assert code == 0
+    got: dict = {}
+    for line in out.splitlines():
+        r = json.loads(line)
+        if r["kind"] == "record":
+            got.setdefault((Path(r["file"]).name, r["position"]), []).append(r["offset"])
+    seen = 0
+    for b in exp["batches"]:
+        name = f"{b['segment']:020d}.log"
+        assert got[(name, b["position"])] == list(range(b["baseOffset"], b["lastOffset"] + 1)), b["desc"]
+        seen += 1
+    assert seen == len(got) and seen > 30
+
+
+# ---- blocks against the Python rendering ---------------------------------------------------------------
+
+def _batch_of(raw: bytes, crc_ok=True):
+    from mqtool.kafka.scan import scan
+
+    evs = [e for e in scan(raw, "/x/00000000000000000000.log") if isinstance(e, R.Batch)]
+    assert len(evs) == 1
+    b = evs[0]
+    if not crc_ok:
+        b.crc_ok = False
+    return b
+
+
+def _py_block(b, opts, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setenv("MQTOOL_NATIVE", "0")
+        try:
+            rows = [D.batch_row(b)] + [D.record_row(b, rec, opts) for rec in R.iter_records(b)]
+        except (ValueError, IndexError):
+            return "error"
+    return ndjson.ndjson_blocks(rows, size=1 << 30)[0]
+
+
+@needs_native
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 8), st.integers(0, 50), st.sampled_from(CODECS), st.booleans(), st.booleans(),
+       st.sampled_from([0, 1]))
+def test_block_equals_python_rendering(monkeypatch, n, salt, codec, txn, crc_ok, text):
+    B = kafka_builder()
+    raw = kafka_codec_batch(123, _records(n, salt), codec, base_ts=B.T0, max_ts=B.T0 + 3 * n,
+                            attrs=K.TRANSACTIONAL_FLAG_MASK if txn else 0, pid=5 if txn else -1)
+    b = _batch_of(raw, crc_ok)
+    opts = DumpOptions(deep=True) if text == 0 else DumpOptions(print_data=True)
+    got = D.BatchLines(NAT, opts).block(b)
+    want = _py_block(b, opts, monkeypatch)
+    assert got is not None                  # (every string here is text: never declined)
+    assert bytes(got) == want
+    assert type(got) is (ndjson.CleanLines if crc_ok else ndjson.PreRenderedLines)
+    assert (ndjson.DAMAGED_MARKS[0] in got) == (not crc_ok)
+
+
+@needs_native
+def test_clean_text_batches_are_not_declined(monkeypatch):
+    B = kafka_builder()
+    for codec in CODECS:
+        b = _batch_of(kafka_codec_batch(0, _records(9, 0, hostile=False), codec, base_ts=B.T0, max_ts=B.T0 + 30))
+        for opts in (DumpOptions(deep=True), DumpOptions(print_data=True)):
+            got = D.BatchLines(NAT, opts).block(b)
+            assert got is not None and bytes(got) == _py_block(b, opts, monkeypatch)
+
+
+def test_template_depends_only_on_its_fields():
+    """Batches equal in TEMPLATE_FIELDS get the same cut line, whatever their other fields (position and base
+    offset are written per batch): record_row reads no other Batch field."""
+    B = kafka_builder()
+    b = _batch_of(kafka_codec_batch(0, _records(2, 0, hostile=False), K.CODEC_NONE, base_ts=B.T0, max_ts=B.T0))
+    opts = DumpOptions(deep=True)
+    want = D._json_pieces(b, opts)
+    assert want is not None
+    changes = {"position": 77, "size": 999, "base_offset": 5, "last_offset": 9, "crc": 1, "attributes": 0x20,
+               "codec": 4, "max_timestamp": 3, "base_timestamp": 4, "partition_leader_epoch": 8,
+               "producer_epoch": 2, "base_sequence": 11, "count": 40, "last_offset_delta": 39,
+               "delete_horizon_ms": 5, "error": "x", "error_code": "y", "inner_last": 3, "magic": 1}
+    fields = {f.name for f in dataclasses.fields(R.Batch)}
+    assert set(changes) | set(D.TEMPLATE_FIELDS) | {"_buf"} == fields, "a new Batch field: add it to one side"
+    for name, value in changes.items():
+        assert D._json_pieces(dataclasses.replace(b, **{name: value}), opts) == want, name
+    for name, value in {"file": "/y/1.log", "timestamp_type": 1, "producer_id": 9, "is_transactional": True,
+                        "is_control": True, "crc_ok": False}.items():
+        assert D._json_pieces(dataclasses.replace(b, **{name: value}), opts) != want, name
+
+
+@needs_native
+def test_lanes_keep_a_bounded_window(monkeypatch, generated):
+    """At most LANE_AHEAD groups per lane are in flight at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mqtool.options import ScanStats
+
+    monkeypatch.setattr(D, "GROUP_BATCHES", 1)
+    live, peak = [0], [0]
+    lock = threading.Lock()
+    submit = ThreadPoolExecutor.submit
+
+    def counted(ex, fn, *a):
+        def task():
+            try:
+                return fn(*a)
+            finally:
+                with lock:
+                    live[0] -= 1
+
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        return submit(ex, task)
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", counted)
+    log = generated / "mix-0" / "00000000000000000000.log"
+    rows = list(D.log_rows(log, DumpOptions(deep=True, ndjson=True, jobs=2), ScanStats(), "mix"))
+    assert any(type(r) is ndjson.CleanLines for r in rows)
+    assert 1 < peak[0] <= D.LANE_AHEAD * 2 + 1          # (+1: a group is submitted before the oldest is handed on)
+
+
+def test_isal_gzip_is_used_and_equals_zlib(monkeypatch):
+    """With the ``fast`` extra, gzip batches inflate through ISA-L (not the zlib fallback), to zlib's bytes."""
+    import gzip
+    import random
+    import zlib
+
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    from mqtool import codecs as C
+
+    C._load()
+    assert C._fast_zlib is isal_zlib
+    rnd = random.Random(5)
+    texts = [b"", b"x", bytes(rnd.getrandbits(8) for _ in range(70_000)), b"abc" * 300_000,
+             json.dumps([{"k": i, "v": "w" * (i % 50)} for i in range(5000)]).encode()]
+    blobs = [gzip.compress(t, compresslevel=lvl, mtime=0) for t in texts for lvl in (1, 6, 9)]
+    blobs += [blobs[2] + blobs[5], blobs[8] + bytes(16)]                          # two members; zero padding
+    want = [zlib.decompressobj(zlib.MAX_WBITS | 32).decompress(b) for b in blobs[:-2]]
+    want += [texts[0] + texts[1], texts[2]]
+    careful = C._gunzip_careful
+
+    def no_fallback(*a):
+        raise AssertionError("the zlib fallback ran for a clean stream")
+
+    monkeypatch.setattr(C, "_gunzip_careful", no_fallback)
+    for blob, w in zip(blobs, want):
+        assert C.gunzip(blob, 1 << 24) == w == careful(blob, 1 << 24)
+
+
+_CUT_IN_A_LANE = r"""
+import os, sys, threading
+from mqtool import io
+from mqtool.kafka import dump as D
+io.READ_WHOLE_LIMIT = 0                      # map every file, as files > 16 MiB are
+run, calls, lock = D.BatchLines.run, [0], threading.Lock()
+def cutting(self, b, job):
+    with lock:
+        calls[0] += 1
+        if calls[0] == 5:                    # a lane cuts the file at the batch it decodes
+            os.truncate(b.file, b.position)
+    return run(self, b, job)
+D.BatchLines.run = cutting
+from mqtool.cli import main
+main(sys.argv[1:])
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_file_cut_while_lanes_read_it(bench_store, tmp_path, jobs):
+    """Truncated while the lanes decode ahead: a file-changed note and exit 1, no SIGBUS, no traceback."""
+    import shutil
+
+    store = shutil.copytree(bench_store, tmp_path / "store")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MQTOOL_NATIVE": "1"}
+    r = subprocess.run([sys.executable, "-c", _CUT_IN_A_LANE, "dump", "kafka", str(store / "bench-0"), "--deep",
+                        "--json", "--jobs", jobs], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and "file-changed" in r.stderr, r.stderr[-2000:]
+    assert r.stdout.count('"kind":"record"') > 1000
