@@ -189,6 +189,105 @@ def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None, on_end=No
             yield record_row(rec, body)
 
 
+COLUMN_CHUNK = 4096
+
+
+def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None, on_end=None):
+    """The rows of :func:`iter_range_rows` as ``({topic: (columns, n)}, ...)`` chunks (``columns``: each of
+    ``names`` → its values, a name missing is all null; rows grouped by topic inside a chunk), built column by
+    column from the live records without a dict per row. A chunk with a record whose text is not UTF-8 (its
+    row carries base64 text) is built from :func:`~mqtool.litemq.rows.record_row` rows instead. The note of a
+    chain that ends in the range comes after the range's rows, as :func:`iter_range_rows` gives it."""
+    return _range_columns(rng, opts, [n for n in names if n != "store"], on_damage, on_end)
+
+
+def _range_columns(rng, opts, names, on_damage, on_end):
+    keep = record_filter(opts)
+    body = opts.body
+    ends: list = []
+    run: list = []
+    for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((prob, pos))):
+        if keep(rec):
+            run.append(rec)
+            if len(run) >= COLUMN_CHUNK:
+                yield _chunk(run, names, body)
+                run = []
+    if run:
+        yield _chunk(run, names, body)
+    for prob, pos in ends:
+        if on_end is not None:
+            on_end(prob, pos)
+        if on_damage is not None and prob[0] != "zero-length":
+            on_damage(end_note(rng, prob, pos))
+
+
+# row key → Go field of LiteRecord.m for the values record_row copies as they are
+_M_FIELDS = {"msg_id": "MessageID", "topic": "Topic", "queue_id": "QueueID", "tags": "Tags", "keys": "Keys",
+             "message_type_code": "MessageType", "priority": "Priority", "reliability": "Reliability",
+             "delay_time": "DelayTime", "transaction_id": "TransactionID", "status_code": "MessageStatus",
+             "sharding_key": "ShardingKey", "born_timestamp": "BornTimestamp", "born_host": "BornHost",
+             "store_host": "StoreHost", "store_timestamp": "StoreTimestamp", "queue_offset": "QueueOffset",
+             "commitlog_offset": "CommitLogOffset", "store_size": "StoreSize",
+             "consume_start_time": "ConsumeStartTime", "consume_end_time": "ConsumeEndTime",
+             "consume_count": "ConsumeCount"}
+
+
+def _chunk(recs: list, names: list, body: str) -> dict:
+    """Live records → ``{topic: (columns, n)}``: the values of :func:`~mqtool.litemq.rows.record_row`."""
+    from formats import litemq as F
+
+    if any(r.bad_utf8 for r in recs):        # rare: base64 text in the row; take the rows' values
+        rows = [record_row(r, body) for r in recs]
+        groups: dict = {}
+        for row in rows:
+            groups.setdefault(row["topic"], []).append(row)
+        return {t: ({n: [r.get(n) for r in rs] for n in names}, len(rs)) for t, rs in groups.items()}
+    by_topic: dict = {}
+    for r in recs:
+        by_topic.setdefault(r.m["Topic"], []).append(r)
+    out = {}
+    for topic, rs in by_topic.items():
+        n = len(rs)
+        ms = [r.m for r in rs]
+        cols: dict = {}
+        for name in names:
+            go = _M_FIELDS.get(name)
+            if go is not None:
+                cols[name] = [m[go] for m in ms]
+            elif name == "kind":
+                cols[name] = ["message"] * n
+            elif name in ("file", "position", "offset", "size"):
+                cols[name] = [getattr(r, name) for r in rs]
+            elif name == "properties":
+                cols[name] = [dict(sorted(m["Properties"])) for m in ms]
+            elif name == "body_size":
+                cols[name] = [r.body_slice[1] - r.body_slice[0] for r in rs]
+            elif name == "message_type":
+                cols[name] = [F.MESSAGE_TYPES.get(m["MessageType"], f"UNKNOWN({m['MessageType']})") for m in ms]
+            elif name == "status":
+                cols[name] = [F.MESSAGE_STATUSES.get(m["MessageStatus"], f"UNKNOWN({m['MessageStatus']})")
+                              for m in ms]
+            elif name == "broadcast":
+                cols[name] = [m["Broadcast"] == 1 for m in ms]
+            elif name == "stale":
+                cols[name] = [r.stale for r in rs]
+            elif name == "state":
+                cols[name] = [r.state if r.stale else None for r in rs]
+            elif name == "body" and body != "none":
+                cols[name] = [_body_value(r.body, body) for r in rs]
+        out[topic] = (cols, n)
+    return out
+
+
+def _body_value(data, mode: str):
+    """The ``body`` value of a row (:func:`mqtool.common.put_body`; its ``body_encoding`` is no column)."""
+    from mqtool.common import put_body
+
+    cell: dict = {}
+    put_body(cell, "body", data, mode)
+    return cell["body"]
+
+
 def end_note(rng: ByteRange, prob, pos: int) -> str:
     store, segs, _ = _store(rng.store)
     name = store.display(segs[rng.seg_index].path)
