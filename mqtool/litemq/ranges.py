@@ -115,15 +115,16 @@ def _remember(seg: Segment, pos: int) -> None:
         _BOUNDARY[key] = pos
 
 
-def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Iterator:
+def range_records(rng: ByteRange, with_body: bool = False, on_end=None, earlier_full: bool = False) -> Iterator:
     """Live :class:`~mqtool.litemq.records.LiteRecord` s that start in ``rng``, in order. ``on_end(problem,
     position)`` is called when the live chain ends inside this range (``problem`` as from
-    :func:`parse_record_at`)."""
+    :func:`parse_record_at`). ``earlier_full``: take the earlier files to be exactly full (a caller that folds
+    the ranges in order knows where the live data ended), else that is checked."""
     store, segs, _ = _store(rng.store)
     if rng.seg_index >= len(segs):
         return
     seg = segs[rng.seg_index]
-    for prev in segs[:rng.seg_index]:
+    for prev in segs[:rng.seg_index] if not earlier_full else ():
         if not _full(prev):
             return                      # the live data ended in an earlier file
     name = store.display(seg.path)
@@ -309,32 +310,47 @@ class RangeDump:
     regression: tuple | None    # first record older than the range's newest before it by > 1 s
 
 
+class TimeTrack:
+    """A range's store times as the in-order fold needs them (:func:`_first_regression`): the newest, each
+    record older than all before it in the range (with the newest before it), and the first record older by
+    more than 1 s than the newest before it in the range."""
+
+    __slots__ = ("max_ts", "minima", "regression", "_low")
+
+    def __init__(self):
+        self.max_ts = None
+        self.minima: list = []
+        self.regression = None
+        self._low = None
+
+    def see(self, rec) -> None:
+        ts = rec.m["StoreTimestamp"]
+        max_ts = self.max_ts
+        if self._low is None or ts < self._low:
+            self._low = ts
+            self.minima.append((rec.position, rec.offset, ts, max_ts))
+        if max_ts is None or ts > max_ts:
+            self.max_ts = ts
+        elif self.regression is None and ts < max_ts - TIME_REGRESSION_MS:
+            self.regression = (rec.position, rec.offset, ts, max_ts)
+
+
 def dump_range_task(args) -> RangeDump:
     rng, opts = args
     ends: list = []
     keep = record_filter(opts)
     body = opts.body
     rows: list = []
-    max_ts = None
-    minima: list = []
-    regression = None
-    low = None
+    times = TimeTrack()
     for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((pos, prob))):
-        ts = rec.m["StoreTimestamp"]
-        if low is None or ts < low:
-            low = ts
-            minima.append((rec.position, rec.offset, ts, max_ts))
-        if max_ts is None or ts > max_ts:
-            max_ts = ts
-        elif regression is None and ts < max_ts - TIME_REGRESSION_MS:
-            regression = (rec.position, rec.offset, ts, max_ts)
+        times.see(rec)
         if keep(rec):
             rows.append(record_row(rec, body))
     if opts.ndjson:
         from mqtool.ndjson import dumps
 
         rows = [dumps(r) for r in rows]
-    return RangeDump(rows, ends[0] if ends else None, max_ts, minima, regression)
+    return RangeDump(rows, ends[0] if ends else None, times.max_ts, times.minima, times.regression)
 
 
 def _first_regression(res: RangeDump, newest: int | None):
