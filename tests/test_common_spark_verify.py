@@ -157,3 +157,8 @@ def test_kafka_per_segment_tasks_on_generated_and_damaged_partitions(run_cli, sp
         paths.append(str(store))
     code, out, _ = same(run_cli, "store", *paths)
     assert code == 1 and "kafka.segment-gap" in out and "kafka.crc-mismatch" in out
+
+
+def test_litemq_small_ranges(run_cli, spark):  # noqa: F811
+    """LiteMQ verify as range tasks of 4 KiB (several per commitlog file, each hopping to its first record)."""
+    same(run_cli, "store", *_stores("litemq"), split="4K")
