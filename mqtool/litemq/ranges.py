@@ -29,6 +29,7 @@ import dataclasses
 import os
 import struct
 from functools import lru_cache
+from operator import itemgetter
 from typing import Iterator
 
 from mqtool.io import map_input
@@ -206,15 +207,28 @@ def _range_columns(rng, opts, names, on_damage, on_end):
     keep = record_filter(opts)
     body = opts.body
     ends: list = []
-    run: list = []
+    run: list = []          # one tuple of values per record (_ROW_VALUES): the record itself is not held
+    get_m = _M_GET
     for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((prob, pos))):
-        if keep(rec):
-            run.append(rec)
-            if len(run) >= COLUMN_CHUNK:
-                yield _chunk(run, names, body)
+        if not keep(rec):
+            continue
+        if rec.bad_utf8:    # rare: base64 text in the row; this row's values are the dump row's
+            if run:
+                yield _chunk(run, names)
                 run = []
+            row = record_row(rec, body)
+            yield {row["topic"]: ({n: [row.get(n)] for n in names}, 1)}
+            continue
+        m = rec.m
+        bs = rec.body_slice
+        run.append(get_m(m) + (rec.file, rec.position, rec.offset, rec.size, bs[1] - bs[0],
+                               dict(sorted(m["Properties"])), rec.state,
+                               None if body == "none" else _body_value(rec.body, body)))
+        if len(run) >= COLUMN_CHUNK:
+            yield _chunk(run, names)
+            run = []
     if run:
-        yield _chunk(run, names, body)
+        yield _chunk(run, names)
     for prob, pos in ends:
         if on_end is not None:
             on_end(prob, pos)
@@ -222,7 +236,7 @@ def _range_columns(rng, opts, names, on_damage, on_end):
             on_damage(end_note(rng, prob, pos))
 
 
-# row key → Go field of LiteRecord.m for the values record_row copies as they are
+# row key → Go field of LiteRecord.m for the values record_row copies as they are (and the raw Broadcast byte)
 _M_FIELDS = {"msg_id": "MessageID", "topic": "Topic", "queue_id": "QueueID", "tags": "Tags", "keys": "Keys",
              "message_type_code": "MessageType", "priority": "Priority", "reliability": "Reliability",
              "delay_time": "DelayTime", "transaction_id": "TransactionID", "status_code": "MessageStatus",
@@ -230,53 +244,34 @@ _M_FIELDS = {"msg_id": "MessageID", "topic": "Topic", "queue_id": "QueueID", "ta
              "store_host": "StoreHost", "store_timestamp": "StoreTimestamp", "queue_offset": "QueueOffset",
              "commitlog_offset": "CommitLogOffset", "store_size": "StoreSize",
              "consume_start_time": "ConsumeStartTime", "consume_end_time": "ConsumeEndTime",
-             "consume_count": "ConsumeCount"}
+             "consume_count": "ConsumeCount", " broadcast": "Broadcast"}
+_M_GET = itemgetter(*_M_FIELDS.values())
+# what each record's tuple holds, in order
+_ROW_VALUES = tuple(_M_FIELDS) + ("file", "position", "offset", "size", "body_size", "properties", " state", "body")
+_TOPIC = _ROW_VALUES.index("topic")
 
 
-def _chunk(recs: list, names: list, body: str) -> dict:
-    """Live records → ``{topic: (columns, n)}``: the values of :func:`~mqtool.litemq.rows.record_row`."""
+def _chunk(run: list, names: list) -> dict:
+    """Records' value tuples → ``{topic: (columns, n)}``: the values of :func:`~mqtool.litemq.rows.record_row`,
+    column by column (transposed by ``zip``)."""
     from formats import litemq as F
 
-    if any(r.bad_utf8 for r in recs):        # rare: base64 text in the row; take the rows' values
-        rows = [record_row(r, body) for r in recs]
-        groups: dict = {}
-        for row in rows:
-            groups.setdefault(row["topic"], []).append(row)
-        return {t: ({n: [r.get(n) for r in rs] for n in names}, len(rs)) for t, rs in groups.items()}
     by_topic: dict = {}
-    for r in recs:
-        by_topic.setdefault(r.m["Topic"], []).append(r)
+    for t in run:
+        by_topic.setdefault(t[_TOPIC], []).append(t)
     out = {}
-    for topic, rs in by_topic.items():
-        n = len(rs)
-        ms = [r.m for r in rs]
-        cols: dict = {}
-        for name in names:
-            go = _M_FIELDS.get(name)
-            if go is not None:
-                cols[name] = [m[go] for m in ms]
-            elif name == "kind":
-                cols[name] = ["message"] * n
-            elif name in ("file", "position", "offset", "size"):
-                cols[name] = [getattr(r, name) for r in rs]
-            elif name == "properties":
-                cols[name] = [dict(sorted(m["Properties"])) for m in ms]
-            elif name == "body_size":
-                cols[name] = [r.body_slice[1] - r.body_slice[0] for r in rs]
-            elif name == "message_type":
-                cols[name] = [F.MESSAGE_TYPES.get(m["MessageType"], f"UNKNOWN({m['MessageType']})") for m in ms]
-            elif name == "status":
-                cols[name] = [F.MESSAGE_STATUSES.get(m["MessageStatus"], f"UNKNOWN({m['MessageStatus']})")
-                              for m in ms]
-            elif name == "broadcast":
-                cols[name] = [m["Broadcast"] == 1 for m in ms]
-            elif name == "stale":
-                cols[name] = [r.stale for r in rs]
-            elif name == "state":
-                cols[name] = [r.state if r.stale else None for r in rs]
-            elif name == "body" and body != "none":
-                cols[name] = [_body_value(r.body, body) for r in rs]
-        out[topic] = (cols, n)
+    for topic, rows in by_topic.items():
+        n = len(rows)
+        have = dict(zip(_ROW_VALUES, map(list, zip(*rows))))
+        state = have.pop(" state")
+        stale = [s != "live" for s in state]
+        have["stale"] = stale
+        have["state"] = [s if st else None for s, st in zip(state, stale)]
+        have["kind"] = ["message"] * n
+        have["message_type"] = [F.MESSAGE_TYPES.get(c, f"UNKNOWN({c})") for c in have["message_type_code"]]
+        have["status"] = [F.MESSAGE_STATUSES.get(c, f"UNKNOWN({c})") for c in have["status_code"]]
+        have["broadcast"] = [b == 1 for b in have.pop(" broadcast")]
+        out[topic] = ({k: have[k] for k in names if k in have}, n)
     return out
 
 
