@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import random
 import statistics
 import sys
@@ -28,6 +29,7 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # bench/run.py (its cached inputs)
 
 from formats import rocketmq as F  # noqa: E402
 from mqtool.schema_struct import fixed_prefix_format  # noqa: E402
@@ -241,6 +243,215 @@ def export_rows(small: str, big: str, master: str = "local[2]", jobs: int = 0) -
     return res
 
 
+def tree_run(args: list[str], interval: float = 0.1) -> tuple[float, float]:
+    """(wall s, CPU s) of one ``python -m mqtool ARGS`` run: CPU = user+sys of the process and every process
+    under it (the Spark JVM, its Python workers), sampled from /proc every ``interval`` s (a process living
+    less than that may be missed); the last sample of each process counts. Fails the benchmark on a failed run."""
+    import subprocess
+
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def sample(root: int, seen: dict) -> None:
+        parent, cpu = {}, {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat", "rb") as fh:
+                    f = fh.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d)] = int(f[1])
+            cpu[int(d)] = (int(f[11]) + int(f[12])) / tick
+        for pid, c in cpu.items():
+            q = pid
+            while q not in (0, 1, root) and q in parent:
+                q = parent[q]
+            if q == root:
+                seen[pid] = max(seen.get(pid, 0.0), c)
+
+    seen: dict = {}
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "mqtool", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         cwd=str(Path(__file__).resolve().parent.parent))
+    while p.poll() is None:
+        sample(p.pid, seen)
+        time.sleep(interval)
+    wall = time.perf_counter() - t
+    err = p.stderr.read().decode("utf-8", "replace")
+    if p.returncode != 0:
+        raise RuntimeError(f"mqtool {' '.join(args)}: exit {p.returncode}: {err[-2000:]}")
+    return wall, sum(seen.values())
+
+
+SIZES = {"rocketmq": (64, 256), "kafka": (128, 256), "litemq": (64, 256)}
+LARGE_SIZES = {"rocketmq": (256, 1024), "kafka": (256, 1024), "litemq": (64, 256)}
+
+
+def family_stores(base: Path, sizes: dict | None = None) -> dict[str, tuple[tuple[str, int], tuple[str, int]]]:
+    """The inputs of :func:`export_families`: per family (small, big) as (store, data bytes) of the sizes
+    ``sizes`` (MiB; default :data:`SIZES`), from bench/run.py's cache for RocketMQ and Kafka (built there when
+    missing) and LiteMQ stores built here (bench/build_litemq.py, cached next to them)."""
+    import json
+    import subprocess
+
+    import run as R
+
+    sizes = sizes or SIZES
+    out = {}
+    for fam in ("rocketmq", "kafka"):
+        pair = []
+        for mib in sizes[fam]:
+            store, info, _ = R.ensure_store(fam, base, mib, False)
+            pair.append((store, info["data_bytes"]))
+        out[fam] = tuple(pair)
+    pair = []
+    for mib in sizes["litemq"]:
+        d = base / f"litemq-{mib}mb-v1"
+        info = d / "bench.json"
+        if not info.exists():
+            shutil.rmtree(d, ignore_errors=True)
+            n = subprocess.run([sys.executable, str(Path(__file__).parent / "build_litemq.py"), str(d), str(mib)],
+                               check=True, capture_output=True, text=True).stdout.strip()
+            info.write_text(json.dumps({"messages": int(n), "data_bytes": mib << 20}))
+        pair.append((str(d / "store"), json.loads(info.read_text())["data_bytes"]))
+    out["litemq"] = tuple(pair)
+    return out
+
+
+def export_families(base: Path, master: str = "local[2]", jobs: int = 2, families=None, sizes=None) -> dict:
+    """``mqtool export`` of a small and a big store of each family, embedded (``--jobs``) and ``--engine spark
+    --master MASTER``, once each as a user runs it: wall and CPU (all processes) per run; per family and engine
+    a line through the two points gives the fixed cost and the cost per GiB (wall and CPU)."""
+    res: dict = {"master": master, "jobs": jobs, "families": {}}
+    out = Path(tempfile.mkdtemp(prefix="mqtool-bench-export-", dir=str(base)))
+    try:
+        for fam, pair in family_stores(base, sizes).items():
+            if families and fam not in families:
+                continue
+            r = res["families"][fam] = {"sizes": {}}
+            for name, (store, nbytes) in zip(("small", "big"), pair):
+                r["sizes"][name] = nbytes
+                for engine, extra in (("embedded", ["--jobs", str(jobs)]),
+                                      ("spark", ["--engine", "spark", "--master", master])):
+                    dst = out / f"{fam}-{name}-{engine}"
+                    print(f"  export {fam} {name} {engine} ...", file=sys.stderr)
+                    r[f"{engine}_{name}"] = tree_run(["export", store, "--to", str(dst), *extra])
+                    shutil.rmtree(dst, ignore_errors=True)
+            gib = {k: v / (1 << 30) for k, v in r["sizes"].items()}
+            for engine in ("embedded", "spark"):
+                for i, what in enumerate(("wall", "cpu")):
+                    ts, tb = r[f"{engine}_small"][i], r[f"{engine}_big"][i]
+                    per = (tb - ts) / (gib["big"] - gib["small"])
+                    r[f"{engine}_{what}_per_gib"] = per
+                    r[f"{engine}_{what}_fixed"] = ts - per * gib["small"]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return res
+
+
+def cpu_now() -> float:
+    """CPU seconds (user+sys) used so far by this process and everything under it: itself and the children it
+    reaped (``getrusage``), plus each live descendant with the children it reaped (/proc: utime, stime, cutime,
+    cstime). A difference of two readings counts every process that ran in between (a Spark JVM and its
+    Python workers, a process pool and its forkserver), provided whoever reaps a process is one of them."""
+    import resource
+
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, cpu = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                f = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d)] = int(f[1])
+        cpu[int(d)] = sum(int(x) for x in f[11:15]) / tick
+    me = os.getpid()
+    total = 0.0
+    for pid, c in cpu.items():
+        q = parent.get(pid)
+        while q not in (None, 0, 1, me):
+            q = parent.get(q)
+        if q == me:
+            total += c
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
+
+
+def export_warm(base: Path, master: str = "local[2]", jobs: int = 2, families=None, sizes=None,
+                repeat: int = 2) -> dict:
+    """The export of :func:`export_families` without the CLI's and the JVM's start: in this process,
+    ``mqtool.export.export_local(jobs=JOBS)`` and ``export_spark`` on one started ``MASTER`` session, the
+    engines alternated, ``repeat`` runs each (median); wall and CPU (:func:`cpu_now`) per run."""
+    from mqtool.export import export_local, export_spark
+    from mqtool.spark.session import get_session
+
+    spark = get_session(master)
+    res: dict = {"master": master, "jobs": jobs, "families": {}, "repeat": repeat}
+    out = Path(tempfile.mkdtemp(prefix="mqtool-bench-export-", dir=str(base)))
+    stores = family_stores(base, sizes)
+    try:
+        small = str(Path(__file__).resolve().parent.parent / "fixtures" / "rocketmq" / "store")
+        export_spark([small], out / "warm", spark=spark, force=True)        # Python workers started
+        shutil.rmtree(out / "warm", ignore_errors=True)
+        for fam, pair in stores.items():
+            if families and fam not in families:
+                continue
+            r = res["families"][fam] = {"sizes": {}}
+            for name, (store, nbytes) in zip(("small", "big"), pair):
+                r["sizes"][name] = nbytes
+                runs: dict = {"embedded": [], "spark": []}
+                for i in range(repeat):
+                    for engine in (("embedded", "spark") if i % 2 == 0 else ("spark", "embedded")):
+                        dst = out / f"{fam}-{name}-{engine}"
+                        print(f"  export {fam} {name} {engine} (warm) ...", file=sys.stderr)
+                        c, t = cpu_now(), time.perf_counter()
+                        if engine == "embedded":
+                            export_local([store], dst, jobs=jobs)
+                        else:
+                            export_spark([store], dst, spark=spark)
+                        runs[engine].append((time.perf_counter() - t, cpu_now() - c))
+                        shutil.rmtree(dst, ignore_errors=True)
+                for engine, rs in runs.items():
+                    r[f"{engine}_{name}"] = (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs))
+            gib = {k: v / (1 << 30) for k, v in r["sizes"].items()}
+            for engine in ("embedded", "spark"):
+                for i, what in enumerate(("wall", "cpu")):
+                    ts, tb = r[f"{engine}_small"][i], r[f"{engine}_big"][i]
+                    per = (tb - ts) / (gib["big"] - gib["small"])
+                    r[f"{engine}_{what}_per_gib"] = per
+                    r[f"{engine}_{what}_fixed"] = ts - per * gib["small"]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return res
+
+
+def export_families_report(res: dict) -> str:
+    how = (f"in-process on a started session, median of {res['repeat']}" if "repeat" in res else
+           "one CLI run each, CPU sampled from /proc every 0.1 s")
+    lines = [f"export: embedded --jobs {res['jobs']} vs --engine spark --master {res['master']} "
+             f"({how}; CPU = user+sys of every process of the run; load average "
+             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})",
+             f"{'family':9s} {'engine':9s} {'small s (cpu)':>15s} {'big s (cpu)':>15s} {'fixed s (cpu)':>15s} "
+             f"{'s/GiB (cpu)':>15s}"]
+    for fam, r in res["families"].items():
+        for engine in ("embedded", "spark"):
+            cell = lambda a, b: f"{a:7.1f} ({b:5.1f})"  # noqa: E731
+            lines.append(f"{fam:9s} {engine:9s} {cell(*r[engine + '_small']):>15s} {cell(*r[engine + '_big']):>15s} "
+                         f"{cell(r[engine + '_wall_fixed'], r[engine + '_cpu_fixed']):>15s} "
+                         f"{cell(r[engine + '_wall_per_gib'], r[engine + '_cpu_per_gib']):>15s}")
+        w = r["embedded_wall_per_gib"] / r["spark_wall_per_gib"] if r["spark_wall_per_gib"] > 0 else float("inf")
+        c = r["embedded_cpu_per_gib"] / r["spark_cpu_per_gib"] if r["spark_cpu_per_gib"] > 0 else float("inf")
+        lines.append(f"{fam:9s} spark vs embedded per GiB once the fixed cost is paid: wall {w:.2f}x, CPU {c:.2f}x "
+                     f"(goal >= 0.8x); sizes {r['sizes']['small'] / 2**20:.0f} and {r['sizes']['big'] / 2**20:.0f} MiB")
+    return "\n".join(lines)
+
+
 def pruning_rows(store: str, master: str = "local[2]", repeat: int = 3) -> dict:
     """One topic's rows on a warm session, four ways: the SQL filter (``.select("topic").where(...)``, pushed
     down), the reader option (``.option("topic", ...)``, every column converted), and each with the pruned
@@ -335,7 +546,23 @@ def main(argv=None) -> int:
     ap.add_argument("--small-mib", type=int, default=128, help="size of the small store of --export (MiB)")
     ap.add_argument("--pruning", action="store_true",
                     help="instead: one topic by SQL filter vs reader option vs pruned schema (--size-mib store)")
+    ap.add_argument("--export-families", action="store_true",
+                    help="instead: export of RocketMQ, Kafka and LiteMQ stores (small and 256 MiB, cached in "
+                         "--bench-dir), embedded --jobs 2 vs spark: fixed cost and per GiB, wall and CPU")
+    ap.add_argument("--large", action="store_true",
+                    help="with --export-families: RocketMQ and Kafka at 256 MiB and 1 GiB (LiteMQ 64/256 MiB)")
+    ap.add_argument("--warm", action="store_true",
+                    help="with --export-families: in this process on a started session (no CLI/JVM start)")
+    ap.add_argument("--bench-dir", default=os.environ.get("MQTOOL_BENCH_DIR",
+                                                          str(Path(tempfile.gettempdir()) / "mqtool-bench")))
+    ap.add_argument("--families", default=None, help="with --export-families: a comma-separated subset")
     a = ap.parse_args(argv)
+    if a.export_families:
+        run_fn = export_warm if a.warm else export_families
+        print(export_families_report(run_fn(Path(a.bench_dir), a.master, a.jobs or 2,
+                                            a.families.split(",") if a.families else None,
+                                            LARGE_SIZES if a.large else None)))
+        return 0
     if a.pruning:
         tmp = tempfile.mkdtemp(prefix="mqtool-spark-bench-")
         try:

@@ -115,3 +115,61 @@ def kafka_codec_batch(base: int, records: list[bytes], codec: int, *, base_ts: i
     raw = bytearray(K.RecordBatch.build(dict(header=hdr, records=area)))
     raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
     return bytes(raw)
+
+
+# ---- Kafka: a generated multi-segment partition ------------------------------------------------------------------
+
+def _segments(base_offsets_and_batches) -> dict[int, bytes]:
+    return {base: b"".join(batches) for base, batches in base_offsets_and_batches}
+
+
+def _write_partition(root: Path, segs: dict[int, bytes], name="orders-0", epochs=None) -> Path:
+    """A partition dir with the segments and their index files as recovery writes them."""
+    from mqtool.kafka.rebuild import TxnTracker, recover_segment
+
+    part = root / name
+    part.mkdir(parents=True)
+    txn = TxnTracker()
+    for base, data in segs.items():
+        stem = f"{base:020d}"
+        (part / f"{stem}.log").write_bytes(data)
+        res = recover_segment(data, stem, base, 4096, True, txn)
+        (part / f"{stem}.index").write_bytes(res.index_bytes())
+        (part / f"{stem}.timeindex").write_bytes(res.timeindex_bytes())
+        if res.aborted:
+            (part / f"{stem}.txnindex").write_bytes(res.txnindex_bytes())
+    if epochs:
+        lines = ["0", str(len(epochs))] + [f"{e} {o}" for e, o in epochs]
+        (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
+    return part
+
+
+def kafka_multisegment_store(root: Path) -> Path:
+    """A Kafka log dir ``root/logdir`` with one partition ``orders-0`` of four segments of 40 batches (index
+    files as recovery writes them): a transaction open across the 2nd roll and aborted in the 3rd segment,
+    leader epoch 1 from offset 100 (and its leader-epoch-checkpoint)."""
+    from formats import kafka as K
+
+    B = kafka_builder()
+
+    segs = []
+    off = 0
+    for s in range(4):
+        base = off
+        batches = []
+        for i in range(40):
+            ple = 0 if off < 100 else 1
+            if s == 1 and i == 39:
+                batches.append(kafka_batch(off, 2, attrs=K.TRANSACTIONAL_FLAG_MASK, pid=77, epoch=0, seq=0, ple=ple))
+                off += 2
+                continue
+            if s == 2 and i == 3:
+                batches.append(B.control(off, K.CONTROL_ABORT, 77, 0, B.T0 + off, ple=ple))
+                off += 1
+                continue
+            batches.append(kafka_batch(off, 3, pad=40, ple=ple))
+            off += 3
+        segs.append((base, batches))
+    store = root / "logdir"
+    _write_partition(store, _segments(segs), epochs=[(0, 0), (1, 100)])
+    return store

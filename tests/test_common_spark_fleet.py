@@ -322,3 +322,38 @@ def test_pruned_columns_by_schema_or_option(spark):
     src = MqtoolDataSource({"path": store, "body": "text"})
     assert src.reader(StructType.fromDDL("topic string")).body == "none"
     assert src.reader(StructType.fromDDL("topic string, body string")).body == "text"
+
+
+@pytest.mark.parametrize("family,where", [
+    ("kafka", "topic = 'forensics'"),
+    ("kafka", "offset >= 40 AND codec IN ('gzip', 'none') AND partition = 0"),
+    ("litemq", "topic = 'orders.v1'"),
+    ("litemq", "queue_id >= 1 AND store_timestamp > 0 AND tags IS NOT NULL"),
+])
+def test_kafka_and_litemq_column_lanes_push_filters_and_prune(spark, family, where):
+    """The Kafka and LiteMQ column lanes under pushed filters and a pruned schema: the rows Spark's own
+    filter keeps with pushdown off, and pruned columns equal to the embedded rows' (``iter_range_rows``)."""
+    from mqtool.options import DumpOptions
+    from mqtool.ranges import family_ranges
+
+    paths = ([str(require_realdata("kafka", "generated-4.0.0-SNAPSHOT"))] if family == "kafka" else
+             [str(require_realdata("litemq", n, "data", "broker")) for n in ("clean", "crash")])
+
+    def run():
+        df = (spark.read.format("mqtool").option("format", family).option("maxPartitions", "2").load(paths)
+              .where(where))
+        return sorted(tuple(r) for r in df.select("store", "file", "position", "topic").collect())
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    want = run()
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        got = run()
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    assert got == want and want
+    mod = family_ranges(family)
+    rows = sorted((p, r["position"], r["size"]) for p in paths for rng in mod.plan(p, None)
+                  for r in mod.iter_range_rows(rng, DumpOptions()))
+    df = spark.read.format("mqtool").option("format", family).schema("store string, position long, size long")
+    assert sorted(map(tuple, df.load(paths).collect())) == rows

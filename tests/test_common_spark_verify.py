@@ -121,3 +121,44 @@ def test_not_a_store_among_stores(run_cli, spark, tmp_path):  # noqa: F811
     want = run_cli("verify", "store", *paths, "--json", "--jobs", "1")
     got = run_cli("verify", "store", *paths, "--json", "--engine", "spark")
     assert got[:2] == want[:2] and want[0] == 2
+
+
+def test_kafka_per_segment_tasks_on_generated_and_damaged_partitions(run_cli, spark, tmp_path):  # noqa: F811
+    """Kafka verify runs one task per segment (mqtool.kafka.verifyplan): a generated four-segment partition
+    (a transaction open across a roll), and copies with a corrupt batch at the start of the 2nd segment, an
+    offset gap across a segment boundary, a truncated last segment and a missing index, all in one run: the
+    NDJSON and exit code of embedded verify."""
+    from builders import kafka_multisegment_store
+
+    paths = []
+    for damage in ("none", "corrupt", "gap", "truncated", "no-index"):
+        store = kafka_multisegment_store(tmp_path / damage)
+        logs = sorted(store.rglob("*.log"))
+        if damage == "corrupt":
+            b = bytearray(logs[1].read_bytes())
+            b[70] ^= 0x55
+            logs[1].write_bytes(bytes(b))
+        elif damage == "gap":
+            logs[2].with_suffix(".index").unlink()
+            logs[2].with_suffix(".timeindex").unlink()
+            base = int(logs[2].stem)
+            data = bytearray(logs[2].read_bytes())
+            pos = 0
+            while pos < len(data):
+                data[pos:pos + 8] = (int.from_bytes(data[pos:pos + 8], "big") + 5).to_bytes(8, "big")
+                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+            logs[2].unlink()
+            logs[2].with_name(f"{base + 5:020d}.log").write_bytes(bytes(data))
+        elif damage == "truncated":
+            b = logs[-1].read_bytes()
+            logs[-1].write_bytes(b[:len(b) - 30])
+        elif damage == "no-index":
+            logs[1].with_suffix(".index").unlink()
+        paths.append(str(store))
+    code, out, _ = same(run_cli, "store", *paths)
+    assert code == 1 and "kafka.segment-gap" in out and "kafka.crc-mismatch" in out
+
+
+def test_litemq_small_ranges(run_cli, spark):  # noqa: F811
+    """LiteMQ verify as range tasks of 4 KiB (several per commitlog file, each hopping to its first record)."""
+    same(run_cli, "store", *_stores("litemq"), split="4K")

@@ -84,11 +84,120 @@ def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None) -> Iterat
         return
     stats = ScanStats()
     if on_damage is not None:
-        stats.damage = on_damage            # type: ignore[method-assign]
+        stats.damage = lambda text, at=None: on_damage(text)    # type: ignore[method-assign]
     for row in _range_log_rows(rng, opts, stats, topic):
         row["topic"] = topic
         row["partition"] = partition
         yield row
+
+
+def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None):
+    """The rows of :func:`iter_range_rows` as ``({topic: (columns, n)}, ...)`` chunks (``columns``: each of
+    ``names`` → its values, a name missing is all null), built column by column from the scanner's batches and
+    damage events without a dict per row; None when ``opts`` asks for record rows or filters by offset or key
+    (then use the rows). A chunk holds one kind (batches or damage) and ends where a damage note is given, so
+    that notes and rows come in the order :func:`iter_range_rows` gives them."""
+    if (getattr(opts, "deep", False) or getattr(opts, "print_data", False) or getattr(opts, "key", None) is not None
+            or getattr(opts, "from_offset", None) is not None or getattr(opts, "to_offset", None) is not None):
+        return None
+    return _range_columns(rng, opts, list(names), on_damage)
+
+
+def _range_columns(rng: ByteRange, opts, names, on_damage):
+    from mqtool.errors import InputError
+    from mqtool.io import map_input
+    from mqtool.kafka.scan import Damage, scan_range
+
+    if not _wanted(rng, opts):
+        return
+    topic, partition, _ = topic_partition(rng.file)
+    note = on_damage if on_damage is not None else (lambda text: None)
+    path = Path(rng.file)
+    run: list = []
+    try:
+        with map_input(path) as m:
+            fd = m.fileno() if m.mapped else None
+            for ev in scan_range(m.buf, str(path), rng.start, rng.stop, fd=fd):
+                if m.shrunk():       # truncated under us: reading on would touch lost pages (SIGBUS)
+                    break
+                damaged = isinstance(ev, Damage)
+                if run and (damaged or not ev.crc_ok or isinstance(run[0], Damage)):
+                    yield _chunk(run, names, str(path), topic, partition)
+                    run = []
+                if damaged:
+                    if ev.code == "skipped" or ev.code == "partial-tail":
+                        note(f"{path}@{ev.position}: {ev.code}: {ev.message}")
+                    if ev.code != "max-bytes":
+                        run.append(ev)
+                    continue
+                if not ev.crc_ok:
+                    note(f"{path}@{ev.position}: batch CRC mismatch")
+                run.append(ev)
+                if len(run) >= COLUMN_CHUNK:
+                    yield _chunk(run, names, str(path), topic, partition)
+                    run = []
+            if run:
+                yield _chunk(run, names, str(path), topic, partition)
+                run = []
+            if m.shrunk():
+                note(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
+    except InputError as e:
+        if Path(rng.store).is_file():
+            raise
+        if rng.start == 0:
+            note(f"{e.file}: file-unreadable: {e.message}")
+
+
+COLUMN_CHUNK = 4096
+
+
+def _flag_text(txn, control, horizon) -> str:
+    return ",".join(f for f, on in (("txn", txn), ("control", control), ("deleteHorizon", horizon is not None)) if on)
+
+
+def _chunk(run: list, names: list, file: str, topic, partition) -> dict:
+    """One run of batches (or of damage events) → ``{topic: (columns, n)}``: the values
+    :meth:`~mqtool.kafka.records.Batch.to_row` / :func:`mqtool.kafka.dump.batch_row` /
+    :func:`~mqtool.kafka.dump.damage_row` give, column-wise."""
+    from operator import attrgetter
+
+    from formats import kafka as K
+
+    n = len(run)
+    cols: dict = {}
+    if "topic" in names:
+        cols["topic"] = [topic] * n
+    if "partition" in names:
+        cols["partition"] = [partition] * n
+    get = lambda a: list(map(attrgetter(a), run))  # noqa: E731
+    if "file" in names:
+        cols["file"] = [file] * n
+    if "position" in names:
+        cols["position"] = get("position")
+    if not hasattr(run[0], "crc_ok"):         # damage events: the keys of kafka.rows.DAMAGE
+        for name, attr in (("kind", None), ("size", "length"), ("damage", "code"), ("message", "message")):
+            if name in names:
+                cols[name] = ["damage"] * n if attr is None else get(attr)
+        return {topic: (cols, n)}
+    direct = {"size": "size", "magic": "magic", "offset": "base_offset", "last_offset": "last_offset",
+              "count": "count", "timestamp": "max_timestamp", "partition_leader_epoch": "partition_leader_epoch",
+              "producer_id": "producer_id", "producer_epoch": "producer_epoch", "base_sequence": "base_sequence",
+              "last_sequence": "last_sequence", "is_transactional": "is_transactional", "is_control": "is_control",
+              "delete_horizon_ms": "delete_horizon_ms", "crc": "crc", "crc_ok": "crc_ok", "error": "error"}
+    for name in names:
+        if name in direct:
+            cols[name] = get(direct[name])
+    if "kind" in names:
+        cols["kind"] = ["batch"] * n
+    if "codec" in names:
+        cols["codec"] = [K.CODEC_NAMES.get(c, str(c)) for c in get("codec")]
+    if "timestamp_type" in names:
+        cols["timestamp_type"] = [K.TIMESTAMP_TYPES.get(t, str(t)) for t in get("timestamp_type")]
+    if "base_timestamp" in names:
+        cols["base_timestamp"] = [b.base_timestamp if b.magic >= 2 else None for b in run]
+    if "flags" in names:
+        cols["flags"] = list(map(_flag_text, get("is_transactional"), get("is_control"), get("delete_horizon_ms")))
+    return {topic: (cols, n)}
 
 
 def _range_log_rows(rng: ByteRange, opts, stats, topic):

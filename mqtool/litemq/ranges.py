@@ -29,6 +29,7 @@ import dataclasses
 import os
 import struct
 from functools import lru_cache
+from operator import itemgetter
 from typing import Iterator
 
 from mqtool.io import map_input
@@ -115,15 +116,16 @@ def _remember(seg: Segment, pos: int) -> None:
         _BOUNDARY[key] = pos
 
 
-def range_records(rng: ByteRange, with_body: bool = False, on_end=None) -> Iterator:
+def range_records(rng: ByteRange, with_body: bool = False, on_end=None, earlier_full: bool = False) -> Iterator:
     """Live :class:`~mqtool.litemq.records.LiteRecord` s that start in ``rng``, in order. ``on_end(problem,
     position)`` is called when the live chain ends inside this range (``problem`` as from
-    :func:`parse_record_at`)."""
+    :func:`parse_record_at`). ``earlier_full``: take the earlier files to be exactly full (a caller that folds
+    the ranges in order knows where the live data ended), else that is checked."""
     store, segs, _ = _store(rng.store)
     if rng.seg_index >= len(segs):
         return
     seg = segs[rng.seg_index]
-    for prev in segs[:rng.seg_index]:
+    for prev in segs[:rng.seg_index] if not earlier_full else ():
         if not _full(prev):
             return                      # the live data ended in an earlier file
     name = store.display(seg.path)
@@ -189,6 +191,99 @@ def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None, on_end=No
             yield record_row(rec, body)
 
 
+COLUMN_CHUNK = 4096
+
+
+def iter_range_columns(rng: ByteRange, opts: DumpOptions, names, on_damage=None, on_end=None):
+    """The rows of :func:`iter_range_rows` as ``({topic: (columns, n)}, ...)`` chunks (``columns``: each of
+    ``names`` → its values, a name missing is all null; rows grouped by topic inside a chunk), built column by
+    column from the live records without a dict per row. A chunk with a record whose text is not UTF-8 (its
+    row carries base64 text) is built from :func:`~mqtool.litemq.rows.record_row` rows instead. The note of a
+    chain that ends in the range comes after the range's rows, as :func:`iter_range_rows` gives it."""
+    return _range_columns(rng, opts, [n for n in names if n != "store"], on_damage, on_end)
+
+
+def _range_columns(rng, opts, names, on_damage, on_end):
+    keep = record_filter(opts)
+    body = opts.body
+    ends: list = []
+    run: list = []          # one tuple of values per record (_ROW_VALUES): the record itself is not held
+    get_m = _M_GET
+    for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((prob, pos))):
+        if not keep(rec):
+            continue
+        if rec.bad_utf8:    # rare: base64 text in the row; this row's values are the dump row's
+            if run:
+                yield _chunk(run, names)
+                run = []
+            row = record_row(rec, body)
+            yield {row["topic"]: ({n: [row.get(n)] for n in names}, 1)}
+            continue
+        m = rec.m
+        bs = rec.body_slice
+        run.append(get_m(m) + (rec.file, rec.position, rec.offset, rec.size, bs[1] - bs[0],
+                               dict(sorted(m["Properties"])), rec.state,
+                               None if body == "none" else _body_value(rec.body, body)))
+        if len(run) >= COLUMN_CHUNK:
+            yield _chunk(run, names)
+            run = []
+    if run:
+        yield _chunk(run, names)
+    for prob, pos in ends:
+        if on_end is not None:
+            on_end(prob, pos)
+        if on_damage is not None and prob[0] != "zero-length":
+            on_damage(end_note(rng, prob, pos))
+
+
+# row key → Go field of LiteRecord.m for the values record_row copies as they are (and the raw Broadcast byte)
+_M_FIELDS = {"msg_id": "MessageID", "topic": "Topic", "queue_id": "QueueID", "tags": "Tags", "keys": "Keys",
+             "message_type_code": "MessageType", "priority": "Priority", "reliability": "Reliability",
+             "delay_time": "DelayTime", "transaction_id": "TransactionID", "status_code": "MessageStatus",
+             "sharding_key": "ShardingKey", "born_timestamp": "BornTimestamp", "born_host": "BornHost",
+             "store_host": "StoreHost", "store_timestamp": "StoreTimestamp", "queue_offset": "QueueOffset",
+             "commitlog_offset": "CommitLogOffset", "store_size": "StoreSize",
+             "consume_start_time": "ConsumeStartTime", "consume_end_time": "ConsumeEndTime",
+             "consume_count": "ConsumeCount", " broadcast": "Broadcast"}
+_M_GET = itemgetter(*_M_FIELDS.values())
+# what each record's tuple holds, in order
+_ROW_VALUES = tuple(_M_FIELDS) + ("file", "position", "offset", "size", "body_size", "properties", " state", "body")
+_TOPIC = _ROW_VALUES.index("topic")
+
+
+def _chunk(run: list, names: list) -> dict:
+    """Records' value tuples → ``{topic: (columns, n)}``: the values of :func:`~mqtool.litemq.rows.record_row`,
+    column by column (transposed by ``zip``)."""
+    from formats import litemq as F
+
+    by_topic: dict = {}
+    for t in run:
+        by_topic.setdefault(t[_TOPIC], []).append(t)
+    out = {}
+    for topic, rows in by_topic.items():
+        n = len(rows)
+        have = dict(zip(_ROW_VALUES, map(list, zip(*rows))))
+        state = have.pop(" state")
+        stale = [s != "live" for s in state]
+        have["stale"] = stale
+        have["state"] = [s if st else None for s, st in zip(state, stale)]
+        have["kind"] = ["message"] * n
+        have["message_type"] = [F.MESSAGE_TYPES.get(c, f"UNKNOWN({c})") for c in have["message_type_code"]]
+        have["status"] = [F.MESSAGE_STATUSES.get(c, f"UNKNOWN({c})") for c in have["status_code"]]
+        have["broadcast"] = [b == 1 for b in have.pop(" broadcast")]
+        out[topic] = ({k: have[k] for k in names if k in have}, n)
+    return out
+
+
+def _body_value(data, mode: str):
+    """The ``body`` value of a row (:func:`mqtool.common.put_body`; its ``body_encoding`` is no column)."""
+    from mqtool.common import put_body
+
+    cell: dict = {}
+    put_body(cell, "body", data, mode)
+    return cell["body"]
+
+
 def end_note(rng: ByteRange, prob, pos: int) -> str:
     store, segs, _ = _store(rng.store)
     name = store.display(segs[rng.seg_index].path)
@@ -210,32 +305,47 @@ class RangeDump:
     regression: tuple | None    # first record older than the range's newest before it by > 1 s
 
 
+class TimeTrack:
+    """A range's store times as the in-order fold needs them (:func:`_first_regression`): the newest, each
+    record older than all before it in the range (with the newest before it), and the first record older by
+    more than 1 s than the newest before it in the range."""
+
+    __slots__ = ("max_ts", "minima", "regression", "_low")
+
+    def __init__(self):
+        self.max_ts = None
+        self.minima: list = []
+        self.regression = None
+        self._low = None
+
+    def see(self, rec) -> None:
+        ts = rec.m["StoreTimestamp"]
+        max_ts = self.max_ts
+        if self._low is None or ts < self._low:
+            self._low = ts
+            self.minima.append((rec.position, rec.offset, ts, max_ts))
+        if max_ts is None or ts > max_ts:
+            self.max_ts = ts
+        elif self.regression is None and ts < max_ts - TIME_REGRESSION_MS:
+            self.regression = (rec.position, rec.offset, ts, max_ts)
+
+
 def dump_range_task(args) -> RangeDump:
     rng, opts = args
     ends: list = []
     keep = record_filter(opts)
     body = opts.body
     rows: list = []
-    max_ts = None
-    minima: list = []
-    regression = None
-    low = None
+    times = TimeTrack()
     for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((pos, prob))):
-        ts = rec.m["StoreTimestamp"]
-        if low is None or ts < low:
-            low = ts
-            minima.append((rec.position, rec.offset, ts, max_ts))
-        if max_ts is None or ts > max_ts:
-            max_ts = ts
-        elif regression is None and ts < max_ts - TIME_REGRESSION_MS:
-            regression = (rec.position, rec.offset, ts, max_ts)
+        times.see(rec)
         if keep(rec):
             rows.append(record_row(rec, body))
     if opts.ndjson:
         from mqtool.ndjson import dumps
 
         rows = [dumps(r) for r in rows]
-    return RangeDump(rows, ends[0] if ends else None, max_ts, minima, regression)
+    return RangeDump(rows, ends[0] if ends else None, times.max_ts, times.minima, times.regression)
 
 
 def _first_regression(res: RangeDump, newest: int | None):

@@ -326,7 +326,20 @@ class MqtoolReader(DataSourceReader):
 
     def _message_batches(self, ranges, schema):
         """The Arrow batches of a partition's ranges: column-wise where the family has a column lane
-        (``iter_range_columns``: no dict per row), else from the row dicts."""
+        (``iter_range_columns``: no dict per row), else from the row dicts. The cyclic garbage collector is
+        off meanwhile (as in export's range tasks): the records and values a chunk holds have no cycles, and
+        its collections would walk them again and again (a Python worker runs one task at a time)."""
+        import gc
+
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            yield from self._range_batches(ranges, schema)
+        finally:
+            if was:
+                gc.enable()
+
+    def _range_batches(self, ranges, schema):
         from mqtool.options import DumpOptions
 
         opts = DumpOptions(topic=self.topic, key=self.key, tag=self.tag, body=self.body,

@@ -7,8 +7,12 @@ functions, and ``merge(results, runner)`` → ``(findings, summary_fn)`` exactly
 * RocketMQ: commitlog byte ranges, one task per consume queue, one per index file (cross-file checks read
   the commitlog at random on the executor); a queue with units past the end of data is checked again in one
   more small job once the end is known;
-* Kafka: one task per partition (segments, indexes, snapshots against the log);
-* LiteMQ: one task per store (a walk of the live chain that every other check depends on).
+* Kafka: one task per segment (its ``.log`` pass and its index files against it); the driver folds them in
+  order with the partition's offset continuity and open transactions, and runs the per-partition checks
+  (segment gaps, snapshots, leader epochs, checkpoints) from their summaries;
+* LiteMQ: one task per byte range of the commitlog (the live-chain walk and each record's own checks); the
+  driver folds the ranges in order (the end of the live data, the store-time regression, what follows the
+  end) and runs the consume-queue, marker and index checks against the live records.
 
 The tasks of all stores are packed, in order, into partitions of about equal estimated cost (``weight``) and
 run as one job; the results come back in order and each store's merge replays them through the embedded

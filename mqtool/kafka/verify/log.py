@@ -85,6 +85,8 @@ class LogChecks:
                         seen.aborts.add((b.producer_id, b.last_offset))
                 rec.feed(b, ctype)
                 base = b.base_offset if b.base_offset is not None else b.last_offset
+                if seen.head is not None and (not seen.head or not seen.head[-1][2]):
+                    seen.head.append((base, b.last_offset, b.crc_ok))
                 if b.error:
                     yield self._f(WARNING if b.error_code != "records-undecodable" else ERROR, b.error_code,
                                   path, b.position, b.last_offset, b.error)

@@ -24,3 +24,6 @@ class SegmentSeen:
     canonical = None                                     # SegmentIndexes from the recovery rule
     interior_gaps: int = 0
     canonical_nofinal: list | None = None
+    # when a list: the (base, last offset, CRC ok) of the batches up to the first one whose CRC holds (what
+    # the offset continuity with the previous segment depends on; see mqtool.kafka.verifyplan)
+    head: list | None = None

@@ -71,15 +71,7 @@ class KafkaVerifier(LogChecks, IndexChecks, PartitionChecks):
             if only_base is not None and seg.base_offset != only_base:
                 continue
             seen = SegmentSeen(seg.base_offset)
-            if seg.log is not None:
-                prev_last = yield from self._guard(
-                    self.check_log(seg, seen, txn, prev_last, active=seg is p.segments[-1]), prev_last)
-            if self.part in ("store", "index") and only_kind in (None, "index", "log"):
-                yield from self._guard(self.check_offset_index(seg, seen))
-            if self.part in ("store", "index") and only_kind in (None, "timeindex", "log"):
-                yield from self._guard(self.check_time_index(seg, seen))
-            if self.part in ("store", "index") and only_kind in (None, "txnindex", "log"):
-                yield from self._guard(self.check_txn_index(seg, seen))
+            prev_last = yield from self.check_segment(seg, seen, txn, prev_last, seg is p.segments[-1], only_kind)
             seen_all.append(seen)
         yield from self._segment_gaps(p, seen_all)
         if only_base is None:
@@ -95,6 +87,20 @@ class KafkaVerifier(LogChecks, IndexChecks, PartitionChecks):
             yield from self._orphans(p)
             yield from self._guard(self.check_partition_files(p, seen_all, leo))
         return leo
+
+    def check_segment(self, seg, seen: SegmentSeen, txn: TxnTracker, prev_last, active: bool, only_kind=None):
+        """One segment: its ``.log`` (offsets following ``prev_last``, the partition's open transactions in
+        ``txn``), then its index files against what that pass saw (into ``seen``); returns the last offset so
+        far. (``verify --engine spark`` runs it per segment on the executors: mqtool.kafka.verifyplan.)"""
+        if seg.log is not None:
+            prev_last = yield from self._guard(self.check_log(seg, seen, txn, prev_last, active=active), prev_last)
+        if self.part in ("store", "index") and only_kind in (None, "index", "log"):
+            yield from self._guard(self.check_offset_index(seg, seen))
+        if self.part in ("store", "index") and only_kind in (None, "timeindex", "log"):
+            yield from self._guard(self.check_time_index(seg, seen))
+        if self.part in ("store", "index") and only_kind in (None, "txnindex", "log"):
+            yield from self._guard(self.check_txn_index(seg, seen))
+        return prev_last
 
     def _guard(self, gen, default=None):
         """Run one check; a file it cannot read (FIFO, device, directory, symlink loop, permissions, vanished)

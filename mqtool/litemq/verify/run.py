@@ -3,6 +3,7 @@ marker and index checks, in order."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from mqtool.damage import Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
@@ -19,12 +20,15 @@ from mqtool.litemq.verify.record import NEVER_FILLED, RecInfo, record_findings
 from mqtool.litemq.verify.salvage import _salvage
 
 
-def run_verify(part: str, store: Store, opts: VerifyOptions):
+def run_verify(part: str, store: Store, opts: VerifyOptions, items=None, res: WalkResult | None = None):
+    """``verify <part>`` of a store: (findings, summary function). ``items`` (with the ``res`` they fill): what
+    the commitlog walk gives, from elsewhere (the ranges folded by mqtool.litemq.verifyplan): damage events,
+    stale records, and live records as :class:`Checked` or :class:`LiteRecord`."""
     summary = Summary()
     summary.extra["family"] = "litemq"
 
     def gen():
-        for fnd in _verify(part, store, opts, summary):
+        for fnd in _verify(part, store, opts, summary, items, res):
             summary.add(fnd)
             if fnd.code == "unaccounted-bytes" and isinstance(fnd.actual, int):
                 summary.skipped_ranges += 1
@@ -34,37 +38,54 @@ def run_verify(part: str, store: Store, opts: VerifyOptions):
     return gen(), lambda: summary
 
 
-def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary):
-    res = WalkResult()
+@dataclass(slots=True)
+class Checked:
+    """A live record's own findings and what the cross-file checks keep of it (what a range task returns)."""
+
+    position: int
+    findings: list
+    info: RecInfo
+    unset: tuple            # the NEVER_FILLED fields that are 0
+
+
+def check_record(rec: LiteRecord, max_message_size: int) -> Checked:
+    m = rec.m
+    return Checked(rec.position, record_findings(rec, max_message_size),
+                   RecInfo(rec.offset, rec.size, rec.file, rec.position, m["Topic"], m["QueueID"], m["MessageType"],
+                           m["Broadcast"], tag_hash(rec.raw_tags), m["StoreTimestamp"], m["QueueOffset"],
+                           frozenset(fnv1a32(k) for k in rec.raw_keys), m["MessageID"],
+                           rec.body_slice[0] == rec.body_slice[1]),
+                   tuple(k for k in NEVER_FILLED if m[k] == 0))
+
+
+def _verify(part: str, store: Store, opts: VerifyOptions, summary: Summary, items=None, res=None):
+    if res is None:
+        res = WalkResult()
+    if items is None:
+        items = walk(store, carve_stale=True, result=res)
     live: dict[int, RecInfo] = {}
     stale: dict[int, LiteRecord] = {}
     never_zero = Counter()
     order = []
-    for item in walk(store, carve_stale=True, result=res):
+    for item in items:
         if isinstance(item, Damage):
             yield damage_finding(item)
             continue
-        rec = item
-        if rec.stale:
-            stale[rec.offset] = rec
-            yield Finding(INFO if rec.state == "stale" else ERROR, f"{rec.state}-record", rec.file,
-                          rec.position, rec.offset,
-                          f"{rec.state} record {rec.m['MessageID']!r} ({rec.m['Topic']}, stored "
-                          f"{iso_ms(rec.m['StoreTimestamp'])}) after the end of data")
-            continue
+        if isinstance(item, LiteRecord):
+            rec = item
+            if rec.stale:
+                stale[rec.offset] = rec
+                yield Finding(INFO if rec.state == "stale" else ERROR, f"{rec.state}-record", rec.file,
+                              rec.position, rec.offset,
+                              f"{rec.state} record {rec.m['MessageID']!r} ({rec.m['Topic']}, stored "
+                              f"{iso_ms(rec.m['StoreTimestamp'])}) after the end of data")
+                continue
+            item = check_record(rec, opts.max_message_size)
         summary.messages += 1
-        for fnd in record_findings(rec, opts.max_message_size):
-            yield fnd
-        m = rec.m
-        for k in NEVER_FILLED:
-            if m[k] == 0:
-                never_zero[k] += 1
-        ri = RecInfo(rec.offset, rec.size, rec.file, rec.position, m["Topic"], m["QueueID"], m["MessageType"],
-                     m["Broadcast"], tag_hash(rec.raw_tags), m["StoreTimestamp"], m["QueueOffset"],
-                     frozenset(fnv1a32(k) for k in rec.raw_keys), m["MessageID"],
-                     rec.body_slice[0] == rec.body_slice[1])
-        live[rec.offset] = ri
-        order.append(rec.offset)
+        yield from item.findings
+        never_zero.update(item.unset)
+        live[item.info.offset] = item.info
+        order.append(item.info.offset)
     summary.extra.update(end_offset=res.end_offset, stale_records=res.stale, after_gap_records=res.after_gap,
                          commitlog_file_size=res.file_size)
     for k in NEVER_FILLED:
