@@ -402,8 +402,10 @@ class _Fill:
 
 def direct_usable(opts, segments) -> bool:
     """Whether :func:`direct_rows` serves these options: the caller writes ``ndjson.Direct`` rows, NDJSON with
-    no --limit, no offset bounds and no per-row filter, lines rendered by orjson (file names it takes)."""
+    no --limit, no offset bounds and no per-row filter, lines rendered by orjson (file names it takes), no
+    bodies (a body's line would be copied once more into the fill buffer: those stream line by line)."""
     return (bool(getattr(opts, "write_direct", False)) and opts.ndjson and opts.limit is None
+            and opts.body == "none"
             and opts.runner is None and opts.from_offset is None and opts.to_offset is None and usable(opts)
             and all(file_json(str(s.path)) is not None for s in segments))
 
