@@ -35,7 +35,7 @@ class IndexFileBuilder:
                  keep_times: bool = True):
         self.seq = seq
         self.slot_num, self.index_num = slot_num, index_num
-        self.slots = array("i", bytes(4 * slot_num))
+        self.slots = array("i", [0]) * slot_num     # (repeat: 3x faster than from 20 MB of zero bytes)
         self.entries = bytearray(ENTRY)               # entry 0 is never written
         # store timestamp per entry, needed only to compare with a file the broker stopped filling
         self.ts = bytearray(_TS.size) if keep_times else None     # native int64 per entry
@@ -162,7 +162,7 @@ class IndexFileBuilder:
         if _NATIVE_LITTLE:
             slots = array("i", slots)
             slots.byteswap()
-        head = [IDX_HEADER.pack(*self.header()), slots.tobytes()]
+        head = [IDX_HEADER.pack(*self.header()), memoryview(slots).cast("B")]    # (no third copy of 20 MB)
         return (chain(head, self._entry_pieces()), F.index_file_size(self.slot_num, self.index_num))
 
     def to_bytes(self) -> bytes:
