@@ -289,9 +289,11 @@ def test_built_commitlogs_every_worker_count_and_range_size(tmp_path_factory, re
     _sweep(store, chunks=tuple(chunks), keep_times=keep_times, **geometry)
 
 
-def test_plain_run_goes_through_the_workers(tmp_path, reading):
+@pytest.mark.parametrize("odd_every", [0, 7])
+def test_plain_run_goes_through_the_workers(tmp_path, reading, odd_every):
     """Long plain runs of two queues in three segments: nearly every unit is applied from a worker's range, and
-    each range size gives the Python path's bytes (index files of 50 entries roll inside ranges)."""
+    each range size gives the Python path's bytes (index files of 50 entries roll inside ranges). With every
+    7th unit one Python must dispatch (schedule topic), the workers' ranges go on after each of them."""
     size = 60_000
     store = tmp_path / "store"
     (store / "commitlog").mkdir(parents=True)
@@ -302,6 +304,8 @@ def test_plain_run_goes_through_the_workers(tmp_path, reading):
         i = 0
         while True:
             topic = b"TopicA" if i % 3 else b"TopicB"
+            if odd_every and i % odd_every == 3:
+                topic = F.SCHEDULE_TOPIC.encode()
             qoff = offs.get(topic, 0)
             unit = rocketmq_unit(topic, b"x" * (i % 50), f"TAGS\x01t\x02KEYS\x01k{s}-{i}".encode(),
                                  phys=s * size + len(cur), queue_offset=qoff, store_ts=ts)
@@ -315,6 +319,9 @@ def test_plain_run_goes_through_the_workers(tmp_path, reading):
         (store / "commitlog" / f"{s * size:020d}").write_bytes(bytes(cur.ljust(size, b"\x00")))
     used, workers = _sweep(store, chunks=(100, 5000, 20_000), jobs=(2, 3), max_hash_slots=40, max_index_num=50)
     assert used > 1000 and workers > 20
+    want = _rebuild(store, False, max_hash_slots=40, max_index_num=50)[0]
+    used, chunks = _check(want, store, 2, 5000, max_hash_slots=40, max_index_num=50)
+    assert chunks["workers"] >= 30 and chunks["here"] <= 3, chunks    # (3 segments: at most one start each)
 
 
 def test_apply_refuses_what_is_not_a_chunk():

@@ -532,10 +532,11 @@ done:
  *   parse(buf, start, limit, end, max_size, with_index) -> chunk    (releases the GIL: workers run it in
  *       parallel over ranges of a segment) walks the units that start in [start, limit) and writes one fixed
  *       record per unit (position, offsets, times, tags code, a chunk-local queue number, the key hashes).
- *       It stops (and the chunk says where and why) at a unit the walker cannot frame, at one whose dispatch
- *       is not the common case (the declines of rebuild_unit that need no state: schedule topic,
- *       multi-dispatch, empty values, text that is not clean UTF-8, too many keys), or when the chunk's queue
- *       table is full.
+ *       A unit whose dispatch is not the common case (the declines of rebuild_unit that need no state:
+ *       schedule topic, multi-dispatch, empty values, text that is not clean UTF-8, too many keys) gets a
+ *       record that only marks it (apply() stops there and Python dispatches it; the chunk goes on). It stops
+ *       (and the chunk says where and why) at a unit the walker cannot frame, or when the chunk's queue table
+ *       is full.
  *   apply(buf, chunk, cursor, limit, gslots, keymap, bufs, qstate, istate, slots, entries, ts) -> ...
  *       applies the records from `cursor` in order to the same state run() uses, with the same state checks
  *       (a queue not registered, skip / gap / repeat / file full, no index file or one that is full or this
@@ -549,7 +550,8 @@ done:
 
 #include <sys/mman.h>
 
-enum { PF_CQ = 1, PF_RB = 2 };                          /* record flags: consumequeue unit; rollback */
+enum { PF_CQ = 1, PF_RB = 2, PF_PY = 4 };               /* record flags: consumequeue unit; rollback;
+                                                           * Python dispatches it */
 enum { CH_LIMIT, CH_FRAME, CH_DECLINE, CH_FULL, CH_ERROR };  /* why a chunk ended */
 enum { AP_EXHAUSTED, AP_LIMIT, AP_DECLINE, AP_MISS };  /* why apply() stopped */
 #define CH_MAGIC 0x524d5152434b3031LL                   /* "RMQRCK01" */
@@ -603,8 +605,53 @@ static int parse_queue(ParseRun *p, const uint8_t *topic, Py_ssize_t tpos, Py_ss
     }
 }
 
-/* One framed unit to a record, or 0 (the chunk ends before it: the lane hands it to Python or starts a new
- * chunk). No Python object is touched: the GIL is not held. */
+/* Room for one more record and nkeys hashes; NULL (oom set) when memory runs out. */
+static Rec *new_rec(ParseRun *p, int nkeys)
+{
+    if (p->n == p->cap) {
+        Py_ssize_t cap = p->cap ? 2 * p->cap : 1024;
+        Rec *r = realloc(p->recs, (size_t)cap * sizeof *r);
+        if (r == NULL) {
+            p->oom = 1;
+            return NULL;
+        }
+        p->recs = r;
+        p->cap = cap;
+    }
+    if (p->nh + nkeys > p->hcap) {
+        Py_ssize_t cap = p->hcap ? 2 * p->hcap : 2048;
+        while (cap < p->nh + nkeys)
+            cap *= 2;
+        uint32_t *h = realloc(p->h, (size_t)cap * sizeof *h);
+        if (h == NULL) {
+            p->oom = 1;
+            return NULL;
+        }
+        p->h = h;
+        p->hcap = cap;
+    }
+    Rec *r = &p->recs[p->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+/* A framed unit whose dispatch the records cannot say (schedule topic, multi-dispatch, empty values, text
+ * that is not clean UTF-8, too many keys, odd offsets): a record that only marks it, so apply() stops there
+ * for Python to dispatch it, and the chunk goes on after it. 1, or 0 when memory runs out. */
+static int python_rec(ParseRun *p, RmqUnit *x)
+{
+    Rec *r = new_rec(p, 0);
+    if (r == NULL)
+        return 0;
+    r->pos = x->pos;
+    r->total = (int32_t)x->total;
+    r->flags = PF_PY;
+    r->key0 = (int32_t)p->nh;
+    return 1;
+}
+
+/* One framed unit to a record (or a record that hands it to Python); 0 ends the chunk before it (the queue
+ * table is full, or memory ran out). No Python object is touched: the GIL is not held. */
 static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
 {
     ParseRun *p = w->verb;
@@ -619,16 +666,18 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         want = p->pf_end;
     for (; p->pf < want; p->pf += 64)
         __builtin_prefetch(p->buf + p->pf, 0, 0);
+    if (total > INT32_MAX)
+        return 0;
     if (tl == cfg.slen[S_SCHEDULE] && memcmp(topic, cfg.s[S_SCHEDULE], (size_t)tl) == 0)
-        return 0;
+        return python_rec(p, x);
     if (!quick_props(props, total - x->pp, v))
-        return 0;
+        return python_rec(p, x);
     if ((v[0].found && !mq_utf8_ok(v[0].p, v[0].n)) || (v[1].found && !mq_utf8_ok(v[1].p, v[1].n)) ||
         (v[2].found && !mq_utf8_ok(v[2].p, v[2].n)))
-        return 0;
+        return python_rec(p, x);
     int64_t qid = rmq_field(u, F_QUEUEID), phys = rmq_field(u, F_PHYS);
-    if (phys < 0 || phys > INT64_MAX - total || qid < INT32_MIN || qid > INT32_MAX || total > INT32_MAX)
-        return 0;
+    if (phys < 0 || phys > INT64_MAX - total || qid < INT32_MIN || qid > INT32_MAX)
+        return python_rec(p, x);
     int64_t tt = x->sys_flag & cfg.tx_mask;
     int q = parse_queue(p, topic, x->pos + x->tp, (Py_ssize_t)tl, (int32_t)qid);
     if (q < 0) {
@@ -640,7 +689,7 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     if (p->with_index) {
         uint32_t hp = 0, h;
         if (!utf16_hash(&hp, topic, tl) || !utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
-            return 0;               /* the topic is not clean UTF-8: Python hashes its decoded form */
+            return python_rec(p, x);    /* the topic is not clean UTF-8: Python hashes its decoded form */
         if (v[2].found) {
             h = hp;
             utf16_hash(&h, v[2].p, v[2].n);
@@ -660,33 +709,12 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
                 k = t ? t + 1 : ke;
             }
             if (k < ke)
-                return 0;           /* more keys than a record holds */
+                return python_rec(p, x);    /* more keys than a record holds */
         }
     }
-    if (p->n == p->cap) {
-        Py_ssize_t cap = p->cap ? 2 * p->cap : 1024;
-        Rec *r = realloc(p->recs, (size_t)cap * sizeof *r);
-        if (r == NULL) {
-            p->oom = 1;
-            return 0;
-        }
-        p->recs = r;
-        p->cap = cap;
-    }
-    if (p->nh + nkeys > p->hcap) {
-        Py_ssize_t cap = p->hcap ? 2 * p->hcap : 2048;
-        while (cap < p->nh + nkeys)
-            cap *= 2;
-        uint32_t *h = realloc(p->h, (size_t)cap * sizeof *h);
-        if (h == NULL) {
-            p->oom = 1;
-            return 0;
-        }
-        p->h = h;
-        p->hcap = cap;
-    }
-    Rec *r = &p->recs[p->n++];
-    memset(r, 0, sizeof *r);
+    Rec *r = new_rec(p, nkeys);
+    if (r == NULL)
+        return 0;
     r->pos = x->pos;
     r->phys = phys;
     r->ts = rmq_field(u, F_STORETS);
@@ -926,6 +954,10 @@ static PyObject *apply(PyObject *self, PyObject *args)
         const Rec *rc = &c.recs[cursor];
         if (rc->pos >= limit) {
             why = AP_LIMIT;
+            break;
+        }
+        if (rc->flags & PF_PY) {
+            why = AP_DECLINE;            /* a unit the records cannot say */
             break;
         }
         if (rc->queue >= nq || rc->key0 < 0 || rc->key0 > c.head->nh - rc->nkeys || rc->total <= 0) {
