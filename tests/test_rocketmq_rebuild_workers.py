@@ -354,3 +354,25 @@ def test_slot_range_count_compiled_equals_python(data, top):
     with switched(False):
         assert indexfiles._count_outside(data, top) == by_hand
     assert indexfiles._count_outside(data, top) == by_hand
+
+
+def test_slot_table_layout_is_the_schemas():
+    """The index writer keeps the slot table as array('i') and writes it big-endian: the schema's slot type
+    (checked here rather than at import, which would cost construct at every start)."""
+    from array import array
+
+    assert array("i").itemsize == F.INDEX_SLOT_SIZE == F.IndexSlot.sizeof()
+    assert F.IndexSlot.build(-2) == (-2).to_bytes(F.INDEX_SLOT_SIZE, "big", signed=True)
+
+
+def test_rebuild_lane_starts_without_construct():
+    """The rebuild modules and the helper's configuration come from the schema cache: no construct at start."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from mqtool import schemacache; from mqtool.rocketmq import rebuild; "
+            "from mqtool.rocketmq.rebuild import native_lane as RN; RN.native_lib(); "
+            "print(schemacache.valid(), 'construct' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=REPO).stdout.split()
+    assert out == ["True", "False"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from array import array
 from collections import deque
@@ -14,14 +15,13 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import native
+from mqtool import native, schemacache
 from mqtool.io import map_input
 from mqtool.pages import PageWindow
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
-from mqtool.schema_struct import field_positions
 from mqtool.rocketmq.rebuild.consumequeue import UNIT
 from mqtool.rocketmq.rebuild.index import _INDEX_KEY_JOIN, ENTRY
 
@@ -161,18 +161,26 @@ _QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS, _QS_N = range(5)
 _IS_N = 8               # index state: mode, indexCount, indexNum, slotNum, hashSlotCount, beginTs, endPhy, endTs
 
 
-def _struct_fields(schema, wanted: tuple[str, ...]) -> tuple[dict[str, tuple[int, int]], int]:
-    """({field: (offset, size)} of each ``wanted`` field, struct size) of the fixed prefix of a construct schema."""
-    at = field_positions(schema)
-    last_at, last_size = list(at.values())[-1]
-    return {n: at[n] for n in wanted}, last_at + last_size
+def _struct_fields(name: str, wanted: tuple[str, ...]) -> tuple[dict[str, tuple[int, int]], int]:
+    """({field: (offset, size)} of each ``wanted`` field, struct size) of the fixed prefix of the schema
+    ``formats.rocketmq.<name>``, from its derived struct format (served by the schema cache: no construct)."""
+    st, names = schemacache.prefix_format(F, name)
+    order, codes = st.format[0], re.findall(r"\d*[a-zA-Z?]", st.format[1:])
+    assert len(codes) == len(names), (st.format, names)
+    at, o = {}, 0
+    for n, code in zip(names, codes):
+        size = struct.calcsize(order + code)
+        at[n] = (o, size)
+        o += size
+    assert o == st.size
+    return {n: at[n] for n in wanted}, st.size
 
 
 def native_layout() -> dict:
     """What ``rmqcore.rebuild.configure`` gets, by name: the consumequeue unit and index entry layouts and the
     constants, all from :mod:`formats.rocketmq` (the message layout is the core's: :func:`layout.native_core`)."""
-    unit, unit_size = _struct_fields(F.CqUnit, ("offset", "size", "tagsCode"))
-    entry, entry_size = _struct_fields(F.IndexEntry, ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
+    unit, unit_size = _struct_fields("CqUnit", ("offset", "size", "tagsCode"))
+    entry, entry_size = _struct_fields("IndexEntry", ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
     assert unit_size == UNIT and entry_size == ENTRY
     strs = {k: v.encode("ascii") for k, v in (
         ("prop_sep", F.PROPERTY_SEPARATOR), ("nv_sep", F.NAME_VALUE_SEPARATOR), ("key_sep", F.KEY_SEPARATOR),
