@@ -255,7 +255,7 @@ def _fast_walk(seg: Segment, buf, max_size: int, lane=None, window=None):
     min_size = F.MIN_MESSAGE_SIZE
     end = len(buf)
     pos = 0
-    win = (window or PageWindow)(buf)          # bounded RSS: only bytes copies leave this loop, pages behind are released
+    win = (window or PageWindow)(buf)      # bounded RSS: only bytes copies leave this loop; pages behind released
     while pos + _HEAD_SIZE <= end:
         if pos >= win.next_at:
             win.advance(pos)
@@ -394,30 +394,11 @@ class SharedState:
         """The ``lane`` of :func:`iter_dispatch_records`: a run of units dispatched by the compiled loop."""
         if self.two_step and self.plan is not None and self.plan.buf is buf:
             return self._lane_chunks(buf, pos, limit, end)
-        idx, istate, res = self.idx, self.istate, self.res
-        f = idx.current if idx is not None else None
-        if f is not None:
-            istate[0:_IS_N] = array("q", (1, f.index_count, f.index_num, f.slot_num, f.hash_slot_count, f.begin_ts,
-                                          f.end_phy, f.end_ts))
-            slots, entries, ts = f.slots, f.entries, f.ts
-        else:
-            istate[0] = 0
-            slots, entries, ts = self.no_slots, self.no_entries, None
+        istate, slots, entries, ts = self._index_args()
         npos, n, ncq, lts, lcts, mend, added = self.lib.run(buf, pos, limit, end, self.max_size, self.keymap,
-                                                           self.qbufs, self.qstate,
-                                                           istate if idx is not None else None, slots, entries, ts)
+                                                           self.qbufs, self.qstate, istate, slots, entries, ts)
         if n:
-            res.messages += n
-            res.cq_units += ncq
-            res.last_store_ts = lts
-            if ncq:
-                res.last_cq_ts = lcts
-            if mend > res.max_offset:
-                res.max_offset = mend
-            if added:
-                f.index_count, f.hash_slot_count, f.end_phy, f.end_ts = istate[1], istate[4], istate[6], istate[7]
-                idx.entries += added
-                f.maybe_spill()
+            self._took(n, ncq, lts, lcts, mend, added)
         return npos
 
     def _lane_chunks(self, buf, pos: int, limit: int, end: int) -> int:
