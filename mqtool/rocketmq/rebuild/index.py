@@ -20,9 +20,10 @@ _INT_MAX = 0x7FFFFFFF
 _pack_entry = IDX_ENTRY.pack
 _key_hashes = D.index_key_hashes
 _NATIVE_LITTLE = struct.pack("=i", 1) != struct.pack(">i", 1)
-# The slot table is kept as array('i') and written big-endian: check it against the schema's slot type.
-assert array("i").itemsize == F.INDEX_SLOT_SIZE == F.IndexSlot.sizeof()
-assert F.IndexSlot.build(-2) == (-2).to_bytes(F.INDEX_SLOT_SIZE, "big", signed=True)
+# The slot table is kept as array('i') and written big-endian (the schema's slot type, F.IndexSlot, a signed
+# big-endian int32: tests/test_rocketmq_rebuild_workers.py checks it; not here, where it would cost construct's
+# import at every start).
+assert array("i").itemsize == F.INDEX_SLOT_SIZE
 _INDEX_KEY_JOIN = "#"                      # IndexService#buildKey: topic + "#" + key
 _TS = struct.Struct("=q")                   # per-entry store times (compare mode), native order
 _CMP_ENTRIES = 1 << 16                      # index entries compared / counted per chunk (1.3 MB)
@@ -35,7 +36,7 @@ class IndexFileBuilder:
                  keep_times: bool = True):
         self.seq = seq
         self.slot_num, self.index_num = slot_num, index_num
-        self.slots = array("i", bytes(4 * slot_num))
+        self.slots = array("i", [0]) * slot_num     # (repeat: 3x faster than from 20 MB of zero bytes)
         self.entries = bytearray(ENTRY)               # entry 0 is never written
         # store timestamp per entry, needed only to compare with a file the broker stopped filling
         self.ts = bytearray(_TS.size) if keep_times else None     # native int64 per entry
@@ -162,7 +163,7 @@ class IndexFileBuilder:
         if _NATIVE_LITTLE:
             slots = array("i", slots)
             slots.byteswap()
-        head = [IDX_HEADER.pack(*self.header()), slots.tobytes()]
+        head = [IDX_HEADER.pack(*self.header()), memoryview(slots).cast("B")]    # (no third copy of 20 MB)
         return (chain(head, self._entry_pieces()), F.index_file_size(self.slot_num, self.index_num))
 
     def to_bytes(self) -> bytes:

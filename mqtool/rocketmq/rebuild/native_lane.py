@@ -5,18 +5,23 @@ segment to the general scanner at a BLANK, zero fill or damage; :func:`native_li
 (:func:`native_layout`: what ``configure`` gets) that may dispatch a run of units itself."""
 from __future__ import annotations
 
+import mmap
+import os
+import re
+import struct
 from array import array
+from collections import deque
+from contextlib import contextmanager
 from typing import Iterator
 
 from formats import rocketmq as F
-from mqtool import native
+from mqtool import native, schemacache
 from mqtool.io import map_input
 from mqtool.pages import PageWindow
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
 from mqtool.rocketmq.records import DecodeFailure, Message, decode_message
 from mqtool.rocketmq.scan import Damage, SegmentScanner
-from mqtool.schema_struct import field_positions
 from mqtool.rocketmq.rebuild.consumequeue import UNIT
 from mqtool.rocketmq.rebuild.index import _INDEX_KEY_JOIN, ENTRY
 
@@ -35,6 +40,120 @@ _V6 = F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG
 
 # ---- the optional compiled dispatch loop (mqtool/_native/rmqrebuild.c) ----------------------------
 
+CHUNK_BYTES = 16 << 20      # commitlog bytes per worker range of the two-step lane
+_AP_EXHAUSTED, _AP_LIMIT, _AP_DECLINE, _AP_MISS = 0, 1, 2, 3     # why apply() stopped
+_CH_LIMIT, _CH_FRAME, _CH_DECLINE, _CH_FULL = 0, 1, 2, 3        # why a chunk ended (parse)
+_CHUNK_HEAD = struct.Struct("=8q")      # magic, records, hashes, queues, start, stop, why, limit
+
+
+def default_jobs() -> int:
+    """Workers for the two-step lane: the CPUs this process may run on (at most 4: the walk is memory-bound)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, 4))
+
+
+class _Chunk:
+    """One parsed range: the helper's records (``data``), how far ``apply`` got (``cursor``) and the queue
+    slots it looked up (``gslots``)."""
+
+    __slots__ = ("data", "cursor", "gslots", "start", "stop", "why")
+
+    def __init__(self, data: bytes):
+        _, _, _, nq, self.start, self.stop, self.why, _ = _CHUNK_HEAD.unpack_from(data)
+        self.data, self.cursor = data, 0
+        self.gslots = array("q", [-1]) * nq
+
+
+def _parse_job(lib, buf, base: int, t0: int, t1: int, end: int, max_size: int, with_index: bool, exact: bool):
+    """A worker's range: the chunk of the units from the first boundary at or after ``t0`` (``t0`` itself when
+    ``exact``) that start before ``t1``; None when no unit starts there."""
+    start = t0 if exact else lib.find_boundary(buf, base, t0, t1, end, max_size)
+    if start < 0:
+        return None
+    return lib.parse(buf, start, t1, end, max_size, with_index, isinstance(buf, mmap.mmap))
+
+
+class _Plan:
+    """The ranges of one segment for the two-step lane: ``chunk_bytes`` each, parsed ``depth`` ahead by the
+    workers (or here, with one job). A chunk is used only where the walk arrives exactly at its first unit;
+    anywhere else the range from ``pos`` is parsed here, so a range boundary (inside a queue's run, at a
+    BLANK, at damage, across index files) never changes what is dispatched."""
+
+    def __init__(self, st: "SharedState", buf, base: int):
+        self.st, self.buf, self.base = st, buf, base
+        self.cur: _Chunk | None = None
+        self.jobs: deque = deque()            # (t0, t1, future), in order
+        self.next_t: int | None = None        # where the next planned range starts; None: not started
+        self.more = st.pool is not None
+
+    def _plan(self, end: int) -> None:
+        st = self.st
+        while self.more and len(self.jobs) < st.jobs + 2:
+            t0 = self.next_t
+            t1 = min(t0 + st.chunk_bytes, end)
+            if t0 >= t1:
+                self.more = False
+                break
+            fut = st.pool.submit(_parse_job, st.lib, self.buf, self.base, t0, t1, end, st.max_size,
+                                 st.idx is not None, not self.jobs and t0 == self.first)
+            self.jobs.append((t0, t1, fut))
+            self.next_t = t1
+
+    def chunk_at(self, pos: int, end: int) -> _Chunk:
+        """The chunk whose first unit is at ``pos``: a worker's, or parsed here up to the next range."""
+        st = self.st
+        if self.next_t is None and self.more:
+            self.first = self.next_t = pos
+        self._plan(end)
+        jobs = self.jobs
+        t1 = None
+        while jobs:
+            j0, j1, fut = jobs[0]
+            if j1 <= pos:                      # the walk is past this range
+                jobs.popleft()
+                fut.cancel()
+                continue
+            if j0 > pos:                      # the range of pos has gone: parse up to the next one
+                t1 = j0
+                break
+            jobs.popleft()
+            data = fut.result()
+            self._plan(end)
+            if data is None:
+                if j1 - j0 >= st.max_size:      # no unit can span it: a zero tail or damage, plan no more
+                    self.more = False
+                t1 = j1
+                break
+            ch = _Chunk(data)
+            if ch.start == pos:
+                st.chunks["workers"] += 1
+                self.cur = ch
+                return ch
+            t1 = j1
+            break
+        if t1 is None or t1 <= pos:
+            t1 = min(pos + st.chunk_bytes, end)
+        st.chunks["here"] += 1
+        ch = self.cur = _Chunk(st.lib.parse(self.buf, pos, max(t1, pos + 1), end, st.max_size, st.idx is not None,
+                                            isinstance(self.buf, mmap.mmap)))
+        return ch
+
+    def close(self) -> None:
+        """Cancel the ranges not started; wait for the ones running (they read the segment's map)."""
+        for _, _, fut in self.jobs:
+            fut.cancel()
+        for _, _, fut in self.jobs:
+            if not fut.cancelled():
+                try:
+                    fut.result()
+                except Exception:                # noqa: BLE001 - a range nobody needs any more
+                    pass
+        self.jobs.clear()
+        self.cur = None
+
 _configured: set[int] = set()
 # per queue in the shared int64 array: maxPhysicOffset, write position (units; -1 before its first file), end
 # of the current file (units), units the helper appended
@@ -42,18 +161,26 @@ _QS_MAXPHYS, _QS_WRITE, _QS_FILE_END, _QS_UNITS, _QS_N = range(5)
 _IS_N = 8               # index state: mode, indexCount, indexNum, slotNum, hashSlotCount, beginTs, endPhy, endTs
 
 
-def _struct_fields(schema, wanted: tuple[str, ...]) -> tuple[dict[str, tuple[int, int]], int]:
-    """({field: (offset, size)} of each ``wanted`` field, struct size) of the fixed prefix of a construct schema."""
-    at = field_positions(schema)
-    last_at, last_size = list(at.values())[-1]
-    return {n: at[n] for n in wanted}, last_at + last_size
+def _struct_fields(name: str, wanted: tuple[str, ...]) -> tuple[dict[str, tuple[int, int]], int]:
+    """({field: (offset, size)} of each ``wanted`` field, struct size) of the fixed prefix of the schema
+    ``formats.rocketmq.<name>``, from its derived struct format (served by the schema cache: no construct)."""
+    st, names = schemacache.prefix_format(F, name)
+    order, codes = st.format[0], re.findall(r"\d*[a-zA-Z?]", st.format[1:])
+    assert len(codes) == len(names), (st.format, names)
+    at, o = {}, 0
+    for n, code in zip(names, codes):
+        size = struct.calcsize(order + code)
+        at[n] = (o, size)
+        o += size
+    assert o == st.size
+    return {n: at[n] for n in wanted}, st.size
 
 
 def native_layout() -> dict:
     """What ``rmqcore.rebuild.configure`` gets, by name: the consumequeue unit and index entry layouts and the
     constants, all from :mod:`formats.rocketmq` (the message layout is the core's: :func:`layout.native_core`)."""
-    unit, unit_size = _struct_fields(F.CqUnit, ("offset", "size", "tagsCode"))
-    entry, entry_size = _struct_fields(F.IndexEntry, ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
+    unit, unit_size = _struct_fields("CqUnit", ("offset", "size", "tagsCode"))
+    entry, entry_size = _struct_fields("IndexEntry", ("keyHash", "phyOffset", "timeDiff", "prevIndex"))
     assert unit_size == UNIT and entry_size == ENTRY
     strs = {k: v.encode("ascii") for k, v in (
         ("prop_sep", F.PROPERTY_SEPARATOR), ("nv_sep", F.NAME_VALUE_SEPARATOR), ("key_sep", F.KEY_SEPARATOR),
@@ -76,7 +203,7 @@ def native_lib():
 
 
 def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_segment=None,
-                          lane=None) -> Iterator[tuple]:
+                          lane=None, segment_hook=None) -> Iterator[tuple]:
     """(PHYSICALOFFSET, TOTALSIZE, topic bytes, queueId, queueOffset, sysFlag, storeTimestamp, properties
     bytes) for every readable message in commitlog order.
 
@@ -87,10 +214,16 @@ def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_
     ``lane(buf, pos, limit, end) -> new_pos`` (the compiled loop) may dispatch a run of units itself
     (those starting before ``limit``) before the walk reads the unit at ``pos``; it returns ``pos`` when it
     does not handle that unit. It is called only when everything yielded so far has been consumed.
+    ``segment_hook(seg, buf)``, a context manager, is entered around each segment's walk (the lane's workers
+    read ``buf`` only inside it); it may give the :class:`~mqtool.pages.PageWindow` class the walk uses.
     """
     for seg in segments:
         with map_input(seg.path) as mi:
-            pos = yield from _fast_walk(seg, mi.buf, max_size, lane)
+            if segment_hook is None:
+                pos = yield from _fast_walk(seg, mi.buf, max_size, lane)
+            else:
+                with segment_hook(seg, mi.buf) as window:
+                    pos = yield from _fast_walk(seg, mi.buf, max_size, lane, window)
         if pos is not None:
             yield from _slow_rest(seg, pos, max_size, on_damage)
         if on_segment is not None:
@@ -106,13 +239,23 @@ def _slow_rest(seg: Segment, pos: int, max_size: int, on_damage):
             on_damage(ev)
 
 
-def _fast_walk(seg: Segment, buf, max_size: int, lane=None):
+class _ReleaseWindow(PageWindow):
+    """The page window of a walk whose lane parses ahead in workers: they populate the pages of their ranges
+    (and release them once parsed), so the walk only releases what it read itself (units Python dispatched)."""
+
+    __slots__ = ()
+
+    def _populate(self, at: int) -> None:
+        pass
+
+
+def _fast_walk(seg: Segment, buf, max_size: int, lane=None, window=None):
     """Yield dispatch tuples from the start of ``seg``; return None at its clean end, or the position where the
     general scanner must take over (BLANK, zero fill, damage)."""
     min_size = F.MIN_MESSAGE_SIZE
     end = len(buf)
     pos = 0
-    win = PageWindow(buf)          # bounded RSS: only bytes copies leave this loop, pages behind are released
+    win = (window or PageWindow)(buf)      # bounded RSS: only bytes copies leave this loop; pages behind released
     while pos + _HEAD_SIZE <= end:
         if pos >= win.next_at:
             win.advance(pos)
@@ -162,13 +305,21 @@ class SharedState:
     ``res`` (the run's :class:`~mqtool.rocketmq.rebuild.replay.RebuildResult`) takes the counts of the units the
     loop dispatched; ``idx`` is the index writer (None when indexing is off)."""
 
-    def __init__(self, lib, max_size: int, file_size: int, idx, res):
+    def __init__(self, lib, max_size: int, file_size: int, idx, res, jobs: int | None = None,
+                 chunk_bytes: int | None = None):
         self.lib, self.max_size, self.fs, self.idx, self.res = lib, max_size, file_size, idx, res
         self.keymap: dict[bytes, int] = {}
         self.qbufs: list = []
         self.qstate = array("q")
         self.istate = array("q", bytes(8 * _IS_N))
         self.no_slots, self.no_entries = array("i"), bytearray()
+        # the two-step lane (parse in workers, apply in order) when the helper has it
+        self.two_step = hasattr(lib, "parse") and hasattr(lib, "apply")
+        self.jobs = default_jobs() if jobs is None else max(1, jobs)
+        self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes)
+        self.plan: _Plan | None = None
+        self.pool = None
+        self.chunks = {"workers": 0, "here": 0}     # where the chunks applied came from (tests, profiling)
 
     def add_queue(self, qb) -> None:
         """Give a new queue writer its slot in the shared state."""
@@ -188,33 +339,92 @@ class SharedState:
         qstate[i + _QS_FILE_END] = 0 if buf is None else (qb.base + self.fs) // UNIT
         self.qbufs[qb.slot] = buf
 
+    def _index_args(self):
+        """(istate or None, slots, entries, ts) for a call of the helper, the current index file's state
+        copied into ``istate``."""
+        idx, istate = self.idx, self.istate
+        f = idx.current if idx is not None else None
+        if f is None:
+            istate[0] = 0
+            return (istate if idx is not None else None), self.no_slots, self.no_entries, None
+        istate[0:_IS_N] = array("q", (1, f.index_count, f.index_num, f.slot_num, f.hash_slot_count, f.begin_ts,
+                                      f.end_phy, f.end_ts))
+        return istate, f.slots, f.entries, f.ts
+
+    def _took(self, n: int, ncq: int, lts: int, lcts: int, mend: int, added: int) -> None:
+        """Count what one call of the helper dispatched; the index state back into the current file."""
+        res = self.res
+        res.messages += n
+        res.cq_units += ncq
+        res.last_store_ts = lts
+        if ncq:
+            res.last_cq_ts = lcts
+        if mend > res.max_offset:
+            res.max_offset = mend
+        if added:
+            idx, istate = self.idx, self.istate
+            f = idx.current
+            f.index_count, f.hash_slot_count, f.end_phy, f.end_ts = istate[1], istate[4], istate[6], istate[7]
+            idx.entries += added
+            f.maybe_spill()
+
+    @contextmanager
+    def segment(self, seg: Segment, buf):
+        """The ``segment_hook`` of :func:`iter_dispatch_records`: the plan of the segment's ranges for the
+        two-step lane; on the way out every worker still reading ``buf`` is waited for."""
+        if not self.two_step:
+            yield None
+            return
+        if self.jobs > 1 and self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
+            self.pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="mqtool-rebuild")
+        self.plan = _Plan(self, buf, seg.base)
+        try:
+            yield _ReleaseWindow
+        finally:
+            self.plan.close()
+            self.plan = None
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
     def lane(self, buf, pos: int, limit: int, end: int) -> int:
         """The ``lane`` of :func:`iter_dispatch_records`: a run of units dispatched by the compiled loop."""
-        idx, istate, res = self.idx, self.istate, self.res
-        f = idx.current if idx is not None else None
-        if f is not None:
-            istate[0:_IS_N] = array("q", (1, f.index_count, f.index_num, f.slot_num, f.hash_slot_count, f.begin_ts,
-                                          f.end_phy, f.end_ts))
-            slots, entries, ts = f.slots, f.entries, f.ts
-        else:
-            istate[0] = 0
-            slots, entries, ts = self.no_slots, self.no_entries, None
+        if self.two_step and self.plan is not None and self.plan.buf is buf:
+            return self._lane_chunks(buf, pos, limit, end)
+        istate, slots, entries, ts = self._index_args()
         npos, n, ncq, lts, lcts, mend, added = self.lib.run(buf, pos, limit, end, self.max_size, self.keymap,
-                                                           self.qbufs, self.qstate,
-                                                           istate if idx is not None else None, slots, entries, ts)
+                                                           self.qbufs, self.qstate, istate, slots, entries, ts)
         if n:
-            res.messages += n
-            res.cq_units += ncq
-            res.last_store_ts = lts
-            if ncq:
-                res.last_cq_ts = lcts
-            if mend > res.max_offset:
-                res.max_offset = mend
-            if added:
-                f.index_count, f.hash_slot_count, f.end_phy, f.end_ts = istate[1], istate[4], istate[6], istate[7]
-                idx.entries += added
-                f.maybe_spill()
+            self._took(n, ncq, lts, lcts, mend, added)
         return npos
+
+    def _lane_chunks(self, buf, pos: int, limit: int, end: int) -> int:
+        """The two-step lane: the records of the chunk that covers ``pos`` (a worker's, or parsed here) applied
+        in order until ``limit``, a unit Python must dispatch, or the end of what the chunks say."""
+        plan, apply = self.plan, self.lib.apply
+        keymap, qbufs, qstate = self.keymap, self.qbufs, self.qstate
+        while pos < limit:
+            cur = plan.cur
+            if cur is None or pos > cur.stop or (pos == cur.stop and cur.why in (_CH_LIMIT, _CH_FULL)):
+                cur = plan.chunk_at(pos, end)
+            istate, slots, entries, ts = self._index_args()
+            (cur.cursor, npos, n, ncq, lts, lcts, mend, added, why) = apply(
+                buf, cur.data, cur.cursor, pos, limit, cur.gslots, keymap, qbufs, qstate, istate, slots, entries,
+                ts)
+            if why == _AP_MISS:
+                plan.cur = None                 # the walk is not at one of its units: a chunk from pos
+                continue
+            if n:
+                self._took(n, ncq, lts, lcts, mend, added)
+            elif npos == pos:
+                break                           # nothing taken: the unit at pos is Python's
+            pos = npos
+            if why != _AP_EXHAUSTED or cur.why in (_CH_FRAME, _CH_DECLINE):
+                break                           # the limit, or the unit at pos is Python's
+        return pos
 
     def collect(self, qb) -> None:
         """Take back what the loop did to a queue (units appended, maxPhysicOffset) before it is finished."""

@@ -1,6 +1,7 @@
 """Writing rebuilt files under ``--out`` (consumequeue/<topic>/<queueId>/<name>, index/<name>, checkpoint)."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,11 +15,21 @@ if TYPE_CHECKING:
 
 
 class DirSink:
-    """Writes rebuilt files under ``out`` (consumequeue/<topic>/<queueId>/<name>, index/<name>, checkpoint)."""
+    """Writes rebuilt files under ``out`` (consumequeue/<topic>/<queueId>/<name>, index/<name>, checkpoint).
+
+    Consumequeue files (immutable bytes) are written by a few background threads, so their writes and fsyncs
+    overlap each other and the rest of the run; each is still atomic (temp name, fsync, rename, through
+    :mod:`mqtool.io`). Creating a file under the output root (directory lookup, temp name) is serialised by a
+    lock; :meth:`flush` waits for every write and raises the first error."""
+
+    WRITERS = 4
 
     def __init__(self, out: OutputDir, force: bool, trim: bool):
         self.out, self.force, self.trim = out, force, trim
         self.written = 0
+        self._lock = threading.Lock()
+        self._pool = None
+        self._pending: list = []
 
     def cq_file(self, topic: str, queue_id: int, name: str, data: bytes, last: bool, size: int) -> None:
         """``data``: the units; the file is ``size`` bytes, zero after them (written sparse), or with
@@ -27,15 +38,42 @@ class DirSink:
             data = data.rstrip(b"\x00")
             data += bytes(-len(data) % UNIT)
             size = len(data)
-        self._write(Path("consumequeue", topic, str(queue_id), name), [data], max(size, len(data)))
+        path = Path("consumequeue", topic, str(queue_id), name)
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor   # (here: only --out needs it)
+
+            self._pool = ThreadPoolExecutor(self.WRITERS, thread_name_prefix="mqtool-rebuild-out")
+        if len(self._pending) >= 2 * self.WRITERS:          # bounded: at most this many files' bytes held
+            self._pending.pop(0).result()
+            self.written += 1
+        self._pending.append(self._pool.submit(self._write, path, [data], max(size, len(data)), False))
 
     def index_file(self, name: str, ib: "IndexFileBuilder") -> None:
-        pieces, size = ib.parts()
+        pieces, size = ib.parts()               # (here: the builder is read again by --compare after this)
         self._write(Path("index", name), pieces, size)
 
-    def _write(self, path: Path, pieces: list, size: int) -> None:
+    def flush(self) -> None:
+        """Wait for the background writes; the first error is raised (the others' files are complete)."""
+        pending, self._pending = self._pending, []
+        error = None
+        for fut in pending:
+            try:
+                fut.result()
+                self.written += 1
+            except BaseException as e:          # noqa: BLE001 - re-raised below, after every write ended
+                error = error or e
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if error is not None:
+            raise error
+
+    def _write(self, path: Path, pieces: list, size: int, count: bool = True) -> None:
         """The pieces, then zeros up to ``size`` as a hole (reads back as zeros; no page is written for it)."""
-        with self.out.atomic(path, overwrite=self.force) as f:
+        with self._lock:                        # the output root's directory cache is not thread-safe
+            w = self.out.atomic(path, overwrite=self.force)
+            f = w.__enter__()
+        try:
             n = 0
             for piece in pieces:
                 f.write(piece)
@@ -43,10 +81,15 @@ class DirSink:
             if size > n:
                 f.flush()
                 f.truncate(size)
-        self.written += 1
+        except BaseException as e:
+            w.__exit__(type(e), e, e.__traceback__)
+            raise
+        w.__exit__(None, None, None)
+        if count:
+            self.written += 1
 
     def checkpoint(self, data: bytes) -> None:
-        self.out.write("checkpoint", data, overwrite=self.force)
+        self._write(Path("checkpoint"), [data], len(data))
         self.written += 1
 
 

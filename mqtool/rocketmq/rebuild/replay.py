@@ -34,14 +34,21 @@ class RebuildResult:
 
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
                   max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None,
-                  keep_entry_times: bool = True) -> RebuildResult:
+                  keep_entry_times: bool = True, *, jobs: int | None = None,
+                  chunk_bytes: int | None = None) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
     ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units; the file is ``size``
     bytes, zero after them); ``on_index_file(builder, name, last)`` (``builder.parts()`` / ``to_bytes()``).
+    ``jobs`` / ``chunk_bytes``: the compiled lane's parse workers and their range size (defaults: the CPUs,
+    :data:`native_lane.CHUNK_BYTES`); they change the speed, never the output.
     """
-    replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times)
-    replay.dispatch(store.segments, on_segment)
+    replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times, jobs, chunk_bytes)
+    try:
+        replay.dispatch(store.segments, on_segment)
+    finally:
+        if replay.native is not None:
+            replay.native.close()
     return replay.finish()
 
 
@@ -51,7 +58,7 @@ class Replay:
     to them; :meth:`finish` flushes the last files and fills in the result."""
 
     def __init__(self, settings: Settings, on_cq_file, on_index_file, findings: list[Finding], max_size: int,
-                 keep_entry_times: bool):
+                 keep_entry_times: bool, jobs: int | None = None, chunk_bytes: int | None = None):
         self.res = RebuildResult()
         self.rules = settings.rules
         self.fs = settings.cq_file_size
@@ -63,8 +70,8 @@ class Replay:
         self.idx = (IndexBuilder(settings.hash_slots, settings.index_num, self.emit_index, keep_entry_times)
                     if self.rules.index_enable else None)
         lib = native_lane.native_lib()
-        self.native = (native_lane.SharedState(lib, max_size, self.fs, self.idx, self.res) if lib is not None
-                       else None)
+        self.native = (native_lane.SharedState(lib, max_size, self.fs, self.idx, self.res, jobs, chunk_bytes)
+                       if lib is not None else None)
 
     # -- where finished files and damage go --
     def emit_cq(self, qb: QueueBuilder, base: int, data: bytes, last: bool):
@@ -125,7 +132,8 @@ class Replay:
         messages = cq_units = max_offset = 0
         for phys, size, topic_raw, qid, qoff, sysflag, store_ts, props_raw in \
                 iter_dispatch_records(segments, self.max_size, self.on_damage, on_segment,
-                                      native.lane if native is not None else None):
+                                      native.lane if native is not None else None,
+                                      native.segment if native is not None else None):
             messages += 1
             topic = topics.get(topic_raw)
             if topic is None:

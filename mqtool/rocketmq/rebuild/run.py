@@ -50,9 +50,19 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
     def run():
         t0 = time.perf_counter()
         findings.extend(geometry_findings(settings, store))
-        with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
-            res = rebuild_store(store, settings, on_cq, on_index, findings,
-                                on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare)
+        try:
+            with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
+                res = rebuild_store(store, settings, on_cq, on_index, findings,
+                                    on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare)
+        except BaseException:
+            if out_sink is not None:
+                try:
+                    out_sink.flush()            # the writes under way end before the error goes on
+                except BaseException:           # noqa: BLE001 - the first error is the one to report
+                    pass
+            raise
+        if out_sink is not None:
+            out_sink.flush()                    # every consumequeue file written (or the first error)
         if cmp_sink is not None:
             cmp_sink.cq_finish()
             cmp_sink.index_finish()
