@@ -13,10 +13,19 @@ nothing. Usage in a scanner::
         if pos >= win.next_at:
             win.advance(pos)
         ...
+
+A ranged map of a remote file (:func:`mqtool.io.map_input` with ``ranged=True``) reads zeros where nothing
+was fetched yet, so there the window also fetches: it steps every remote chunk (``MQTOOL_REMOTE_CHUNK_MB``,
+default 8 MiB) instead of every ``WINDOW``, and on each step asks :func:`mqtool.io.need` for the bytes from
+its page to two steps on (a unit that starts before the next step may end up to a step past it: twice
+RocketMQ's largest message by default). A scan that stops early has fetched two or three chunks; a whole
+scan, each chunk once.
 """
 from __future__ import annotations
 
 import mmap
+
+from mqtool import io as _io
 
 WINDOW = 32 << 20
 PAGE = mmap.PAGESIZE
@@ -26,12 +35,18 @@ _populate_ok = [_POPULATE_READ is not None]
 
 
 class PageWindow:
-    __slots__ = ("buf", "end", "kept", "next_at", "window")
+    __slots__ = ("buf", "end", "kept", "next_at", "window", "remote")
 
     def __init__(self, buf, start: int = 0, window: int | None = None, end: int | None = None):
         self.window = window or WINDOW
         self.end = len(buf) if end is None else min(end, len(buf))   # nothing is populated past ``end``
         self.kept = start - start % PAGE            # pages before this have been released
+        self.remote = _io.ranged(buf)
+        if self.remote:
+            from mqtool import remote
+
+            self.window = min(self.window, remote.chunk_size())
+            _io.need(buf, self.kept, 2 * self.window)
         if isinstance(buf, mmap.mmap) and _DONTNEED is not None:
             self.buf = buf
             self.next_at = self.kept + self.window
@@ -45,6 +60,8 @@ class PageWindow:
         if self.buf is None:
             return
         upto = pos - pos % PAGE
+        if self.remote:
+            _io.need(self.buf, upto, 2 * self.window)
         if upto > self.kept:
             self.buf.madvise(_DONTNEED, self.kept, upto - self.kept)
             self.kept = upto

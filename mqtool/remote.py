@@ -34,6 +34,7 @@ import re
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -106,6 +107,8 @@ def _new_root() -> Path:
 
 
 def _cleanup() -> None:
+    while _handles:
+        _close_quietly(_handles.popitem()[1])
     for r in _shadow_roots:
         shutil.rmtree(r, ignore_errors=True)
     _shadow_roots.clear()
@@ -168,7 +171,7 @@ def stage(url: str, warn=None) -> Path:
         shown = local
     (root / "state").mkdir()
     doc = {"url": url, "protocol": fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0],
-           "files": files, "shown": str(shown.relative_to(root))}
+           "files": files, "shown": str(shown.relative_to(root)), "chunk": chunk_size()}
     (root / _MARK).write_text(json.dumps(doc))
     _stages[url] = shown
     return shown
@@ -340,64 +343,267 @@ def _state_file(root: Path, rel: str) -> Path:
     return root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def chunk_size() -> int:
+    """Bytes per ranged request and per unit of the shadow's fetch map: ``MQTOOL_REMOTE_CHUNK_MB`` (MiB, a
+    positive integer; default 8). Fixed for a staged store when it is staged (kept in its mark)."""
+    raw = os.environ.get("MQTOOL_REMOTE_CHUNK_MB")
+    if not raw:
+        return BLOCK
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = 0
+    if mb <= 0:
+        raise InputError("MQTOOL_REMOTE_CHUNK_MB must be a positive whole number of MiB", "environment")
+    return mb << 20
+
+
+def cache_limit() -> int:
+    """Bytes of fetched chunks this process keeps in the shadows before it evicts the least recently used
+    ones: ``MQTOOL_REMOTE_CACHE_MB`` (MiB; default 1024)."""
+    raw = os.environ.get("MQTOOL_REMOTE_CACHE_MB")
+    try:
+        mb = int(raw) if raw else CACHE_MB
+    except ValueError:
+        mb = -1
+    if mb <= 0:
+        raise InputError("MQTOOL_REMOTE_CACHE_MB must be a positive whole number of MiB", "environment")
+    return mb << 20
+
+
+CACHE_MB = 1024
+_lru: OrderedDict = OrderedDict()   # ((shadow root, rel), chunk number) -> bytes; chunks this process fetched
+_cached = [0]                       # their total
+_pins: dict[tuple[str, str], int] = {}      # (shadow root, rel) -> maps that need the file whole
+_handles: OrderedDict = OrderedDict()       # (url, key) -> an open remote file (seek + read = one ranged GET)
+_MAX_HANDLES = 8
+_known: dict = {}       # path as given -> None (no shadow) or (root, doc, rel, entry, chunks known fetched)
+
+
+def _chunk_of(doc: dict) -> int:
+    return int(doc.get("chunk") or BLOCK)
+
+
 def fetched_prefix(path) -> int | None:
     """How many leading bytes of the shadow file ``path`` are fetched (its size when all are); None when
     ``path`` is not the shadow of a remote file (its bytes are all there)."""
     e = _entry(path)
     if e is None:
         return None
-    root, _doc, rel, ent = e
+    root, doc, rel, ent = e
     try:
-        raw = _state_file(root, rel).read_bytes()[:32]
+        bits = _state_file(root, rel).read_bytes()
     except OSError:
         return 0
-    return min(ent["size"], int(raw) if raw.strip() else 0)
+    n = len(bits) - len(bits.lstrip(b"\x01"))
+    return min(ent["size"], n * _chunk_of(doc))
 
 
 def fill(path, need: int | None = None) -> None:
     """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
     (all of it: ``None``) are fetched. Anything else: nothing to do."""
-    e = _entry(path)
-    if e is None:
+    fill_range(path, 0, need)
+
+
+def fill_range(path, start: int, end: int | None) -> None:
+    """Before bytes ``[start, end)`` of ``path`` are read (``end`` None: to its end): when it is the shadow
+    of a remote file, fetch the chunks of that range not fetched yet (one ranged request each, written into
+    the sparse shadow), under the file's lock so that processes sharing the shadow fetch each chunk once.
+    Anything else: nothing to do. Chunks this process knows are there cost a lookup, no system call."""
+    key = path if type(path) is str else os.fspath(path)
+    k = _known.get(key, False)
+    if k is False:
+        e = _entry(path)
+        k = _known[key] = None if e is None else (e + (bytearray(-(-e[3]["size"] // _chunk_of(e[1]))),))
+    if k is None:
         return
-    root, doc, rel, ent = e
+    root, doc, rel, ent, have = k
     size = ent["size"]
-    want = size if need is None else min(size, max(0, need))
-    state = _state_file(root, rel)
-    fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o600)
+    end = size if end is None else min(size, end)
+    start = max(0, start)
+    if start >= end:
+        return
+    c = _chunk_of(doc)
+    lo, hi = start // c, (end - 1) // c + 1
+    fkey = (str(root), rel)
+    for i in range(lo, hi):                 # recently used: evicted last
+        if (fkey, i) in _lru:
+            _lru.move_to_end((fkey, i))
+    if have.find(0, lo, hi) < 0:
+        return
+    fd = os.open(_state_file(root, rel), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        raw = os.pread(fd, 32, 0)
-        have = int(raw) if raw.strip() else 0
-        if have >= want:
-            return
-        url = doc["url"]
+        bits = os.pread(fd, hi, 0).ljust(hi, b"\x00")
+        missing = [i for i in range(lo, hi) if bits[i] != 1]
+        for i in range(lo, hi):
+            have[i] = bits[i] == 1
+        if missing:
+            url = doc["url"]
+            shown = f"{doc['protocol']}://{ent['key']}"
+            out = os.open(os.path.join(root, rel), os.O_WRONLY)
+            try:
+                for i in missing:
+                    pos, n = i * c, min(c, size - i * c)
+                    _fetch_into(url, ent["key"], shown, out, pos, n)
+                    os.pwrite(fd, b"\x01", i)
+                    have[i] = 1
+                    _lru[(fkey, i)] = n
+                    _cached[0] += n
+            finally:
+                os.close(out)
+    finally:
+        os.close(fd)
+    if _cached[0] > cache_limit():
+        _evict(cache_limit())
+
+
+def _remote_file(url: str, key: str):
+    h = _handles.get((url, key))
+    if h is None:
         fs = _fs_cache.get(url)
         if fs is None:
             fs = _fs_cache[url] = filesystem(url)[0]
-        shown = f"{doc['protocol']}://{ent['key']}"
-        out = os.open(os.path.join(root, rel), os.O_WRONLY)
+        h = _handles[(url, key)] = _open_ranged(fs, key)
+        while len(_handles) > _MAX_HANDLES:
+            _close_quietly(_handles.popitem(last=False)[1])
+    else:
+        _handles.move_to_end((url, key))
+    return h
+
+
+def _close_quietly(h) -> None:
+    try:
+        h.close()
+    except Exception:       # noqa: BLE001 -- a remote handle that cannot close cleanly holds nothing of ours
+        pass
+
+
+def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int) -> None:
+    """Bytes ``[pos, pos + n)`` of the remote file, written at ``pos`` of the shadow (``out``)."""
+    try:
+        f = _remote_file(url, key)
+        f.seek(pos)
+        got = 0
+        while got < n:
+            data = f.read(n - got)
+            if not data:
+                raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos + got)
+            os.pwrite(out, data, pos + got)
+            got += len(data)
+            _count(url, len(data))
+    except InputError:
+        raise
+    except (OSError, ValueError) as e:
+        _close_quietly(_handles.pop((url, key), None) or io.BytesIO())
+        raise InputError(f"remote read failed: {e}", shown, pos) from None
+
+
+def peek(path, n: int) -> bytes | None:
+    """The first ``n`` bytes of the shadow file ``path`` fetched straight into memory (one ranged request,
+    nothing written to the shadow): what a header probe costs. None when ``path`` is no shadow, when ``n``
+    is more than a chunk or when its first chunk is fetched already (read the shadow then)."""
+    e = _entry(path)
+    if e is None:
+        return None
+    root, doc, rel, ent = e
+    if n > _chunk_of(doc):
+        return None
+    try:
+        if _state_file(root, rel).read_bytes()[:1] == b"\x01":
+            return None
+    except OSError:
+        pass
+    n = min(n, ent["size"])
+    if n <= 0:
+        return b""
+    url, shown = doc["url"], f"{doc['protocol']}://{ent['key']}"
+    try:
+        f = _remote_file(url, ent["key"])
+        f.seek(0)
+        data = f.read(n)
+    except (OSError, ValueError) as e:
+        raise InputError(f"remote read failed: {e}", shown, 0) from None
+    _count(url, len(data))
+    return data
+
+
+def pin(path):
+    """While the returned function is not called, no chunk of the shadow file ``path`` is evicted (a reader
+    that maps it without saying which ranges it reads needs all of it); None for anything else."""
+    e = _entry(path)
+    if e is None:
+        return None
+    fkey = (str(e[0]), e[2])
+    _pins[fkey] = _pins.get(fkey, 0) + 1
+    done = []
+
+    def unpin():
+        if not done:
+            done.append(1)
+            left = _pins.get(fkey, 1) - 1
+            if left > 0:
+                _pins[fkey] = left
+            else:
+                _pins.pop(fkey, None)
+    return unpin
+
+
+def _evict(limit: int) -> None:
+    """Drop the least recently used chunks this process fetched until they total at most ``limit`` bytes
+    (pinned files excepted): the chunk is marked missing in the fetch map, then its blocks are released
+    (``fallocate(PUNCH_HOLE)``; the shadow stays a sparse file of the remote size). A chunk read again is
+    fetched again."""
+    for k in list(_lru):
+        if _cached[0] <= limit:
+            return
+        fkey, i = k
+        if fkey in _pins:
+            continue
+        root, rel = fkey
+        n = _lru.pop(k)
+        _cached[0] -= n
+        c = _chunk_of(_docs.get(root) or {})
         try:
+            fd = os.open(_state_file(Path(root), rel), os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.pwrite(fd, b"\x00", i)
+            for k in _known.values():
+                if k is not None and str(k[0]) == root and k[2] == rel:
+                    k[4][i] = 0
+            out = os.open(os.path.join(root, rel), os.O_WRONLY)
             try:
-                with _open_ranged(fs, ent["key"]) as f:
-                    pos = have
-                    f.seek(pos)
-                    while pos < want:
-                        chunk = f.read(min(BLOCK, want - pos))
-                        if not chunk:
-                            raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos)
-                        os.pwrite(out, chunk, pos)
-                        pos += len(chunk)
-                        _count(url, len(chunk))
-            except InputError:
-                raise
-            except (OSError, ValueError) as e:
-                raise InputError(f"remote read failed: {e}", shown, have) from None
+                if not _punch(out, i * c, n):
+                    os.pwrite(fd, b"\x01", i)      # the file system keeps the blocks: the bytes stay good
+            finally:
+                os.close(out)
+        except OSError:
+            pass
         finally:
-            os.close(out)
-        os.pwrite(fd, str(want).ljust(32).encode(), 0)
-    finally:
-        os.close(fd)
+            os.close(fd)
+
+
+_libc = []
+
+
+def _punch(fd: int, pos: int, n: int) -> bool:
+    """Release the blocks of ``[pos, pos + n)`` of ``fd`` (they read as zeros after); False where the system
+    cannot."""
+    if not _libc:
+        try:
+            import ctypes
+            import ctypes.util
+
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            lib.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+            _libc.append(lib)
+        except (OSError, AttributeError):
+            _libc.append(None)
+    lib = _libc[0]
+    return lib is not None and lib.fallocate(fd, 3, pos, n) == 0      # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
 
 
 # ---- bounded reads: a prefix first, more only when the answer needs it ---------------------------------------
