@@ -88,9 +88,30 @@ def filesystem(url: str):
         raise InputError(f"cannot use this storage: {e}", url) from None
 
 
-def _count(url: str, n: int) -> None:
+def _count(url: str, n: int, root=None) -> None:
     with _lock:
         fetched[url] = fetched.get(url, 0) + n
+    if root is not None:            # and in the shadow, for every process that reads it (--jobs, Spark)
+        try:
+            fd = os.open(os.path.join(root, "state", "fetched"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 32, 0)
+            os.pwrite(fd, str((int(raw) if raw.strip() else 0) + n).ljust(32).encode(), 0)
+        finally:
+            os.close(fd)
+
+
+def fetched_by_all(shadow) -> int:
+    """Bytes fetched into the shadow of ``shadow`` (a path in it) by every process that read it."""
+    root = _shadow_root_of(os.fspath(shadow))
+    try:
+        raw = (root / "state" / "fetched").read_bytes() if root is not None else b""
+    except OSError:
+        return 0
+    return int(raw) if raw.strip() else 0
 
 
 def _plain_component(name: str) -> bool:
@@ -445,7 +466,7 @@ def fill_range(path, start: int, end: int | None) -> None:
             try:
                 for i in missing:
                     pos, n = i * c, min(c, size - i * c)
-                    _fetch_into(url, ent["key"], shown, out, pos, n)
+                    _fetch_into(url, ent["key"], shown, out, pos, n, root)
                     os.pwrite(fd, b"\x01", i)
                     have[i] = 1
                     _lru[(fkey, i)] = n
@@ -479,7 +500,7 @@ def _close_quietly(h) -> None:
         pass
 
 
-def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int) -> None:
+def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int, root=None) -> None:
     """Bytes ``[pos, pos + n)`` of the remote file, written at ``pos`` of the shadow (``out``)."""
     try:
         f = _remote_file(url, key)
@@ -491,7 +512,7 @@ def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int) -> N
                 raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos + got)
             os.pwrite(out, data, pos + got)
             got += len(data)
-            _count(url, len(data))
+        _count(url, got, root)
     except InputError:
         raise
     except (OSError, ValueError) as e:
@@ -524,7 +545,7 @@ def peek(path, n: int) -> bytes | None:
         data = f.read(n)
     except (OSError, ValueError) as e:
         raise InputError(f"remote read failed: {e}", shown, 0) from None
-    _count(url, len(data))
+    _count(url, len(data), root)
     return data
 
 

@@ -297,7 +297,7 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     native_walker = _native_walker() if deep else None
     # NDJSON output without --limit: the walker writes the lines of a whole batch as one pre-rendered chunk
     lines = text is not None and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None
-    with map_input(path) as m:
+    with map_input(path, ranged=True) as m:     # a remote file: scan() fetches what it reads
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
             events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop, fd=fd)
