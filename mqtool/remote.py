@@ -152,14 +152,12 @@ def stage(url: str, warn=None) -> Path:
     tree = root / "tree"
     tree.mkdir()
     files: dict[str, dict] = {}
-    # the shadow's path below tree/ repeats the URL's (scheme, bucket, keys), so that paths shown in the output
-    # tell where the bytes came from: <tmp>/mqtool-remote-*/tree/s3/bucket/prefix/store/...
-    parts = [_URL.match(url).group(1).lower()] + [p for p in top.strip("/").split("/") if p]
-    parts = [p if _plain_component(p) else "_" for p in parts]
-    if len(parts) < 2:
-        parts.append("store")
-    (tree.joinpath(*parts[:-1])).mkdir(parents=True)
-    name = "/".join(parts)
+    # the shadow of the store is <tmp>/mqtool-remote-*/tree/<the URL's last name>: the name a store's files
+    # may be labelled by (a Kafka partition as "logs/orders-0"); "store" when that name is not plain ASCII
+    # text, so that the shadow's path is always plain and output can always show it as the URL
+    last = ([p for p in top.split("/") if p] or [""])[-1]
+    name = last if _plain_component(last) and last.isascii() and last.isprintable() and "\\" not in last \
+        and '"' not in last else "store"
     if info.get("type") == "directory":
         try:
             listing = fs.find(top, withdirs=True, detail=True)
@@ -192,7 +190,7 @@ def stage(url: str, warn=None) -> Path:
         shown = local
     (root / "state").mkdir()
     doc = {"url": url, "protocol": fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0],
-           "files": files, "shown": str(shown.relative_to(root)), "chunk": chunk_size()}
+           "files": files, "shown": str(shown.relative_to(root)), "chunk": chunk_size(), "top": top}
     (root / _MARK).write_text(json.dumps(doc))
     _stages[url] = shown
     return shown
@@ -276,15 +274,22 @@ def _shown_bytes(data: bytes) -> bytes:
     if _ROOT_PREFIX.encode() not in data:
         return data
     for url, shadow in sorted(_stages.items(), key=lambda kv: -len(str(kv[1]))):
-        data = data.replace(os.fsencode(str(shadow)), os.fsencode(url))
+        data = data.replace(os.fsencode(str(shadow)), _safe_url(url))
     return data
+
+
+def _safe_url(url: str) -> bytes:
+    """``url`` as output shows it in place of a shadow path: as it is when it is plain printable ASCII,
+    else with JSON's escapes (``\\u001b``, ``\\"``, ``\\\\``; non-ASCII as ``\\uXXXX``), which are valid in an
+    NDJSON string and cannot control a terminal."""
+    return json.dumps(url)[1:-1].encode("ascii")
 
 
 def show_urls_on_streams():
     """Until the returned function is called (it flushes and puts the streams back), stdout and stderr show
     every store staged by this process by its URL, not its shadow (NDJSON, tables, notes and errors alike).
-    A path shown escaped (JSON ``\\"``, a control character made visible) is left as it is: the shadow
-    repeats the URL's names, so such a name is in the URL too."""
+    The shadow's own path is plain ASCII (see :func:`stage`), so it reads the same escaped or not; the URL
+    put in its place is escaped by :func:`_safe_url`."""
     import sys
 
     was = {}
@@ -461,7 +466,7 @@ def fill_range(path, start: int, end: int | None) -> None:
             have[i] = bits[i] == 1
         if missing:
             url = doc["url"]
-            shown = f"{doc['protocol']}://{ent['key']}"
+            shown = _url_of(doc, ent)
             out = os.open(os.path.join(root, rel), os.O_WRONLY)
             try:
                 for i in missing:
@@ -477,6 +482,14 @@ def fill_range(path, start: int, end: int | None) -> None:
         os.close(fd)
     if _cached[0] > cache_limit():
         _evict(cache_limit())
+
+
+def _url_of(doc: dict, ent: dict) -> str:
+    """The URL of a staged file as errors name it: the store's URL and the file's key below it."""
+    top, key = doc.get("top"), ent["key"]
+    if top is not None and (key == top or key.startswith(top.rstrip("/") + "/")):
+        return doc["url"] + key[len(top.rstrip("/")):]
+    return f"{doc['protocol']}://{key}"
 
 
 def _remote_file(url: str, key: str):
@@ -504,10 +517,9 @@ def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int, root
     """Bytes ``[pos, pos + n)`` of the remote file, written at ``pos`` of the shadow (``out``)."""
     try:
         f = _remote_file(url, key)
-        f.seek(pos)
         got = 0
         while got < n:
-            data = f.read(n - got)
+            data = _read_range(f, pos + got, pos + n)
             if not data:
                 raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos + got)
             os.pwrite(out, data, pos + got)
@@ -515,9 +527,20 @@ def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int, root
         _count(url, got, root)
     except InputError:
         raise
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RuntimeError) as e:
         _close_quietly(_handles.pop((url, key), None) or io.BytesIO())
         raise InputError(f"remote read failed: {e}", shown, pos) from None
+
+
+def _read_range(f, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of the open remote file ``f`` in one request: fsspec's buffered files fetch a
+    range exactly with ``_fetch_range`` (their read would go through a read-ahead cache that some
+    filesystems, WebHDFS among them, always use); other file objects seek and read."""
+    fetch = getattr(f, "_fetch_range", None)
+    if fetch is not None and getattr(f, "size", None) is not None:
+        return fetch(start, end)
+    f.seek(start)
+    return f.read(end - start)
 
 
 def peek(path, n: int) -> bytes | None:
@@ -538,12 +561,10 @@ def peek(path, n: int) -> bytes | None:
     n = min(n, ent["size"])
     if n <= 0:
         return b""
-    url, shown = doc["url"], f"{doc['protocol']}://{ent['key']}"
+    url, shown = doc["url"], _url_of(doc, ent)
     try:
-        f = _remote_file(url, ent["key"])
-        f.seek(0)
-        data = f.read(n)
-    except (OSError, ValueError) as e:
+        data = _read_range(_remote_file(url, ent["key"]), 0, n)
+    except (OSError, ValueError, RuntimeError) as e:
         raise InputError(f"remote read failed: {e}", shown, 0) from None
     _count(url, len(data), root)
     return data
@@ -739,10 +760,12 @@ def shadows_of(paths) -> list[tuple[str, str]]:
 
 
 def carried_env() -> dict[str, str]:
-    """What an executor needs to reach the storage as the driver does: the driver's ``AWS_*`` variables and
-    ``MQTOOL_STORAGE_OPTIONS`` (sent with the tasks in memory, as Spark sends its Hadoop configuration; never
-    written to disk). :func:`restore` sets those the executor does not have itself."""
-    return {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "MQTOOL_STORAGE_OPTIONS"}
+    """What an executor needs to reach the storage as the driver does: the driver's ``AWS_*`` variables,
+    ``MQTOOL_STORAGE_OPTIONS`` and the chunk and cache sizes (``MQTOOL_REMOTE_*``), sent with the tasks in
+    memory as Spark sends its Hadoop configuration, never written to disk. :func:`restore` sets those the
+    executor does not have itself."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith(("AWS_", "MQTOOL_REMOTE_")) or k == "MQTOOL_STORAGE_OPTIONS"}
 
 
 def restore(shadows, env: dict | None = None) -> None:
@@ -754,6 +777,7 @@ def restore(shadows, env: dict | None = None) -> None:
     for root, text in shadows:
         rootp = Path(root)
         if (rootp / _MARK).is_file():
+            _forget_if_new(root)
             continue
         doc = json.loads(text)
         try:
@@ -775,6 +799,30 @@ def restore(shadows, env: dict | None = None) -> None:
             os.rename(build, rootp)
         except OSError:                     # another task made it first
             shutil.rmtree(build, ignore_errors=True)
+        _forget_if_new(root)
+
+
+_root_ino: dict[str, int] = {}
+
+
+def _forget_if_new(root: str) -> None:
+    """A shadow this process knew may have been removed and rebuilt since (an executor's temporary directory
+    cleaned): what this process remembers of it (fetched chunks, its mark) is then dropped."""
+    try:
+        ino = os.stat(root).st_ino
+    except OSError:
+        return
+    if _root_ino.get(root) == ino:
+        return
+    _root_ino[root] = ino
+    _docs.pop(root, None)
+    for key in [k for k, v in _known.items() if v is not None and str(v[0]) == root]:
+        del _known[key]
+    for k in [k for k in _lru if k[0][0] == root]:
+        _cached[0] -= _lru.pop(k)
+    _pins_now = [k for k in _pins if k[0] == root]
+    for k in _pins_now:
+        del _pins[k]
 
 
 # ---- outputs ---------------------------------------------------------------------------------------------------

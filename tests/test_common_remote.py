@@ -192,3 +192,23 @@ def test_dump_limit_fetches_a_prefix_of_a_big_segment(s3, run_cli, tmp_path, mon
         if most is not None:
             assert 0 < remote.fetched[url] - before <= most, (limit, remote.fetched[url] - before)
     assert size <= remote.fetched[url] <= size + 4096     # each byte fetched once over the three runs (+ probes)
+
+
+def test_a_hostile_store_url_is_shown_escaped_never_as_the_shadow(s3, run_cli):
+    """A store whose URL's names hold a control character, a quote and a bidi override: every output names
+    it by its URL, escaped (JSON escapes, valid in NDJSON, harmless on a terminal), never by the shadow."""
+    import json
+
+    local = FIXTURES / "kafka" / "logdir"
+    url = upload(s3, local, "hostile-url/ev\x1b[31mil\"\u202e")
+    for args in (("info", url, "--json"), ("dump", "commitlog", url, "--json"), ("verify", "store", url),
+                 ("info", url)):
+        code, out, err = run_cli(*args)
+        assert code in (0, 1), (args, code, err)
+        assert "mqtool-remote-" not in out + err, args
+        assert "\x1b" not in out + err and "\u202e" not in out + err, args
+        if "--json" in args:
+            for line in out.splitlines():
+                json.loads(line)
+    code, out, _ = run_cli("info", url, "--json")
+    assert json.loads(out.splitlines()[0])["path"] == url        # the exact URL, once the JSON is read
