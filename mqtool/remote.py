@@ -84,8 +84,12 @@ def filesystem(url: str):
         u = "s3://" + u[6:]
     try:
         return fsspec.core.url_to_fs(u, **storage_options(url))
-    except (ImportError, ValueError) as e:
-        raise InputError(f"cannot use this storage: {e}", url) from None
+    except (ImportError, ValueError, OSError) as e:
+        why = (str(e).replace("\\n", "\n").strip().splitlines() or [type(e).__name__])[0][:200]
+        if u.lower().startswith("hdfs://"):
+            why += ("; hdfs:// is pyarrow's HadoopFileSystem, which needs a JVM and libhdfs (JAVA_HOME, "
+                    "HADOOP_HOME, ARROW_LIBHDFS_DIR); webhdfs:// reaches the same cluster over HTTP without them")
+        raise InputError(f"cannot use this storage: {why}", url) from None
 
 
 def _count(url: str, n: int, root=None) -> None:

@@ -6,7 +6,6 @@ store as it reads an s3:// one: the same output as the local copy, the URL shown
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -169,4 +168,4 @@ def test_hdfs_scheme_needs_libhdfs_and_says_so(tmp_path):
     """``hdfs://`` goes to pyarrow's HadoopFileSystem; without libhdfs (as here) the error is one line, exit 2."""
     code, out, err = _cli("info", "hdfs://127.0.0.1:9/store")
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert os.environ.get("ARROW_LIBHDFS_DIR") is None or True
+    assert len(err) < 600 and "libhdfs" in err and "webhdfs://" in err, err
