@@ -188,3 +188,45 @@ def test_kafka_reads_by_ranges(big_kafka, fresh, args, most):
         assert size <= got[3] <= size + MIB, (args, got[3])
     else:
         assert 0 < got[3] <= most, (args, got[3])
+
+
+@pytest.fixture(scope="module")
+def big_litemq(tmp_path_factory, s3):  # noqa: F811
+    """(data dir, its URL, commitlog file size): a LiteMQ store (the fixture builder's layout) whose one 32 MiB
+    commitlog file holds 400 records of ~64 KiB, then zeros."""
+    from builders import litemq_builder
+
+    from mqtool.litemq.records import encode_record, new_fields
+
+    B = litemq_builder()
+    data = bytearray()
+    for i in range(400):
+        data += encode_record(new_fields(MessageID=f"{B.T0 * 1000000 + i}-0", Topic="big", QueueID=0,
+                                         Tags=["t"], Keys=[f"k-{i}"], Body=bytes([i % 251]) * 65000,
+                                         BornTimestamp=B.T0 + i, StoreTimestamp=B.T0 + i))
+    size = 32 * MIB
+    out = tmp_path_factory.mktemp("ranged-litemq") / "broker"
+    was = B.CL_SIZE
+    B.CL_SIZE = size            # the builder pads each commitlog file to its CL_SIZE
+    try:
+        B.build_store(out, [data], {}, None, None)
+    finally:
+        B.CL_SIZE = was
+    return out, upload(s3, out, "ranged/litemq/broker"), size
+
+
+@pytest.mark.parametrize("args, most", [
+    (("dump", "commitlog", "{s}", "--limit", "5", "--json"), 2 * MIB),
+    (("dump", "commitlog", "{s}", "--json"), None),
+    (("verify", "store", "{s}", "--json"), None),
+])
+def test_litemq_reads_by_ranges(big_litemq, fresh, args, most):
+    root, url, size = big_litemq
+    want = _local(*[a.format(s=root) for a in args])
+    assert want[1].strip(), want
+    got = fresh(url, *[a.format(s=url) for a in args])
+    _same(want, got[:3], root, url)
+    if most is None:
+        assert size <= got[3] <= size + MIB, (args, got[3])
+    else:
+        assert 0 < got[3] <= most, (args, got[3])
