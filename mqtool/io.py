@@ -196,8 +196,8 @@ class MappedInput:
                 self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
                 if remote and ranged:
-                    _ranged_maps[id(self._mm)] = (weakref.ref(self._mm), self.path)
-                    weakref.finalize(self._mm, _ranged_maps.pop, id(self._mm), None)
+                    ranged_maps[id(self._mm)] = (weakref.ref(self._mm), self.path)
+                    weakref.finalize(self._mm, ranged_maps.pop, id(self._mm), None)
                 elif remote:
                     weakref.finalize(self._mm, unpin)
                 _guard_map(self._mm)
@@ -383,15 +383,17 @@ def map_input(path: str | os.PathLike, whole_limit: int | None = None, ranged: b
 # shadow is sparse; mmap cannot trap the first touch of a page here: no userfaultfd). Its reader therefore says
 # which window it is about to read: PageWindow does for sequential scans, need() for point reads and searches.
 
-_ranged_maps: dict[int, tuple] = {}     # id(map) -> (weak reference to it, path of the shadow file)
+# id(map) -> (weak reference to it, path of the shadow file); empty unless a ranged map of a remote file is open,
+# so a hot loop may test it before calling need() and pay nothing on local stores
+ranged_maps: dict[int, tuple] = {}
 
 
 def need(buf, pos: int, n: int) -> None:
     """The reader of ``buf`` is about to read ``buf[pos:pos + n]``: when ``buf`` is a ranged map of a remote
     file (:func:`map_input`), the chunks of that range not fetched yet are fetched first. Anything else
     (bytes, a local map): nothing to do, at the cost of one dictionary test."""
-    if _ranged_maps:
-        e = _ranged_maps.get(id(buf))
+    if ranged_maps:
+        e = ranged_maps.get(id(buf))
         if e is not None and e[0]() is buf:
             _remote().fill_range(e[1], pos, pos + n)
 
@@ -409,9 +411,9 @@ def need_unit(buf, pos: int, length_at: int = 0, extra: int = 0, cap: int | None
 
 def ranged(buf) -> bool:
     """``buf`` is a ranged map of a remote file (its reader must call :func:`need`)."""
-    if not _ranged_maps:
+    if not ranged_maps:
         return False
-    e = _ranged_maps.get(id(buf))
+    e = ranged_maps.get(id(buf))
     return e is not None and e[0]() is buf
 
 

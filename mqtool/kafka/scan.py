@@ -24,7 +24,7 @@ from crc32c import crc32c
 from formats import kafka as K
 from mqtool.codecs import CodecError
 from mqtool.damage import Damage
-from mqtool.io import first_nonzero, need
+from mqtool.io import first_nonzero, need, ranged_maps
 from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
@@ -240,7 +240,8 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
             if p + 12 + size > limit:
                 yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
                 return
-            need(buf, p, 12 + size)         # a remote file: fetch the batch first (mqtool.io)
+            if ranged_maps:
+                need(buf, p, 12 + size)     # a remote file: fetch the batch first (mqtool.io)
             b = _decode(buf, path, p, off, size, magic, check_crc)
             if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd):
                 yield b

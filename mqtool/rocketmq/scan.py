@@ -26,7 +26,7 @@ from formats import rocketmq as F
 from mqtool import native
 from mqtool.damage import Damage
 from mqtool.errors import InputError
-from mqtool.io import first_nonzero, last_nonzero, map_input, need, need_unit
+from mqtool.io import first_nonzero, last_nonzero, map_input, need, need_unit, ranged_maps
 from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
@@ -467,7 +467,8 @@ class CommitLogReader:
         seg, pos = loc
         try:
             buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
-            need_unit(buf, pos, cap=self.max_size)    # a remote file: fetch this unit's chunks
+            if ranged_maps:     # a remote file: fetch this unit's chunks
+                need_unit(buf, pos, cap=self.max_size)
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         try:
