@@ -410,6 +410,22 @@ _MAX_HANDLES = 8
 _known: dict = {}       # path as given -> None (no shadow) or (root, doc, rel, entry, chunks known fetched)
 
 
+def _after_fork_in_child() -> None:
+    """A worker forked from a process that fetched (``--jobs``): it evicts only what it fetches itself, so it
+    drops the parent's cache list (else it could punch out chunks the parent still reads), and opens its own
+    remote files and filesystems."""
+    _lru.clear()
+    _cached[0] = 0
+    _pins.clear()
+    _known.clear()
+    _handles.clear()
+    _fs_cache.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _chunk_of(doc: dict) -> int:
     return int(doc.get("chunk") or BLOCK)
 

@@ -212,3 +212,32 @@ def test_a_hostile_store_url_is_shown_escaped_never_as_the_shadow(s3, run_cli):
                 json.loads(line)
     code, out, _ = run_cli("info", url, "--json")
     assert json.loads(out.splitlines()[0])["path"] == url        # the exact URL, once the JSON is read
+
+
+def test_diff_and_carve_name_urls(s3, run_cli, tmp_path):
+    """`diff` of two remote copies and `carve` of a remote file print what the local runs print, every path
+    shown as its URL."""
+    import shutil
+
+    local = _stores()["rocketmq"]
+    a, b = tmp_path / "a" / "store", tmp_path / "b" / "store"
+    shutil.copytree(local, a)
+    shutil.copytree(local, b)
+    seg = sorted((b / "commitlog").iterdir())[0]
+    data = bytearray(seg.read_bytes())
+    data[200] ^= 0xFF                       # one byte differs in B
+    seg.chmod(0o644)
+    seg.write_bytes(bytes(data))
+    ua, ub = upload(s3, a, "diff/a/store"), upload(s3, b, "diff/b/store")
+    want = run_cli("diff", a, b, "--json")
+    got = run_cli("diff", ua, ub, "--json")
+    assert want[0] == got[0] == 1 and want[1].strip(), want
+    assert "mqtool-remote-" not in got[1] + got[2]
+    assert got[1] == want[1].replace(str(a), ua).replace(str(b), ub)
+    image = sorted((a / "commitlog").iterdir())[0]
+    uimg = f"{ua}/commitlog/{image.name}"
+    want = run_cli("carve", image, "--json")
+    got = run_cli("carve", uimg, "--json")
+    assert want[0] == got[0] and want[1].strip(), want
+    assert "mqtool-remote-" not in got[1] + got[2]
+    assert got[1] == want[1].replace(str(image), uimg)
