@@ -407,6 +407,8 @@ _cached = [0]                       # their total
 _pins: dict[tuple[str, str], int] = {}      # (shadow root, rel) -> maps that need the file whole
 _handles: OrderedDict = OrderedDict()       # (url, key) -> an open remote file (seek + read = one ranged GET)
 _MAX_HANDLES = 8
+_recent: OrderedDict = OrderedDict()    # file -> (first chunk, end chunk) of its latest fill: the window in use
+_RECENT_FILES = 8
 _known: dict = {}       # path as given -> None (no shadow) or (root, doc, rel, entry, chunks known fetched)
 
 
@@ -418,6 +420,7 @@ def _after_fork_in_child() -> None:
     _cached[0] = 0
     _pins.clear()
     _known.clear()
+    _recent.clear()
     _handles.clear()
     _fs_cache.clear()
 
@@ -472,6 +475,10 @@ def fill_range(path, start: int, end: int | None) -> None:
     c = _chunk_of(doc)
     lo, hi = start // c, (end - 1) // c + 1
     fkey = (str(root), rel)
+    _recent[fkey] = (lo, hi)                # the window in use in this file: not evicted
+    _recent.move_to_end(fkey)
+    if len(_recent) > _RECENT_FILES:
+        _recent.popitem(last=False)
     for i in range(lo, hi):                 # recently used: evicted last
         if (fkey, i) in _lru:
             _lru.move_to_end((fkey, i))
@@ -613,14 +620,16 @@ def pin(path):
 
 def _evict(limit: int) -> None:
     """Drop the least recently used chunks this process fetched until they total at most ``limit`` bytes
-    (pinned files excepted): the chunk is marked missing in the fetch map, then its blocks are released
+    (pinned files, and the range of the latest fill of each of the last 8 files read — the window a reader
+    is in — excepted): the chunk is marked missing in the fetch map, then its blocks are released
     (``fallocate(PUNCH_HOLE)``; the shadow stays a sparse file of the remote size). A chunk read again is
     fetched again."""
     for k in list(_lru):
         if _cached[0] <= limit:
             return
         fkey, i = k
-        if fkey in _pins:
+        win = _recent.get(fkey)
+        if fkey in _pins or (win is not None and win[0] <= i < win[1]):
             continue
         root, rel = fkey
         n = _lru.pop(k)

@@ -182,7 +182,7 @@ def test_dump_limit_fetches_a_prefix_of_a_big_segment(s3, run_cli, tmp_path, mon
     seg.write_bytes(units + bytes((64 << 20) - len(units)))
     size = seg.stat().st_size
     url = upload(s3, tmp_path / "store", "bounded/store")
-    for limit, most in ((5, 3 << 20), (40, 5 << 20), (2000, None)):
+    for limit, most in ((5, 5 << 20), (40, 8 << 20), (2000, None)):     # + the 4 MiB a unit may reach, + probes
         want = run_cli("dump", "commitlog", tmp_path / "store", "--limit", limit, "--json")
         before = remote.fetched.get(url, 0)
         got = run_cli("dump", "commitlog", url, "--limit", limit, "--json")
@@ -190,7 +190,7 @@ def test_dump_limit_fetches_a_prefix_of_a_big_segment(s3, run_cli, tmp_path, mon
         assert _norm(got[1], url) == _norm(want[1], str(tmp_path / "store")), limit
         assert _norm(got[2], url) == _norm(want[2], str(tmp_path / "store")), limit    # notes of one try only
         if most is not None:
-            assert 0 < remote.fetched[url] - before <= most, (limit, remote.fetched[url] - before)
+            assert 0 < remote.fetched[url] - before <= most + 4096, (limit, remote.fetched[url] - before)
     assert size <= remote.fetched[url] <= size + 4096     # each byte fetched once over the three runs (+ probes)
 
 

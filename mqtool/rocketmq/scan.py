@@ -203,7 +203,7 @@ class SegmentScanner:
         # the compiled decoder (when there is no lane): runs of common units straight to Message objects
         dec = native_decoder() if lane is None and type(buf) in _SLICES_TO_BYTES else None
         # bounded RSS (mqtool.pages); a unit may end past stop
-        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20))
+        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20), max_size)
         while pos < end:
             if pos >= stop and self._range_start(buf, view, stop, end, pos + 1) is not None:
                 return      # in step with the next range: the unit it starts from lies in [stop, pos] (at pos)
