@@ -259,6 +259,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
 def _next_plausible(buf, q: int, n: int, fd: int | None = None) -> bool:
     if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
         return True
+    need(buf, q, K.V2_HEADER_SIZE)      # a remote file: the next entry's header (the batch's own bytes are fetched)
     if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, fd):
         return True
     return _frame_ok(buf, q, n)
