@@ -3,17 +3,26 @@
 The verbs read stores through :mod:`mqtool.io` only (``open_input`` / ``map_input`` / ``read_input``) and find
 their files with ordinary directory walks. A remote store is therefore *staged*: :func:`stage` lists the remote
 tree once (names and sizes, no data) and builds a local *shadow* of it in a private temporary directory, every
-file a sparse file of the remote size. Nothing is fetched then. Bytes are fetched when a reader opens a file
-(:func:`fill`, called by ``open_input``): exactly the prefix it asks for (``read_input(path, limit)`` fetches
-``limit`` bytes: store detection and header probes cost a few bytes per file), or the whole file when it maps
-the file; each file is fetched once per run, in ranged requests of :data:`BLOCK` bytes streamed to disk, so
-memory stays bounded whatever the file size. Files a verb never opens (the segments after ``dump --limit``,
-the index files ``dump`` does not read) are never fetched. The shadow is removed when the process ends.
+file a sparse file of the remote size. Nothing is fetched then. Bytes are fetched by *chunks*
+(:func:`chunk_size`, 8 MiB by default; one ranged request each, written into the shadow, so memory stays
+bounded) where a reader reads (:func:`fill_range`):
 
-What is fetched is recorded beside the shadow (not in it: discovery must see the store only), so that other
-processes on the same machine (the ``--jobs`` workers, Spark executors of ``local[N]``) open the same shadow
-and fetch what is still missing themselves, under a file lock; a file whose bytes are not all fetched is never
-read as its zero-filled shadow.
+* ``open_input`` reads a shadow through a reader that fetches the chunks each read covers; ``read_input(path,
+  limit)`` of a small prefix fetches it into memory only (:func:`peek`: store detection costs a few bytes);
+* ``map_input(path, ranged=True)``: the scanner says which window it is about to read (``mqtool.io.need`` /
+  ``need_unit``, and :class:`mqtool.pages.PageWindow` for sequential scans), since a memory map cannot trap
+  the first touch of a page here; a map made without ``ranged`` gets the whole file before it is mapped
+  (a bounded dump's first try: a prefix, :func:`first_rows`), kept while the map lives (:func:`pin`).
+
+Files and ranges a verb never reads are never fetched. The fetched chunks are a cache: past
+:func:`cache_limit` the least recently used chunks this process fetched are evicted (marked missing, their
+blocks released with ``fallocate(PUNCH_HOLE)``), except the window each reader is in and pinned files. The
+shadow is removed when the process ends.
+
+What is fetched is recorded beside the shadow (a fetch map per file, not in the tree: discovery must see the
+store only), so that other processes on the same machine (the ``--jobs`` workers, Spark executors of
+``local[N]``) open the same shadow and fetch what is still missing themselves, under a file lock; a chunk not
+fetched is never read as its zero-filled shadow by a reader that says what it reads.
 
 Remote names are hostile: a name that is not one plain local path component (empty, ``.``, ``..``, a NUL, a
 ``/`` or a name longer than 255 bytes) is skipped with a warning, never used to build a local path.
@@ -42,7 +51,7 @@ from mqtool.errors import InputError, OutputError
 BLOCK = 8 << 20                 # bytes per ranged request
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _MARK = ".mqtool-remote.json"
-_ROOT_PREFIX = "mqtool-remote-"         # mqtool.io._SHADOW_MARK: open_input calls fill() for such paths
+_ROOT_PREFIX = "mqtool-remote-"         # mqtool.io._SHADOW_MARK: such paths are read through fill_range()
 
 # bytes fetched by this process, per remote URL (tests and --verbose read it)
 fetched: dict[str, int] = {}
@@ -446,12 +455,6 @@ def fetched_prefix(path) -> int | None:
         return 0
     n = len(bits) - len(bits.lstrip(b"\x01"))
     return min(ent["size"], n * _chunk_of(doc))
-
-
-def fill(path, need: int | None = None) -> None:
-    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
-    (all of it: ``None``) are fetched. Anything else: nothing to do."""
-    fill_range(path, 0, need)
 
 
 def fill_range(path, start: int, end: int | None) -> None:
