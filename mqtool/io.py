@@ -44,12 +44,11 @@ def is_regular_file(path: Path) -> bool:
 def open_input(path: str | os.PathLike, need: int | None = None):
     """Open a store file read-only (binary). Never blocks on FIFOs: they are refused up front.
     The shadow of a remote file (:mod:`mqtool.remote`) is read through :class:`_ShadowReader`: every read
-    fetches the chunks it covers first; ``need`` fetches its first ``need`` bytes at once."""
+    fetches the chunks it covers first, nothing else (``need``, how far the caller will read, is a hint that
+    needs no action now)."""
     p = Path(path)
     _check_regular(p)
     shadow = _SHADOW_MARK in str(path) and _remote().is_staged(p)
-    if shadow and need:
-        _remote().fill_range(p, 0, need)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         try:
@@ -77,6 +76,14 @@ def _remote():
     from mqtool import remote
 
     return remote
+
+
+def _remote_staged() -> bool:
+    """A remote store was staged by this process (without importing mqtool.remote when none was)."""
+    import sys
+
+    m = sys.modules.get("mqtool.remote")
+    return m is not None and m.staged()
 
 
 class _ShadowReader(_io.RawIOBase):
@@ -732,7 +739,7 @@ def open_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], fo
     """:func:`prepare_output_file`, then the :class:`AtomicWriter` that writes it (``with ... as f``)."""
     target = prepare_output_file(out, inputs, force)
     root = OutputDir(target.parent, inputs, force, may_contain_inputs=True)
-    return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True)
+    return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True, names_inputs=True)
 
 
 def current_umask() -> int:
@@ -760,8 +767,9 @@ class AtomicWriter:
     """
 
     def __init__(self, path: str | os.PathLike, overwrite: bool = False, root: OutputDir | None = None,
-                 mode: int | None = None, own_root: bool = False):
+                 mode: int | None = None, own_root: bool = False, names_inputs: bool = False):
         self.path = Path(path)
+        self._names_inputs = names_inputs      # text that names input files: remote ones by their URL
         self.overwrite = overwrite
         self.mode = 0o666 & ~current_umask() if mode is None else mode
         self._root = root
@@ -816,6 +824,8 @@ class AtomicWriter:
             self._release()
             raise
         self._f = os.fdopen(fd, "wb")
+        if self._names_inputs and _remote_staged():
+            self._f = _remote().ShownFile(self._f)     # a remote store: its URL, not its local shadow
         return self._f
 
     def __exit__(self, exc_type, exc, tb):

@@ -293,9 +293,60 @@ def _shown_bytes(data: bytes) -> bytes:
 
 def _safe_url(url: str) -> bytes:
     """``url`` as output shows it in place of a shadow path: as it is when it is plain printable ASCII,
-    else with JSON's escapes (``\\u001b``, ``\\"``, ``\\\\``; non-ASCII as ``\\uXXXX``), which are valid in an
-    NDJSON string and cannot control a terminal."""
-    return json.dumps(url)[1:-1].encode("ascii")
+    else with JSON's escapes (``\\u001b``, ``\\"``, ``\\\\``; non-ASCII, ``<``, ``>`` and ``&`` as ``\\uXXXX``),
+    which are valid in an NDJSON string, cannot control a terminal and are plain text in HTML."""
+    text = json.dumps(url)[1:-1]
+    for c in "<>&":
+        text = text.replace(c, f"\\u{ord(c):04x}")
+    return text.encode("ascii")
+
+
+def staged() -> bool:
+    """This process has staged a remote store (its output may name shadows: :class:`ShownFile`)."""
+    return bool(_stages)
+
+
+class ShownFile:
+    """A binary output file (a report, a salvage or manifest file) that names every store staged by this
+    process by its URL, not its shadow, as :func:`show_urls_on_streams` does for stdout and stderr. Bytes
+    that may begin a shadow path are held back (at most a shadow path's length) until the next write or a
+    flush."""
+
+    def __init__(self, f):
+        self._f = f
+        self._hold = b""
+
+    def write(self, b) -> int:
+        data = _shown_bytes(self._hold + bytes(b))
+        keep = _partial_tail(data)
+        self._f.write(data[:len(data) - keep])
+        self._hold = data[len(data) - keep:]
+        return len(b)
+
+    def flush(self) -> None:
+        if self._hold:
+            self._f.write(self._hold)
+            self._hold = b""
+        self._f.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._f.close()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def _partial_tail(data: bytes) -> int:
+    """Length of the longest end of ``data`` that is the beginning of some staged shadow path."""
+    best = 0
+    for shadow in _stages.values():
+        s = os.fsencode(str(shadow))
+        for n in range(min(len(s) - 1, len(data)), best, -1):
+            if data.endswith(s[:n]):
+                best = n
+                break
+    return best
 
 
 def show_urls_on_streams():

@@ -241,3 +241,29 @@ def test_diff_and_carve_name_urls(s3, run_cli, tmp_path):
     assert want[0] == got[0] and want[1].strip(), want
     assert "mqtool-remote-" not in got[1] + got[2]
     assert got[1] == want[1].replace(str(image), uimg)
+
+
+def test_output_files_name_urls(s3, run_cli, tmp_path):
+    """Files written for a remote store (the HTML report, the salvage NDJSON, a hash manifest) name its files by
+    their URL, as the local run's name them by path; binary outputs are not touched (rebuild-index)."""
+    local = _stores()["rocketmq"]
+    url = upload(s3, local, "outfiles/store")
+    for name, args in (("salvage.ndjson", ("verify", "store", "{s}", "--salvage-out", "{o}")),
+                       ("manifest.ndjson", ("verify", "store", "{s}", "--manifest", "{o}"))):
+        a, b = tmp_path / ("local-" + name), tmp_path / ("remote-" + name)
+        want = run_cli(*[x.format(s=local, o=a) for x in args])
+        got = run_cli(*[x.format(s=url, o=b) for x in args])
+        assert want[0] == got[0], (want, got)
+        text = b.read_text()
+        assert "mqtool-remote-" not in text and url in text, name
+        if name == "salvage.ndjson":
+            assert text == a.read_text().replace(str(local), url), name
+    code, out, err = run_cli("report", url, "-o", tmp_path / "r.html")
+    assert code in (0, 1), err
+    html = (tmp_path / "r.html").read_text()
+    assert "mqtool-remote-" not in html and url in html
+    assert run_cli("rebuild-index", url, "--out", tmp_path / "rb")[0] == 0
+    assert run_cli("rebuild-index", local, "--out", tmp_path / "rb-local")[0] == 0
+    for p in sorted((tmp_path / "rb-local").rglob("*")):
+        if p.is_file():
+            assert (tmp_path / "rb" / p.relative_to(tmp_path / "rb-local")).read_bytes() == p.read_bytes()
