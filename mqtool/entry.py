@@ -77,7 +77,7 @@ def _stage_remote_inputs(kwargs) -> bool:
     """Store arguments given as URLs (s3://, hdfs://, file://...) are read through their local shadow
     (:mod:`mqtool.remote`): the verbs then work unchanged and fetch only the bytes they open. True when one was."""
     staged = False
-    for name in ("path", "store", "paths", "stores"):
+    for name in ("path", "store", "paths", "stores", "images"):
         v = kwargs.get(name)
         if isinstance(v, str) and _is_url(v):
             kwargs[name] = str(_remote().stage(v, render.say))

@@ -8,6 +8,7 @@ link at any component below that root.
 from __future__ import annotations
 
 import errno
+import io as _io
 import mmap
 import os
 import stat
@@ -41,14 +42,12 @@ def is_regular_file(path: Path) -> bool:
 
 def open_input(path: str | os.PathLike, need: int | None = None):
     """Open a store file read-only (binary). Never blocks on FIFOs: they are refused up front.
-    The shadow of a remote file (:mod:`mqtool.remote`) gets its first ``need`` bytes (all: ``None``) fetched
-    first."""
+    The shadow of a remote file (:mod:`mqtool.remote`) is read through :class:`_ShadowReader`: every read
+    fetches the chunks it covers first, nothing else (``need``, how far the caller will read, is a hint that
+    needs no action now)."""
     p = Path(path)
     _check_regular(p)
-    if _SHADOW_MARK in str(path):
-        from mqtool import remote
-
-        remote.fill(p, need)
+    shadow = _SHADOW_MARK in str(path) and _remote().is_staged(p)
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         try:
@@ -63,14 +62,77 @@ def open_input(path: str | os.PathLike, need: int | None = None):
         raise InputError("permission denied", str(p)) from None
     except OSError as e:
         raise InputError(f"cannot open: {e.strerror or e}", str(p)) from None
+    if shadow:
+        return _io.BufferedReader(_ShadowReader(fd, str(p)), 1 << 20)
     return os.fdopen(fd, "rb", buffering=1 << 20)
 
 
 _SHADOW_MARK = "mqtool-remote-"        # in the path of every shadow of a remote store (mqtool.remote)
+_shadow_fds: set[int] = set()          # descriptors open on such shadows: their holes are bytes not fetched yet
+
+
+def _remote():
+    from mqtool import remote
+
+    return remote
+
+
+def _remote_staged() -> bool:
+    """A remote store was staged by this process (without importing mqtool.remote when none was)."""
+    import sys
+
+    m = sys.modules.get("mqtool.remote")
+    return m is not None and m.staged()
+
+
+class _ShadowReader(_io.RawIOBase):
+    """A file of a remote store's local shadow, read-only: each read first fetches the chunks of the remote
+    file it covers (:func:`mqtool.remote.fill_range`), so a reader of any kind (a probe, a hash, a
+    whole-file read) fetches exactly what it reads, chunk by chunk."""
+
+    def __init__(self, fd: int, path: str):
+        super().__init__()
+        self._fd = fd
+        self.name = path
+        _shadow_fds.add(fd)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return os.lseek(self._fd, pos, whence)
+
+    def tell(self) -> int:
+        return os.lseek(self._fd, 0, os.SEEK_CUR)
+
+    def readinto(self, b) -> int:
+        n = memoryview(b).nbytes
+        if n:
+            pos = self.tell()
+            _remote().fill_range(self.name, pos, pos + n)
+        return os.readv(self._fd, [b])
+
+    def close(self) -> None:
+        if not self.closed:
+            _shadow_fds.discard(self._fd)
+            os.close(self._fd)
+        super().close()
 
 
 def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
-    """Read a (small) store file whole, read-only. ``limit`` caps how much is read."""
+    """Read a (small) store file whole, read-only. ``limit`` caps how much is read (of a remote file's
+    shadow: a probe of at most one chunk is fetched into memory only, :func:`mqtool.remote.peek`)."""
+    if limit is not None and _SHADOW_MARK in str(path):
+        _check_regular(Path(path))
+        data = _remote().peek(path, limit)
+        if data is not None:
+            return data
     with open_input(path, limit) as f:
         try:
             return f.read() if limit is None else f.read(limit)
@@ -115,14 +177,9 @@ class MappedInput:
     :meth:`shrunk` between records and stop cleanly when it says so.
     """
 
-    def __init__(self, path: str | os.PathLike, whole_limit: int | None = None):
+    def __init__(self, path: str | os.PathLike, whole_limit: int | None = None, ranged: bool = False):
         self.path = str(path)
-        need = None
-        if _SHADOW_MARK in self.path:       # a remote file: a bounded read may fetch a prefix only (mqtool.remote)
-            from mqtool import remote
-
-            need = remote.MAP_PREFIX[0]
-        self._f = open_input(path, need)
+        self._f = open_input(path)
         self._mm = None
         self._faults = 0
         limit = READ_WHOLE_LIMIT if whole_limit is None else whole_limit
@@ -134,8 +191,23 @@ class MappedInput:
             elif size <= limit:
                 self.buf = _read_exactly(self._f, size, self.path)
             else:
+                remote = self._f.fileno() in _shadow_fds      # a remote file's shadow (mqtool.remote)
+                if remote and not ranged:
+                    # a reader that does not say what it reads gets the whole file (a bounded dump: a
+                    # prefix first, mqtool.remote.first_rows), kept while the map lives
+                    unpin = _remote().pin(self.path)
+                    try:
+                        _remote().fill_range(self.path, 0, _remote().MAP_PREFIX[0])
+                    except BaseException:
+                        unpin()
+                        raise
                 self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
+                if remote and ranged:
+                    ranged_maps[id(self._mm)] = (weakref.ref(self._mm), self.path)
+                    weakref.finalize(self._mm, ranged_maps.pop, id(self._mm), None)
+                elif remote:
+                    weakref.finalize(self._mm, unpin)
                 _guard_map(self._mm)
                 self._faults = _guard.faults() if _guard is not None else 0
         except OSError as e:
@@ -144,6 +216,14 @@ class MappedInput:
         except BaseException:
             self._f.close()
             raise
+
+    def need(self, pos: int, n: int) -> None:
+        """The reader is about to read ``[pos, pos + n)``: see :func:`need`."""
+        need(self.buf, pos, n)
+
+    def need_unit(self, pos: int, length_at: int = 0, extra: int = 0, cap: int | None = None) -> None:
+        """The reader is about to read the unit at ``pos``: see :func:`need_unit`."""
+        need_unit(self.buf, pos, length_at, extra, cap)
 
     def faulted(self) -> bool:
         """True when a lost page of some guarded map was read (as zeros) since the previous call (or since
@@ -216,8 +296,8 @@ _ZEROS = bytes(_ZERO_CHUNK)
 
 def _data_start(fd: int | None, pos: int, end: int) -> int:
     """Next position >= pos that is not inside a hole of a sparse file (``end`` when only holes follow).
-    Without an fd or SEEK_DATA support: ``pos``."""
-    if fd is None or not hasattr(os, "SEEK_DATA"):
+    Without an fd or SEEK_DATA support, or on a remote file's shadow (holes: not fetched yet): ``pos``."""
+    if fd is None or not hasattr(os, "SEEK_DATA") or fd in _shadow_fds:
         return pos
     try:
         d = os.lseek(fd, pos, os.SEEK_DATA)
@@ -228,7 +308,7 @@ def _data_start(fd: int | None, pos: int, end: int) -> int:
 
 def _last_data_end(fd: int | None, start: int, end: int) -> int:
     """End of the last data region of a sparse file that begins before ``end`` (``end`` when unknown)."""
-    if fd is None or not hasattr(os, "SEEK_HOLE"):
+    if fd is None or not hasattr(os, "SEEK_HOLE") or fd in _shadow_fds:
         return end
     p, last = start, start
     try:
@@ -262,13 +342,17 @@ def first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
 
     Compares 1 MiB chunks against zeros (C speed) and, given the file descriptor of a sparse file,
     jumps over its holes with SEEK_DATA without touching them: a 2 GiB hole costs one system call.
+    A ranged map of a remote file (:func:`need`) is fetched as far as it is searched.
     """
     p = start
+    fetch = ranged(buf)
     while p < end:
         p = _data_start(fd, p, end)
         if p >= end:
             return -1
         q = min(end, p + _ZERO_CHUNK)
+        if fetch:
+            need(buf, p, q - p)
         chunk = buf[p:q]
         if chunk != _ZEROS[:q - p]:
             return p + (len(chunk) - len(chunk.lstrip(b"\x00")))
@@ -282,8 +366,11 @@ def last_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
     if first < 0:
         return -1
     q = max(first + 1, _last_data_end(fd, first, end))
+    fetch = ranged(buf)
     while q > first:
         p = max(first, q - _ZERO_CHUNK)
+        if fetch:
+            need(buf, p, q - p)
         chunk = buf[p:q]
         if chunk != _ZEROS[:q - p]:
             return p + len(chunk.rstrip(b"\x00")) - 1
@@ -291,8 +378,51 @@ def last_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
     return first
 
 
-def map_input(path: str | os.PathLike, whole_limit: int | None = None) -> MappedInput:
-    return MappedInput(path, whole_limit)
+def map_input(path: str | os.PathLike, whole_limit: int | None = None, ranged: bool = False) -> MappedInput:
+    """``ranged=True``: the reader says which bytes it reads before it reads them (a
+    :class:`mqtool.pages.PageWindow` over the map, :func:`need` for the rest), so a remote file is fetched
+    only there; without it a remote file is fetched whole before it is mapped. Local files: no difference."""
+    return MappedInput(path, whole_limit, ranged)
+
+
+# ---- remote files read by ranges ---------------------------------------------------------------------------
+#
+# A map of a remote file's shadow made with ranged=True reads zeros wherever nothing was fetched yet (the
+# shadow is sparse; mmap cannot trap the first touch of a page here: no userfaultfd). Its reader therefore says
+# which window it is about to read: PageWindow does for sequential scans, need() for point reads and searches.
+
+# id(map) -> (weak reference to it, path of the shadow file); empty unless a ranged map of a remote file is open,
+# so a hot loop may test it before calling need() and pay nothing on local stores
+ranged_maps: dict[int, tuple] = {}
+
+
+def need(buf, pos: int, n: int) -> None:
+    """The reader of ``buf`` is about to read ``buf[pos:pos + n]``: when ``buf`` is a ranged map of a remote
+    file (:func:`map_input`), the chunks of that range not fetched yet are fetched first. Anything else
+    (bytes, a local map): nothing to do, at the cost of one dictionary test."""
+    if ranged_maps:
+        e = ranged_maps.get(id(buf))
+        if e is not None and e[0]() is buf:
+            _remote().fill_range(e[1], pos, pos + n)
+
+
+def need_unit(buf, pos: int, length_at: int = 0, extra: int = 0, cap: int | None = None) -> None:
+    """The reader of ``buf`` is about to read the unit at ``pos`` whose length is the big-endian 32-bit field
+    at ``pos + length_at`` (the unit spans that length plus ``extra`` bytes, at most ``cap`` when given: a
+    reader refuses longer units without reading them): :func:`need` its length field, then the unit."""
+    if ranged(buf):
+        head = length_at + 4
+        need(buf, pos, head)
+        n = int.from_bytes(buf[pos + length_at:pos + head], "big") + extra
+        need(buf, pos, max(head, n if cap is None else min(n, cap)))
+
+
+def ranged(buf) -> bool:
+    """``buf`` is a ranged map of a remote file (its reader must call :func:`need`)."""
+    if not ranged_maps:
+        return False
+    e = ranged_maps.get(id(buf))
+    return e is not None and e[0]() is buf
 
 
 # ---- outputs ------------------------------------------------------------------------------------------------
@@ -610,7 +740,7 @@ def open_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], fo
     """:func:`prepare_output_file`, then the :class:`AtomicWriter` that writes it (``with ... as f``)."""
     target = prepare_output_file(out, inputs, force)
     root = OutputDir(target.parent, inputs, force, may_contain_inputs=True)
-    return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True)
+    return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True, names_inputs=True)
 
 
 def current_umask() -> int:
@@ -638,8 +768,9 @@ class AtomicWriter:
     """
 
     def __init__(self, path: str | os.PathLike, overwrite: bool = False, root: OutputDir | None = None,
-                 mode: int | None = None, own_root: bool = False):
+                 mode: int | None = None, own_root: bool = False, names_inputs: bool = False):
         self.path = Path(path)
+        self._names_inputs = names_inputs      # text that names input files: remote ones by their URL
         self.overwrite = overwrite
         self.mode = 0o666 & ~current_umask() if mode is None else mode
         self._root = root
@@ -694,6 +825,8 @@ class AtomicWriter:
             self._release()
             raise
         self._f = os.fdopen(fd, "wb")
+        if self._names_inputs and _remote_staged():
+            self._f = _remote().ShownFile(self._f)     # a remote store: its URL, not its local shadow
         return self._f
 
     def __exit__(self, exc_type, exc, tb):

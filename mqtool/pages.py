@@ -13,10 +13,19 @@ nothing. Usage in a scanner::
         if pos >= win.next_at:
             win.advance(pos)
         ...
+
+A ranged map of a remote file (:func:`mqtool.io.map_input` with ``ranged=True``) reads zeros where nothing
+was fetched yet, so there the window also fetches: it steps every remote chunk (``MQTOOL_REMOTE_CHUNK_MB``,
+default 8 MiB) instead of every ``WINDOW``, and on each step asks :func:`mqtool.io.need` for the bytes from
+its page to two steps on, or one step and the longest unit the scanner reads without asking (its ``unit``:
+a unit that starts before the next step may end that far past it). A scan that stops early has fetched a
+few chunks; a whole scan, each chunk once.
 """
 from __future__ import annotations
 
 import mmap
+
+from mqtool import io as _io
 
 WINDOW = 32 << 20
 PAGE = mmap.PAGESIZE
@@ -26,12 +35,22 @@ _populate_ok = [_POPULATE_READ is not None]
 
 
 class PageWindow:
-    __slots__ = ("buf", "end", "kept", "next_at", "window")
+    __slots__ = ("buf", "end", "kept", "next_at", "window", "remote")
 
-    def __init__(self, buf, start: int = 0, window: int | None = None, end: int | None = None):
+    def __init__(self, buf, start: int = 0, window: int | None = None, end: int | None = None,
+                 unit: int = 0):
+        """``unit``: the longest unit the scan may read whole from a position before :attr:`next_at` without
+        asking (:func:`mqtool.io.need`) first; a remote file is fetched that far past the next step."""
         self.window = window or WINDOW
         self.end = len(buf) if end is None else min(end, len(buf))   # nothing is populated past ``end``
         self.kept = start - start % PAGE            # pages before this have been released
+        self.remote = 0                             # a remote file: bytes fetched from each step on
+        if _io.ranged(buf):
+            from mqtool import remote
+
+            self.window = min(self.window, remote.chunk_size())
+            self.remote = self.window + max(self.window, unit)
+            _io.need(buf, self.kept, self.remote)
         if isinstance(buf, mmap.mmap) and _DONTNEED is not None:
             self.buf = buf
             self.next_at = self.kept + self.window
@@ -45,6 +64,8 @@ class PageWindow:
         if self.buf is None:
             return
         upto = pos - pos % PAGE
+        if self.remote:
+            _io.need(self.buf, upto, self.remote)
         if upto > self.kept:
             self.buf.madvise(_DONTNEED, self.kept, upto - self.kept)
             self.kept = upto

@@ -3,17 +3,26 @@
 The verbs read stores through :mod:`mqtool.io` only (``open_input`` / ``map_input`` / ``read_input``) and find
 their files with ordinary directory walks. A remote store is therefore *staged*: :func:`stage` lists the remote
 tree once (names and sizes, no data) and builds a local *shadow* of it in a private temporary directory, every
-file a sparse file of the remote size. Nothing is fetched then. Bytes are fetched when a reader opens a file
-(:func:`fill`, called by ``open_input``): exactly the prefix it asks for (``read_input(path, limit)`` fetches
-``limit`` bytes: store detection and header probes cost a few bytes per file), or the whole file when it maps
-the file; each file is fetched once per run, in ranged requests of :data:`BLOCK` bytes streamed to disk, so
-memory stays bounded whatever the file size. Files a verb never opens (the segments after ``dump --limit``,
-the index files ``dump`` does not read) are never fetched. The shadow is removed when the process ends.
+file a sparse file of the remote size. Nothing is fetched then. Bytes are fetched by *chunks*
+(:func:`chunk_size`, 8 MiB by default; one ranged request each, written into the shadow, so memory stays
+bounded) where a reader reads (:func:`fill_range`):
 
-What is fetched is recorded beside the shadow (not in it: discovery must see the store only), so that other
-processes on the same machine (the ``--jobs`` workers, Spark executors of ``local[N]``) open the same shadow
-and fetch what is still missing themselves, under a file lock; a file whose bytes are not all fetched is never
-read as its zero-filled shadow.
+* ``open_input`` reads a shadow through a reader that fetches the chunks each read covers; ``read_input(path,
+  limit)`` of a small prefix fetches it into memory only (:func:`peek`: store detection costs a few bytes);
+* ``map_input(path, ranged=True)``: the scanner says which window it is about to read (``mqtool.io.need`` /
+  ``need_unit``, and :class:`mqtool.pages.PageWindow` for sequential scans), since a memory map cannot trap
+  the first touch of a page here; a map made without ``ranged`` gets the whole file before it is mapped
+  (a bounded dump's first try: a prefix, :func:`first_rows`), kept while the map lives (:func:`pin`).
+
+Files and ranges a verb never reads are never fetched. The fetched chunks are a cache: past
+:func:`cache_limit` the least recently used chunks this process fetched are evicted (marked missing, their
+blocks released with ``fallocate(PUNCH_HOLE)``), except the window each reader is in and pinned files. The
+shadow is removed when the process ends.
+
+What is fetched is recorded beside the shadow (a fetch map per file, not in the tree: discovery must see the
+store only), so that other processes on the same machine (the ``--jobs`` workers, Spark executors of
+``local[N]``) open the same shadow and fetch what is still missing themselves, under a file lock; a chunk not
+fetched is never read as its zero-filled shadow by a reader that says what it reads.
 
 Remote names are hostile: a name that is not one plain local path component (empty, ``.``, ``..``, a NUL, a
 ``/`` or a name longer than 255 bytes) is skipped with a warning, never used to build a local path.
@@ -34,6 +43,7 @@ import re
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -41,7 +51,7 @@ from mqtool.errors import InputError, OutputError
 BLOCK = 8 << 20                 # bytes per ranged request
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _MARK = ".mqtool-remote.json"
-_ROOT_PREFIX = "mqtool-remote-"         # mqtool.io._SHADOW_MARK: open_input calls fill() for such paths
+_ROOT_PREFIX = "mqtool-remote-"         # mqtool.io._SHADOW_MARK: such paths are read through fill_range()
 
 # bytes fetched by this process, per remote URL (tests and --verbose read it)
 fetched: dict[str, int] = {}
@@ -83,13 +93,38 @@ def filesystem(url: str):
         u = "s3://" + u[6:]
     try:
         return fsspec.core.url_to_fs(u, **storage_options(url))
-    except (ImportError, ValueError) as e:
-        raise InputError(f"cannot use this storage: {e}", url) from None
+    except (ImportError, ValueError, OSError) as e:
+        why = (str(e).replace("\\n", "\n").strip().splitlines() or [type(e).__name__])[0][:200]
+        if u.lower().startswith("hdfs://"):
+            why += ("; hdfs:// is pyarrow's HadoopFileSystem, which needs a JVM and libhdfs (JAVA_HOME, "
+                    "HADOOP_HOME, ARROW_LIBHDFS_DIR); webhdfs:// reaches the same cluster over HTTP without them")
+        raise InputError(f"cannot use this storage: {why}", url) from None
 
 
-def _count(url: str, n: int) -> None:
+def _count(url: str, n: int, root=None) -> None:
     with _lock:
         fetched[url] = fetched.get(url, 0) + n
+    if root is not None:            # and in the shadow, for every process that reads it (--jobs, Spark)
+        try:
+            fd = os.open(os.path.join(root, "state", "fetched"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 32, 0)
+            os.pwrite(fd, str((int(raw) if raw.strip() else 0) + n).ljust(32).encode(), 0)
+        finally:
+            os.close(fd)
+
+
+def fetched_by_all(shadow) -> int:
+    """Bytes fetched into the shadow of ``shadow`` (a path in it) by every process that read it."""
+    root = _shadow_root_of(os.fspath(shadow))
+    try:
+        raw = (root / "state" / "fetched").read_bytes() if root is not None else b""
+    except OSError:
+        return 0
+    return int(raw) if raw.strip() else 0
 
 
 def _plain_component(name: str) -> bool:
@@ -106,6 +141,8 @@ def _new_root() -> Path:
 
 
 def _cleanup() -> None:
+    while _handles:
+        _close_quietly(_handles.popitem()[1])
     for r in _shadow_roots:
         shutil.rmtree(r, ignore_errors=True)
     _shadow_roots.clear()
@@ -128,14 +165,12 @@ def stage(url: str, warn=None) -> Path:
     tree = root / "tree"
     tree.mkdir()
     files: dict[str, dict] = {}
-    # the shadow's path below tree/ repeats the URL's (scheme, bucket, keys), so that paths shown in the output
-    # tell where the bytes came from: <tmp>/mqtool-remote-*/tree/s3/bucket/prefix/store/...
-    parts = [_URL.match(url).group(1).lower()] + [p for p in top.strip("/").split("/") if p]
-    parts = [p if _plain_component(p) else "_" for p in parts]
-    if len(parts) < 2:
-        parts.append("store")
-    (tree.joinpath(*parts[:-1])).mkdir(parents=True)
-    name = "/".join(parts)
+    # the shadow of the store is <tmp>/mqtool-remote-*/tree/<the URL's last name>: the name a store's files
+    # may be labelled by (a Kafka partition as "logs/orders-0"); "store" when that name is not plain ASCII
+    # text, so that the shadow's path is always plain and output can always show it as the URL
+    last = ([p for p in top.split("/") if p] or [""])[-1]
+    name = last if _plain_component(last) and last.isascii() and last.isprintable() and "\\" not in last \
+        and '"' not in last else "store"
     if info.get("type") == "directory":
         try:
             listing = fs.find(top, withdirs=True, detail=True)
@@ -168,7 +203,7 @@ def stage(url: str, warn=None) -> Path:
         shown = local
     (root / "state").mkdir()
     doc = {"url": url, "protocol": fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0],
-           "files": files, "shown": str(shown.relative_to(root))}
+           "files": files, "shown": str(shown.relative_to(root)), "chunk": chunk_size(), "top": top}
     (root / _MARK).write_text(json.dumps(doc))
     _stages[url] = shown
     return shown
@@ -252,15 +287,73 @@ def _shown_bytes(data: bytes) -> bytes:
     if _ROOT_PREFIX.encode() not in data:
         return data
     for url, shadow in sorted(_stages.items(), key=lambda kv: -len(str(kv[1]))):
-        data = data.replace(os.fsencode(str(shadow)), os.fsencode(url))
+        data = data.replace(os.fsencode(str(shadow)), _safe_url(url))
     return data
+
+
+def _safe_url(url: str) -> bytes:
+    """``url`` as output shows it in place of a shadow path: as it is when it is plain printable ASCII,
+    else with JSON's escapes (``\\u001b``, ``\\"``, ``\\\\``; non-ASCII, ``<``, ``>`` and ``&`` as ``\\uXXXX``),
+    which are valid in an NDJSON string, cannot control a terminal and are plain text in HTML."""
+    text = json.dumps(url)[1:-1]
+    for c in "<>&":
+        text = text.replace(c, f"\\u{ord(c):04x}")
+    return text.encode("ascii")
+
+
+def staged() -> bool:
+    """This process has staged a remote store (its output may name shadows: :class:`ShownFile`)."""
+    return bool(_stages)
+
+
+class ShownFile:
+    """A binary output file (a report, a salvage or manifest file) that names every store staged by this
+    process by its URL, not its shadow, as :func:`show_urls_on_streams` does for stdout and stderr. Bytes
+    that may begin a shadow path are held back (at most a shadow path's length) until the next write or a
+    flush."""
+
+    def __init__(self, f):
+        self._f = f
+        self._hold = b""
+
+    def write(self, b) -> int:
+        data = _shown_bytes(self._hold + bytes(b))
+        keep = _partial_tail(data)
+        self._f.write(data[:len(data) - keep])
+        self._hold = data[len(data) - keep:]
+        return len(b)
+
+    def flush(self) -> None:
+        if self._hold:
+            self._f.write(self._hold)
+            self._hold = b""
+        self._f.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self._f.close()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def _partial_tail(data: bytes) -> int:
+    """Length of the longest end of ``data`` that is the beginning of some staged shadow path."""
+    best = 0
+    for shadow in _stages.values():
+        s = os.fsencode(str(shadow))
+        for n in range(min(len(s) - 1, len(data)), best, -1):
+            if data.endswith(s[:n]):
+                best = n
+                break
+    return best
 
 
 def show_urls_on_streams():
     """Until the returned function is called (it flushes and puts the streams back), stdout and stderr show
     every store staged by this process by its URL, not its shadow (NDJSON, tables, notes and errors alike).
-    A path shown escaped (JSON ``\\"``, a control character made visible) is left as it is: the shadow
-    repeats the URL's names, so such a name is in the URL too."""
+    The shadow's own path is plain ASCII (see :func:`stage`), so it reads the same escaped or not; the URL
+    put in its place is escaped by :func:`_safe_url`."""
     import sys
 
     was = {}
@@ -340,64 +433,302 @@ def _state_file(root: Path, rel: str) -> Path:
     return root / "state" / hashlib.sha256(rel.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def chunk_size() -> int:
+    """Bytes per ranged request and per unit of the shadow's fetch map: ``MQTOOL_REMOTE_CHUNK_MB`` (MiB, a
+    positive integer; default 8). Fixed for a staged store when it is staged (kept in its mark)."""
+    raw = os.environ.get("MQTOOL_REMOTE_CHUNK_MB")
+    if not raw:
+        return BLOCK
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = 0
+    if mb <= 0:
+        raise InputError("MQTOOL_REMOTE_CHUNK_MB must be a positive whole number of MiB", "environment")
+    return mb << 20
+
+
+def cache_limit() -> int:
+    """Bytes of fetched chunks this process keeps in the shadows before it evicts the least recently used
+    ones: ``MQTOOL_REMOTE_CACHE_MB`` (MiB; default 1024)."""
+    raw = os.environ.get("MQTOOL_REMOTE_CACHE_MB")
+    try:
+        mb = int(raw) if raw else CACHE_MB
+    except ValueError:
+        mb = -1
+    if mb <= 0:
+        raise InputError("MQTOOL_REMOTE_CACHE_MB must be a positive whole number of MiB", "environment")
+    return mb << 20
+
+
+CACHE_MB = 1024
+_lru: OrderedDict = OrderedDict()   # ((shadow root, rel), chunk number) -> bytes; chunks this process fetched
+_cached = [0]                       # their total
+_pins: dict[tuple[str, str], int] = {}      # (shadow root, rel) -> maps that need the file whole
+_handles: OrderedDict = OrderedDict()       # (url, key) -> an open remote file (seek + read = one ranged GET)
+_MAX_HANDLES = 8
+_recent: OrderedDict = OrderedDict()    # file -> (first chunk, end chunk) of its latest fill: the window in use
+_RECENT_FILES = 8
+_known: dict = {}       # path as given -> None (no shadow) or (root, doc, rel, entry, chunks known fetched)
+
+
+def _after_fork_in_child() -> None:
+    """A worker forked from a process that fetched (``--jobs``): it evicts only what it fetches itself, so it
+    drops the parent's cache list (else it could punch out chunks the parent still reads), and opens its own
+    remote files and filesystems."""
+    _lru.clear()
+    _cached[0] = 0
+    _pins.clear()
+    _known.clear()
+    _recent.clear()
+    _handles.clear()
+    _fs_cache.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _chunk_of(doc: dict) -> int:
+    return int(doc.get("chunk") or BLOCK)
+
+
 def fetched_prefix(path) -> int | None:
     """How many leading bytes of the shadow file ``path`` are fetched (its size when all are); None when
     ``path`` is not the shadow of a remote file (its bytes are all there)."""
     e = _entry(path)
     if e is None:
         return None
-    root, _doc, rel, ent = e
+    root, doc, rel, ent = e
     try:
-        raw = _state_file(root, rel).read_bytes()[:32]
+        bits = _state_file(root, rel).read_bytes()
     except OSError:
         return 0
-    return min(ent["size"], int(raw) if raw.strip() else 0)
+    n = len(bits) - len(bits.lstrip(b"\x01"))
+    return min(ent["size"], n * _chunk_of(doc))
 
 
-def fill(path, need: int | None = None) -> None:
-    """Before ``path`` is read: when it is the shadow of a remote file, make sure its first ``need`` bytes
-    (all of it: ``None``) are fetched. Anything else: nothing to do."""
-    e = _entry(path)
-    if e is None:
+def fill_range(path, start: int, end: int | None) -> None:
+    """Before bytes ``[start, end)`` of ``path`` are read (``end`` None: to its end): when it is the shadow
+    of a remote file, fetch the chunks of that range not fetched yet (one ranged request each, written into
+    the sparse shadow), under the file's lock so that processes sharing the shadow fetch each chunk once.
+    Anything else: nothing to do. Chunks this process knows are there cost a lookup, no system call."""
+    key = path if type(path) is str else os.fspath(path)
+    k = _known.get(key, False)
+    if k is False:
+        e = _entry(path)
+        k = _known[key] = None if e is None else (e + (bytearray(-(-e[3]["size"] // _chunk_of(e[1]))),))
+    if k is None:
         return
-    root, doc, rel, ent = e
+    root, doc, rel, ent, have = k
     size = ent["size"]
-    want = size if need is None else min(size, max(0, need))
-    state = _state_file(root, rel)
-    fd = os.open(state, os.O_RDWR | os.O_CREAT, 0o600)
+    end = size if end is None else min(size, end)
+    start = max(0, start)
+    if start >= end:
+        return
+    c = _chunk_of(doc)
+    lo, hi = start // c, (end - 1) // c + 1
+    fkey = (str(root), rel)
+    _recent[fkey] = (lo, hi)                # the window in use in this file: not evicted
+    _recent.move_to_end(fkey)
+    if len(_recent) > _RECENT_FILES:
+        _recent.popitem(last=False)
+    for i in range(lo, hi):                 # recently used: evicted last
+        if (fkey, i) in _lru:
+            _lru.move_to_end((fkey, i))
+    if have.find(0, lo, hi) < 0:
+        return
+    fd = os.open(_state_file(root, rel), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        raw = os.pread(fd, 32, 0)
-        have = int(raw) if raw.strip() else 0
-        if have >= want:
-            return
-        url = doc["url"]
+        bits = os.pread(fd, hi, 0).ljust(hi, b"\x00")
+        missing = [i for i in range(lo, hi) if bits[i] != 1]
+        for i in range(lo, hi):
+            have[i] = bits[i] == 1
+        if missing:
+            url = doc["url"]
+            shown = _url_of(doc, ent)
+            out = os.open(os.path.join(root, rel), os.O_WRONLY)
+            try:
+                for i in missing:
+                    pos, n = i * c, min(c, size - i * c)
+                    _fetch_into(url, ent["key"], shown, out, pos, n, root)
+                    os.pwrite(fd, b"\x01", i)
+                    have[i] = 1
+                    _lru[(fkey, i)] = n
+                    _cached[0] += n
+            finally:
+                os.close(out)
+    finally:
+        os.close(fd)
+    if _cached[0] > cache_limit():
+        _evict(cache_limit())
+
+
+def _url_of(doc: dict, ent: dict) -> str:
+    """The URL of a staged file as errors name it: the store's URL and the file's key below it."""
+    top, key = doc.get("top"), ent["key"]
+    if top is not None and (key == top or key.startswith(top.rstrip("/") + "/")):
+        return doc["url"] + key[len(top.rstrip("/")):]
+    return f"{doc['protocol']}://{key}"
+
+
+def _remote_file(url: str, key: str):
+    h = _handles.get((url, key))
+    if h is None:
         fs = _fs_cache.get(url)
         if fs is None:
             fs = _fs_cache[url] = filesystem(url)[0]
-        shown = f"{doc['protocol']}://{ent['key']}"
-        out = os.open(os.path.join(root, rel), os.O_WRONLY)
+        h = _handles[(url, key)] = _open_ranged(fs, key)
+        while len(_handles) > _MAX_HANDLES:
+            _close_quietly(_handles.popitem(last=False)[1])
+    else:
+        _handles.move_to_end((url, key))
+    return h
+
+
+def _close_quietly(h) -> None:
+    try:
+        h.close()
+    except Exception:       # noqa: BLE001 -- a remote handle that cannot close cleanly holds nothing of ours
+        pass
+
+
+def _fetch_into(url: str, key: str, shown: str, out: int, pos: int, n: int, root=None) -> None:
+    """Bytes ``[pos, pos + n)`` of the remote file, written at ``pos`` of the shadow (``out``)."""
+    try:
+        f = _remote_file(url, key)
+        got = 0
+        while got < n:
+            data = _read_range(f, pos + got, pos + n)
+            if not data:
+                raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos + got)
+            os.pwrite(out, data, pos + got)
+            got += len(data)
+        _count(url, got, root)
+    except InputError:
+        raise
+    except (OSError, ValueError, RuntimeError) as e:
+        _close_quietly(_handles.pop((url, key), None) or io.BytesIO())
+        raise InputError(f"remote read failed: {e}", shown, pos) from None
+
+
+def _read_range(f, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of the open remote file ``f`` in one request: fsspec's buffered files fetch a
+    range exactly with ``_fetch_range`` (their read would go through a read-ahead cache that some
+    filesystems, WebHDFS among them, always use); other file objects seek and read."""
+    fetch = getattr(f, "_fetch_range", None)
+    if fetch is not None and getattr(f, "size", None) is not None:
+        return fetch(start, end)
+    f.seek(start)
+    return f.read(end - start)
+
+
+def peek(path, n: int) -> bytes | None:
+    """The first ``n`` bytes of the shadow file ``path`` fetched straight into memory (one ranged request,
+    nothing written to the shadow): what a header probe costs. None when ``path`` is no shadow, when ``n``
+    is more than a chunk or when its first chunk is fetched already (read the shadow then)."""
+    e = _entry(path)
+    if e is None:
+        return None
+    root, doc, rel, ent = e
+    if n > _chunk_of(doc):
+        return None
+    try:
+        if _state_file(root, rel).read_bytes()[:1] == b"\x01":
+            return None
+    except OSError:
+        pass
+    n = min(n, ent["size"])
+    if n <= 0:
+        return b""
+    url, shown = doc["url"], _url_of(doc, ent)
+    try:
+        data = _read_range(_remote_file(url, ent["key"]), 0, n)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise InputError(f"remote read failed: {e}", shown, 0) from None
+    _count(url, len(data), root)
+    return data
+
+
+def pin(path):
+    """While the returned function is not called, no chunk of the shadow file ``path`` is evicted (a reader
+    that maps it without saying which ranges it reads needs all of it); None for anything else."""
+    e = _entry(path)
+    if e is None:
+        return None
+    fkey = (str(e[0]), e[2])
+    _pins[fkey] = _pins.get(fkey, 0) + 1
+    done = []
+
+    def unpin():
+        if not done:
+            done.append(1)
+            left = _pins.get(fkey, 1) - 1
+            if left > 0:
+                _pins[fkey] = left
+            else:
+                _pins.pop(fkey, None)
+    return unpin
+
+
+def _evict(limit: int) -> None:
+    """Drop the least recently used chunks this process fetched until they total at most ``limit`` bytes
+    (pinned files, and the range of the latest fill of each of the last 8 files read — the window a reader
+    is in — excepted): the chunk is marked missing in the fetch map, then its blocks are released
+    (``fallocate(PUNCH_HOLE)``; the shadow stays a sparse file of the remote size). A chunk read again is
+    fetched again."""
+    for k in list(_lru):
+        if _cached[0] <= limit:
+            return
+        fkey, i = k
+        win = _recent.get(fkey)
+        if fkey in _pins or (win is not None and win[0] <= i < win[1]):
+            continue
+        root, rel = fkey
+        n = _lru.pop(k)
+        _cached[0] -= n
+        c = _chunk_of(_docs.get(root) or {})
         try:
+            fd = os.open(_state_file(Path(root), rel), os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.pwrite(fd, b"\x00", i)
+            for k in _known.values():
+                if k is not None and str(k[0]) == root and k[2] == rel:
+                    k[4][i] = 0
+            out = os.open(os.path.join(root, rel), os.O_WRONLY)
             try:
-                with _open_ranged(fs, ent["key"]) as f:
-                    pos = have
-                    f.seek(pos)
-                    while pos < want:
-                        chunk = f.read(min(BLOCK, want - pos))
-                        if not chunk:
-                            raise InputError("remote file is shorter than listed (changed while staged?)", shown, pos)
-                        os.pwrite(out, chunk, pos)
-                        pos += len(chunk)
-                        _count(url, len(chunk))
-            except InputError:
-                raise
-            except (OSError, ValueError) as e:
-                raise InputError(f"remote read failed: {e}", shown, have) from None
+                if not _punch(out, i * c, n):
+                    os.pwrite(fd, b"\x01", i)      # the file system keeps the blocks: the bytes stay good
+            finally:
+                os.close(out)
+        except OSError:
+            pass
         finally:
-            os.close(out)
-        os.pwrite(fd, str(want).ljust(32).encode(), 0)
-    finally:
-        os.close(fd)
+            os.close(fd)
+
+
+_libc = []
+
+
+def _punch(fd: int, pos: int, n: int) -> bool:
+    """Release the blocks of ``[pos, pos + n)`` of ``fd`` (they read as zeros after); False where the system
+    cannot."""
+    if not _libc:
+        try:
+            import ctypes
+            import ctypes.util
+
+            lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            lib.fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+            _libc.append(lib)
+        except (OSError, AttributeError):
+            _libc.append(None)
+    lib = _libc[0]
+    return lib is not None and lib.fallocate(fd, 3, pos, n) == 0      # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
 
 
 # ---- bounded reads: a prefix first, more only when the answer needs it ---------------------------------------
@@ -512,10 +843,12 @@ def shadows_of(paths) -> list[tuple[str, str]]:
 
 
 def carried_env() -> dict[str, str]:
-    """What an executor needs to reach the storage as the driver does: the driver's ``AWS_*`` variables and
-    ``MQTOOL_STORAGE_OPTIONS`` (sent with the tasks in memory, as Spark sends its Hadoop configuration; never
-    written to disk). :func:`restore` sets those the executor does not have itself."""
-    return {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k == "MQTOOL_STORAGE_OPTIONS"}
+    """What an executor needs to reach the storage as the driver does: the driver's ``AWS_*`` variables,
+    ``MQTOOL_STORAGE_OPTIONS`` and the chunk and cache sizes (``MQTOOL_REMOTE_*``), sent with the tasks in
+    memory as Spark sends its Hadoop configuration, never written to disk. :func:`restore` sets those the
+    executor does not have itself."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith(("AWS_", "MQTOOL_REMOTE_")) or k == "MQTOOL_STORAGE_OPTIONS"}
 
 
 def restore(shadows, env: dict | None = None) -> None:
@@ -527,6 +860,7 @@ def restore(shadows, env: dict | None = None) -> None:
     for root, text in shadows:
         rootp = Path(root)
         if (rootp / _MARK).is_file():
+            _forget_if_new(root)
             continue
         doc = json.loads(text)
         try:
@@ -548,6 +882,30 @@ def restore(shadows, env: dict | None = None) -> None:
             os.rename(build, rootp)
         except OSError:                     # another task made it first
             shutil.rmtree(build, ignore_errors=True)
+        _forget_if_new(root)
+
+
+_root_ino: dict[str, int] = {}
+
+
+def _forget_if_new(root: str) -> None:
+    """A shadow this process knew may have been removed and rebuilt since (an executor's temporary directory
+    cleaned): what this process remembers of it (fetched chunks, its mark) is then dropped."""
+    try:
+        ino = os.stat(root).st_ino
+    except OSError:
+        return
+    if _root_ino.get(root) == ino:
+        return
+    _root_ino[root] = ino
+    _docs.pop(root, None)
+    for key in [k for k, v in _known.items() if v is not None and str(v[0]) == root]:
+        del _known[key]
+    for k in [k for k in _lru if k[0][0] == root]:
+        _cached[0] -= _lru.pop(k)
+    _pins_now = [k for k in _pins if k[0] == root]
+    for k in _pins_now:
+        del _pins[k]
 
 
 # ---- outputs ---------------------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from mqtool import io
 io.READ_WHOLE_LIMIT = 0                      # map every file, as files > 16 MiB are
 victim, cut, marker = os.path.realpath(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 _init = io.MappedInput.__init__
-def init(self, path, whole_limit=None):
-    _init(self, path, whole_limit)
+def init(self, path, whole_limit=None, *more):
+    _init(self, path, whole_limit, *more)
     if self.mapped and os.path.realpath(str(path)) == victim:
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))

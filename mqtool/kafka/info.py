@@ -229,7 +229,7 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
         if seg.log is None:
             continue
         st.file("log", seg.log)
-        with map_input(seg.log) as m:
+        with map_input(seg.log, ranged=True) as m:      # a remote file: scan() fetches what it reads
             buf = m.buf
             size = len(buf)
             if size:

@@ -19,7 +19,7 @@ from formats import kafka as K
 from mqtool import codecs
 from mqtool.errors import UsageError
 from mqtool.fastcrc import crc32c
-from mqtool.io import map_input
+from mqtool.io import map_input, need
 from mqtool.kafka.store import discover
 from mqtool.schemawalk import Inspection, Walker
 
@@ -39,13 +39,15 @@ def inspect(path, offset: int | None = None, position: int | None = None) -> Ins
         if not p.is_file():
             raise UsageError("--position needs a file (a .log segment); give a partition directory with --offset",
                              str(p))
-        with map_input(p) as mi:
+        with map_input(p, ranged=True) as mi:       # a remote file: fetched where read (need_unit)
             if position >= len(mi.buf):
                 raise UsageError(f"position {position} is beyond the end of the file ({len(mi.buf)} bytes)", str(p))
+            mi.need_unit(position, K.LOG_OVERHEAD - 4, K.LOG_OVERHEAD)
             return inspect_entry(mi.buf, position, str(p), None)
     log = _segment_for(p, offset)
-    with map_input(log) as mi:
+    with map_input(log, ranged=True) as mi:         # a remote file: fetched where read (need, need_unit)
         pos = _find(mi.buf, offset, str(log))
+        mi.need_unit(pos, K.LOG_OVERHEAD - 4, K.LOG_OVERHEAD)
         return inspect_entry(mi.buf, pos, str(log), offset)
 
 
@@ -70,6 +72,7 @@ def _find(buf, offset: int, file: str) -> int:
     """Position of the entry holding record ``offset``: walk the entries' log overhead from the start."""
     n, p = len(buf), 0
     while p + K.HEADER_SIZE_UP_TO_MAGIC <= n:
+        need(buf, p, K.V2_HEADER_SIZE)              # a remote file: this entry's header
         base, size = _ENTRY.unpack_from(buf, p)
         if size == 0 and base == 0:
             break                                   # zero fill: end of data

@@ -72,7 +72,7 @@ def _time_position(seg, ts: int) -> int:
 def _batches_from(seg, start: int):
     """Batches from ``start`` (an index position); from 0 when no batch starts exactly there (a stale or
     crafted index must not hide the batches before it)."""
-    with map_input(seg.log) as m:
+    with map_input(seg.log, ranged=True) as m:      # a remote file: scan() fetches what it reads
         fd = m.fileno() if m.mapped else None
         first = True
         for ev in scan(m.buf, str(seg.log), start=start, fd=fd):

@@ -294,6 +294,8 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
         return None
     if not opts.ndjson and opts.runner is None and not opts.jobs:
         return None
+    if opts.limit is not None and opts.runner is None and not opts.jobs:
+        return None     # --limit N, automatic --jobs: a pool would read (a remote store: fetch) far past N rows
     if rows_stay_in_one_process(opts):
         return None
     if opts.runner is None and opts.split_size is None:

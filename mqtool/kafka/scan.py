@@ -23,7 +23,7 @@ from formats import kafka as K
 from mqtool.codecs import CodecError
 from mqtool.damage import Damage
 from mqtool.fastcrc import crc32c
-from mqtool.io import first_nonzero
+from mqtool.io import first_nonzero, need, ranged_maps
 from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
@@ -84,6 +84,7 @@ def _span_crc(fn, buf, start: int, end: int) -> int:
     """``fn`` (crc32c or zlib.crc32) of buf[start:end]; a span longer than a page window of a mapped file is
     taken a window at a time, releasing its pages after use (MADV_DONTNEED; they stay in the page cache),
     so that a resync candidate claiming hundreds of MB does not leave them resident in this process."""
+    need(buf, start, end - start)       # a remote file: fetch the span first (mqtool.io)
     mv = memoryview(buf)
     if end - start <= PAGE_WINDOW or _DONTNEED is None or not isinstance(buf, mmap.mmap):
         return fn(mv[start:end])
@@ -123,7 +124,11 @@ def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None)
     or None."""
     q = p + 1
     stop = n - K.HEADER_SIZE_UP_TO_MAGIC + 1 if until is None else min(until, n - K.HEADER_SIZE_UP_TO_MAGIC + 1)
+    ahead = q           # a remote file: fetched from q to here (mqtool.io.need), a MiB at a time
     while q < stop:
+        if q + 64 > ahead:
+            ahead = q + (1 << 20)
+            need(buf, q, ahead - q + 64)
         # The size field (q+8..q+12) of a real entry is never zero: skip zero runs in one step.
         if buf[q + 8] == 0 and buf[q + 9] == 0 and buf[q + 10] == 0 and buf[q + 11] == 0:
             nz = _first_nonzero(buf, q + 8, min(n, stop + 11), fd)
@@ -234,6 +239,8 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
             if p + 12 + size > limit:
                 yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
                 return
+            if ranged_maps:
+                need(buf, p, 12 + size)     # a remote file: fetch the batch first (mqtool.io)
             b = _decode(buf, path, p, off, size, magic, check_crc)
             if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd):
                 yield b
@@ -251,6 +258,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
 def _next_plausible(buf, q: int, n: int, fd: int | None = None) -> bool:
     if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
         return True
+    need(buf, q, K.V2_HEADER_SIZE)      # a remote file: the next entry's header (the batch's own bytes are fetched)
     if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, fd):
         return True
     return _frame_ok(buf, q, n)

@@ -22,7 +22,7 @@ from formats import litemq as F
 from mqtool.errors import InputError
 from mqtool.damage import Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
-from mqtool.io import first_nonzero, map_input
+from mqtool.io import first_nonzero, map_input, ranged_maps
 from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
 from mqtool.litemq.layout import LENGTH, MIN_MESSAGE_LEN
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
@@ -128,7 +128,7 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
         return
     for i, seg in enumerate(segs):
         name = store.display(seg.path)
-        with map_input(seg.path) as mi:
+        with map_input(seg.path, ranged=True) as mi:     # a remote file: _live fetches record by record
             size = len(mi.buf)
             pos, stop = yield from _live(mi.buf, size, seg, name, res, with_body, mi)
         if pos >= size and size > 0:
@@ -292,6 +292,8 @@ def _live(buf, size, seg, name, res, with_body=False, mi=None):
         if mi is not None and mi.shrunk():
             now = mi.current_size()
             return pos, ("file-changed", f"the file shrank to {now} bytes while being read; stopped here", size, now)
+        if ranged_maps and mi is not None:
+            mi.need_unit(pos, extra=4)      # a remote file: this record (its length prefix, then all of it)
         rec, prob = live_record_at(buf, pos, size, seg, name)
         if rec is None:
             return pos, prob

@@ -32,7 +32,8 @@ def inspect(path, offset: int | None = None, position: int | None = None) -> Ins
     """The unit at global ``offset`` of the store (or commitlog dir / segment) at ``path``, or at byte
     ``position`` of the file ``path``. UsageError when no file holds it."""
     seg, pos = _locate(path, offset, position)
-    with map_input(seg.path) as mi:
+    with map_input(seg.path, ranged=True) as mi:
+        mi.need_unit(pos)       # a remote file: fetch the chunks of this unit only
         return inspect_unit(mi.buf, pos, seg.path, seg.base if _named(seg) else None)
 
 

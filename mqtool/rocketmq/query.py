@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError, NotAStoreError, UsageError
-from mqtool.io import map_input
+from mqtool.io import map_input, need_unit
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
 from mqtool.rocketmq.indexfiles import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, Geometry, index_geometries,
@@ -71,6 +71,7 @@ class MessageReader(CommitLogReader):
             raise LookupError(f"offset {offset} is outside every commitlog segment")
         seg, pos = loc
         buf = self._buf(seg)
+        need_unit(buf, pos, cap=self.max_size)      # a remote file: fetch this unit's chunks
         if pos + 8 <= len(buf) and int.from_bytes(buf[pos + 4:pos + 8], "big", signed=True) == F.BLANK_MAGIC_CODE:
             return Blank(seg.path, pos, offset, int.from_bytes(buf[pos:pos + 4], "big", signed=True))
         return decode_message(buf, pos, len(buf), seg.base, seg.path, self.max_size, check_crc)
@@ -90,8 +91,9 @@ class IndexFileReader:
 
     def __init__(self, path: str, geometry: Geometry):
         self.path = path
-        self._mi = map_input(path)
+        self._mi = map_input(path, ranged=True)     # a remote file: fetched where read (need)
         buf = self._mi.buf
+        self._mi.need(0, F.INDEX_HEADER_SIZE)
         self.size = len(buf)
         self.valid = self.size >= F.INDEX_HEADER_SIZE
         if self.valid:
@@ -123,6 +125,7 @@ class IndexFileReader:
         ``key_hash`` whose keyHash equals it, newest first (the bucket's chain, §6.2)."""
         buf = self._mi.buf
         slot_pos = F.INDEX_HEADER_SIZE + (key_hash % self.slot_num) * F.INDEX_SLOT_SIZE
+        self._mi.need(slot_pos, F.INDEX_SLOT_SIZE)
         k = int.from_bytes(buf[slot_pos:slot_pos + 4], "big", signed=True)
         entries_at = F.INDEX_HEADER_SIZE + self.slot_num * F.INDEX_SLOT_SIZE
         begin_ts = self.header["beginTimestamp"]
@@ -134,6 +137,7 @@ class IndexFileReader:
                              f"{limit - 1} entries; chain cut")
                 return
             pos = entries_at + k * F.INDEX_ENTRY_SIZE
+            self._mi.need(pos, F.INDEX_ENTRY_SIZE)
             h, phy, time_diff, prev = IDX_ENTRY.unpack_from(buf, pos)
             if h == key_hash:
                 t = begin_ts + time_diff * 1000 if begin_ts > 0 and time_diff >= 0 else None

@@ -25,7 +25,7 @@ from formats import rocketmq as F
 from mqtool import native
 from mqtool.damage import Damage
 from mqtool.errors import InputError
-from mqtool.io import first_nonzero, last_nonzero, map_input
+from mqtool.io import first_nonzero, last_nonzero, map_input, need, need_unit, ranged_maps
 from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.plainclass import dataclass
 from mqtool.rocketmq import layout
@@ -134,7 +134,7 @@ class SegmentScanner:
     def _events(self, runs: bool) -> Iterator:
         seg = self.seg
         try:
-            mi = map_input(seg.path)
+            mi = map_input(seg.path, ranged=True)    # a remote file: fetched where read (need, PageWindow)
         except InputError as e:
             # FIFO, device, symlink loop, permission denied...: report the segment, go on with the others.
             yield Damage(seg.path, 0, seg.base, seg.size, "file-unreadable", f"cannot read segment: {e.message}")
@@ -203,7 +203,7 @@ class SegmentScanner:
         # the compiled decoder (when there is no lane): runs of common units straight to Message objects
         dec = native_decoder() if lane is None and type(buf) in _SLICES_TO_BYTES else None
         # bounded RSS (mqtool.pages); a unit may end past stop
-        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20))
+        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20), max_size)
         while pos < end:
             if pos >= stop and self._range_start(buf, view, stop, end, pos + 1) is not None:
                 return      # in step with the next range: the unit it starts from lies in [stop, pos] (at pos)
@@ -298,6 +298,7 @@ class SegmentScanner:
         """True when a unit that decodes (CRC aside) starts in [p - max_size, p) and ends after ``p``."""
         base, path, max_size = self.seg.base, self.seg.path, self.max_size
         lo = max(0, p - max_size)
+        need(buf, lo, p - lo + max_size)        # a remote file: the bytes this search reads
         mod = _native_state.get("mod") if native_decoder() is not None else None     # (configured by that call)
         if mod is not None and type(buf) in _SLICES_TO_BYTES:
             for c in mod.covering(buf, lo, p, max_size):        # candidates; the decode decides
@@ -328,6 +329,7 @@ class SegmentScanner:
         lo, width = start, 1 << 16
         while lo < top:
             hi = min(top, lo + width)
+            need(buf, lo, hi - lo + self.max_size + 8)      # a remote file: the bytes this search reads
             cand = self._resync_window(buf, view, lo, hi, end)
             if cand is not None:
                 return cand
@@ -450,7 +452,7 @@ class CommitLogReader:
     def _buf(self, seg: Segment):
         m = self._maps.get(seg.base)
         if m is None:
-            m = self._maps[seg.base] = map_input(seg.path)
+            m = self._maps[seg.base] = map_input(seg.path, ranged=True)     # remote: need() before reads
         if m.shrunk():       # a mapped file truncated under us: reading on could fault (SIGBUS)
             raise DecodeFailure("file-changed", f"{seg.path} shrank to {m.current_size()} bytes while being read")
         return m.buf
@@ -465,6 +467,8 @@ class CommitLogReader:
         seg, pos = loc
         try:
             buf = self._buf(seg)          # DecodeFailure("file-changed") passes through
+            if ranged_maps:     # a remote file: fetch this unit's chunks
+                need_unit(buf, pos, cap=self.max_size)
         except InputError as e:
             raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         try:
