@@ -203,6 +203,8 @@ class MappedInput:
                         raise
                 self._mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
                 self.buf = self._mm
+                if remote:
+                    import weakref
                 if remote and ranged:
                     ranged_maps[id(self._mm)] = (weakref.ref(self._mm), self.path)
                     weakref.finalize(self._mm, ranged_maps.pop, id(self._mm), None)
