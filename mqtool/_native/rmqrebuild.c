@@ -54,61 +54,6 @@ static inline uint32_t jhash(uint32_t h, const uint8_t *p, Py_ssize_t n)
     return h;
 }
 
-/* Java String.hashCode step over the UTF-16 code units of UTF-8 text, exactly what Python's decode gives.
- * Returns 0 (h untouched) for anything Python's strict decoder would not accept unchanged (bad lead byte,
- * missing continuation, overlong form, surrogate, above U+10FFFF): the caller declines the unit, and Python
- * hashes what its "replace" decode gives. Code points above U+FFFF are two units (a surrogate pair). */
-static inline int utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
-{
-    uint32_t x = *h;
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint32_t c = p[i];
-        if (c < 0x80) {
-            x = x * 31u + c;
-            i++;
-            continue;
-        }
-        /* lead byte: C2..DF two bytes, E0..EF three, F0..F4 four; anything else is invalid */
-        int len = (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
-        if (len == 0)
-            return 0;
-        uint32_t cp = c & (0x7Fu >> len);
-        if (n - i < len)
-            return 0;
-        for (int k = 1; k < len; k++) {
-            uint32_t d = p[i + k];
-            if ((d & 0xC0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (d & 0x3F);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
-        if (cp < 0x10000) {
-            x = x * 31u + cp;
-        } else {
-            cp -= 0x10000;
-            x = x * 31u + (0xD800u + (cp >> 10));
-            x = x * 31u + (0xDC00u + (cp & 0x3FF));
-        }
-        i += len;
-    }
-    *h = x;
-    return 1;
-}
-
-/* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 */
-static inline int64_t key_hash(uint32_t h)
-{
-    int32_t s = (int32_t)h;
-    if (s >= 0)
-        return s;
-    if (h == 0x80000000u)
-        return 0;
-    return -(int64_t)s;
-}
-
 /* ---- configure ------------------------------------------------------------------------------------ */
 
 /* The (offset, size) of each of names[0:n] in the dict `fields` (a struct of `whole` bytes) into out. */
@@ -291,7 +236,7 @@ typedef struct {
     QEntry cache[QCACHE];
     Py_ssize_t ncq, added;
     int64_t last_ts, last_cq_ts, max_end;
-    int64_t hashes[MAXKEYS];
+    int32_t hashes[MAXKEYS];
 } RebuildRun;
 
 /* One framed unit through the dispatch: its consumequeue unit and index keys, or 0 (Python dispatches it). */
@@ -334,42 +279,28 @@ static int rebuild_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
             return 0;               /* skip / first unit / file full / gap / repeat: Python's QueueBuilder */
         if (v[0].found) {
             uint32_t th = 0;
-            utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
+            rmq_utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
             code = (int32_t)th;
         }
     }
 
     /* index: decide and hash */
     Py_ssize_t nkeys = 0;
-    int64_t *hashes = r->hashes;
+    int32_t *hashes = r->hashes;
     if (r->with_index) {
         if (!is[IS_MODE] || is[IS_COUNT] >= is[IS_NUM])
             return 0;               /* no file yet, a fresh one, or a full one to roll: Python */
         if (!(phys < is[IS_END_PHY] || tt == cfg.tx_rb)) {
-            uint32_t hp = 0, h;
-            if (!utf16_hash(&hp, topic, tl) || !utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
+            uint32_t hp = 0;
+            if (!rmq_utf16_hash(&hp, topic, tl) ||
+                !rmq_utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
                 return 0;           /* the topic is not clean UTF-8: Python hashes its decoded form */
-            if (v[2].found) {
-                h = hp;
-                utf16_hash(&h, v[2].p, v[2].n);
-                hashes[nkeys++] = key_hash(h);
-            }
-            if (v[1].found) {
-                const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
-                const uint8_t ks = (uint8_t)cfg.s[S_KEYSEP][0];
-                while (k < ke && nkeys < MAXKEYS) {
-                    const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
-                    const uint8_t *te = t ? t : ke;
-                    if (te > k) {           /* a token of valid UTF-8 split at an ASCII byte is valid */
-                        h = hp;
-                        utf16_hash(&h, k, te - k);
-                        hashes[nkeys++] = key_hash(h);
-                    }
-                    k = t ? t + 1 : ke;
-                }
-                if (k < ke)
-                    return 0;       /* more keys than the local array holds */
-            }
+            int n = rmq_index_hashes(hp, v[2].found ? v[2].p : NULL, v[2].found ? v[2].n : 0,
+                                     v[1].found ? v[1].p : NULL, v[1].found ? v[1].n : 0,
+                                     (uint8_t)cfg.s[S_KEYSEP][0], hashes, MAXKEYS);
+            if (n < 0)
+                return 0;           /* more keys than the local array holds */
+            nkeys = n;
             if (nkeys > is[IS_NUM] - is[IS_COUNT])
                 return 0;           /* this message fills the file: Python rolls it */
             for (Py_ssize_t i = 0; i < nkeys; i++)      /* the slot table is large: start the loads */
@@ -684,33 +615,18 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         p->full = 1;
         return 0;
     }
-    uint32_t hs[MAXKEYS];
+    int32_t hs[MAXKEYS];
     int nkeys = 0;
     if (p->with_index) {
-        uint32_t hp = 0, h;
-        if (!utf16_hash(&hp, topic, tl) || !utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
+        uint32_t hp = 0;
+        if (!rmq_utf16_hash(&hp, topic, tl) ||
+            !rmq_utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
             return python_rec(p, x);    /* the topic is not clean UTF-8: Python hashes its decoded form */
-        if (v[2].found) {
-            h = hp;
-            utf16_hash(&h, v[2].p, v[2].n);
-            hs[nkeys++] = (uint32_t)key_hash(h);
-        }
-        if (v[1].found) {
-            const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
-            const uint8_t ks = (uint8_t)cfg.s[S_KEYSEP][0];
-            while (k < ke && nkeys < MAXKEYS) {
-                const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
-                const uint8_t *te = t ? t : ke;
-                if (te > k) {
-                    h = hp;
-                    utf16_hash(&h, k, te - k);
-                    hs[nkeys++] = (uint32_t)key_hash(h);
-                }
-                k = t ? t + 1 : ke;
-            }
-            if (k < ke)
-                return python_rec(p, x);    /* more keys than a record holds */
-        }
+        nkeys = rmq_index_hashes(hp, v[2].found ? v[2].p : NULL, v[2].found ? v[2].n : 0,
+                                 v[1].found ? v[1].p : NULL, v[1].found ? v[1].n : 0,
+                                 (uint8_t)cfg.s[S_KEYSEP][0], hs, MAXKEYS);
+        if (nkeys < 0)
+            return python_rec(p, x);    /* more keys than a record holds */
     }
     Rec *r = new_rec(p, nkeys);
     if (r == NULL)
@@ -722,7 +638,7 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     r->total = (int32_t)total;
     if (v[0].found) {
         uint32_t th = 0;
-        utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
+        rmq_utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
         r->tags = (int32_t)th;
     }
     r->queue = (uint16_t)q;
@@ -1183,7 +1099,7 @@ static PyObject *java_hash_utf8(PyObject *self, PyObject *arg)
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
         return NULL;
     uint32_t h = 0;
-    int ok = utf16_hash(&h, (const uint8_t *)b.buf, b.len);
+    int ok = rmq_utf16_hash(&h, (const uint8_t *)b.buf, b.len);
     PyBuffer_Release(&b);
     if (!ok)
         Py_RETURN_NONE;

@@ -158,4 +158,94 @@ static inline int rmq_walk(RmqWalk *w)
     return 0;
 }
 
+/* ---- the dispatch's hashes (CommitLog dispatch to the consume queue and the index), shared by rebuild's
+ * dispatch and verify's cross-check table; dispatch.py is the Python reference. */
+
+/* Java String.hashCode step over the UTF-16 code units of UTF-8 text, exactly what Python's decode gives.
+ * Returns 0 (h untouched) for anything Python's strict decoder would not accept unchanged (bad lead byte,
+ * missing continuation, overlong form, surrogate, above U+10FFFF): the caller declines the unit, and Python
+ * hashes what its "replace" decode gives. Code points above U+FFFF are two units (a surrogate pair). */
+static inline int rmq_utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
+{
+    uint32_t x = *h;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = p[i];
+        if (c < 0x80) {
+            x = x * 31u + c;
+            i++;
+            continue;
+        }
+        /* lead byte: C2..DF two bytes, E0..EF three, F0..F4 four; anything else is invalid */
+        int len = (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (len == 0)
+            return 0;
+        uint32_t cp = c & (0x7Fu >> len);
+        if (n - i < len)
+            return 0;
+        for (int k = 1; k < len; k++) {
+            uint32_t d = p[i + k];
+            if ((d & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (d & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        if (cp < 0x10000) {
+            x = x * 31u + cp;
+        } else {
+            cp -= 0x10000;
+            x = x * 31u + (0xD800u + (cp >> 10));
+            x = x * 31u + (0xDC00u + (cp & 0x3FF));
+        }
+        i += len;
+    }
+    *h = x;
+    return 1;
+}
+
+/* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 (always in [0, 2^31 - 1]). */
+static inline int32_t rmq_key_hash(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    if (s >= 0)
+        return s;
+    if (h == 0x80000000u)
+        return 0;
+    return -s;
+}
+
+/* The index keys of a message, in the broker's order: topic#UNIQ_KEY, then topic#each non-empty KEYS token
+ * (split at keysep). prefix: the hash of topic + the join text (rmq_utf16_hash); uniq/keys: the values, a
+ * length <= 0 when absent; both already known to be valid UTF-8. Returns how many hashes went to out, or -1
+ * when there are more than max (the caller leaves the message to Python). */
+static inline int rmq_index_hashes(uint32_t prefix, const uint8_t *uniq, Py_ssize_t un, const uint8_t *keys,
+                                   Py_ssize_t kn, uint8_t keysep, int32_t *out, int max)
+{
+    int nk = 0;
+    uint32_t h;
+    if (un > 0) {
+        if (max < 1)
+            return -1;
+        h = prefix;
+        rmq_utf16_hash(&h, uniq, un);
+        out[nk++] = rmq_key_hash(h);
+    }
+    const uint8_t *k = keys, *ke = keys + (kn > 0 ? kn : 0);
+    while (k < ke) {
+        const uint8_t *t = memchr(k, keysep, (size_t)(ke - k));
+        const uint8_t *te = t ? t : ke;
+        if (te > k) {                   /* a token of valid UTF-8 split at an ASCII byte is valid */
+            if (nk == max)
+                return -1;
+            h = prefix;
+            rmq_utf16_hash(&h, k, te - k);
+            out[nk++] = rmq_key_hash(h);
+        }
+        k = t ? t + 1 : ke;
+    }
+    return nk;
+}
+
 #endif

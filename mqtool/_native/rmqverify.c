@@ -293,37 +293,6 @@ static Py_ssize_t xq_find(Xref *X, const uint8_t *t, Py_ssize_t n, int64_t qid, 
     return X->nq++;
 }
 
-/* Java String.hashCode step over the UTF-16 units of UTF-8 text already known to be valid (mq_utf8_ok). */
-static inline uint32_t xjhash(uint32_t h, const uint8_t *p, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    while (i < n) {
-        uint32_t c = p[i];
-        if (c < 0x80) { h = h * 31u + c; i++; continue; }
-        int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        uint32_t cp = c & (0x7Fu >> len);
-        for (int k = 1; k < len; k++) cp = (cp << 6) | (p[i + k] & 0x3Fu);
-        if (cp < 0x10000) {
-            h = h * 31u + cp;
-        } else {
-            cp -= 0x10000;
-            h = h * 31u + (0xD800u + (cp >> 10));
-            h = h * 31u + (0xDC00u + (cp & 0x3FF));
-        }
-        i += len;
-    }
-    return h;
-}
-
-/* IndexFile#indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0 */
-static inline int32_t xkey_hash(uint32_t h)
-{
-    int32_t s = (int32_t)h;
-    if (s >= 0) return s;
-    if (h == 0x80000000u) return 0;
-    return -s;
-}
-
 typedef struct { const uint8_t *p; Py_ssize_t n; } XVal;   /* n < 0: absent */
 
 /* records.Message.prop() of TAGS, KEYS, UNIQ_KEY over the raw properties: split on the property separator, the
@@ -391,7 +360,10 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
                 uint8_t *u = q->units;
                 memset(u + q->n * xc.unit, 0, (size_t)((j + 1 - q->n) * xc.unit));
                 uint8_t *o = u + j * xc.unit;
-                int64_t code = v[0].n > 0 ? (int32_t)xjhash(0, v[0].p, v[0].n) : 0;
+                uint32_t th = 0;                        /* valid UTF-8 (checked above) */
+                if (v[0].n > 0)
+                    rmq_utf16_hash(&th, v[0].p, v[0].n);
+                int64_t code = (int32_t)th;
                 mq_wr_be(o + xc.uoff[XU_OFF], xc.usize[XU_OFF], off);
                 mq_wr_be(o + xc.uoff[XU_SIZE], xc.usize[XU_SIZE], size);
                 mq_wr_be(o + xc.uoff[XU_TAGS], xc.usize[XU_TAGS], code);
@@ -406,22 +378,12 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
                                                           || (v[2].n > 0 && !mq_utf8_ok(v[2].p, v[2].n)))))
         return 0;
     int32_t hs[XMAXKEYS];
-    int nk = 0;
-    uint32_t hp = xjhash(xjhash(0, topic, tl), (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
-    if (v[2].n > 0) hs[nk++] = xkey_hash(xjhash(hp, v[2].p, v[2].n));
-    if (v[1].n > 0) {
-        const uint8_t *k = v[1].p, *ke = v[1].p + v[1].n;
-        const uint8_t ks = (uint8_t)xc.s[XS_KEYSEP][0];
-        while (k < ke) {
-            const uint8_t *t = memchr(k, ks, (size_t)(ke - k));
-            const uint8_t *te = t ? t : ke;
-            if (te > k) {
-                if (nk == XMAXKEYS) return 0;           /* too many keys: no claim (Python checks) */
-                hs[nk++] = xkey_hash(xjhash(hp, k, te - k));
-            }
-            k = t ? t + 1 : ke;
-        }
-    }
+    uint32_t hp = 0;                                    /* topic and join text: valid UTF-8 */
+    rmq_utf16_hash(&hp, topic, tl);
+    rmq_utf16_hash(&hp, (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
+    int nk = rmq_index_hashes(hp, v[2].n > 0 ? v[2].p : NULL, v[2].n, v[1].n > 0 ? v[1].p : NULL, v[1].n,
+                              (uint8_t)xc.s[XS_KEYSEP][0], hs, XMAXKEYS);
+    if (nk < 0) return 0;                               /* too many keys: no claim (Python checks) */
     if (nk == 0) return 0;
     if (X->nrec && off <= X->off[X->nrec - 1]) X->unsorted = 1;
     if (xrec_room(X, X->nrec + 1, X->nh + nk) < 0) return -1;
