@@ -101,9 +101,14 @@ def _remote():
 def _quiet_pipe_exit():
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
+    except OSError:
+        sys.exit(EXIT_OK)
+    for out in (sys.stdout, sys.__stdout__):     # (stdout shown through mqtool.remote has no descriptor)
+        try:
+            os.dup2(devnull, out.fileno())
+            break
+        except (OSError, ValueError, AttributeError):
+            continue
     sys.exit(EXIT_OK)
 
 

@@ -277,7 +277,9 @@ class _ShownWriter(io.RawIOBase):
         self.out.flush()
 
     def fileno(self) -> int:
-        return self.out.fileno()
+        # no descriptor to write to: whatever writes to the real one (sendfile of spool pieces, forked
+        # writers) would bypass the rewrite, so such writers take their in-process path here
+        raise io.UnsupportedOperation("output shown through mqtool.remote has no descriptor of its own")
 
     def isatty(self) -> bool:
         return self.out.isatty()

@@ -267,3 +267,33 @@ def test_output_files_name_urls(s3, run_cli, tmp_path):
     for p in sorted((tmp_path / "rb-local").rglob("*")):
         if p.is_file():
             assert (tmp_path / "rb" / p.relative_to(tmp_path / "rb-local")).read_bytes() == p.read_bytes()
+
+
+@pytest.mark.parametrize("args", [("dump", "commitlog", "{}", "--json", "--jobs", "2", "--split-size", "4K"),
+                                  ("dump", "kafka", "{}", "--json", "--jobs", "2", "--split-size", "1K")],
+                         ids=["rocketmq-direct-workers", "kafka-spooled-workers"])
+def test_worker_output_written_to_a_real_stdout_names_urls(s3, tmp_path, args):
+    """With workers, output reaches stdout straight from them (RocketMQ: forked writers on the descriptor;
+    Kafka: spool pieces copied with sendfile). Run as a user runs it (a real file as stdout, not an in-process
+    runner), every path must still be the URL and the lines those of the local run."""
+    import subprocess
+    import sys
+
+    family = "rocketmq" if args[1] == "commitlog" else "kafka"
+    local = _stores()[family]
+    url = upload(s3, local, f"workers/{family}/{local.name}")
+    root = Path(__file__).resolve().parent.parent
+
+    def run(store):
+        out = tmp_path / "out.ndjson"
+        with open(out, "wb") as fh:
+            p = subprocess.run([sys.executable, "-m", "mqtool", *[a.format(store) for a in args]], stdout=fh,
+                               stderr=subprocess.PIPE, text=True, timeout=300, cwd=root,
+                               env=dict(os.environ, PYTHONPATH=str(root)))
+        return p.returncode, out.read_text(), p.stderr
+
+    want, got = run(str(local)), run(url)
+    assert want[1].count("\n") > 1, want
+    assert got[0] == want[0], (got, want)
+    assert "mqtool-remote-" not in got[1] + got[2]
+    assert _norm(got[1], url) == _norm(want[1], str(local))
