@@ -183,15 +183,9 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
     if codec == K.CODEC_NONE:
         start, stop = area.position, area.end
     else:
-        try:
-            data = codecs.decompress_kafka(codec, memoryview(w.buf)[area.position:area.end], INFLATE_LIMIT)
-        except codecs.CodecTooLarge:
-            area.note = f"inflates past {INFLATE_LIMIT} bytes: its records are not walked here"
+        data = _inflated(w, area, codec, "records")
+        if data is None:
             return
-        except codecs.CodecError as e:
-            area.check(False, f"{K.CODEC_NAMES.get(codec, codec)} stream", str(e), "kafka.payload-inflate-failed")
-            return
-        area.check(True, f"{K.CODEC_NAMES.get(codec, codec)} stream", f"inflates to {len(data)} bytes")
         area.note = f"records walked in the inflated bytes ({len(data)}): positions there, not in the file"
         start, stop = 0, len(data)
     buf, space = (w.buf, w.space) if codec == K.CODEC_NONE else (data, "records")
@@ -228,6 +222,22 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
     state["found"], state["last_delta"] = found, last
 
 
+def _inflated(w: Walker, node, codec: int, what: str):
+    """The compressed bytes ``node`` spans, inflated (capped at INFLATE_LIMIT) with the stream checked on
+    ``node``; None when its ``what`` are not walked (too large: a note; a broken stream: a failed check)."""
+    name = K.CODEC_NAMES.get(codec, codec)
+    try:
+        data = codecs.decompress_kafka(codec, memoryview(w.buf)[node.position:node.end], INFLATE_LIMIT)
+    except codecs.CodecTooLarge:
+        node.note = f"inflates past {INFLATE_LIMIT} bytes: its {what} are not walked here"
+        return None
+    except codecs.CodecError as e:
+        node.check(False, f"{name} stream", str(e), "kafka.payload-inflate-failed")
+        return None
+    node.check(True, f"{name} stream", f"inflates to {len(data)} bytes")
+    return data
+
+
 def _inner_messages(w: Walker, value, ctx, state: dict) -> None:
     """A legacy wrapper (codec in attributes): its value is a compressed message set; walk the inner messages
     in the inflated bytes (``space: "messages"``), each with its own CRC-32."""
@@ -236,15 +246,9 @@ def _inner_messages(w: Walker, value, ctx, state: dict) -> None:
         return
     name = K.CODEC_NAMES.get(codec, codec)
     value.composite = True
-    try:
-        data = codecs.decompress_kafka(codec, memoryview(w.buf)[value.position:value.end], INFLATE_LIMIT)
-    except codecs.CodecTooLarge:
-        value.note = f"inflates past {INFLATE_LIMIT} bytes: its messages are not walked here"
+    data = _inflated(w, value, codec, "messages")
+    if data is None:
         return
-    except codecs.CodecError as e:
-        value.check(False, f"{name} stream", str(e), "kafka.payload-inflate-failed")
-        return
-    value.check(True, f"{name} stream", f"inflates to {len(data)} bytes")
     value.value = None
     value.note = f"a {name} message set: inner messages walked in the inflated bytes ({len(data)})"
     sub = Walker(data, 0, len(data), space="messages")
