@@ -30,6 +30,7 @@ from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq import rebuild as R
 from mqtool.rocketmq.rebuild import native_lane as RN
 from mqtool.rocketmq.store import open_store
+from tests.builders import rocketmq_unit
 from tests.conftest import require_realdata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,15 +48,18 @@ def _real_stores() -> list[Path]:
 
 
 class _Counting:
-    """The helper, counting the units it dispatched."""
+    """The helper, counting the units its apply() dispatched (the helper's one lane: parse, then apply)."""
 
     def __init__(self, lib):
         self.lib, self.units, self.calls = lib, 0, 0
 
-    def run(self, *args):
-        r = self.lib.run(*args)
+    def __getattr__(self, name):
+        return getattr(self.lib, name)
+
+    def apply(self, *args):
+        r = self.lib.apply(*args)
         self.calls += 1
-        self.units += r[1]
+        self.units += r[2]
         return r
 
 
@@ -338,13 +342,27 @@ def _key_with_min_hash(prefix: str) -> str:
     raise AssertionError("no key found")
 
 
-def test_run_with_nonsense_bounds_consumes_nothing():
-    """Positions outside the buffer, an end beyond it, a limit beyond the end: no read, nothing dispatched."""
+def test_apply_with_nonsense_bounds_consumes_nothing():
+    """A limit at or before the walk's position, a position that is no unit of the chunk, wrong argument types:
+    nothing applied, no state touched."""
     from array import array
 
-    data = bytes(4096)
-    for pos, limit, end in [(-5, 100, 100), (5000, 6000, 6000), (0, 10_000, 10_000), (0, 50, 40), (100, 4096, 4096)]:
-        r = LIB.run(data, pos, limit, end, 1 << 20, {}, [], array("q"), None, None, None, None)
-        assert r[0] == pos and r[1] == 0
+    data = bytearray()
+    for i in range(3):
+        data += rocketmq_unit(b"T", b"body", b"TAGS\x01t\x02KEYS\x01k%d" % i, phys=len(data), queue_offset=i,
+                              store_ts=T0 + i)
+    data = bytes(data) + bytes(64)
+    chunk = LIB.parse(data, 0, len(data), len(data), 1 << 20, True)
+    assert RN._CHUNK_HEAD.unpack_from(chunk)[1] == 3
+    qstate = array("q", [0, 0, 100, 0])
+    for at, limit, why in [(0, 0, 1), (0, -5, 1), (1, len(data), 3), (len(data) + 9, len(data), 3)]:
+        r = LIB.apply(data, chunk, 0, at, limit, array("q", [0]), {b"T" + bytes(4): 0}, [bytearray()], qstate,
+                      None, None, None, None)
+        assert r[2] == 0 and r[3] == 0 and r[8] == why, (at, limit, r)
+        assert list(qstate) == [0, 0, 100, 0]
+    buf = bytearray()                               # the same call with sane bounds applies all three
+    r = LIB.apply(data, chunk, 0, 0, len(data), array("q", [-1]), {b"T" + bytes(4): 0}, [buf], qstate, None, None,
+                  None, None)
+    assert r[2] == 3 and r[8] == 0 and qstate[1] == 3 and len(buf) == 3 * F.CQ_STORE_UNIT_SIZE
     with pytest.raises(TypeError):
-        LIB.run(data, 0, 10, 10, 1 << 20, [], [], array("q"), None, None, None, None)
+        LIB.apply(data, chunk, 0, 0, 10, array("q", [0]), [], [], qstate, None, None, None, None)

@@ -1,24 +1,25 @@
-/* rmqrebuild: the common case of RocketMQ's dispatch loop (rebuild-index) in C.
+/* rmqrebuild: the common case of RocketMQ's dispatch loop (rebuild-index) in C, in two steps.
  *
- * Python (mqtool/rocketmq/rebuild.py) owns every piece of state; this helper walks a run of commitlog units
- * from `pos` and, for each plain unit, does what rebuild_store's Python loop does:
- *   - is the rebuild hook of the core's one unit walker (rmq_walk, rmqcore.c), which frames each unit with the
- *     layout rmqcore.configure() got from formats/rocketmq.py (nothing about a layout is written here: the
- *     consumequeue unit and index entry layouts come by field name through this part's configure()),
- *   - finds TAGS / KEYS / UNIQ_KEY in the properties exactly as dispatch.quick_props does,
- *   - appends a consumequeue unit (tagsCode = Java String.hashCode of TAGS) to the queue's bytearray and
- *     updates that queue's state (max physical offset, write position) in an int64 array Python owns,
- *   - puts the index keys (topic#UNIQ_KEY, topic#each KEYS token) into the current index file: the slot
- *     chain in the slot array, the entries appended to the file's bytearray, the header fields in an int64
- *     array (IndexFileBuilder.put_keys).
- * It stops ("declines") at the first unit it does not fully handle, and Python then handles that unit as
- * it always does: any doubt about the bytes (bad magic or lengths, IPv6 hosts), the schedule topic,
- * multi-dispatch properties, empty property values, a topic/tags/keys value that is not clean UTF-8 (Java
- * hashes the UTF-16 units of the decoded text; clean UTF-8, astral characters included, is hashed here),
- * a queue not registered yet or one whose next unit would not simply be appended (skip, gap, repeat,
- * file full), an index file that is new or full or would be filled by this message, more keys than fit
- * the local array. Every length is checked against the unit and the buffer before it is read.
- * No pointer into any buffer is kept past a call; the GIL is held (bytearrays are resized).
+ * Python (mqtool/rocketmq/rebuild/) owns every piece of state and dispatches whatever this helper declines.
+ * The helper is the rebuild hook of the core's one unit walker (rmq_walk, rmqunit.h), which frames each unit
+ * with the layout rmqcore.configure() got from formats/rocketmq.py; the consumequeue unit and index entry
+ * layouts come by field name through this part's configure(). A unit's dispatch splits cleanly in two:
+ *   - what it *says* depends only on its bytes: parse() (GIL released, in worker threads, over ranges of a
+ *     segment) finds TAGS / KEYS / UNIQ_KEY in the properties exactly as dispatch.quick_props does, and
+ *     records per unit its offsets, times, tags code (Java String.hashCode of TAGS), transaction class,
+ *     a chunk-local queue number and the index key hashes (topic#UNIQ_KEY, topic#each KEYS token);
+ *   - what it *does* depends on everything before: apply() (in commitlog order, GIL held) appends its
+ *     consumequeue unit to the queue's bytearray and updates that queue's state (max physical offset, write
+ *     position) in an int64 array Python owns, and puts its keys into the current index file (the slot chain
+ *     in the slot array, the entries appended to the file's bytearray, the header fields in an int64 array:
+ *     IndexFileBuilder.put_keys).
+ * Python dispatches a unit instead ("declines") when there is any doubt about the bytes (bad magic or lengths,
+ * IPv6 hosts), for the schedule topic, multi-dispatch properties, empty property values, a topic/tags/keys
+ * value that is not clean UTF-8 (Java hashes the UTF-16 units of the decoded text; clean UTF-8, astral
+ * characters included, is hashed here), more keys than a record holds (parse marks these), and for a queue
+ * not registered yet or one whose next unit would not simply be appended (skip, gap, repeat, file full), an
+ * index file that is new or full or would be filled by this message (apply stops there). Every length is
+ * checked against the unit and the buffer before it is read; no pointer into any buffer is kept past a call.
  */
 #include "rmqunit.h"            /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
@@ -178,43 +179,6 @@ static int quick_props(const uint8_t *p, Py_ssize_t n, Value *v)
     return 1;
 }
 
-/* ---- queue lookup: keymap[topic bytes + queueId as 4 big-endian bytes] -> slot ------------------- */
-
-#define QCACHE 64
-#define QCACHE_TOPIC 56
-typedef struct { int len; int32_t qid; Py_ssize_t slot; uint8_t t[QCACHE_TOPIC]; } QEntry;
-
-/* The queue's slot, -1 when not registered (Python registers it), -2 with an exception set. */
-static Py_ssize_t queue_slot(PyObject *keymap, QEntry *cache, const uint8_t *topic, Py_ssize_t tl, int32_t qid)
-{
-    uint32_t h = jhash((uint32_t)qid, topic, tl);
-    QEntry *c = &cache[(h ^ (h >> 7)) & (QCACHE - 1)];
-    if (c->len == tl && c->qid == qid && memcmp(c->t, topic, (size_t)tl) == 0)
-        return c->slot;
-    PyObject *key = PyBytes_FromStringAndSize(NULL, tl + 4);
-    if (key == NULL)
-        return -2;
-    uint8_t *k = (uint8_t *)PyBytes_AS_STRING(key);
-    memcpy(k, topic, (size_t)tl);
-    wr(k + tl, 4, qid);
-    PyObject *val = PyDict_GetItemWithError(keymap, key);      /* borrowed */
-    Py_DECREF(key);
-    if (val == NULL)
-        return PyErr_Occurred() ? -2 : -1;
-    Py_ssize_t slot = PyLong_AsSsize_t(val);
-    if (slot == -1 && PyErr_Occurred())
-        return -2;
-    if (slot < 0)
-        return -1;
-    if (tl <= QCACHE_TOPIC) {
-        c->len = (int)tl;
-        c->qid = qid;
-        c->slot = slot;
-        memcpy(c->t, topic, (size_t)tl);
-    }
-    return slot;
-}
-
 /* Append n bytes to a bytearray; pointer to the new bytes, NULL with an exception set. */
 static uint8_t *grow(PyObject *ba, Py_ssize_t n)
 {
@@ -224,252 +188,21 @@ static uint8_t *grow(PyObject *ba, Py_ssize_t n)
     return (uint8_t *)PyByteArray_AS_STRING(ba) + old;
 }
 
-/* ---- run: the rebuild hook of rmq_walk() --------------------------------------------------------- */
-
-typedef struct {
-    PyObject *keymap, *bufs, *entries, *ts;
-    int64_t *qs_all;
-    Py_ssize_t nslots;
-    int with_index;
-    int32_t *slots;
-    int64_t is[IS_N];
-    QEntry cache[QCACHE];
-    Py_ssize_t ncq, added;
-    int64_t last_ts, last_cq_ts, max_end;
-    int32_t hashes[MAXKEYS];
-} RebuildRun;
-
-/* One framed unit through the dispatch: its consumequeue unit and index keys, or 0 (Python dispatches it). */
-static int rebuild_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
-{
-    RebuildRun *r = w->verb;
-    int64_t *is = r->is;
-    const int64_t total = x->total, tl = x->tl, sysflag = x->sys_flag;
-    const uint8_t *topic = u + x->tp, *props = u + x->pp;
-    const int64_t pl = total - x->pp;
-    Value v[3];
-    if (tl == cfg.slen[S_SCHEDULE] && memcmp(topic, cfg.s[S_SCHEDULE], (size_t)tl) == 0)
-        return 0;
-    if (!quick_props(props, pl, v))
-        return 0;
-    if ((v[0].found && !mq_utf8_ok(v[0].p, v[0].n)) || (v[1].found && !mq_utf8_ok(v[1].p, v[1].n)) ||
-        (v[2].found && !mq_utf8_ok(v[2].p, v[2].n)))
-        return 0;
-    int64_t qid = rmq_field(u, F_QUEUEID), qoff = rmq_field(u, F_QOFF);
-    int64_t phys = rmq_field(u, F_PHYS), store_ts = rmq_field(u, F_STORETS);
-    if (phys < 0 || phys > INT64_MAX - total || qid < INT32_MIN || qid > INT32_MAX)
-        return 0;
-    int64_t tt = sysflag & cfg.tx_mask;
-
-    /* consumequeue: decide (no side effect yet) */
-    int cq = tt == cfg.tx_not || tt == cfg.tx_commit;
-    int64_t *qs = NULL;
-    PyObject *qbuf = NULL;
-    int64_t code = 0;
-    if (cq) {
-        Py_ssize_t slot = queue_slot(r->keymap, r->cache, topic, (Py_ssize_t)tl, (int32_t)qid);
-        if (slot == -2)
-            return -1;
-        if (slot < 0 || slot >= r->nslots)
-            return 0;
-        qs = r->qs_all + slot * QS_N;
-        qbuf = PyList_GET_ITEM(r->bufs, slot);
-        if (!PyByteArray_CheckExact(qbuf) || phys + total <= qs[QS_MAXPHYS] || qs[QS_WRITE] < 0 ||
-            qs[QS_WRITE] >= qs[QS_FILE_END] || (qoff != 0 && qoff != qs[QS_WRITE]))
-            return 0;               /* skip / first unit / file full / gap / repeat: Python's QueueBuilder */
-        if (v[0].found) {
-            uint32_t th = 0;
-            rmq_utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
-            code = (int32_t)th;
-        }
-    }
-
-    /* index: decide and hash */
-    Py_ssize_t nkeys = 0;
-    int32_t *hashes = r->hashes;
-    if (r->with_index) {
-        if (!is[IS_MODE] || is[IS_COUNT] >= is[IS_NUM])
-            return 0;               /* no file yet, a fresh one, or a full one to roll: Python */
-        if (!(phys < is[IS_END_PHY] || tt == cfg.tx_rb)) {
-            uint32_t hp = 0;
-            if (!rmq_utf16_hash(&hp, topic, tl) ||
-                !rmq_utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
-                return 0;           /* the topic is not clean UTF-8: Python hashes its decoded form */
-            int n = rmq_index_hashes(hp, v[2].found ? v[2].p : NULL, v[2].found ? v[2].n : 0,
-                                     v[1].found ? v[1].p : NULL, v[1].found ? v[1].n : 0,
-                                     (uint8_t)cfg.s[S_KEYSEP][0], hashes, MAXKEYS);
-            if (n < 0)
-                return 0;           /* more keys than the local array holds */
-            nkeys = n;
-            if (nkeys > is[IS_NUM] - is[IS_COUNT])
-                return 0;           /* this message fills the file: Python rolls it */
-            for (Py_ssize_t i = 0; i < nkeys; i++)      /* the slot table is large: start the loads */
-                __builtin_prefetch(&r->slots[hashes[i] % is[IS_SLOTS]], 1);
-        }
-    }
-
-    /* commit */
-    if (cq) {
-        uint8_t *o = grow(qbuf, cfg.unit_size);
-        if (o == NULL)
-            return -1;
-        memset(o, 0, (size_t)cfg.unit_size);
-        wr(o + cfg.unit[U_OFF].off, cfg.unit[U_OFF].size, phys);
-        wr(o + cfg.unit[U_SIZE].off, cfg.unit[U_SIZE].size, total);
-        wr(o + cfg.unit[U_TAGS].off, cfg.unit[U_TAGS].size, code);
-        qs[QS_MAXPHYS] = phys + total;
-        qs[QS_WRITE] += 1;
-        qs[QS_UNITS] += 1;
-        r->ncq++;
-        r->last_cq_ts = store_ts;
-    }
-    if (nkeys > 0) {
-        int64_t count = is[IS_COUNT], begin = is[IS_BEGIN_TS], td = 0, new_slots = 0;
-        if (begin > 0 && store_ts > begin) {
-            td = (store_ts - begin) / 1000;      /* begin > 0 and store_ts > begin: no overflow */
-            if (td > INT32_MAX)
-                td = INT32_MAX;
-        }
-        uint8_t *o = grow(r->entries, cfg.entry_size * nkeys);
-        if (o == NULL)
-            return -1;
-        memset(o, 0, (size_t)(cfg.entry_size * nkeys));
-        for (Py_ssize_t i = 0; i < nkeys; i++, o += cfg.entry_size) {
-            int64_t slot = hashes[i] % is[IS_SLOTS];
-            int64_t sv = r->slots[slot];
-            if (sv <= 0 || sv > count) {
-                sv = 0;
-                new_slots++;
-            }
-            wr(o + cfg.entry[E_HASH].off, cfg.entry[E_HASH].size, hashes[i]);
-            wr(o + cfg.entry[E_PHY].off, cfg.entry[E_PHY].size, phys);
-            wr(o + cfg.entry[E_TD].off, cfg.entry[E_TD].size, td);
-            wr(o + cfg.entry[E_PREV].off, cfg.entry[E_PREV].size, sv);
-            r->slots[slot] = (int32_t)count;
-            count++;
-        }
-        if (r->ts != Py_None) {            /* store time per entry (compare mode), native int64 */
-            uint8_t *tw = grow(r->ts, (Py_ssize_t)sizeof(int64_t) * nkeys);
-            if (tw == NULL)
-                return -1;
-            for (Py_ssize_t i = 0; i < nkeys; i++)
-                memcpy(tw + i * sizeof(int64_t), &store_ts, sizeof(int64_t));
-        }
-        is[IS_HSC] += new_slots;
-        is[IS_COUNT] = count;
-        is[IS_END_PHY] = phys;
-        is[IS_END_TS] = store_ts;
-        r->added += nkeys;
-    }
-    r->last_ts = store_ts;
-    if (phys + total > r->max_end)
-        r->max_end = phys + total;
-    return 1;
-}
-
-static PyObject *run(PyObject *self, PyObject *args)
-{
-    PyObject *bufobj, *keymap, *bufs, *qstobj, *istobj, *slotsobj, *entries, *ts;
-    Py_ssize_t pos, limit, end;
-    long long max_size;
-    if (!PyArg_ParseTuple(args, "OnnnLO!O!OOOOO:run", &bufobj, &pos, &limit, &end, &max_size, &PyDict_Type,
-                          &keymap, &PyList_Type, &bufs, &qstobj, &istobj, &slotsobj, &entries, &ts))
-        return NULL;
-    if (rmq_ready("rebuild") < 0)
-        return NULL;
-    if (!cfg.ready) {
-        PyErr_SetString(PyExc_RuntimeError, "rmqcore.rebuild.configure() was not called");
-        return NULL;
-    }
-    const int with_index = istobj != Py_None;
-    if (with_index && (!PyByteArray_CheckExact(entries) || (ts != Py_None && !PyByteArray_CheckExact(ts)))) {
-        PyErr_SetString(PyExc_TypeError, "run: entries and ts must be bytearrays");
-        return NULL;
-    }
-    Py_buffer b = {0}, qsb = {0}, isb = {0}, slb = {0};
-    PyObject *result = NULL;
-    RebuildRun *r = PyMem_Calloc(1, sizeof *r);
-    if (r == NULL)
-        return PyErr_NoMemory();
-    int is_loaded = 0;
-    if (PyObject_GetBuffer(bufobj, &b, PyBUF_SIMPLE) < 0)
-        goto done;
-    if (PyObject_GetBuffer(qstobj, &qsb, PyBUF_WRITABLE) < 0)
-        goto done;
-    if (with_index && (PyObject_GetBuffer(istobj, &isb, PyBUF_WRITABLE) < 0 ||
-                       PyObject_GetBuffer(slotsobj, &slb, PyBUF_WRITABLE) < 0))
-        goto done;
-    if (limit > end)
-        limit = end;
-    if (end > b.len || pos < 0 || end < 0)
-        limit = pos;                                    /* nonsense bounds: consume nothing */
-    r->keymap = keymap;
-    r->bufs = bufs;
-    r->entries = entries;
-    r->ts = ts;
-    r->with_index = with_index;
-    r->qs_all = (int64_t *)qsb.buf;
-    r->nslots = qsb.len / (Py_ssize_t)(sizeof(int64_t) * QS_N);
-    if (r->nslots > PyList_GET_SIZE(bufs))
-        r->nslots = PyList_GET_SIZE(bufs);
-    if (with_index) {
-        if (isb.len < (Py_ssize_t)sizeof(r->is)) {
-            PyErr_SetString(PyExc_ValueError, "run: index state too short");
-            goto done;
-        }
-        memcpy(r->is, isb.buf, sizeof(r->is));
-        is_loaded = 1;
-        r->slots = (int32_t *)slb.buf;
-        int64_t *is = r->is;
-        /* usable only when the file exists, has its first entry, and its numbers fit an int32 slot table */
-        if (is[IS_SLOTS] <= 0 || is[IS_SLOTS] > INT32_MAX || is[IS_SLOTS] * 4 != slb.len || is[IS_NUM] > INT32_MAX ||
-            is[IS_COUNT] < 2)
-            is[IS_MODE] = 0;
-    }
-    for (int i = 0; i < QCACHE; i++)
-        r->cache[i].len = -1;
-    RmqWalk w = {.buf = b.buf, .len = b.len, .pos = pos, .limit = limit, .end = end, .max_size = max_size,
-                 .cap = PY_SSIZE_T_MAX, .magics = RMQ_V1 | RMQ_V2, .crc = RMQ_CRC_OFF, .hook = rebuild_unit,
-                 .verb = r};
-    if (rmq_walk(&w) < 0)
-        goto done;
-    if (with_index)
-        memcpy(isb.buf, r->is, sizeof(r->is));
-    result = Py_BuildValue("(nnnLLLn)", w.pos, w.count, r->ncq, (long long)r->last_ts, (long long)r->last_cq_ts,
-                           (long long)r->max_end, r->added);
-done:
-    /* on an error after some units were committed the state arrays hold them; the caller raises anyway */
-    if (is_loaded && result == NULL)
-        memcpy(isb.buf, r->is, sizeof(r->is));
-    PyMem_Free(r);
-    if (b.obj != NULL)
-        PyBuffer_Release(&b);
-    if (qsb.obj != NULL)
-        PyBuffer_Release(&qsb);
-    if (isb.obj != NULL)
-        PyBuffer_Release(&isb);
-    if (slb.obj != NULL)
-        PyBuffer_Release(&slb);
-    return result;
-}
-
 /* ---- the two-step lane: parse (stateless, GIL released, any thread) + apply (state, in commitlog order) ----
  *
- * run() above reads a unit and applies it to the state at once, so it can only walk the commitlog in order on
- * one core. The dispatch splits cleanly instead: what a unit *says* (its consumequeue unit, its index key
- * hashes, its transaction class) depends only on its bytes; what it *does* (append at the queue's write
- * position, or be skipped; which index file, which slot chain, which timeDiff) depends on everything before.
+ * A unit's dispatch splits cleanly (see the top of this file): what it *says* depends only on its bytes,
+ * what it *does* on everything before it.
  *
  *   parse(buf, start, limit, end, max_size, with_index) -> chunk    (releases the GIL: workers run it in
  *       parallel over ranges of a segment) walks the units that start in [start, limit) and writes one fixed
  *       record per unit (position, offsets, times, tags code, a chunk-local queue number, the key hashes).
- *       A unit whose dispatch is not the common case (the declines of rebuild_unit that need no state:
+ *       A unit whose dispatch is not the common case (the declines that need no state:
  *       schedule topic, multi-dispatch, empty values, text that is not clean UTF-8, too many keys) gets a
  *       record that only marks it (apply() stops there and Python dispatches it; the chunk goes on). It stops
  *       (and the chunk says where and why) at a unit the walker cannot frame, or when the chunk's queue table
  *       is full.
  *   apply(buf, chunk, cursor, limit, gslots, keymap, bufs, qstate, istate, slots, entries, ts) -> ...
- *       applies the records from `cursor` in order to the same state run() uses, with the same state checks
+ *       applies the records from `cursor` in order to the state Python shares, with the state checks
  *       (a queue not registered, skip / gap / repeat / file full, no index file or one that is full or this
  *       message would fill: it stops there and Python dispatches that unit), prefetching the slot of the keys
  *       a few records ahead (the slot table is large; its loads are the chain's cost).
@@ -796,7 +529,7 @@ PyDoc_STRVAR(apply_doc,
 "apply(buf, chunk, cursor, at, limit, gslots, keymap, bufs, qstate, istate, slots, entries, ts)\n"
 "    -> (cursor, pos, messages, cq_units, last_ts, last_cq_ts, max_end, index_entries, why)\n\n"
 "Apply the chunk's records from the unit at `at` (the cursor moves past the records before it) to the units\n"
-"starting before limit, to the state run() shares with Python; gslots (array 'q', one per chunk queue, -1\n"
+"starting before limit, to the state Python shares (rebuild/native_lane.SharedState); gslots (array 'q', one per chunk queue, -1\n"
 "unknown) caches the queue slots of keymap. pos: the unit where it stopped (the chunk's end once exhausted);\n"
 "why: 0 exhausted, 1 limit, 2 Python must dispatch the unit at pos, 3 `at` is no unit of this chunk.");
 
@@ -1108,9 +841,6 @@ static PyObject *java_hash_utf8(PyObject *self, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
-    {"run", run, METH_VARARGS,
-     "run(buf, pos, limit, end, max_size, keymap, bufs, qstate, istate, slots, entries, ts) -> "
-     "(pos, messages, cq_units, last_ts, last_cq_ts, max_end, index_entries)"},
     {"parse", parse, METH_VARARGS, parse_doc},
     {"apply", apply, METH_VARARGS, apply_doc},
     {"find_boundary", find_boundary, METH_VARARGS, find_boundary_doc},

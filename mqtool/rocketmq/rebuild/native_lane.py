@@ -313,8 +313,6 @@ class SharedState:
         self.qstate = array("q")
         self.istate = array("q", bytes(8 * _IS_N))
         self.no_slots, self.no_entries = array("i"), bytearray()
-        # the two-step lane (parse in workers, apply in order) when the helper has it
-        self.two_step = hasattr(lib, "parse") and hasattr(lib, "apply")
         self.jobs = default_jobs() if jobs is None else max(1, jobs)
         self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes)
         self.plan: _Plan | None = None
@@ -372,9 +370,6 @@ class SharedState:
     def segment(self, seg: Segment, buf):
         """The ``segment_hook`` of :func:`iter_dispatch_records`: the plan of the segment's ranges for the
         two-step lane; on the way out every worker still reading ``buf`` is waited for."""
-        if not self.two_step:
-            yield None
-            return
         if self.jobs > 1 and self.pool is None:
             from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
             self.pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="mqtool-rebuild")
@@ -391,19 +386,14 @@ class SharedState:
             self.pool = None
 
     def lane(self, buf, pos: int, limit: int, end: int) -> int:
-        """The ``lane`` of :func:`iter_dispatch_records`: a run of units dispatched by the compiled loop."""
-        if self.two_step and self.plan is not None and self.plan.buf is buf:
-            return self._lane_chunks(buf, pos, limit, end)
-        istate, slots, entries, ts = self._index_args()
-        npos, n, ncq, lts, lcts, mend, added = self.lib.run(buf, pos, limit, end, self.max_size, self.keymap,
-                                                           self.qbufs, self.qstate, istate, slots, entries, ts)
-        if n:
-            self._took(n, ncq, lts, lcts, mend, added)
-        return npos
+        """The ``lane`` of :func:`iter_dispatch_records` (inside :meth:`segment`): the records of the chunk that
+        covers ``pos`` (a worker's, or parsed here) applied in order until ``limit``, a unit Python must
+        dispatch, or the end of what the chunks say; returns where the walk goes on."""
+        if self.plan is None or self.plan.buf is not buf:
+            return pos                          # not the segment of the plan: Python dispatches
+        return self._lane_chunks(buf, pos, limit, end)
 
     def _lane_chunks(self, buf, pos: int, limit: int, end: int) -> int:
-        """The two-step lane: the records of the chunk that covers ``pos`` (a worker's, or parsed here) applied
-        in order until ``limit``, a unit Python must dispatch, or the end of what the chunks say."""
         plan, apply = self.plan, self.lib.apply
         keymap, qbufs, qstate = self.keymap, self.qbufs, self.qstate
         while pos < limit:
