@@ -298,20 +298,24 @@ def test_clean_store_rebuild_is_byte_identical(name, tmp_path, run_cli):
 
 @pytest.mark.parametrize("use_native", [True, False])
 @pytest.mark.parametrize("name", CLEAN)
-def test_index_entries_spilled_to_scratch_are_still_byte_identical(name, use_native, tmp_path, run_cli,
-                                                                    monkeypatch):
-    """--out keeps memory bounded by moving written index entries to a scratch file past SPILL_BYTES; with a
-    threshold of three entries every file spills many times and must still equal the broker's file."""
+def test_index_entries_streamed_to_the_output_are_still_byte_identical(name, use_native, tmp_path, run_cli,
+                                                                     monkeypatch):
+    """--out keeps memory bounded by writing index entries to the output file as they become final (past
+    STREAM_BYTES; with --compare they go to a scratch file past SPILL_BYTES instead); with a threshold of three
+    entries every file is streamed in many pieces and must still equal the broker's file."""
     from mqtool.rocketmq import rebuild as R
     from mqtool.rocketmq.rebuild import native_lane as RN
 
     monkeypatch.setenv("MQTOOL_NATIVE", "1" if use_native else "0")
+    monkeypatch.setattr(R.IndexFileBuilder, "STREAM_BYTES", 3 * 20)
     monkeypatch.setattr(R.IndexFileBuilder, "SPILL_BYTES", 3 * 20)
-    spilled = []
+    streamed, spilled = [], []
     real = R.IndexFileBuilder.maybe_spill
 
     def counting(self):
         real(self)
+        if self.stream is not None and self not in streamed:
+            streamed.append(self)
         if self.spill is not None and self not in spilled:
             spilled.append(self)
 
@@ -325,7 +329,39 @@ def test_index_entries_spilled_to_scratch_are_still_byte_identical(name, use_nat
     assert len(our_idx) == len(their_idx) == 3
     for a, b in zip(our_idx, their_idx):
         assert a.read_bytes() == b.read_bytes(), (a.name, b.name)
-    assert len(spilled) == 3                             # every file went through the scratch file
+    assert len(streamed) == 3 and not spilled           # every file went to its output as it was built
+    assert not [p for p in out.rglob("*") if p.name.startswith(".mqtool-tmp")]
+
+
+def test_a_run_that_fails_leaves_no_streamed_index_file(tmp_path, monkeypatch):
+    """An index file being streamed when the run fails is dropped: neither it nor its temporary file stays."""
+    from mqtool.options import RebuildOptions
+    from mqtool.rocketmq import rebuild as R
+    from mqtool.rocketmq.rebuild import replay as RP
+    from mqtool.rocketmq.store import open_store
+
+    monkeypatch.setattr(R.IndexFileBuilder, "STREAM_BYTES", 3 * 20)
+    opened = []
+    real = R.DirSink.index_stream
+
+    def index_stream(self, name, at):
+        opened.append(name)
+        return real(self, name, at)
+
+    def fail(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(R.DirSink, "index_stream", index_stream)
+    monkeypatch.setattr(RP.Replay, "finish", fail)
+    store = open_store(require_realdata("rocketmq", "gen-4.9.7-clean", "store"))
+    out = tmp_path / "out"
+    findings, _ = R.run_rebuild(store, RebuildOptions(out=str(out), cq_file_size=800, max_hash_slots=100,
+                                                      max_index_num=400))
+    with pytest.raises(OSError):
+        list(findings)
+    assert len(opened) == 3                     # two files finished at their roll, the last one streaming
+    names = sorted(p.name for p in (out / "index").iterdir())
+    assert names == sorted(opened)[:2]
 
 
 @pytest.mark.parametrize("name", CLEAN + KILL)

@@ -33,7 +33,7 @@ class IndexFileBuilder:
     """One ``IndexFile``: header, slot table and entries as the broker writes them."""
 
     def __init__(self, seq: int, slot_num: int, index_num: int, prev_end_phy: int, prev_end_ts: int,
-                 keep_times: bool = True):
+                 keep_times: bool = True, open_stream=None):
         self.seq = seq
         self.slot_num, self.index_num = slot_num, index_num
         self.slots = array("i", [0]) * slot_num     # (repeat: 3x faster than from 20 MB of zero bytes)
@@ -44,7 +44,11 @@ class IndexFileBuilder:
         # one: the chain lives in the slots and in each new entry's prev field), so past SPILL_BYTES they move
         # to a scratch file and memory stays bounded whatever the file's geometry (20 M entries = 400 MB).
         self.spill = self.ts_spill = None
-        self.spilled = 0                              # entries 0..spilled-1 are in the scratch file
+        self.spilled = 0                              # entries 0..spilled-1 are in the scratch file (or stream)
+        # With ``open_stream(builder) -> stream`` (plain --out: nothing reads entries back) entries go instead,
+        # every STREAM_BYTES, to the output file itself (``stream.put(data)``: written in the background at
+        # their place), so the file is mostly written when the builder finishes and no entry is written twice.
+        self.open_stream, self.stream = (open_stream, None) if not keep_times else (None, None)
         self.init_phy = prev_end_phy if prev_end_phy > 0 else 0
         self.init_ts = prev_end_ts if prev_end_ts > 0 else 0
         self.begin_ts = self.end_ts = self.init_ts
@@ -108,12 +112,27 @@ class IndexFileBuilder:
         return (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.hash_slot_count, self.index_count)
 
     SPILL_BYTES = 32 << 20
+    STREAM_BYTES = 4 << 20
+
+    @property
+    def entries_at(self) -> int:
+        """Where entry 0 lies in the file (after the header and the slot table)."""
+        return HEADER + F.INDEX_SLOT_SIZE * self.slot_num
 
     def maybe_spill(self) -> None:
         """Move the entries written so far (and their store times, when kept) to scratch files in $TMPDIR once
         they pass SPILL_BYTES: entries are final once put (``IndexFile#putKey`` never rewrites one: the chain
         lives in the slots and in each new entry's prev field), so memory stays bounded whatever the file's
-        geometry (20 M entries = 400 MB). Readers go through :meth:`read_entries` / :meth:`read_times`."""
+        geometry (20 M entries = 400 MB). Readers go through :meth:`read_entries` / :meth:`read_times`.
+        With a stream (see ``open_stream``) they go to the output file, past STREAM_BYTES."""
+        if self.open_stream is not None:
+            if len(self.entries) >= self.STREAM_BYTES:
+                if self.stream is None:
+                    self.stream = self.open_stream(self)
+                data, self.entries = self.entries, bytearray()     # the stream owns data from here on
+                self.spilled += len(data) // ENTRY
+                self.stream.put(data)
+            return
         if len(self.entries) < self.SPILL_BYTES:
             return
         if self.spill is None:
@@ -150,21 +169,30 @@ class IndexFileBuilder:
         return _TS.unpack(self._read(k, k + 1, _TS.size, self.ts_spill, self.ts))[0]
 
     def _entry_pieces(self):
+        if self.stream is not None:
+            raise RuntimeError("the entries of a streamed index file are in its output (head_pieces)")
         if self.spill is not None:
             self.spill.seek(0)
             while chunk := self.spill.read(8 << 20):
                 yield chunk
         yield self.entries
 
-    def parts(self) -> tuple[Iterator, int]:
-        """(pieces, file size): header, slot table, entries (an iterator: spilled entries are read back in
-        chunks); the rest of the file is zero."""
+    def head_pieces(self) -> list:
+        """The header and the slot table as they are written (big-endian), from offset 0."""
         slots = self.slots
         if _NATIVE_LITTLE:
             slots = array("i", slots)
             slots.byteswap()
-        head = [IDX_HEADER.pack(*self.header()), memoryview(slots).cast("B")]    # (no third copy of 20 MB)
-        return (chain(head, self._entry_pieces()), F.index_file_size(self.slot_num, self.index_num))
+        return [IDX_HEADER.pack(*self.header()), memoryview(slots).cast("B")]    # (no third copy of 20 MB)
+
+    @property
+    def file_size(self) -> int:
+        return F.index_file_size(self.slot_num, self.index_num)
+
+    def parts(self) -> tuple[Iterator, int]:
+        """(pieces, file size): header, slot table, entries (an iterator: spilled entries are read back in
+        chunks); the rest of the file is zero."""
+        return chain(self.head_pieces(), self._entry_pieces()), self.file_size
 
     def to_bytes(self) -> bytes:
         pieces, size = self.parts()
@@ -221,9 +249,9 @@ def human_time(ms: int) -> str:
 class IndexBuilder:
     """``IndexService#buildIndex`` over a sequence of files."""
 
-    def __init__(self, slot_num: int, index_num: int, emit, keep_times: bool = True):
+    def __init__(self, slot_num: int, index_num: int, emit, keep_times: bool = True, open_stream=None):
         self.slot_num, self.index_num, self.emit = slot_num, index_num, emit
-        self.keep_times = keep_times
+        self.keep_times, self.open_stream = keep_times, open_stream
         self.current: IndexFileBuilder | None = None
         self.seq = 0
         self.entries = 0
@@ -238,7 +266,8 @@ class IndexBuilder:
             prev_phy, prev_ts = cur.end_phy, cur.end_ts
             self.last_full_end_ts = cur.end_ts
             self.emit(cur, False)
-        nxt = IndexFileBuilder(self.seq, self.slot_num, self.index_num, prev_phy, prev_ts, self.keep_times)
+        nxt = IndexFileBuilder(self.seq, self.slot_num, self.index_num, prev_phy, prev_ts, self.keep_times,
+                               self.open_stream)
         nxt.first_seen_ts = ts
         self.seq += 1
         self.current = nxt
@@ -256,7 +285,7 @@ class IndexBuilder:
             f = self._get_and_create_last(ts)
             done += f.put_keys(hashes, done, phy, ts)
         self.entries += done
-        if len(f.entries) >= f.SPILL_BYTES:
+        if len(f.entries) >= f.STREAM_BYTES:
             f.maybe_spill()
 
     def finish(self) -> None:

@@ -1,7 +1,9 @@
 """Writing rebuilt files under ``--out`` (consumequeue/<topic>/<queueId>/<name>, index/<name>, checkpoint)."""
 from __future__ import annotations
 
+import os
 import threading
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,8 +21,10 @@ class DirSink:
 
     Consumequeue files (immutable bytes) are written by a few background threads, so their writes and fsyncs
     overlap each other and the rest of the run; each is still atomic (temp name, fsync, rename, through
-    :mod:`mqtool.io`). Creating a file under the output root (directory lookup, temp name) is serialised by a
-    lock; :meth:`flush` waits for every write and raises the first error."""
+    :mod:`mqtool.io`). An index file can be streamed (:meth:`index_stream`): its entries are written by the
+    same threads while it is built, its header and slot table when it is finished. Creating a file under the
+    output root (directory lookup, temp name) is serialised by a lock; :meth:`flush` waits for every write and
+    raises the first error."""
 
     WRITERS = 4
 
@@ -30,6 +34,14 @@ class DirSink:
         self._lock = threading.Lock()
         self._pool = None
         self._pending: list = []
+        self._streams: set = set()              # index files being streamed, not finished yet
+
+    def _submit(self, fn, *args):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor   # (here: only --out needs it)
+
+            self._pool = ThreadPoolExecutor(self.WRITERS, thread_name_prefix="mqtool-rebuild-out")
+        return self._pool.submit(fn, *args)
 
     def cq_file(self, topic: str, queue_id: int, name: str, data: bytes, last: bool, size: int) -> None:
         """``data``: the units; the file is ``size`` bytes, zero after them (written sparse), or with
@@ -39,18 +51,32 @@ class DirSink:
             data += bytes(-len(data) % UNIT)
             size = len(data)
         path = Path("consumequeue", topic, str(queue_id), name)
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor   # (here: only --out needs it)
+        self._bounded()
+        self._pending.append(self._submit(self._write, path, [data], max(size, len(data)), False))
 
-            self._pool = ThreadPoolExecutor(self.WRITERS, thread_name_prefix="mqtool-rebuild-out")
+    def _bounded(self) -> None:
         if len(self._pending) >= 2 * self.WRITERS:          # bounded: at most this many files' bytes held
             self._pending.pop(0).result()
             self.written += 1
-        self._pending.append(self._pool.submit(self._write, path, [data], max(size, len(data)), False))
 
     def index_file(self, name: str, ib: "IndexFileBuilder") -> None:
-        pieces, size = ib.parts()               # (here: the builder is read again by --compare after this)
-        self._write(Path("index", name), pieces, size)
+        stream = ib.stream
+        if stream is None:
+            pieces, size = ib.parts()           # (here: the builder is read again by --compare after this)
+            self._write(Path("index", name), pieces, size)
+            return
+        if stream.name != name:
+            raise AssertionError(f"index file streamed as {stream.name} is finished as {name}")
+        self._streams.discard(stream)
+        self._bounded()                         # header, slot table, the last entries: in the background
+        self._pending.append(self._submit(stream.finish, ib.head_pieces, ib.entries, ib.file_size))
+
+    def index_stream(self, name: str, entries_at: int) -> "_IndexStream":
+        """An index file (``index/<name>``) written while it is built: ``put(entries)`` writes the next
+        entries (from ``entries_at`` on) in the background; :meth:`index_file` finishes it."""
+        stream = _IndexStream(self, name, entries_at)
+        self._streams.add(stream)
+        return stream
 
     def flush(self) -> None:
         """Wait for the background writes; the first error is raised (the others' files are complete)."""
@@ -62,6 +88,9 @@ class DirSink:
                 self.written += 1
             except BaseException as e:          # noqa: BLE001 - re-raised below, after every write ended
                 error = error or e
+        for stream in list(self._streams):      # never finished (the run failed): no file, no temp file left
+            self._streams.discard(stream)
+            stream.abort()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -91,6 +120,64 @@ class DirSink:
     def checkpoint(self, data: bytes) -> None:
         self._write(Path("checkpoint"), [data], len(data))
         self.written += 1
+
+
+class _IndexStream:
+    """One index file written while it is built (see :meth:`DirSink.index_stream`): entries at their place as
+    they become final (``os.pwrite`` on the file's temporary name, in the sink's threads, at most two pieces
+    in flight), then the header and slot table at offset 0, the size, fsync and rename (:mod:`mqtool.io`'s
+    atomic writer: an interrupted run leaves no file under the name)."""
+
+    def __init__(self, sink: DirSink, name: str, entries_at: int):
+        self.sink, self.name, self.at = sink, name, entries_at
+        with sink._lock:
+            self._w = sink.out.atomic(Path("index", name), overwrite=sink.force)
+            self._f = self._w.__enter__()
+        self._fd = self._f.fileno()
+        self._inflight: deque = deque()
+
+    def put(self, data) -> None:
+        """Write ``data`` (entries; no longer changed by the caller) after the ones put before."""
+        while len(self._inflight) >= 2:
+            self._inflight.popleft().result()
+        self._inflight.append(self.sink._submit(_pwrite_all, self._fd, data, self.at))
+        self.at += len(data)
+
+    def finish(self, head_pieces, tail, size: int) -> None:
+        """(In a writer thread.) The last entries, the header and slot table (``head_pieces()``), the size."""
+        try:
+            while self._inflight:
+                self._inflight.popleft().result()
+            _pwrite_all(self._fd, tail, self.at)
+            at = 0
+            for piece in head_pieces():
+                _pwrite_all(self._fd, piece, at)
+                at += len(piece)
+            self._f.truncate(max(size, self.at + len(tail)))
+        except BaseException as e:
+            self._w.__exit__(type(e), e, e.__traceback__)
+            raise
+        self._w.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        for fut in self._inflight:
+            try:
+                fut.result()
+            except BaseException:               # noqa: BLE001 - the file is dropped anyway
+                pass
+        self._inflight.clear()
+        err = RuntimeError("rebuild ended before this index file was finished")
+        try:
+            self._w.__exit__(RuntimeError, err, None)
+        except BaseException:                   # noqa: BLE001 - dropping the temporary file is best effort
+            pass
+
+
+def _pwrite_all(fd: int, data, at: int) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.pwrite(fd, view, at)
+        view, at = view[n:], at + n
 
 
 def _safe_component(name: str) -> bool:

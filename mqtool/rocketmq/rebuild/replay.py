@@ -35,15 +35,18 @@ class RebuildResult:
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
                   max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None,
                   keep_entry_times: bool = True, *, jobs: int | None = None,
-                  chunk_bytes: int | None = None) -> RebuildResult:
+                  chunk_bytes: int | None = None, index_stream=None) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
     ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units; the file is ``size``
     bytes, zero after them); ``on_index_file(builder, name, last)`` (``builder.parts()`` / ``to_bytes()``).
     ``jobs`` / ``chunk_bytes``: the compiled lane's parse workers and their range size (defaults: the CPUs,
-    :data:`native_lane.CHUNK_BYTES`); they change the speed, never the output.
+    :data:`native_lane.CHUNK_BYTES`); they change the speed, never the output. ``index_stream(name, entries_at)``
+    (without ``keep_entry_times``): an index file's writer that takes its entries while it is built
+    (:meth:`~mqtool.rocketmq.rebuild.output.DirSink.index_stream`); ``on_index_file`` then finishes it.
     """
-    replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times, jobs, chunk_bytes)
+    replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times, jobs, chunk_bytes,
+                    index_stream)
     try:
         replay.dispatch(store.segments, on_segment)
     finally:
@@ -58,7 +61,8 @@ class Replay:
     to them; :meth:`finish` flushes the last files and fills in the result."""
 
     def __init__(self, settings: Settings, on_cq_file, on_index_file, findings: list[Finding], max_size: int,
-                 keep_entry_times: bool, jobs: int | None = None, chunk_bytes: int | None = None):
+                 keep_entry_times: bool, jobs: int | None = None, chunk_bytes: int | None = None,
+                 index_stream=None):
         self.res = RebuildResult()
         self.rules = settings.rules
         self.fs = settings.cq_file_size
@@ -67,7 +71,9 @@ class Replay:
         self.max_size = max_size
         self.queues: dict[tuple[str, int], QueueBuilder] = {}
         self.index_names: list[str] = []
-        self.idx = (IndexBuilder(settings.hash_slots, settings.index_num, self.emit_index, keep_entry_times)
+        self.index_stream = index_stream
+        self.idx = (IndexBuilder(settings.hash_slots, settings.index_num, self.emit_index, keep_entry_times,
+                                 self.open_index_stream if index_stream is not None else None)
                     if self.rules.index_enable else None)
         lib = native_lane.native_lib()
         self.native = (native_lane.SharedState(lib, max_size, self.fs, self.idx, self.res, jobs, chunk_bytes)
@@ -84,6 +90,11 @@ class Replay:
         index_names.append(name)
         self.res.index_files += 1
         self.on_index_file(ib, name, last)
+
+    def open_index_stream(self, ib: IndexFileBuilder):
+        """The output stream of the index file being built, under the name :meth:`emit_index` will give it (its
+        first entry is put: the name no longer changes)."""
+        return self.index_stream(ib.name(self.index_names[-1] if self.index_names else None), ib.entries_at)
 
     def on_damage(self, d: Damage):
         res = self.res

@@ -53,7 +53,8 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
         try:
             with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
                 res = rebuild_store(store, settings, on_cq, on_index, findings,
-                                    on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare)
+                                    on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare,
+                                    index_stream=out_sink.index_stream if out_sink and not cmp_sink else None)
         except BaseException:
             if out_sink is not None:
                 try:
