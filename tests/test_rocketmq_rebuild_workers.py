@@ -72,9 +72,14 @@ class _Counting:
 
 
 def _rebuild(store_dir: Path, native: bool, jobs: int = 1, chunk: int | None = None, keep_times: bool = True,
-             **opts) -> tuple[dict, int, dict]:
-    """(everything rebuild_store gives, units apply() dispatched, where the applied chunks came from)."""
+             early: bool = False, **opts) -> tuple[dict, int, dict]:
+    """(everything rebuild_store gives, units apply() dispatched, where the applied chunks came from).
+    ``early``: the first segment's first ranges are started before the settings are read (as run_rebuild
+    does: native_lane.prestart)."""
     store = open_store(store_dir)
+    pre = RN.prestart(store.segments, F.DEFAULT_MAX_MESSAGE_SIZE, jobs, chunk) if early and native else None
+    if early and native and jobs > 1:
+        assert pre is not None and pre.jobs
     sets = R.resolve_settings(RebuildOptions(**opts), store)
     cq, idx, findings = [], [], []
 
@@ -101,17 +106,17 @@ def _rebuild(store_dir: Path, native: bool, jobs: int = 1, chunk: int | None = N
     try:
         with switched(native):
             res = R.rebuild_store(store, sets, on_cq, on_idx, findings, keep_entry_times=keep_times, jobs=jobs,
-                                  chunk_bytes=chunk)
+                                  chunk_bytes=chunk, prestart=pre)
     finally:
         RN.native_lib, RN.SharedState = saved_lib, saved_state
-    chunks = states[0].chunks if states else {"workers": 0, "here": 0}
+    chunks = states[0].chunks if states else {"workers": 0, "here": 0, "early": 0}
     return ({"cq": cq, "index": idx, "findings": findings, "result": dataclasses.asdict(res)}, counting.applied,
             chunks)
 
 
-def _check(want: dict, store_dir: Path, jobs: int, chunk: int | None, keep_times: bool = True,
+def _check(want: dict, store_dir: Path, jobs: int, chunk: int | None, keep_times: bool = True, early: bool = False,
            **opts) -> tuple[int, dict]:
-    got, used, chunks = _rebuild(store_dir, True, jobs, chunk, keep_times, **opts)
+    got, used, chunks = _rebuild(store_dir, True, jobs, chunk, keep_times, early, **opts)
     assert got["result"] == want["result"], (jobs, chunk)
     assert got["findings"] == want["findings"], (jobs, chunk)
     assert [c[:3] for c in got["cq"]] == [c[:3] for c in want["cq"]], (jobs, chunk)
@@ -129,11 +134,12 @@ def _sweep(store_dir: Path, chunks=(1, 37, 500, 4096, None), jobs=(1, 2, 3), kee
     used = from_workers = 0
     for j in jobs:
         for c in chunks:
-            u, ch = _check(want, store_dir, j, c, keep_times, **opts)
-            used += u
-            from_workers += ch["workers"]
-            if j == 1:
-                assert ch["workers"] == 0
+            for early in (False, True) if j > 1 else (False,):
+                u, ch = _check(want, store_dir, j, c, keep_times, early, **opts)
+                used += u
+                from_workers += ch["workers"]
+                if j == 1:
+                    assert ch["workers"] == 0
     return used, from_workers
 
 
@@ -322,6 +328,8 @@ def test_plain_run_goes_through_the_workers(tmp_path, reading, odd_every):
     want = _rebuild(store, False, max_hash_slots=40, max_index_num=50)[0]
     used, chunks = _check(want, store, 2, 5000, max_hash_slots=40, max_index_num=50)
     assert chunks["workers"] >= 30 and chunks["here"] <= 3, chunks    # (3 segments: at most one start each)
+    used, early = _check(want, store, 2, 5000, early=True, max_hash_slots=40, max_index_num=50)
+    assert chunks["early"] == 0 and early["early"] == 4 and early["workers"] == chunks["workers"], (early, chunks)
 
 
 def test_apply_refuses_what_is_not_a_chunk():

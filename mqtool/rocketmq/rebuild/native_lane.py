@@ -89,6 +89,13 @@ class _Plan:
         self.next_t: int | None = None        # where the next planned range starts; None: not started
         self.more = st.pool is not None
 
+    def adopt(self, pre: "Prestart") -> None:
+        """Take over the ranges ``pre`` started (from the segment's first unit on)."""
+        self.st.chunks["early"] += len(pre.jobs)
+        self.jobs.extend(pre.jobs)
+        pre.jobs.clear()
+        self.first, self.next_t = 0, pre.next_t
+
     def _plan(self, end: int) -> None:
         st = self.st
         while self.more and len(self.jobs) < st.jobs + 2:
@@ -297,6 +304,64 @@ def _one_slow(seg: Segment, buf, pos: int, end: int, max_size: int):
             m.props_raw)
 
 
+class Prestart:
+    """The first ranges of the first segment, parsed by the workers while the run is still being set up (the
+    settings read the store's index and consumequeue files meanwhile); the plan of that segment
+    (:meth:`SharedState.segment`) takes them over. They are parsed from a map of their own: the records say
+    positions, so they fit the walk's map of the same file (and a walk that does not arrive exactly at a
+    range's first unit parses that range again, as always). None of it changes the output."""
+
+    def __init__(self, lib, seg: Segment, max_size: int, jobs: int, chunk_bytes: int):
+        from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
+
+        self.seg, self.max_size, self.jobs_n = seg, max_size, jobs
+        self._map = map_input(seg.path)
+        self.buf = self._map.__enter__().buf
+        self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="mqtool-rebuild")
+        self.jobs: deque = deque()
+        t, end = 0, len(self.buf)
+        for _ in range(jobs + 2):
+            t1 = min(t + chunk_bytes, end)
+            if t >= t1:
+                break
+            self.jobs.append((t, t1, self.pool.submit(_parse_job, lib, self.buf, seg.base, t, t1, end, max_size,
+                                                      True, t == 0)))
+            t = t1
+        self.next_t = t
+
+    def fits(self, seg: Segment, buf, max_size: int) -> bool:
+        return seg.path == self.seg.path and len(buf) == len(self.buf) and max_size == self.max_size
+
+    def close(self, pool: bool = True) -> None:
+        """Wait for the ranges still parsing (they read the map), close the map (and the pool unless the run
+        took it over)."""
+        for _, _, fut in self.jobs:
+            fut.cancel()
+        for _, _, fut in self.jobs:
+            if not fut.cancelled():
+                try:
+                    fut.result()
+                except Exception:                # noqa: BLE001 - a range nobody needs any more
+                    pass
+        self.jobs.clear()
+        if pool:
+            self.pool.shutdown(wait=True)
+        if self._map is not None:
+            self._map.__exit__(None, None, None)
+            self._map = None
+
+
+def prestart(segments: list[Segment], max_size: int, jobs: int | None = None,
+             chunk_bytes: int | None = None) -> Prestart | None:
+    """Start parsing the first segment's first ranges now (see :class:`Prestart`); None where the lane would
+    not use workers (no helper, one job, no segment)."""
+    lib = native_lib()
+    jobs = default_jobs() if jobs is None else max(1, jobs)
+    if lib is None or jobs < 2 or not segments:
+        return None
+    return Prestart(lib, segments[0], max_size, jobs, CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes))
+
+
 class SharedState:
     """The state the compiled loop shares with the Python writers (see ``mqtool/_native/rmqrebuild.c``): a queue
     slot per raw topic + queueId (``keymap``), each queue's current bytearray (``qbufs``), its int64 state
@@ -306,7 +371,7 @@ class SharedState:
     loop dispatched; ``idx`` is the index writer (None when indexing is off)."""
 
     def __init__(self, lib, max_size: int, file_size: int, idx, res, jobs: int | None = None,
-                 chunk_bytes: int | None = None):
+                 chunk_bytes: int | None = None, prestart: Prestart | None = None):
         self.lib, self.max_size, self.fs, self.idx, self.res = lib, max_size, file_size, idx, res
         self.keymap: dict[bytes, int] = {}
         self.qbufs: list = []
@@ -317,7 +382,15 @@ class SharedState:
         self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes)
         self.plan: _Plan | None = None
         self.pool = None
-        self.chunks = {"workers": 0, "here": 0}     # where the chunks applied came from (tests, profiling)
+        self.prestart = prestart                    # the first segment's first ranges, started early
+        if prestart is not None:
+            if prestart.jobs_n == self.jobs:
+                self.pool = prestart.pool
+            else:
+                prestart.close()
+                self.prestart = None
+        # where the chunks applied came from, and how many ranges were started early (tests, profiling)
+        self.chunks = {"workers": 0, "here": 0, "early": 0}
 
     def add_queue(self, qb) -> None:
         """Give a new queue writer its slot in the shared state."""
@@ -374,13 +447,21 @@ class SharedState:
             from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
             self.pool = ThreadPoolExecutor(self.jobs, thread_name_prefix="mqtool-rebuild")
         self.plan = _Plan(self, buf, seg.base)
+        pre, self.prestart = self.prestart, None
+        if pre is not None and pre.fits(seg, buf, self.max_size):
+            self.plan.adopt(pre)
         try:
             yield _ReleaseWindow
         finally:
             self.plan.close()
             self.plan = None
+            if pre is not None:
+                pre.close(pool=False)
 
     def close(self) -> None:
+        if self.prestart is not None:           # never walked: the early ranges are dropped
+            self.prestart.close(pool=False)
+            self.prestart = None
         if self.pool is not None:
             self.pool.shutdown(wait=True)
             self.pool = None

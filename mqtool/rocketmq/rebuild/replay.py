@@ -35,7 +35,7 @@ class RebuildResult:
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
                   max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None,
                   keep_entry_times: bool = True, *, jobs: int | None = None,
-                  chunk_bytes: int | None = None, index_stream=None) -> RebuildResult:
+                  chunk_bytes: int | None = None, index_stream=None, prestart=None) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
     ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units; the file is ``size``
@@ -44,9 +44,15 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     :data:`native_lane.CHUNK_BYTES`); they change the speed, never the output. ``index_stream(name, entries_at)``
     (without ``keep_entry_times``): an index file's writer that takes its entries while it is built
     (:meth:`~mqtool.rocketmq.rebuild.output.DirSink.index_stream`); ``on_index_file`` then finishes it.
+    ``prestart``: :func:`native_lane.prestart`'s early ranges of the first segment (taken over, and closed).
     """
-    replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times, jobs, chunk_bytes,
-                    index_stream)
+    try:
+        replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times, jobs,
+                        chunk_bytes, index_stream, prestart)
+    except BaseException:
+        if prestart is not None:
+            prestart.close()
+        raise
     try:
         replay.dispatch(store.segments, on_segment)
     finally:
@@ -62,7 +68,7 @@ class Replay:
 
     def __init__(self, settings: Settings, on_cq_file, on_index_file, findings: list[Finding], max_size: int,
                  keep_entry_times: bool, jobs: int | None = None, chunk_bytes: int | None = None,
-                 index_stream=None):
+                 index_stream=None, prestart=None):
         self.res = RebuildResult()
         self.rules = settings.rules
         self.fs = settings.cq_file_size
@@ -76,7 +82,10 @@ class Replay:
                                  self.open_index_stream if index_stream is not None else None)
                     if self.rules.index_enable else None)
         lib = native_lane.native_lib()
-        self.native = (native_lane.SharedState(lib, max_size, self.fs, self.idx, self.res, jobs, chunk_bytes)
+        if lib is None and prestart is not None:
+            prestart.close()
+        self.native = (native_lane.SharedState(lib, max_size, self.fs, self.idx, self.res, jobs, chunk_bytes,
+                                               prestart)
                        if lib is not None else None)
 
     # -- where finished files and damage go --

@@ -4,11 +4,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from formats import rocketmq as F
 from mqtool.errors import NotAStoreError
 from mqtool.findings import INFO, Finding, Summary
 from mqtool.io import prepare_output_dir
 from mqtool.options import RebuildOptions
 from mqtool.progress import progress
+from mqtool.rocketmq.rebuild import native_lane
 from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.rebuild.compare import CompareSink, CompareState
 from mqtool.rocketmq.rebuild.output import DirSink, checkpoint_bytes
@@ -20,6 +22,16 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
     """Engine entry point: ``(findings_iter, summary_fn)`` (see :mod:`mqtool.cli`)."""
     if not store.segments:
         raise NotAStoreError("no commitlog segments here: rebuild-index needs the commitlog", store.path)
+    pre = native_lane.prestart(store.segments, F.DEFAULT_MAX_MESSAGE_SIZE)   # parsing starts meanwhile
+    try:
+        return _run_rebuild(store, opts, pre)
+    except BaseException:
+        if pre is not None:
+            pre.close()
+        raise
+
+
+def _run_rebuild(store: RocketStore, opts: RebuildOptions, pre):
     settings = resolve_settings(opts, store)
     findings: list[Finding] = []
     cmp_state = CompareState()
@@ -54,7 +66,8 @@ def run_rebuild(store: RocketStore, opts: RebuildOptions):
             with progress(sum(seg.size for seg in store.segments), "rebuilding") as bar:
                 res = rebuild_store(store, settings, on_cq, on_index, findings,
                                     on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare,
-                                    index_stream=out_sink.index_stream if out_sink and not cmp_sink else None)
+                                    index_stream=out_sink.index_stream if out_sink and not cmp_sink else None,
+                                    prestart=pre)
         except BaseException:
             if out_sink is not None:
                 try:
