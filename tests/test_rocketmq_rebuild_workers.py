@@ -329,7 +329,9 @@ def test_plain_run_goes_through_the_workers(tmp_path, reading, odd_every):
     used, chunks = _check(want, store, 2, 5000, max_hash_slots=40, max_index_num=50)
     assert chunks["workers"] >= 30 and chunks["here"] <= 3, chunks    # (3 segments: at most one start each)
     used, early = _check(want, store, 2, 5000, early=True, max_hash_slots=40, max_index_num=50)
-    assert chunks["early"] == 0 and early["early"] == 4 and early["workers"] == chunks["workers"], (early, chunks)
+    # the next segment's first ranges (jobs + 2 = 4) start when a segment's last one is planned, and with the
+    # early start the first segment's too
+    assert chunks["early"] == 8 and early["early"] == 12 and early["workers"] == chunks["workers"], (early, chunks)
 
 
 def test_apply_refuses_what_is_not_a_chunk():

@@ -40,7 +40,7 @@ class QueueBuilder:
             buf = self.buf = bytearray()
             self.first_created = True
         elif len(buf) >= fs:
-            self.emit(self, self.base, bytes(buf), False)
+            self.emit(self, self.base, buf, False)     # handed over: never changed again (no copy)
             self.base += fs
             buf = self.buf = bytearray()
             self.first_created = False
@@ -80,5 +80,5 @@ class QueueBuilder:
 
     def finish(self) -> None:
         if self.buf is not None:
-            self.emit(self, self.base, bytes(self.buf), True)
+            self.emit(self, self.base, self.buf, True)
             self.buf = None

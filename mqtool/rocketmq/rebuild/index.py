@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import time
 from array import array
 from itertools import chain
@@ -136,6 +135,8 @@ class IndexFileBuilder:
         if len(self.entries) < self.SPILL_BYTES:
             return
         if self.spill is None:
+            import tempfile     # (here: only --compare spills; it costs a few ms at start-up)
+
             self.spill = tempfile.TemporaryFile(prefix="mqtool-index-entries-")
             self.ts_spill = tempfile.TemporaryFile(prefix="mqtool-index-times-") if self.ts is not None else None
         self.spill.write(self.entries)

@@ -89,6 +89,11 @@ class _Plan:
         self.next_t: int | None = None        # where the next planned range starts; None: not started
         self.more = st.pool is not None
 
+    def _last_planned(self) -> None:
+        """No more ranges of this segment: the workers go on with the next segment's first ones."""
+        self.more = False
+        self.st.start_next(self.base)
+
     def adopt(self, pre: "Prestart") -> None:
         """Take over the ranges ``pre`` started (from the segment's first unit on)."""
         self.st.chunks["early"] += len(pre.jobs)
@@ -102,7 +107,7 @@ class _Plan:
             t0 = self.next_t
             t1 = min(t0 + st.chunk_bytes, end)
             if t0 >= t1:
-                self.more = False
+                self._last_planned()
                 break
             fut = st.pool.submit(_parse_job, st.lib, self.buf, self.base, t0, t1, end, st.max_size,
                                  st.idx is not None, not self.jobs and t0 == self.first)
@@ -131,7 +136,7 @@ class _Plan:
             self._plan(end)
             if data is None:
                 if j1 - j0 >= st.max_size:      # no unit can span it: a zero tail or damage, plan no more
-                    self.more = False
+                    self._last_planned()
                 t1 = j1
                 break
             ch = _Chunk(data)
@@ -311,13 +316,16 @@ class Prestart:
     positions, so they fit the walk's map of the same file (and a walk that does not arrive exactly at a
     range's first unit parses that range again, as always). None of it changes the output."""
 
-    def __init__(self, lib, seg: Segment, max_size: int, jobs: int, chunk_bytes: int):
-        from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
-
+    def __init__(self, lib, seg: Segment, max_size: int, jobs: int, chunk_bytes: int, pool=None,
+                 with_index: bool = True):
         self.seg, self.max_size, self.jobs_n = seg, max_size, jobs
         self._map = map_input(seg.path)
         self.buf = self._map.__enter__().buf
-        self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="mqtool-rebuild")
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
+
+            pool = ThreadPoolExecutor(jobs, thread_name_prefix="mqtool-rebuild")
+        self.pool = pool
         self.jobs: deque = deque()
         t, end = 0, len(self.buf)
         for _ in range(jobs + 2):
@@ -325,7 +333,7 @@ class Prestart:
             if t >= t1:
                 break
             self.jobs.append((t, t1, self.pool.submit(_parse_job, lib, self.buf, seg.base, t, t1, end, max_size,
-                                                      True, t == 0)))
+                                                      with_index, t == 0)))
             t = t1
         self.next_t = t
 
@@ -382,7 +390,8 @@ class SharedState:
         self.chunk_bytes = CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes)
         self.plan: _Plan | None = None
         self.pool = None
-        self.prestart = prestart                    # the first segment's first ranges, started early
+        self.prestart = prestart                    # the next segment's first ranges, started early
+        self.segments: list[Segment] = []           # the walk's segments (Replay.dispatch), for start_next
         if prestart is not None:
             if prestart.jobs_n == self.jobs:
                 self.pool = prestart.pool
@@ -457,6 +466,22 @@ class SharedState:
             self.plan = None
             if pre is not None:
                 pre.close(pool=False)
+
+    def start_next(self, base: int) -> None:
+        """The plan of the segment at ``base`` has no more ranges: start the next segment's first ones (the
+        workers would wait for the walk to arrive there otherwise). Where that segment cannot be mapped now,
+        nothing is started: the walk meets the problem in its own place."""
+        if self.prestart is not None or self.pool is None:
+            return
+        segs = self.segments
+        for i, s in enumerate(segs[:-1]):
+            if s.base == base:
+                try:
+                    self.prestart = Prestart(self.lib, segs[i + 1], self.max_size, self.jobs, self.chunk_bytes,
+                                             self.pool, self.idx is not None)
+                except Exception:                # noqa: BLE001 - see above
+                    self.prestart = None
+                return
 
     def close(self) -> None:
         if self.prestart is not None:           # never walked: the early ranges are dropped

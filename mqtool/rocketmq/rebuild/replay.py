@@ -38,8 +38,8 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
                   chunk_bytes: int | None = None, index_stream=None, prestart=None) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
-    ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units; the file is ``size``
-    bytes, zero after them); ``on_index_file(builder, name, last)`` (``builder.parts()`` / ``to_bytes()``).
+    ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units, a bytearray the builder
+    hands over and never changes again; the file is ``size`` bytes, zero after them); ``on_index_file(builder, name, last)`` (``builder.parts()`` / ``to_bytes()``).
     ``jobs`` / ``chunk_bytes``: the compiled lane's parse workers and their range size (defaults: the CPUs,
     :data:`native_lane.CHUNK_BYTES`); they change the speed, never the output. ``index_stream(name, entries_at)``
     (without ``keep_entry_times``): an index file's writer that takes its entries while it is built
@@ -136,6 +136,8 @@ class Replay:
         counted by it."""
         res, rules, queues, queue, findings = self.res, self.rules, self.queues, self.queue, self.findings
         native = self.native
+        if native is not None:
+            native.segments = list(segments)
         put = native.put if native is not None else None
         keymap = native.keymap if native is not None else None
         topics: dict[bytes, str] = {}
