@@ -134,6 +134,33 @@ def test_c_java_hash_declines_overlong_surrogate_and_truncated(bad):
     assert LIB.java_hash_utf8(bad) is None
 
 
+_PROP_PARTS = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", F.PROPERTY_INNER_MULTI_DISPATCH, "TAGSX", "a", "x y", "é",
+                                "", "\x01", "\x02"])
+_PROP_NAMES = (b"TAGS", b"KEYS", b"UNIQ_KEY", F.PROPERTY_INNER_MULTI_DISPATCH.encode())
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_PROP_PARTS, max_size=14).map("".join))
+def test_the_one_property_splitter_both_ways(text):
+    """rmqunit.h rmq_props: skipping empty values it is the broker's map (verify's cross-check table: the last
+    non-empty pair wins, dispatch.props_dict); keeping them it is the last pair of each name, empty or not
+    (rebuild's fast path, which leaves a message with an empty value or a multi-dispatch pair to the full
+    parse), and whenever neither occurs that is dispatch.quick_props' answer."""
+    data = text.encode()
+    d = D.props_dict(text)
+    assert LIB.split_props(data, _PROP_NAMES, True) == tuple(
+        d[n.decode()].encode() if n.decode() in d else None for n in _PROP_NAMES)
+    last = {}
+    for pair in text.split(F.PROPERTY_SEPARATOR):
+        name, nv, value = pair.partition(F.NAME_VALUE_SEPARATOR)
+        if nv:
+            last[name] = value
+    got = LIB.split_props(data, _PROP_NAMES, False)
+    assert got == tuple(last[n.decode()].encode() if n.decode() in last else None for n in _PROP_NAMES)
+    if got[3] is None and b"" not in got:
+        assert D.quick_props(text) == tuple(None if g is None else g.decode() for g in got[:3])
+
+
 def test_layout_comes_from_the_schema():
     named = R.native_layout()                      # by name: rmqcore.rebuild.configure(**named)
     assert named["cq_unit_size"] == F.CqUnit.sizeof() and named["index_entry_size"] == F.IndexEntry.sizeof()

@@ -135,47 +135,24 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw)
 
 /* ---- properties (dispatch.quick_props over bytes) ------------------------------------------------ */
 
-typedef struct { const uint8_t *p; Py_ssize_t n; int found; } Value;
+typedef RmqProp Value;          /* rmqunit.h: n < 0 absent */
 
-/* Does the pair starting at q (just after a separator, or at the start) begin with NAME + nv separator? */
-static inline int pair_is(const uint8_t *q, const uint8_t *e, int which)
-{
-    Py_ssize_t n = cfg.slen[which];
-    return e - q > n && q[0] == (uint8_t)cfg.s[which][0] && memcmp(q, cfg.s[which], (size_t)n) == 0 && q[n] == (uint8_t)cfg.s[S_NVSEP][0];
-}
-
-/* Fill tags/keys/uniq with the last occurrence of each (value up to the next separator). Returns 0 when
- * the message needs the full parse (multi-dispatch property, or an empty value), 1 otherwise. Works on
- * bytes: the markers are ASCII and a UTF-8 decode (even with replacement) keeps every ASCII byte as it is,
- * so the positions of the markers and separators are the ones the str search finds. */
+/* Fill tags/keys/uniq with the last pair of each (rmq_props, empty values kept). Returns 0 when the message
+ * needs the full parse (a multi-dispatch property, or an empty value: an earlier pair may win), 1 otherwise. */
 static int quick_props(const uint8_t *p, Py_ssize_t n, Value *v)
 {
-    const uint8_t *e = p + n, *q = p;
-    const uint8_t sep = (uint8_t)cfg.s[S_PROPSEP][0];
-    static const int names[3] = {S_TAGS, S_KEYS, S_UNIQ};
-    for (int i = 0; i < 3; i++)
-        v[i].found = 0;
-    for (;;) {                          /* q: start of a pair (after a separator, or the virtual one at 0) */
-        if (pair_is(q, e, S_MULTI))
+    const char *const names[4] = {cfg.s[S_TAGS], cfg.s[S_KEYS], cfg.s[S_UNIQ], cfg.s[S_MULTI]};
+    const Py_ssize_t lens[4] = {cfg.slen[S_TAGS], cfg.slen[S_KEYS], cfg.slen[S_UNIQ], cfg.slen[S_MULTI]};
+    Value r[4];
+    rmq_props(p, n, (uint8_t)cfg.s[S_PROPSEP][0], (uint8_t)cfg.s[S_NVSEP][0], 4, names, lens,
+              RMQ_PROPS_KEEP_EMPTY, r);
+    if (r[3].n >= 0)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        if (r[i].n == 0)
             return 0;
-        for (int i = 0; i < 3; i++) {
-            if (pair_is(q, e, names[i])) {
-                const uint8_t *s = q + cfg.slen[names[i]] + 1;
-                const uint8_t *t = memchr(s, sep, (size_t)(e - s));
-                v[i].p = s;
-                v[i].n = (t ? t : e) - s;
-                v[i].found = 1;
-                break;
-            }
-        }
-        const uint8_t *t = memchr(q, sep, (size_t)(e - q));
-        if (t == NULL)
-            break;
-        q = t + 1;
+        v[i] = r[i];
     }
-    for (int i = 0; i < 3; i++)
-        if (v[i].found && v[i].n == 0)
-            return 0;                   /* empty value: an earlier pair may win (full parse) */
     return 1;
 }
 
@@ -349,8 +326,8 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         return python_rec(p, x);
     if (!quick_props(props, total - x->pp, v))
         return python_rec(p, x);
-    if ((v[0].found && !mq_utf8_ok(v[0].p, v[0].n)) || (v[1].found && !mq_utf8_ok(v[1].p, v[1].n)) ||
-        (v[2].found && !mq_utf8_ok(v[2].p, v[2].n)))
+    if ((v[0].n > 0 && !mq_utf8_ok(v[0].p, v[0].n)) || (v[1].n > 0 && !mq_utf8_ok(v[1].p, v[1].n)) ||
+        (v[2].n > 0 && !mq_utf8_ok(v[2].p, v[2].n)))
         return python_rec(p, x);
     int64_t qid = rmq_field(u, F_QUEUEID), phys = rmq_field(u, F_PHYS);
     if (phys < 0 || phys > INT64_MAX - total || qid < INT32_MIN || qid > INT32_MAX)
@@ -368,8 +345,8 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         if (!rmq_utf16_hash(&hp, topic, tl) ||
             !rmq_utf16_hash(&hp, (const uint8_t *)cfg.s[S_JOIN], cfg.slen[S_JOIN]))
             return python_rec(p, x);    /* the topic is not clean UTF-8: Python hashes its decoded form */
-        nkeys = rmq_index_hashes(hp, v[2].found ? v[2].p : NULL, v[2].found ? v[2].n : 0,
-                                 v[1].found ? v[1].p : NULL, v[1].found ? v[1].n : 0,
+        nkeys = rmq_index_hashes(hp, v[2].n > 0 ? v[2].p : NULL, v[2].n > 0 ? v[2].n : 0,
+                                 v[1].n > 0 ? v[1].p : NULL, v[1].n > 0 ? v[1].n : 0,
                                  (uint8_t)cfg.s[S_KEYSEP][0], hs, MAXKEYS);
         if (nkeys < 0)
             return python_rec(p, x);    /* more keys than a record holds */
@@ -382,7 +359,7 @@ static int parse_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     r->ts = rmq_field(u, F_STORETS);
     r->qoff = rmq_field(u, F_QOFF);
     r->total = (int32_t)total;
-    if (v[0].found) {
+    if (v[0].n > 0) {
         uint32_t th = 0;
         rmq_utf16_hash(&th, v[0].p, v[0].n);            /* validated above */
         r->tags = (int32_t)th;
@@ -852,12 +829,56 @@ static PyObject *java_hash_utf8(PyObject *self, PyObject *arg)
     return PyLong_FromLong((int32_t)h);
 }
 
+/* The values rmq_props (rmqunit.h) finds for `names` (a tuple of at most 8 bytes objects) in the properties
+ * `data` with the configured separators: a tuple of bytes, None where absent (test hook: the splitter of
+ * rebuild's dispatch with skip_empty false, of verify's cross-check table with it true). */
+static PyObject *split_props(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    PyObject *names;
+    int skip_empty;
+    if (!PyArg_ParseTuple(args, "y*O!p:split_props", &b, &PyTuple_Type, &names, &skip_empty))
+        return NULL;
+    const char *nm[8];
+    Py_ssize_t nl[8];
+    RmqProp v[8];
+    const Py_ssize_t k = PyTuple_GET_SIZE(names);
+    PyObject *out = NULL;
+    if (!cfg.ready || k > 8) {
+        PyErr_SetString(PyExc_ValueError, "split_props: configure() first; at most 8 names");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = PyTuple_GET_ITEM(names, i);
+        if (!PyBytes_Check(o)) {
+            PyErr_SetString(PyExc_TypeError, "split_props: names must be bytes");
+            goto done;
+        }
+        nm[i] = PyBytes_AS_STRING(o);
+        nl[i] = PyBytes_GET_SIZE(o);
+    }
+    rmq_props(b.buf, b.len, (uint8_t)cfg.s[S_PROPSEP][0], (uint8_t)cfg.s[S_NVSEP][0], (int)k, nm, nl, skip_empty,
+              v);
+    out = PyTuple_New(k);
+    for (Py_ssize_t i = 0; out != NULL && i < k; i++) {
+        PyObject *val = v[i].n < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)v[i].p, v[i].n);
+        if (val == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i, val);
+    }
+done:
+    PyBuffer_Release(&b);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, configure_doc},
     {"parse", parse, METH_VARARGS, parse_doc},
     {"apply", apply, METH_VARARGS, apply_doc},
     {"find_boundary", find_boundary, METH_VARARGS, find_boundary_doc},
     {"count_outside_be32", count_outside_be32, METH_VARARGS, count_outside_doc},
+    {"split_props", split_props, METH_VARARGS, "split_props(data, names, skip_empty) -> values (test hook)."},
     {"java_hash_utf8", java_hash_utf8, METH_O, "Java String.hashCode of decoded UTF-8 (int32), None if invalid."},
     {NULL, NULL, 0, NULL},
 };

@@ -248,4 +248,40 @@ static inline int rmq_index_hashes(uint32_t prefix, const uint8_t *uniq, Py_ssiz
     return nk;
 }
 
+/* ---- the property splitter (MessageDecoder#string2messageProperties over bytes, for the few names a verb
+ * reads); dispatch.quick_props / dispatch.props_dict are the Python reference. */
+
+typedef struct { const uint8_t *p; Py_ssize_t n; } RmqProp;     /* a value in the properties; n < 0: absent */
+enum { RMQ_PROPS_KEEP_EMPTY = 0, RMQ_PROPS_SKIP_EMPTY = 1 };
+
+/* For each of the k names (names[i], lens[i] bytes, no separator in them), the value of its last pair in the
+ * properties p[0:n] ("name" nv "value" pairs joined by sep; a value runs to the next sep) into v[i].
+ * RMQ_PROPS_KEEP_EMPTY: a pair with an empty value counts like any other (n == 0: rebuild's dispatch then
+ * leaves the message to the full parse, where an earlier pair may win); RMQ_PROPS_SKIP_EMPTY: such a pair is
+ * passed over, so the last non-empty one stands (verify's cross-check table). Only ASCII bytes are compared:
+ * a UTF-8 decode keeps them where they are, so the positions are those the text search finds. */
+static inline void rmq_props(const uint8_t *p, Py_ssize_t n, uint8_t sep, uint8_t nv, int k,
+                             const char *const *names, const Py_ssize_t *lens, int skip_empty, RmqProp *v)
+{
+    const uint8_t *e = p + n, *s = p;
+    for (int i = 0; i < k; i++)
+        v[i].n = -1;
+    for (;;) {                          /* s: start of a pair */
+        const uint8_t *t = memchr(s, sep, (size_t)(e - s));
+        const uint8_t *se = t ? t : e;
+        for (int i = 0; i < k; i++) {
+            const Py_ssize_t nl = lens[i];
+            if (se - s > nl + skip_empty && s[nl] == nv && (nl == 0 || s[0] == (uint8_t)names[i][0]) &&
+                memcmp(s, names[i], (size_t)nl) == 0) {
+                v[i].p = s + nl + 1;
+                v[i].n = se - v[i].p;
+                break;
+            }
+        }
+        if (t == NULL)
+            break;
+        s = t + 1;
+    }
+}
+
 #endif

@@ -299,24 +299,14 @@ typedef struct { const uint8_t *p; Py_ssize_t n; } XVal;   /* n < 0: absent */
  * name ends at the first name/value separator, a pair counts when name and value are non-empty, the last wins.
  * On bytes this is the str split: the separators are ASCII, which a UTF-8 decode keeps in place. */
 static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
-{
-    static const int names[3] = {XS_TAGS, XS_KEYS, XS_UNIQ};
-    const uint8_t *e = p + n, *s = p;
-    const uint8_t sep = (uint8_t)xc.s[XS_PROPSEP][0], nv = (uint8_t)xc.s[XS_NVSEP][0];
-    for (int i = 0; i < 3; i++) v[i].n = -1;
-    for (;;) {
-        const uint8_t *t = memchr(s, sep, (size_t)(e - s));
-        const uint8_t *se = t ? t : e;
-        for (int i = 0; i < 3; i++) {
-            Py_ssize_t nl = xc.slen[names[i]];
-            if (se - s >= nl + 2 && s[nl] == nv && memcmp(s, xc.s[names[i]], (size_t)nl) == 0) {
-                v[i].p = s + nl + 1;
-                v[i].n = se - v[i].p;
-                break;
-            }
-        }
-        if (t == NULL) break;
-        s = t + 1;
+{   /* the last non-empty pair of each name (rmqunit.h rmq_props; rebuild keeps empty ones instead) */
+    const char *const nm[3] = {xc.s[XS_TAGS], xc.s[XS_KEYS], xc.s[XS_UNIQ]};
+    const Py_ssize_t nl[3] = {xc.slen[XS_TAGS], xc.slen[XS_KEYS], xc.slen[XS_UNIQ]};
+    RmqProp r[3];
+    rmq_props(p, n, (uint8_t)xc.s[XS_PROPSEP][0], (uint8_t)xc.s[XS_NVSEP][0], 3, nm, nl, RMQ_PROPS_SKIP_EMPTY, r);
+    for (int i = 0; i < 3; i++) {
+        v[i].p = r[i].p;
+        v[i].n = r[i].n;
     }
 }
 
