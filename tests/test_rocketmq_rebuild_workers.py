@@ -366,6 +366,36 @@ def test_slot_range_count_compiled_equals_python(data, top):
     assert indexfiles._count_outside(data, top) == by_hand
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(-5, 2 ** 31 - 1)), max_size=40),
+       st.integers(1, 3000), st.integers(0, 2 ** 31 - 1), st.integers(-100, 100))
+def test_slot_table_count_in_one_pass_equals_the_zero_skipping_walk(tmp_path_factory, values, slots, top, cut):
+    """indexfiles._slots_out_of_range: the compiled pass over the whole table in place (a map of a sparse
+    file: its holes read as zeros) == the Python walk that skips zero runs and holes (helpers off) == a count
+    by hand; also for a file cut short of its table."""
+    from mqtool.io import map_input
+    from mqtool.rocketmq import indexfiles
+
+    table = [0] * slots
+    for at, v in values:
+        table[at % slots] = v
+    head = F.INDEX_HEADER_SIZE
+    size = max(head, head + 4 * slots + cut)
+    path = tmp_path_factory.mktemp("slots") / "idx"
+    with open(path, "wb") as f:                     # sparse: only the non-zero slots are written
+        for i, v in enumerate(table):
+            if v:
+                f.seek(head + 4 * i)
+                f.write(v.to_bytes(4, "big", signed=True))
+        f.truncate(size)
+    kept = (size - head) // 4
+    by_hand = sum(1 for v in table[:kept] if not 0 <= v <= top)
+    with map_input(path, whole_limit=0) as mi:
+        assert indexfiles._slots_out_of_range(mi.buf, slots, top) == by_hand
+        with switched(False):
+            assert indexfiles._slots_out_of_range(mi.buf, slots, top) == by_hand
+
+
 def test_slot_table_layout_is_the_schemas():
     """The index writer keeps the slot table as array('i') and writes it big-endian: the schema's slot type
     (checked here rather than at import, which would cost construct at every start)."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from formats import rocketmq as F
 from mqtool.errors import InputError, UsageError
 from mqtool.options import SizeDecision
-from mqtool.io import first_nonzero, last_nonzero, map_input, read_input
+from mqtool.io import first_nonzero, last_nonzero, map_input, ranged, read_input
 from mqtool.plainclass import dataclass
 from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.config import conf_int, read_broker_conf
@@ -226,6 +226,9 @@ def _slots_out_of_range(buf, slots: int, top: int, fd: int | None = None) -> int
     """How many slot values of the candidate slot table are not an entry number in [0, top] (zero runs and
     the holes of a sparse file are skipped without reading them)."""
     start, end = F.INDEX_HEADER_SIZE, F.INDEX_HEADER_SIZE + slots * F.INDEX_SLOT_SIZE
+    lib = _counter()
+    if lib is not None and not ranged(buf):     # one compiled pass over the table in place (zeros are in range)
+        return lib.count_outside_be32(memoryview(buf)[start:max(start, min(end, len(buf)))], 0, top)
     step = 1 << 20
     bad = 0
     p = start
@@ -241,13 +244,19 @@ def _slots_out_of_range(buf, slots: int, top: int, fd: int | None = None) -> int
     return bad
 
 
-def _count_outside(chunk, top: int) -> int:
-    """How many big-endian int32 slot values of ``chunk`` are not in [0, top] (the compiled count when the
-    RocketMQ core is built: a full-size slot table is 5 million values)."""
+def _counter():
+    """The compiled slot-value counter (``rmqcore.rebuild.count_outside_be32``), or None."""
     from mqtool import native
 
     lib = native.load("rmqrebuild")
-    if lib is not None and hasattr(lib, "count_outside_be32"):
+    return lib if lib is not None and hasattr(lib, "count_outside_be32") else None
+
+
+def _count_outside(chunk, top: int) -> int:
+    """How many big-endian int32 slot values of ``chunk`` are not in [0, top] (the compiled count when the
+    RocketMQ core is built: a full-size slot table is 5 million values)."""
+    lib = _counter()
+    if lib is not None:
         return lib.count_outside_be32(chunk, 0, top)
     a = array("i")
     a.frombytes(bytes(chunk[:len(chunk) - len(chunk) % 4]))
