@@ -78,8 +78,8 @@ def _rebuild(store_dir: Path, native: bool, jobs: int = 1, chunk: int | None = N
     does: native_lane.prestart)."""
     store = open_store(store_dir)
     pre = RN.prestart(store.segments, F.DEFAULT_MAX_MESSAGE_SIZE, jobs, chunk) if early and native else None
-    if early and native and jobs > 1:
-        assert pre is not None and pre.jobs
+    if early and native and jobs > 1:       # (a first segment of one range is not started early)
+        assert (pre is not None and bool(pre.jobs)) == (store.segments[0].size > (chunk or RN.CHUNK_BYTES))
     sets = R.resolve_settings(RebuildOptions(**opts), store)
     cq, idx, findings = [], [], []
 

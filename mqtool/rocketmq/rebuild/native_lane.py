@@ -362,12 +362,13 @@ class Prestart:
 def prestart(segments: list[Segment], max_size: int, jobs: int | None = None,
              chunk_bytes: int | None = None) -> Prestart | None:
     """Start parsing the first segment's first ranges now (see :class:`Prestart`); None where the lane would
-    not use workers (no helper, one job, no segment)."""
+    not use workers (no helper, one job, no segment) or the segment is one range."""
     lib = native_lib()
     jobs = default_jobs() if jobs is None else max(1, jobs)
-    if lib is None or jobs < 2 or not segments:
-        return None
-    return Prestart(lib, segments[0], max_size, jobs, CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes))
+    chunk_bytes = CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes)
+    if lib is None or jobs < 2 or not segments or segments[0].size <= chunk_bytes:
+        return None         # (a segment of one range: nothing to overlap, and a small one would be read twice)
+    return Prestart(lib, segments[0], max_size, jobs, chunk_bytes)
 
 
 class SharedState:
@@ -475,7 +476,7 @@ class SharedState:
             return
         segs = self.segments
         for i, s in enumerate(segs[:-1]):
-            if s.base == base:
+            if s.base == base and segs[i + 1].size > self.chunk_bytes:
                 try:
                     self.prestart = Prestart(self.lib, segs[i + 1], self.max_size, self.jobs, self.chunk_bytes,
                                              self.pool, self.idx is not None)
