@@ -178,11 +178,16 @@ class IndexFileBuilder:
                 yield chunk
         yield self.entries
 
-    def head_pieces(self) -> list:
-        """The header and the slot table as they are written (big-endian), from offset 0."""
+    def head_pieces(self, last_use: bool = False) -> list:
+        """The header and the slot table as they are written (big-endian), from offset 0. ``last_use``: the
+        builder is finished and read no more (a streamed file), so its own table is swapped in place (no
+        20 MB copy) and dropped from it."""
         slots = self.slots
         if _NATIVE_LITTLE:
-            slots = array("i", slots)
+            if last_use:
+                self.slots = None
+            else:
+                slots = array("i", slots)
             slots.byteswap()
         return [IDX_HEADER.pack(*self.header()), memoryview(slots).cast("B")]    # (no third copy of 20 MB)
 

@@ -69,7 +69,8 @@ class DirSink:
             raise AssertionError(f"index file streamed as {stream.name} is finished as {name}")
         self._streams.discard(stream)
         self._bounded()                         # header, slot table, the last entries: in the background
-        self._pending.append(self._submit(stream.finish, ib.head_pieces, ib.entries, ib.file_size))
+        self._pending.append(self._submit(stream.finish, lambda: ib.head_pieces(last_use=True), ib.entries,
+                                          ib.file_size))
 
     def index_stream(self, name: str, entries_at: int) -> "_IndexStream":
         """An index file (``index/<name>``) written while it is built: ``put(entries)`` writes the next
