@@ -465,9 +465,7 @@ def _input_trees(inputs) -> list[tuple[str, str]]:
 
 
 def _temp_name() -> str:
-    import secrets          # (here: it costs a few ms at start-up, and only writers need it)
-
-    return TEMP_PREFIX + secrets.token_hex(8)
+    return TEMP_PREFIX + os.urandom(8).hex()     # (not secrets: it loads OpenSSL's _hashlib)
 
 
 def _lstat_at(name: str, dfd: int) -> os.stat_result | None:
