@@ -15,6 +15,7 @@ def test_missing_java_is_one_line(run_cli, monkeypatch, tmp_path):
 
     monkeypatch.setattr(S, "require_pyspark", lambda: None)
     monkeypatch.setattr(S, "_active_session", lambda: None)
+    monkeypatch.setattr(S, "_running_context", lambda: None)      # a Spark test module's may still run
     code, out, err = run_cli("verify", "store", store, "--engine", "spark")
     assert code == 2 and err.count("\n") == 1 and "Java 17+" in err and "Traceback" not in err
 
