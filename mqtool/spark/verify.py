@@ -73,9 +73,9 @@ class TaskRunner:
     def run(self, tasks: list) -> list:
         if not tasks:
             return []
-        from mqtool.spark.session import InDir, spark_errors
+        from mqtool.spark.session import InDir, context_of, spark_errors
 
-        sc = self.spark.sparkContext
+        sc = context_of(self.spark)
         groups = pack(tasks, PARTITIONS_PER_CORE * max(1, sc.defaultParallelism))
         # heaviest first (Spark starts partitions in their order: a big index file or partition must not
         # start last), put back in plan order after the collect
