@@ -139,7 +139,7 @@ def txnindex_task(args) -> list:
     seg, opts, part, aborted, aborts = args
     v = KafkaVerifier(opts, part)
     seen = SegmentSeen(seg.base_offset)
-    seen.canonical = dataclasses.replace(_Canonical(), aborted=aborted)
+    seen.canonical = _Canonical(aborted)
     seen.aborts = aborts
     return list(v._guard(v.check_txn_index(seg, seen)))
 

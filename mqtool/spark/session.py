@@ -1,5 +1,7 @@
 """Starting Spark for ``--engine spark``: clear one-line errors when pyspark or Java is missing, executors
-that run this very Python (so they can import mqtool), and the ``mqtool`` data source registered."""
+that run this very Python (so they can import mqtool), Spark's own configuration first and our defaults only
+where nobody set one, and either a session with the ``mqtool`` data source registered (:func:`get_session`)
+or, for jobs of Python tasks only, a bare SparkContext (:func:`get_context`: a cheaper cold start)."""
 from __future__ import annotations
 
 import os
