@@ -243,7 +243,7 @@ def export_rows(small: str, big: str, master: str = "local[2]", jobs: int = 0) -
     return res
 
 
-def tree_run(args: list[str], interval: float = 0.1) -> tuple[float, float]:
+def tree_run(args: list[str], interval: float = 0.1, ok=(0,)) -> tuple[float, float]:
     """(wall s, CPU s) of one ``python -m mqtool ARGS`` run: CPU = user+sys of the process and every process
     under it (the Spark JVM, its Python workers), sampled from /proc every ``interval`` s (a process living
     less than that may be missed); the last sample of each process counts. Fails the benchmark on a failed run."""
@@ -279,7 +279,7 @@ def tree_run(args: list[str], interval: float = 0.1) -> tuple[float, float]:
         time.sleep(interval)
     wall = time.perf_counter() - t
     err = p.stderr.read().decode("utf-8", "replace")
-    if p.returncode != 0:
+    if p.returncode not in ok:
         raise RuntimeError(f"mqtool {' '.join(args)}: exit {p.returncode}: {err[-2000:]}")
     return wall, sum(seen.values())
 
@@ -431,6 +431,170 @@ def export_warm(base: Path, master: str = "local[2]", jobs: int = 2, families=No
     return res
 
 
+TINY = {"rocketmq": "fixtures/rocketmq/store", "kafka": "fixtures/kafka/logdir", "litemq": "fixtures/litemq/store"}
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares line through ``(GiB, seconds)`` points: (seconds at 0 bytes, seconds per GiB)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def cli_families(base: Path, verb: str = "export", master: str = "local[2]", jobs: int = 2, families=None,
+                 sizes=None, repeat: int = 3) -> dict:
+    """``mqtool export`` (or ``verify store``) as a user runs it, one process per run (the interpreter and,
+    for Spark, the JVM, the SparkContext and the Python workers), embedded ``--jobs JOBS`` vs ``--engine spark
+    --master MASTER``, at three sizes per family: the tiny fixture store (the fixed cost, measured rather than
+    extrapolated), a small and a big store; each point ``repeat`` times with the engines alternated, the
+    median kept (wall, and CPU of every process of the run). Per GiB is the slope of the least-squares line
+    through the three medians; the one-minute load average is recorded at every run."""
+    root = Path(__file__).resolve().parent.parent
+    res: dict = {"verb": verb, "master": master, "jobs": jobs, "repeat": repeat, "families": {}}
+    out = Path(tempfile.mkdtemp(prefix="mqtool-bench-cli-", dir=str(base)))
+    stores = family_stores(base, sizes) if sizes is None or all(f in sizes for f in ("rocketmq", "kafka", "litemq")) \
+        else _some_family_stores(base, sizes)
+    try:
+        for fam, pair in stores.items():
+            if families and fam not in families:
+                continue
+            tiny = str(root / TINY[fam])
+            points = [("tiny", tiny, _tree_bytes(Path(tiny)))] + [(n, st, b) for n, (st, b) in zip(("small", "big"), pair)]
+            r = res["families"][fam] = {"sizes": {}, "load": []}
+            for name, store, nbytes in points:
+                r["sizes"][name] = nbytes
+                runs: dict = {"embedded": [], "spark": []}
+                for i in range(repeat):
+                    for engine in (("embedded", "spark") if i % 2 == 0 else ("spark", "embedded")):
+                        extra = ["--jobs", str(jobs)] if engine == "embedded" else ["--engine", "spark", "--master", master]
+                        dst = out / f"{fam}-{name}-{engine}"
+                        args = (["export", store, "--to", str(dst)] if verb == "export"
+                                else ["verify", "store", store, "--json"])
+                        r["load"].append(os.getloadavg()[0])
+                        print(f"  {verb} {fam} {name} {engine} #{i + 1} (load {r['load'][-1]:.1f}) ...", file=sys.stderr)
+                        runs[engine].append(tree_run(args + extra, ok=(0, 1) if verb == "verify" else (0,)))
+                        shutil.rmtree(dst, ignore_errors=True)
+                for engine, rs in runs.items():
+                    r[f"{engine}_{name}"] = (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs))
+                    r[f"{engine}_{name}_runs"] = rs
+            for engine in ("embedded", "spark"):
+                for i, what in enumerate(("wall", "cpu")):
+                    pts = [(r["sizes"][n] / (1 << 30), r[f"{engine}_{n}"][i]) for n, _, _ in points]
+                    icept, slope = _fit(pts)
+                    r[f"{engine}_{what}_per_gib"] = slope
+                    r[f"{engine}_{what}_fixed"] = r[f"{engine}_tiny"][i]
+                    r[f"{engine}_{what}_intercept"] = icept
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return res
+
+
+def _some_family_stores(base: Path, sizes: dict) -> dict:
+    """:func:`family_stores` for the families named in ``sizes`` only (no input built for the others)."""
+    import run as R
+
+    out = {}
+    for fam, mibs in sizes.items():
+        if fam == "litemq":
+            out.update({k: v for k, v in family_stores(base, dict(SIZES, litemq=mibs)).items() if k == "litemq"})
+            continue
+        pair = []
+        for mib in mibs:
+            store, info, _ = R.ensure_store(fam, base, mib, False)
+            pair.append((store, info["data_bytes"]))
+        out[fam] = tuple(pair)
+    return out
+
+
+def cli_report(res: dict) -> str:
+    lines = [f"{res['verb']}: embedded --jobs {res['jobs']} vs --engine spark --master {res['master']}, one CLI "
+             f"process per run, median of {res['repeat']} (engines alternated); CPU = user+sys of every process "
+             "(sampled from /proc every 0.1 s); fixed = the tiny fixture store, per GiB = slope of the "
+             "least-squares line through tiny, small and big",
+             f"{'family':9s} {'engine':9s} {'tiny s (cpu)':>15s} {'small s (cpu)':>15s} {'big s (cpu)':>15s} "
+             f"{'s/GiB (cpu)':>15s} {'intercept s':>11s}"]
+    cell = lambda a, b: f"{a:7.2f} ({b:5.2f})"  # noqa: E731
+    for fam, r in res["families"].items():
+        for engine in ("embedded", "spark"):
+            lines.append(f"{fam:9s} {engine:9s} {cell(*r[engine + '_tiny']):>15s} {cell(*r[engine + '_small']):>15s} "
+                         f"{cell(*r[engine + '_big']):>15s} "
+                         f"{cell(r[engine + '_wall_per_gib'], r[engine + '_cpu_per_gib']):>15s} "
+                         f"{r[engine + '_wall_intercept']:11.2f}")
+        w = r["embedded_wall_per_gib"] / r["spark_wall_per_gib"] if r["spark_wall_per_gib"] > 0 else float("inf")
+        c = r["embedded_cpu_per_gib"] / r["spark_cpu_per_gib"] if r["spark_cpu_per_gib"] > 0 else float("inf")
+        spread = max(max(x[0] for x in r[f"spark_{n}_runs"]) - min(x[0] for x in r[f"spark_{n}_runs"])
+                     for n in ("tiny", "small", "big"))
+        lines.append(f"{fam:9s} spark vs embedded per GiB once the fixed cost is paid: wall {w:.2f}x, CPU {c:.2f}x "
+                     f"(goal >= 0.8x); sizes {r['sizes']['small'] / 2**20:.0f} and {r['sizes']['big'] / 2**20:.0f} MiB; "
+                     f"load average {min(r['load']):.1f}-{max(r['load']):.1f}; widest spread of one spark point "
+                     f"{spread:.1f} s")
+    return "\n".join(lines)
+
+
+STARTUP = r"""
+import sys, time
+t0 = time.perf_counter()
+def mark(what, t=[t0]):
+    now = time.perf_counter(); print(f"PHASE {what} {now - t[0]:.3f}", flush=True); t[0] = now
+from mqtool.spark import session as S
+S.require_java(); S._quiet_driver_log()
+if sys.argv[2] == "c1":
+    S._quick_jit()
+from pyspark import SparkContext
+SparkContext._ensure_initialized(); mark("jvm")
+sc = S.get_context(sys.argv[1]); mark("context")
+sc.parallelize(range(4), 2).count(); mark("first_job")
+sc.parallelize(range(4), 2).count(); mark("second_job")
+spark = S.get_session(); mark("session_and_source")
+sc.stop()
+"""
+
+
+def startup_phases(master: str = "local[2]", repeat: int = 3) -> dict:
+    """Where a cold ``--engine spark`` run's fixed cost goes, median of ``repeat`` fresh processes: the JVM
+    (pyspark's gateway: spark-submit, the launcher, the driver JVM), the SparkContext, the first job (Python
+    workers started), a second job, and what a SparkSession with the data source registered would add (the
+    CLI's export and verify no longer create them); each with the driver JVM on C1 only (``c1``, what
+    export and verify start) and with HotSpot's default tiered JIT (``c2``), alternated."""
+    import subprocess
+
+    runs: dict = {}
+    loads = []
+    for i in range(repeat):
+        for jit in (("c1", "c2") if i % 2 == 0 else ("c2", "c1")):
+            loads.append(os.getloadavg()[0])
+            p = subprocess.run([sys.executable, "-c", STARTUP, master, jit], capture_output=True, text=True,
+                               cwd=str(Path(__file__).resolve().parent.parent))
+            for line in p.stdout.splitlines():
+                if line.startswith("PHASE "):
+                    _, what, secs = line.split()
+                    runs.setdefault(f"{what} ({jit})", []).append(float(secs))
+            if p.returncode:
+                raise RuntimeError(p.stderr[-2000:])
+    return {"master": master, "repeat": repeat, "load": loads,
+            "phases": {k: statistics.median(v) for k, v in runs.items()}, "runs": runs}
+
+
+def startup_report(res: dict) -> str:
+    lines = [f"cold start of --engine spark --master {res['master']}: median of {res['repeat']} fresh processes "
+             f"per JIT setting, load average {min(res['load']):.1f}-{max(res['load']):.1f}"]
+    for jit in ("c1", "c2"):
+        total = 0.0
+        for k, v in res["phases"].items():
+            if k.endswith(f"({jit})"):
+                total += v if not k.startswith(("second_job", "session")) else 0
+                lines.append(f"  {k:25s} {v:6.2f} s   (runs: {', '.join(f'{x:.2f}' for x in res['runs'][k])})")
+        lines.append(f"  {'jvm+context+first job':25s} {total:6.2f} s  ({jit})")
+    return "\n".join(lines)
+
+
 def export_families_report(res: dict) -> str:
     how = (f"in-process on a started session, median of {res['repeat']}" if "repeat" in res else
            "one CLI run each, CPU sampled from /proc every 0.1 s")
@@ -555,8 +719,28 @@ def main(argv=None) -> int:
                     help="with --export-families: in this process on a started session (no CLI/JVM start)")
     ap.add_argument("--bench-dir", default=os.environ.get("MQTOOL_BENCH_DIR",
                                                           str(Path(tempfile.gettempdir()) / "mqtool-bench")))
-    ap.add_argument("--families", default=None, help="with --export-families: a comma-separated subset")
+    ap.add_argument("--families", default=None, help="with --export-families / --cli: a comma-separated subset")
+    ap.add_argument("--cli", choices=["export", "verify"],
+                    help="instead: cold CLI runs of this verb, embedded --jobs 2 vs spark, at the tiny fixture "
+                         "store and two sizes per family (--sizes), --repeat runs each: fixed cost and per GiB")
+    ap.add_argument("--sizes", default=None,
+                    help="with --cli: SMALL,BIG in MiB for every chosen family (default: --large's or the small set)")
+    ap.add_argument("--repeat", type=int, default=3, help="with --cli / --startup: runs per point (median)")
+    ap.add_argument("--startup", action="store_true",
+                    help="instead: the phases of a cold Spark start (JVM, context, first job, session)")
     a = ap.parse_args(argv)
+    if a.startup:
+        print(startup_report(startup_phases(a.master, a.repeat)))
+        return 0
+    if a.cli:
+        fams = a.families.split(",") if a.families else None
+        if a.sizes:
+            mibs = tuple(int(x) for x in a.sizes.split(","))
+            sizes = {f: mibs for f in (fams or ("rocketmq", "kafka", "litemq"))}
+        else:
+            sizes = LARGE_SIZES if a.large else None
+        print(cli_report(cli_families(Path(a.bench_dir), a.cli, a.master, a.jobs or 2, fams, sizes, a.repeat)))
+        return 0
     if a.export_families:
         run_fn = export_warm if a.warm else export_families
         print(export_families_report(run_fn(Path(a.bench_dir), a.master, a.jobs or 2,

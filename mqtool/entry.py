@@ -125,11 +125,11 @@ def run_verify(part: str, paths, fmt, as_json: bool, engine: str, master, all_fi
     worst = EXIT_OK
     planned = None
     if engine == "spark":
-        from mqtool.spark.session import get_session
+        from mqtool.spark.session import get_context
         from mqtool.spark.verify import merged, verify_plans
 
         # every store in one Spark job; each store's findings are merged on the driver in its turn
-        planned = iter(verify_plans(get_session(master), part, paths, fmt, VerifyOptions(**kw)))
+        planned = iter(verify_plans(get_context(master), part, paths, fmt, VerifyOptions(**kw)))
     linker = Linker()           # ids unique over the whole run
     summaries = []
     for path in paths:

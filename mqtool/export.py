@@ -340,9 +340,9 @@ def export_spark(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     session Spark's configuration gives, or ``master``): the same files and counts; a file an executor
     cannot read fails the export, naming the file (see :mod:`mqtool.spark.export`)."""
     from mqtool.spark.export import RangeRunner
-    from mqtool.spark.session import describe, get_session
+    from mqtool.spark.session import describe, get_context
 
-    spark = spark or get_session(master)
+    spark = spark or get_context(master)
     describe(spark, "mqtool export", f"mqtool export: {len(paths)} store(s): " + ", ".join(map(str, paths)))
     return export_local(paths, out, fmt, split_size, body, findings, force, sizes=sizes,
                         runner=RangeRunner(spark, partition_size or split_size, max_partitions))

@@ -144,6 +144,21 @@ def _write_partition(root: Path, segs: dict[int, bytes], name="orders-0", epochs
     return part
 
 
+def kafka_shift_segment(log: Path, by: int) -> Path:
+    """Every batch of the Kafka segment ``log`` moved by ``by`` offsets (base offsets rewritten in place), the
+    file renamed after its new base offset (its index files left as they are); returns the new path."""
+    data = bytearray(log.read_bytes())
+    pos = 0
+    while pos + 12 <= len(data):
+        v = int.from_bytes(data[pos:pos + 8], "big") + by
+        data[pos:pos + 8] = v.to_bytes(8, "big")
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    log.unlink()
+    new = log.with_name(f"{int(log.stem) + by:020d}.log")
+    new.write_bytes(bytes(data))
+    return new
+
+
 def kafka_multisegment_store(root: Path) -> Path:
     """A Kafka log dir ``root/logdir`` with one partition ``orders-0`` of four segments of 40 batches (index
     files as recovery writes them): a transaction open across the 2nd roll and aborted in the 3rd segment,

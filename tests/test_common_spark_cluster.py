@@ -57,6 +57,72 @@ def _wait_port(port: int, procs, timeout: float = 120) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
+def _processes_in(dirs) -> list[tuple[int, str]]:
+    """(pid, command line) of every process but this one whose working directory lies in one of ``dirs``: the
+    daemons (started in the cluster's directory), the executors and their Python workers (in the workers'
+    work dirs), the CLI runs' driver JVMs (in the tests' directories)."""
+    roots = [os.path.realpath(d) + os.sep for d in dirs]
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{d}/cwd") + os.sep
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            with open(f"/proc/{d}/stat", "rb") as f:
+                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except OSError:
+            continue
+        if not zombie and any(cwd.startswith(r) for r in roots):
+            found.append((int(d), cmd[:200]))
+    return found
+
+
+class Cluster:
+    """The running cluster: ``master, env = cluster``; :meth:`stop` ends it and returns what outlived it."""
+
+    def __init__(self, master, env, base):
+        self.master, self.env, self.base = master, env, base
+        self.procs, self.logs = [], []
+        self.dirs = {str(base)}           # + every directory a CLI run of the tests started in
+        self.stopped = None
+
+    def __iter__(self):
+        return iter((self.master, self.env))
+
+    def stop(self, grace: float = 60) -> list:
+        """SIGTERM to each daemon's process group (the daemon, the executors it launched), then wait up to
+        ``grace`` s for every process of the cluster and of the CLI runs to end; returns those still there
+        (then killed)."""
+        if self.stopped is not None:
+            return self.stopped
+        self.dirs.update(_CWDS)
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in self.logs:
+            log.close()
+        end = time.time() + grace
+        while _processes_in(self.dirs) and time.time() < end:
+            time.sleep(0.5)
+        self.stopped = _processes_in(self.dirs)
+        for pid, _ in self.stopped:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return self.stopped
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     home = Path(pyspark.__file__).parent
@@ -74,41 +140,28 @@ def cluster(tmp_path_factory):
     # packed-environment test: an archive)
     daemon_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "PYSPARK_PYTHON")}
     port = _free_port()
-    master = f"spark://127.0.0.1:{port}"
-    procs = []
-    logs = []
+    c = Cluster(f"spark://127.0.0.1:{port}", env, base)
 
     def start(args, name):
         log = open(base / f"{name}.log", "wb")
-        logs.append(log)
-        procs.append(subprocess.Popen([java, "-Xmx256m", "-cp", cp, *args], stdout=log, stderr=subprocess.STDOUT,
-                                      env=daemon_env, cwd=base, start_new_session=True))
+        c.logs.append(log)
+        c.procs.append(subprocess.Popen([java, "-Xmx256m", "-cp", cp, *args], stdout=log, stderr=subprocess.STDOUT,
+                                        env=daemon_env, cwd=base, start_new_session=True))
 
     try:
         start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                "--webui-port", str(_free_port())], "master")
-        _wait_port(port, procs)
+        _wait_port(port, c.procs)
         for i in (1, 2):
             wd = base / f"worker{i}"
             wd.mkdir()
-            start(["org.apache.spark.deploy.worker.Worker", master, "--host", "127.0.0.1", "--cores", "1",
+            start(["org.apache.spark.deploy.worker.Worker", c.master, "--host", "127.0.0.1", "--cores", "1",
                    "--memory", "640m", "--webui-port", str(_free_port()), "--work-dir", str(wd)], f"worker{i}")
         time.sleep(5)
-        yield master, env
+        yield c
     finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        for log in logs:
-            log.close()
+        left = c.stop()
+        assert not left, f"processes outlived the cluster: {left}"
 
 
 def _cli(env, cwd, *args):
@@ -116,9 +169,13 @@ def _cli(env, cwd, *args):
     # way a data engineer would, through PYSPARK_SUBMIT_ARGS
     sub = (f"--conf spark.executor.memory=512m --conf spark.ui.enabled=false "
            f"--conf spark.executorEnv.PYTHONPATH={ROOT} pyspark-shell")
+    _CWDS.add(str(cwd))
     p = subprocess.run([sys.executable, "-m", "mqtool", *map(str, args)], capture_output=True, text=True,
                        env=dict(env, SPARK_SUBMIT_OPTS="", PYSPARK_SUBMIT_ARGS=sub), cwd=cwd, timeout=180)
     return p.returncode, p.stdout, p.stderr
+
+
+_CWDS: set = set()       # where the CLI runs (and their driver JVMs) were started
 
 
 def test_relative_path_and_unreadable_segment_on_a_cluster(cluster, tmp_path):
@@ -230,6 +287,7 @@ def test_packed_environment_on_a_cluster(cluster, packed_env, tmp_path):
     out = tmp_path / "out.json"
     submit = Path(_find_spark_home()) / "bin" / "spark-submit"
     senv = {k: v for k, v in env.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_SUBMIT_ARGS", "SPARK_SUBMIT_OPTS")}
+    _CWDS.add(str(tmp_path))
     p = subprocess.run([str(submit), "--master", master, "--archives", f"{archive}#env",
                         "--conf", "spark.pyspark.python=./env/bin/python",
                         "--conf", f"spark.pyspark.driver.python={sys.executable}",
@@ -269,3 +327,18 @@ def test_distributed_verify_every_family_on_a_cluster(cluster, tmp_path):
                "--master", master, "--split-size", "64K")
     assert got[:2] == want[:2], got[2][-3000:]
     assert want[1].count('"kind":"summary"') == 3
+
+
+def test_every_cluster_process_stops(cluster, tmp_path):
+    """Last in the module: stopping the cluster leaves nothing behind — the daemons, the executors, their Python
+    workers (pyspark's daemon puts itself in a process group of its own, out of reach of the daemons' group
+    kill: it must end with its executor) and the drivers of the CLI runs (each a JVM of its own). A job runs
+    first, so executors and Python workers exist (or have existed) when the cluster stops."""
+    master, env = cluster
+    shutil.copytree(require_realdata("rocketmq", "gen-4.9.7-kill", "store"), tmp_path / "store")
+    code, out, err = _cli(env, tmp_path, "verify", "store", "store", "--json", "--engine", "spark",
+                          "--master", master, "--split-size", "64K")
+    assert code in (0, 1) and '"kind":"summary"' in out, err[-3000:]
+    running = _processes_in(cluster.dirs | _CWDS)
+    assert sum("org.apache.spark.deploy" in cmd for _, cmd in running) >= 3, running   # the check sees them
+    assert cluster.stop() == []

@@ -159,26 +159,75 @@ def test_cli_verify_spark_relative_path(spark, run_cli, tmp_path, monkeypatch):
     assert a == b and a[0] == 0
 
 
-def _session_master(env: dict, tmp_path) -> str:
-    code = ("from mqtool.spark.session import get_session; s = get_session(); "
-            "print('MASTER', s.sparkContext.master, s.conf.get('spark.sql.shuffle.partitions')); s.stop()")
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_SUBMIT", "SPARK_CONF"))}
+def _session_master(env: dict, tmp_path, how: str = "get_session") -> str:
+    """``MASTER <master> <shuffle partitions> <console progress>`` of the session (or, ``how="get_context"``,
+    the bare context the CLI's export and verify use) a fresh process gets under ``env``; its stderr must not
+    hold Spark's start-up chatter, nor a progress bar when it is off."""
+    code = (f"from mqtool.spark.session import {how}; s = {how}(); c = getattr(s, 'sparkContext', s); "
+            "s.sparkContext.parallelize(range(4), 2).count() if hasattr(s, 'sparkContext') else c.parallelize("
+            "range(4), 2).count(); "
+            "print('MASTER', c.master, c.getConf().get('spark.sql.shuffle.partitions'), "
+            "c.getConf().get('spark.ui.showConsoleProgress')); s.stop()")
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_SUBMIT", "SPARK_CONF", "SPARK_SUBMIT"))}
     e.update(env, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=300,
                        cwd=tmp_path)
     line = [x for x in p.stdout.splitlines() if x.startswith("MASTER")]
     assert line, p.stderr[-2000:]
+    assert "Setting default log level" not in p.stderr, p.stderr[-2000:]
+    if line[0].endswith(" false"):
+        assert "[Stage" not in p.stderr, p.stderr[-2000:]
     return line[0]
 
 
 def test_get_session_obeys_spark_defaults_and_submit_args(tmp_path):
+    """Spark's configuration wins, our defaults fill what nobody set. pyspark starts Spark for a plain program
+    as a "shell", for which spark-submit itself turns the console progress bar on (drawn over the CLI's
+    output): that is no one's configuration, so the CLI's default (off) applies unless spark-defaults.conf,
+    PYSPARK_SUBMIT_ARGS (or -D options, spark-submit) set it."""
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "spark-defaults.conf").write_text("spark.master local[1]\nspark.sql.shuffle.partitions 7\n"
-                                              "spark.ui.enabled false\n")
-    assert _session_master({"SPARK_CONF_DIR": str(conf)}, tmp_path) == "MASTER local[1] 7"
+                                              "spark.ui.enabled false\nspark.ui.showConsoleProgress true\n")
+    assert _session_master({"SPARK_CONF_DIR": str(conf)}, tmp_path) == "MASTER local[1] 7 true"
     assert _session_master({"PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false "
-                            "pyspark-shell"}, tmp_path) == "MASTER local[2] 4"
+                            "pyspark-shell"}, tmp_path, "get_context") == "MASTER local[2] 4 false"
+    assert _session_master({"PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false "
+                            "--conf spark.ui.showConsoleProgress=true pyspark-shell"},
+                           tmp_path) == "MASTER local[2] 4 true"
+
+
+def test_user_sets_reads_spark_s_own_places(tmp_path, monkeypatch):
+    """Where a user sets a Spark property before the JVM starts: --conf / -c / --conf= in PYSPARK_SUBMIT_ARGS,
+    the properties file (--properties-file, else spark-defaults.conf of SPARK_CONF_DIR) in its key/value
+    spellings, -D in SPARK_SUBMIT_OPTS; comments and other keys do not count."""
+    from mqtool.spark.session import user_sets
+
+    key = "spark.ui.showConsoleProgress"
+    for v in ("PYSPARK_SUBMIT_ARGS", "SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "SPARK_HOME"):
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
+    assert not user_sets(key)
+    for args in (f"--conf {key}=true pyspark-shell", f"-c {key}=false pyspark-shell",
+                 f"--conf={key}=true pyspark-shell", f'--conf "{key}=true" pyspark-shell'):
+        monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", args)
+        assert user_sets(key), args
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--conf {key}x=true --name {key} pyspark-shell")
+    assert not user_sets(key)
+    props = tmp_path / "p.conf"
+    for text, want in ((f"# {key} true\n! {key}\nspark.other 1\n", False), (f"  {key}   true\n", True),
+                       (f"{key}=true\n", True), (f"{key}:true\n", True), (f"{key}\ttrue\n", True)):
+        props.write_text(text)
+        monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {props} pyspark-shell")
+        assert user_sets(key) is want, text
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text(f"{key} true\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert user_sets(key)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", f"-Xmx1g -D{key}=true")
+    assert user_sets(key)
 
 
 def test_export_partition_values_same_on_spark(spark, run_cli, tmp_path):

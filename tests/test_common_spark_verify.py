@@ -159,6 +159,44 @@ def test_kafka_per_segment_tasks_on_generated_and_damaged_partitions(run_cli, sp
     assert code == 1 and "kafka.segment-gap" in out and "kafka.crc-mismatch" in out
 
 
+def test_kafka_rechecks_run_on_executors(run_cli, spark, tmp_path, monkeypatch):  # noqa: F811
+    """Kafka segments whose checks depend on the segments before them — each overlapping the previous one, a
+    corrupt first batch, a gap — are checked again by follow-up tasks, and KRaft snapshots by tasks of their
+    own: the driver (this process; local[2]'s tasks run in Spark's Python workers) walks no ``.log`` and reads
+    no ``.txnindex`` (both checks counted here), and the NDJSON is the embedded one byte for byte."""
+    from builders import kafka_multisegment_store, kafka_shift_segment
+    from mqtool.kafka.verify import KafkaVerifier
+
+    paths = []
+    for damage in ("overlaps", "corrupt", "gap"):
+        store = kafka_multisegment_store(tmp_path / damage)
+        logs = sorted(store.rglob("*.log"))
+        if damage == "overlaps":
+            for k in (1, 2, 3):
+                kafka_shift_segment(logs[k], -5 * k)
+        elif damage == "corrupt":
+            b = bytearray(logs[1].read_bytes())
+            b[70] ^= 0x55
+            logs[1].write_bytes(bytes(b))
+        else:
+            kafka_shift_segment(logs[2], 5)
+        paths.append(str(store))
+    paths += _stores("kafka")
+    scans = []
+    for name in ("check_log", "check_txn_index"):
+        def counted(self, *a, _fn=getattr(KafkaVerifier, name), _name=name, **kw):
+            scans.append(_name)
+            return _fn(self, *a, **kw)
+        monkeypatch.setattr(KafkaVerifier, name, counted)
+    want = run_cli("verify", "store", *paths, "--json", "--jobs", "1")
+    assert "check_log" in scans and "check_txn_index" in scans     # the embedded walk, counted
+    scans.clear()
+    got = run_cli("verify", "store", *paths, "--json", "--engine", "spark")
+    assert got[:2] == want[:2]
+    assert want[0] == 1 and "kafka.offset-not-increasing" in want[1] and "kafka.crc-mismatch" in want[1]
+    assert scans == []
+
+
 def test_litemq_small_ranges(run_cli, spark):  # noqa: F811
     """LiteMQ verify as range tasks of 4 KiB (several per commitlog file, each hopping to its first record)."""
     same(run_cli, "store", *_stores("litemq"), split="4K")

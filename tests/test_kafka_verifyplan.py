@@ -8,16 +8,18 @@ depends on what came before beyond the fold's rules are checked again on the dri
 be none where nothing crosses a boundary."""
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from builders import kafka_multisegment_store
+from builders import kafka_multisegment_store, kafka_shift_segment
 from conftest import require_realdata
 from mqtool.kafka import verifyplan as VP
 from mqtool.kafka.ops import verify as embedded
+from mqtool.kafka.verify import KafkaVerifier
 from mqtool.options import VerifyOptions
 
 
@@ -27,16 +29,61 @@ def _render(findings, summary_fn):
                                                                     default=str)
 
 
+class Executors:
+    """Stands in for Spark's executors (``runner.imap``: the merge's follow-up tasks); while it is not running
+    a task, every ``.log`` or ``.txnindex`` check is one the driver runs itself, counted in ``driver_scans``."""
+
+    def __init__(self):
+        self.tasks = 0
+        self.busy = False
+        self.driver_scans = 0
+
+    def imap(self, fn, items):
+        items = list(items)
+        self.tasks += len(items)
+        self.busy = True
+        try:
+            return [fn(it) for it in items]
+        finally:
+            self.busy = False
+
+    @contextlib.contextmanager
+    def watching(self):
+        saved = {name: getattr(KafkaVerifier, name) for name in ("check_log", "check_txn_index")}
+
+        def counted(fn):
+            def check(verifier, *a, **kw):
+                if not self.busy:
+                    self.driver_scans += 1
+                return fn(verifier, *a, **kw)
+            return check
+
+        for name, fn in saved.items():
+            setattr(KafkaVerifier, name, counted(fn))
+        try:
+            yield self
+        finally:
+            for name, fn in saved.items():
+                setattr(KafkaVerifier, name, fn)
+
+
 def same(path, part="store", **kw) -> tuple[int, int]:
-    """Embedded == per-segment tasks + merge; returns how many segments the driver checked again, and in
-    how many it fed transactions open at their start to the .txnindex check."""
+    """Embedded == per-segment tasks + merge; returns how many segments were checked again (follow-up tasks),
+    and in how many the transactions open at their start were fed to the .txnindex check (again, in a
+    follow-up task); the driver itself reads no segment file (no .log or .txnindex check outside a task)."""
     opts = VerifyOptions(**kw)
     want = _render(*embedded(part, str(path), opts))
     plan = VP.plan(part, str(path), opts)
-    results = [fn(arg) for fn, arg, _ in plan.tasks]
-    got = _render(*plan.merge(results, None))
+    ex = Executors()
+    with ex.watching():
+        ex.busy = True
+        results = [fn(arg) for fn, arg, _ in plan.tasks]
+        ex.busy = False
+        got = _render(*plan.merge(results, ex))
     assert got[0] == want[0]
     assert got[1] == want[1]
+    assert ex.driver_scans == 0 and plan.verifier.driver_checks == 0
+    assert ex.tasks == plan.verifier.rechecked + (plan.verifier.replayed if part != "commitlog" else 0)
     return plan.verifier.rechecked, plan.verifier.replayed
 
 
@@ -68,7 +115,8 @@ def _logs(store: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("damage", ["corrupt-2nd-segment-head", "gap-at-boundary", "overlap-at-boundary",
-                                    "truncated-last", "missing-index", "zeroed-2nd-segment"])
+                                    "overlap-at-every-boundary", "truncated-last", "missing-index",
+                                    "zeroed-2nd-segment"])
 def test_damaged_generated_partitions(tmp_path, damage):
     store = kafka_multisegment_store(tmp_path / "g")
     logs = _logs(store)
@@ -77,17 +125,11 @@ def test_damaged_generated_partitions(tmp_path, damage):
         b[70] ^= 0x55                               # the first batch's records: its CRC fails
         logs[1].write_bytes(bytes(b))
     elif damage in ("gap-at-boundary", "overlap-at-boundary"):
-        old = logs[2]
-        base = int(old.stem)
-        new = old.with_name(f"{base + (5 if damage == 'gap-at-boundary' else -5):020d}.log")
-        data = bytearray(old.read_bytes())
-        pos = 0
-        while pos < len(data):                      # shift every batch's base offset
-            v = int.from_bytes(data[pos:pos + 8], "big") + (5 if damage == "gap-at-boundary" else -5)
-            data[pos:pos + 8] = v.to_bytes(8, "big")
-            pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
-        old.unlink()
-        new.write_bytes(bytes(data))
+        kafka_shift_segment(logs[2], 5 if damage == "gap-at-boundary" else -5)
+    elif damage == "overlap-at-every-boundary":
+        # each segment overlaps the one before: the 2nd recheck's start state follows from the 1st's
+        for k in (1, 2, 3):
+            kafka_shift_segment(logs[k], -5 * k)
     elif damage == "truncated-last":
         b = logs[-1].read_bytes()
         logs[-1].write_bytes(b[:len(b) - 30])
@@ -96,8 +138,10 @@ def test_damaged_generated_partitions(tmp_path, damage):
     elif damage == "zeroed-2nd-segment":
         b = logs[1].read_bytes()
         logs[1].write_bytes(bytes(len(b)))
-    counts = [same(store), same(store, "commitlog"), same(store, "index")]
-    if damage in ("overlap-at-boundary", "gap-at-boundary", "corrupt-2nd-segment-head"):
+    counts = [same(store), same(store, "commitlog"), same(store, "index"), same(store, deep=True)]
+    if damage == "overlap-at-every-boundary":
+        assert all(c[0] == 3 for c in counts)
+    elif damage in ("overlap-at-boundary", "gap-at-boundary", "corrupt-2nd-segment-head"):
         assert all(c[0] == 1 for c in counts)       # the segment starting below the last offset: again
     else:
         assert all(c[0] == 0 for c in counts)

@@ -7,9 +7,11 @@ functions, and ``merge(results, runner)`` → ``(findings, summary_fn)`` exactly
 * RocketMQ: commitlog byte ranges, one task per consume queue, one per index file (cross-file checks read
   the commitlog at random on the executor); a queue with units past the end of data is checked again in one
   more small job once the end is known;
-* Kafka: one task per segment (its ``.log`` pass and its index files against it); the driver folds them in
-  order with the partition's offset continuity and open transactions, and runs the per-partition checks
-  (segment gaps, snapshots, leader epochs, checkpoints) from their summaries;
+* Kafka: one task per segment (its ``.log`` pass and its index files against it) and per KRaft snapshot; a
+  segment whose checks depend on the segments before it (offsets overlapping them, transactions open into
+  it) is checked again in one more small job, with the start state the first results imply; the driver
+  folds them in order with the partition's offset continuity and open transactions, and runs the
+  per-partition checks (segment gaps, leader epochs, checkpoints) from their summaries;
 * LiteMQ: one task per byte range of the commitlog (the live-chain walk and each record's own checks); the
   driver folds the ranges in order (the end of the live data, the store-time regression, what follows the
   end) and runs the consume-queue, marker and index checks against the live records.
@@ -73,9 +75,9 @@ class TaskRunner:
     def run(self, tasks: list) -> list:
         if not tasks:
             return []
-        from mqtool.spark.session import InDir, spark_errors
+        from mqtool.spark.session import InDir, context_of, spark_errors
 
-        sc = self.spark.sparkContext
+        sc = context_of(self.spark)
         groups = pack(tasks, PARTITIONS_PER_CORE * max(1, sc.defaultParallelism))
         # heaviest first (Spark starts partitions in their order: a big index file or partition must not
         # start last), put back in plan order after the collect
