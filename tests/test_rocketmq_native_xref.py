@@ -90,6 +90,39 @@ def test_real_stores_and_fixture_equal_python(run_cli, monkeypatch):
     assert tally.idx_files - tally.idx_slow > 10   # ... and index files (the loops ran only on the others)
 
 
+@pytest.fixture(autouse=True)
+def nogil_everywhere():
+    """Every span the compiled lane walks in this module runs without the GIL (the stores are far below the 1 MiB
+    a span needs for that by default; the other lane tests keep the default, so both ways are compared)."""
+    v = native.load("rmqverify")
+    old = v.nogil_min(0)
+    try:
+        yield v
+    finally:
+        v.nogil_min(old)
+
+
+def test_threads_without_gil_equal_the_pool_and_one_process(run_cli, monkeypatch, nogil_everywhere):
+    """``--jobs 2`` walks the ranges on two threads, the compiled lane without the GIL: the NDJSON equals the
+    process pool's, ``--jobs 1``'s and the Python path's on every real store and the fixture, for range splits
+    of every size (many ranges per segment, ranges that cut units, one range per segment)."""
+    from mqtool.rocketmq.verify import ranges as VR
+
+    assert nogil_everywhere.walks_without_gil()
+    used = []
+    real = VR.ThreadRunner.imap
+    monkeypatch.setattr(VR.ThreadRunner, "imap", lambda self, fn, items: used.append(self.jobs) or real(self, fn, items))
+    for store in _real_stores() + [REPO / "fixtures" / "rocketmq" / "store"]:
+        one = _both(run_cli, store, ["--jobs", "1"])
+        for split in ("4K", "16K", "1M"):
+            threads = run_cli("verify", "store", store, "--json", "--jobs", "2", "--split-size", split)
+            monkeypatch.setattr(VR, "THREADS", False)
+            pool = run_cli("verify", "store", store, "--json", "--jobs", "2", "--split-size", split)
+            monkeypatch.setattr(VR, "THREADS", True)
+            assert threads == pool and threads[1] == one, (store, split)
+    assert used and set(used) == {2}
+
+
 def test_consumequeue_and_index_parts_equal_python(run_cli, monkeypatch):
     """verify consumequeue / verify index: the light dispatch pass fills the table too."""
     tally = _Tally(monkeypatch)

@@ -18,6 +18,9 @@
  */
 #include "rmqunit.h"             /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- the verify part's options (set by configure(), from the schema and verify.py) ------------------------ */
 
@@ -76,8 +79,8 @@ static uint64_t q_hash(const uint8_t *t, Py_ssize_t n, int64_t qid)
 static void q_free(QTab *q)
 {
     for (Py_ssize_t i = 0; i < q->n; i++) Py_XDECREF(q->ents[i].key);
-    PyMem_Free(q->ents);
-    PyMem_Free(q->slots);
+    PyMem_RawFree(q->ents);
+    PyMem_RawFree(q->slots);
     q->ents = NULL;
     q->slots = NULL;
     q->n = q->cap = q->nslots = 0;
@@ -100,18 +103,18 @@ static Py_ssize_t q_add(QTab *q, const uint8_t *t, Py_ssize_t n, int64_t qid, ui
 {
     if (q->n == q->cap) {
         Py_ssize_t cap = q->cap ? q->cap * 2 : 64;
-        QEnt *ne = PyMem_Realloc(q->ents, (size_t)cap * sizeof(QEnt));
-        int32_t *ns = PyMem_Malloc((size_t)cap * 2 * sizeof(int32_t));
+        QEnt *ne = PyMem_RawRealloc(q->ents, (size_t)cap * sizeof(QEnt));
+        int32_t *ns = PyMem_RawMalloc((size_t)cap * 2 * sizeof(int32_t));
         if (ne == NULL || ns == NULL || cap > INT32_MAX / 2) {
             if (ne != NULL) q->ents = ne;
-            PyMem_Free(ns);
+            PyMem_RawFree(ns);
             Py_DECREF(key);
             PyErr_NoMemory();
             return -1;
         }
         q->ents = ne;
         q->cap = cap;
-        PyMem_Free(q->slots);
+        PyMem_RawFree(q->slots);
         q->slots = ns;
         q->nslots = cap * 2;
         for (Py_ssize_t s = 0; s < q->nslots; s++) q->slots[s] = -1;
@@ -219,7 +222,16 @@ typedef struct {
     Py_ssize_t nh, hcap;
     int unsorted;                  /* offsets did not increase: index_check declines */
     Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
+    int busy;                      /* a scan() fills it without the GIL: its methods refuse until it is done */
 } Xref;
+
+/* 0, or -1 with RuntimeError when a scan() running without the GIL (another thread) is filling X. */
+static int xref_idle(Xref *X)
+{
+    if (!X->busy) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Xref: a scan is filling this table (another thread)");
+    return -1;
+}
 
 /* Room for `need` items of `item` bytes in *p (capacity *cap, doubled as it grows): 0, or -1 (memory). */
 static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
@@ -228,7 +240,7 @@ static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
     if (need <= *cap) return 0;
     Py_ssize_t c = *cap ? *cap : 256;
     while (c < need) c *= 2;
-    void *np = PyMem_Realloc(*pp, (size_t)c * item);
+    void *np = PyMem_RawRealloc(*pp, (size_t)c * item);
     if (np == NULL) return -1;
     *pp = np;
     *cap = c;
@@ -238,11 +250,11 @@ static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
 static void xref_clear(Xref *X)
 {
     for (Py_ssize_t i = 0; i < X->nq; i++) {
-        PyMem_Free(X->q[i].topic);
-        PyMem_Free(X->q[i].units);
+        PyMem_RawFree(X->q[i].topic);
+        PyMem_RawFree(X->q[i].units);
     }
-    PyMem_Free(X->q); PyMem_Free(X->qslots); PyMem_Free(X->off); PyMem_Free(X->ts); PyMem_Free(X->kstart);
-    PyMem_Free(X->nk); PyMem_Free(X->h);
+    PyMem_RawFree(X->q); PyMem_RawFree(X->qslots); PyMem_RawFree(X->off); PyMem_RawFree(X->ts); PyMem_RawFree(X->kstart);
+    PyMem_RawFree(X->nk); PyMem_RawFree(X->h);
     X->q = NULL; X->qslots = NULL; X->off = X->ts = NULL; X->kstart = NULL; X->nk = NULL; X->h = NULL;
     X->nq = X->qcap = X->nqslots = X->nrec = X->rcap = X->nh = X->hcap = 0;
     X->unsorted = 0;
@@ -270,20 +282,20 @@ static Py_ssize_t xq_find(Xref *X, const uint8_t *t, Py_ssize_t n, int64_t qid, 
     if (!create) return -1;
     if (X->nq + 1 > X->nqslots / 2) {                       /* grow and rehash the slot table */
         Py_ssize_t ns = X->nqslots ? X->nqslots * 2 : 64;
-        int32_t *sl = PyMem_Malloc((size_t)ns * sizeof(int32_t));
-        if (sl == NULL || ns > INT32_MAX) { PyMem_Free(sl); return -2; }
+        int32_t *sl = PyMem_RawMalloc((size_t)ns * sizeof(int32_t));
+        if (sl == NULL || ns > INT32_MAX) { PyMem_RawFree(sl); return -2; }
         for (Py_ssize_t s = 0; s < ns; s++) sl[s] = -1;
         for (Py_ssize_t i = 0; i < X->nq; i++) {
             Py_ssize_t s = (Py_ssize_t)(X->q[i].hash & (uint64_t)(ns - 1));
             while (sl[s] >= 0) s = (s + 1) & (ns - 1);
             sl[s] = (int32_t)i;
         }
-        PyMem_Free(X->qslots);
+        PyMem_RawFree(X->qslots);
         X->qslots = sl;
         X->nqslots = ns;
     }
     if (xgrow(&X->q, &X->qcap, X->nq + 1, sizeof(XQueue)) < 0) return -2;
-    uint8_t *tc = PyMem_Malloc((size_t)n + 1);
+    uint8_t *tc = PyMem_RawMalloc((size_t)n + 1);
     if (tc == NULL) return -2;
     memcpy(tc, t, (size_t)n);
     X->q[X->nq] = (XQueue){.topic = tc, .tlen = n, .qid = qid, .hash = h};
@@ -320,21 +332,21 @@ static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
     }
 }
 
-/* Room for nrec message records and nh key hashes: 0, or -1 with MemoryError set. */
+/* Room for nrec message records and nh key hashes: 0, or -1 (out of memory; no exception set: callers may
+ * run without the GIL). */
 static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
 {
     Py_ssize_t c1 = X->rcap, c2 = X->rcap, c3 = X->rcap, c4 = X->rcap;   /* the four arrays grow alike */
     if (nh > (Py_ssize_t)UINT32_MAX || xgrow(&X->off, &c1, nrec, 8) < 0 || xgrow(&X->ts, &c2, nrec, 8) < 0
-        || xgrow(&X->kstart, &c3, nrec, 4) < 0 || xgrow(&X->nk, &c4, nrec, 2) < 0 || xgrow(&X->h, &X->hcap, nh, 4) < 0) {
-        PyErr_NoMemory();
+        || xgrow(&X->kstart, &c3, nrec, 4) < 0 || xgrow(&X->nk, &c4, nrec, 2) < 0 || xgrow(&X->h, &X->hcap, nh, 4) < 0)
         return -1;
-    }
     X->rcap = c1;
     return 0;
 }
 
-/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 on memory error. utf8_checked: the
- * caller knows the topic and the whole properties are valid UTF-8 (the lane checked them). */
+/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 out of memory (no exception set:
+ * the lane calls this without the GIL). utf8_checked: the caller knows the topic and the whole properties are
+ * valid UTF-8 (the lane checked them). */
 static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, Py_ssize_t tl, int64_t qid,
                      int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked)
 {
@@ -345,18 +357,18 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
     if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
         && (v[0].n < 0 || utf8_checked || mq_utf8_ok(v[0].p, v[0].n))) {
         Py_ssize_t qi = xq_find(X, topic, tl, qid, 1);
-        if (qi == -2) { PyErr_NoMemory(); return -1; }
+        if (qi == -2) return -1;
         XQueue *q = &X->q[qi];
         if (!q->poisoned) {
             if (q->n == 0) q->base = qoff;
             int64_t j = qoff - q->base;
             if (qoff < q->base || j < q->n || j - q->n > XMAXPAD || X->padded + (j - q->n) > X->known + XPADFREE) {
                 q->poisoned = 1;                        /* not in order: no claim about this queue */
-                PyMem_Free(q->units);
+                PyMem_RawFree(q->units);
                 q->units = NULL;
                 q->n = q->cap = 0;
             } else {
-                if (xgrow(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit) < 0) { PyErr_NoMemory(); return -1; }
+                if (xgrow(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit) < 0) return -1;
                 uint8_t *u = q->units;
                 memset(u + q->n * xc.unit, 0, (size_t)((j + 1 - q->n) * xc.unit));
                 uint8_t *o = u + j * xc.unit;
@@ -412,13 +424,14 @@ static PyObject *xref_new(PyTypeObject *type, PyObject *args, PyObject *kw)
  * path decoded (the same facts the lane notes). */
 static PyObject *xref_add(Xref *X, PyObject *args)
 {
+    if (xref_idle(X) < 0) return NULL;
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
     int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0);
     PyBuffer_Release(&t);
     PyBuffer_Release(&p);
-    if (r < 0) return NULL;
+    if (r < 0) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 
@@ -446,6 +459,7 @@ PyDoc_STRVAR(cq_check_doc,
 
 static PyObject *xref_cq_check(Xref *X, PyObject *args)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_buffer b, t;
     Py_ssize_t units;
     long long first, qid;
@@ -503,6 +517,7 @@ PyDoc_STRVAR(index_check_doc,
 
 static PyObject *xref_index_check(Xref *X, PyObject *args)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_buffer b;
     Py_ssize_t slots, n;
     long long begin;
@@ -543,7 +558,7 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
      * each bucket's chain holds its own entries once each, in order, so the walk the Python loop does finds
      * nothing, reaches every entry, and the slots in use are the non-empty buckets. */
     Py_ssize_t nonempty = 0, unreached = 0;
-    int32_t *newest = slots <= XMAXSLOTS ? PyMem_Calloc((size_t)slots, sizeof(int32_t)) : NULL;
+    int32_t *newest = slots <= XMAXSLOTS ? PyMem_RawCalloc((size_t)slots, sizeof(int32_t)) : NULL;
     if (newest == NULL && slots <= XMAXSLOTS) { PyErr_NoMemory(); goto out; }
     int linked = n <= INT32_MAX && slots <= XMAXSLOTS;
     for (Py_ssize_t k = 1; k <= n && linked; k++) {
@@ -556,7 +571,7 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
         linked = val == newest[i];
         nonempty += val != 0;
     }
-    PyMem_Free(newest);
+    PyMem_RawFree(newest);
     if (!linked) {
         /* the walk itself, as the Python loop does it (slot values first: one out of range is a finding) */
         nonempty = 0;
@@ -567,7 +582,7 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
                 if (val < 0 || val > n) goto no;
             }
         }
-        if ((seen = PyMem_Calloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
+        if ((seen = PyMem_RawCalloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
         for (Py_ssize_t i = 0; i < slots; i++) {
             int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
             if (c == 0) continue;
@@ -592,7 +607,7 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
 no:
     res = Py_NewRef(Py_None);
 out:
-    PyMem_Free(seen);
+    PyMem_RawFree(seen);
     PyBuffer_Release(&b);
     return res;
 }
@@ -603,6 +618,7 @@ out:
 
 static PyObject *xref_export(Xref *X, PyObject *noargs)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_ssize_t size = 5 * 8;
     for (Py_ssize_t i = 0; i < X->nq; i++) size += 5 * 8 + XALIGN(X->q[i].tlen) + XALIGN(X->q[i].n * xc.unit);
     size += X->nrec * (8 + 8) + XALIGN(X->nrec * 4) + XALIGN(X->nrec * 2) + XALIGN(X->nh * 4);
@@ -632,6 +648,7 @@ static PyObject *xref_export(Xref *X, PyObject *noargs)
 /* merge(blob): append the table a later range exported (ranges merge in commitlog order). */
 static PyObject *xref_merge(Xref *X, PyObject *arg)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *p = b.buf, *e = p + b.len;
@@ -657,7 +674,7 @@ static PyObject *xref_merge(Xref *X, PyObject *arg)
         if (q->poisoned || qh[4] || (q->n && (qh[2] < q->base + q->n || qh[2] - (q->base + q->n) > XMAXPAD
                                               || X->padded + (qh[2] - (q->base + q->n)) > X->known + qh[3] + XPADFREE))) {
             q->poisoned = 1;
-            PyMem_Free(q->units);
+            PyMem_RawFree(q->units);
             q->units = NULL;
             q->n = q->cap = 0;
             continue;
@@ -678,7 +695,7 @@ static PyObject *xref_merge(Xref *X, PyObject *arg)
     const uint8_t *offs = p, *tss = p + nrec * 8, *ks = tss + nrec * 8, *nks = ks + XALIGN(nrec * 4),
                   *hs = nks + XALIGN(nrec * 2);
     if (X->nh + nh > UINT32_MAX) goto bad;
-    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) goto fail;
+    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) { PyErr_NoMemory(); goto fail; }
     if (nrec) {
         int64_t first;
         memcpy(&first, offs, 8);
@@ -708,6 +725,7 @@ fail:
 
 static PyObject *xref_stats(Xref *X, PyObject *noargs)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_ssize_t bytes = X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4 + X->rcap * 22 + X->hcap * 4;
     for (Py_ssize_t i = 0; i < X->nq; i++) bytes += X->q[i].cap * xc.unit + X->q[i].tlen;
     return Py_BuildValue("{sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", X->nrec, "key_hashes", X->nh,
@@ -804,7 +822,42 @@ typedef struct {
     Py_ssize_t cached;                     /* entry of the previous unit (runs of one queue) */
     Xref *xref;                            /* notes every unit consumed, or NULL */
     int64_t base;                          /* global offset of buf[0] */
+    PyThreadState *ts;                     /* the walk runs without the GIL (saved state), or NULL */
 } VerifyRun;
+
+/* Long walks with the built-in CRC run without the GIL (another thread's range walks meanwhile); this much at
+ * least, so that a call that stops at the first unit does not pay for the switch (tests set 0: nogil_min()). */
+static Py_ssize_t verify_nogil_min = 1 << 20;
+
+/* verify_unit's first unit of a queue (GIL held): its key (topic str, queue id) and expected queue offset into
+ * the call's table (*ei). 1, 0 (the full path takes the unit), -1 error set. */
+static int new_queue(VerifyRun *v, const uint8_t *topic, Py_ssize_t tl, int64_t qid, int64_t qoff, uint64_t h,
+                     Py_ssize_t *ei)
+{
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, tl, "strict");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *key = Py_BuildValue("(NL)", name, (long long)qid);
+    if (key == NULL) return -1;
+    if (v->known_only) {
+        int has = PyDict_Contains(v->expected, key);
+        if (has <= 0) { Py_DECREF(key); return has < 0 ? -1 : 0; }
+    }
+    PyObject *exp = PyDict_GetItemWithError(v->expected, key);   /* borrowed */
+    int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
+    if (exp != NULL) {
+        int fits = as_i64(exp, &e64);
+        if (fits <= 0) { Py_DECREF(key); return fits < 0 ? -1 : 0; }
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if ((*ei = q_add(&v->q, topic, tl, qid, h, key, e64)) < 0) return -1;
+    return 1;
+}
 
 /* A unit the walker framed (v1, no declining sysFlag bit, body CRC right): consumed when the full verify path
  * would report nothing for it and update its state identically; else 0 (the full path takes it). */
@@ -840,29 +893,11 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         h = q_hash(topic, tl, qid);
         ei = q_find(q, topic, tl, qid, h);
     }
-    if (ei < 0) {                                   /* first unit of this queue in this call */
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, tl, "strict");
-        if (name == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
-            PyErr_Clear();
-            return 0;
-        }
-        PyObject *key = Py_BuildValue("(NL)", name, (long long)qid);
-        if (key == NULL) return -1;
-        if (v->known_only) {
-            int has = PyDict_Contains(v->expected, key);
-            if (has <= 0) { Py_DECREF(key); return has < 0 ? -1 : 0; }
-        }
-        PyObject *exp = PyDict_GetItemWithError(v->expected, key);   /* borrowed */
-        int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
-        if (exp != NULL) {
-            int fits = as_i64(exp, &e64);
-            if (fits <= 0) { Py_DECREF(key); return fits < 0 ? -1 : 0; }
-        } else if (PyErr_Occurred()) {
-            Py_DECREF(key);
-            return -1;
-        }
-        if ((ei = q_add(q, topic, tl, qid, h, key, e64)) < 0) return -1;
+    if (ei < 0) {                                   /* first unit of this queue in this call: Python objects */
+        if (v->ts != NULL) PyEval_RestoreThread(v->ts);
+        int r = new_queue(v, topic, tl, qid, qoff, h, &ei);
+        if (v->ts != NULL) v->ts = PyEval_SaveThread();
+        if (r <= 0) return r;
     }
     v->cached = ei;
     if (q->ents[ei].next != qoff) return 0;
@@ -896,6 +931,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "scan: xref must be an Xref or None");
         return NULL;
     }
+    if (xref_o != Py_None && xref_idle((Xref *)xref_o) < 0) return NULL;
     if (rmq_ready("verify") < 0) return NULL;
     if (!cfg.configured) {
         PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure() was not called");
@@ -922,7 +958,24 @@ static PyObject *scan(PyObject *self, PyObject *args)
     RmqWalk w = {.buf = view.buf, .len = view.len, .pos = pos, .limit = limit, .end = end, .max_size = max_size,
                  .cap = PY_SSIZE_T_MAX, .magics = cfg.magics, .decline_flags = cfg.decline_mask,
                  .crc = RMQ_CRC_MUST, .hook = verify_unit, .verb = &v};
-    if (rmq_walk(&w) < 0) goto error;
+    /* The walk touches no Python object but in new_queue (which takes the GIL back): run it without the GIL when
+     * the body CRC is the built-in one (a configured callable needs the GIL) and the span is long. The buffer
+     * stays exported (a map cannot be closed meanwhile); the Xref refuses other calls while busy. */
+    int nogil = RMQ.crc32 == NULL && limit - pos >= verify_nogil_min && (v.xref == NULL || !v.xref->busy);
+    if (nogil) {
+        if (v.xref != NULL) v.xref->busy = 1;
+        v.ts = PyEval_SaveThread();
+    }
+    r = rmq_walk(&w);
+    if (nogil) {
+        PyEval_RestoreThread(v.ts);
+        v.ts = NULL;
+        if (v.xref != NULL) v.xref->busy = 0;
+    }
+    if (r < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();     /* xref_note ran out of memory (it sets nothing) */
+        goto error;
+    }
     if (q_write_back(&v.q, expected, dispatched) < 0) goto error;
     q_free(&v.q);
     PyBuffer_Release(&view);
@@ -996,6 +1049,39 @@ fail:
     return NULL;
 }
 
+/* madvise(buf, start, length, advice): madvise(2) on the pages of buf[start:start+length] (start rounded down to
+ * its page) without the GIL -- mmap.madvise holds it, and populating a window of a map takes milliseconds
+ * another thread's walk could use (mqtool.pages.PageWindow). Raises OSError as mmap.madvise does. */
+static PyObject *py_madvise(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj;
+    Py_ssize_t start, length;
+    int advice;
+    if (!PyArg_ParseTuple(args, "Onni:madvise", &bufobj, &start, &length, &advice)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (start < 0 || length < 0 || start > view.len || length > view.len - start) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "madvise: range outside the buffer");
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t at = (uintptr_t)view.buf + (uintptr_t)start, lo = at - at % (uintptr_t)page;
+    int rc = 0, err = 0;
+    if (length > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = madvise((void *)lo, (size_t)(at - lo) + (size_t)length, advice);
+        err = errno;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 /* crc32(data, value=0): the built-in CRC-32 (carry-less multiplication where the CPU has it, else slicing-by-8;
  * tests compare it with zlib.crc32). */
 static PyObject *py_crc32(PyObject *self, PyObject *args)
@@ -1057,6 +1143,23 @@ static PyObject *py_crc32_fold(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromUnsignedLong(c);
 }
 
+/* walks_without_gil(): whether scan() releases the GIL on long spans (the core checks bodies with its own CRC, not
+ * a Python callable): the range verify then walks ranges on threads (mqtool/rocketmq/verify/ranges.py). */
+static PyObject *py_walks_without_gil(PyObject *self, PyObject *noargs)
+{
+    return PyBool_FromLong(RMQ.configured && RMQ.crc32 == NULL);
+}
+
+/* nogil_min(n=-1) -> the previous value: the shortest span scan() walks without the GIL (n < 0: unchanged).
+ * A test hook: the test stores are small, and 0 makes every span of theirs run without the GIL. */
+static PyObject *py_nogil_min(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n = -1, old = verify_nogil_min;
+    if (!PyArg_ParseTuple(args, "|n:nogil_min", &n)) return NULL;
+    if (n >= 0) verify_nogil_min = n;
+    return PyLong_FromSsize_t(old);
+}
+
 static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
 {
     return PyBool_FromLong(mq_crc32_hardware());
@@ -1082,6 +1185,12 @@ static PyMethodDef methods[] = {
      "crc32_fold(data, value=0, width=128): one folding width alone (None: not on this CPU)."},
     {"crc32_hardware", py_crc32_hardware, METH_NOARGS,
      "True when the built-in CRC-32 folds with carry-less multiplication (PCLMULQDQ) on this CPU."},
+    {"walks_without_gil", py_walks_without_gil, METH_NOARGS,
+     "True when scan() walks long spans without the GIL (the core's own body CRC)."},
+    {"nogil_min", py_nogil_min, METH_VARARGS,
+     "nogil_min(n=-1) -> previous: the shortest span scan() walks without the GIL (tests)."},
+    {"madvise", py_madvise, METH_VARARGS,
+     "madvise(buf, start, length, advice): madvise(2) on buf[start:start+length] without the GIL."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
     {NULL, NULL, 0, NULL},
 };

@@ -8,7 +8,7 @@ from mqtool.progress import progress
 from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
-from mqtool.ranges import PARALLEL_MIN_BYTES, split_segments
+from mqtool.ranges import PARALLEL_MIN_BYTES, PoolRunner, split_segments
 from mqtool.rocketmq import ranges as _ranges
 from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
 from mqtool.rocketmq.verify import native_lane
@@ -35,6 +35,49 @@ class RangeVerify:
     dispatched_next: dict
     last_store_ts: int
     xref: bytes | None = None  # the range's cross-reference table (``Xref.export()``) when the parent asked for it
+
+
+class ThreadRunner:
+    """The range tasks on ``jobs`` threads of this process, results in submission order, at most ``window`` in
+    flight (the :class:`mqtool.ranges.PoolRunner` contract). For the compiled lane, which walks long spans
+    without the GIL (``rmqverify.walks_without_gil``): no pool to start, nothing pickled, no copy-on-write."""
+
+    def __init__(self, jobs: int, window: int | None = None):
+        self.jobs = jobs
+        self.window = window or 2 * jobs
+
+    def imap(self, fn, items):
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        pending: deque = deque()
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mqtool-verify") as ex:
+            try:
+                it = iter(items)
+                for item in it:
+                    pending.append(ex.submit(fn, item))
+                    if len(pending) >= self.window:
+                        break
+                for item in it:
+                    yield pending.popleft().result()
+                    pending.append(ex.submit(fn, item))
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for f in pending:
+                    f.cancel()
+
+
+def _local_runner(runner, native: bool):
+    """``runner`` (a process pool for ``--jobs``), or threads when the compiled lane walks without the GIL (set
+    ``THREADS`` to False for the pool: tests compare both)."""
+    if not (THREADS and native and runner.jobs > 1 and isinstance(runner, PoolRunner)):
+        return runner
+    nogil = getattr(native_lane._native_lane(), "walks_without_gil", None)
+    return ThreadRunner(runner.jobs) if nogil is not None and nogil() else runner
+
+
+THREADS = True
 
 
 class _FirstSeen(dict):
@@ -122,6 +165,8 @@ def verify_commitlog_ranges(ctx):
         return False
     plain = _plain(opts)
     local = getattr(opts, "runner", None) is None
+    if local:
+        runner = _local_runner(runner, native)
     ctx.xref = native_lane.new_xref(store.segments) if native and local and ctx.want_xref else None
     want_xref = ctx.xref is not None
     expected_next: dict = {}
