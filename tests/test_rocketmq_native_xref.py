@@ -258,6 +258,41 @@ def test_damaged_index_equals_python(run_cli, monkeypatch, store, what, code):
     _damaged(run_cli, monkeypatch, store, code, path)
 
 
+def test_index_chains_are_taken_ahead_by_verify_store(run_cli, monkeypatch, store):
+    """verify store checks the index files' chains on a thread during the commitlog pass
+    (``index.ChainsAhead``) and takes them for each file; the NDJSON equals the Python path's, clean and with
+    each chain damage (the chains then say False and the Python loops run)."""
+    from mqtool.rocketmq.verify import index as VI
+
+    v = native.load("rmqverify")
+    path, view = _index(store)
+    taken = []
+    real = VI.ChainsAhead.take
+    monkeypatch.setattr(VI.ChainsAhead, "take", lambda self, p: taken.append(real(self, p)) or taken[-1])
+    _both(run_cli, store)
+    assert [t[1] for t in taken if t is not None and t[0].path == str(path)] == \
+        [v.index_chains(path.read_bytes(), view.slot_num, view.entry_count)]
+    used = view.nonzero_slots()
+    code = {"unreachable": "index-unreachable", "shared-tail": "index-chain-cycle", "bad-slot": "index-bad-slot"}
+    for damage in ("unreachable", "shared-tail", "bad-slot"):
+        data = bytearray(path.read_bytes())
+        if damage == "unreachable":
+            struct.pack_into(">i", data, F.INDEX_HEADER_SIZE + 4 * used[0][0], 0)
+            path.write_bytes(bytes(data))
+        elif damage == "shared-tail":
+            a, b = sorted((used[1][1], used[2][1]))
+            _patch_entry(path, view, b, prev=a)
+        else:
+            struct.pack_into(">i", data, F.INDEX_HEADER_SIZE + 4 * used[3][0], view.entry_count + 9)
+            path.write_bytes(bytes(data))
+        chains = v.index_chains(path.read_bytes(), view.slot_num, view.entry_count)
+        assert (chains is False) == (damage != "unreachable") and chains is not None, damage
+        taken.clear()
+        assert f'"code":"{code[damage]}"' in _both(run_cli, store)
+        assert any(t is not None for t in taken)
+    assert v.index_chains(path.read_bytes(), view.slot_num + 1, view.entry_count) is None   # does not fit
+
+
 def _first_message(store) -> tuple[Path, int, int]:
     seg = sorted((store / "commitlog").iterdir())[0]
     data = seg.read_bytes()
@@ -478,12 +513,19 @@ def test_index_check_against_hashes_made_by_the_dispatch_rule():
     n = len(entries)
     used = sum(1 for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
     assert x.index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    v = native.load("rmqverify")
+    assert v.index_chains(data, slots, n) == (used, 0)
+    assert x.index_check(data, slots, n, begin, v.index_chains(data, slots, n)) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    assert x.index_check(data, slots, n, begin, False) is None         # the chains said: the Python loops
+    assert x.index_check(data, slots, n, begin, (used + 1, 3)) == (used + 1, 0, 11 * 300, MSGS[-1][5], 3)
     for k, change in ((5, lambda e: (e[0] + 1, e[1], e[2])),            # key hash of no key
                       (6, lambda e: (e[0], e[1] + 1, e[2])),            # not a message start
                       (7, lambda e: (e[0], e[1], e[2] + 5000))):        # another time
         bad = list(entries)
         bad[k - 1] = change(bad[k - 1])
         assert x.index_check(_index_file(bad, slots, begin), slots, n, begin) is None, k
+        bad_file = _index_file(bad, slots, begin)
+        assert x.index_check(bad_file, slots, n, begin, v.index_chains(bad_file, slots, n)) is None, k
     # a slot emptied: its chain's entries are unreachable (a warning, no error): the walk counts them
     i0 = next(i for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
     chain, cur = 0, struct.unpack_from(">i", data, 40 + 4 * i0)[0]
@@ -493,3 +535,6 @@ def test_index_check_against_hashes_made_by_the_dispatch_rule():
     cut = bytearray(data)
     struct.pack_into(">i", cut, 40 + 4 * i0, 0)
     assert x.index_check(bytes(cut), slots, n, begin) == (used - 1, 0, 11 * 300, MSGS[-1][5], chain)
+    assert v.index_chains(bytes(cut), slots, n) == (used - 1, chain)
+    assert x.index_check(bytes(cut), slots, n, begin, v.index_chains(bytes(cut), slots, n)) == \
+        (used - 1, 0, 11 * 300, MSGS[-1][5], chain)

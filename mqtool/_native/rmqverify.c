@@ -223,7 +223,19 @@ typedef struct {
     int unsorted;                  /* offsets did not increase: index_check declines */
     Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
     int busy;                      /* a scan() fills it without the GIL: its methods refuse until it is done */
+    int readers;                   /* index_check() calls reading it without the GIL: nothing may change it */
 } Xref;
+
+/* 0, or -1 with RuntimeError when a call that changes X may not run now: a scan() fills it or index_check()
+ * calls read it without the GIL (other threads). */
+static int xref_idle(Xref *X);
+static int xref_writable(Xref *X)
+{
+    if (xref_idle(X) < 0) return -1;
+    if (!X->readers) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Xref: index checks are reading this table (another thread)");
+    return -1;
+}
 
 /* 0, or -1 with RuntimeError when a scan() running without the GIL (another thread) is filling X. */
 static int xref_idle(Xref *X)
@@ -424,7 +436,7 @@ static PyObject *xref_new(PyTypeObject *type, PyObject *args, PyObject *kw)
  * path decoded (the same facts the lane notes). */
 static PyObject *xref_add(Xref *X, PyObject *args)
 {
-    if (xref_idle(X) < 0) return NULL;
+    if (xref_writable(X) < 0) return NULL;
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
@@ -509,60 +521,89 @@ out:
 static inline int64_t py_mod(int64_t a, int64_t m) { int64_t r = a % m; return r < 0 ? r + m : r; }
 
 PyDoc_STRVAR(index_check_doc,
-"index_check(buf, slot_num, entries, begin_timestamp) -> (nonempty_slots, min_off, max_off, max_ts, unreached)\n"
-"| None\n\n"
+"index_check(buf, slot_num, entries, begin_timestamp, chains=None) -> (nonempty_slots, min_off, max_off, max_ts,\n"
+"unreached) | None\n\n"
 "One index file (buf, slot_num slots, entries 1..entries) checked as index._verify_index_file's slot, entry and\n"
 "chain loops do, against the messages noted: what those loops leave for the header checks when they would\n"
-"report nothing but the slot count and the unreachable entries, else None (run the Python loops).");
+"report nothing but the slot count and the unreachable entries, else None (run the Python loops). chains: what\n"
+"index_chains() gave for this buffer (its part is then not done again), or None. Runs without the GIL.");
 
-static PyObject *xref_index_check(Xref *X, PyObject *args)
+/* Where the entries of an index file (slots slots, entries 1..n) start in a buffer of len bytes, or -1 when that
+ * layout does not fit it (then no claim). */
+static Py_ssize_t idx_entries_at(Py_ssize_t len, Py_ssize_t slots, Py_ssize_t n)
 {
-    if (xref_idle(X) < 0) return NULL;
-    Py_buffer b;
-    Py_ssize_t slots, n;
-    long long begin;
-    if (!PyArg_ParseTuple(args, "y*nnL", &b, &slots, &n, &begin)) return NULL;
-    PyObject *res = NULL;
-    uint8_t *seen = NULL;
-    const uint8_t *base = b.buf;
-    if (slots <= 0 || n < 0 || X->unsorted || slots > (b.len - xc.header) / xc.slot) goto no;
+    if (slots <= 0 || n < 0 || slots > (len - xc.header) / xc.slot) return -1;
     const Py_ssize_t ents = xc.header + slots * xc.slot;
-    if (n + 1 > (b.len - ents) / xc.entry) goto no;
+    if (n + 1 > (len - ents) / xc.entry) return -1;
+    return ents;
+}
+
 #define ENT(k, f) mq_rd_be(base + ents + (k) * xc.entry + xc.eoff[f], xc.esize[f])
+
+/* The entry loop of index_check against the messages noted: 1 (min / max offset, newest store time set), 0 it
+ * cannot prove the entries clean. Reads only the buffer and X: runs without the GIL. */
+static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_ssize_t n, int64_t begin,
+                       int64_t *min_out, int64_t *max_out, int64_t *ts_out)
+{
     int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
     Py_ssize_t cur = 0, rec = -1;
+    if (X->unsorted) return 0;
     for (Py_ssize_t k = 1; k <= n; k++) {
         int64_t kh = ENT(k, XE_HASH), off = ENT(k, XE_PHY), td = ENT(k, XE_TD), prev = ENT(k, XE_PREV);
-        if (prev < 0 || prev >= k) goto no;
+        if (prev < 0 || prev >= k) return 0;
         if (k == 1 || off < min_off) min_off = off;
         if (k == 1 || off > max_off) max_off = off;
         if (rec < 0 || off != last_off) {
-            if ((rec = xfind(X, off, &cur)) < 0) goto no;
+            if ((rec = xfind(X, off, &cur)) < 0) return 0;
             last_off = off;
         }
         const int32_t *h = X->h + X->kstart[rec];
         int hit = 0;
         for (int j = 0; j < X->nk[rec]; j++) hit |= h[j] == kh;
-        if (!hit) goto no;
+        if (!hit) return 0;
         int64_t ts = X->ts[rec];
         if (k == 1 || ts > max_ts) max_ts = ts;
         if (begin > 0 && k > 1) {
             int64_t d;
-            if (__builtin_sub_overflow(ts, (int64_t)begin, &d)) goto no;
+            if (__builtin_sub_overflow(ts, begin, &d)) return 0;
             int64_t exp = d < 0 ? 0 : d / 1000;
-            if (exp != td) goto no;
+            if (exp != td) return 0;
         }
     }
-    /* chains. The broker links each entry to the newest older entry of its bucket and points the slot at the
-     * newest: when every prevIndex and slot is exactly that (one pass in entry order, then one over the slots),
-     * each bucket's chain holds its own entries once each, in order, so the walk the Python loop does finds
-     * nothing, reaches every entry, and the slots in use are the non-empty buckets. */
+    *min_out = min_off;
+    *max_out = max_off;
+    *ts_out = max_ts;
+    return 1;
+}
+
+/* The chain part of index_check (needs no message): 1 (slots in use, entries no slot reaches set), 0 the chain
+ * walk would report something, -1 out of memory (nothing set). Reads only the buffer: runs without the GIL.
+ *
+ * The broker links each entry to the newest older entry of its bucket and points the slot at the newest: when
+ * every prevIndex and slot is exactly that (one pass in entry order, then one over the slots), each bucket's
+ * chain holds its own entries once each, in order, so the walk the Python loop does finds nothing, reaches every
+ * entry, and the slots in use are the non-empty buckets. The entry pass touches its bucket's newest entry at
+ * random: the buckets IDX_AHEAD entries on are computed first and prefetched. */
+#define IDX_AHEAD 16
+static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py_ssize_t n,
+                      Py_ssize_t *nonempty_out, Py_ssize_t *unreached_out)
+{
     Py_ssize_t nonempty = 0, unreached = 0;
     int32_t *newest = slots <= XMAXSLOTS ? PyMem_RawCalloc((size_t)slots, sizeof(int32_t)) : NULL;
-    if (newest == NULL && slots <= XMAXSLOTS) { PyErr_NoMemory(); goto out; }
+    if (newest == NULL && slots <= XMAXSLOTS) return -1;
     int linked = n <= INT32_MAX && slots <= XMAXSLOTS;
+    int64_t ring[IDX_AHEAD];                        /* bucket of entry k at ring[k % IDX_AHEAD] */
+    for (Py_ssize_t k = 1; k <= n && k <= IDX_AHEAD && linked; k++) {
+        ring[k % IDX_AHEAD] = py_mod(ENT(k, XE_HASH), slots);
+        __builtin_prefetch(&newest[ring[k % IDX_AHEAD]], 1);
+    }
     for (Py_ssize_t k = 1; k <= n && linked; k++) {
-        int64_t s = py_mod(ENT(k, XE_HASH), slots);
+        int64_t s = ring[k % IDX_AHEAD];
+        if (k + IDX_AHEAD <= n) {
+            int64_t t = py_mod(ENT(k + IDX_AHEAD, XE_HASH), slots);
+            ring[k % IDX_AHEAD] = t;
+            __builtin_prefetch(&newest[t], 1);
+        }
         linked = ENT(k, XE_PREV) == newest[s];
         newest[s] = (int32_t)k;
     }
@@ -579,10 +620,11 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
             int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
             if (val) {
                 nonempty++;
-                if (val < 0 || val > n) goto no;
+                if (val < 0 || val > n) return 0;
             }
         }
-        if ((seen = PyMem_RawCalloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
+        uint8_t *seen = PyMem_RawCalloc((size_t)n + 1, 1);
+        if (seen == NULL) return -1;
         for (Py_ssize_t i = 0; i < slots; i++) {
             int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
             if (c == 0) continue;
@@ -597,19 +639,90 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
             }
         }
         for (Py_ssize_t k = 1; k <= n; k++) unreached += !seen[k];
-    }
-#undef ENT
-    if (n == 0)
-        res = Py_BuildValue("(nOOOn)", nonempty, Py_None, Py_None, Py_None, unreached);
-    else
-        res = Py_BuildValue("(nLLLn)", nonempty, (long long)min_off, (long long)max_off, (long long)max_ts, unreached);
-    goto out;
+        PyMem_RawFree(seen);
+        goto done;
 no:
-    res = Py_NewRef(Py_None);
-out:
-    PyMem_RawFree(seen);
+        PyMem_RawFree(seen);
+        return 0;
+    }
+done:
+    *nonempty_out = nonempty;
+    *unreached_out = unreached;
+    return 1;
+}
+#undef ENT
+
+/* A precomputed chain result for index_check: 1 (values set), 0 the chains cannot be proven (False), -1 error. */
+static int idx_given_chains(PyObject *o, Py_ssize_t *nonempty, Py_ssize_t *unreached)
+{
+    if (o == Py_False) return 0;
+    if (!PyArg_ParseTuple(o, "nn;index_check: chains is (nonempty, unreached), False or None", nonempty, unreached))
+        return -1;
+    return 1;
+}
+
+static PyObject *xref_index_check(Xref *X, PyObject *args)
+{
+    if (xref_idle(X) < 0) return NULL;
+    Py_buffer b;
+    Py_ssize_t slots, n, nonempty = 0, unreached = 0;
+    long long begin;
+    PyObject *chains = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnL|O", &b, &slots, &n, &begin, &chains)) return NULL;
+    int have = 0;
+    if (chains != Py_None && (have = idx_given_chains(chains, &nonempty, &unreached)) <= 0) {
+        PyBuffer_Release(&b);
+        if (have < 0) return NULL;
+        Py_RETURN_NONE;                                /* the chains would report something: the Python loops */
+    }
+    const Py_ssize_t ents = idx_entries_at(b.len, slots, n);
+    int64_t min_off = 0, max_off = 0, max_ts = 0;
+    int ok = 0;
+    if (ents >= 0) {
+        X->readers++;                                   /* (the table is only read: scan() and merge() refuse) */
+        Py_BEGIN_ALLOW_THREADS
+        ok = idx_entries(X, b.buf, ents, n, (int64_t)begin, &min_off, &max_off, &max_ts);
+        if (ok && !have)
+            ok = idx_chains(b.buf, ents, slots, n, &nonempty, &unreached);
+        Py_END_ALLOW_THREADS
+        X->readers--;
+    }
     PyBuffer_Release(&b);
-    return res;
+    if (ok < 0) return PyErr_NoMemory();
+    if (!ok) Py_RETURN_NONE;
+    if (n == 0)
+        return Py_BuildValue("(nOOOn)", nonempty, Py_None, Py_None, Py_None, unreached);
+    return Py_BuildValue("(nLLLn)", nonempty, (long long)min_off, (long long)max_off, (long long)max_ts, unreached);
+}
+
+PyDoc_STRVAR(index_chains_doc,
+"index_chains(buf, slot_num, entries) -> (nonempty_slots, unreached) | False | None\n\n"
+"The chain part of Xref.index_check alone (it needs no message: it can run before the commitlog pass ends, on\n"
+"another thread, without the GIL): False when the chain walk would report something, None when the layout does\n"
+"not fit the buffer. Hand the result to index_check(..., chains) to skip that part there.");
+
+static PyObject *py_index_chains(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    Py_ssize_t slots, n, nonempty = 0, unreached = 0;
+    if (!PyArg_ParseTuple(args, "y*nn:index_chains", &b, &slots, &n)) return NULL;
+    if (!xc.ready) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure_xref() was not called");
+        return NULL;
+    }
+    const Py_ssize_t ents = idx_entries_at(b.len, slots, n);
+    int ok = 0;
+    if (ents >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        ok = idx_chains(b.buf, ents, slots, n, &nonempty, &unreached);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&b);
+    if (ok < 0) return PyErr_NoMemory();
+    if (ents < 0) Py_RETURN_NONE;
+    if (!ok) Py_RETURN_FALSE;
+    return Py_BuildValue("(nn)", nonempty, unreached);
 }
 
 /* ---- export / merge: a range task's table travels to the parent as bytes ------------------------------------ */
@@ -648,7 +761,7 @@ static PyObject *xref_export(Xref *X, PyObject *noargs)
 /* merge(blob): append the table a later range exported (ranges merge in commitlog order). */
 static PyObject *xref_merge(Xref *X, PyObject *arg)
 {
-    if (xref_idle(X) < 0) return NULL;
+    if (xref_writable(X) < 0) return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *p = b.buf, *e = p + b.len;
@@ -931,7 +1044,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "scan: xref must be an Xref or None");
         return NULL;
     }
-    if (xref_o != Py_None && xref_idle((Xref *)xref_o) < 0) return NULL;
+    if (xref_o != Py_None && xref_writable((Xref *)xref_o) < 0) return NULL;
     if (rmq_ready("verify") < 0) return NULL;
     if (!cfg.configured) {
         PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure() was not called");
@@ -1189,6 +1302,7 @@ static PyMethodDef methods[] = {
      "True when scan() walks long spans without the GIL (the core's own body CRC)."},
     {"nogil_min", py_nogil_min, METH_VARARGS,
      "nogil_min(n=-1) -> previous: the shortest span scan() walks without the GIL (tests)."},
+    {"index_chains", py_index_chains, METH_VARARGS, index_chains_doc},
     {"madvise", py_madvise, METH_VARARGS,
      "madvise(buf, start, length, advice): madvise(2) on buf[start:start+length] without the GIL."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},

@@ -13,6 +13,51 @@ from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.verify.context import _Ctx, _each_file
 
 
+class ChainsAhead:
+    """The chain part of each index file's check (``rmqverify.index_chains``: it needs no message, and runs
+    without the GIL), done on a thread while the commitlog pass runs; :func:`_verify_index_file` takes each
+    file's (view, result) and hands the result to ``Xref.index_check``. Anything that goes wrong here is left
+    to the main path, which then reads and checks the file itself (same findings)."""
+
+    def __init__(self, ctx: _Ctx, chains):
+        import threading
+
+        self._done: dict = {}
+        self._thread = threading.Thread(target=self._run, args=(ctx.store.index_files, ctx.index_geos, chains),
+                                        name="mqtool-index-chains", daemon=True)
+        self._thread.start()
+
+    def _run(self, paths, geos, chains) -> None:
+        for path in paths:
+            try:
+                v = indexfiles.read_index_file(path, geos.of(path))
+                if v.slot_num is not None and v.size >= F.INDEX_HEADER_SIZE:
+                    self._done[path] = (v, chains(v.data, v.slot_num, v.entry_count))
+            except Exception:          # noqa: BLE001 -- the main path reads the file again and reports it
+                continue
+
+    def take(self, path: str):
+        """(view, chains result) of ``path``, or None (then check it from scratch)."""
+        self._thread.join()
+        return self._done.pop(path, None)
+
+
+def start_chains(ctx: _Ctx) -> None:
+    """Decide the index geometries now and start :class:`ChainsAhead` when the compiled table will check the
+    index files (run.py calls this before the commitlog pass)."""
+    from mqtool.rocketmq.verify import native_lane
+
+    store = ctx.store
+    if not (store.index_files and store.segments and ctx.want_xref and ctx.salvage is None
+            and getattr(ctx.opts, "runner", None) is None and native_lane.new_xref(store.segments) is not None):
+        return
+    chains = getattr(native_lane._native_lane(), "index_chains", None)
+    if chains is None:
+        return
+    ctx.index_geos = indexfiles.index_geometries(store.index_files, ctx.opts)
+    ctx.index_ahead = ChainsAhead(ctx, chains)
+
+
 def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
     store = ctx.store
     if not store.index_files:
@@ -24,7 +69,7 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = indexfiles.read_checkpoint(store.checkpoint)
         except Exception:
             cp = None
-    geos = indexfiles.index_geometries(store.index_files, ctx.opts)
+    geos = ctx.index_geos if ctx.index_geos is not None else indexfiles.index_geometries(store.index_files, ctx.opts)
     ctx.summary.extra["index_geometry"] = geos.summary()
     for size, g in sorted(geos.by_size.items()):
         if g.warning:
@@ -38,7 +83,8 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
 
 
 def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[Finding]:
-    v = indexfiles.read_index_file(path, geometry)
+    ahead = ctx.index_ahead.take(path) if ctx.index_ahead is not None else None
+    v = ahead[0] if ahead is not None else indexfiles.read_index_file(path, geometry)
     h = v.header
     if v.size < F.INDEX_HEADER_SIZE:
         yield ctx.f(ERROR, "index-truncated", path, 0, None, f"index file is {v.size} bytes, shorter than its header")
@@ -51,7 +97,7 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
                     f"indexCount {count} outside [1, {v.index_num}]", f"1..{v.index_num}", count)
     n = v.entry_count
     slots = v.slot_num
-    fast = (ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"])
+    fast = (ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"], ahead[1] if ahead is not None else None)
             if reader is not None and ctx.xref is not None else None)
     if fast is not None:
         # the commitlog pass's table proves every slot, entry and chain check below passes: only the slot count
