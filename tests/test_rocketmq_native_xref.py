@@ -479,6 +479,24 @@ def test_cq_check_against_units_made_by_the_dispatch_rule():
     assert x.cq_check(bytes(units[:20]) + blank, 2, 10, False, topic, 1, None) is None   # blank after real
 
 
+def test_merging_a_table_equals_merging_its_export():
+    """Xref.merge(table) (the thread runner hands range tables over as they are) == merge(table.export()) (the
+    process pool pickles them): the same table after, for a first table taken over whole and later ones
+    appended (queues continued, gaps, a queue going back: dropped; key records in order, then out of order);
+    the table handed over is left empty."""
+    parts = [MSGS[:5], MSGS[5:9], [(m[0] + 9000, *m[1:4], m[4] + 40, *m[5:]) for m in MSGS[:3]],
+             [(m[0] + 20000, *m[1:4], m[4] - 30, *m[5:]) for m in MSGS[9:]], MSGS[:2]]
+    by_blob, by_table = native_lane.new_xref(), native_lane.new_xref()
+    for msgs in parts:
+        by_blob.merge(_noted(msgs).export())
+        t = _noted(msgs)
+        by_table.merge(t)
+        assert t.export() == native_lane.new_xref().export()          # left empty
+        assert by_table.export() == by_blob.export()
+    with pytest.raises(ValueError):
+        by_table.merge(by_table)
+
+
 def test_queue_offset_gaps_are_bounded():
     """Unknown units filled into a queue's gaps stay within one per noted unit (plus a fixed allowance); a
     queue that jumps further is dropped from the table (its files then take the Python loop)."""

@@ -759,9 +759,103 @@ static PyObject *xref_export(Xref *X, PyObject *noargs)
 }
 
 /* merge(blob): append the table a later range exported (ranges merge in commitlog order). */
+/* Append one queue of a later range (topic, qid, its first queue offset base, n units, poisoned there) to X's.
+ * 0, or -1 out of memory (no exception set). */
+static int xmerge_queue(Xref *X, const uint8_t *topic, Py_ssize_t tlen, int64_t qid, int64_t base, Py_ssize_t n,
+                        int poisoned, const uint8_t *units)
+{
+    Py_ssize_t qi = xq_find(X, topic, tlen, qid, 1);
+    if (qi == -2) return -1;
+    XQueue *q = &X->q[qi];
+    if (q->poisoned || poisoned || (q->n && (base < q->base + q->n || base - (q->base + q->n) > XMAXPAD
+                                             || X->padded + (base - (q->base + q->n)) > X->known + n + XPADFREE))) {
+        q->poisoned = 1;
+        PyMem_RawFree(q->units);
+        q->units = NULL;
+        q->n = q->cap = 0;
+        return 0;
+    }
+    if (n == 0) return 0;
+    if (q->n == 0) q->base = base;
+    Py_ssize_t j = (Py_ssize_t)(base - q->base);
+    if (xgrow(&q->units, &q->cap, j + n, (size_t)xc.unit) < 0) return -1;
+    uint8_t *u = q->units;
+    memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
+    memcpy(u + j * xc.unit, units, (size_t)(n * xc.unit));
+    X->padded += j - q->n;              /* (the range's own unknown units count as known here: bounded there) */
+    X->known += n;
+    q->n = j + n;
+    return 0;
+}
+
+/* Append a later range's message records (nrec offsets / times / key starts / key counts, nh hashes; the arrays
+ * possibly unaligned). 0, -1 out of memory (no exception set), -2 too many hashes. */
+static int xmerge_recs(Xref *X, Py_ssize_t nrec, Py_ssize_t nh, int unsorted, const uint8_t *offs,
+                       const uint8_t *tss, const uint8_t *ks, const uint8_t *nks, const uint8_t *hs)
+{
+    if (X->nh + nh > UINT32_MAX) return -2;
+    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) return -1;
+    if (nrec) {
+        int64_t first;
+        memcpy(&first, offs, 8);
+        if (unsorted || (X->nrec && first <= X->off[X->nrec - 1])) X->unsorted = 1;
+    }
+    memcpy(X->off + X->nrec, offs, (size_t)nrec * 8);
+    memcpy(X->ts + X->nrec, tss, (size_t)nrec * 8);
+    memcpy(X->nk + X->nrec, nks, (size_t)nrec * 2);
+    for (Py_ssize_t i = 0; i < nrec; i++) {
+        uint32_t k;
+        memcpy(&k, ks + 4 * i, 4);
+        if ((int64_t)k + X->nk[X->nrec + i] > nh) { X->unsorted = 1; k = 0; X->nk[X->nrec + i] = 0; }
+        X->kstart[X->nrec + i] = k + (uint32_t)X->nh;
+    }
+    memcpy(X->h + X->nh, hs, (size_t)nh * 4);
+    X->nrec += nrec;
+    X->nh += nh;
+    return 0;
+}
+
+static PyTypeObject XrefType;
+
+/* merge(other) with other an Xref: its tables appended to X's (or, X being empty, taken over: other is left
+ * empty either way -- it was one range's table, handed over). */
+static PyObject *xref_merge_table(Xref *X, Xref *Y)
+{
+    if (Y == X || xref_writable(Y) < 0) {
+        if (Y == X) PyErr_SetString(PyExc_ValueError, "Xref.merge: a table cannot take itself");
+        return NULL;
+    }
+    if (X->nq == 0 && X->nrec == 0 && X->nh == 0) {           /* take the arrays over: nothing is copied */
+        Xref tmp = *X;
+        const size_t head = offsetof(Xref, q);
+        memcpy((char *)X + head, (char *)Y + head, sizeof(Xref) - head);
+        memcpy((char *)Y + head, (char *)&tmp + head, sizeof(Xref) - head);
+        X->busy = Y->busy = 0;
+        X->readers = Y->readers = 0;
+        xref_clear(Y);
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < Y->nq; i++) {
+        const XQueue *q = &Y->q[i];
+        if (xmerge_queue(X, q->topic, q->tlen, q->qid, q->base, q->n, q->poisoned, q->units) < 0) goto nomem;
+    }
+    int r = xmerge_recs(X, Y->nrec, Y->nh, Y->unsorted, (const uint8_t *)Y->off, (const uint8_t *)Y->ts,
+                        (const uint8_t *)Y->kstart, (const uint8_t *)Y->nk, (const uint8_t *)Y->h);
+    if (r == -1) goto nomem;
+    if (r == -2) {
+        PyErr_SetString(PyExc_ValueError, "Xref.merge: too many key hashes");
+        return NULL;
+    }
+    xref_clear(Y);
+    Py_RETURN_NONE;
+nomem:
+    return PyErr_NoMemory();
+}
+
 static PyObject *xref_merge(Xref *X, PyObject *arg)
 {
     if (xref_writable(X) < 0) return NULL;
+    if (PyObject_TypeCheck(arg, &XrefType)) return xref_merge_table(X, (Xref *)arg);
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *p = b.buf, *e = p + b.len;
@@ -781,51 +875,18 @@ static PyObject *xref_merge(Xref *X, PyObject *arg)
         NEED(XALIGN(qh[3] * xc.unit));
         const uint8_t *units = p;
         p += XALIGN(qh[3] * xc.unit);
-        Py_ssize_t qi = xq_find(X, topic, (Py_ssize_t)qh[0], qh[1], 1);
-        if (qi == -2) { PyErr_NoMemory(); goto fail; }
-        XQueue *q = &X->q[qi];
-        if (q->poisoned || qh[4] || (q->n && (qh[2] < q->base + q->n || qh[2] - (q->base + q->n) > XMAXPAD
-                                              || X->padded + (qh[2] - (q->base + q->n)) > X->known + qh[3] + XPADFREE))) {
-            q->poisoned = 1;
-            PyMem_RawFree(q->units);
-            q->units = NULL;
-            q->n = q->cap = 0;
-            continue;
+        if (xmerge_queue(X, topic, (Py_ssize_t)qh[0], qh[1], qh[2], (Py_ssize_t)qh[3], qh[4] != 0, units) < 0) {
+            PyErr_NoMemory();
+            goto fail;
         }
-        if (qh[3] == 0) continue;
-        if (q->n == 0) q->base = qh[2];
-        Py_ssize_t j = (Py_ssize_t)(qh[2] - q->base);
-        if (xgrow(&q->units, &q->cap, j + (Py_ssize_t)qh[3], (size_t)xc.unit) < 0) { PyErr_NoMemory(); goto fail; }
-        uint8_t *u = q->units;
-        memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
-        memcpy(u + j * xc.unit, units, (size_t)(qh[3] * xc.unit));
-        X->padded += j - q->n;              /* (the blob's own unknown units count as known here: bounded there) */
-        X->known += (Py_ssize_t)qh[3];
-        q->n = j + (Py_ssize_t)qh[3];
     }
     Py_ssize_t nrec = (Py_ssize_t)hd[2], nh = (Py_ssize_t)hd[3];
     NEED(nrec * 16 + XALIGN(nrec * 4) + XALIGN(nrec * 2) + XALIGN(nh * 4));
     const uint8_t *offs = p, *tss = p + nrec * 8, *ks = tss + nrec * 8, *nks = ks + XALIGN(nrec * 4),
                   *hs = nks + XALIGN(nrec * 2);
-    if (X->nh + nh > UINT32_MAX) goto bad;
-    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) { PyErr_NoMemory(); goto fail; }
-    if (nrec) {
-        int64_t first;
-        memcpy(&first, offs, 8);
-        if (hd[4] || (X->nrec && first <= X->off[X->nrec - 1])) X->unsorted = 1;
-    }
-    memcpy(X->off + X->nrec, offs, (size_t)nrec * 8);
-    memcpy(X->ts + X->nrec, tss, (size_t)nrec * 8);
-    memcpy(X->nk + X->nrec, nks, (size_t)nrec * 2);
-    for (Py_ssize_t i = 0; i < nrec; i++) {
-        uint32_t k;
-        memcpy(&k, ks + 4 * i, 4);
-        if ((int64_t)k + X->nk[X->nrec + i] > nh) { X->unsorted = 1; k = 0; X->nk[X->nrec + i] = 0; }
-        X->kstart[X->nrec + i] = k + (uint32_t)X->nh;
-    }
-    memcpy(X->h + X->nh, hs, (size_t)nh * 4);
-    X->nrec += nrec;
-    X->nh += nh;
+    int r = xmerge_recs(X, nrec, nh, hd[4] != 0, offs, tss, ks, nks, hs);
+    if (r == -2) goto bad;
+    if (r == -1) { PyErr_NoMemory(); goto fail; }
 #undef NEED
     PyBuffer_Release(&b);
     Py_RETURN_NONE;
@@ -851,7 +912,8 @@ static PyMethodDef xref_methods[] = {
     {"cq_check", (PyCFunction)xref_cq_check, METH_VARARGS, cq_check_doc},
     {"index_check", (PyCFunction)xref_index_check, METH_VARARGS, index_check_doc},
     {"export", (PyCFunction)xref_export, METH_NOARGS, "export() -> bytes: the table, for merge() in the parent."},
-    {"merge", (PyCFunction)xref_merge, METH_O, "merge(blob): append a later range's exported table."},
+    {"merge", (PyCFunction)xref_merge, METH_O,
+     "merge(blob or Xref): append a later range's table (exported, or the table itself, which is left empty)."},
     {"stats", (PyCFunction)xref_stats, METH_NOARGS, "stats() -> dict: sizes of the table (bytes allocated)."},
     {NULL, NULL, 0, NULL},
 };

@@ -34,7 +34,8 @@ class RangeVerify:
     shift: int | None          # PHYSICALOFFSET delta of the range's last message
     dispatched_next: dict
     last_store_ts: int
-    xref: bytes | None = None  # the range's cross-reference table (``Xref.export()``) when the parent asked for it
+    xref: object = None        # the range's cross-reference table when the parent asked for it: ``Xref.export()``
+    #                            bytes from a worker process, the ``Xref`` itself from a thread
 
 
 class ThreadRunner:
@@ -147,8 +148,12 @@ def verify_range_task(args) -> RangeVerify:
             items.append(("damage", _damage_finding(ctx, ev), ev.length))
         elif isinstance(ev, End):
             items.append(("end", ev, saw_blank))
-    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts,
-                       ctx.xref.export() if ctx.xref is not None else None)
+    # the table itself when the task ran on a thread of the parent (merged without a copy of its own), else
+    # exported as bytes (pickled back from a worker process)
+    xref = ctx.xref
+    if xref is not None and not (len(args) > 3 and args[3]):
+        xref = xref.export()
+    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts, xref)
 
 
 def verify_commitlog_ranges(ctx):
@@ -177,8 +182,9 @@ def verify_commitlog_ranges(ctx):
     total = sum(s.size for s in store.segments)
     done = 0
     with progress(total, "verify commitlog", enabled=opts.progress) as bar:
-        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain, True) if want_xref else (r, plain)
-                                                                  for r in ranges])):
+        threads = isinstance(runner, ThreadRunner)
+        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain, True, threads) if want_xref
+                                                                  else (r, plain) for r in ranges])):
             if rng.seg_index != cur_seg:
                 cur_seg, has_data = rng.seg_index, False
             seg = _segment(rng)
