@@ -479,6 +479,26 @@ def test_cq_check_against_units_made_by_the_dispatch_rule():
     assert x.cq_check(bytes(units[:20]) + blank, 2, 10, False, topic, 1, None) is None   # blank after real
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.text(st.characters(max_codepoint=127), min_size=1, max_size=20),
+                          st.sampled_from(["\u00e9", "\u20ac", "\U0001F600", "\x7f", "\x00"]),
+                          st.sampled_from([b"\xc0\x80", b"\xed\xa0\x80", b"\xff", b"\xe2\x82"])), max_size=12))
+def test_core_java_hash_over_ascii_runs_and_other_text(pieces):
+    """The core's String.hashCode of UTF-8 (``rmq_utf16_hash``: eight ASCII bytes a step, then code points)
+    over ASCII runs of every length between other characters and invalid bytes: equal to Java's over the
+    decoded text (formats.common.java_string_hash), and it declines what Python's strict decode refuses."""
+    from formats.common import java_string_hash
+
+    lib = native.load("rmqrebuild")
+    b = b"".join(p if isinstance(p, bytes) else p.encode() for p in pieces)
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError:
+        assert lib.java_hash_utf8(b) is None
+        return
+    assert lib.java_hash_utf8(b) == java_string_hash(text)
+
+
 def test_merging_a_table_equals_merging_its_export():
     """Xref.merge(table) (the thread runner hands range tables over as they are) == merge(table.export()) (the
     process pool pickles them): the same table after, for a first table taken over whole and later ones

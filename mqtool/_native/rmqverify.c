@@ -60,6 +60,11 @@ typedef struct {
     uint64_t hash;
     PyObject *key;          /* (topic str, queue id int), owned */
     int64_t next;           /* next expected queue offset (always set: see q_add) */
+    struct XCache {         /* what xref_note found for this queue in this call's table (see there) */
+        Py_ssize_t qi;      /* its queue in the Xref, or -1 not looked up yet */
+        uint32_t hp;        /* hash of topic + join text (index keys) */
+        int hp_ok;
+    } cache;
 } QEnt;
 
 typedef struct {
@@ -127,7 +132,7 @@ static Py_ssize_t q_add(QTab *q, const uint8_t *t, Py_ssize_t n, int64_t qid, ui
     Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(q->nslots - 1));
     while (q->slots[s] >= 0) s = (s + 1) & (q->nslots - 1);
     q->slots[s] = (int32_t)q->n;
-    q->ents[q->n] = (QEnt){t, n, qid, h, key, next};
+    q->ents[q->n] = (QEnt){t, n, qid, h, key, next, {-1, 0, 0}};
     return q->n++;
 }
 
@@ -358,9 +363,11 @@ static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
 
 /* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 out of memory (no exception set:
  * the lane calls this without the GIL). utf8_checked: the caller knows the topic and the whole properties are
- * valid UTF-8 (the lane checked them). */
+ * valid UTF-8 (the lane checked them). c: the lane's cache for this queue (its queue in X, the hash of topic +
+ * join text: the same for every message of the queue), or NULL. */
 static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, Py_ssize_t tl, int64_t qid,
-                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked)
+                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked,
+                     struct XCache *c)
 {
     if (!xc.ready || !(utf8_checked || mq_utf8_ok(topic, tl))) return 0;
     XVal v[3];
@@ -368,8 +375,9 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
     /* consumequeue: the unit this message makes in its queue */
     if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
         && (v[0].n < 0 || utf8_checked || mq_utf8_ok(v[0].p, v[0].n))) {
-        Py_ssize_t qi = xq_find(X, topic, tl, qid, 1);
+        Py_ssize_t qi = c != NULL && c->qi >= 0 ? c->qi : xq_find(X, topic, tl, qid, 1);
         if (qi == -2) return -1;
+        if (c != NULL) c->qi = qi;
         XQueue *q = &X->q[qi];
         if (!q->poisoned) {
             if (q->n == 0) q->base = qoff;
@@ -403,8 +411,13 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
         return 0;
     int32_t hs[XMAXKEYS];
     uint32_t hp = 0;                                    /* topic and join text: valid UTF-8 */
-    rmq_utf16_hash(&hp, topic, tl);
-    rmq_utf16_hash(&hp, (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
+    if (c != NULL && c->hp_ok) {
+        hp = c->hp;
+    } else {
+        rmq_utf16_hash(&hp, topic, tl);
+        rmq_utf16_hash(&hp, (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
+        if (c != NULL) { c->hp = hp; c->hp_ok = 1; }
+    }
     int nk = rmq_index_hashes(hp, v[2].n > 0 ? v[2].p : NULL, v[2].n, v[1].n > 0 ? v[1].p : NULL, v[1].n,
                               (uint8_t)xc.s[XS_KEYSEP][0], hs, XMAXKEYS);
     if (nk < 0) return 0;                               /* too many keys: no claim (Python checks) */
@@ -440,7 +453,7 @@ static PyObject *xref_add(Xref *X, PyObject *args)
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
-    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0);
+    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0, NULL);
     PyBuffer_Release(&t);
     PyBuffer_Release(&p);
     if (r < 0) return PyErr_NoMemory();
@@ -1080,7 +1093,8 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     int64_t ts = rmq_field(u, F_STORETS);
     if (ts > v->last_ts) v->last_ts = ts;
     /* (topic: decoded strictly when its queue entry was made, the same bytes since; properties: checked above) */
-    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1) < 0)
+    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1,
+                                     &q->ents[ei].cache) < 0)
         return -1;
     return 1;
 }
