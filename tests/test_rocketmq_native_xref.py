@@ -120,6 +120,23 @@ def test_threads_without_gil_equal_the_pool_and_one_process(run_cli, monkeypatch
             pool = run_cli("verify", "store", store, "--json", "--jobs", "2", "--split-size", split)
             monkeypatch.setattr(VR, "THREADS", True)
             assert threads == pool and threads[1] == one, (store, split)
+    # no --split-size: threads take wider ranges than the pool's default split (a quarter of each one's share,
+    # in whole MiB; the default split made tiny here so that the stores have several ranges)
+    import mqtool.ranges as MR
+    from mqtool.rocketmq.store import open_store
+
+    splits = []
+    real_split = VR.split_segments
+    monkeypatch.setattr(VR, "split_segments", lambda *a: splits.append(a[3]) or real_split(*a))
+    for mod in (VR, MR):
+        monkeypatch.setattr(mod, "DEFAULT_SPLIT_SIZE", 4096)
+    monkeypatch.setattr(VR, "NATIVE_VERIFY_PARALLEL_MIN_BYTES", 0)
+    for store in _real_stores()[:3]:
+        splits.clear()
+        assert run_cli("verify", "store", store, "--json", "--jobs", "2")[1] == \
+            run_cli("verify", "store", store, "--json", "--jobs", "1")[1]
+        total = sum(s.size for s in open_store(store).segments)
+        assert splits[:2] == [None, -(-total // 8 // (1 << 20)) << 20], store
     assert used and set(used) == {2}
 
 
