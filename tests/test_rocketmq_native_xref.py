@@ -277,8 +277,9 @@ def test_damaged_index_equals_python(run_cli, monkeypatch, store, what, code):
 
 def test_index_chains_are_taken_ahead_by_verify_store(run_cli, monkeypatch, store):
     """verify store checks the index files' chains on a thread during the commitlog pass
-    (``index.ChainsAhead``) and takes them for each file; the NDJSON equals the Python path's, clean and with
-    each chain damage (the chains then say False and the Python loops run)."""
+    (``index.ChainsAhead``), their entries on it during the consumequeue checks, and takes both for each file;
+    the NDJSON equals the Python path's, clean and with each chain damage (the chains then say False and the
+    Python loops run)."""
     from mqtool.rocketmq.verify import index as VI
 
     v = native.load("rmqverify")
@@ -289,6 +290,8 @@ def test_index_chains_are_taken_ahead_by_verify_store(run_cli, monkeypatch, stor
     _both(run_cli, store)
     assert [t[1] for t in taken if t is not None and t[0].path == str(path)] == \
         [v.index_chains(path.read_bytes(), view.slot_num, view.entry_count)]
+    # ... and the entry checks ran ahead too (during the consumequeue checks), proving the clean files clean
+    assert all(t[2] is not VI.UNCHECKED and t[2] is not None for t in taken if t is not None)
     used = view.nonzero_slots()
     code = {"unreachable": "index-unreachable", "shared-tail": "index-chain-cycle", "bad-slot": "index-bad-slot"}
     for damage in ("unreachable", "shared-tail", "bad-slot"):

@@ -36,10 +36,38 @@ class ChainsAhead:
             except Exception:          # noqa: BLE001 -- the main path reads the file again and reports it
                 continue
 
+    def check(self, xref) -> None:
+        """Then the entry checks too (``Xref.index_check`` with each file's chains; no GIL): the commitlog pass
+        has filled ``xref``, and the consumequeue checks run meanwhile (they only read it)."""
+        import threading
+
+        first, self._xref, self._checked = self._thread, xref, {}
+
+        def run():
+            first.join()
+            for path, (v, chains) in list(self._done.items()):
+                try:
+                    self._checked[path] = xref.index_check(v.data, v.slot_num, v.entry_count,
+                                                           v.header["beginTimestamp"], chains)
+                except Exception:      # noqa: BLE001 -- left to the main path
+                    continue
+
+        self._thread = threading.Thread(target=run, name="mqtool-index-entries", daemon=True)
+        self._thread.start()
+
     def take(self, path: str):
-        """(view, chains result) of ``path``, or None (then check it from scratch)."""
+        """(view, chains result, index_check result or :data:`UNCHECKED`) of ``path``, or None (then check it
+        from scratch)."""
         self._thread.join()
-        return self._done.pop(path, None)
+        got = self._done.pop(path, None)
+        return None if got is None else (*got, getattr(self, "_checked", {}).pop(path, UNCHECKED))
+
+    def checked(self, ahead, xref):
+        """``ahead``'s index_check result when it was made with ``xref``, else :data:`UNCHECKED`."""
+        return ahead[2] if ahead is not None and getattr(self, "_xref", None) is xref else UNCHECKED
+
+
+UNCHECKED = object()
 
 
 def start_chains(ctx: _Ctx) -> None:
@@ -97,8 +125,11 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
                     f"indexCount {count} outside [1, {v.index_num}]", f"1..{v.index_num}", count)
     n = v.entry_count
     slots = v.slot_num
-    fast = (ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"], ahead[1] if ahead is not None else None)
-            if reader is not None and ctx.xref is not None else None)
+    fast = None
+    if reader is not None and ctx.xref is not None:
+        fast = ctx.index_ahead.checked(ahead, ctx.xref) if ctx.index_ahead is not None else UNCHECKED
+        if fast is UNCHECKED:
+            fast = ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"], ahead[1] if ahead is not None else None)
     if fast is not None:
         # the commitlog pass's table proves every slot, entry and chain check below passes: only the slot count
         # and the unreachable entries can have something to say (same findings, same order)

@@ -34,6 +34,8 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
                 start_chains(ctx)             # the index files' chain checks, on a thread meanwhile
             if part in ("store", "commitlog"):
                 yield from _verify_commitlog(ctx)
+            if ctx.index_ahead is not None and ctx.xref is not None:
+                ctx.index_ahead.check(ctx.xref)  # the index entry checks, on a thread during the queue checks
             elif part in ("consumequeue", "index"):
                 yield from _scan_for_dispatch(ctx)
             if part in ("store", "consumequeue"):
