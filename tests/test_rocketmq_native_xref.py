@@ -140,6 +140,45 @@ def test_threads_without_gil_equal_the_pool_and_one_process(run_cli, monkeypatch
     assert used and set(used) == {2}
 
 
+def test_thread_runner_keeps_order_window_and_errors():
+    """ThreadRunner: results in submission order whatever order tasks finish in, at most ``window`` tasks
+    started and not handed on, a task's exception raised in the caller, and closing early stops the rest."""
+    import threading
+    import time
+
+    from mqtool.rocketmq.verify.ranges import ThreadRunner
+
+    lock, live, peak, ran = threading.Lock(), [0], [0], []
+
+    def task(i):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+            ran.append(i)
+        time.sleep(0.002 * ((7 * i) % 5))
+        if i == 13:
+            raise KeyError(i)
+        return i * i
+
+    def handed(it):
+        for r in it:
+            with lock:
+                live[0] -= 1
+            yield r
+
+    assert list(handed(ThreadRunner(3, window=4).imap(task, range(12)))) == [i * i for i in range(12)]
+    assert peak[0] <= 4
+    with pytest.raises(KeyError):
+        list(ThreadRunner(2).imap(task, range(20)))
+    ran.clear()
+    it = ThreadRunner(2, window=2).imap(task, range(100))
+    assert next(it) == 0
+    it.close()                                   # the threads are joined: nothing more starts
+    n = len(ran)
+    time.sleep(0.05)
+    assert len(ran) == n <= 4
+
+
 def test_consumequeue_and_index_parts_equal_python(run_cli, monkeypatch):
     """verify consumequeue / verify index: the light dispatch pass fills the table too."""
     tally = _Tally(monkeypatch)

@@ -41,32 +41,57 @@ class RangeVerify:
 class ThreadRunner:
     """The range tasks on ``jobs`` threads of this process, results in submission order, at most ``window`` in
     flight (the :class:`mqtool.ranges.PoolRunner` contract). For the compiled lane, which walks long spans
-    without the GIL (``rmqverify.walks_without_gil``): no pool to start, nothing pickled, no copy-on-write."""
+    without the GIL (``rmqverify.walks_without_gil``): no pool to start, nothing pickled, no copy-on-write.
+    Plain ``threading`` (``concurrent.futures`` would import logging and traceback at start-up)."""
 
     def __init__(self, jobs: int, window: int | None = None):
         self.jobs = jobs
         self.window = window or 2 * jobs
 
     def imap(self, fn, items):
-        from collections import deque
-        from concurrent.futures import ThreadPoolExecutor
+        import threading
 
-        pending: deque = deque()
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mqtool-verify") as ex:
-            try:
-                it = iter(items)
-                for item in it:
-                    pending.append(ex.submit(fn, item))
-                    if len(pending) >= self.window:
-                        break
-                for item in it:
-                    yield pending.popleft().result()
-                    pending.append(ex.submit(fn, item))
-                while pending:
-                    yield pending.popleft().result()
-            finally:
-                for f in pending:
-                    f.cancel()
+        items = list(items)
+        results: list = [None] * len(items)
+        done = [threading.Event() for _ in items]
+        room = threading.Semaphore(self.window)        # tasks started and not yet handed on
+        lock = threading.Lock()
+        state = {"next": 0, "stop": False}
+
+        def work():
+            while True:
+                room.acquire()
+                with lock:
+                    i = state["next"]
+                    if state["stop"] or i >= len(items):
+                        room.release()
+                        return
+                    state["next"] = i + 1
+                try:
+                    results[i] = (True, fn(items[i]))
+                except BaseException as e:          # noqa: BLE001 -- raised in the caller's thread
+                    results[i] = (False, e)
+                done[i].set()
+
+        threads = [threading.Thread(target=work, name=f"mqtool-verify-{k}", daemon=True)
+                   for k in range(min(self.jobs, len(items)))]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(len(items)):
+                done[i].wait()
+                ok, r = results[i]
+                results[i] = None
+                room.release()
+                if not ok:
+                    raise r
+                yield r
+        finally:
+            state["stop"] = True
+            for _ in threads:
+                room.release()                     # wake any worker waiting for room: it sees stop
+            for t in threads:
+                t.join()
 
 
 def _local_runner(runner, native: bool):
@@ -168,7 +193,6 @@ def verify_commitlog_ranges(ctx):
     runner = _ranges.runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
-    plain = _plain(opts)
     local = getattr(opts, "runner", None) is None
     if local:
         runner = _local_runner(runner, native)
@@ -179,6 +203,7 @@ def verify_commitlog_ranges(ctx):
             wide = max(DEFAULT_SPLIT_SIZE, -(-total // (4 * runner.jobs) // (1 << 20)) << 20)
             if wide > DEFAULT_SPLIT_SIZE:
                 ranges = split_segments(FAMILY, store.path, store.segments, wide)
+    plain = opts if isinstance(runner, ThreadRunner) else _plain(opts)    # (threads: nothing to pickle)
     ctx.xref = native_lane.new_xref(store.segments) if native and local and ctx.want_xref else None
     want_xref = ctx.xref is not None
     expected_next: dict = {}
