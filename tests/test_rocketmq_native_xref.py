@@ -91,9 +91,13 @@ def test_real_stores_and_fixture_equal_python(run_cli, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def nogil_everywhere():
-    """Every span the compiled lane walks in this module runs without the GIL (the stores are far below the 1 MiB
-    a span needs for that by default; the other lane tests keep the default, so both ways are compared)."""
+def nogil_everywhere(monkeypatch):
+    """Every span the compiled lane walks in this module runs without the GIL, and verify store checks the index
+    files on a thread ahead (the stores are far below the 1 MiB a span and the 256 MiB a commitlog needs for that
+    by default; the other verify tests keep the defaults, so both ways are compared)."""
+    from mqtool.rocketmq.verify import index as VI
+
+    monkeypatch.setattr(VI, "AHEAD_MIN_BYTES", 0)
     v = native.load("rmqverify")
     old = v.nogil_min(0)
     try:
@@ -322,6 +326,7 @@ def test_index_chains_are_taken_ahead_by_verify_store(run_cli, monkeypatch, stor
     from mqtool.rocketmq.verify import index as VI
 
     v = native.load("rmqverify")
+    monkeypatch.setattr(VI, "AHEAD_MIN_BYTES", 0)                  # (on by default from a 256 MiB commitlog)
     path, view = _index(store)
     taken = []
     real = VI.ChainsAhead.take

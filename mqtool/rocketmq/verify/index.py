@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from formats import rocketmq as F
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq.ranges import NATIVE_VERIFY_PARALLEL_MIN_BYTES
 from mqtool.rocketmq.records import DecodeFailure
 from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.verify.context import _Ctx, _each_file
@@ -70,12 +71,18 @@ class ChainsAhead:
 UNCHECKED = object()
 
 
+# A commitlog shorter than this is walked before a thread would pay (the same threshold as the range pool's)
+AHEAD_MIN_BYTES = NATIVE_VERIFY_PARALLEL_MIN_BYTES
+
+
 def start_chains(ctx: _Ctx) -> None:
     """Decide the index geometries now and start :class:`ChainsAhead` when the compiled table will check the
-    index files (run.py calls this before the commitlog pass)."""
+    index files after a long commitlog pass (run.py calls this before that pass)."""
     from mqtool.rocketmq.verify import native_lane
 
     store = ctx.store
+    if sum(s.size for s in store.segments) < AHEAD_MIN_BYTES:
+        return
     if not (store.index_files and store.segments and ctx.want_xref and ctx.salvage is None
             and getattr(ctx.opts, "runner", None) is None and native_lane.new_xref(store.segments) is not None):
         return
