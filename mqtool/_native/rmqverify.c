@@ -45,7 +45,7 @@ static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t 
     while (p <= last) {
         p = memchr(p, (unsigned char)nd[0], (size_t)(last - p) + 1);
         if (p == NULL) return 0;
-        if (memcmp(p, nd, (size_t)nn) == 0) return 1;
+        if ((nn == 1 || p[1] == (uint8_t)nd[1]) && memcmp(p, nd, (size_t)nn) == 0) return 1;  /* 2nd byte first */
         p++;
     }
     return 0;
@@ -338,7 +338,8 @@ static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
         const uint8_t *se = t ? t : e;
         for (int i = 0; i < 3; i++) {
             Py_ssize_t nl = xc.slen[names[i]];
-            if (se - s >= nl + 2 && s[nl] == nv && memcmp(s, xc.s[names[i]], (size_t)nl) == 0) {
+            if (se - s >= nl + 2 && s[nl] == nv && s[0] == (uint8_t)xc.s[names[i]][0]
+                && memcmp(s, xc.s[names[i]], (size_t)nl) == 0) {
                 v[i].p = s + nl + 1;
                 v[i].n = se - v[i].p;
                 break;
