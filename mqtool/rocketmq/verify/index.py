@@ -15,20 +15,27 @@ from mqtool.rocketmq.verify.context import _Ctx, _each_file
 
 
 class ChainsAhead:
-    """The chain part of each index file's check (``rmqverify.index_chains``: it needs no message, and runs
-    without the GIL), done on a thread while the commitlog pass runs; :func:`_verify_index_file` takes each
-    file's (view, result) and hands the result to ``Xref.index_check``. Anything that goes wrong here is left
-    to the main path, which then reads and checks the file itself (same findings)."""
+    """The index files' geometries, then the chain part of each file's check (``rmqverify.index_chains``: it
+    needs no message, and runs without the GIL), done on a thread while the commitlog pass runs, then (after it,
+    :meth:`check`) their entry checks; :func:`_verify_index_file` takes each file's results. Anything that goes
+    wrong here is left to the main path, which then reads and checks the file itself (same findings)."""
 
     def __init__(self, ctx: _Ctx, chains):
         import threading
 
         self._done: dict = {}
-        self._thread = threading.Thread(target=self._run, args=(ctx.store.index_files, ctx.index_geos, chains),
-                                        name="mqtool-index-chains", daemon=True)
+        self.geos = None
+        self._first = threading.Thread(target=self._run, args=(ctx.store.index_files, ctx.opts, chains),
+                                       name="mqtool-index-chains", daemon=True)
+        self._thread = self._first
         self._thread.start()
 
-    def _run(self, paths, geos, chains) -> None:
+    def _run(self, paths, opts, chains) -> None:
+        try:                        # the geometry decision reads every slot table: here too, not before the pass
+            geos = indexfiles.index_geometries(paths, opts)
+        except Exception:          # noqa: BLE001 -- the main path decides again and reports it
+            return
+        self.geos = geos
         for path in paths:
             try:
                 v = indexfiles.read_index_file(path, geos.of(path))
@@ -36,6 +43,11 @@ class ChainsAhead:
                     self._done[path] = (v, chains(v.data, v.slot_num, v.entry_count))
             except Exception:          # noqa: BLE001 -- the main path reads the file again and reports it
                 continue
+
+    def geometries(self):
+        """The index geometries the thread decided (:func:`indexfiles.index_geometries`), or None."""
+        self._first.join()
+        return self.geos
 
     def check(self, xref) -> None:
         """Then the entry checks too (``Xref.index_check`` with each file's chains; no GIL): the commitlog pass
@@ -76,8 +88,8 @@ AHEAD_MIN_BYTES = NATIVE_VERIFY_PARALLEL_MIN_BYTES
 
 
 def start_chains(ctx: _Ctx) -> None:
-    """Decide the index geometries now and start :class:`ChainsAhead` when the compiled table will check the
-    index files after a long commitlog pass (run.py calls this before that pass)."""
+    """Start :class:`ChainsAhead` (the index geometries, then each file's chains) when the compiled table will
+    check the index files after a long commitlog pass (run.py calls this before that pass)."""
     from mqtool.rocketmq.verify import native_lane
 
     store = ctx.store
@@ -89,7 +101,6 @@ def start_chains(ctx: _Ctx) -> None:
     chains = getattr(native_lane._native_lane(), "index_chains", None)
     if chains is None:
         return
-    ctx.index_geos = indexfiles.index_geometries(store.index_files, ctx.opts)
     ctx.index_ahead = ChainsAhead(ctx, chains)
 
 
@@ -104,7 +115,9 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = indexfiles.read_checkpoint(store.checkpoint)
         except Exception:
             cp = None
-    geos = ctx.index_geos if ctx.index_geos is not None else indexfiles.index_geometries(store.index_files, ctx.opts)
+    geos = ctx.index_ahead.geometries() if ctx.index_ahead is not None else None
+    if geos is None:
+        geos = indexfiles.index_geometries(store.index_files, ctx.opts)
     ctx.summary.extra["index_geometry"] = geos.summary()
     for size, g in sorted(geos.by_size.items()):
         if g.warning:
