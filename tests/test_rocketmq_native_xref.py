@@ -124,23 +124,30 @@ def test_threads_without_gil_equal_the_pool_and_one_process(run_cli, monkeypatch
             pool = run_cli("verify", "store", store, "--json", "--jobs", "2", "--split-size", split)
             monkeypatch.setattr(VR, "THREADS", True)
             assert threads == pool and threads[1] == one, (store, split)
-    # no --split-size: threads take wider ranges than the pool's default split (a quarter of each one's share,
-    # in whole MiB; the default split made tiny here so that the stores have several ranges)
-    import mqtool.ranges as MR
+    # no --split-size: threads take guided ranges (GUIDED_MIN made tiny here: several per store)
     from mqtool.rocketmq.store import open_store
 
-    splits = []
-    real_split = VR.split_segments
-    monkeypatch.setattr(VR, "split_segments", lambda *a: splits.append(a[3]) or real_split(*a))
-    for mod in (VR, MR):
-        monkeypatch.setattr(mod, "DEFAULT_SPLIT_SIZE", 4096)
+    plans, checked = [], 0
+    real_guided = VR.guided_ranges
+    monkeypatch.setattr(VR, "guided_ranges", lambda *a: plans.append(real_guided(*a)) or plans[-1])
+    monkeypatch.setattr(VR, "GUIDED_MIN", 4096)
     monkeypatch.setattr(VR, "NATIVE_VERIFY_PARALLEL_MIN_BYTES", 0)
-    for store in _real_stores()[:3]:
-        splits.clear()
+    for store in _real_stores():
+        plans.clear()
         assert run_cli("verify", "store", store, "--json", "--jobs", "2")[1] == \
-            run_cli("verify", "store", store, "--json", "--jobs", "1")[1]
-        total = sum(s.size for s in open_store(store).segments)
-        assert splits[:2] == [None, -(-total // 8 // (1 << 20)) << 20], store
+            run_cli("verify", "store", store, "--json", "--jobs", "1")[1], store
+        segs = open_store(store).segments
+        if sum(s.size for s in segs) < 2 * 4096 or len(plans) == 0:
+            continue
+        (plan,) = plans
+        for si, seg in enumerate(segs):           # each segment covered exactly, in order
+            mine = [(r.start, r.stop) for r in plan if r.seg_index == si]
+            assert mine[0][0] == 0 and mine[-1][1] == seg.size
+            assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+        sizes = [r.length for r in plan]
+        assert len(plan) > 1 and sizes[0] >= sizes[-1]
+        checked += 1
+    assert checked >= 3
     assert used and set(used) == {2}
 
 

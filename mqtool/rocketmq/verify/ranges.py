@@ -8,7 +8,7 @@ from mqtool.progress import progress
 from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
-from mqtool.ranges import DEFAULT_SPLIT_SIZE, PARALLEL_MIN_BYTES, PoolRunner, split_segments
+from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, PoolRunner, split_segments
 from mqtool.rocketmq import ranges as _ranges
 from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
 from mqtool.rocketmq.verify import native_lane
@@ -46,7 +46,7 @@ class ThreadRunner:
 
     def __init__(self, jobs: int, window: int | None = None):
         self.jobs = jobs
-        self.window = window or 2 * jobs
+        self.window = window or 4 * jobs       # (guided ranges: a long first one must not hold the others up)
 
     def imap(self, fn, items):
         import threading
@@ -104,6 +104,29 @@ def _local_runner(runner, native: bool):
 
 
 THREADS = True
+GUIDED_MIN = 64 << 20
+
+
+def guided_ranges(store: str, segments, jobs: int) -> list:
+    """Ranges for ``jobs`` threads (no ``--split-size``): each takes 1/(2*jobs) of the bytes not yet planned (at
+    least :data:`GUIDED_MIN`, in whole MiB, never past its segment's end) -- big ranges first, small ones last,
+    so the threads finish together with few range starts (each costs a few ms: a range's first unit of each
+    queue takes the full path). The findings are the same at any split."""
+    segs = list(segments)
+    remaining = sum(s.size for s in segs)
+    out: list = []
+    for si, s in enumerate(segs):
+        last, st = si == len(segs) - 1, 0
+        while True:
+            want = max(GUIDED_MIN, -(-remaining // (2 * jobs) // (1 << 20)) << 20)
+            stop = min(s.size, st + want)
+            out.append(ByteRange(FAMILY, str(store), str(s.path), s.name, s.base, s.size, st, stop, si, last,
+                                 len(out)))
+            remaining -= stop - st
+            st = stop
+            if st >= s.size:
+                break
+    return out
 
 
 class _FirstSeen(dict):
@@ -197,12 +220,7 @@ def verify_commitlog_ranges(ctx):
     if local:
         runner = _local_runner(runner, native)
         if isinstance(runner, ThreadRunner) and split is None:
-            # a range's start costs a few ms (its first unit of each queue takes the full path): threads, which
-            # start no pool, take ranges of 1/4 of each thread's share (the same findings at any split)
-            total = sum(s.size for s in store.segments)
-            wide = max(DEFAULT_SPLIT_SIZE, -(-total // (4 * runner.jobs) // (1 << 20)) << 20)
-            if wide > DEFAULT_SPLIT_SIZE:
-                ranges = split_segments(FAMILY, store.path, store.segments, wide)
+            ranges = guided_ranges(store.path, store.segments, runner.jobs)
     plain = opts if isinstance(runner, ThreadRunner) else _plain(opts)    # (threads: nothing to pickle)
     ctx.xref = native_lane.new_xref(store.segments) if native and local and ctx.want_xref else None
     want_xref = ctx.xref is not None
