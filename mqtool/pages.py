@@ -14,6 +14,9 @@ nothing. Usage in a scanner::
             win.advance(pos)
         ...
 
+The calls go through ``rmqcore.verify.madvise`` when the compiled helpers are on: ``mmap.madvise`` holds the
+GIL for the milliseconds a window takes to populate, which threads walking other ranges could use.
+
 A ranged map of a remote file (:func:`mqtool.io.map_input` with ``ranged=True``) reads zeros where nothing
 was fetched yet, so there the window also fetches: it steps every remote chunk (``MQTOOL_REMOTE_CHUNK_MB``,
 default 8 MiB) instead of every ``WINDOW``, and on each step asks :func:`mqtool.io.need` for the bytes from
@@ -32,6 +35,21 @@ PAGE = mmap.PAGESIZE
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if _DONTNEED is not None else None)
 _populate_ok = [_POPULATE_READ is not None]
+_nogil: list = []           # [madvise(buf, start, length, advice) without the GIL, or None], once looked up
+
+
+def _madvise(buf, advice: int, start: int, length: int) -> None:
+    """``buf.madvise(advice, start, length)``, without the GIL when the compiled helper is there."""
+    if not _nogil:
+        from mqtool import native
+
+        mod = native.load("rmqverify")
+        _nogil.append(getattr(mod, "madvise", None))
+    fn = _nogil[0]
+    if fn is None:
+        buf.madvise(advice, start, length)
+    else:
+        fn(buf, start, length, advice)
 
 
 class PageWindow:
@@ -67,7 +85,7 @@ class PageWindow:
         if self.remote:
             _io.need(self.buf, upto, self.remote)
         if upto > self.kept:
-            self.buf.madvise(_DONTNEED, self.kept, upto - self.kept)
+            _madvise(self.buf, _DONTNEED, self.kept, upto - self.kept)
             self.kept = upto
         self.next_at = upto + self.window
         self._populate(upto)
@@ -75,7 +93,7 @@ class PageWindow:
     def _populate(self, at: int) -> None:
         if _populate_ok[0] and at < self.end:
             try:
-                self.buf.madvise(_POPULATE_READ, at, min(self.window, self.end - at))
+                _madvise(self.buf, _POPULATE_READ, at, min(self.window, self.end - at))
             except (OSError, ValueError):
                 _populate_ok[0] = False
 

@@ -90,6 +90,106 @@ def test_real_stores_and_fixture_equal_python(run_cli, monkeypatch):
     assert tally.idx_files - tally.idx_slow > 10   # ... and index files (the loops ran only on the others)
 
 
+@pytest.fixture(autouse=True)
+def nogil_everywhere(monkeypatch):
+    """Every span the compiled lane walks in this module runs without the GIL, and verify store checks the index
+    files on a thread ahead (the stores are far below the 1 MiB a span and the 256 MiB a commitlog needs for that
+    by default; the other verify tests keep the defaults, so both ways are compared)."""
+    from mqtool.rocketmq.verify import index as VI
+
+    monkeypatch.setattr(VI, "AHEAD_MIN_BYTES", 0)
+    v = native.load("rmqverify")
+    old = v.nogil_min(0)
+    try:
+        yield v
+    finally:
+        v.nogil_min(old)
+
+
+def test_threads_without_gil_equal_the_pool_and_one_process(run_cli, monkeypatch, nogil_everywhere):
+    """``--jobs 2`` walks the ranges on two threads, the compiled lane without the GIL: the NDJSON equals the
+    process pool's, ``--jobs 1``'s and the Python path's on every real store and the fixture, for range splits
+    of every size (many ranges per segment, ranges that cut units, one range per segment)."""
+    from mqtool.rocketmq.verify import ranges as VR
+
+    assert nogil_everywhere.walks_without_gil()
+    used = []
+    real = VR.ThreadRunner.imap
+    monkeypatch.setattr(VR.ThreadRunner, "imap", lambda self, fn, items: used.append(self.jobs) or real(self, fn, items))
+    for store in _real_stores() + [REPO / "fixtures" / "rocketmq" / "store"]:
+        one = _both(run_cli, store, ["--jobs", "1"])
+        for split in ("4K", "16K", "1M"):
+            threads = run_cli("verify", "store", store, "--json", "--jobs", "2", "--split-size", split)
+            monkeypatch.setattr(VR, "THREADS", False)
+            pool = run_cli("verify", "store", store, "--json", "--jobs", "2", "--split-size", split)
+            monkeypatch.setattr(VR, "THREADS", True)
+            assert threads == pool and threads[1] == one, (store, split)
+    # no --split-size: threads take guided ranges (GUIDED_MIN made tiny here: several per store)
+    from mqtool.rocketmq.store import open_store
+
+    plans, checked = [], 0
+    real_guided = VR.guided_ranges
+    monkeypatch.setattr(VR, "guided_ranges", lambda *a: plans.append(real_guided(*a)) or plans[-1])
+    monkeypatch.setattr(VR, "GUIDED_MIN", 4096)
+    monkeypatch.setattr(VR, "NATIVE_VERIFY_PARALLEL_MIN_BYTES", 0)
+    for store in _real_stores():
+        plans.clear()
+        assert run_cli("verify", "store", store, "--json", "--jobs", "2")[1] == \
+            run_cli("verify", "store", store, "--json", "--jobs", "1")[1], store
+        segs = open_store(store).segments
+        if sum(s.size for s in segs) < 2 * 4096 or len(plans) == 0:
+            continue
+        (plan,) = plans
+        for si, seg in enumerate(segs):           # each segment covered exactly, in order
+            mine = [(r.start, r.stop) for r in plan if r.seg_index == si]
+            assert mine[0][0] == 0 and mine[-1][1] == seg.size
+            assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+        sizes = [r.length for r in plan]
+        assert len(plan) > 1 and sizes[0] >= sizes[-1]
+        checked += 1
+    assert checked >= 3
+    assert used and set(used) == {2}
+
+
+def test_thread_runner_keeps_order_window_and_errors():
+    """ThreadRunner: results in submission order whatever order tasks finish in, at most ``window`` tasks
+    started and not handed on, a task's exception raised in the caller, and closing early stops the rest."""
+    import threading
+    import time
+
+    from mqtool.rocketmq.verify.ranges import ThreadRunner
+
+    lock, live, peak, ran = threading.Lock(), [0], [0], []
+
+    def task(i):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+            ran.append(i)
+        time.sleep(0.002 * ((7 * i) % 5))
+        if i == 13:
+            raise KeyError(i)
+        return i * i
+
+    def handed(it):
+        for r in it:
+            with lock:
+                live[0] -= 1
+            yield r
+
+    assert list(handed(ThreadRunner(3, window=4).imap(task, range(12)))) == [i * i for i in range(12)]
+    assert peak[0] <= 4
+    with pytest.raises(KeyError):
+        list(ThreadRunner(2).imap(task, range(20)))
+    ran.clear()
+    it = ThreadRunner(2, window=2).imap(task, range(100))
+    assert next(it) == 0
+    it.close()                                   # the threads are joined: nothing more starts
+    n = len(ran)
+    time.sleep(0.05)
+    assert len(ran) == n <= 4
+
+
 def test_consumequeue_and_index_parts_equal_python(run_cli, monkeypatch):
     """verify consumequeue / verify index: the light dispatch pass fills the table too."""
     tally = _Tally(monkeypatch)
@@ -225,6 +325,45 @@ def test_damaged_index_equals_python(run_cli, monkeypatch, store, what, code):
     _damaged(run_cli, monkeypatch, store, code, path)
 
 
+def test_index_chains_are_taken_ahead_by_verify_store(run_cli, monkeypatch, store):
+    """verify store checks the index files' chains on a thread during the commitlog pass
+    (``index.ChainsAhead``), their entries on it during the consumequeue checks, and takes both for each file;
+    the NDJSON equals the Python path's, clean and with each chain damage (the chains then say False and the
+    Python loops run)."""
+    from mqtool.rocketmq.verify import index as VI
+
+    v = native.load("rmqverify")
+    monkeypatch.setattr(VI, "AHEAD_MIN_BYTES", 0)                  # (on by default from a 256 MiB commitlog)
+    path, view = _index(store)
+    taken = []
+    real = VI.ChainsAhead.take
+    monkeypatch.setattr(VI.ChainsAhead, "take", lambda self, p: taken.append(real(self, p)) or taken[-1])
+    _both(run_cli, store)
+    assert [t[1] for t in taken if t is not None and t[0].path == str(path)] == \
+        [v.index_chains(path.read_bytes(), view.slot_num, view.entry_count)]
+    # ... and the entry checks ran ahead too (during the consumequeue checks), proving the clean files clean
+    assert all(t[2] is not VI.UNCHECKED and t[2] is not None for t in taken if t is not None)
+    used = view.nonzero_slots()
+    code = {"unreachable": "index-unreachable", "shared-tail": "index-chain-cycle", "bad-slot": "index-bad-slot"}
+    for damage in ("unreachable", "shared-tail", "bad-slot"):
+        data = bytearray(path.read_bytes())
+        if damage == "unreachable":
+            struct.pack_into(">i", data, F.INDEX_HEADER_SIZE + 4 * used[0][0], 0)
+            path.write_bytes(bytes(data))
+        elif damage == "shared-tail":
+            a, b = sorted((used[1][1], used[2][1]))
+            _patch_entry(path, view, b, prev=a)
+        else:
+            struct.pack_into(">i", data, F.INDEX_HEADER_SIZE + 4 * used[3][0], view.entry_count + 9)
+            path.write_bytes(bytes(data))
+        chains = v.index_chains(path.read_bytes(), view.slot_num, view.entry_count)
+        assert (chains is False) == (damage != "unreachable") and chains is not None, damage
+        taken.clear()
+        assert f'"code":"{code[damage]}"' in _both(run_cli, store)
+        assert any(t is not None for t in taken)
+    assert v.index_chains(path.read_bytes(), view.slot_num + 1, view.entry_count) is None   # does not fit
+
+
 def _first_message(store) -> tuple[Path, int, int]:
     seg = sorted((store / "commitlog").iterdir())[0]
     data = seg.read_bytes()
@@ -279,6 +418,29 @@ def test_builtin_crc32_equals_zlib_at_every_length_and_alignment():
             assert v.crc32(b, start) == want, (n, al)
             assert v.crc32_table(b, start) == want, (n, al)
         assert v.crc32(data[:n]) == zlib.crc32(data[:n])
+
+
+def test_each_crc32_fold_width_equals_zlib_at_every_length_and_alignment():
+    """Each folding width alone (128-bit PCLMULQDQ, 512-bit VPCLMULQDQ), whichever mq_crc32 picks on this CPU:
+    every length 0..5000 at all 16 alignments with random start values, equal to zlib.crc32 (lengths around
+    the 256-byte wide step, the 64-byte fold and the 16-byte tail included). A width this CPU lacks is None."""
+    import random
+    import zlib
+
+    v = _core_verify()
+    rnd = random.Random(21)
+    data = rnd.randbytes(5100)
+    widths = [w for w in (128, 512) if v.crc32_fold(b"", 0, w) is not None]
+    assert (128 in widths) == bool(v.crc32_hardware())
+    for n in range(5001):
+        for al in range(16):
+            b = data[al:al + n]
+            start = rnd.getrandbits(32)
+            want = zlib.crc32(b, start)
+            for w in widths:
+                assert v.crc32_fold(b, start, w) == want, (n, al, w)
+    with pytest.raises(ValueError):
+        v.crc32_fold(b"", 0, 256)
 
 
 def test_builtin_crc32_equals_zlib_on_real_commitlogs():
@@ -388,6 +550,44 @@ def test_cq_check_against_units_made_by_the_dispatch_rule():
     assert x.cq_check(bytes(units[:20]) + blank, 2, 10, False, topic, 1, None) is None   # blank after real
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.text(st.characters(max_codepoint=127), min_size=1, max_size=20),
+                          st.sampled_from(["\u00e9", "\u20ac", "\U0001F600", "\x7f", "\x00"]),
+                          st.sampled_from([b"\xc0\x80", b"\xed\xa0\x80", b"\xff", b"\xe2\x82"])), max_size=12))
+def test_core_java_hash_over_ascii_runs_and_other_text(pieces):
+    """The core's String.hashCode of UTF-8 (``rmq_utf16_hash``: eight ASCII bytes a step, then code points)
+    over ASCII runs of every length between other characters and invalid bytes: equal to Java's over the
+    decoded text (formats.common.java_string_hash), and it declines what Python's strict decode refuses."""
+    from formats.common import java_string_hash
+
+    lib = native.load("rmqrebuild")
+    b = b"".join(p if isinstance(p, bytes) else p.encode() for p in pieces)
+    try:
+        text = b.decode("utf-8")
+    except UnicodeDecodeError:
+        assert lib.java_hash_utf8(b) is None
+        return
+    assert lib.java_hash_utf8(b) == java_string_hash(text)
+
+
+def test_merging_a_table_equals_merging_its_export():
+    """Xref.merge(table) (the thread runner hands range tables over as they are) == merge(table.export()) (the
+    process pool pickles them): the same table after, for a first table taken over whole and later ones
+    appended (queues continued, gaps, a queue going back: dropped; key records in order, then out of order);
+    the table handed over is left empty."""
+    parts = [MSGS[:5], MSGS[5:9], [(m[0] + 9000, *m[1:4], m[4] + 40, *m[5:]) for m in MSGS[:3]],
+             [(m[0] + 20000, *m[1:4], m[4] - 30, *m[5:]) for m in MSGS[9:]], MSGS[:2]]
+    by_blob, by_table = native_lane.new_xref(), native_lane.new_xref()
+    for msgs in parts:
+        by_blob.merge(_noted(msgs).export())
+        t = _noted(msgs)
+        by_table.merge(t)
+        assert t.export() == native_lane.new_xref().export()          # left empty
+        assert by_table.export() == by_blob.export()
+    with pytest.raises(ValueError):
+        by_table.merge(by_table)
+
+
 def test_queue_offset_gaps_are_bounded():
     """Unknown units filled into a queue's gaps stay within one per noted unit (plus a fixed allowance); a
     queue that jumps further is dropped from the table (its files then take the Python loop)."""
@@ -422,12 +622,19 @@ def test_index_check_against_hashes_made_by_the_dispatch_rule():
     n = len(entries)
     used = sum(1 for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
     assert x.index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    v = native.load("rmqverify")
+    assert v.index_chains(data, slots, n) == (used, 0)
+    assert x.index_check(data, slots, n, begin, v.index_chains(data, slots, n)) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    assert x.index_check(data, slots, n, begin, False) is None         # the chains said: the Python loops
+    assert x.index_check(data, slots, n, begin, (used + 1, 3)) == (used + 1, 0, 11 * 300, MSGS[-1][5], 3)
     for k, change in ((5, lambda e: (e[0] + 1, e[1], e[2])),            # key hash of no key
                       (6, lambda e: (e[0], e[1] + 1, e[2])),            # not a message start
                       (7, lambda e: (e[0], e[1], e[2] + 5000))):        # another time
         bad = list(entries)
         bad[k - 1] = change(bad[k - 1])
         assert x.index_check(_index_file(bad, slots, begin), slots, n, begin) is None, k
+        bad_file = _index_file(bad, slots, begin)
+        assert x.index_check(bad_file, slots, n, begin, v.index_chains(bad_file, slots, n)) is None, k
     # a slot emptied: its chain's entries are unreachable (a warning, no error): the walk counts them
     i0 = next(i for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
     chain, cur = 0, struct.unpack_from(">i", data, 40 + 4 * i0)[0]
@@ -437,3 +644,6 @@ def test_index_check_against_hashes_made_by_the_dispatch_rule():
     cut = bytearray(data)
     struct.pack_into(">i", cut, 40 + 4 * i0, 0)
     assert x.index_check(bytes(cut), slots, n, begin) == (used - 1, 0, 11 * 300, MSGS[-1][5], chain)
+    assert v.index_chains(bytes(cut), slots, n) == (used - 1, chain)
+    assert x.index_check(bytes(cut), slots, n, begin, v.index_chains(bytes(cut), slots, n)) == \
+        (used - 1, 0, 11 * 300, MSGS[-1][5], chain)

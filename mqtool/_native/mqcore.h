@@ -6,7 +6,8 @@
  *                         no overlong forms, no surrogates, nothing above U+10FFFF, no truncated sequence)
  *   mq_json_str           a JSON string of UTF-8 bytes escaped as orjson does (render.write_ndjson's output)
  *   mq_crc32_*            CRC-32 (zlib's polynomial): mq_crc32 (carry-less-multiply folding where the CPU has
- *                         it, else the slicing-by-8 table loop mq_crc32_s8), or a call of a Python callable
+ *                         it -- 512-bit VPCLMULQDQ, else 128-bit PCLMULQDQ -- else the slicing-by-8 table loop
+ *                         mq_crc32_s8), or a call of a Python callable
  *                         equal to zlib.crc32 (mqtool.fastcrc.crc32: ISA-L when installed) on a memoryview
  *
  * Layouts (offsets, sizes, magics) are never written here nor in the helpers: they come from the construct
@@ -184,6 +185,7 @@ static uint32_t mq_crc_tab[8][256];
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 static int mq_crc_hw;
+static int mq_crc_wide;          /* VPCLMULQDQ on 512-bit registers (AVX-512F): mq_crc32_wide */
 #endif
 
 /* Fill the slicing-by-8 table and look for carry-less multiplication (call once, at module init, before
@@ -193,6 +195,7 @@ static inline void mq_crc32_init(void)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     mq_crc_hw = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    mq_crc_wide = mq_crc_hw && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f");
 #endif
     for (uint32_t n = 0; n < 256; n++) {
         uint32_t c = n;
@@ -240,14 +243,14 @@ static inline uint32_t mq_crc32_s8(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 #define MQ_CRC_CLMUL 1
 
 __attribute__((target("pclmul,sse4.1")))
+static inline uint32_t mq_crc32_clmul_from(__m128i a, const uint8_t *p, Py_ssize_t n);
+
+__attribute__((target("pclmul,sse4.1")))
 static uint32_t mq_crc32_clmul(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 {
     /* the register (already inverted) over p[0:n], n >= 64 and a multiple of 16 */
     const __m128i k12 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
     const __m128i k34 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
-    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
-    const __m128i pmu = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
-    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
     __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
     __m128i c = _mm_loadu_si128((const __m128i *)(p + 32)), d = _mm_loadu_si128((const __m128i *)(p + 48));
     a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)crc));
@@ -266,12 +269,25 @@ static uint32_t mq_crc32_clmul(uint32_t crc, const uint8_t *p, Py_ssize_t n)
     a = MQ_FOLD(a, k34, b);                          /* four remainders into one */
     a = MQ_FOLD(a, k34, c);
     a = MQ_FOLD(a, k34, d);
+#undef MQ_FOLD
+    return mq_crc32_clmul_from(a, p, n);
+}
+
+/* The end of mq_crc32_clmul: the 128-bit remainder a of what came before p[0:n] (n a multiple of 16), folded
+ * over those 16 bytes at a time and reduced to the 32-bit register (also the end of mq_crc32_wide). */
+__attribute__((target("pclmul,sse4.1")))
+static inline uint32_t mq_crc32_clmul_from(__m128i a, const uint8_t *p, Py_ssize_t n)
+{
+    const __m128i k34 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i pmu = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i low32 = _mm_setr_epi32(-1, 0, -1, 0);
     while (n >= 16) {
-        a = MQ_FOLD(a, k34, _mm_loadu_si128((const __m128i *)p));
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(a, k34, 0x00), _mm_clmulepi64_si128(a, k34, 0x11)),
+                          _mm_loadu_si128((const __m128i *)p));
         p += 16;
         n -= 16;
     }
-#undef MQ_FOLD
     /* 128 -> 96 -> 64 bits */
     __m128i t = _mm_clmulepi64_si128(a, k34, 0x10);
     a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
@@ -283,6 +299,58 @@ static uint32_t mq_crc32_clmul(uint32_t crc, const uint8_t *p, Py_ssize_t n)
     a = _mm_xor_si128(a, t);
     return (uint32_t)_mm_extract_epi32(a, 1);
 }
+
+/* The same fold four times wider (VPCLMULQDQ on 512-bit registers, AVX-512F; checked at run time by
+ * mq_crc32_init): four 512-bit remainders take 256 bytes a step (each 128-bit lane folded forward 2048 bits),
+ * are folded into one (512 bits a step), its four lanes into one 128-bit remainder (by 384, 256 and 128 bits),
+ * and mq_crc32_clmul's tail finishes it. The constants are the same powers of x as above, for those distances:
+ * x^(D+32), x^(D-32) mod P for a fold by D bits (K1/K2 is D = 512, K3/K4 D = 128). */
+__attribute__((target("pclmul,sse4.1,avx512f,vpclmulqdq")))
+static uint32_t mq_crc32_wide(uint32_t crc, const uint8_t *p, Py_ssize_t n)
+{
+    /* the register (already inverted) over p[0:n], n >= 256 and a multiple of 16 */
+    const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430LL, 0x011542778aLL));
+    const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL));
+    const __m128i k384 = _mm_set_epi64x(0x0174359406LL, 0x003db1ecdcLL);
+    const __m128i k256 = _mm_set_epi64x(0x015a546366LL, 0x00f1da05aaLL);
+    const __m128i k128 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    __m512i a = _mm512_loadu_si512((const void *)p), b = _mm512_loadu_si512((const void *)(p + 64));
+    __m512i c = _mm512_loadu_si512((const void *)(p + 128)), d = _mm512_loadu_si512((const void *)(p + 192));
+    a = _mm512_xor_si512(a, _mm512_castsi128_si512(_mm_cvtsi32_si128((int)crc)));
+    p += 256;
+    n -= 256;
+    /* r * K (both halves) ^ next, the three-way XOR in one instruction (0x96: a ^ b ^ c) */
+#define MQ_FOLDW(r, k, next) _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(r, k, 0x00), \
+                                                       _mm512_clmulepi64_epi128(r, k, 0x11), next, 0x96)
+    while (n >= 256) {
+        a = MQ_FOLDW(a, k2048, _mm512_loadu_si512((const void *)p));
+        b = MQ_FOLDW(b, k2048, _mm512_loadu_si512((const void *)(p + 64)));
+        c = MQ_FOLDW(c, k2048, _mm512_loadu_si512((const void *)(p + 128)));
+        d = MQ_FOLDW(d, k2048, _mm512_loadu_si512((const void *)(p + 192)));
+        p += 256;
+        n -= 256;
+    }
+    a = MQ_FOLDW(a, k512, b);                        /* four remainders into one */
+    a = MQ_FOLDW(a, k512, c);
+    a = MQ_FOLDW(a, k512, d);
+    while (n >= 64) {
+        a = MQ_FOLDW(a, k512, _mm512_loadu_si512((const void *)p));
+        p += 64;
+        n -= 64;
+    }
+#undef MQ_FOLDW
+    /* its four 128-bit lanes into one: lane i folded forward (3 - i) * 128 bits onto lane 3 */
+#define MQ_FOLD(r, k, next) _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(r, k, 0x00), \
+                                                        _mm_clmulepi64_si128(r, k, 0x11)), next)
+    __m128i r = _mm512_extracti32x4_epi32(a, 3);
+    r = MQ_FOLD(_mm512_extracti32x4_epi32(a, 0), k384, r);
+    r = MQ_FOLD(_mm512_extracti32x4_epi32(a, 1), k256, r);
+    r = MQ_FOLD(_mm512_extracti32x4_epi32(a, 2), k128, r);
+#undef MQ_FOLD
+    /* the rest (n < 64, a multiple of 16) and the reduction: mq_crc32_clmul over this remainder and the rest,
+     * i.e. fold the remainder into the next 16 bytes as its first block would be */
+    return mq_crc32_clmul_from(r, p, n);
+}
 #endif
 
 /* zlib.crc32(p[0:n], crc): carry-less multiplication where the CPU has it (inputs of 64 bytes and more), else
@@ -292,7 +360,7 @@ static inline uint32_t mq_crc32(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 #ifdef MQ_CRC_CLMUL
     if (mq_crc_hw && n >= 64) {
         Py_ssize_t bulk = n & ~(Py_ssize_t)15;
-        crc = ~mq_crc32_clmul(~crc, p, bulk);
+        crc = ~(mq_crc_wide && bulk >= 256 ? mq_crc32_wide(~crc, p, bulk) : mq_crc32_clmul(~crc, p, bulk));
         p += bulk;
         n -= bulk;
     }

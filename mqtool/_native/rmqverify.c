@@ -18,6 +18,9 @@
  */
 #include "rmqunit.h"             /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- the verify part's options (set by configure(), from the schema and verify.py) ------------------------ */
 
@@ -42,7 +45,7 @@ static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t 
     while (p <= last) {
         p = memchr(p, (unsigned char)nd[0], (size_t)(last - p) + 1);
         if (p == NULL) return 0;
-        if (memcmp(p, nd, (size_t)nn) == 0) return 1;
+        if ((nn == 1 || p[1] == (uint8_t)nd[1]) && memcmp(p, nd, (size_t)nn) == 0) return 1;  /* 2nd byte first */
         p++;
     }
     return 0;
@@ -57,6 +60,11 @@ typedef struct {
     uint64_t hash;
     PyObject *key;          /* (topic str, queue id int), owned */
     int64_t next;           /* next expected queue offset (always set: see q_add) */
+    struct XCache {         /* what xref_note found for this queue in this call's table (see there) */
+        Py_ssize_t qi;      /* its queue in the Xref, or -1 not looked up yet */
+        uint32_t hp;        /* hash of topic + join text (index keys) */
+        int hp_ok;
+    } cache;
 } QEnt;
 
 typedef struct {
@@ -76,8 +84,8 @@ static uint64_t q_hash(const uint8_t *t, Py_ssize_t n, int64_t qid)
 static void q_free(QTab *q)
 {
     for (Py_ssize_t i = 0; i < q->n; i++) Py_XDECREF(q->ents[i].key);
-    PyMem_Free(q->ents);
-    PyMem_Free(q->slots);
+    PyMem_RawFree(q->ents);
+    PyMem_RawFree(q->slots);
     q->ents = NULL;
     q->slots = NULL;
     q->n = q->cap = q->nslots = 0;
@@ -100,18 +108,18 @@ static Py_ssize_t q_add(QTab *q, const uint8_t *t, Py_ssize_t n, int64_t qid, ui
 {
     if (q->n == q->cap) {
         Py_ssize_t cap = q->cap ? q->cap * 2 : 64;
-        QEnt *ne = PyMem_Realloc(q->ents, (size_t)cap * sizeof(QEnt));
-        int32_t *ns = PyMem_Malloc((size_t)cap * 2 * sizeof(int32_t));
+        QEnt *ne = PyMem_RawRealloc(q->ents, (size_t)cap * sizeof(QEnt));
+        int32_t *ns = PyMem_RawMalloc((size_t)cap * 2 * sizeof(int32_t));
         if (ne == NULL || ns == NULL || cap > INT32_MAX / 2) {
             if (ne != NULL) q->ents = ne;
-            PyMem_Free(ns);
+            PyMem_RawFree(ns);
             Py_DECREF(key);
             PyErr_NoMemory();
             return -1;
         }
         q->ents = ne;
         q->cap = cap;
-        PyMem_Free(q->slots);
+        PyMem_RawFree(q->slots);
         q->slots = ns;
         q->nslots = cap * 2;
         for (Py_ssize_t s = 0; s < q->nslots; s++) q->slots[s] = -1;
@@ -124,7 +132,7 @@ static Py_ssize_t q_add(QTab *q, const uint8_t *t, Py_ssize_t n, int64_t qid, ui
     Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(q->nslots - 1));
     while (q->slots[s] >= 0) s = (s + 1) & (q->nslots - 1);
     q->slots[s] = (int32_t)q->n;
-    q->ents[q->n] = (QEnt){t, n, qid, h, key, next};
+    q->ents[q->n] = (QEnt){t, n, qid, h, key, next, {-1, 0, 0}};
     return q->n++;
 }
 
@@ -219,7 +227,28 @@ typedef struct {
     Py_ssize_t nh, hcap;
     int unsorted;                  /* offsets did not increase: index_check declines */
     Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
+    int busy;                      /* a scan() fills it without the GIL: its methods refuse until it is done */
+    int readers;                   /* index_check() calls reading it without the GIL: nothing may change it */
 } Xref;
+
+/* 0, or -1 with RuntimeError when a call that changes X may not run now: a scan() fills it or index_check()
+ * calls read it without the GIL (other threads). */
+static int xref_idle(Xref *X);
+static int xref_writable(Xref *X)
+{
+    if (xref_idle(X) < 0) return -1;
+    if (!X->readers) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Xref: index checks are reading this table (another thread)");
+    return -1;
+}
+
+/* 0, or -1 with RuntimeError when a scan() running without the GIL (another thread) is filling X. */
+static int xref_idle(Xref *X)
+{
+    if (!X->busy) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "Xref: a scan is filling this table (another thread)");
+    return -1;
+}
 
 /* Room for `need` items of `item` bytes in *p (capacity *cap, doubled as it grows): 0, or -1 (memory). */
 static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
@@ -228,7 +257,7 @@ static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
     if (need <= *cap) return 0;
     Py_ssize_t c = *cap ? *cap : 256;
     while (c < need) c *= 2;
-    void *np = PyMem_Realloc(*pp, (size_t)c * item);
+    void *np = PyMem_RawRealloc(*pp, (size_t)c * item);
     if (np == NULL) return -1;
     *pp = np;
     *cap = c;
@@ -238,11 +267,11 @@ static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
 static void xref_clear(Xref *X)
 {
     for (Py_ssize_t i = 0; i < X->nq; i++) {
-        PyMem_Free(X->q[i].topic);
-        PyMem_Free(X->q[i].units);
+        PyMem_RawFree(X->q[i].topic);
+        PyMem_RawFree(X->q[i].units);
     }
-    PyMem_Free(X->q); PyMem_Free(X->qslots); PyMem_Free(X->off); PyMem_Free(X->ts); PyMem_Free(X->kstart);
-    PyMem_Free(X->nk); PyMem_Free(X->h);
+    PyMem_RawFree(X->q); PyMem_RawFree(X->qslots); PyMem_RawFree(X->off); PyMem_RawFree(X->ts); PyMem_RawFree(X->kstart);
+    PyMem_RawFree(X->nk); PyMem_RawFree(X->h);
     X->q = NULL; X->qslots = NULL; X->off = X->ts = NULL; X->kstart = NULL; X->nk = NULL; X->h = NULL;
     X->nq = X->qcap = X->nqslots = X->nrec = X->rcap = X->nh = X->hcap = 0;
     X->unsorted = 0;
@@ -270,20 +299,20 @@ static Py_ssize_t xq_find(Xref *X, const uint8_t *t, Py_ssize_t n, int64_t qid, 
     if (!create) return -1;
     if (X->nq + 1 > X->nqslots / 2) {                       /* grow and rehash the slot table */
         Py_ssize_t ns = X->nqslots ? X->nqslots * 2 : 64;
-        int32_t *sl = PyMem_Malloc((size_t)ns * sizeof(int32_t));
-        if (sl == NULL || ns > INT32_MAX) { PyMem_Free(sl); return -2; }
+        int32_t *sl = PyMem_RawMalloc((size_t)ns * sizeof(int32_t));
+        if (sl == NULL || ns > INT32_MAX) { PyMem_RawFree(sl); return -2; }
         for (Py_ssize_t s = 0; s < ns; s++) sl[s] = -1;
         for (Py_ssize_t i = 0; i < X->nq; i++) {
             Py_ssize_t s = (Py_ssize_t)(X->q[i].hash & (uint64_t)(ns - 1));
             while (sl[s] >= 0) s = (s + 1) & (ns - 1);
             sl[s] = (int32_t)i;
         }
-        PyMem_Free(X->qslots);
+        PyMem_RawFree(X->qslots);
         X->qslots = sl;
         X->nqslots = ns;
     }
     if (xgrow(&X->q, &X->qcap, X->nq + 1, sizeof(XQueue)) < 0) return -2;
-    uint8_t *tc = PyMem_Malloc((size_t)n + 1);
+    uint8_t *tc = PyMem_RawMalloc((size_t)n + 1);
     if (tc == NULL) return -2;
     memcpy(tc, t, (size_t)n);
     X->q[X->nq] = (XQueue){.topic = tc, .tlen = n, .qid = qid, .hash = h};
@@ -310,23 +339,25 @@ static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
     }
 }
 
-/* Room for nrec message records and nh key hashes: 0, or -1 with MemoryError set. */
+/* Room for nrec message records and nh key hashes: 0, or -1 (out of memory; no exception set: callers may
+ * run without the GIL). */
 static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
 {
     Py_ssize_t c1 = X->rcap, c2 = X->rcap, c3 = X->rcap, c4 = X->rcap;   /* the four arrays grow alike */
     if (nh > (Py_ssize_t)UINT32_MAX || xgrow(&X->off, &c1, nrec, 8) < 0 || xgrow(&X->ts, &c2, nrec, 8) < 0
-        || xgrow(&X->kstart, &c3, nrec, 4) < 0 || xgrow(&X->nk, &c4, nrec, 2) < 0 || xgrow(&X->h, &X->hcap, nh, 4) < 0) {
-        PyErr_NoMemory();
+        || xgrow(&X->kstart, &c3, nrec, 4) < 0 || xgrow(&X->nk, &c4, nrec, 2) < 0 || xgrow(&X->h, &X->hcap, nh, 4) < 0)
         return -1;
-    }
     X->rcap = c1;
     return 0;
 }
 
-/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 on memory error. utf8_checked: the
- * caller knows the topic and the whole properties are valid UTF-8 (the lane checked them). */
+/* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 out of memory (no exception set:
+ * the lane calls this without the GIL). utf8_checked: the caller knows the topic and the whole properties are
+ * valid UTF-8 (the lane checked them). c: the lane's cache for this queue (its queue in X, the hash of topic +
+ * join text: the same for every message of the queue), or NULL. */
 static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, Py_ssize_t tl, int64_t qid,
-                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked)
+                     int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked,
+                     struct XCache *c)
 {
     if (!xc.ready || !(utf8_checked || mq_utf8_ok(topic, tl))) return 0;
     XVal v[3];
@@ -334,19 +365,20 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
     /* consumequeue: the unit this message makes in its queue */
     if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
         && (v[0].n < 0 || utf8_checked || mq_utf8_ok(v[0].p, v[0].n))) {
-        Py_ssize_t qi = xq_find(X, topic, tl, qid, 1);
-        if (qi == -2) { PyErr_NoMemory(); return -1; }
+        Py_ssize_t qi = c != NULL && c->qi >= 0 ? c->qi : xq_find(X, topic, tl, qid, 1);
+        if (qi == -2) return -1;
+        if (c != NULL) c->qi = qi;
         XQueue *q = &X->q[qi];
         if (!q->poisoned) {
             if (q->n == 0) q->base = qoff;
             int64_t j = qoff - q->base;
             if (qoff < q->base || j < q->n || j - q->n > XMAXPAD || X->padded + (j - q->n) > X->known + XPADFREE) {
                 q->poisoned = 1;                        /* not in order: no claim about this queue */
-                PyMem_Free(q->units);
+                PyMem_RawFree(q->units);
                 q->units = NULL;
                 q->n = q->cap = 0;
             } else {
-                if (xgrow(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit) < 0) { PyErr_NoMemory(); return -1; }
+                if (xgrow(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit) < 0) return -1;
                 uint8_t *u = q->units;
                 memset(u + q->n * xc.unit, 0, (size_t)((j + 1 - q->n) * xc.unit));
                 uint8_t *o = u + j * xc.unit;
@@ -369,8 +401,13 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
         return 0;
     int32_t hs[XMAXKEYS];
     uint32_t hp = 0;                                    /* topic and join text: valid UTF-8 */
-    rmq_utf16_hash(&hp, topic, tl);
-    rmq_utf16_hash(&hp, (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
+    if (c != NULL && c->hp_ok) {
+        hp = c->hp;
+    } else {
+        rmq_utf16_hash(&hp, topic, tl);
+        rmq_utf16_hash(&hp, (const uint8_t *)xc.s[XS_JOIN], xc.slen[XS_JOIN]);
+        if (c != NULL) { c->hp = hp; c->hp_ok = 1; }
+    }
     int nk = rmq_index_hashes(hp, v[2].n > 0 ? v[2].p : NULL, v[2].n, v[1].n > 0 ? v[1].p : NULL, v[1].n,
                               (uint8_t)xc.s[XS_KEYSEP][0], hs, XMAXKEYS);
     if (nk < 0) return 0;                               /* too many keys: no claim (Python checks) */
@@ -402,13 +439,14 @@ static PyObject *xref_new(PyTypeObject *type, PyObject *args, PyObject *kw)
  * path decoded (the same facts the lane notes). */
 static PyObject *xref_add(Xref *X, PyObject *args)
 {
+    if (xref_writable(X) < 0) return NULL;
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
-    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0);
+    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0, NULL);
     PyBuffer_Release(&t);
     PyBuffer_Release(&p);
-    if (r < 0) return NULL;
+    if (r < 0) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 
@@ -436,6 +474,7 @@ PyDoc_STRVAR(cq_check_doc,
 
 static PyObject *xref_cq_check(Xref *X, PyObject *args)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_buffer b, t;
     Py_ssize_t units;
     long long first, qid;
@@ -485,59 +524,89 @@ out:
 static inline int64_t py_mod(int64_t a, int64_t m) { int64_t r = a % m; return r < 0 ? r + m : r; }
 
 PyDoc_STRVAR(index_check_doc,
-"index_check(buf, slot_num, entries, begin_timestamp) -> (nonempty_slots, min_off, max_off, max_ts, unreached)\n"
-"| None\n\n"
+"index_check(buf, slot_num, entries, begin_timestamp, chains=None) -> (nonempty_slots, min_off, max_off, max_ts,\n"
+"unreached) | None\n\n"
 "One index file (buf, slot_num slots, entries 1..entries) checked as index._verify_index_file's slot, entry and\n"
 "chain loops do, against the messages noted: what those loops leave for the header checks when they would\n"
-"report nothing but the slot count and the unreachable entries, else None (run the Python loops).");
+"report nothing but the slot count and the unreachable entries, else None (run the Python loops). chains: what\n"
+"index_chains() gave for this buffer (its part is then not done again), or None. Runs without the GIL.");
 
-static PyObject *xref_index_check(Xref *X, PyObject *args)
+/* Where the entries of an index file (slots slots, entries 1..n) start in a buffer of len bytes, or -1 when that
+ * layout does not fit it (then no claim). */
+static Py_ssize_t idx_entries_at(Py_ssize_t len, Py_ssize_t slots, Py_ssize_t n)
 {
-    Py_buffer b;
-    Py_ssize_t slots, n;
-    long long begin;
-    if (!PyArg_ParseTuple(args, "y*nnL", &b, &slots, &n, &begin)) return NULL;
-    PyObject *res = NULL;
-    uint8_t *seen = NULL;
-    const uint8_t *base = b.buf;
-    if (slots <= 0 || n < 0 || X->unsorted || slots > (b.len - xc.header) / xc.slot) goto no;
+    if (slots <= 0 || n < 0 || slots > (len - xc.header) / xc.slot) return -1;
     const Py_ssize_t ents = xc.header + slots * xc.slot;
-    if (n + 1 > (b.len - ents) / xc.entry) goto no;
+    if (n + 1 > (len - ents) / xc.entry) return -1;
+    return ents;
+}
+
 #define ENT(k, f) mq_rd_be(base + ents + (k) * xc.entry + xc.eoff[f], xc.esize[f])
+
+/* The entry loop of index_check against the messages noted: 1 (min / max offset, newest store time set), 0 it
+ * cannot prove the entries clean. Reads only the buffer and X: runs without the GIL. */
+static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_ssize_t n, int64_t begin,
+                       int64_t *min_out, int64_t *max_out, int64_t *ts_out)
+{
     int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
     Py_ssize_t cur = 0, rec = -1;
+    if (X->unsorted) return 0;
     for (Py_ssize_t k = 1; k <= n; k++) {
         int64_t kh = ENT(k, XE_HASH), off = ENT(k, XE_PHY), td = ENT(k, XE_TD), prev = ENT(k, XE_PREV);
-        if (prev < 0 || prev >= k) goto no;
+        if (prev < 0 || prev >= k) return 0;
         if (k == 1 || off < min_off) min_off = off;
         if (k == 1 || off > max_off) max_off = off;
         if (rec < 0 || off != last_off) {
-            if ((rec = xfind(X, off, &cur)) < 0) goto no;
+            if ((rec = xfind(X, off, &cur)) < 0) return 0;
             last_off = off;
         }
         const int32_t *h = X->h + X->kstart[rec];
         int hit = 0;
         for (int j = 0; j < X->nk[rec]; j++) hit |= h[j] == kh;
-        if (!hit) goto no;
+        if (!hit) return 0;
         int64_t ts = X->ts[rec];
         if (k == 1 || ts > max_ts) max_ts = ts;
         if (begin > 0 && k > 1) {
             int64_t d;
-            if (__builtin_sub_overflow(ts, (int64_t)begin, &d)) goto no;
+            if (__builtin_sub_overflow(ts, begin, &d)) return 0;
             int64_t exp = d < 0 ? 0 : d / 1000;
-            if (exp != td) goto no;
+            if (exp != td) return 0;
         }
     }
-    /* chains. The broker links each entry to the newest older entry of its bucket and points the slot at the
-     * newest: when every prevIndex and slot is exactly that (one pass in entry order, then one over the slots),
-     * each bucket's chain holds its own entries once each, in order, so the walk the Python loop does finds
-     * nothing, reaches every entry, and the slots in use are the non-empty buckets. */
+    *min_out = min_off;
+    *max_out = max_off;
+    *ts_out = max_ts;
+    return 1;
+}
+
+/* The chain part of index_check (needs no message): 1 (slots in use, entries no slot reaches set), 0 the chain
+ * walk would report something, -1 out of memory (nothing set). Reads only the buffer: runs without the GIL.
+ *
+ * The broker links each entry to the newest older entry of its bucket and points the slot at the newest: when
+ * every prevIndex and slot is exactly that (one pass in entry order, then one over the slots), each bucket's
+ * chain holds its own entries once each, in order, so the walk the Python loop does finds nothing, reaches every
+ * entry, and the slots in use are the non-empty buckets. The entry pass touches its bucket's newest entry at
+ * random: the buckets IDX_AHEAD entries on are computed first and prefetched. */
+#define IDX_AHEAD 16
+static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py_ssize_t n,
+                      Py_ssize_t *nonempty_out, Py_ssize_t *unreached_out)
+{
     Py_ssize_t nonempty = 0, unreached = 0;
-    int32_t *newest = slots <= XMAXSLOTS ? PyMem_Calloc((size_t)slots, sizeof(int32_t)) : NULL;
-    if (newest == NULL && slots <= XMAXSLOTS) { PyErr_NoMemory(); goto out; }
+    int32_t *newest = slots <= XMAXSLOTS ? PyMem_RawCalloc((size_t)slots, sizeof(int32_t)) : NULL;
+    if (newest == NULL && slots <= XMAXSLOTS) return -1;
     int linked = n <= INT32_MAX && slots <= XMAXSLOTS;
+    int64_t ring[IDX_AHEAD];                        /* bucket of entry k at ring[k % IDX_AHEAD] */
+    for (Py_ssize_t k = 1; k <= n && k <= IDX_AHEAD && linked; k++) {
+        ring[k % IDX_AHEAD] = py_mod(ENT(k, XE_HASH), slots);
+        __builtin_prefetch(&newest[ring[k % IDX_AHEAD]], 1);
+    }
     for (Py_ssize_t k = 1; k <= n && linked; k++) {
-        int64_t s = py_mod(ENT(k, XE_HASH), slots);
+        int64_t s = ring[k % IDX_AHEAD];
+        if (k + IDX_AHEAD <= n) {
+            int64_t t = py_mod(ENT(k + IDX_AHEAD, XE_HASH), slots);
+            ring[k % IDX_AHEAD] = t;
+            __builtin_prefetch(&newest[t], 1);
+        }
         linked = ENT(k, XE_PREV) == newest[s];
         newest[s] = (int32_t)k;
     }
@@ -546,7 +615,7 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
         linked = val == newest[i];
         nonempty += val != 0;
     }
-    PyMem_Free(newest);
+    PyMem_RawFree(newest);
     if (!linked) {
         /* the walk itself, as the Python loop does it (slot values first: one out of range is a finding) */
         nonempty = 0;
@@ -554,10 +623,11 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
             int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
             if (val) {
                 nonempty++;
-                if (val < 0 || val > n) goto no;
+                if (val < 0 || val > n) return 0;
             }
         }
-        if ((seen = PyMem_Calloc((size_t)n + 1, 1)) == NULL) { PyErr_NoMemory(); goto out; }
+        uint8_t *seen = PyMem_RawCalloc((size_t)n + 1, 1);
+        if (seen == NULL) return -1;
         for (Py_ssize_t i = 0; i < slots; i++) {
             int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
             if (c == 0) continue;
@@ -572,19 +642,90 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
             }
         }
         for (Py_ssize_t k = 1; k <= n; k++) unreached += !seen[k];
-    }
-#undef ENT
-    if (n == 0)
-        res = Py_BuildValue("(nOOOn)", nonempty, Py_None, Py_None, Py_None, unreached);
-    else
-        res = Py_BuildValue("(nLLLn)", nonempty, (long long)min_off, (long long)max_off, (long long)max_ts, unreached);
-    goto out;
+        PyMem_RawFree(seen);
+        goto done;
 no:
-    res = Py_NewRef(Py_None);
-out:
-    PyMem_Free(seen);
+        PyMem_RawFree(seen);
+        return 0;
+    }
+done:
+    *nonempty_out = nonempty;
+    *unreached_out = unreached;
+    return 1;
+}
+#undef ENT
+
+/* A precomputed chain result for index_check: 1 (values set), 0 the chains cannot be proven (False), -1 error. */
+static int idx_given_chains(PyObject *o, Py_ssize_t *nonempty, Py_ssize_t *unreached)
+{
+    if (o == Py_False) return 0;
+    if (!PyArg_ParseTuple(o, "nn;index_check: chains is (nonempty, unreached), False or None", nonempty, unreached))
+        return -1;
+    return 1;
+}
+
+static PyObject *xref_index_check(Xref *X, PyObject *args)
+{
+    if (xref_idle(X) < 0) return NULL;
+    Py_buffer b;
+    Py_ssize_t slots, n, nonempty = 0, unreached = 0;
+    long long begin;
+    PyObject *chains = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnL|O", &b, &slots, &n, &begin, &chains)) return NULL;
+    int have = 0;
+    if (chains != Py_None && (have = idx_given_chains(chains, &nonempty, &unreached)) <= 0) {
+        PyBuffer_Release(&b);
+        if (have < 0) return NULL;
+        Py_RETURN_NONE;                                /* the chains would report something: the Python loops */
+    }
+    const Py_ssize_t ents = idx_entries_at(b.len, slots, n);
+    int64_t min_off = 0, max_off = 0, max_ts = 0;
+    int ok = 0;
+    if (ents >= 0) {
+        X->readers++;                                   /* (the table is only read: scan() and merge() refuse) */
+        Py_BEGIN_ALLOW_THREADS
+        ok = idx_entries(X, b.buf, ents, n, (int64_t)begin, &min_off, &max_off, &max_ts);
+        if (ok && !have)
+            ok = idx_chains(b.buf, ents, slots, n, &nonempty, &unreached);
+        Py_END_ALLOW_THREADS
+        X->readers--;
+    }
     PyBuffer_Release(&b);
-    return res;
+    if (ok < 0) return PyErr_NoMemory();
+    if (!ok) Py_RETURN_NONE;
+    if (n == 0)
+        return Py_BuildValue("(nOOOn)", nonempty, Py_None, Py_None, Py_None, unreached);
+    return Py_BuildValue("(nLLLn)", nonempty, (long long)min_off, (long long)max_off, (long long)max_ts, unreached);
+}
+
+PyDoc_STRVAR(index_chains_doc,
+"index_chains(buf, slot_num, entries) -> (nonempty_slots, unreached) | False | None\n\n"
+"The chain part of Xref.index_check alone (it needs no message: it can run before the commitlog pass ends, on\n"
+"another thread, without the GIL): False when the chain walk would report something, None when the layout does\n"
+"not fit the buffer. Hand the result to index_check(..., chains) to skip that part there.");
+
+static PyObject *py_index_chains(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    Py_ssize_t slots, n, nonempty = 0, unreached = 0;
+    if (!PyArg_ParseTuple(args, "y*nn:index_chains", &b, &slots, &n)) return NULL;
+    if (!xc.ready) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure_xref() was not called");
+        return NULL;
+    }
+    const Py_ssize_t ents = idx_entries_at(b.len, slots, n);
+    int ok = 0;
+    if (ents >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        ok = idx_chains(b.buf, ents, slots, n, &nonempty, &unreached);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&b);
+    if (ok < 0) return PyErr_NoMemory();
+    if (ents < 0) Py_RETURN_NONE;
+    if (!ok) Py_RETURN_FALSE;
+    return Py_BuildValue("(nn)", nonempty, unreached);
 }
 
 /* ---- export / merge: a range task's table travels to the parent as bytes ------------------------------------ */
@@ -593,6 +734,7 @@ out:
 
 static PyObject *xref_export(Xref *X, PyObject *noargs)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_ssize_t size = 5 * 8;
     for (Py_ssize_t i = 0; i < X->nq; i++) size += 5 * 8 + XALIGN(X->q[i].tlen) + XALIGN(X->q[i].n * xc.unit);
     size += X->nrec * (8 + 8) + XALIGN(X->nrec * 4) + XALIGN(X->nrec * 2) + XALIGN(X->nh * 4);
@@ -620,8 +762,103 @@ static PyObject *xref_export(Xref *X, PyObject *noargs)
 }
 
 /* merge(blob): append the table a later range exported (ranges merge in commitlog order). */
+/* Append one queue of a later range (topic, qid, its first queue offset base, n units, poisoned there) to X's.
+ * 0, or -1 out of memory (no exception set). */
+static int xmerge_queue(Xref *X, const uint8_t *topic, Py_ssize_t tlen, int64_t qid, int64_t base, Py_ssize_t n,
+                        int poisoned, const uint8_t *units)
+{
+    Py_ssize_t qi = xq_find(X, topic, tlen, qid, 1);
+    if (qi == -2) return -1;
+    XQueue *q = &X->q[qi];
+    if (q->poisoned || poisoned || (q->n && (base < q->base + q->n || base - (q->base + q->n) > XMAXPAD
+                                             || X->padded + (base - (q->base + q->n)) > X->known + n + XPADFREE))) {
+        q->poisoned = 1;
+        PyMem_RawFree(q->units);
+        q->units = NULL;
+        q->n = q->cap = 0;
+        return 0;
+    }
+    if (n == 0) return 0;
+    if (q->n == 0) q->base = base;
+    Py_ssize_t j = (Py_ssize_t)(base - q->base);
+    if (xgrow(&q->units, &q->cap, j + n, (size_t)xc.unit) < 0) return -1;
+    uint8_t *u = q->units;
+    memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
+    memcpy(u + j * xc.unit, units, (size_t)(n * xc.unit));
+    X->padded += j - q->n;              /* (the range's own unknown units count as known here: bounded there) */
+    X->known += n;
+    q->n = j + n;
+    return 0;
+}
+
+/* Append a later range's message records (nrec offsets / times / key starts / key counts, nh hashes; the arrays
+ * possibly unaligned). 0, -1 out of memory (no exception set), -2 too many hashes. */
+static int xmerge_recs(Xref *X, Py_ssize_t nrec, Py_ssize_t nh, int unsorted, const uint8_t *offs,
+                       const uint8_t *tss, const uint8_t *ks, const uint8_t *nks, const uint8_t *hs)
+{
+    if (X->nh + nh > UINT32_MAX) return -2;
+    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) return -1;
+    if (nrec) {
+        int64_t first;
+        memcpy(&first, offs, 8);
+        if (unsorted || (X->nrec && first <= X->off[X->nrec - 1])) X->unsorted = 1;
+    }
+    memcpy(X->off + X->nrec, offs, (size_t)nrec * 8);
+    memcpy(X->ts + X->nrec, tss, (size_t)nrec * 8);
+    memcpy(X->nk + X->nrec, nks, (size_t)nrec * 2);
+    for (Py_ssize_t i = 0; i < nrec; i++) {
+        uint32_t k;
+        memcpy(&k, ks + 4 * i, 4);
+        if ((int64_t)k + X->nk[X->nrec + i] > nh) { X->unsorted = 1; k = 0; X->nk[X->nrec + i] = 0; }
+        X->kstart[X->nrec + i] = k + (uint32_t)X->nh;
+    }
+    memcpy(X->h + X->nh, hs, (size_t)nh * 4);
+    X->nrec += nrec;
+    X->nh += nh;
+    return 0;
+}
+
+static PyTypeObject XrefType;
+
+/* merge(other) with other an Xref: its tables appended to X's (or, X being empty, taken over: other is left
+ * empty either way -- it was one range's table, handed over). */
+static PyObject *xref_merge_table(Xref *X, Xref *Y)
+{
+    if (Y == X || xref_writable(Y) < 0) {
+        if (Y == X) PyErr_SetString(PyExc_ValueError, "Xref.merge: a table cannot take itself");
+        return NULL;
+    }
+    if (X->nq == 0 && X->nrec == 0 && X->nh == 0) {           /* take the arrays over: nothing is copied */
+        Xref tmp = *X;
+        const size_t head = offsetof(Xref, q);
+        memcpy((char *)X + head, (char *)Y + head, sizeof(Xref) - head);
+        memcpy((char *)Y + head, (char *)&tmp + head, sizeof(Xref) - head);
+        X->busy = Y->busy = 0;
+        X->readers = Y->readers = 0;
+        xref_clear(Y);
+        Py_RETURN_NONE;
+    }
+    for (Py_ssize_t i = 0; i < Y->nq; i++) {
+        const XQueue *q = &Y->q[i];
+        if (xmerge_queue(X, q->topic, q->tlen, q->qid, q->base, q->n, q->poisoned, q->units) < 0) goto nomem;
+    }
+    int r = xmerge_recs(X, Y->nrec, Y->nh, Y->unsorted, (const uint8_t *)Y->off, (const uint8_t *)Y->ts,
+                        (const uint8_t *)Y->kstart, (const uint8_t *)Y->nk, (const uint8_t *)Y->h);
+    if (r == -1) goto nomem;
+    if (r == -2) {
+        PyErr_SetString(PyExc_ValueError, "Xref.merge: too many key hashes");
+        return NULL;
+    }
+    xref_clear(Y);
+    Py_RETURN_NONE;
+nomem:
+    return PyErr_NoMemory();
+}
+
 static PyObject *xref_merge(Xref *X, PyObject *arg)
 {
+    if (xref_writable(X) < 0) return NULL;
+    if (PyObject_TypeCheck(arg, &XrefType)) return xref_merge_table(X, (Xref *)arg);
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *p = b.buf, *e = p + b.len;
@@ -641,51 +878,18 @@ static PyObject *xref_merge(Xref *X, PyObject *arg)
         NEED(XALIGN(qh[3] * xc.unit));
         const uint8_t *units = p;
         p += XALIGN(qh[3] * xc.unit);
-        Py_ssize_t qi = xq_find(X, topic, (Py_ssize_t)qh[0], qh[1], 1);
-        if (qi == -2) { PyErr_NoMemory(); goto fail; }
-        XQueue *q = &X->q[qi];
-        if (q->poisoned || qh[4] || (q->n && (qh[2] < q->base + q->n || qh[2] - (q->base + q->n) > XMAXPAD
-                                              || X->padded + (qh[2] - (q->base + q->n)) > X->known + qh[3] + XPADFREE))) {
-            q->poisoned = 1;
-            PyMem_Free(q->units);
-            q->units = NULL;
-            q->n = q->cap = 0;
-            continue;
+        if (xmerge_queue(X, topic, (Py_ssize_t)qh[0], qh[1], qh[2], (Py_ssize_t)qh[3], qh[4] != 0, units) < 0) {
+            PyErr_NoMemory();
+            goto fail;
         }
-        if (qh[3] == 0) continue;
-        if (q->n == 0) q->base = qh[2];
-        Py_ssize_t j = (Py_ssize_t)(qh[2] - q->base);
-        if (xgrow(&q->units, &q->cap, j + (Py_ssize_t)qh[3], (size_t)xc.unit) < 0) { PyErr_NoMemory(); goto fail; }
-        uint8_t *u = q->units;
-        memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
-        memcpy(u + j * xc.unit, units, (size_t)(qh[3] * xc.unit));
-        X->padded += j - q->n;              /* (the blob's own unknown units count as known here: bounded there) */
-        X->known += (Py_ssize_t)qh[3];
-        q->n = j + (Py_ssize_t)qh[3];
     }
     Py_ssize_t nrec = (Py_ssize_t)hd[2], nh = (Py_ssize_t)hd[3];
     NEED(nrec * 16 + XALIGN(nrec * 4) + XALIGN(nrec * 2) + XALIGN(nh * 4));
     const uint8_t *offs = p, *tss = p + nrec * 8, *ks = tss + nrec * 8, *nks = ks + XALIGN(nrec * 4),
                   *hs = nks + XALIGN(nrec * 2);
-    if (X->nh + nh > UINT32_MAX) goto bad;
-    if (xrec_room(X, X->nrec + nrec, X->nh + nh) < 0) goto fail;
-    if (nrec) {
-        int64_t first;
-        memcpy(&first, offs, 8);
-        if (hd[4] || (X->nrec && first <= X->off[X->nrec - 1])) X->unsorted = 1;
-    }
-    memcpy(X->off + X->nrec, offs, (size_t)nrec * 8);
-    memcpy(X->ts + X->nrec, tss, (size_t)nrec * 8);
-    memcpy(X->nk + X->nrec, nks, (size_t)nrec * 2);
-    for (Py_ssize_t i = 0; i < nrec; i++) {
-        uint32_t k;
-        memcpy(&k, ks + 4 * i, 4);
-        if ((int64_t)k + X->nk[X->nrec + i] > nh) { X->unsorted = 1; k = 0; X->nk[X->nrec + i] = 0; }
-        X->kstart[X->nrec + i] = k + (uint32_t)X->nh;
-    }
-    memcpy(X->h + X->nh, hs, (size_t)nh * 4);
-    X->nrec += nrec;
-    X->nh += nh;
+    int r = xmerge_recs(X, nrec, nh, hd[4] != 0, offs, tss, ks, nks, hs);
+    if (r == -2) goto bad;
+    if (r == -1) { PyErr_NoMemory(); goto fail; }
 #undef NEED
     PyBuffer_Release(&b);
     Py_RETURN_NONE;
@@ -698,6 +902,7 @@ fail:
 
 static PyObject *xref_stats(Xref *X, PyObject *noargs)
 {
+    if (xref_idle(X) < 0) return NULL;
     Py_ssize_t bytes = X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4 + X->rcap * 22 + X->hcap * 4;
     for (Py_ssize_t i = 0; i < X->nq; i++) bytes += X->q[i].cap * xc.unit + X->q[i].tlen;
     return Py_BuildValue("{sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", X->nrec, "key_hashes", X->nh,
@@ -710,7 +915,8 @@ static PyMethodDef xref_methods[] = {
     {"cq_check", (PyCFunction)xref_cq_check, METH_VARARGS, cq_check_doc},
     {"index_check", (PyCFunction)xref_index_check, METH_VARARGS, index_check_doc},
     {"export", (PyCFunction)xref_export, METH_NOARGS, "export() -> bytes: the table, for merge() in the parent."},
-    {"merge", (PyCFunction)xref_merge, METH_O, "merge(blob): append a later range's exported table."},
+    {"merge", (PyCFunction)xref_merge, METH_O,
+     "merge(blob or Xref): append a later range's table (exported, or the table itself, which is left empty)."},
     {"stats", (PyCFunction)xref_stats, METH_NOARGS, "stats() -> dict: sizes of the table (bytes allocated)."},
     {NULL, NULL, 0, NULL},
 };
@@ -794,7 +1000,42 @@ typedef struct {
     Py_ssize_t cached;                     /* entry of the previous unit (runs of one queue) */
     Xref *xref;                            /* notes every unit consumed, or NULL */
     int64_t base;                          /* global offset of buf[0] */
+    PyThreadState *ts;                     /* the walk runs without the GIL (saved state), or NULL */
 } VerifyRun;
+
+/* Long walks with the built-in CRC run without the GIL (another thread's range walks meanwhile); this much at
+ * least, so that a call that stops at the first unit does not pay for the switch (tests set 0: nogil_min()). */
+static Py_ssize_t verify_nogil_min = 1 << 20;
+
+/* verify_unit's first unit of a queue (GIL held): its key (topic str, queue id) and expected queue offset into
+ * the call's table (*ei). 1, 0 (the full path takes the unit), -1 error set. */
+static int new_queue(VerifyRun *v, const uint8_t *topic, Py_ssize_t tl, int64_t qid, int64_t qoff, uint64_t h,
+                     Py_ssize_t *ei)
+{
+    PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, tl, "strict");
+    if (name == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *key = Py_BuildValue("(NL)", name, (long long)qid);
+    if (key == NULL) return -1;
+    if (v->known_only) {
+        int has = PyDict_Contains(v->expected, key);
+        if (has <= 0) { Py_DECREF(key); return has < 0 ? -1 : 0; }
+    }
+    PyObject *exp = PyDict_GetItemWithError(v->expected, key);   /* borrowed */
+    int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
+    if (exp != NULL) {
+        int fits = as_i64(exp, &e64);
+        if (fits <= 0) { Py_DECREF(key); return fits < 0 ? -1 : 0; }
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if ((*ei = q_add(&v->q, topic, tl, qid, h, key, e64)) < 0) return -1;
+    return 1;
+}
 
 /* A unit the walker framed (v1, no declining sysFlag bit, body CRC right): consumed when the full verify path
  * would report nothing for it and update its state identically; else 0 (the full path takes it). */
@@ -830,29 +1071,11 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         h = q_hash(topic, tl, qid);
         ei = q_find(q, topic, tl, qid, h);
     }
-    if (ei < 0) {                                   /* first unit of this queue in this call */
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, tl, "strict");
-        if (name == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
-            PyErr_Clear();
-            return 0;
-        }
-        PyObject *key = Py_BuildValue("(NL)", name, (long long)qid);
-        if (key == NULL) return -1;
-        if (v->known_only) {
-            int has = PyDict_Contains(v->expected, key);
-            if (has <= 0) { Py_DECREF(key); return has < 0 ? -1 : 0; }
-        }
-        PyObject *exp = PyDict_GetItemWithError(v->expected, key);   /* borrowed */
-        int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
-        if (exp != NULL) {
-            int fits = as_i64(exp, &e64);
-            if (fits <= 0) { Py_DECREF(key); return fits < 0 ? -1 : 0; }
-        } else if (PyErr_Occurred()) {
-            Py_DECREF(key);
-            return -1;
-        }
-        if ((ei = q_add(q, topic, tl, qid, h, key, e64)) < 0) return -1;
+    if (ei < 0) {                                   /* first unit of this queue in this call: Python objects */
+        if (v->ts != NULL) PyEval_RestoreThread(v->ts);
+        int r = new_queue(v, topic, tl, qid, qoff, h, &ei);
+        if (v->ts != NULL) v->ts = PyEval_SaveThread();
+        if (r <= 0) return r;
     }
     v->cached = ei;
     if (q->ents[ei].next != qoff) return 0;
@@ -860,7 +1083,8 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     int64_t ts = rmq_field(u, F_STORETS);
     if (ts > v->last_ts) v->last_ts = ts;
     /* (topic: decoded strictly when its queue entry was made, the same bytes since; properties: checked above) */
-    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1) < 0)
+    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1,
+                                     &q->ents[ei].cache) < 0)
         return -1;
     return 1;
 }
@@ -886,6 +1110,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "scan: xref must be an Xref or None");
         return NULL;
     }
+    if (xref_o != Py_None && xref_writable((Xref *)xref_o) < 0) return NULL;
     if (rmq_ready("verify") < 0) return NULL;
     if (!cfg.configured) {
         PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure() was not called");
@@ -912,7 +1137,24 @@ static PyObject *scan(PyObject *self, PyObject *args)
     RmqWalk w = {.buf = view.buf, .len = view.len, .pos = pos, .limit = limit, .end = end, .max_size = max_size,
                  .cap = PY_SSIZE_T_MAX, .magics = cfg.magics, .decline_flags = cfg.decline_mask,
                  .crc = RMQ_CRC_MUST, .hook = verify_unit, .verb = &v};
-    if (rmq_walk(&w) < 0) goto error;
+    /* The walk touches no Python object but in new_queue (which takes the GIL back): run it without the GIL when
+     * the body CRC is the built-in one (a configured callable needs the GIL) and the span is long. The buffer
+     * stays exported (a map cannot be closed meanwhile); the Xref refuses other calls while busy. */
+    int nogil = RMQ.crc32 == NULL && limit - pos >= verify_nogil_min && (v.xref == NULL || !v.xref->busy);
+    if (nogil) {
+        if (v.xref != NULL) v.xref->busy = 1;
+        v.ts = PyEval_SaveThread();
+    }
+    r = rmq_walk(&w);
+    if (nogil) {
+        PyEval_RestoreThread(v.ts);
+        v.ts = NULL;
+        if (v.xref != NULL) v.xref->busy = 0;
+    }
+    if (r < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();     /* xref_note ran out of memory (it sets nothing) */
+        goto error;
+    }
     if (q_write_back(&v.q, expected, dispatched) < 0) goto error;
     q_free(&v.q);
     PyBuffer_Release(&view);
@@ -986,6 +1228,39 @@ fail:
     return NULL;
 }
 
+/* madvise(buf, start, length, advice): madvise(2) on the pages of buf[start:start+length] (start rounded down to
+ * its page) without the GIL -- mmap.madvise holds it, and populating a window of a map takes milliseconds
+ * another thread's walk could use (mqtool.pages.PageWindow). Raises OSError as mmap.madvise does. */
+static PyObject *py_madvise(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj;
+    Py_ssize_t start, length;
+    int advice;
+    if (!PyArg_ParseTuple(args, "Onni:madvise", &bufobj, &start, &length, &advice)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (start < 0 || length < 0 || start > view.len || length > view.len - start) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "madvise: range outside the buffer");
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t at = (uintptr_t)view.buf + (uintptr_t)start, lo = at - at % (uintptr_t)page;
+    int rc = 0, err = 0;
+    if (length > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = madvise((void *)lo, (size_t)(at - lo) + (size_t)length, advice);
+        err = errno;
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 /* crc32(data, value=0): the built-in CRC-32 (carry-less multiplication where the CPU has it, else slicing-by-8;
  * tests compare it with zlib.crc32). */
 static PyObject *py_crc32(PyObject *self, PyObject *args)
@@ -1012,6 +1287,58 @@ static PyObject *py_crc32_table(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(c);
 }
 
+/* crc32_fold(data, value=0, width=128): the folding CRC of one register width alone (128: PCLMULQDQ, 512:
+ * VPCLMULQDQ), the table loop for what it leaves; None when this CPU cannot run that width (tests compare each
+ * width with zlib.crc32 whatever mq_crc32 would choose). */
+static PyObject *py_crc32_fold(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"data", "value", "width", NULL};
+    Py_buffer b;
+    unsigned int value = 0;
+    int width = 128;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|Ii:crc32_fold", kwlist, &b, &value, &width)) return NULL;
+    if (width != 128 && width != 512) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "crc32_fold: width is 128 or 512");
+        return NULL;
+    }
+    int have = 0;
+    uint32_t c = value;
+#ifdef MQ_CRC_CLMUL
+    have = width == 128 ? mq_crc_hw : mq_crc_wide;
+    if (have) {
+        const uint8_t *p = b.buf;
+        Py_ssize_t n = b.len, bulk = n & ~(Py_ssize_t)15;
+        if (bulk >= (width == 128 ? 64 : 256)) {
+            c = ~(width == 128 ? mq_crc32_clmul(~c, p, bulk) : mq_crc32_wide(~c, p, bulk));
+            p += bulk;
+            n -= bulk;
+        }
+        c = mq_crc32_s8(c, p, n);
+    }
+#endif
+    PyBuffer_Release(&b);
+    if (!have) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* walks_without_gil(): whether scan() releases the GIL on long spans (the core checks bodies with its own CRC, not
+ * a Python callable): the range verify then walks ranges on threads (mqtool/rocketmq/verify/ranges.py). */
+static PyObject *py_walks_without_gil(PyObject *self, PyObject *noargs)
+{
+    return PyBool_FromLong(RMQ.configured && RMQ.crc32 == NULL);
+}
+
+/* nogil_min(n=-1) -> the previous value: the shortest span scan() walks without the GIL (n < 0: unchanged).
+ * A test hook: the test stores are small, and 0 makes every span of theirs run without the GIL. */
+static PyObject *py_nogil_min(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n = -1, old = verify_nogil_min;
+    if (!PyArg_ParseTuple(args, "|n:nogil_min", &n)) return NULL;
+    if (n >= 0) verify_nogil_min = n;
+    return PyLong_FromSsize_t(old);
+}
+
 static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
 {
     return PyBool_FromLong(mq_crc32_hardware());
@@ -1033,8 +1360,17 @@ static PyMethodDef methods[] = {
     {"configure_xref", (PyCFunction)(void (*)(void))configure_xref, METH_VARARGS | METH_KEYWORDS, configure_xref_doc},
     {"crc32", py_crc32, METH_VARARGS, "Built-in CRC-32 (zlib polynomial): crc32(data, value=0)."},
     {"crc32_table", py_crc32_table, METH_VARARGS, "The slicing-by-8 table CRC-32 alone: crc32_table(data, value=0)."},
+    {"crc32_fold", (PyCFunction)(void (*)(void))py_crc32_fold, METH_VARARGS | METH_KEYWORDS,
+     "crc32_fold(data, value=0, width=128): one folding width alone (None: not on this CPU)."},
     {"crc32_hardware", py_crc32_hardware, METH_NOARGS,
      "True when the built-in CRC-32 folds with carry-less multiplication (PCLMULQDQ) on this CPU."},
+    {"walks_without_gil", py_walks_without_gil, METH_NOARGS,
+     "True when scan() walks long spans without the GIL (the core's own body CRC)."},
+    {"nogil_min", py_nogil_min, METH_VARARGS,
+     "nogil_min(n=-1) -> previous: the shortest span scan() walks without the GIL (tests)."},
+    {"index_chains", py_index_chains, METH_VARARGS, index_chains_doc},
+    {"madvise", py_madvise, METH_VARARGS,
+     "madvise(buf, start, length, advice): madvise(2) on buf[start:start+length] without the GIL."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
     {NULL, NULL, 0, NULL},
 };

@@ -24,6 +24,7 @@ class _Ctx:
         self.salvage = None
         self.xref = None       # what the commitlog pass saw of each message (verify/native_lane.new_xref), or None
         self.want_xref = False     # the consumequeue and index checks follow the commitlog pass (run.py)
+        self.index_ahead = None    # index checks run on a thread during the commitlog pass (verify/index.py)
 
     def f(self, severity, code, file, position, offset, message, expected=None, actual=None,
           span=None) -> Finding:

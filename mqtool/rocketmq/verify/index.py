@@ -8,9 +8,100 @@ from collections.abc import Iterator
 from formats import rocketmq as F
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.rocketmq import indexfiles
+from mqtool.rocketmq.ranges import NATIVE_VERIFY_PARALLEL_MIN_BYTES
 from mqtool.rocketmq.records import DecodeFailure
 from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.verify.context import _Ctx, _each_file
+
+
+class ChainsAhead:
+    """The index files' geometries, then the chain part of each file's check (``rmqverify.index_chains``: it
+    needs no message, and runs without the GIL), done on a thread while the commitlog pass runs, then (after it,
+    :meth:`check`) their entry checks; :func:`_verify_index_file` takes each file's results. Anything that goes
+    wrong here is left to the main path, which then reads and checks the file itself (same findings)."""
+
+    def __init__(self, ctx: _Ctx, chains):
+        import threading
+
+        self._done: dict = {}
+        self.geos = None
+        self._first = threading.Thread(target=self._run, args=(ctx.store.index_files, ctx.opts, chains),
+                                       name="mqtool-index-chains", daemon=True)
+        self._thread = self._first
+        self._thread.start()
+
+    def _run(self, paths, opts, chains) -> None:
+        try:                        # the geometry decision reads every slot table: here too, not before the pass
+            geos = indexfiles.index_geometries(paths, opts)
+        except Exception:          # noqa: BLE001 -- the main path decides again and reports it
+            return
+        self.geos = geos
+        for path in paths:
+            try:
+                v = indexfiles.read_index_file(path, geos.of(path))
+                if v.slot_num is not None and v.size >= F.INDEX_HEADER_SIZE:
+                    self._done[path] = (v, chains(v.data, v.slot_num, v.entry_count))
+            except Exception:          # noqa: BLE001 -- the main path reads the file again and reports it
+                continue
+
+    def geometries(self):
+        """The index geometries the thread decided (:func:`indexfiles.index_geometries`), or None."""
+        self._first.join()
+        return self.geos
+
+    def check(self, xref) -> None:
+        """Then the entry checks too (``Xref.index_check`` with each file's chains; no GIL): the commitlog pass
+        has filled ``xref``, and the consumequeue checks run meanwhile (they only read it)."""
+        import threading
+
+        first, self._xref, self._checked = self._thread, xref, {}
+
+        def run():
+            first.join()
+            for path, (v, chains) in list(self._done.items()):
+                try:
+                    self._checked[path] = xref.index_check(v.data, v.slot_num, v.entry_count,
+                                                           v.header["beginTimestamp"], chains)
+                except Exception:      # noqa: BLE001 -- left to the main path
+                    continue
+
+        self._thread = threading.Thread(target=run, name="mqtool-index-entries", daemon=True)
+        self._thread.start()
+
+    def take(self, path: str):
+        """(view, chains result, index_check result or :data:`UNCHECKED`) of ``path``, or None (then check it
+        from scratch)."""
+        self._thread.join()
+        got = self._done.pop(path, None)
+        return None if got is None else (*got, getattr(self, "_checked", {}).pop(path, UNCHECKED))
+
+    def checked(self, ahead, xref):
+        """``ahead``'s index_check result when it was made with ``xref``, else :data:`UNCHECKED`."""
+        return ahead[2] if ahead is not None and getattr(self, "_xref", None) is xref else UNCHECKED
+
+
+UNCHECKED = object()
+
+
+# A commitlog shorter than this is walked before a thread would pay (the same threshold as the range pool's)
+AHEAD_MIN_BYTES = NATIVE_VERIFY_PARALLEL_MIN_BYTES
+
+
+def start_chains(ctx: _Ctx) -> None:
+    """Start :class:`ChainsAhead` (the index geometries, then each file's chains) when the compiled table will
+    check the index files after a long commitlog pass (run.py calls this before that pass)."""
+    from mqtool.rocketmq.verify import native_lane
+
+    store = ctx.store
+    if sum(s.size for s in store.segments) < AHEAD_MIN_BYTES:
+        return
+    if not (store.index_files and store.segments and ctx.want_xref and ctx.salvage is None
+            and getattr(ctx.opts, "runner", None) is None and native_lane.new_xref(store.segments) is not None):
+        return
+    chains = getattr(native_lane._native_lane(), "index_chains", None)
+    if chains is None:
+        return
+    ctx.index_ahead = ChainsAhead(ctx, chains)
 
 
 def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
@@ -24,7 +115,9 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
             cp = indexfiles.read_checkpoint(store.checkpoint)
         except Exception:
             cp = None
-    geos = indexfiles.index_geometries(store.index_files, ctx.opts)
+    geos = ctx.index_ahead.geometries() if ctx.index_ahead is not None else None
+    if geos is None:
+        geos = indexfiles.index_geometries(store.index_files, ctx.opts)
     ctx.summary.extra["index_geometry"] = geos.summary()
     for size, g in sorted(geos.by_size.items()):
         if g.warning:
@@ -38,7 +131,8 @@ def _verify_index(ctx: _Ctx) -> Iterator[Finding]:
 
 
 def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[Finding]:
-    v = indexfiles.read_index_file(path, geometry)
+    ahead = ctx.index_ahead.take(path) if ctx.index_ahead is not None else None
+    v = ahead[0] if ahead is not None else indexfiles.read_index_file(path, geometry)
     h = v.header
     if v.size < F.INDEX_HEADER_SIZE:
         yield ctx.f(ERROR, "index-truncated", path, 0, None, f"index file is {v.size} bytes, shorter than its header")
@@ -51,8 +145,11 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
                     f"indexCount {count} outside [1, {v.index_num}]", f"1..{v.index_num}", count)
     n = v.entry_count
     slots = v.slot_num
-    fast = (ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"])
-            if reader is not None and ctx.xref is not None else None)
+    fast = None
+    if reader is not None and ctx.xref is not None:
+        fast = ctx.index_ahead.checked(ahead, ctx.xref) if ctx.index_ahead is not None else UNCHECKED
+        if fast is UNCHECKED:
+            fast = ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"], ahead[1] if ahead is not None else None)
     if fast is not None:
         # the commitlog pass's table proves every slot, entry and chain check below passes: only the slot count
         # and the unreachable entries can have something to say (same findings, same order)

@@ -8,7 +8,7 @@ from mqtool.progress import progress
 from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import Damage, End, FastRun, SegmentScanner
-from mqtool.ranges import PARALLEL_MIN_BYTES, split_segments
+from mqtool.ranges import PARALLEL_MIN_BYTES, ByteRange, PoolRunner, split_segments
 from mqtool.rocketmq import ranges as _ranges
 from mqtool.rocketmq.ranges import FAMILY, NATIVE_VERIFY_PARALLEL_MIN_BYTES, ROW_TASK_SPLIT, _plain, _segment
 from mqtool.rocketmq.verify import native_lane
@@ -34,7 +34,99 @@ class RangeVerify:
     shift: int | None          # PHYSICALOFFSET delta of the range's last message
     dispatched_next: dict
     last_store_ts: int
-    xref: bytes | None = None  # the range's cross-reference table (``Xref.export()``) when the parent asked for it
+    xref: object = None        # the range's cross-reference table when the parent asked for it: ``Xref.export()``
+    #                            bytes from a worker process, the ``Xref`` itself from a thread
+
+
+class ThreadRunner:
+    """The range tasks on ``jobs`` threads of this process, results in submission order, at most ``window`` in
+    flight (the :class:`mqtool.ranges.PoolRunner` contract). For the compiled lane, which walks long spans
+    without the GIL (``rmqverify.walks_without_gil``): no pool to start, nothing pickled, no copy-on-write.
+    Plain ``threading`` (``concurrent.futures`` would import logging and traceback at start-up)."""
+
+    def __init__(self, jobs: int, window: int | None = None):
+        self.jobs = jobs
+        self.window = window or 4 * jobs       # (guided ranges: a long first one must not hold the others up)
+
+    def imap(self, fn, items):
+        import threading
+
+        items = list(items)
+        results: list = [None] * len(items)
+        done = [threading.Event() for _ in items]
+        room = threading.Semaphore(self.window)        # tasks started and not yet handed on
+        lock = threading.Lock()
+        state = {"next": 0, "stop": False}
+
+        def work():
+            while True:
+                room.acquire()
+                with lock:
+                    i = state["next"]
+                    if state["stop"] or i >= len(items):
+                        room.release()
+                        return
+                    state["next"] = i + 1
+                try:
+                    results[i] = (True, fn(items[i]))
+                except BaseException as e:          # noqa: BLE001 -- raised in the caller's thread
+                    results[i] = (False, e)
+                done[i].set()
+
+        threads = [threading.Thread(target=work, name=f"mqtool-verify-{k}", daemon=True)
+                   for k in range(min(self.jobs, len(items)))]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(len(items)):
+                done[i].wait()
+                ok, r = results[i]
+                results[i] = None
+                room.release()
+                if not ok:
+                    raise r
+                yield r
+        finally:
+            state["stop"] = True
+            for _ in threads:
+                room.release()                     # wake any worker waiting for room: it sees stop
+            for t in threads:
+                t.join()
+
+
+def _local_runner(runner, native: bool):
+    """``runner`` (a process pool for ``--jobs``), or threads when the compiled lane walks without the GIL (set
+    ``THREADS`` to False for the pool: tests compare both)."""
+    if not (THREADS and native and runner.jobs > 1 and isinstance(runner, PoolRunner)):
+        return runner
+    nogil = getattr(native_lane._native_lane(), "walks_without_gil", None)
+    return ThreadRunner(runner.jobs) if nogil is not None and nogil() else runner
+
+
+THREADS = True
+GUIDED_MIN = 64 << 20
+
+
+def guided_ranges(store: str, segments, jobs: int) -> list:
+    """Ranges for ``jobs`` threads (no ``--split-size``): each takes 1/(2*jobs) of the bytes not yet planned (at
+    least :data:`GUIDED_MIN`, in whole MiB, never past its segment's end) -- big ranges first, small ones last,
+    so the threads finish together with few range starts (each costs a few ms: a range's first unit of each
+    queue takes the full path). The findings are the same at any split."""
+    segs = list(segments)
+    remaining = sum(s.size for s in segs)
+    out: list = []
+    for si, s in enumerate(segs):
+        last, st = si == len(segs) - 1, 0
+        while True:
+            want = max(GUIDED_MIN, -(-remaining // (2 * jobs) // (1 << 20)) << 20)
+            stop = min(s.size, st + want)
+            out.append(ByteRange(FAMILY, str(store), str(s.path), s.name, s.base, s.size, st, stop, si, last,
+                                 len(out)))
+            remaining -= stop - st
+            st = stop
+            if st >= s.size:
+                break
+    return out
 
 
 class _FirstSeen(dict):
@@ -104,8 +196,12 @@ def verify_range_task(args) -> RangeVerify:
             items.append(("damage", _damage_finding(ctx, ev), ev.length))
         elif isinstance(ev, End):
             items.append(("end", ev, saw_blank))
-    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts,
-                       ctx.xref.export() if ctx.xref is not None else None)
+    # the table itself when the task ran on a thread of the parent (merged without a copy of its own), else
+    # exported as bytes (pickled back from a worker process)
+    xref = ctx.xref
+    if xref is not None and not (len(args) > 3 and args[3]):
+        xref = xref.export()
+    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts, xref)
 
 
 def verify_commitlog_ranges(ctx):
@@ -120,8 +216,12 @@ def verify_commitlog_ranges(ctx):
     runner = _ranges.runner_for(opts, ranges, min_bytes=NATIVE_VERIFY_PARALLEL_MIN_BYTES if native else PARALLEL_MIN_BYTES)
     if runner.jobs == 1 and getattr(opts, "runner", None) is None:
         return False
-    plain = _plain(opts)
     local = getattr(opts, "runner", None) is None
+    if local:
+        runner = _local_runner(runner, native)
+        if isinstance(runner, ThreadRunner) and split is None:
+            ranges = guided_ranges(store.path, store.segments, runner.jobs)
+    plain = opts if isinstance(runner, ThreadRunner) else _plain(opts)    # (threads: nothing to pickle)
     ctx.xref = native_lane.new_xref(store.segments) if native and local and ctx.want_xref else None
     want_xref = ctx.xref is not None
     expected_next: dict = {}
@@ -132,8 +232,9 @@ def verify_commitlog_ranges(ctx):
     total = sum(s.size for s in store.segments)
     done = 0
     with progress(total, "verify commitlog", enabled=opts.progress) as bar:
-        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain, True) if want_xref else (r, plain)
-                                                                  for r in ranges])):
+        threads = isinstance(runner, ThreadRunner)
+        for rng, res in zip(ranges, runner.imap(verify_range_task, [(r, plain, True, threads) if want_xref
+                                                                  else (r, plain) for r in ranges])):
             if rng.seg_index != cur_seg:
                 cur_seg, has_data = rng.seg_index, False
             seg = _segment(rng)

@@ -10,7 +10,7 @@ from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.verify.commitlog import _scan_for_dispatch, _verify_commitlog
 from mqtool.rocketmq.verify.consumequeue import _verify_consumequeue
 from mqtool.rocketmq.verify.context import _Ctx
-from mqtool.rocketmq.verify.index import _verify_index
+from mqtool.rocketmq.verify.index import _verify_index, start_chains
 from mqtool.rocketmq.verify.salvage import _Salvage
 from mqtool.rocketmq.verify.storefiles import _verify_store_files
 
@@ -30,8 +30,12 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
             ctx.salvage = _Salvage(opts.salvage_out, store, opts.force)
         complete = False
         try:
+            if part == "store":
+                start_chains(ctx)             # the index files' chain checks, on a thread meanwhile
             if part in ("store", "commitlog"):
                 yield from _verify_commitlog(ctx)
+            if ctx.index_ahead is not None and ctx.xref is not None:
+                ctx.index_ahead.check(ctx.xref)  # the index entry checks, on a thread during the queue checks
             elif part in ("consumequeue", "index"):
                 yield from _scan_for_dispatch(ctx)
             if part in ("store", "consumequeue"):
