@@ -28,6 +28,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget
 from mqtool.errors import InputError
 from mqtool.families import family_module
 from mqtool.io import map_input, prepare_output_dir
@@ -37,14 +38,10 @@ from mqtool.progress import progress
 
 #: the families carve searches for, in the order of its passes
 FAMILIES = ("rocketmq", "kafka", "litemq")
-#: Checking a candidate costs a checksum over the bytes it claims. Random bytes rarely give a plausible header
-#: with a length that fits, but a crafted image can hold one every few dozen bytes, each claiming megabytes:
-#: checked one by one that is quadratic (a hang). So each family's pass may checksum at most
-#: CHECK_BUDGET_FACTOR times the image plus CHECK_BUDGET_FLOOR bytes; past that only candidates claiming at
-#: most SMALL_CANDIDATE bytes are checked and the others are counted (``unchecked`` in the summary, a note).
-CHECK_BUDGET_FACTOR = 8
+#: Each family's pass may checksum at most CHECK_BUDGET_FACTOR times the image plus CHECK_BUDGET_FLOOR bytes
+#: (:class:`mqtool.damage.CheckBudget`); past that only small candidates are checked and the others are counted
+#: (``unchecked`` in the summary, a note).
 CHECK_BUDGET_FLOOR = 1 << 30
-SMALL_CANDIDATE = 1024
 _DROP = ("kind", "file", "position")
 
 
@@ -68,26 +65,16 @@ class CarveSummary:
                 "salvage_files": dict(self.salvage_files), "unchecked": dict(self.unchecked)}
 
 
-class Scope:
+class Scope(CheckBudget):
     """What a family's search may look at in one image: every byte but the runs earlier passes carved
-    (:meth:`window`); and where it has got to (:meth:`tick`, for the progress bar). The runs are kept as two
-    sorted arrays of 8-byte integers (memory bounded by 16 bytes a run, whatever the image holds)."""
+    (:meth:`window`); where it has got to (:meth:`tick`, for the progress bar); and what it may still
+    checksum (:meth:`afford`). The runs are kept as two sorted arrays of 8-byte integers (memory bounded by
+    16 bytes a run, whatever the image holds)."""
 
     def __init__(self, starts: array, ends: array, tick=None, size: int = 0):
+        super().__init__(CHECK_BUDGET_FACTOR * size + CHECK_BUDGET_FLOOR)
         self.starts, self.ends = starts, ends
         self._tick = tick
-        self.budget = CHECK_BUDGET_FACTOR * size + CHECK_BUDGET_FLOOR
-        self.spent = 0              # bytes the family's checks read so far (see CHECK_BUDGET_FACTOR)
-        self.unchecked = 0          # candidates not checked once the budget was spent
-
-    def afford(self, claimed: int) -> bool:
-        """Whether the family may check a candidate claiming ``claimed`` bytes (its checksum reads them);
-        counted in :attr:`spent`, or in :attr:`unchecked` when it may not."""
-        if self.spent < self.budget or claimed <= SMALL_CANDIDATE:
-            self.spent += max(0, claimed)
-            return True
-        self.unchecked += 1
-        return False
 
     def window(self, i: int, n: int) -> tuple[int, int]:
         """(the first position >= ``i`` outside every claimed run, the start of the next claimed run or
