@@ -37,3 +37,26 @@ def test_litemq_commitlog_directory_that_is_a_symlink(tmp_path, run_cli):
     code, via_link, err = run_cli("dump", "commitlog", store / "commitlog", "--json")
     assert code == 0, err
     assert _rows(via_link) == _rows(via_root) and len(_rows(via_root)) > 0
+
+
+def test_rocketmq_consumer_offset_that_overflows_to_infinity(tmp_path, run_cli):
+    """consumerOffset.json holding ``1e999999`` (valid JSON syntax, a float that overflows) made `info` and
+    `report` raise OverflowError from int(inf); the config reader refuses non-finite numbers and NaN/Infinity
+    with the byte position, and the reader falls back to the .bak."""
+    store = shutil.copytree(FIXTURES / "rocketmq" / "store", tmp_path / "store")
+    cfg = store / "config" / "consumerOffset.json"
+    good = cfg.read_bytes()
+    (store / "config" / "consumerOffset.json.bak").write_bytes(good)
+    for bad in (b'{"offsetTable":{"Orders@billing":{0:1e999999}}}', b'{"offsetTable":{"Orders@billing":{0:NaN}}}'):
+        cfg.write_bytes(bad)
+        code, out, err = run_cli("dump", "config", store, "--json")
+        rows = {r["name"]: r for r in _rows(out)}
+        assert rows["consumerOffset.json"]["ok"] is False, rows
+        assert rows["consumerOffset.json"]["error"].endswith("at byte 36"), rows      # the number's first byte
+        code, out, err = run_cli("info", store, "--json")
+        assert code in (0, 1), err
+        info = _rows(out)[0]
+        assert {(c["group"], c["queue"], c["committed"], c["source"]) for c in info["consumers"]} == {
+            ("billing", 0, 18, "config/consumerOffset.json.bak"), ("billing", 1, 15, "config/consumerOffset.json.bak")}
+        code, out, err = run_cli("report", store, "-o", tmp_path / "r.html", "--force")
+        assert code in (0, 1), err

@@ -19,11 +19,24 @@ class ConfigSyntaxError(ValueError):
         self.pos = pos
 
 
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent; one that overflows to infinity (``1e999999``) is refused,
+    as are NaN and Infinity (not JSON): no broker writes them, and no count or offset can hold them."""
+    v = float(text)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]!r} is not finite")
+    return v
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 class _Parser:
     def __init__(self, text: str):
         self.s = text
         self.i = 0
-        self._dec = json.JSONDecoder()
+        self._dec = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
 
     def ws(self):
         s, i = self.s, self.i
@@ -46,6 +59,8 @@ class _Parser:
             v, end = self._dec.raw_decode(self.s, self.i)
         except json.JSONDecodeError:
             raise ConfigSyntaxError(f"unexpected {c!r}", self.i) from None
+        except ValueError as e:     # a number the hooks refuse, or an integer of more digits than Python reads
+            raise ConfigSyntaxError(f"bad number: {e}", self.i) from None
         self.i = end
         return v
 
