@@ -60,3 +60,18 @@ def test_rocketmq_consumer_offset_that_overflows_to_infinity(tmp_path, run_cli):
             ("billing", 0, 18, "config/consumerOffset.json.bak"), ("billing", 1, 15, "config/consumerOffset.json.bak")}
         code, out, err = run_cli("report", store, "-o", tmp_path / "r.html", "--force")
         assert code in (0, 1), err
+
+
+def test_rocketmq_info_when_no_index_file_can_be_read(tmp_path, run_cli):
+    """The only index file a symlink loop (found by `fuzz/cli.py --hostile`): `info` and `report` raised
+    AttributeError (no geometry learned); the geometry is 'unknown' and the file a note."""
+    store = shutil.copytree(FIXTURES / "rocketmq" / "store", tmp_path / "store")
+    (idx,) = (store / "index").iterdir()
+    idx.unlink()
+    idx.symlink_to(idx.name)
+    code, out, err = run_cli("info", store, "--json")
+    assert code in (0, 1), err
+    info = _rows(out)[0]
+    assert any(idx.name in n and "unreadable" in n for n in info["notes"]), info["notes"]
+    code, out, err = run_cli("report", store, "-o", tmp_path / "r.html", "--force")
+    assert code in (0, 1), err
