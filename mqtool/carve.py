@@ -6,7 +6,9 @@ This module only dispatches: each family's ``mqtool/<family>/carve.py`` has
 * ``carve(buf, image, opts, scope) -> (run, unit)...`` — its search and contiguous walk (see there for the
   checks a record must pass; nothing is reported that does not pass them all), over the bytes
   :class:`Scope` leaves it;
-* ``rows(unit, opts) -> (kind, claimed offset, dump row)...`` — the family's usual dump row(s); with
+* ``rows(unit, opts) -> (kind, claimed offset, dump row)...`` — the family's usual dump row(s) (raising
+  :class:`mqtool.errors.DecodeError` when what is inside a unit does not decode: counted as ``undecodable``
+  in the summary, and the next unit is carved); with
   ``opts.ndjson`` a family may instead hand over units already rendered as carve NDJSON lines (a unit with
   ``carve_lines`` and ``count``: RocketMQ's compiled lane), the same bytes the rows would give;
 * ``Salvage(out)`` with ``add_run(buf, start, end, first, last)`` and ``close(failed)`` — the carved runs
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget
-from mqtool.errors import InputError
+from mqtool.errors import DecodeError, InputError
 from mqtool.families import family_module
 from mqtool.io import map_input, prepare_output_dir
 from mqtool.ndjson import PreRenderedLines
@@ -54,6 +56,8 @@ class CarveSummary:
     salvage_files: dict = field(default_factory=dict)   # family -> files written with --salvage-out
     salvage_out: str | None = None
     unchecked: dict = field(default_factory=dict)       # family -> candidates left unchecked (CHECK_BUDGET_*)
+    undecodable: dict = field(default_factory=dict)     # family -> carved units whose contents did not decode
+    first_undecodable: str | None = None                # "image@position: why" of the first of them
 
     @property
     def total(self) -> int:
@@ -62,7 +66,8 @@ class CarveSummary:
     def to_dict(self) -> dict:
         return {"kind": "summary", "images": self.images, "bytes_scanned": self.bytes_scanned,
                 "carved": dict(self.carved), "runs": dict(self.runs), "salvage_out": self.salvage_out,
-                "salvage_files": dict(self.salvage_files), "unchecked": dict(self.unchecked)}
+                "salvage_files": dict(self.salvage_files), "unchecked": dict(self.unchecked),
+                "undecodable": dict(self.undecodable), "first_undecodable": self.first_undecodable}
 
 
 class Scope(CheckBudget):
@@ -192,13 +197,18 @@ def _family(fam, mod, buf, image, opts, summary, salvage, scope, runs: tuple) ->
             continue
         carved[fam] += 1
         pos = unit.position
-        for kind, claimed, r in mod.rows(unit, opts):
-            row = {"family": fam, "kind": kind, "image": image, "image_position": pos}
-            for k in _DROP:
-                r.pop(k, None)
-            row.update(r)
-            row["offset"] = claimed
-            yield row
+        try:
+            for kind, claimed, r in mod.rows(unit, opts):
+                row = {"family": fam, "kind": kind, "image": image, "image_position": pos}
+                for k in _DROP:
+                    r.pop(k, None)
+                row.update(r)
+                row["offset"] = claimed
+                yield row
+        except DecodeError as e:    # the unit checks, its contents do not (a compression bomb past the cap)
+            summary.undecodable[fam] = summary.undecodable.get(fam, 0) + 1
+            if summary.first_undecodable is None:
+                summary.first_undecodable = f"{image}@{pos}: {e.message}"
     if first is not None:
         _end_run(buf, start, first, last, salvage, runs)
 

@@ -1190,6 +1190,10 @@ def carve_cmd(images, families, deep, max_message_size, salvage_out, force, as_j
         render.say("note: the image holds unusually many plausible headers claiming long lengths (crafted?): "
                    + ", ".join(f"{f} {k}" for f, k in unchecked.items())
                    + " candidate(s) past the checking budget were not checked (`unchecked` in the summary)")
+    undecodable = sum(summary.undecodable.values())
+    if undecodable and not render.quiet():
+        render.say(f"note: the records inside {undecodable} carved unit(s) could not be decoded (`undecodable` in "
+                   f"the summary); the first: {summary.first_undecodable}")
     sys.exit(EXIT_OK if summary.total else EXIT_FINDINGS)
 
 

@@ -75,3 +75,28 @@ def test_rocketmq_info_when_no_index_file_can_be_read(tmp_path, run_cli):
     assert any(idx.name in n and "unreadable" in n for n in info["notes"]), info["notes"]
     code, out, err = run_cli("report", store, "-o", tmp_path / "r.html", "--force")
     assert code in (0, 1), err
+
+
+def test_carve_deep_goes_on_past_a_batch_whose_records_do_not_decode(tmp_path, run_cli, monkeypatch):
+    """`carve --deep` over a batch of more records than the cap (as a compression bomb past 256 MiB) ended the
+    whole carve with exit 2 and one line naming neither image nor position; the batch row stays, it is
+    counted `undecodable` with image@position, and the batches after it are carved."""
+    from builders import kafka_batch, kafka_builder, kafka_codec_batch
+    from formats import kafka as K
+
+    monkeypatch.setenv("MQTOOL_KAFKA_MAX_BATCH_RECORDS", "10")
+    B = kafka_builder()
+    first = kafka_batch(0, 1)
+    bomb = kafka_codec_batch(1, [B.record(i, 0, None, b"v") for i in range(50)], K.CODEC_ZSTD, base_ts=B.T0,
+                             max_ts=B.T0)
+    img = tmp_path / "image.bin"
+    img.write_bytes(b"\xff" * 7 + first + bomb + kafka_batch(51, 2))
+    code, out, err = run_cli("carve", img, "--deep", "--family", "kafka", "--json")
+    assert code == 0, err
+    rows = _rows(out)
+    assert [(r["kind"], r["offset"]) for r in rows[:-1] if r["kind"] == "batch"] == [("batch", 0), ("batch", 1),
+                                                                                    ("batch", 51)]
+    assert [r["offset"] for r in rows if r["kind"] == "record"][-2:] == [51, 52]
+    summary = rows[-1]
+    assert summary["undecodable"] == {"kafka": 1}
+    assert summary["first_undecodable"].startswith(f"{img}@{7 + len(first)}: "), summary
