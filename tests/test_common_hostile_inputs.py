@@ -100,3 +100,23 @@ def test_carve_deep_goes_on_past_a_batch_whose_records_do_not_decode(tmp_path, r
     summary = rows[-1]
     assert summary["undecodable"] == {"kafka": 1}
     assert summary["first_undecodable"].startswith(f"{img}@{7 + len(first)}: "), summary
+
+
+def test_kafka_inspect_offset_inside_a_batch_too_large_to_inflate(tmp_path, run_cli, monkeypatch):
+    """`inspect --offset` of a record in a compressed batch that inflates past the cap said the offset was
+    'within the batch's range but no record has it (compacted away?)' with target_found false: a wrong
+    answer, the records were never walked. Now target_found is null and the note says they were not walked."""
+    from builders import kafka_batch, kafka_builder, kafka_codec_batch
+    from formats import kafka as K
+    from mqtool.kafka import inspect as I
+
+    monkeypatch.setattr(I, "INFLATE_LIMIT", 4096)
+    B = kafka_builder()
+    part = tmp_path / "t-0"
+    part.mkdir()
+    big = kafka_codec_batch(1, [B.record(0, 0, b"k", bytes(10_000))], K.CODEC_GZIP, base_ts=B.T0, max_ts=B.T0)
+    (part / "00000000000000000000.log").write_bytes(kafka_batch(0, 1) + big)
+    code, out, err = run_cli("inspect", part, "--offset", "1", "--json")
+    rec = [r for r in _rows(out) if r["kind"] == "record"][0]
+    assert rec["base_offset"] == 1 and rec["target_found"] is None, rec
+    assert not any("compacted" in n for n in rec["notes"]) and any("not walked" in n for n in rec["notes"]), rec

@@ -168,7 +168,12 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
         for name in ("key", "value"):
             if name in by and isinstance(by[name].value, bytes):
                 by[name].value = by[name].value.decode("utf-8", errors="backslashreplace")
-    if target is not None and ins.summary.get("target_found") is False:
+    if target is not None and state.get("unwalked"):
+        # the records were not walked (inflating past the cap, a broken stream): whether one has it is unknown
+        ins.summary["target_found"] = None
+        ins.notes.append(f"offset {target} is within the batch's range, but its records are not walked here "
+                         "(see the note or check on its compressed bytes): that record is not shown")
+    elif target is not None and ins.summary.get("target_found") is False:
         ins.notes.append(f"offset {target} is within the batch's range but no record has it (compacted away?)")
     return ins
 
@@ -185,6 +190,7 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
     else:
         data = _inflated(w, area, codec, "records")
         if data is None:
+            state["unwalked"] = True
             return
         area.note = f"records walked in the inflated bytes ({len(data)}): positions there, not in the file"
         start, stop = 0, len(data)
@@ -248,6 +254,7 @@ def _inner_messages(w: Walker, value, ctx, state: dict) -> None:
     value.composite = True
     data = _inflated(w, value, codec, "messages")
     if data is None:
+        state["unwalked"] = True
         return
     value.value = None
     value.note = f"a {name} message set: inner messages walked in the inflated bytes ({len(data)})"
