@@ -34,6 +34,9 @@ from mqtool.entry import (EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _fail, _is_url, _o
 #: counts and sizes that must be at least 1; offsets and counts that may be 0 but never negative
 POSITIVE = click.IntRange(min=1)
 NON_NEGATIVE = click.IntRange(min=0)
+#: --max-message-size: a unit's length field is a signed 32-bit integer (RocketMQ TOTALSIZE, formats/rocketmq.py),
+#: so no larger size can be read; a larger value overflowed the compiled walkers (a traceback)
+MESSAGE_SIZE = click.IntRange(1, (1 << 31) - 1)
 
 FORMAT_OPT = click.option("--format", "fmt", type=click.Choice(list(FAMILIES)),
                           default=None, help="Store family; detected from content and layout when omitted.")
@@ -514,7 +517,7 @@ def dump_kafka(path, as_json, **kw):
               help="Timeline bucket width: 100ms, 10s, 1m, 1h, 1d … or auto.")
 @click.option("--max-buckets", type=POSITIVE, default=60, show_default=True,
               help="With --bucket auto: the narrowest width giving at most this many buckets.")
-@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
 @SIZE_OPTS
 @guarded
@@ -557,7 +560,7 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size, **sizes
 @FORMAT_OPT
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--bucket", default="auto", show_default=True, help="Timeline bucket width (see mqtool info).")
-@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
 @SIZE_OPTS
 @guarded
@@ -611,7 +614,7 @@ def _verify_cmd(part: str):
     @click.argument("paths", nargs=-1, required=True, type=click.Path())
     @FORMAT_OPT
     @JSON_OPT
-    @click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+    @click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
                   help="Largest plausible message (bytes); larger sizes are findings.")
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
@@ -1133,7 +1136,7 @@ def _carve_families(values) -> tuple:
               help="Search only for these families: rocketmq, kafka, litemq (repeat or comma-separate; "
                    "default all).")
 @click.option("--deep", is_flag=True, help="Kafka: also a row for every record inside each carved batch.")
-@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
               help="RocketMQ: the broker's maxMessageSize; larger units are not carved.")
 @click.option("--salvage-out", type=click.Path(),
               help="Write the carved records into DIR as stores of their family (rocketmq/, kafka/, litemq/) "

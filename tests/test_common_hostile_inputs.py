@@ -143,3 +143,16 @@ def test_kafka_inspect_walk_of_a_huge_batch_is_bounded(tmp_path, run_cli, monkey
         rec = rows[-1]
         assert (code, rec["target_found"], rec["failed"]) == (0, found, 0), (target, rec)
         assert len([r for r in rows if r["kind"] == "field" and r["path"].endswith("].offsetDelta")]) == 50
+
+
+def test_max_message_size_past_32_bits_is_a_usage_error(run_cli):
+    """`--max-message-size 2^64` (or 2^63) reached the compiled walkers and raised OverflowError (a traceback)
+    in carve, info, report and verify; a unit's length is a signed 32-bit field, so 2^31-1 is the most."""
+    store = FIXTURES / "rocketmq" / "store"
+    seg = sorted((store / "commitlog").iterdir())[0]
+    for args in (("carve", seg), ("info", store), ("verify", "store", store)):
+        for big in (1 << 64, 1 << 63, 1 << 31):
+            code, out, err = run_cli(*args, "--max-message-size", big, "--json")
+            assert code == 2 and "--max-message-size" in err, (args, big, code, err)
+        code, out, err = run_cli(*args, "--max-message-size", (1 << 31) - 1, "--json")
+        assert code == 0, (args, err)
