@@ -191,12 +191,45 @@ def _add_global_options(command: click.Command) -> None:
         _add_global_options(sub)
 
 
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+class _UsageLine(click.ClickException):
+    """A click usage error (bad option or value, missing argument) shown as one line on stderr, exit 2, as
+    every other error (README: exit codes), instead of click's usage block, hint and ``Error:`` line."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, e: click.UsageError):
+        super().__init__(e.format_message())
+        self.command = e.ctx.command_path if e.ctx is not None else "mqtool"
+
+    def show(self, file=None) -> None:
+        from mqtool.sanitize import visible
+
+        msg = " ".join(self.format_message().split())
+        click.echo(f"mqtool: {visible(msg)} (see `{visible(self.command)} --help`)", err=True)
+
+
 class _Cli(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):
         if parent is None:           # a fresh invocation starts from the defaults (in-process runs too)
             render.configure(no_color=False, quiet=False)
             render.configure_output()
-        return super().make_context(info_name, args, parent=parent, **extra)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _NO_ARGS_HELP:               # `mqtool` alone: the help, as click shows it
+            raise
+        except click.UsageError as e:
+            raise _UsageLine(e) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except _NO_ARGS_HELP:               # `mqtool dump` alone
+            raise
+        except click.UsageError as e:       # a subcommand's options and arguments
+            raise _UsageLine(e) from None
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -156,3 +156,18 @@ def test_max_message_size_past_32_bits_is_a_usage_error(run_cli):
             assert code == 2 and "--max-message-size" in err, (args, big, code, err)
         code, out, err = run_cli(*args, "--max-message-size", (1 << 31) - 1, "--json")
         assert code == 0, (args, err)
+
+
+def test_a_bad_option_is_one_line_on_stderr(run_cli):
+    """README: exit 2 is one line on stderr. Click printed four (usage, 'Try ... --help', a blank line,
+    'Error: ...'). A value typed by the user is shown escaped."""
+    store = FIXTURES / "rocketmq" / "store"
+    for args in (("query", store, "--offset", "-1"), ("dump", "commitlog", store, "--bogus"), ("--bogus",),
+                 ("dump", "nope"), ("query",), ("verify", "store", store, "--jobs", "-3"),
+                 ("carve", store, "--family", "x\x1b[2J"), ("diff", store, store, store)):
+        code, out, err = run_cli(*args)
+        assert code == 2 and out == "", (args, code, out)
+        assert err.count("\n") == 1 and err.startswith("mqtool: ") and "--help`)" in err, (args, err)
+        assert "\x1b" not in err, (args, err)
+    code, out, err = run_cli("dump")             # a group alone still shows its help
+    assert code == 2 and "Commands:" in out + err
