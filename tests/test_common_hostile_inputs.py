@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from conftest import FIXTURES
 
 
@@ -171,3 +173,27 @@ def test_a_bad_option_is_one_line_on_stderr(run_cli):
         assert "\x1b" not in err, (args, err)
     code, out, err = run_cli("dump")             # a group alone still shows its help
     assert code == 2 and "Commands:" in out + err
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+@pytest.mark.parametrize("queue_offset", [(1 << 63) - 1, 1 << 59, -5])
+def test_rocketmq_rebuild_queue_offset_past_any_consume_queue_file(tmp_path, run_cli, monkeypatch, native,
+                                                                    queue_offset):
+    """QUEUEOFFSET 2^63-1 made rebuild-index overflow the compiled lane's state (a traceback) and, without the
+    helpers, write a consume queue file named with 21 digits; 2^59 (unit at 2^59 * 20 > 2^63) and -5 wrote files
+    named past a Java long or negative. Such a unit is skipped with a cq-offset-out-of-range warning; the next
+    message of the queue, at offset 0, is rebuilt."""
+    from builders import rocketmq_unit
+
+    monkeypatch.setenv("MQTOOL_NATIVE", native)
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    a = rocketmq_unit(phys=0, queue_offset=queue_offset)
+    b = rocketmq_unit(phys=len(a), queue_offset=0)
+    (store / "commitlog" / ("0" * 20)).write_bytes(a + b)
+    code, out, err = run_cli("rebuild-index", store, "--out", tmp_path / "out", "--json")
+    assert code in (0, 1), err
+    found = [r for r in _rows(out) if r.get("code") == "cq-offset-out-of-range"]
+    assert len(found) == 1 and str(queue_offset) in found[0]["message"], _rows(out)
+    cq = sorted(p.name for p in (tmp_path / "out" / "consumequeue" / "T" / "0").iterdir())
+    assert cq == ["0" * 20], cq
