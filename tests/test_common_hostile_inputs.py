@@ -197,3 +197,24 @@ def test_rocketmq_rebuild_queue_offset_past_any_consume_queue_file(tmp_path, run
     assert len(found) == 1 and str(queue_offset) in found[0]["message"], _rows(out)
     cq = sorted(p.name for p in (tmp_path / "out" / "consumequeue" / "T" / "0").iterdir())
     assert cq == ["0" * 20], cq
+
+
+def test_export_of_a_value_past_the_parquet_column_type(tmp_path, run_cli):
+    """A Kafka batch at base offset 2^63-6 claiming lastOffsetDelta 2^31-1 has a last offset past 2^63-1:
+    `export` raised OverflowError from pyarrow (a traceback). The value no Parquet long holds is null; the rest
+    of the row is exported."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import sys
+
+    sys.path.insert(0, str(FIXTURES))
+    import build_kafka as BK
+
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    base = (1 << 63) - 6
+    (part / ("0" * 20 + ".log")).write_bytes(
+        BK.batch_v2(base, [BK.record(0, 0, b"k", b"v", [])], base_ts=BK.T0, max_ts=BK.T0, last_delta=(1 << 31) - 1))
+    code, out, err = run_cli("export", tmp_path / "logs", "--to", tmp_path / "out")
+    assert code == 0, err
+    rows = pq.read_table(tmp_path / "out").to_pylist()
+    assert [(r["offset"], r["last_offset"], r["count"]) for r in rows] == [(base, None, 1)]
