@@ -11,8 +11,9 @@ number and seed: ``--seed S --cases N..`` replays it (cases are deterministic).
 
 ``--hostile`` cases (:func:`hostile_case`) change the store's *shape* instead: a file replaced by a
 directory, a FIFO, a symlink loop or a link to ``/dev/zero``; a file truncated at a boundary of its fields;
-a hostile 4- or 8-byte field (2^31-1, 2^31, 2^63-1, 2^63, -1, 0) at a field boundary; a zero-filled tail;
-garbage; a directory or topic renamed to a name holding terminal escapes and bytes that are not UTF-8 —
+a hostile 4- or 8-byte field (2^31-1, 2^31, 2^63-1, 2^63, -1, 0) at a field boundary; a Kafka batch
+header field set to an extreme, or its records area overwritten, with the CRC made valid again (so the
+decoders behind the CRC check see the values); a zero-filled tail; garbage; a directory or topic renamed to a name holding terminal escapes and bytes that are not UTF-8 —
 and run more verbs (every ``dump`` kind, ``carve``, ``inspect``, ``diff`` against the pristine copy) with
 the helpers on, some as tables: a table must carry no raw control character either.
 
@@ -112,7 +113,17 @@ def mutate_hostile(rng: random.Random, store: Path) -> str:
     victim = rng.choice(files)
     rel = victim.relative_to(store)
     op = rng.choice(["dir", "fifo", "loop", "devzero", "truncate", "int", "int", "zero-tail", "garbage",
-                     "name", "empty"])
+                     "name", "empty", "batch-field", "batch-field", "records"])
+    if op in ("batch-field", "records"):
+        logs = [p for p in files if p.suffix == ".log"]
+        if logs:
+            victim = rng.choice(logs)
+            data = bytearray(victim.read_bytes())
+            what = _kafka_valid_crc(rng, data, op)
+            if what is not None:
+                victim.write_bytes(bytes(data))
+                return f"{what} in {victim.relative_to(store)}"
+        op = "int"
     if op == "name":
         # a directory (a topic's, a partition's: the name keeps its suffix) or the file itself
         dirs = sorted({p.parent for p in files if p.parent != store})
@@ -149,6 +160,47 @@ def mutate_hostile(rng: random.Random, store: Path) -> str:
         b = bytearray()
     victim.write_bytes(bytes(b))
     return f"{op}@{i} in {rel} ({n} -> {len(b)} bytes)"
+
+
+def _kafka_valid_crc(rng: random.Random, data: bytearray, op: str) -> str | None:
+    """A v2 batch of ``data`` changed so that only its contents are hostile, its CRC-32C made valid again (else
+    the walker stops at the CRC and the decoders behind it never see the values): ``batch-field`` writes an
+    extreme value into a header field (offsets, timestamps, counts, producer fields; places from the schema),
+    ``records`` writes random bytes into the records area (varint lengths, deltas, header counts)."""
+    from formats import kafka as K
+    from mqtool.fastcrc import crc32c
+    from mqtool.schema_struct import field_positions
+
+    starts, p = [], 0
+    while p + K.HEADER_SIZE_UP_TO_MAGIC <= len(data):       # every entry (legacy ones skipped), v2 ones kept
+        size = int.from_bytes(data[p + 8:p + 12], "big", signed=True)
+        if size < K.MIN_RECORD_OVERHEAD or p + 12 + size > len(data):
+            break
+        if data[p + K.MAGIC_OFFSET] == 2 and size >= K.V2_HEADER_SIZE - K.LOG_OVERHEAD:
+            starts.append((p, p + 12 + size))
+        p += 12 + size
+    if not starts:
+        return None
+    p, end = rng.choice(starts)
+    if op == "batch-field":
+        fields = field_positions(K.RecordBatchHeader)
+        name = rng.choice(sorted(set(fields) - {"batchLength", "magic", "crc"}))
+        at, size = fields[name]
+        bits = 8 * size
+        v = rng.choice([(1 << (bits - 1)) - 1, -(1 << (bits - 1)), -1, 0, 1 << (bits - 2)])
+        data[p + at:p + at + size] = v.to_bytes(size, "big", signed=True)
+        what = f"batch-field {name}={v}"
+    else:
+        lo = p + K.V2_HEADER_SIZE
+        if lo >= end:
+            return None
+        i = rng.randrange(lo, end)
+        n = min(end - i, rng.randint(1, 10))
+        data[i:i + n] = rng.choice([rng.randbytes(n), b"\xff" * (n - 1) + b"\x7f", b"\x00" * n])
+        what = f"records@{i} ({n} bytes)"
+    crc = crc32c(bytes(data[p + K.V2_ATTRIBUTES_OFFSET:end]))
+    data[p + K.V2_CRC_OFFSET:p + K.V2_CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    return what + f" (CRC made valid) in the batch at {p}"
 
 
 def hostile_commands(family: str, store: Path, scratch: Path, pristine: Path) -> list[tuple[str, list[str]]]:
