@@ -218,3 +218,26 @@ def test_export_of_a_value_past_the_parquet_column_type(tmp_path, run_cli):
     assert code == 0, err
     rows = pq.read_table(tmp_path / "out").to_pylist()
     assert [(r["offset"], r["last_offset"], r["count"]) for r in rows] == [(base, None, 1)]
+
+
+def test_json_files_nested_too_deep_or_not_finite(tmp_path, run_cli):
+    """`query --offsets` of a deeply nested file and `info` of a Kafka log dir whose .kafka_cleanshutdown is
+    4000 '[' raised RecursionError (tracebacks); a quorum-state holding NaN/Infinity came out of `dump kafka
+    --json` as NaN/Infinity, which is not JSON (the NDJSON contract). Each is now a clear answer."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"g": {"Orders": {"0": NaN}}}')
+    for f in (deep, nan):
+        code, out, err = run_cli("query", FIXTURES / "rocketmq" / "store", "--unconsumed-by", "g", "--offsets", f)
+        assert code == 2 and err.count("\n") == 1 and f"{f}: offsets file is not JSON" in err, (f, err)
+    logs = shutil.copytree(FIXTURES / "kafka" / "logdir", tmp_path / "logs")
+    (logs / ".kafka_cleanshutdown").write_text("[" * 4000)
+    code, out, err = run_cli("info", logs, "--json")
+    assert code in (0, 1), err
+    qs = tmp_path / "qs" / "__cluster_metadata-0" / "quorum-state"
+    qs.parent.mkdir(parents=True)
+    qs.write_text('{"leaderId": NaN, "leaderEpoch": 1e999, "votedId": -Infinity}')
+    code, out, err = run_cli("dump", "kafka", qs, "--json")
+    row = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in NDJSON"))
+    assert row["properties"] == {"problem": "not JSON: NaN is not JSON"}, row

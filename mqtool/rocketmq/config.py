@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from mqtool.common import STRICT_JSON
+
 MAX_DEPTH = 256
 _WS = " \t\r\n"
 _BARE = set("0123456789-+abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_$.")
@@ -19,24 +21,11 @@ class ConfigSyntaxError(ValueError):
         self.pos = pos
 
 
-def _finite(text: str) -> float:
-    """A JSON number with a fraction or exponent; one that overflows to infinity (``1e999999``) is refused,
-    as are NaN and Infinity (not JSON): no broker writes them, and no count or offset can hold them."""
-    v = float(text)
-    if v != v or v in (float("inf"), float("-inf")):
-        raise ValueError(f"number {text[:40]!r} is not finite")
-    return v
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
 class _Parser:
     def __init__(self, text: str):
         self.s = text
         self.i = 0
-        self._dec = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+        self._dec = STRICT_JSON                 # NaN, Infinity and overflowing numbers refused
 
     def ws(self):
         s, i = self.s, self.i
