@@ -241,3 +241,29 @@ def test_json_files_nested_too_deep_or_not_finite(tmp_path, run_cli):
     code, out, err = run_cli("dump", "kafka", qs, "--json")
     row = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in NDJSON"))
     assert row["properties"] == {"problem": "not JSON: NaN is not JSON"}, row
+
+
+def test_export_runs_under_an_address_space_limit(tmp_path):
+    """Under `ulimit -v` 1.5 GB, `export` of a two-partition Kafka log dir aborted in most runs ("cannot
+    allocate memory for thread-local data", exit 127): Arrow's eight I/O threads each reserve allocator
+    address space. With two it runs; its memory use is far below the limit."""
+    pytest.importorskip("pyarrow")
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    logs = tmp_path / "logs"
+    shutil.copytree(FIXTURES / "kafka" / "logdir" / "fixture-0", logs / "a-0")
+    shutil.copytree(FIXTURES / "kafka" / "logdir" / "fixture-0", logs / "b-0")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+
+    for k in range(3):
+        r = subprocess.run([sys.executable, "-m", "mqtool", "export", str(logs), "--to", str(tmp_path / f"o{k}")],
+                           capture_output=True, text=True, preexec_fn=limit, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert r.returncode == 0 and "exported 22 messages" in r.stderr, (k, r.returncode, r.stderr[-600:])
