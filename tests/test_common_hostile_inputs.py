@@ -267,3 +267,26 @@ def test_export_runs_under_an_address_space_limit(tmp_path):
                            capture_output=True, text=True, preexec_fn=limit, timeout=120,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
         assert r.returncode == 0 and "exported 22 messages" in r.stderr, (k, r.returncode, r.stderr[-600:])
+
+
+def test_output_onto_a_device_or_fifo_is_refused_even_with_force(tmp_path, run_cli):
+    """`report -o /dev/null --force` renamed the report over the device node (a regular file where /dev/null
+    was); the same for a FIFO and `verify --manifest`. A device, FIFO or socket at an output's place is
+    refused (exit 2, one line) and left as it is."""
+    import os
+    import stat
+
+    targets = [tmp_path / "fifo"]
+    os.mkfifo(targets[0])
+    try:
+        os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        targets.append(tmp_path / "null")
+    except PermissionError:
+        pass
+    store = FIXTURES / "rocketmq" / "store"
+    for t in targets:
+        kind = stat.S_IFMT(os.lstat(t).st_mode)
+        for args in (("report", store, "-o", t, "--force"), ("verify", "store", store, "--manifest", t, "--force")):
+            code, out, err = run_cli(*args)
+            assert code == 2 and err.count("\n") == 1 and "device, FIFO or socket" in err, (args, err)
+            assert stat.S_IFMT(os.lstat(t).st_mode) == kind, args
