@@ -6,7 +6,9 @@ This module only dispatches: each family's ``mqtool/<family>/carve.py`` has
 * ``carve(buf, image, opts, scope) -> (run, unit)...`` — its search and contiguous walk (see there for the
   checks a record must pass; nothing is reported that does not pass them all), over the bytes
   :class:`Scope` leaves it;
-* ``rows(unit, opts) -> (kind, claimed offset, dump row)...`` — the family's usual dump row(s); with
+* ``rows(unit, opts) -> (kind, claimed offset, dump row)...`` — the family's usual dump row(s) (raising
+  :class:`mqtool.errors.DecodeError` when what is inside a unit does not decode: counted as ``undecodable``
+  in the summary, and the next unit is carved); with
   ``opts.ndjson`` a family may instead hand over units already rendered as carve NDJSON lines (a unit with
   ``carve_lines`` and ``count``: RocketMQ's compiled lane), the same bytes the rows would give;
 * ``Salvage(out)`` with ``add_run(buf, start, end, first, last)`` and ``close(failed)`` — the carved runs
@@ -28,7 +30,8 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from mqtool.errors import InputError
+from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget
+from mqtool.errors import DecodeError, InputError
 from mqtool.families import family_module
 from mqtool.io import map_input, prepare_output_dir
 from mqtool.ndjson import PreRenderedLines
@@ -37,14 +40,10 @@ from mqtool.progress import progress
 
 #: the families carve searches for, in the order of its passes
 FAMILIES = ("rocketmq", "kafka", "litemq")
-#: Checking a candidate costs a checksum over the bytes it claims. Random bytes rarely give a plausible header
-#: with a length that fits, but a crafted image can hold one every few dozen bytes, each claiming megabytes:
-#: checked one by one that is quadratic (a hang). So each family's pass may checksum at most
-#: CHECK_BUDGET_FACTOR times the image plus CHECK_BUDGET_FLOOR bytes; past that only candidates claiming at
-#: most SMALL_CANDIDATE bytes are checked and the others are counted (``unchecked`` in the summary, a note).
-CHECK_BUDGET_FACTOR = 8
+#: Each family's pass may checksum at most CHECK_BUDGET_FACTOR times the image plus CHECK_BUDGET_FLOOR bytes
+#: (:class:`mqtool.damage.CheckBudget`); past that only small candidates are checked and the others are counted
+#: (``unchecked`` in the summary, a note).
 CHECK_BUDGET_FLOOR = 1 << 30
-SMALL_CANDIDATE = 1024
 _DROP = ("kind", "file", "position")
 
 
@@ -57,6 +56,8 @@ class CarveSummary:
     salvage_files: dict = field(default_factory=dict)   # family -> files written with --salvage-out
     salvage_out: str | None = None
     unchecked: dict = field(default_factory=dict)       # family -> candidates left unchecked (CHECK_BUDGET_*)
+    undecodable: dict = field(default_factory=dict)     # family -> carved units whose contents did not decode
+    first_undecodable: str | None = None                # "image@position: why" of the first of them
 
     @property
     def total(self) -> int:
@@ -65,29 +66,20 @@ class CarveSummary:
     def to_dict(self) -> dict:
         return {"kind": "summary", "images": self.images, "bytes_scanned": self.bytes_scanned,
                 "carved": dict(self.carved), "runs": dict(self.runs), "salvage_out": self.salvage_out,
-                "salvage_files": dict(self.salvage_files), "unchecked": dict(self.unchecked)}
+                "salvage_files": dict(self.salvage_files), "unchecked": dict(self.unchecked),
+                "undecodable": dict(self.undecodable), "first_undecodable": self.first_undecodable}
 
 
-class Scope:
+class Scope(CheckBudget):
     """What a family's search may look at in one image: every byte but the runs earlier passes carved
-    (:meth:`window`); and where it has got to (:meth:`tick`, for the progress bar). The runs are kept as two
-    sorted arrays of 8-byte integers (memory bounded by 16 bytes a run, whatever the image holds)."""
+    (:meth:`window`); where it has got to (:meth:`tick`, for the progress bar); and what it may still
+    checksum (:meth:`afford`). The runs are kept as two sorted arrays of 8-byte integers (memory bounded by
+    16 bytes a run, whatever the image holds)."""
 
     def __init__(self, starts: array, ends: array, tick=None, size: int = 0):
+        super().__init__(CHECK_BUDGET_FACTOR * size + CHECK_BUDGET_FLOOR)
         self.starts, self.ends = starts, ends
         self._tick = tick
-        self.budget = CHECK_BUDGET_FACTOR * size + CHECK_BUDGET_FLOOR
-        self.spent = 0              # bytes the family's checks read so far (see CHECK_BUDGET_FACTOR)
-        self.unchecked = 0          # candidates not checked once the budget was spent
-
-    def afford(self, claimed: int) -> bool:
-        """Whether the family may check a candidate claiming ``claimed`` bytes (its checksum reads them);
-        counted in :attr:`spent`, or in :attr:`unchecked` when it may not."""
-        if self.spent < self.budget or claimed <= SMALL_CANDIDATE:
-            self.spent += max(0, claimed)
-            return True
-        self.unchecked += 1
-        return False
 
     def window(self, i: int, n: int) -> tuple[int, int]:
         """(the first position >= ``i`` outside every claimed run, the start of the next claimed run or
@@ -205,13 +197,18 @@ def _family(fam, mod, buf, image, opts, summary, salvage, scope, runs: tuple) ->
             continue
         carved[fam] += 1
         pos = unit.position
-        for kind, claimed, r in mod.rows(unit, opts):
-            row = {"family": fam, "kind": kind, "image": image, "image_position": pos}
-            for k in _DROP:
-                r.pop(k, None)
-            row.update(r)
-            row["offset"] = claimed
-            yield row
+        try:
+            for kind, claimed, r in mod.rows(unit, opts):
+                row = {"family": fam, "kind": kind, "image": image, "image_position": pos}
+                for k in _DROP:
+                    r.pop(k, None)
+                row.update(r)
+                row["offset"] = claimed
+                yield row
+        except DecodeError as e:    # the unit checks, its contents do not (a compression bomb past the cap)
+            summary.undecodable[fam] = summary.undecodable.get(fam, 0) + 1
+            if summary.first_undecodable is None:
+                summary.first_undecodable = f"{image}@{pos}: {e.message}"
     if first is not None:
         _end_run(buf, start, first, last, salvage, runs)
 

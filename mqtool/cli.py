@@ -34,6 +34,9 @@ from mqtool.entry import (EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, _fail, _is_url, _o
 #: counts and sizes that must be at least 1; offsets and counts that may be 0 but never negative
 POSITIVE = click.IntRange(min=1)
 NON_NEGATIVE = click.IntRange(min=0)
+#: --max-message-size: a unit's length field is a signed 32-bit integer (RocketMQ TOTALSIZE, formats/rocketmq.py),
+#: so no larger size can be read; a larger value overflowed the compiled walkers (a traceback)
+MESSAGE_SIZE = click.IntRange(1, (1 << 31) - 1)
 
 FORMAT_OPT = click.option("--format", "fmt", type=click.Choice(list(FAMILIES)),
                           default=None, help="Store family; detected from content and layout when omitted.")
@@ -188,12 +191,45 @@ def _add_global_options(command: click.Command) -> None:
         _add_global_options(sub)
 
 
+_NO_ARGS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+class _UsageLine(click.ClickException):
+    """A click usage error (bad option or value, missing argument) shown as one line on stderr, exit 2, as
+    every other error (README: exit codes), instead of click's usage block, hint and ``Error:`` line."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, e: click.UsageError):
+        super().__init__(e.format_message())
+        self.command = e.ctx.command_path if e.ctx is not None else "mqtool"
+
+    def show(self, file=None) -> None:
+        from mqtool.sanitize import visible
+
+        msg = " ".join(self.format_message().split())
+        click.echo(f"mqtool: {visible(msg)} (see `{visible(self.command)} --help`)", err=True)
+
+
 class _Cli(click.Group):
     def make_context(self, info_name, args, parent=None, **extra):
         if parent is None:           # a fresh invocation starts from the defaults (in-process runs too)
             render.configure(no_color=False, quiet=False)
             render.configure_output()
-        return super().make_context(info_name, args, parent=parent, **extra)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _NO_ARGS_HELP:               # `mqtool` alone: the help, as click shows it
+            raise
+        except click.UsageError as e:
+            raise _UsageLine(e) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except _NO_ARGS_HELP:               # `mqtool dump` alone
+            raise
+        except click.UsageError as e:       # a subcommand's options and arguments
+            raise _UsageLine(e) from None
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -514,7 +550,7 @@ def dump_kafka(path, as_json, **kw):
               help="Timeline bucket width: 100ms, 10s, 1m, 1h, 1d … or auto.")
 @click.option("--max-buckets", type=POSITIVE, default=60, show_default=True,
               help="With --bucket auto: the narrowest width giving at most this many buckets.")
-@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
 @SIZE_OPTS
 @guarded
@@ -557,7 +593,7 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size, **sizes
 @FORMAT_OPT
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.option("--bucket", default="auto", show_default=True, help="Timeline bucket width (see mqtool info).")
-@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
               help="Largest plausible message (bytes).")
 @SIZE_OPTS
 @guarded
@@ -611,7 +647,7 @@ def _verify_cmd(part: str):
     @click.argument("paths", nargs=-1, required=True, type=click.Path())
     @FORMAT_OPT
     @JSON_OPT
-    @click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+    @click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
                   help="Largest plausible message (bytes); larger sizes are findings.")
     @click.option("--salvage-out", type=click.Path(), help="Write every readable message (with body) as NDJSON here.")
     @click.option("--force", is_flag=True, help="Allow --salvage-out to overwrite.")
@@ -1133,7 +1169,7 @@ def _carve_families(values) -> tuple:
               help="Search only for these families: rocketmq, kafka, litemq (repeat or comma-separate; "
                    "default all).")
 @click.option("--deep", is_flag=True, help="Kafka: also a row for every record inside each carved batch.")
-@click.option("--max-message-size", type=POSITIVE, default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-message-size", type=MESSAGE_SIZE, default=4 * 1024 * 1024, show_default=True,
               help="RocketMQ: the broker's maxMessageSize; larger units are not carved.")
 @click.option("--salvage-out", type=click.Path(),
               help="Write the carved records into DIR as stores of their family (rocketmq/, kafka/, litemq/) "
@@ -1190,6 +1226,10 @@ def carve_cmd(images, families, deep, max_message_size, salvage_out, force, as_j
         render.say("note: the image holds unusually many plausible headers claiming long lengths (crafted?): "
                    + ", ".join(f"{f} {k}" for f, k in unchecked.items())
                    + " candidate(s) past the checking budget were not checked (`unchecked` in the summary)")
+    undecodable = sum(summary.undecodable.values())
+    if undecodable and not render.quiet():
+        render.say(f"note: the records inside {undecodable} carved unit(s) could not be decoded (`undecodable` in "
+                   f"the summary); the first: {summary.first_undecodable}")
     sys.exit(EXIT_OK if summary.total else EXIT_FINDINGS)
 
 

@@ -157,6 +157,7 @@ index-stale-bytes | R | W | history | non-zero bytes after the last index entry
 cq-put-skipped | R | W | content | the rebuild skips a message that ends at or below its queue's maxPhysicOffset, as the broker does
 cq-put-repeated | R | W | content | the rebuild skips a message whose queue offset is behind the queue's write position, as the broker does
 cq-offset-gap | R | W | lost | a message's queue offset is ahead of the queue's write position (messages of the queue missing before it)
+cq-offset-out-of-range | R | W | damage | the rebuild skips a message whose queue offset puts its unit at a negative byte position or past 2^63 (no consume queue file can hold it)
 multi-dispatch-unparsable | R | W | content | a multi-dispatch (LMQ) property cannot be parsed; no LMQ units rebuilt for it
 unsafe-topic-name | R | W | content | a topic name that cannot be a directory name; its units are not rebuilt
 # --- LiteMQ: commitlog walk

@@ -2,7 +2,34 @@
 from __future__ import annotations
 
 import base64
+import json
 import re
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent; one that overflows to infinity (``1e999999``) is refused,
+    as are NaN and Infinity (not JSON): no writer of a store file emits them, and no count or offset holds them."""
+    v = float(text)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:40]!r} is not finite")
+    return v
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+#: a JSON decoder for what a store (or a user's file) holds: raises ValueError on NaN/Infinity and on numbers
+#: that overflow (their output would not be JSON again: NDJSON carries values through)
+STRICT_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant)
+
+
+def strict_json(text: str):
+    """``text`` decoded by :data:`STRICT_JSON`; ValueError (never RecursionError) when nested too deeply."""
+    try:
+        return STRICT_JSON.decode(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def encode_body(data: bytes | None, mode: str):

@@ -26,3 +26,30 @@ class Damage:
     def end(self) -> int:
         """The first byte after the range."""
         return self.position + self.length
+
+
+#: Checking a candidate record (carve, a walker's resync) costs a checksum over the bytes it claims. Random
+#: bytes rarely give a plausible header with a length that fits, but crafted bytes can hold one every few
+#: dozen bytes, each claiming megabytes: checked one by one that is quadratic (a hang). So a search may
+#: checksum at most CHECK_BUDGET_FACTOR times the bytes it covers plus a floor; past that only candidates
+#: claiming at most SMALL_CANDIDATE bytes are checked and the others are counted (:attr:`CheckBudget.unchecked`).
+CHECK_BUDGET_FACTOR = 8
+SMALL_CANDIDATE = 1024
+
+
+class CheckBudget:
+    """The bytes a search may still checksum (see :data:`CHECK_BUDGET_FACTOR`)."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.spent = 0              # bytes the checks read so far
+        self.unchecked = 0          # candidates not checked once the budget was spent
+
+    def afford(self, claimed: int) -> bool:
+        """Whether a candidate claiming ``claimed`` bytes may be checked (its checksum reads them); counted
+        in :attr:`spent`, or in :attr:`unchecked` when it may not."""
+        if self.spent < self.budget or claimed <= SMALL_CANDIDATE:
+            self.spent += max(0, claimed)
+            return True
+        self.unchecked += 1
+        return False

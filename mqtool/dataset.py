@@ -164,13 +164,24 @@ class BatchBuilder:
                 continue
             if fn is not None:
                 col = [None if v is None else fn(v) for v in col]
-            arrays[i] = pa.array(col, type=typ)
+            try:
+                arrays[i] = pa.array(col, type=typ)
+            except OverflowError:
+                arrays[i] = pa.array(_fitting(col, typ), type=typ)
         if self.family_index >= 0:
             arrays[self.family_index] = pa.array(repeat(self.family, n), type=pa.string(), size=n)
         for i, f in enumerate(self.schema):
             if arrays[i] is None:
                 arrays[i] = pa.nulls(n, type=f.type)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _fitting(col: list, typ) -> list:
+    """``col`` with the integers its Arrow integer type cannot hold as None: a hostile store can claim values
+    no field of the format can (a Kafka base offset of 2^63 - 1 plus a delta), and Parquet has no wider type."""
+    bits = typ.bit_width
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return [v if v is None or not isinstance(v, int) or lo <= v <= hi else None for v in col]
 
 
 def spark_select(family: str, row_fields: list[tuple[str, str]]) -> list[str]:

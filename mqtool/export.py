@@ -78,13 +78,21 @@ def hive_escape(value) -> str:
     return "".join(f"%{ord(c):02X}" if (c in _ESCAPE or ord(c) < 0x20) else c for c in s)
 
 
+#: Arrow's I/O threads (default 8): each reserves allocator address space, so under an address-space limit
+#: (``ulimit -v``) a worker process could not start them and aborted ("cannot allocate memory for thread-local
+#: data"); the writers here write one file at a time, so two are plenty
+ARROW_IO_THREADS = 2
+
+
 def _require_pyarrow():
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow
         import pyarrow.parquet  # noqa: F401
     except ImportError:
         raise UsageError("export --engine local needs pyarrow: pip install 'mqtool[parquet]' "
                          "(or 'mqtool[spark]' for --engine spark too)") from None
+    if pyarrow.io_thread_count() > ARROW_IO_THREADS:
+        pyarrow.set_io_thread_count(ARROW_IO_THREADS)
 
 
 # Parquet settings of the local engine: zstd without dictionary pages (on the bench store: 2.5x faster to write
@@ -239,6 +247,7 @@ def _export_range_task(args) -> tuple[int, int, set]:
     import gc
 
     rng, opts, tmp, umask = args
+    _require_pyarrow()              # (a forkserver worker: Arrow's thread count set here too)
     mod = family_ranges(rng.family)
     damaged = [0]
 

@@ -615,6 +615,7 @@ class OutputDir:
                     where = self._where(rel + (entry.name,))
                     if stat.S_ISDIR(st.st_mode):
                         raise OutputError("output is a directory", where)
+                    _refuse_special(st, where)
                     if not self.force:
                         raise OutputError("file exists (use --force to overwrite)", where)
                 os.replace(entry.path, entry.name, dst_dir_fd=dfd)
@@ -661,6 +662,13 @@ class OutputDir:
 
     def __del__(self):
         self.close()
+
+
+def _refuse_special(st: os.stat_result, where: str) -> None:
+    """An output's place holds a device, FIFO or socket: refused even with --force (the rename would put a
+    regular file in place of, say, /dev/null: ``report -o /dev/null --force`` replaced the device node)."""
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise OutputError("output is a device, FIFO or socket, not a file: not replaced (give a file name)", where)
 
 
 def prepare_output_dir(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> OutputDir:
@@ -806,6 +814,7 @@ class AtomicWriter:
             if st is not None:
                 if stat.S_ISDIR(st.st_mode):
                     raise OutputError("output is a directory; give a file name", str(self.path))
+                _refuse_special(st, str(self.path))
                 if not self.overwrite:
                     raise OutputError("file exists (use --force to overwrite)", str(self.path))
             for _ in range(100):

@@ -15,10 +15,10 @@ its logical offsets ``committed .. end-1``. Nothing here prints or reads a store
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from mqtool.columns import Column
+from mqtool.common import strict_json
 from mqtool.errors import InputError, UsageError
 from mqtool.io import read_input
 from mqtool.sanitize import visible
@@ -126,7 +126,7 @@ def offsets_file(path: str) -> list[Committed]:
     if len(raw) > MAX_OFFSETS_FILE:
         raise InputError(f"offsets file larger than {MAX_OFFSETS_FILE} bytes", path)
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = strict_json(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise InputError(f"offsets file is not UTF-8 (byte {e.start})", path) from None
     except ValueError as e:

@@ -135,7 +135,8 @@ def manifest_rows(path: str | os.PathLike) -> Iterator[dict]:
             problems += row["type"] in ("file", "unreadable") or row["error"] is not None
         digest.update(f"{row['sha256'] or '-'}  {row['path']}\n".encode("utf-8", "surrogateescape"))
         yield row
-    yield {"kind": "manifest", "root": str(root.resolve()), "files": files, "bytes": total,
+    # realpath, not Path.resolve(): a symlink loop given as the path is listed (unreadable), not an error
+    yield {"kind": "manifest", "root": os.path.realpath(root), "files": files, "bytes": total,
            "unhashed": problems, "digest": digest.hexdigest()}
 
 

@@ -350,15 +350,18 @@ def _new_table(columns: list[Column], widths: list[int] | None = None, title: st
 
 
 def write_delimited(rows: Iterable[dict], columns: list[Column], delimiter: str) -> int:
-    """CSV or TSV: a header of field names, then one line per record (lists space-joined, objects as JSON)."""
+    """CSV or TSV: a header of field names, then one line per record (lists space-joined, objects as JSON).
+    Exact data into a pipe or file; on a terminal every cell passes :func:`visible` (the data's escape
+    sequences would otherwise reach the terminal raw: CSV on a terminal is read by a person)."""
     import csv
 
     keys = _state["fields"] or [c.key for c in columns]
     w = csv.writer(sys.stdout, delimiter=delimiter, lineterminator="\n")
-    w.writerow(keys)
+    cell = (lambda v: visible(_flat(v))) if stdout_is_tty() else _flat
+    w.writerow([cell(k) for k in keys])
     n = 0
     for r in as_dicts(rows):
-        w.writerow([_flat(r.get(k)) for k in keys])
+        w.writerow([cell(r.get(k)) for k in keys])
         n += 1
     return n
 

@@ -206,3 +206,17 @@ def test_sha256sum_lines_survive_odd_names(tmp_path, run_cli):
     assert r.returncode == 0 and r.stdout.count("OK") == 5, (r.stdout, r.stderr, out)
     code, out = run_pty(["hash", store, "--sha256sum"], {"NO_COLOR": "1"})
     assert code == 0 and b"\x1b" not in out and b"esc\\x1b[2J" in out and b"new\\nline" in out
+
+
+@pytest.mark.parametrize("form", ["csv", "tsv"])
+def test_csv_and_tsv_on_a_terminal_are_escaped(stores, run_cli, form):
+    """`--as csv`/`--as tsv` on a terminal wrote the data's ESC[2J, OSC and U+202E raw (a person reads it
+    there); now each cell is shown as visible escapes. Into a pipe the cells stay exact data."""
+    for args in (("dump", "commitlog", stores["rocketmq"]), ("dump", "kafka", stores["kafka"], "--print-data")):
+        code, out = run_pty([*args, "--as", form], {"NO_COLOR": "1"})
+        text = out.decode("utf-8", "replace")
+        _check_common(args, code, text)
+        assert b"\x1b" not in out and [c for c in _controls(text) if c != repr("\t")] == [], (args, text[:2000])
+        assert "\\x1b[2J" in text, (args, text[:2000])
+    code, piped, err = run_cli("dump", "commitlog", stores["rocketmq"], "--as", form)
+    assert code == 0 and HOSTILE in piped, piped[:500]

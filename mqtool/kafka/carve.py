@@ -20,6 +20,7 @@ from typing import Iterator
 from formats import kafka as K
 from mqtool import native
 from mqtool.carve import Layers
+from mqtool.errors import DecodeError, wrap_decode
 from mqtool.io import write_span
 from mqtool.kafka import scan as S
 from mqtool.kafka.dump import batch_row, record_row
@@ -128,8 +129,13 @@ def rows(b: Batch, opts=None) -> Iterator[tuple[str, int, dict]]:
     """(kind, claimed offset, dump row) of the entry, then with ``opts.deep`` of each record in it."""
     yield "batch", claimed(b), batch_row(b)
     if getattr(opts, "deep", False):
-        for rec in iter_records(b):
-            yield "record", rec.offset, record_row(b, rec, None)
+        try:
+            for rec in iter_records(b):
+                yield "record", rec.offset, record_row(b, rec, None)
+        except DecodeError:                     # CodecError (a bomb past the caps too)
+            raise
+        except (ValueError, IndexError) as e:
+            raise wrap_decode(e, b.file, b.position) from e
 
 
 class Salvage:

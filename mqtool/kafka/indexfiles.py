@@ -6,12 +6,12 @@ that :mod:`mqtool.kafka.verify` turns into findings.
 """
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from formats import kafka as K
+from mqtool.common import strict_json
 from mqtool.fastcrc import crc32c
 from mqtool.io import read_input
 from mqtool.kafka import layout as L
@@ -178,9 +178,7 @@ def read_properties(path: Path) -> dict:
 
 def read_quorum_state(path: Path) -> dict:
     try:
-        doc = json.loads(read_input(path))
-    except ValueError as e:
+        doc = strict_json(read_input(path).decode("utf-8"))     # NaN/Infinity would make dump's NDJSON invalid
+    except ValueError as e:                                     # UnicodeDecodeError too
         return {"problem": f"not JSON: {e}"}
-    except RecursionError:
-        return {"problem": "not JSON: nested too deeply"}
     return doc if isinstance(doc, dict) else {"problem": f"not a JSON object ({type(doc).__name__})"}

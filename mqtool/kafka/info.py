@@ -20,14 +20,13 @@ What it reports and where it comes from (docs/kafka.md, ../shared/reference/kafk
 """
 from __future__ import annotations
 
-import json
 import os
 from array import array
 from collections import Counter
 from pathlib import Path
 
 from formats import kafka as K
-from mqtool.common import plural
+from mqtool.common import plural, strict_json
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.kafka.interval import index_interval
 from mqtool.info import InfoBuilder
@@ -336,7 +335,7 @@ def _crash(ld: L.LogDir, label: str | None, leos: dict, st: _Stats) -> None:
         try:
             txt = read_input(marker, 4096).decode("utf-8", errors="replace").strip()
             if txt:
-                epoch = f" (broker epoch {json.loads(txt).get('brokerEpoch')})"
+                epoch = f" (broker epoch {strict_json(txt).get('brokerEpoch')})"
         except (OSError, ValueError, AttributeError):
             pass
         st.crash.append((label, bool(behind),

@@ -27,6 +27,9 @@ from mqtool.schemawalk import Inspection, Walker
 INFLATE_LIMIT = 64 * 1024 * 1024
 #: the records of a batch listed field by field (the rest are walked and checked, and the asked one is listed)
 RECORD_ROWS = 200
+#: records (inner messages) of one batch walked at most: a records area inflating to 64 MiB can hold ~9 M
+#: seven-byte records, a walk of minutes; past this the walk stops with a note (``dump --deep`` reads them all)
+WALK_LIMIT = 100_000
 _ENTRY = struct.Struct(">qi")           # offset, size: the log overhead of every entry
 _LOD = struct.Struct(">i")
 
@@ -168,7 +171,12 @@ def inspect_entry(buf, pos: int, file: str, target: int | None) -> Inspection:
         for name in ("key", "value"):
             if name in by and isinstance(by[name].value, bytes):
                 by[name].value = by[name].value.decode("utf-8", errors="backslashreplace")
-    if target is not None and ins.summary.get("target_found") is False:
+    if target is not None and state.get("unwalked") and not state.get("marked"):
+        # the records were not walked (inflating past the cap, a broken stream): whether one has it is unknown
+        ins.summary["target_found"] = None
+        ins.notes.append(f"offset {target} is within the batch's range, but not all its records are walked here "
+                         "(see the note or check on its records): whether one has it is not known")
+    elif target is not None and ins.summary.get("target_found") is False:
         ins.notes.append(f"offset {target} is within the batch's range but no record has it (compacted away?)")
     return ins
 
@@ -185,12 +193,19 @@ def _records(w: Walker, area, ctx, state: dict) -> None:
     else:
         data = _inflated(w, area, codec, "records")
         if data is None:
+            state["unwalked"] = True
             return
         area.note = f"records walked in the inflated bytes ({len(data)}): positions there, not in the file"
         start, stop = 0, len(data)
     buf, space = (w.buf, w.space) if codec == K.CODEC_NONE else (data, "records")
     pos, found, last, skipped, broken = start, 0, None, 0, None
     while pos < stop and broken is None:
+        if found >= WALK_LIMIT:
+            state["unwalked"] = True
+            area.note = ((area.note + "; ") if area.note else "") + \
+                f"the walk stopped after {WALK_LIMIT} records (`mqtool dump kafka --deep` reads them all)"
+            found = last = None         # the count checks need every record
+            break
         i = found
         rw = Walker(buf, pos, stop, space=space)         # one record; its rows are kept or dropped below
         row = rw.add(f"records[{i}]", pos, 0, area.depth + 1, raw=False, composite=True)
@@ -248,12 +263,17 @@ def _inner_messages(w: Walker, value, ctx, state: dict) -> None:
     value.composite = True
     data = _inflated(w, value, codec, "messages")
     if data is None:
+        state["unwalked"] = True
         return
     value.value = None
     value.note = f"a {name} message set: inner messages walked in the inflated bytes ({len(data)})"
     sub = Walker(data, 0, len(data), space="messages")
     found = []
     while sub.view.pos < len(data) and sub.broken is None:
+        if len(found) >= WALK_LIMIT:
+            state["unwalked"] = True
+            value.note += f"; the walk stopped after {WALK_LIMIT} messages (`mqtool dump kafka --deep` reads them all)"
+            break
         i = len(found)
         row = sub.add(f"messages[{i}]", sub.view.pos, 0, value.depth + 1, raw=False, composite=True)
         m = sub.walk(K.LegacyMessage, depth=value.depth + 2, prefix=f"messages[{i}]")

@@ -11,6 +11,13 @@ End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
 * anything else that does not frame (size < 14, magic > 2, or a bad CRC whose length does not lead to
   another plausible batch) → a ``skipped`` event over the bytes up to the next self-locating batch
   (magic at +16, sane length, valid CRC), and the walk goes on from there.
+
+Checking costs a CRC over the bytes an entry claims, so a walk may checksum at most
+:data:`~mqtool.damage.CHECK_BUDGET_FACTOR` times the bytes it covers plus :data:`WALK_BUDGET_FLOOR`
+(:class:`~mqtool.damage.CheckBudget`): crafted bytes holding a plausible header every few dozen bytes, each
+claiming the rest of the file, would otherwise cost a CRC over the rest of the file per candidate (quadratic,
+a hang). Past the budget only entries of at most :data:`~mqtool.damage.SMALL_CANDIDATE` bytes are checked;
+a larger one is skipped like damage, and the ``skipped`` event says how many were not checked.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ import zlib
 
 from formats import kafka as K
 from mqtool.codecs import CodecError
-from mqtool.damage import Damage
+from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget, Damage
 from mqtool.fastcrc import crc32c
 from mqtool.io import first_nonzero, need, ranged_maps
 from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
@@ -33,6 +40,13 @@ _HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
 _HDR_V1 = struct.Struct(K.struct_format(K.LegacyHeaderV1))
 _NONZERO = re.compile(rb"[^\x00]")
 _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
+#: the checking budget of a walk over few bytes (see the module doc)
+WALK_BUDGET_FLOOR = 1 << 24
+
+
+def walk_budget(size: int) -> CheckBudget:
+    """The checking budget of a walk over ``size`` bytes (see the module doc)."""
+    return CheckBudget(CHECK_BUDGET_FACTOR * max(0, size) + WALK_BUDGET_FLOOR)
 
 
 # ---- framing ------------------------------------------------------------------------------------
@@ -101,9 +115,9 @@ def _span_crc(fn, buf, start: int, end: int) -> int:
     return crc
 
 
-def _frame_ok(buf, p: int, n: int) -> bool:
+def _frame_ok(buf, p: int, n: int, budget: CheckBudget | None = None) -> bool:
     """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
-    test)"""
+    test; False, counted as unchecked, when ``budget`` cannot afford its CRC)"""
     if p + K.HEADER_SIZE_UP_TO_MAGIC > n:
         return False
     size = _I32.unpack_from(buf, p + 8)[0]
@@ -113,15 +127,21 @@ def _frame_ok(buf, p: int, n: int) -> bool:
     if magic == 2:
         if size < _MIN_V2_SIZE or not _shape_ok(buf, p, size, magic):
             return False
+        if budget is not None and not budget.afford(12 + size):
+            return False
         return _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
     if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
+        return False
+    if budget is not None and not budget.afford(12 + size):
         return False
     return _span_crc(zlib.crc32, buf, p + 16, p + 12 + size) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
 
 
-def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None) -> int | None:
+def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None,
+           budget: CheckBudget | None = None) -> int | None:
     """First position > p (and < ``until`` when given) where a self-locating batch with a valid CRC starts,
-    or None."""
+    or None. ``budget``: the walk's :class:`~mqtool.damage.CheckBudget` (a candidate it cannot afford is
+    passed over)."""
     q = p + 1
     stop = n - K.HEADER_SIZE_UP_TO_MAGIC + 1 if until is None else min(until, n - K.HEADER_SIZE_UP_TO_MAGIC + 1)
     ahead = q           # a remote file: fetched from q to here (mqtool.io.need), a MiB at a time
@@ -136,7 +156,7 @@ def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None)
                 return None
             q = max(q + 1, nz - 11)
             continue
-        if buf[q + 16] <= 2 and _frame_ok(buf, q, n):
+        if buf[q + 16] <= 2 and _frame_ok(buf, q, n, budget):
             return q
         q += 1
     return None
@@ -153,18 +173,19 @@ def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd
     image *inside* another batch's payload, which a range start would take for a batch.
     """
     n = len(buf)
+    budget = walk_budget(stop - start)
     if start > 0:
-        q = resync(buf, start - 1, n, fd, until=stop)
+        q = resync(buf, start - 1, n, fd, until=stop, budget=budget)
         if q is None:
             return
         start = q
     checked = stop          # no resync point in [stop, checked)
-    for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd):
+    for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd, budget=budget):
         pos = ev.position
         if pos >= stop:
             if isinstance(ev, Batch) and ev.crc_ok and check_crc and _shape_ok(buf, pos, ev.size - 12, ev.magic):
                 return      # a valid batch at or after stop: the next range's (a resync point)
-            if resync(buf, checked - 1, n, fd, until=pos + 1) is not None:
+            if resync(buf, checked - 1, n, fd, until=pos + 1, budget=budget) is not None:
                 return
             checked = pos + 1
         yield ev
@@ -184,14 +205,17 @@ def _is_zero(buf, start: int, end: int, fd: int | None = None) -> bool:
 
 
 def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes: int | None = None,
-         check_crc: bool = True, fd: int | None = None):
+         check_crc: bool = True, fd: int | None = None, budget: CheckBudget | None = None):
     """Yield :class:`Batch` and :class:`Damage` objects in file order.
 
     ``max_bytes`` mimics DumpLogSegments ``--max-bytes``: a batch crossing the limit is not read and a
     ``max-bytes`` event marks where reading stopped. ``fd``: descriptor of the mapped file, to jump over
-    holes of a sparse file (see :func:`mqtool.io.first_nonzero`).
+    holes of a sparse file (see :func:`mqtool.io.first_nonzero`). ``budget``: the checking budget (see the
+    module doc; default: :func:`walk_budget` of the bytes walked).
     """
     n = len(buf) if end is None else min(end, len(buf))
+    if budget is None:
+        budget = walk_budget(n - start)
     limit = n if max_bytes is None else min(n, start + max_bytes)
     p = start
     unpack_prefix = _PREFIX.unpack_from
@@ -215,6 +239,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
         off, size = unpack_prefix(buf, p)
         magic = buf[p + 16]
         bad = None
+        was = budget.unchecked
         if size < K.MIN_RECORD_OVERHEAD:
             if size == 0 and _is_zero(buf, p, n, fd):
                 yield Damage(path, p, None, n - p, "zero-tail",
@@ -226,42 +251,52 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
         elif magic == 2 and size < _MIN_V2_SIZE:
             bad = f"batch length {size} smaller than the v2 header"
         elif p + 12 + size > n:
-            q = resync(buf, p, n, fd)
+            q = resync(buf, p, n, fd, budget=budget)
             if q is None:
                 yield Damage(path, p, None, n - p, "partial-tail",
-                             f"entry of {12 + size} bytes at {p} runs past the end of the file ({n - p} bytes left)")
+                             f"entry of {12 + size} bytes at {p} runs past the end of the file ({n - p} bytes left)"
+                             + _unchecked(budget, was))
                 return
             yield Damage(path, p, None, q - p, "skipped",
-                         f"entry length {size} at {p} runs past the end; resynced at {q}")
+                         f"entry length {size} at {p} runs past the end; resynced at {q}" + _unchecked(budget, was))
             p = q
             continue
         if bad is None:
             if p + 12 + size > limit:
                 yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
                 return
-            if ranged_maps:
-                need(buf, p, 12 + size)     # a remote file: fetch the batch first (mqtool.io)
-            b = _decode(buf, path, p, off, size, magic, check_crc)
-            if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd):
-                yield b
-                p += 12 + size
-                continue
-            bad = f"CRC mismatch and the length {size} does not lead to another batch"
-        q = resync(buf, p, n, fd)
+            if check_crc and not budget.afford(12 + size):
+                bad = f"entry of {12 + size} bytes not checked"
+            else:
+                if ranged_maps:
+                    need(buf, p, 12 + size)     # a remote file: fetch the batch first (mqtool.io)
+                b = _decode(buf, path, p, off, size, magic, check_crc)
+                if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd, budget):
+                    yield b
+                    p += 12 + size
+                    continue
+                bad = f"CRC mismatch and the length {size} does not lead to another batch"
+        q = resync(buf, p, n, fd, budget=budget)
         if q is None:
-            yield Damage(path, p, None, n - p, "skipped", f"{bad}; no valid batch after {p}")
+            yield Damage(path, p, None, n - p, "skipped", f"{bad}; no valid batch after {p}" + _unchecked(budget, was))
             return
-        yield Damage(path, p, None, q - p, "skipped", f"{bad}; resynced at {q}")
+        yield Damage(path, p, None, q - p, "skipped", f"{bad}; resynced at {q}" + _unchecked(budget, was))
         p = q
 
 
-def _next_plausible(buf, q: int, n: int, fd: int | None = None) -> bool:
+def _unchecked(budget: CheckBudget, was: int) -> str:
+    """The note of a ``skipped`` event on the candidates the checking budget passed over meanwhile."""
+    k = budget.unchecked - was
+    return f" ({k} candidate(s) past the checking budget of {budget.budget} bytes not checked)" if k else ""
+
+
+def _next_plausible(buf, q: int, n: int, fd: int | None = None, budget: CheckBudget | None = None) -> bool:
     if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
         return True
     need(buf, q, K.V2_HEADER_SIZE)      # a remote file: the next entry's header (the batch's own bytes are fetched)
     if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, fd):
         return True
-    return _frame_ok(buf, q, n)
+    return _frame_ok(buf, q, n, budget)
 
 
 def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:

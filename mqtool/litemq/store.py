@@ -202,6 +202,13 @@ def _find_root(p: Path) -> Path | None:
     return None
 
 
+def _parts_below(p: Path, root: Path) -> tuple[str, ...]:
+    """``p``'s path components below ``root`` (an ancestor :func:`_find_root` found by walking up ``p``'s
+    path): compared as written, not resolved, so a part that is a symlink to another disk (a commitlog/
+    mounted elsewhere) is still that part."""
+    return Path(os.path.abspath(p)).relative_to(os.path.abspath(root)).parts
+
+
 def _root_score(root: Path) -> int:
     cl = root / "commitlog"
     segs = list_segments(cl) if cl.is_dir() else []
@@ -262,7 +269,7 @@ def resolve(path) -> Store:
             if list_segments(p):
                 return Store(None, p, "commitlog")
             raise NotAStoreError("not a LiteMQ data directory (no commitlog/)", str(p))
-        rel = p.resolve().relative_to(root.resolve()).parts
+        rel = _parts_below(p, root)
         if rel == ("commitlog",):
             return Store(root, p, "commitlog")
         if rel == ("consumequeue",):
@@ -287,7 +294,7 @@ def resolve(path) -> Store:
             (h[:2] == b"\x1f\x8b" and int.from_bytes(_gz_head(p)[:4], "big") == F.INDEX_MAGIC):
         return Store(root, p, "index_file")
     if root is not None:
-        rel = p.resolve().relative_to(root.resolve()).parts
+        rel = _parts_below(p, root)
         if len(rel) == 4 and rel[0] == "consumequeue":
             return Store(root, p, "cq_file")
         if rel == ("abort", "abort"):

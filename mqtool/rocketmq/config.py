@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from mqtool.common import STRICT_JSON
+
 MAX_DEPTH = 256
 _WS = " \t\r\n"
 _BARE = set("0123456789-+abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_$.")
@@ -23,7 +25,7 @@ class _Parser:
     def __init__(self, text: str):
         self.s = text
         self.i = 0
-        self._dec = json.JSONDecoder()
+        self._dec = STRICT_JSON                 # NaN, Infinity and overflowing numbers refused
 
     def ws(self):
         s, i = self.s, self.i
@@ -46,6 +48,8 @@ class _Parser:
             v, end = self._dec.raw_decode(self.s, self.i)
         except json.JSONDecodeError:
             raise ConfigSyntaxError(f"unexpected {c!r}", self.i) from None
+        except ValueError as e:     # a number the hooks refuse, or an integer of more digits than Python reads
+            raise ConfigSyntaxError(f"bad number: {e}", self.i) from None
         self.i = end
         return v
 

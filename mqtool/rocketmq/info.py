@@ -176,9 +176,9 @@ def _index(s: RocketStore, b: InfoBuilder, opts: InfoOptions) -> None:
     first = last = None
     geos = indexfiles.index_geometries(s.index_files, opts)
     g = geos.main()
-    b.size("index geometry", geos.summary(),
-           f"{g.slots} hash slots, {g.entries} entries per file (from {g.source}: {g.evidence})" if g.slots
-           else "unknown", "; ".join(geos.warnings()) or None)
+    b.size("index geometry", geos.summary(),          # g is None: no index file could be read (a FIFO, a loop)
+           f"{g.slots} hash slots, {g.entries} entries per file (from {g.source}: {g.evidence})"
+           if g is not None and g.slots else "unknown", "; ".join(geos.warnings()) or None)
     for p in s.index_files:
         try:
             v = indexfiles.read_index_file(p, geos.of(p))

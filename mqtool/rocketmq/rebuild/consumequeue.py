@@ -9,6 +9,7 @@ UNIT = F.CQ_STORE_UNIT_SIZE
 _BLANK_UNIT = CQ_STRUCT.pack(0, F.CQ_BLANK_SIZE, 0)
 _ZERO_UNIT = bytes(UNIT)
 _pack_unit = CQ_STRUCT.pack
+_MAX_LONG = (1 << 63) - 1
 
 
 class QueueBuilder:
@@ -28,6 +29,11 @@ class QueueBuilder:
         self.slot = -1                                # index in the compiled loop's queue state, -1 none
 
     def put(self, offset: int, size: int, tags_code: int, cq_offset: int) -> None:
+        if not 0 <= cq_offset <= (_MAX_LONG - self.file_size) // UNIT:
+            # its unit would lie at a negative byte position or past 2^63 - 1 (a Java long): no file holds it
+            self._note("cq-offset-out-of-range", f"queue offset {cq_offset} of the message at commitlog offset "
+                       f"{offset} puts its unit outside any consume queue file: not rebuilt", offset)
+            return
         if offset + size <= self.max_phys:
             self._note("cq-put-skipped", f"message at commitlog offset {offset} ends at or below the queue's "
                        f"maxPhysicOffset {self.max_phys}: the broker skips it", offset)
