@@ -288,6 +288,7 @@ class BatchLines:
         self.nat, self.opts = nat, opts
         self.cuts: dict = {}
         self.max_records, self.max_headers = R.limits()
+        self.kinds = _area_kinds(nat)
 
     def block(self, b: Batch) -> bytes | None:
         job = self.prepare(b)
@@ -313,17 +314,56 @@ class BatchLines:
         return cut[0], head + b"\n", cut[1] and b.crc_ok is True and _unmarked(head)
 
     def run(self, b: Batch, job) -> bytes | None:
-        """The heavy part (any thread: decompression and the compiled walk run without the GIL)."""
+        """The heavy part of one batch (see :meth:`run_group`)."""
+        return self.run_group([(b, job)])[0]
+
+    def run_group(self, group: list) -> list:
+        """The blocks of consecutive prepared batches ``[(batch, job), ...]`` (None for one declined or not
+        decodable: the row-by-row path then gives its rows or reports it precisely), in one call of the helper
+        that inflates (snappy, lz4, zstd), walks and writes without the GIL (any thread)."""
+        jobs, at = [], []
+        for i, (b, job) in enumerate(group):
+            try:
+                j = self._job(b, job)
+            except (CodecError, ValueError, IndexError):
+                j = None
+            if j is not None:
+                jobs.append(j)
+                at.append(i)
+        out = [None] * len(group)
+        if jobs:
+            for i, blk in zip(at, self.nat.group_lines(tuple(jobs), R.NATIVE_AREA_MAX, self.max_headers)):
+                out[i] = blk
+        return out
+
+    def _job(self, b: Batch, job):
+        """The ``group_lines`` job of a prepared batch, or None (declined); a codec the helper does not inflate
+        is inflated here (raises CodecError)."""
         (segs, order), head, clean = job
-        data = R.small_records_area(b, self.max_records, view=True)
-        if data is None:
+        if b.count is None or b.count > self.max_records:
             return None
+        kind = self.kinds.get(b.codec)
+        if kind is None:
+            data = R.small_records_area(b, self.max_records)
+            if data is None:
+                return None
+            kind = 0
+        else:
+            data = memoryview(b._buf)[b.position + K.V2_HEADER_SIZE:b.end]     # (no copy; read in the call)
         ts0, tsk = _ts_base(b)
-        blk = self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
-                                   (b.position, b.base_offset), head, self.max_headers)
-        if blk is None:
-            return None
-        return CleanLines(blk) if clean else PreRenderedLines(blk)
+        return (data, kind, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
+                (b.position, b.base_offset), head, CleanLines if clean else PreRenderedLines)
+
+
+def _area_kinds(nat) -> dict:
+    """Kafka codec id -> area kind of ``group_lines`` (:func:`mqtool.codecs.kafka_native_codecs`), once per
+    helper module."""
+    if _native_state.get("kinds_of") is not nat:
+        from mqtool.codecs import kafka_native_codecs
+
+        _native_state["kinds"] = kafka_native_codecs(nat)
+        _native_state["kinds_of"] = nat
+    return _native_state["kinds"]
 
 
 LANE_AHEAD = 2          # groups of batches decoded ahead per lane
@@ -340,21 +380,9 @@ def _lanes(opts) -> int:
     return effective_jobs(getattr(opts, "jobs", 1))
 
 
-def _run_group(blocks: BatchLines, group: list) -> list:
-    """A lane's task: the blocks of consecutive batches (None for one declined or not decodable: the row-by-row
-    path then gives its rows or reports it precisely)."""
-    out = []
-    for b, job in group:
-        try:
-            out.append(blocks.run(b, job))
-        except (CodecError, ValueError, IndexError):
-            out.append(None)
-    return out
-
-
 def _ahead(events, blocks: BatchLines, lanes: int, m):
     """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
-    :func:`_run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
+    :meth:`BatchLines.run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
     worker threads make the blocks of the next groups of batches while this thread scans on, at most
     ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new batch is handed to a lane once the
     mapped file ``m`` has shrunk (the caller stops at that event)."""
@@ -373,7 +401,7 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
 
     def submit():
         nonlocal group, records, stored
-        fut = ex.submit(_run_group, blocks, group)
+        fut = ex.submit(blocks.run_group, group)
         futures.append(fut)
         last = len(group) - 1
         for i, (b, _job) in enumerate(group):
