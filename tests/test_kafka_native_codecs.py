@@ -198,3 +198,31 @@ def test_group_lines_declines_hostile_jobs():
     for bad in (job[:1] + (9,) + job[2:], job[:-1] + (str,), job[:-1] + (bytearray,)):
         with pytest.raises((ValueError, TypeError)):
             NAT.group_lines((bad,), R.NATIVE_AREA_MAX, 10)
+
+
+def test_blocks_are_ordinary_bytes_objects():
+    """group_lines makes its PreRenderedLines/CleanLines without zeroing them first: they hash, compare, slice and
+    are freed like any bytes (the collector and a refcount check see nothing odd)."""
+    import gc
+    import sys
+
+    from builders import kafka_builder, kafka_codec_batch
+    from mqtool.kafka.scan import scan
+    from mqtool.ndjson import CleanLines, PreRenderedLines
+    from mqtool.options import DumpOptions
+
+    B = kafka_builder()
+    raw = kafka_codec_batch(0, [B.record(i, i, b"k", b"v", []) for i in range(3)], K.CODEC_ZSTD, base_ts=B.T0,
+                            max_ts=B.T0 + 3)
+    b = next(e for e in scan(raw, "/x/00000000000000000000.log") if isinstance(e, R.Batch))
+    bl = D.BatchLines(NAT, DumpOptions(deep=True))
+    job = bl._job(b, bl.prepare(b))
+    refs = sys.getrefcount(CleanLines)
+    for cls in (CleanLines, PreRenderedLines, bytes):
+        blk = NAT.group_lines((job[:-1] + (cls,),), R.NATIVE_AREA_MAX, 10)[0]
+        plain = bytes(blk)
+        assert type(blk) is cls and blk == plain and hash(blk) == hash(plain) and blk[:7] == plain[:7]
+        assert plain.endswith(b"\n") and plain.count(b"\n") == 4 and len(blk) == len(plain)
+        del blk
+    gc.collect()
+    assert sys.getrefcount(CleanLines) == refs

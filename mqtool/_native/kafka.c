@@ -621,18 +621,22 @@ static int tpl_init(tpl_t *t, PyObject *segs, PyObject *order, PyObject *extra)
     return 0;
 }
 
-/* The lines of the records area p[0:n] into *o (each followed by "\n" when `nl`, else joined by "\n"), after
- * the whole area was found clean; no Python object is touched (callable without the GIL). Returns 1 written,
- * 0 declined (let Python decide), -1 out of memory. */
+/* The lines of the records area p[0:n] into *o (each followed by "\n" when `nl`, else joined by "\n"), in one
+ * walk with the checks of area_clean(): a record that is not clean takes back what was written and declines. No
+ * Python object is touched (callable without the GIL). Returns 1 written, 0 declined (let Python decide), -1 out
+ * of memory. */
 static int write_lines(out_t *o, const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0,
                        int tsk, long long seq, const tpl_t *t, int nl, int64_t mh)
 {
     Py_ssize_t i = 0, start = o->len;
-    if ((tsk != 0 && tsk != 1) || !area_clean_mh(p, n, count, base, ts0, tsk, t->text, mh))
+    if ((tsk != 0 && tsk != 1) || count < 0 || count > n || count > MAX_RECORDS_PER_CALL)
         return 0;
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
-        (void)walk_record_mh(p, n, i, &r, mh);
+        int64_t off, ts;
+        if (walk_record_mh(p, n, i, &r, mh) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || !area_text(p, &r, t->text))
+            goto fail;
         int64_t offset, timestamp, sequence;
         record_ids(&r, base, ts0, tsk, seq, &offset, &timestamp, &sequence);
         if (!nl && k && out_put(o, "\n", 1) < 0)
@@ -651,7 +655,8 @@ static int write_lines(out_t *o, const uint8_t *p, Py_ssize_t n, Py_ssize_t coun
             goto fail;
         i = r.end;
     }
-    return 1;
+    if (i == n)
+        return 1;
 fail:
     if (o->oom)
         return -1;
@@ -1042,7 +1047,10 @@ static PyObject *bytes_of(PyTypeObject *cls, const char *s, Py_ssize_t n)
 {
     if (cls == &PyBytes_Type)
         return PyBytes_FromStringAndSize(s, n);
-    PyObject *b = cls->tp_alloc(cls, n);
+    /* as PyType_GenericAlloc, without zeroing what is written next (a bytes object holds no references: it
+     * need not be tracked by the collector) */
+    PyObject *b = PyType_IS_GC(cls) ? (PyObject *)PyObject_GC_NewVar(PyBytesObject, cls, n)
+                                    : (PyObject *)PyObject_NewVar(PyBytesObject, cls, n);
     if (b == NULL)
         return NULL;
     memcpy(PyBytes_AS_STRING(b), s, (size_t)n);
