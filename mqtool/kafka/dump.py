@@ -384,8 +384,9 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
     """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
     :meth:`BatchLines.run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
     worker threads make the blocks of the next groups of batches while this thread scans on, at most
-    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new batch is handed to a lane once the
-    mapped file ``m`` has shrunk (the caller stops at that event)."""
+    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new group is handed to a lane once the
+    mapped file ``m`` has shrunk (the caller stops at that event; the size is asked once per group: each ask lets
+    the GIL go, and waits for it while a lane holds it)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -401,17 +402,20 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
 
     def submit():
         nonlocal group, records, stored
-        fut = ex.submit(blocks.run_group, group)
-        futures.append(fut)
-        last = len(group) - 1
-        for i, (b, _job) in enumerate(group):
-            pending.append((b, (fut, i, i == last)))
+        if m.shrunk():
+            pending.extend((b, None) for b, _job in group)
+        else:
+            fut = ex.submit(blocks.run_group, group)
+            futures.append(fut)
+            last = len(group) - 1
+            for i, (b, _job) in enumerate(group):
+                pending.append((b, (fut, i, i == last)))
         group, records, stored = [], 0, 0
 
     try:
         for ev in events:
             job = None
-            if type(ev) is Batch and not m.shrunk():
+            if type(ev) is Batch:
                 job = blocks.prepare(ev)
             if job is not None:
                 group.append((ev, job))

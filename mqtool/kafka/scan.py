@@ -33,6 +33,11 @@ _HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
 _HDR_V1 = struct.Struct(K.struct_format(K.LegacyHeaderV1))
 _NONZERO = re.compile(rb"[^\x00]")
 _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
+try:    # a batch's CRC keeps the GIL (the crc32c package lets it go above 32 KiB: a wait for it back each time
+    crc32c(b"", 0, 0)       # while decoding threads hold it, for microseconds of work); older crc32c: default
+    _CRC_KEEP_GIL: tuple = (0, 0)
+except TypeError:
+    _CRC_KEEP_GIL = ()
 
 
 # ---- framing ------------------------------------------------------------------------------------
@@ -269,7 +274,7 @@ def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
     if magic == 2:
         (base, _len, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
          count) = _HDR_V2.unpack_from(buf, p)
-        crc_ok = (crc32c(memoryview(buf)[p + 21:end]) == crc) if check_crc else True
+        crc_ok = (crc32c(memoryview(buf)[p + 21:end], *_CRC_KEEP_GIL) == crc) if check_crc else True
         ts_type = 1 if attrs & K.TIMESTAMP_TYPE_MASK else 0
         return Batch(path, p, size + 12, 2, base, base + lod, crc, crc_ok, attrs, attrs & K.CODEC_MASK,
                      ts_type, max_ts, base_ts, ple, pid, pepoch, bseq, count, lod,
