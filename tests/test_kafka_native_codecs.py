@@ -226,3 +226,28 @@ def test_blocks_are_ordinary_bytes_objects():
         del blk
     gc.collect()
     assert sys.getrefcount(CleanLines) == refs
+
+
+def test_a_run_of_clean_batches_is_one_block():
+    """run_group gives consecutive clean batches' lines as one block (True for the batches it covers); a batch
+    that may carry a damage mark, or one declined, stands alone; the bytes are those of the batches one by one."""
+    from builders import kafka_builder, kafka_codec_batch
+    from mqtool.kafka.scan import scan
+    from mqtool.ndjson import CleanLines, PreRenderedLines
+    from mqtool.options import DumpOptions
+
+    B = kafka_builder()
+    raws = [kafka_codec_batch(10 * i, [B.record(k, k, b"k", b"v%d" % k, []) for k in range(3)], codec,
+                              base_ts=B.T0, max_ts=B.T0 + 3)
+            for i, codec in enumerate([K.CODEC_NONE, K.CODEC_LZ4, K.CODEC_ZSTD, K.CODEC_SNAPPY, K.CODEC_GZIP,
+                                       K.CODEC_NONE])]
+    batches = [e for e in scan(b"".join(raws), "/x/00000000000000000000.log") if isinstance(e, R.Batch)]
+    batches[3].crc_ok = False                                   # lines with a damage mark
+    bl = D.BatchLines(NAT, DumpOptions(deep=True))
+    group = [(b, bl.prepare(b)) for b in batches]
+    singles = [bl.run(b, job) for b, job in group]
+    assert [type(s) for s in singles] == [CleanLines] * 3 + [PreRenderedLines] + [CleanLines] * 2
+    got = bl.run_group(group)
+    assert got[1:3] == [True, True] and got[3] == singles[3] and got[5] is True
+    assert bytes(got[0]) == b"".join(singles[:3]) and bytes(got[4]) == b"".join(singles[4:])
+    assert type(got[0]) is CleanLines and type(got[4]) is CleanLines

@@ -1078,10 +1078,11 @@ typedef struct {
     int rc;
 } job_t;
 
-/* group_lines(jobs, limit, max_headers) -> [bytes or None, ...]: per job (data, area kind, count, base_offset, ts0,
- * ts_k, base_sequence, segs, order, extra, head, cls), `head` (the batch's own line) and then the NDJSON line of
- * every record, each ending in "\n", as an object of type `cls` (bytes or a subclass: PreRenderedLines); None
- * when declined. Area kind: 0 the records area itself, 1 snappy, 2 Kafka's LZ4 frame, 3 zstd (inflated here into
+/* group_lines(jobs, limit, max_headers) -> [bytes, True or None, ...]: per job (data, area kind, count, base_offset,
+ * ts0, ts_k, base_sequence, segs, order, extra, head, cls), `head` (the batch's own line) and then the NDJSON line
+ * of every record, each ending in "\n"; None when declined. The lines of a run of consecutive jobs taken with the
+ * same `cls` (bytes or a subclass: PreRenderedLines) are one object of that type, at the run's first job; the
+ * others of the run are True. Area kind: 0 the records area itself, 1 snappy, 2 Kafka's LZ4 frame, 3 zstd (inflated here into
  * a buffer of at most `limit` bytes, see above). The inflating, the walk and the writing of all jobs run without
  * the GIL (threads decode several groups at once); every `data` must stay unchanged during the call (bytes, or
  * a view of a read-only map). */
@@ -1168,7 +1169,17 @@ static PyObject *group_lines(PyObject *self, PyObject *args)
         goto done;
     for (Py_ssize_t j = 0; j < nj; j++) {
         job_t *b = &js[j];
-        PyObject *item = b->rc > 0 ? bytes_of(b->cls, scratch->lines.p + b->at, b->len) : Py_NewRef(Py_None);
+        PyObject *item;
+        if (b->rc <= 0) {
+            item = Py_NewRef(Py_None);
+        } else if (j > 0 && js[j - 1].rc > 0 && js[j - 1].cls == b->cls) {
+            item = Py_NewRef(Py_True);                      /* in the block of the run it continues */
+        } else {
+            Py_ssize_t len = 0;                             /* the run's lines lie back to back */
+            for (Py_ssize_t k = j; k < nj && js[k].rc > 0 && js[k].cls == b->cls; k++)
+                len += js[k].len;
+            item = bytes_of(b->cls, scratch->lines.p + b->at, len);
+        }
         if (item == NULL) {
             Py_CLEAR(result);
             goto done;
@@ -1346,7 +1357,7 @@ static PyMethodDef methods[] = {
     {"record_json", record_json, METH_VARARGS,
      "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
     {"group_lines", group_lines, METH_VARARGS,
-     "group_lines(jobs, limit, max_headers) -> [batch line + record lines (bytes) or None per job]."},
+     "group_lines(jobs, limit, max_headers) -> per job: its lines (with those of the run it starts), True or None."},
     {"inflate", inflate, METH_VARARGS, "inflate(kind, data, limit) -> bytes or None (group_lines' decoders)."},
     {"configure_codecs", configure_codecs, METH_VARARGS,
      "configure_codecs(lz4_library, zstd_library, xerial_magic, lz4_magic, lz4_block_max) -> codecs inflated here."},

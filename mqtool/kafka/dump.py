@@ -318,22 +318,36 @@ class BatchLines:
         return self.run_group([(b, job)])[0]
 
     def run_group(self, group: list) -> list:
-        """The blocks of consecutive prepared batches ``[(batch, job), ...]`` (None for one declined or not
-        decodable: the row-by-row path then gives its rows or reports it precisely), in one call of the helper
-        that inflates (snappy, lz4, zstd), walks and writes without the GIL (any thread)."""
-        jobs, at = [], []
+        """The blocks of consecutive prepared batches ``[(batch, job), ...]``, by one call of the helper that
+        inflates (snappy, lz4, zstd), walks and writes without the GIL (any thread): per batch its block, or
+        True when its lines are in the block of the batch before it (a run of batches is one block: one write),
+        or None (declined or not decodable: the row-by-row path then gives its rows or reports it precisely)."""
+        out: list = [None] * len(group)
+        run: list = []              # (index, job) of consecutive batches the helper is given together
+        # (a batch whose lines may carry a damage mark is a call of its own: the CLI notes such lines as it writes
+        # them, and the notes keep the order of the row-by-row path)
+
+        def flush():
+            for (i, _j), blk in zip(run, self.nat.group_lines(tuple(j for _i, j in run), R.NATIVE_AREA_MAX,
+                                                              self.max_headers)):
+                out[i] = blk
+            run.clear()
+
         for i, (b, job) in enumerate(group):
             try:
                 j = self._job(b, job)
             except (CodecError, ValueError, IndexError):
                 j = None
+            if j is not None and j[-1] is CleanLines:
+                run.append((i, j))
+                continue
+            if run:
+                flush()
             if j is not None:
-                jobs.append(j)
-                at.append(i)
-        out = [None] * len(group)
-        if jobs:
-            for i, blk in zip(at, self.nat.group_lines(tuple(jobs), R.NATIVE_AREA_MAX, self.max_headers)):
-                out[i] = blk
+                run.append((i, j))
+                flush()
+        if run:
+            flush()
         return out
 
     def _job(self, b: Batch, job):
@@ -512,6 +526,8 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                     stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
                 if blocks is not None and (fut is not None or lanes <= 1):
                     blk = _block(blocks, ev, fut)
+                    if blk is True:         # written with the block of the batch before
+                        continue
                     if blk is not None:
                         yield blk
                         continue
