@@ -508,7 +508,10 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 fut = None
                 if lanes > 1:
                     ev, fut = ev
-                if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
+                # truncated under us: reading on would touch lost pages (SIGBUS). A block a lane made reads nothing
+                # here: it is dropped only when a lane read lost pages (as zeros, the SIGBUS guard: mqtool.io), a
+                # check without a system call (each lets the GIL go, and waits while a lane holds it)
+                if m.faulted() if fut is not None else m.shrunk():
                     stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
                     return
                 if isinstance(ev, Damage):
