@@ -498,15 +498,10 @@ static inline int out_put(out_t *o, const char *s, Py_ssize_t n)
 
 static int out_int(out_t *o, int64_t v)
 {
-    char tmp[24], *e = tmp + sizeof tmp, *b = e;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;    /* INT64_MIN too */
-    do {
-        *--b = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--b = '-';
-    return out_put(o, b, e - b);
+    if (out_reserve(o, 24) < 0)
+        return -1;
+    o->len = mq_fmt_i64(o->p + o->len, v) - o->p;        /* mqcore.h: two digits at a time */
+    return 0;
 }
 
 /* A JSON string of bytes escaped as orjson does (mqcore.h). Returns 1 if the bytes are not valid UTF-8
