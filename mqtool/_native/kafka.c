@@ -26,7 +26,9 @@
  *
  * Memory: no call builds more than MAX_RECORDS_PER_CALL records, nor a record with more headers than the
  * optional last argument max_headers (the cap of mqtool.kafka.records.limits()); such input is declined
- * (None), and Python streams it in bounded groups or reports the cap as a finding.
+ * (None), and Python streams it in bounded groups or reports the cap as a finding. group_lines inflates into a
+ * per-thread buffer of at most its `limit` (mqtool.kafka.records.NATIVE_AREA_MAX) whatever a stream states,
+ * declining anything larger, and keeps a per-thread line buffer of at most LINES_KEPT between calls.
  */
 #include "mqcore.h"             /* Python.h first; UTF-8, JSON strings */
 
