@@ -984,28 +984,31 @@ static PyObject *configure_codecs(PyObject *self, PyObject *args)
         if (id >= 0 && id < 8 && size > 0 && size <= INT32_MAX)
             lz4_block_max[id] = size;
     }
-    lz4_decompress_safe = NULL;
-    memset(&zstd, 0, sizeof zstd);
-    if (lz4_path != Py_None) {
-        void *h = dlopen(PyUnicode_AsUTF8(lz4_path) ? PyUnicode_AsUTF8(lz4_path) : "", RTLD_NOW | RTLD_LOCAL);
-        if (h != NULL)
-            *(void **)&lz4_decompress_safe = dlsym(h, "LZ4_decompress_safe");
-    }
+    /* resolved into locals first: a call already running in another thread keeps seeing whole pointers */
+    int (*lz4_fn)(const char *, char *, int, int) = NULL;
+    __typeof__(zstd) z;
+    memset(&z, 0, sizeof z);
+    const char *lp = lz4_path == Py_None ? NULL : PyUnicode_AsUTF8(lz4_path);
+    const char *zp = zstd_path == Py_None ? NULL : PyUnicode_AsUTF8(zstd_path);
     PyErr_Clear();
-    if (zstd_path != Py_None) {
-        void *h = dlopen(PyUnicode_AsUTF8(zstd_path) ? PyUnicode_AsUTF8(zstd_path) : "", RTLD_NOW | RTLD_LOCAL);
-        if (h != NULL) {
-            *(void **)&zstd.create = dlsym(h, "ZSTD_createDCtx");
-            *(void **)&zstd.free_ctx = dlsym(h, "ZSTD_freeDCtx");
-            *(void **)&zstd.content_size = dlsym(h, "ZSTD_getFrameContentSize");
-            *(void **)&zstd.frame_size = dlsym(h, "ZSTD_findFrameCompressedSize");
-            *(void **)&zstd.decompress = dlsym(h, "ZSTD_decompressDCtx");
-            *(void **)&zstd.is_error = dlsym(h, "ZSTD_isError");
-            if (!zstd.create || !zstd.free_ctx || !zstd.content_size || !zstd.frame_size || !zstd.is_error)
-                zstd.decompress = NULL;
-        }
+    void *h = lp != NULL ? dlopen(lp, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h != NULL)
+        *(void **)&lz4_fn = dlsym(h, "LZ4_decompress_safe");
+    h = zp != NULL ? dlopen(zp, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h != NULL) {
+        *(void **)&z.create = dlsym(h, "ZSTD_createDCtx");
+        *(void **)&z.free_ctx = dlsym(h, "ZSTD_freeDCtx");
+        *(void **)&z.content_size = dlsym(h, "ZSTD_getFrameContentSize");
+        *(void **)&z.frame_size = dlsym(h, "ZSTD_findFrameCompressedSize");
+        *(void **)&z.decompress = dlsym(h, "ZSTD_decompressDCtx");
+        *(void **)&z.is_error = dlsym(h, "ZSTD_isError");
+        if (!z.create || !z.free_ctx || !z.content_size || !z.frame_size || !z.is_error)
+            z.decompress = NULL;
     }
-    PyErr_Clear();
+    if (lz4_fn != NULL)
+        lz4_decompress_safe = lz4_fn;
+    if (z.decompress != NULL)
+        zstd = z;
     return Py_BuildValue("(OOO)", Py_True, lz4_decompress_safe ? Py_True : Py_False,
                          zstd.decompress ? Py_True : Py_False);
 }
