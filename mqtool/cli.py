@@ -55,6 +55,11 @@ MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
                         help="Worker processes over byte ranges of the log (0 = all cores). "
                              "Output is the same for any value.")
+KAFKA_DUMP_JOBS_OPT = click.option(
+    "--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+    help="Parallel workers (0 = all cores). --deep/--print-data --json without a record filter or --limit: "
+         "threads in this process that decode batches ahead (the compiled helper); otherwise, and with "
+         "--split-size, worker processes over byte ranges of the log. Output is the same for any value.")
 
 
 def FINDINGS_VIEW_OPTS(f):
@@ -524,7 +529,7 @@ def dump_abort(path, fmt, as_json):
 @click.option("--limit", type=NON_NEGATIVE, help="At most N rows.")
 @_time_opts
 @BODY_OPT
-@JOBS_OPT
+@KAFKA_DUMP_JOBS_OPT
 @SPLIT_OPT
 @SIZE_OPTS
 @guarded

@@ -469,3 +469,28 @@ def decompress_kafka_chunks(codec: int, data, limit: int = DEFAULT_LIMIT):
 def kafka_codec_name(codec: int) -> str:
     _load()
     return CODEC_NAMES.get(codec, f"unknown({codec})")
+
+
+def kafka_native_codecs(helper) -> dict[int, int]:
+    """Kafka codec id -> the area kind the compiled dump helper (``mqtool/_native/kafka.c`` ``group_lines``)
+    inflates itself: 0 for uncompressed, and snappy, lz4 and zstd when it found the decoders of the libraries
+    loaded here (python-lz4's block module, the zstandard package's cffi module: the same code, called without
+    the GIL). Codecs not listed (gzip through ISA-L/zlib) are inflated by the functions above."""
+    _load()
+    import importlib.util
+
+    def origin(name: str) -> str | None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            return None
+        return spec.origin if spec is not None and spec.has_location else None
+
+    snappy, lz4_ok, zstd_ok = helper.configure_codecs(
+        origin("lz4.block._block"), origin("zstandard._cffi"), XERIAL_SNAPPY_MAGIC, LZ4_FRAME_MAGIC,
+        tuple(_LZ4_BLOCK_MAX.items()))
+    kinds = {CODEC_NONE: 0}
+    for codec, kind, ok in ((CODEC_SNAPPY, 1, snappy), (CODEC_LZ4, 2, lz4_ok), (CODEC_ZSTD, 3, zstd_ok)):
+        if ok:
+            kinds[codec] = kind
+    return kinds

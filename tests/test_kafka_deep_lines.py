@@ -1,5 +1,5 @@
 """``dump kafka --deep/--print-data --json`` through whole-batch blocks (mqtool.kafka.dump.BatchLines, the
-compiled ``batch_lines`` of mqtool/_native/kafka.c) and decoding lanes (``--jobs N`` threads): the bytes are
+compiled ``group_lines`` of mqtool/_native/kafka.c, which inflates snappy, lz4 and zstd areas itself) and decoding lanes (``--jobs N`` threads): the bytes are
 those of the row-by-row Python path.
 
 * Every real Kafka store, the fixture, the bench builder's store and a generated partition (every codec in the
@@ -99,6 +99,13 @@ def _segment(base: int) -> tuple[bytes, int]:
     bad[K.V2_HEADER_SIZE + 8:K.V2_HEADER_SIZE + 14] = b"\xff" * 6
     parts.append(_crc(bad))
     off += 5
+    # damage 2b: snappy and lz4 payloads that do not inflate (a block cut short), under a valid CRC
+    for codec in (K.CODEC_SNAPPY, K.CODEC_LZ4):
+        bad = bytearray(kafka_codec_batch(off, _records(4, 6), codec, base_ts=B.T0, max_ts=B.T0 + 20))
+        del bad[-6:-3]
+        bad[8:12] = (len(bad) - 12).to_bytes(4, "big")
+        parts.append(_crc(bad))
+        off += 4
     # damage 3: recordsCount says 6, the area holds 5 (valid CRC): the 5 records, then the error
     lie = bytearray(kafka_codec_batch(off, _records(5, 5), K.CODEC_NONE, base_ts=B.T0, max_ts=B.T0 + 20))
     lie[K.V2_HEADER_SIZE - 4:K.V2_HEADER_SIZE] = (6).to_bytes(4, "big")
@@ -197,6 +204,17 @@ def test_blocks_and_lanes_equal_python_rows(run_cli, monkeypatch, generated, ben
     if name == "generated":
         assert want[0] == 1 and '"kind":"damage"' in want[1] and "base64" in want[1]
         assert want[1].count('"kind":"record"') > 200
+
+
+@needs_native
+def test_areas_past_the_limit_fall_back_to_python(run_cli, monkeypatch, generated):
+    """With a tiny area limit the helper declines every batch but the smallest plain ones: the same output."""
+    with monkeypatch.context() as m:
+        m.setenv("MQTOOL_NATIVE", "0")
+        want = run_cli("dump", "kafka", generated, "--deep", "--json", "--jobs", "1")
+    monkeypatch.setattr(R, "NATIVE_AREA_MAX", 64)
+    for jobs in ("1", "2"):
+        assert run_cli("dump", "kafka", generated, "--deep", "--json", "--jobs", jobs) == want
 
 
 @needs_native
@@ -371,14 +389,14 @@ import os, sys, threading
 from mqtool import io
 from mqtool.kafka import dump as D
 io.READ_WHOLE_LIMIT = 0                      # map every file, as files > 16 MiB are
-run, calls, lock = D.BatchLines.run, [0], threading.Lock()
-def cutting(self, b, job):
+run, calls, lock = D.BatchLines.run_group, [0], threading.Lock()
+def cutting(self, group):
     with lock:
         calls[0] += 1
-        if calls[0] == 5:                    # a lane cuts the file at the batch it decodes
-            os.truncate(b.file, b.position)
-    return run(self, b, job)
-D.BatchLines.run = cutting
+        if calls[0] == 2:                    # a lane cuts the file at the first batch of the group it decodes
+            os.truncate(group[0][0].file, group[0][0].position)
+    return run(self, group)
+D.BatchLines.run_group = cutting
 from mqtool.cli import main
 main(sys.argv[1:])
 """

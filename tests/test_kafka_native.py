@@ -343,14 +343,18 @@ class _Counting:
             self.lines += 1
         return r
 
-    def batch_lines(self, *a):      # a batch's line and its records' lines as bytes: counted as record_json
-        r = self.mod.batch_lines(*a)
-        if r is None:
-            self.declined += 1
-        else:
-            self.answered += 1
-            self.lines += 1
-        return r
+    def group_lines(self, *a):      # each batch's line and its records' lines as bytes: counted as record_json
+        out = self.mod.group_lines(*a)
+        for r in out:
+            if r is None:
+                self.declined += 1
+            else:
+                self.answered += 1
+                self.lines += 1
+        return out
+
+    def configure_codecs(self, *a):
+        return self.mod.configure_codecs(*a)
 
     def parse_records(self, *a):
         return self.mod.parse_records(*a)

@@ -5,8 +5,9 @@
  *   record_rows(...)            == the `dump kafka --deep / --print-data` record rows of a batch
  *                                  (mqtool.kafka.dump.record_row over mqtool.kafka.records.iter_records)
  *   record_json(...)            == those rows as the NDJSON lines mqtool.render.write_ndjson writes
- *   batch_lines(...)            == the same lines as the bytes that writer writes (newline after each), after
- *                                  a given prefix (the batch's own line)
+ *   group_lines(...)            == for each batch of a group: its own line (given) and the lines of its records
+ *                                  as the bytes that writer writes (newline after each), the records area inflated
+ *                                  here for snappy, lz4 and zstd (mqtool.kafka.dump.BatchLines)
  *   frame_candidate(...)        == the shape test of mqtool.kafka.scan._shape_ok at every byte position
  *                                  (mqtool carve's search for batches and legacy messages)
  *
@@ -20,11 +21,14 @@
  * over, an offset/timestamp that would overflow int64), the functions return None and the caller runs the
  * Python code, which gives the precise error. Every length is checked against the bytes left before any
  * byte is read. Buffers come in through the buffer protocol and are released on every path; no pointer is
- * kept past a call. The GIL is held throughout (Python objects are built as we go).
+ * kept past a call. The GIL is held while Python objects are built; group_lines releases it while it inflates,
+ * walks and writes.
  *
  * Memory: no call builds more than MAX_RECORDS_PER_CALL records, nor a record with more headers than the
  * optional last argument max_headers (the cap of mqtool.kafka.records.limits()); such input is declined
- * (None), and Python streams it in bounded groups or reports the cap as a finding.
+ * (None), and Python streams it in bounded groups or reports the cap as a finding. group_lines inflates into a
+ * per-thread buffer of at most its `limit` (mqtool.kafka.records.NATIVE_AREA_MAX) whatever a stream states,
+ * declining anything larger, and keeps a per-thread line buffer of at most LINES_KEPT between calls.
  */
 #include "mqcore.h"             /* Python.h first; UTF-8, JSON strings */
 
@@ -496,15 +500,10 @@ static inline int out_put(out_t *o, const char *s, Py_ssize_t n)
 
 static int out_int(out_t *o, int64_t v)
 {
-    char tmp[24], *e = tmp + sizeof tmp, *b = e;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;    /* INT64_MIN too */
-    do {
-        *--b = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--b = '-';
-    return out_put(o, b, e - b);
+    if (out_reserve(o, 24) < 0)
+        return -1;
+    o->len = mq_fmt_i64(o->p + o->len, v) - o->p;        /* mqcore.h: two digits at a time */
+    return 0;
 }
 
 /* A JSON string of bytes escaped as orjson does (mqcore.h). Returns 1 if the bytes are not valid UTF-8
@@ -565,16 +564,21 @@ static int out_field(out_t *o, int code, const uint8_t *p, const rec_t *r, int64
     return -1;                       /* (codes are checked before the walk) */
 }
 
-/* The shared body of record_json and batch_lines: check the arguments (GIL held), then check the whole area and
- * write the lines into *o (after `prefix`, each line followed by "\n" when `nl`, else joined by "\n") without
- * touching a Python object, so with `nogil` the GIL is released meanwhile (the buffer and the bytes objects stay
- * referenced by the call's arguments). Returns 1 written, 0 declined (let Python decide), -1 error (raised).
- * `extra`: ints a field code >= N_KEYS stands for (the batch's own numbers in a line cut once per template:
- * code N_KEYS + j writes extra[j]). */
+/* The constant pieces of a line and the fields between them (record_json, group_lines), checked with the GIL
+ * held; the bytes objects stay referenced by the caller's arguments while the lines are written. `extra`: ints a
+ * field code >= N_KEYS stands for (the batch's own numbers in a line cut once per template: code N_KEYS + j
+ * writes extra[j]). */
 #define MAX_EXTRA 4
-static int json_lines(out_t *o, PyObject *obj, Py_ssize_t count, long long base, long long ts0, int tsk,
-                      long long seq, PyObject *segs, PyObject *order, PyObject *extra, PyObject *prefix, int nl,
-                      int64_t mh, int nogil)
+typedef struct {
+    Py_ssize_t nf;
+    int codes[16];
+    int64_t xv[MAX_EXTRA];
+    const char *sp[17];
+    Py_ssize_t sn[17];
+    int text;                    /* a field shows keys, values or header values as text */
+} tpl_t;
+
+static int tpl_init(tpl_t *t, PyObject *segs, PyObject *order, PyObject *extra)
 {
     Py_ssize_t nf = PyTuple_GET_SIZE(order);
     Py_ssize_t nx = extra == NULL ? 0 : PyTuple_GET_SIZE(extra);
@@ -583,15 +587,13 @@ static int json_lines(out_t *o, PyObject *obj, Py_ssize_t count, long long base,
                                           "4 extra ints)");
         return -1;
     }
-    int codes[16];
-    int64_t xv[MAX_EXTRA];
-    const char *sp[17];
-    Py_ssize_t sn[17];
+    t->nf = nf;
+    t->text = 0;
     for (Py_ssize_t j = 0; j < nx; j++) {
         long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(extra, j));
         if (v == -1 && PyErr_Occurred())
             return -1;
-        xv[j] = v;
+        t->xv[j] = v;
     }
     for (Py_ssize_t f = 0; f <= nf; f++) {
         PyObject *seg = PyTuple_GET_ITEM(segs, f);
@@ -599,8 +601,8 @@ static int json_lines(out_t *o, PyObject *obj, Py_ssize_t count, long long base,
             PyErr_SetString(PyExc_TypeError, "record_json: segs must be bytes");
             return -1;
         }
-        sp[f] = PyBytes_AS_STRING(seg);
-        sn[f] = PyBytes_GET_SIZE(seg);
+        t->sp[f] = PyBytes_AS_STRING(seg);
+        t->sn[f] = PyBytes_GET_SIZE(seg);
         if (f < nf) {
             long c = PyLong_AsLong(PyTuple_GET_ITEM(order, f));
             if (c == -1 && PyErr_Occurred())
@@ -609,43 +611,39 @@ static int json_lines(out_t *o, PyObject *obj, Py_ssize_t count, long long base,
                 PyErr_SetString(PyExc_ValueError, "record_json: unknown field code");
                 return -1;
             }
-            codes[f] = (int)c;
+            t->codes[f] = (int)c;
+            t->text |= c == K_KEY || c == K_VALUE || c == K_HEADERS;
         }
     }
-    if (prefix != NULL && !PyBytes_Check(prefix)) {
-        PyErr_SetString(PyExc_TypeError, "batch_lines: prefix must be bytes");
-        return -1;
-    }
-    if (tsk != 0 && tsk != 1)
+    return 0;
+}
+
+/* The lines of the records area p[0:n] into *o (each followed by "\n" when `nl`, else joined by "\n"), in one
+ * walk with the checks of area_clean(): a record that is not clean takes back what was written and declines. No
+ * Python object is touched (callable without the GIL). Returns 1 written, 0 declined (let Python decide), -1 out
+ * of memory. */
+static int write_lines(out_t *o, const uint8_t *p, Py_ssize_t n, Py_ssize_t count, long long base, long long ts0,
+                       int tsk, long long seq, const tpl_t *t, int nl, int64_t mh)
+{
+    Py_ssize_t i = 0, start = o->len;
+    if ((tsk != 0 && tsk != 1) || count < 0 || count > n || count > MAX_RECORDS_PER_CALL)
         return 0;
-    Py_buffer view;
-    if (get_buffer(obj, &view) < 0)
-        return -1;
-    const uint8_t *p = (const uint8_t *)view.buf;
-    Py_ssize_t n = view.len, i = 0;
-    int rc = -1, text = 0;
-    for (Py_ssize_t f = 0; f < nf; f++)
-        text |= codes[f] == K_KEY || codes[f] == K_VALUE || codes[f] == K_HEADERS;
-    PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
-    if (!area_clean_mh(p, n, count, base, ts0, tsk, text, mh)) {  /* the whole area must be clean first */
-        rc = 0;
-        goto done;
-    }
-    if (prefix != NULL && out_put(o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) < 0)
-        goto fail;
     for (Py_ssize_t k = 0; k < count; k++) {
         rec_t r;
-        (void)walk_record_mh(p, n, i, &r, mh);
+        int64_t off, ts;
+        if (walk_record_mh(p, n, i, &r, mh) < 0 || __builtin_add_overflow((int64_t)base, r.off_delta, &off)
+            || (tsk && __builtin_add_overflow((int64_t)ts0, r.ts_delta, &ts)) || !area_text(p, &r, t->text))
+            goto fail;
         int64_t offset, timestamp, sequence;
         record_ids(&r, base, ts0, tsk, seq, &offset, &timestamp, &sequence);
         if (!nl && k && out_put(o, "\n", 1) < 0)
             goto fail;
-        for (Py_ssize_t f = 0; f <= nf; f++) {
-            if (out_put(o, sp[f], sn[f]) < 0)
+        for (Py_ssize_t f = 0; f <= t->nf; f++) {
+            if (out_put(o, t->sp[f], t->sn[f]) < 0)
                 goto fail;
-            if (f < nf) {
-                int c = codes[f];
-                if ((c >= N_KEYS ? out_int(o, xv[c - N_KEYS])
+            if (f < t->nf) {
+                int c = t->codes[f];
+                if ((c >= N_KEYS ? out_int(o, t->xv[c - N_KEYS])
                                  : out_field(o, c, p, &r, offset, timestamp, sequence)) < 0)
                     goto fail;
             }
@@ -654,17 +652,13 @@ static int json_lines(out_t *o, PyObject *obj, Py_ssize_t count, long long base,
             goto fail;
         i = r.end;
     }
-    rc = 1;
-    goto done;
+    if (i == n)
+        return 1;
 fail:
-    rc = o->oom ? -1 : 0;        /* out of memory, or a string that is not text after all: decline */
-done:
-    if (ts != NULL)
-        PyEval_RestoreThread(ts);
-    PyBuffer_Release(&view);
-    if (rc < 0)
-        PyErr_NoMemory();
-    return rc;
+    if (o->oom)
+        return -1;
+    o->len = start;              /* a string that is not text after all: decline */
+    return 0;
 }
 
 /* record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order[, max_headers[, extra]]) -> str of
@@ -681,40 +675,527 @@ static PyObject *record_json(PyObject *self, PyObject *args)
                           &PyTuple_Type, &order, &mh, &PyTuple_Type, &extra))
         return NULL;
     max_headers = mh;
+    tpl_t t;
+    if (tpl_init(&t, segs, order, extra) < 0)
+        return NULL;
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
     out_t o = {NULL, 0, 0, 0};
     PyObject *result = NULL;
-    int rc = json_lines(&o, obj, count, base, ts0, tsk, seq, segs, order, extra, NULL, 0, mh, 0);
+    int rc = write_lines(&o, (const uint8_t *)view.buf, view.len, count, base, ts0, tsk, seq, &t, 0, mh);
+    PyBuffer_Release(&view);
     if (rc > 0)
         result = PyUnicode_DecodeUTF8(o.p ? o.p : "", o.len, "strict");
     else if (rc == 0)
         result = Py_NewRef(Py_None);
+    else
+        PyErr_NoMemory();
     free(o.p);
     return result;
 }
 
-/* batch_lines(data, count, base_offset, ts0, ts_k, base_sequence, segs, order, extra, prefix[, max_headers]) ->
- * bytes: `prefix` (the batch's own line, say), then the NDJSON line of every record, each ending in "\n" (the
- * bytes mqtool.render.write_ndjson writes for them); None when declined. The walk and the writing run without
- * the GIL (threads may decode several batches at once); `data` must not change during the call (bytes, or a
- * view of a read-only map). */
-static PyObject *batch_lines(PyObject *self, PyObject *args)
+
+/* ---- compressed records areas, inflated here (group_lines) -----------------------------------------------
+ * The codecs of mqtool.codecs for Kafka payloads, for the streams they take without a question: functions of the
+ * libraries mqtool already loads (lz4's block decoder from python-lz4, zstd's from the zstandard package), found
+ * by configure_codecs(); snappy's raw format is decoded here. Whatever is not plainly well formed (a checksum that
+ * fails, a frame without its content size, output past the limit, bytes after the end, an unknown flag) is
+ * declined, and mqtool.codecs decodes the batch, or gives the precise error. Output goes into one buffer reused for
+ * the batches of a call, never grown past `limit`. */
+#include <dlfcn.h>
+
+enum { AREA_PLAIN, AREA_SNAPPY, AREA_LZ4, AREA_ZSTD, N_AREA };
+static int (*lz4_decompress_safe)(const char *, char *, int, int);
+static struct {
+    void *(*create)(void);
+    size_t (*free_ctx)(void *);
+    unsigned long long (*content_size)(const void *, size_t);
+    size_t (*frame_size)(const void *, size_t);
+    size_t (*decompress)(void *, void *, size_t, const void *, size_t);
+    unsigned (*is_error)(size_t);
+} zstd;
+static uint8_t xerial_magic[16], lz4_magic[4];
+static Py_ssize_t xerial_magic_len;
+static int64_t lz4_block_max[8];         /* by the BD byte's block size id; 0 = not valid */
+
+static inline uint32_t rd_le32(const uint8_t *p)
 {
-    PyObject *obj, *segs, *order, *extra, *prefix;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Raw snappy s[0:n] appended at d[*len] (room up to cap, and SLACK bytes after cap that may be written over):
+ * 0 ok, -1 not a clean stream (declined). A stream is taken only when its stated length fits, every copy
+ * reaches back inside the output and the input ends exactly where the stated length is reached. Short literals
+ * and copies move 8 or 16 bytes at a time (writing up to SLACK bytes past their end, later overwritten). */
+#define SLACK 32
+static inline void copy8(uint8_t *d, const uint8_t *s)
+{
+    uint64_t x;
+    memcpy(&x, s, 8);
+    memcpy(d, &x, 8);
+}
+
+static int snappy_raw(const uint8_t *s, size_t n, uint8_t *d, size_t *len, size_t cap)
+{
+    size_t i = 0, want = 0;
+    for (int shift = 0;; shift += 7) {              /* the length preamble: a varint of at most 32 bits */
+        if (i >= n || shift > 28)
+            return -1;
+        uint8_t b = s[i++];
+        if (shift == 28 && b > 0x0F)
+            return -1;
+        want |= (size_t)(b & 0x7F) << shift;
+        if (b < 0x80)
+            break;
+    }
+    if (want > cap - *len)
+        return -1;
+    uint8_t *out = d + *len, *o = out, *end = out + want;
+    while (i < n) {
+        uint8_t tag = s[i++];
+        size_t l, off;
+        if ((tag & 3) == 0) {                       /* literal */
+            l = tag >> 2;
+            if (l >= 60) {
+                size_t nb = l - 59;
+                if (nb > n - i)
+                    return -1;
+                l = 0;
+                for (size_t k = 0; k < nb; k++)
+                    l |= (size_t)s[i + k] << (8 * k);
+                i += nb;
+            }
+            l += 1;
+            if (l > n - i || l > (size_t)(end - o))
+                return -1;
+            if (l <= 16 && n - i >= 16) {
+                copy8(o, s + i);
+                copy8(o + 8, s + i + 8);
+            } else {
+                memcpy(o, s + i, l);
+            }
+            i += l;
+            o += l;
+            continue;
+        }
+        if ((tag & 3) == 1) {
+            if (i >= n)
+                return -1;
+            l = ((tag >> 2) & 7) + 4;
+            off = ((size_t)(tag >> 5) << 8) | s[i];
+            i += 1;
+        } else if ((tag & 3) == 2) {
+            if (n - i < 2)
+                return -1;
+            l = (size_t)(tag >> 2) + 1;
+            off = (size_t)s[i] | (size_t)s[i + 1] << 8;
+            i += 2;
+        } else {
+            if (n - i < 4)
+                return -1;
+            l = (size_t)(tag >> 2) + 1;
+            off = rd_le32(s + i);
+            i += 4;
+        }
+        if (off == 0 || off > (size_t)(o - out) || l > (size_t)(end - o))
+            return -1;
+        if (off >= 16) {                            /* 16 bytes loaded before they are stored */
+            for (size_t k = 0; k < l; k += 16) {
+                uint64_t x, y;
+                memcpy(&x, o - off + k, 8);
+                memcpy(&y, o - off + k + 8, 8);
+                memcpy(o + k, &x, 8);
+                memcpy(o + k + 8, &y, 8);
+            }
+        } else if (off >= 8) {                      /* source and destination 8 bytes apart at least */
+            for (size_t k = 0; k < l; k += 8)
+                copy8(o + k, o - off + k);
+        } else {
+            for (size_t k = 0; k < l; k++)
+                o[k] = o[k - off];
+        }
+        o += l;
+    }
+    if (o != end)
+        return -1;
+    *len += want;
+    return 0;
+}
+
+/* mqtool.codecs._snappy_stream: snappy-java's xerial framing (magic, two ints, then int32-BE-sized raw blocks) or
+ * one raw stream. */
+static int unsnappy(const uint8_t *s, size_t n, uint8_t *d, size_t *len, size_t cap)
+{
+    size_t ml = (size_t)xerial_magic_len;
+    if (!(ml && n >= ml && memcmp(s, xerial_magic, ml) == 0))
+        return snappy_raw(s, n, d, len, cap);
+    for (size_t pos = ml + 8; pos < n;) {
+        if (n - pos < 4)
+            return -1;
+        int64_t bn = mq_rd_be(s + pos, 4);
+        pos += 4;
+        if (bn < 0 || (size_t)bn > n - pos || snappy_raw(s + pos, (size_t)bn, d, len, cap) < 0)
+            return -1;
+        pos += (size_t)bn;
+    }
+    return 0;
+}
+
+/* mqtool.codecs._lz4_stream: Kafka's LZ4 frame (the header checksum byte is skipped, block checksums are not
+ * read, nothing after the end mark is looked at, as there). */
+static int unlz4(const uint8_t *s, size_t n, uint8_t *d, size_t *len, size_t cap)
+{
+    if (lz4_decompress_safe == NULL || n < 7 || memcmp(s, lz4_magic, 4) != 0)
+        return -1;
+    int flg = s[4], bd = s[5];
+    if ((flg >> 6) != 1)
+        return -1;
+    int64_t block_max = lz4_block_max[(bd >> 4) & 7];
+    if (block_max <= 0)
+        return -1;
+    size_t pos = 6 + ((flg & 0x08) ? 8 : 0) + 1;
+    for (;;) {
+        if (pos > n || n - pos < 4)
+            return -1;
+        uint32_t word = rd_le32(s + pos);
+        pos += 4;
+        if (word == 0)
+            return 0;
+        size_t bn = word & 0x7FFFFFFFu;
+        if ((int64_t)bn > block_max || bn > n - pos)
+            return -1;
+        size_t room = cap - *len;
+        if (word & 0x80000000u) {
+            if (bn > room)
+                return -1;
+            memcpy(d + *len, s + pos, bn);
+            *len += bn;
+        } else {
+            if (room > (size_t)block_max)
+                room = (size_t)block_max;
+            int got = lz4_decompress_safe((const char *)s + pos, (char *)d + *len, (int)bn, (int)room);
+            if (got < 0)
+                return -1;
+            *len += (size_t)got;
+        }
+        pos += bn + ((flg & 0x10) ? 4 : 0);
+    }
+}
+
+/* mqtool.codecs._zstd_sized_frames: standard frames, each stating its content size, back to back to the end. */
+static int unzstd(void **dctx, const uint8_t *s, size_t n, uint8_t *d, size_t *len, size_t cap)
+{
+    if (zstd.decompress == NULL || *dctx == NULL)
+        return -1;
+    while (n) {
+        if (n < 4 || rd_le32(s) != 0xFD2FB528u)         /* a standard frame (not a skippable one) */
+            return -1;
+        unsigned long long size = zstd.content_size(s, n);
+        if (size >= 0xFFFFFFFFFFFFFFFEULL || size > cap - *len)     /* unknown, error, too large */
+            return -1;
+        size_t fn = zstd.frame_size(s, n);
+        if (zstd.is_error(fn) || fn > n)
+            return -1;
+        size_t got = zstd.decompress(*dctx, d + *len, (size_t)size, s, fn);
+        if (zstd.is_error(got) || got != size)
+            return -1;
+        *len += got;
+        s += fn;
+        n -= fn;
+    }
+    return 0;
+}
+
+/* Per thread: the buffer areas are inflated into (at most limit + SLACK bytes, kept between calls) and a zstd
+ * context; freed when the thread ends. */
+#include <pthread.h>
+typedef struct { out_t buf, lines; void *dctx; size_t (*free_ctx)(void *); } scratch_t;
+static pthread_key_t scratch_key;
+static int scratch_key_ok;
+
+static void scratch_free(void *v)
+{
+    scratch_t *t = v;
+    free(t->buf.p);
+    free(t->lines.p);
+    if (t->dctx != NULL)
+        t->free_ctx(t->dctx);
+    free(t);
+}
+
+static scratch_t *scratch_get(void)
+{
+    if (!scratch_key_ok)
+        return NULL;
+    scratch_t *t = pthread_getspecific(scratch_key);
+    if (t == NULL && (t = calloc(1, sizeof *t)) != NULL && pthread_setspecific(scratch_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* The records area of a job into the scratch buffer (grown up to limit): 0 ok, -1 declined, -2 out of memory. */
+static int inflate_area(int kind, const uint8_t *s, size_t n, scratch_t *t, size_t limit)
+{
+    out_t *scratch = &t->buf;
+    if (kind == AREA_ZSTD && t->dctx == NULL && zstd.decompress != NULL && (t->dctx = zstd.create()) != NULL)
+        t->free_ctx = zstd.free_ctx;
+    if (scratch->cap < (Py_ssize_t)limit) {
+        char *np = realloc(scratch->p, limit + SLACK);
+        if (np == NULL)
+            return -2;
+        scratch->p = np;
+        scratch->cap = (Py_ssize_t)limit;
+    }
+    size_t len = 0;
+    int rc = kind == AREA_SNAPPY ? unsnappy(s, n, (uint8_t *)scratch->p, &len, limit)
+           : kind == AREA_LZ4 ? unlz4(s, n, (uint8_t *)scratch->p, &len, limit)
+           : kind == AREA_ZSTD ? unzstd(&t->dctx, s, n, (uint8_t *)scratch->p, &len, limit) : -1;
+    scratch->len = (Py_ssize_t)len;
+    return rc;
+}
+
+/* configure_codecs(lz4_library, zstd_library, xerial_magic, lz4_magic, lz4_block_max) -> (snappy, lz4, zstd)
+ * booleans: which areas group_lines inflates itself. The libraries are the paths of shared objects mqtool's codec
+ * packages ship (python-lz4's block module, zstandard's cffi module), or None; their functions are looked up by
+ * name. lz4_block_max: ((block size id, bytes), ...). */
+static PyObject *configure_codecs(PyObject *self, PyObject *args)
+{
+    PyObject *lz4_path, *zstd_path, *sizes;
+    const char *xm, *lm;
+    Py_ssize_t xn, ln;
+    if (!PyArg_ParseTuple(args, "OOy#y#O!", &lz4_path, &zstd_path, &xm, &xn, &lm, &ln, &PyTuple_Type, &sizes))
+        return NULL;
+    if (xn > (Py_ssize_t)sizeof xerial_magic || ln != 4) {
+        PyErr_SetString(PyExc_ValueError, "configure_codecs: bad magic");
+        return NULL;
+    }
+    memcpy(xerial_magic, xm, (size_t)xn);
+    xerial_magic_len = xn;
+    memcpy(lz4_magic, lm, 4);
+    memset(lz4_block_max, 0, sizeof lz4_block_max);
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(sizes); k++) {
+        int id;
+        long long size;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(sizes, k), "iL", &id, &size))
+            return NULL;
+        if (id >= 0 && id < 8 && size > 0 && size <= INT32_MAX)
+            lz4_block_max[id] = size;
+    }
+    /* resolved into locals first: a call already running in another thread keeps seeing whole pointers */
+    int (*lz4_fn)(const char *, char *, int, int) = NULL;
+    __typeof__(zstd) z;
+    memset(&z, 0, sizeof z);
+    const char *lp = lz4_path == Py_None ? NULL : PyUnicode_AsUTF8(lz4_path);
+    const char *zp = zstd_path == Py_None ? NULL : PyUnicode_AsUTF8(zstd_path);
+    PyErr_Clear();
+    void *h = lp != NULL ? dlopen(lp, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h != NULL)
+        *(void **)&lz4_fn = dlsym(h, "LZ4_decompress_safe");
+    h = zp != NULL ? dlopen(zp, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h != NULL) {
+        *(void **)&z.create = dlsym(h, "ZSTD_createDCtx");
+        *(void **)&z.free_ctx = dlsym(h, "ZSTD_freeDCtx");
+        *(void **)&z.content_size = dlsym(h, "ZSTD_getFrameContentSize");
+        *(void **)&z.frame_size = dlsym(h, "ZSTD_findFrameCompressedSize");
+        *(void **)&z.decompress = dlsym(h, "ZSTD_decompressDCtx");
+        *(void **)&z.is_error = dlsym(h, "ZSTD_isError");
+        if (!z.create || !z.free_ctx || !z.content_size || !z.frame_size || !z.is_error)
+            z.decompress = NULL;
+    }
+    if (lz4_fn != NULL)
+        lz4_decompress_safe = lz4_fn;
+    if (z.decompress != NULL)
+        zstd = z;
+    return Py_BuildValue("(OOO)", Py_True, lz4_decompress_safe ? Py_True : Py_False,
+                         zstd.decompress ? Py_True : Py_False);
+}
+
+/* inflate(kind, data, limit) -> bytes, or None where group_lines declines the area (the decoders above, for
+ * tests against mqtool.codecs). */
+static PyObject *inflate(PyObject *self, PyObject *args)
+{
+    int kind;
+    Py_buffer view;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "iy*n", &kind, &view, &limit))
+        return NULL;
+    PyObject *result = NULL;
+    scratch_t *t = scratch_get();
+    if (kind <= AREA_PLAIN || kind >= N_AREA || limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "inflate: bad kind or limit");
+    } else if (t == NULL) {
+        PyErr_NoMemory();
+    } else {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = inflate_area(kind, view.buf, (size_t)view.len, t, (size_t)limit);
+        Py_END_ALLOW_THREADS
+        if (rc == -2)
+            PyErr_NoMemory();
+        else
+            result = rc < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(t->buf.p, t->buf.len);
+    }
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* A bytes object of type `cls` (bytes or a subclass of the same layout) holding s[0:n]: one copy. */
+static PyObject *bytes_of(PyTypeObject *cls, const char *s, Py_ssize_t n)
+{
+    if (cls == &PyBytes_Type)
+        return PyBytes_FromStringAndSize(s, n);
+    /* as PyType_GenericAlloc, without zeroing what is written next (a bytes object holds no references: it
+     * need not be tracked by the collector) */
+    PyObject *b = PyType_IS_GC(cls) ? (PyObject *)PyObject_GC_NewVar(PyBytesObject, cls, n)
+                                    : (PyObject *)PyObject_NewVar(PyBytesObject, cls, n);
+    if (b == NULL)
+        return NULL;
+    memcpy(PyBytes_AS_STRING(b), s, (size_t)n);
+    PyBytes_AS_STRING(b)[n] = '\0';
+_Py_COMP_DIAG_PUSH
+_Py_COMP_DIAG_IGNORE_DEPR_DECLS
+    ((PyBytesObject *)b)->ob_shash = -1;
+_Py_COMP_DIAG_POP
+    return b;
+}
+
+/* One batch of group_lines. A thread keeps a line buffer of up to LINES_KEPT bytes between calls. */
+#define LINES_KEPT (8 << 20)
+typedef struct {
+    Py_buffer view;
+    int have_view, kind;
     Py_ssize_t count;
     long long base, ts0, seq;
     int tsk;
-    long long mh = INT64_MAX;
-    if (!PyArg_ParseTuple(args, "OnLLiLO!O!O!S|L", &obj, &count, &base, &ts0, &tsk, &seq, &PyTuple_Type, &segs,
-                          &PyTuple_Type, &order, &PyTuple_Type, &extra, &prefix, &mh))
+    tpl_t t;
+    const char *head;
+    Py_ssize_t head_len;
+    PyTypeObject *cls;
+    Py_ssize_t at, len;          /* its lines in the thread's line buffer */
+    int rc;
+} job_t;
+
+/* group_lines(jobs, limit, max_headers) -> [bytes, True or None, ...]: per job (data, area kind, count, base_offset,
+ * ts0, ts_k, base_sequence, segs, order, extra, head, cls), `head` (the batch's own line) and then the NDJSON line
+ * of every record, each ending in "\n"; None when declined. The lines of a run of consecutive jobs taken with the
+ * same `cls` (bytes or a subclass: PreRenderedLines) are one object of that type, at the run's first job; the
+ * others of the run are True. Area kind: 0 the records area itself, 1 snappy, 2 Kafka's LZ4 frame, 3 zstd (inflated here into
+ * a buffer of at most `limit` bytes, see above). The inflating, the walk and the writing of all jobs run without
+ * the GIL (threads decode several groups at once); every `data` must stay unchanged during the call (bytes, or
+ * a view of a read-only map). */
+static PyObject *group_lines(PyObject *self, PyObject *args)
+{
+    PyObject *jobs;
+    Py_ssize_t limit;
+    long long mh;
+    if (!PyArg_ParseTuple(args, "O!nL", &PyTuple_Type, &jobs, &limit, &mh))
         return NULL;
-    out_t o = {NULL, 0, 0, 0};
+    if (limit < 0) {
+        PyErr_SetString(PyExc_ValueError, "group_lines: negative limit");
+        return NULL;
+    }
+    Py_ssize_t nj = PyTuple_GET_SIZE(jobs);
+    scratch_t *scratch = NULL;
+    job_t *js = calloc(nj ? (size_t)nj : 1, sizeof *js);
+    if (js == NULL)
+        return PyErr_NoMemory();
     PyObject *result = NULL;
-    int rc = json_lines(&o, obj, count, base, ts0, tsk, seq, segs, order, extra, prefix, 1, mh, 1);
-    if (rc > 0)
-        result = PyBytes_FromStringAndSize(o.p ? o.p : "", o.len);
-    else if (rc == 0)
-        result = Py_NewRef(Py_None);
-    free(o.p);
+    for (Py_ssize_t j = 0; j < nj; j++) {
+        job_t *b = &js[j];
+        PyObject *data, *segs, *order, *extra, *head, *cls;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(jobs, j), "OinLLiLO!O!O!SO!", &data, &b->kind, &b->count, &b->base,
+                              &b->ts0, &b->tsk, &b->seq, &PyTuple_Type, &segs, &PyTuple_Type, &order,
+                              &PyTuple_Type, &extra, &head, &PyType_Type, &cls)
+            || tpl_init(&b->t, segs, order, extra) < 0)
+            goto done;
+        if (b->kind < 0 || b->kind >= N_AREA || !PyType_IsSubtype((PyTypeObject *)cls, &PyBytes_Type)
+            || ((PyTypeObject *)cls)->tp_basicsize != PyBytes_Type.tp_basicsize
+            || ((PyTypeObject *)cls)->tp_itemsize != 1) {
+            PyErr_SetString(PyExc_ValueError, "group_lines: bad area kind or output type");
+            goto done;
+        }
+        if (get_buffer(data, &b->view) < 0)
+            goto done;
+        b->have_view = 1;
+        b->head = PyBytes_AS_STRING(head);
+        b->head_len = PyBytes_GET_SIZE(head);
+        b->cls = (PyTypeObject *)cls;
+    }
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    scratch = scratch_get();
+    out_t *o = scratch == NULL ? NULL : &scratch->lines;
+    if (o == NULL)
+        oom = 1;
+    else
+        o->len = 0;
+    for (Py_ssize_t j = 0; j < nj && !oom; j++) {
+        job_t *b = &js[j];
+        const uint8_t *p = b->view.buf;
+        Py_ssize_t n = b->view.len;
+        if (b->kind != AREA_PLAIN) {
+            int rc = inflate_area(b->kind, p, (size_t)n, scratch, (size_t)limit);
+            if (rc == -2)
+                oom = 1;
+            if (rc < 0)
+                continue;
+            p = (const uint8_t *)scratch->buf.p;
+            n = scratch->buf.len;
+        } else if (n > limit) {
+            continue;
+        }
+        b->at = o->len;
+        if (out_put(o, b->head, b->head_len) < 0) {
+            oom = 1;
+            continue;
+        }
+        b->rc = write_lines(o, p, n, b->count, b->base, b->ts0, b->tsk, b->seq, &b->t, 1, mh);
+        if (b->rc < 0)
+            oom = 1;
+        if (b->rc <= 0)
+            o->len = b->at;
+        b->len = o->len - b->at;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    result = PyList_New(nj);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t j = 0; j < nj; j++) {
+        job_t *b = &js[j];
+        PyObject *item;
+        if (b->rc <= 0) {
+            item = Py_NewRef(Py_None);
+        } else if (j > 0 && js[j - 1].rc > 0 && js[j - 1].cls == b->cls) {
+            item = Py_NewRef(Py_True);                      /* in the block of the run it continues */
+        } else {
+            Py_ssize_t len = 0;                             /* the run's lines lie back to back */
+            for (Py_ssize_t k = j; k < nj && js[k].rc > 0 && js[k].cls == b->cls; k++)
+                len += js[k].len;
+            item = bytes_of(b->cls, scratch->lines.p + b->at, len);
+        }
+        if (item == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, j, item);
+    }
+done:
+    if (scratch != NULL && scratch->lines.cap > LINES_KEPT) {      /* an unusually big group: give it back */
+        free(scratch->lines.p);
+        scratch->lines = (out_t){NULL, 0, 0, 0};
+    }
+    for (Py_ssize_t j = 0; j < nj; j++) {
+        if (js[j].have_view)
+            PyBuffer_Release(&js[j].view);
+    }
+    free(js);
     return result;
 }
 
@@ -875,8 +1356,11 @@ static PyMethodDef methods[] = {
      "record_rows(data, count, base_offset, ts0, ts_k, base_sequence, template, text) -> [row dict] or None."},
     {"record_json", record_json, METH_VARARGS,
      "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
-    {"batch_lines", batch_lines, METH_VARARGS,
-     "batch_lines(data, count, base_offset, ts0, ts_k, base_sequence, segs, order, extra, prefix) -> bytes or None."},
+    {"group_lines", group_lines, METH_VARARGS,
+     "group_lines(jobs, limit, max_headers) -> per job: its lines (with those of the run it starts), True or None."},
+    {"inflate", inflate, METH_VARARGS, "inflate(kind, data, limit) -> bytes or None (group_lines' decoders)."},
+    {"configure_codecs", configure_codecs, METH_VARARGS,
+     "configure_codecs(lz4_library, zstd_library, xerial_magic, lz4_magic, lz4_block_max) -> codecs inflated here."},
     {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},
     {"frame_candidate", frame_candidate, METH_VARARGS,
      "frame_candidate(buf, start, stop, fields, consts) -> first plausible entry position in [start, stop) or -1."},
@@ -891,6 +1375,8 @@ PyMODINIT_FUNC PyInit_kafka(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+    if (!scratch_key_ok)
+        scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
     if (PyModule_AddStringConstant(m, "RECORD_LAYOUT", RECORD_LAYOUT) < 0) {
         Py_DECREF(m);
         return NULL;

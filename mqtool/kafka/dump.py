@@ -288,6 +288,7 @@ class BatchLines:
         self.nat, self.opts = nat, opts
         self.cuts: dict = {}
         self.max_records, self.max_headers = R.limits()
+        self.kinds = _area_kinds(nat)
 
     def block(self, b: Batch) -> bytes | None:
         job = self.prepare(b)
@@ -313,17 +314,70 @@ class BatchLines:
         return cut[0], head + b"\n", cut[1] and b.crc_ok is True and _unmarked(head)
 
     def run(self, b: Batch, job) -> bytes | None:
-        """The heavy part (any thread: decompression and the compiled walk run without the GIL)."""
+        """The heavy part of one batch (see :meth:`run_group`)."""
+        return self.run_group([(b, job)])[0]
+
+    def run_group(self, group: list) -> list:
+        """The blocks of consecutive prepared batches ``[(batch, job), ...]``, by one call of the helper that
+        inflates (snappy, lz4, zstd), walks and writes without the GIL (any thread): per batch its block, or
+        True when its lines are in the block of the batch before it (a run of batches is one block: one write),
+        or None (declined or not decodable: the row-by-row path then gives its rows or reports it precisely)."""
+        out: list = [None] * len(group)
+        run: list = []              # (index, job) of consecutive batches the helper is given together
+        # (a batch whose lines may carry a damage mark is a call of its own: the CLI notes such lines as it writes
+        # them, and the notes keep the order of the row-by-row path)
+
+        def flush():
+            for (i, _j), blk in zip(run, self.nat.group_lines(tuple(j for _i, j in run), R.NATIVE_AREA_MAX,
+                                                              self.max_headers)):
+                out[i] = blk
+            run.clear()
+
+        for i, (b, job) in enumerate(group):
+            try:
+                j = self._job(b, job)
+            except (CodecError, ValueError, IndexError):
+                j = None
+            if j is not None and j[-1] is CleanLines:
+                run.append((i, j))
+                continue
+            if run:
+                flush()
+            if j is not None:
+                run.append((i, j))
+                flush()
+        if run:
+            flush()
+        return out
+
+    def _job(self, b: Batch, job):
+        """The ``group_lines`` job of a prepared batch, or None (declined); a codec the helper does not inflate
+        is inflated here (raises CodecError)."""
         (segs, order), head, clean = job
-        data = R.small_records_area(b, self.max_records, view=True)
-        if data is None:
+        if b.count is None or b.count > self.max_records:
             return None
+        kind = self.kinds.get(b.codec)
+        if kind is None:
+            data = R.small_records_area(b, self.max_records)
+            if data is None:
+                return None
+            kind = 0
+        else:
+            data = memoryview(b._buf)[b.position + K.V2_HEADER_SIZE:b.end]     # (no copy; read in the call)
         ts0, tsk = _ts_base(b)
-        blk = self.nat.batch_lines(data, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
-                                   (b.position, b.base_offset), head, self.max_headers)
-        if blk is None:
-            return None
-        return CleanLines(blk) if clean else PreRenderedLines(blk)
+        return (data, kind, b.count, b.base_offset, ts0, tsk, b.base_sequence, segs, order,
+                (b.position, b.base_offset), head, CleanLines if clean else PreRenderedLines)
+
+
+def _area_kinds(nat) -> dict:
+    """Kafka codec id -> area kind of ``group_lines`` (:func:`mqtool.codecs.kafka_native_codecs`), once per
+    helper module."""
+    if _native_state.get("kinds_of") is not nat:
+        from mqtool.codecs import kafka_native_codecs
+
+        _native_state["kinds"] = kafka_native_codecs(nat)
+        _native_state["kinds_of"] = nat
+    return _native_state["kinds"]
 
 
 LANE_AHEAD = 2          # groups of batches decoded ahead per lane
@@ -340,24 +394,13 @@ def _lanes(opts) -> int:
     return effective_jobs(getattr(opts, "jobs", 1))
 
 
-def _run_group(blocks: BatchLines, group: list) -> list:
-    """A lane's task: the blocks of consecutive batches (None for one declined or not decodable: the row-by-row
-    path then gives its rows or reports it precisely)."""
-    out = []
-    for b, job in group:
-        try:
-            out.append(blocks.run(b, job))
-        except (CodecError, ValueError, IndexError):
-            out.append(None)
-    return out
-
-
 def _ahead(events, blocks: BatchLines, lanes: int, m):
     """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
-    :func:`_run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
+    :meth:`BatchLines.run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
     worker threads make the blocks of the next groups of batches while this thread scans on, at most
-    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new batch is handed to a lane once the
-    mapped file ``m`` has shrunk (the caller stops at that event)."""
+    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new group is handed to a lane once the
+    mapped file ``m`` has shrunk (the caller stops at that event; the size is asked once per group: each ask lets
+    the GIL go, and waits for it while a lane holds it)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -373,17 +416,20 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
 
     def submit():
         nonlocal group, records, stored
-        fut = ex.submit(_run_group, blocks, group)
-        futures.append(fut)
-        last = len(group) - 1
-        for i, (b, _job) in enumerate(group):
-            pending.append((b, (fut, i, i == last)))
+        if m.shrunk():
+            pending.extend((b, None) for b, _job in group)
+        else:
+            fut = ex.submit(blocks.run_group, group)
+            futures.append(fut)
+            last = len(group) - 1
+            for i, (b, _job) in enumerate(group):
+                pending.append((b, (fut, i, i == last)))
         group, records, stored = [], 0, 0
 
     try:
         for ev in events:
             job = None
-            if type(ev) is Batch and not m.shrunk():
+            if type(ev) is Batch:
                 job = blocks.prepare(ev)
             if job is not None:
                 group.append((ev, job))
@@ -462,7 +508,10 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                 fut = None
                 if lanes > 1:
                     ev, fut = ev
-                if m.shrunk():           # truncated under us: reading on would touch lost pages (SIGBUS)
+                # truncated under us: reading on would touch lost pages (SIGBUS). A block a lane made reads nothing
+                # here: it is dropped only when a lane read lost pages (as zeros, the SIGBUS guard: mqtool.io), a
+                # check without a system call (each lets the GIL go, and waits while a lane holds it)
+                if m.faulted() if fut is not None else m.shrunk():
                     stats.damage(f"{path}: file-changed: the file shrank to {m.current_size()} bytes while being read")
                     return
                 if isinstance(ev, Damage):
@@ -480,6 +529,8 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
                     stats.damage(f"{path}@{ev.position}: batch CRC mismatch", at=(str(path), ev.position))
                 if blocks is not None and (fut is not None or lanes <= 1):
                     blk = _block(blocks, ev, fut)
+                    if blk is True:         # written with the block of the batch before
+                        continue
                     if blk is not None:
                         yield blk
                         continue

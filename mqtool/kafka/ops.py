@@ -6,7 +6,6 @@ from pathlib import Path
 from mqtool.errors import NotAStoreError, UsageError
 from mqtool.findings import Summary
 from mqtool.kafka import store as L
-from mqtool.kafka.verify import KafkaVerifier
 
 
 def dump(part: str, path, opts, stats):
@@ -54,6 +53,8 @@ def _targets(path: Path):
 def verify(part: str, path, opts):
     if part not in ("store", "commitlog", "index"):
         raise UsageError(f"'verify {part}' does not apply to Kafka stores (use store, commitlog or index)")
+    from mqtool.kafka.verify import KafkaVerifier      # (not at import: dump does not need the checks)
+
     p = Path(path)
     logdirs, only_base, only_kind = _targets(p)
     v = KafkaVerifier(opts, part)

@@ -49,6 +49,13 @@ def walk_budget(size: int) -> CheckBudget:
     return CheckBudget(CHECK_BUDGET_FACTOR * max(0, size) + WALK_BUDGET_FLOOR)
 
 
+try:    # a batch's CRC keeps the GIL (the crc32c package lets it go above 32 KiB: a wait for it back each time
+    crc32c(b"", 0, 0)       # while decoding threads hold it, for microseconds of work); older crc32c: default
+    _CRC_KEEP_GIL: tuple = (0, 0)
+except TypeError:
+    _CRC_KEEP_GIL = ()
+
+
 # ---- framing ------------------------------------------------------------------------------------
 
 _V2_ATTR_UNUSED = ~(K.CODEC_MASK | K.TIMESTAMP_TYPE_MASK | K.TRANSACTIONAL_FLAG_MASK | K.CONTROL_FLAG_MASK
@@ -304,7 +311,7 @@ def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
     if magic == 2:
         (base, _len, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
          count) = _HDR_V2.unpack_from(buf, p)
-        crc_ok = (crc32c(memoryview(buf)[p + 21:end]) == crc) if check_crc else True
+        crc_ok = (crc32c(memoryview(buf)[p + 21:end], *_CRC_KEEP_GIL) == crc) if check_crc else True
         ts_type = 1 if attrs & K.TIMESTAMP_TYPE_MASK else 0
         return Batch(path, p, size + 12, 2, base, base + lod, crc, crc_ok, attrs, attrs & K.CODEC_MASK,
                      ts_type, max_ts, base_ts, ple, pid, pepoch, bseq, count, lod,
