@@ -186,12 +186,12 @@ class MappedInput:
         try:
             size = os.fstat(self._f.fileno()).st_size
             self.initial_size = size
+            remote = self._f.fileno() in _shadow_fds      # a remote file's shadow (mqtool.remote)
             if size == 0:
                 self.buf = b""
-            elif size <= limit:
+            elif size <= limit and not (remote and ranged):     # (a shadow is ours: it is never truncated)
                 self.buf = _read_exactly(self._f, size, self.path)
             else:
-                remote = self._f.fileno() in _shadow_fds      # a remote file's shadow (mqtool.remote)
                 if remote and not ranged:
                     # a reader that does not say what it reads gets the whole file (a bounded dump: a
                     # prefix first, mqtool.remote.first_rows), kept while the map lives
@@ -425,6 +425,18 @@ def ranged(buf) -> bool:
         return False
     e = ranged_maps.get(id(buf))
     return e is not None and e[0]() is buf
+
+
+def hold(buf) -> None:
+    """What is fetched of the ranged map ``buf`` of a remote file stays fetched while the map lives (for a reader
+    that asks for a region once (:func:`need`) and reads in it later, as an index file's view does: nothing of
+    it is evicted meanwhile). Anything else: nothing to do."""
+    if ranged(buf):
+        unpin = _remote().pin(ranged_maps[id(buf)][1])
+        if unpin is not None:
+            import weakref
+
+            weakref.finalize(buf, unpin)
 
 
 # ---- outputs ------------------------------------------------------------------------------------------------

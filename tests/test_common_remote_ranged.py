@@ -91,8 +91,14 @@ def _local(*args):
     # the chunk it is in, and as far ahead as the largest message (4 MiB) a unit starting there may reach
     (("dump", "commitlog", "{s}", "--limit", "5", "--json"), 5 * MIB),
     (("query", "{s}", "--offset", "{o600}", "--json"), 2 * MIB),
-    # --containing walks the segment from its start up to the unit: it fetches that much, no more
-    (("query", "{s}", "--offset", "{o600}", "--containing", "--json"), 601 * 65536 + 6 * MIB),
+    # --containing walks from a largest message (4 MiB) before the offset: the range walk's start search
+    # reads a largest message around where it starts, then the units up to the one asked for
+    (("query", "{s}", "--offset", "{o600}", "--containing", "--json"), 14 * MIB),
+    (("query", "{s}", "--offset", "{o600p}", "--containing", "--json"), 14 * MIB),
+    # the consume queue unit, then the message
+    (("query", "{s}", "--topic", "T", "--queue", "0", "--queue-offset", "600", "--json"), 2 * MIB),
+    # the index header, slot table and entries in use (geometry given), not the unused rest of the file
+    (("dump", "index", "{s}", "--max-hash-slots", "1000000", "--max-index-num", "1000000", "--json"), 6 * MIB),
     # index geometry given: the index header, slot and entry chunks and the message's
     (("query", "{s}", "--key", "key-600", "--max-hash-slots", "1000000", "--max-index-num", "1000000", "--json"),
      6 * MIB),
@@ -105,7 +111,7 @@ def test_point_reads_fetch_a_few_chunks(big_store, fresh, args, most):
     store, url, size, offsets = big_store
 
     def fill(s):
-        return [a.format(s=s, o600=offsets[600], o700=offsets[700]) for a in args]
+        return [a.format(s=s, o600=offsets[600], o600p=offsets[600] + 30000, o700=offsets[700]) for a in args]
     want = _local(*fill(store))
     assert want[0] == 0 and want[1].strip(), want
     argv = fill(url)
