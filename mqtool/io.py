@@ -125,6 +125,16 @@ class _ShadowReader(_io.RawIOBase):
         super().close()
 
 
+def pread_input(f, n: int, at: int) -> bytes:
+    """Up to ``n`` bytes at ``at`` of an input opened with :func:`open_input`, without moving its position (of a
+    remote file's shadow: the chunks of that range are fetched first; a plain ``os.pread`` on its descriptor
+    would read holes as zeros)."""
+    raw = getattr(f, "raw", None)
+    if isinstance(raw, _ShadowReader) and n > 0:
+        _remote().fill_range(raw.name, at, at + n)
+    return os.pread(f.fileno(), n, at)
+
+
 def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """Read a (small) store file whole, read-only. ``limit`` caps how much is read (of a remote file's
     shadow: a probe of at most one chunk is fetched into memory only, :func:`mqtool.remote.peek`)."""

@@ -671,6 +671,8 @@ def pin(path):
                 _pins[fkey] = left
             else:
                 _pins.pop(fkey, None)
+                if _cached[0] > cache_limit():      # what the pin kept past the cache goes now, not at the next fetch
+                    _evict(cache_limit())
     return unpin
 
 

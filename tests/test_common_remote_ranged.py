@@ -257,3 +257,50 @@ def test_units_longer_than_a_chunk(s3, fresh, tmp_path):  # noqa: F811
         got = fresh(url, *[a.format(s=url) for a in args])
         _same(want, got[:3], tmp_path / "store", url)
         assert got[3] <= 24 * MIB + MIB
+
+
+def _steady(run):
+    """A run's (exit, stdout, stderr) without what differs from run to run: a summary's time and output object."""
+    def line(text):
+        try:
+            row = json.loads(text)
+        except ValueError:
+            return text
+        for k in ("seconds", "out"):
+            row.pop(k, None)
+        return json.dumps(row, sort_keys=True)
+    return (run[0], "\n".join(line(t) for t in run[1].splitlines()), run[2])
+
+
+def _held(shadow) -> int:
+    """Bytes the largest file of a shadow holds on disk (fetched chunks not evicted)."""
+    return max(os.stat(p).st_blocks * 512 for p in shadow.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("which, args", [
+    ("rocketmq", ("verify", "store", "{s}", "--json", "--jobs", "1")),
+    ("rocketmq", ("rebuild-index", "{s}", "--out", "{out}", "--json")),
+    ("rocketmq", ("rebuild-index", "{s}", "--compare", "--json")),
+    ("kafka", ("verify", "store", "{s}", "--json", "--jobs", "1")),
+    ("kafka", ("verify", "store", "{s}", "--deep", "--json", "--jobs", "1")),
+    ("kafka", ("rebuild-index", "{s}", "--out", "{out}", "--json")),
+])
+def test_whole_passes_keep_to_the_cache(big_store, big_kafka, fresh, monkeypatch, tmp_path, which, args):
+    """verify and rebuild-index read remote logs by ranges: with a 4 MiB cache they answer as the local run
+    (rebuilt files byte-identical), fetch each byte of the log about once, and no file of the shadow holds
+    more than the cache and the window in use (a whole-file read would hold the whole file)."""
+    from mqtool import remote
+
+    root, url, size = (big_store[0], big_store[1], big_store[2]) if which == "rocketmq" else big_kafka[:3]
+    monkeypatch.setenv("MQTOOL_REMOTE_CACHE_MB", "4")
+    want = _local(*[a.format(s=root, out=tmp_path / "local") for a in args])
+    got = fresh(url, *[a.format(s=url, out=tmp_path / "remote") for a in args])
+    _same(_steady(want), _steady(got[:3]), root, url)
+    assert size <= got[3] <= 2 * size, (args, got[3], size)
+    assert _held(remote._stages[url]) <= 4 * MIB + 6 * MIB, args
+    if "--out" in args:
+        files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
+        assert files and files == sorted(p.relative_to(tmp_path / "remote")
+                                         for p in (tmp_path / "remote").rglob("*") if p.is_file())
+        for p in files:
+            assert (tmp_path / "local" / p).read_bytes() == (tmp_path / "remote" / p).read_bytes(), p

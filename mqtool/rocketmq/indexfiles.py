@@ -303,6 +303,7 @@ def _file_candidates(path: str, size: int) -> list[tuple[int, int]] | None:
     body = size - F.INDEX_HEADER_SIZE
     with map_input(path, ranged=True) as mi:        # a remote file: fetched where read (need, last_nonzero)
         buf = mi.buf
+        hold(buf)               # the samples are read again after other reads: nothing evicted meanwhile
         mi.need(0, F.INDEX_HEADER_SIZE)
         count = IDX_HEADER.unpack_from(buf, 0)[IDX_HEADER_NAMES.index("indexCount")]
         if count < 2 or count * F.INDEX_ENTRY_SIZE + F.INDEX_SLOT_SIZE > body:
