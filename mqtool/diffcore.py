@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from mqtool.errors import InputError
-from mqtool.io import data_end, map_input, open_input
+from mqtool.io import data_end, map_input, need, open_input
 from mqtool.pages import PageWindow
 from mqtool.progress import progress
 
@@ -161,7 +161,8 @@ def plan_pair(path_a, path_b, step: Callable, on_chunk=None) -> PairPlan:
             if q < 0:
                 return plan
             if not maps:                    # mapped once, on the first difference (never read whole)
-                maps += [map_input(path_a, whole_limit=0), map_input(path_b, whole_limit=0)]
+                # (a remote file: step() fetches the unit heads it reads)
+                maps += [map_input(path_a, whole_limit=0, ranged=True), map_input(path_b, whole_limit=0, ranged=True)]
             a, b = maps[0].buf, maps[1].buf
             s = boundary_before(step, a, q, p)
             e = _in_step(step, a, b, s, q)
@@ -199,6 +200,7 @@ def damaged_unit(buf, offset: int, position: int, length: int, file, reason: str
 
     h = hashlib.sha256()
     for p in range(position, position + length, CHUNK):
+        need(buf, p, min(position + length, p + CHUNK) - p)     # a remote file: fetched piece by piece
         h.update(buf[p:min(position + length, p + CHUNK)])
     return Unit(offset, offset, 0, h.digest(), None, file, position, reason, length)
 

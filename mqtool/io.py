@@ -437,12 +437,12 @@ def ranged(buf) -> bool:
     return e is not None and e[0]() is buf
 
 
-def hold(buf) -> None:
-    """What is fetched of the ranged map ``buf`` of a remote file stays fetched while the map lives (for a reader
-    that asks for a region once (:func:`need`) and reads in it later, as an index file's view does: nothing of
-    it is evicted meanwhile). Anything else: nothing to do."""
+def hold(buf, pos: int = 0, n: int | None = None) -> None:
+    """What is fetched of ``buf[pos:pos + n]`` (``n`` None: of all of it), a ranged map of a remote file, stays
+    fetched while the map lives (for a reader that asks for a region once (:func:`need`) and reads in it
+    later, as an index file's view does: nothing of it is evicted meanwhile). Anything else: nothing to do."""
     if ranged(buf):
-        unpin = _remote().pin(ranged_maps[id(buf)][1])
+        unpin = _remote().pin(ranged_maps[id(buf)][1], pos, None if n is None else pos + n)
         if unpin is not None:
             import weakref
 

@@ -467,6 +467,7 @@ CACHE_MB = 1024
 _lru: OrderedDict = OrderedDict()   # ((shadow root, rel), chunk number) -> bytes; chunks this process fetched
 _cached = [0]                       # their total
 _pins: dict[tuple[str, str], int] = {}      # (shadow root, rel) -> maps that need the file whole
+_pinned: dict = {}                          # ((shadow root, rel), chunk number) -> readers that need that chunk
 _handles: OrderedDict = OrderedDict()       # (url, key) -> an open remote file (seek + read = one ranged GET)
 _MAX_HANDLES = 8
 _recent: OrderedDict = OrderedDict()    # file -> (first chunk, end chunk) of its latest fill: the window in use
@@ -481,6 +482,7 @@ def _after_fork_in_child() -> None:
     _lru.clear()
     _cached[0] = 0
     _pins.clear()
+    _pinned.clear()
     _known.clear()
     _recent.clear()
     _handles.clear()
@@ -653,26 +655,35 @@ def peek(path, n: int) -> bytes | None:
     return data
 
 
-def pin(path):
+def pin(path, start: int = 0, end: int | None = None):
     """While the returned function is not called, no chunk of the shadow file ``path`` is evicted (a reader
-    that maps it without saying which ranges it reads needs all of it); None for anything else."""
+    that maps it without saying which ranges it reads needs all of it), or with ``start``/``end`` no chunk of
+    that range (a reader that fetched it and reads it again later); None for anything else."""
     e = _entry(path)
     if e is None:
         return None
     fkey = (str(e[0]), e[2])
-    _pins[fkey] = _pins.get(fkey, 0) + 1
+    if start == 0 and end is None:
+        table, keys = _pins, [fkey]
+    else:
+        c = _chunk_of(e[1])
+        stop = e[3]["size"] if end is None else min(end, e[3]["size"])
+        table, keys = _pinned, [(fkey, i) for i in range(max(0, start) // c, (stop - 1) // c + 1)]
+    for k in keys:
+        table[k] = table.get(k, 0) + 1
     done = []
 
     def unpin():
         if not done:
             done.append(1)
-            left = _pins.get(fkey, 1) - 1
-            if left > 0:
-                _pins[fkey] = left
-            else:
-                _pins.pop(fkey, None)
-                if _cached[0] > cache_limit():      # what the pin kept past the cache goes now, not at the next fetch
-                    _evict(cache_limit())
+            for k in keys:
+                left = table.get(k, 1) - 1
+                if left > 0:
+                    table[k] = left
+                else:
+                    table.pop(k, None)
+            if _cached[0] > cache_limit():      # what the pin kept past the cache goes now, not at the next fetch
+                _evict(cache_limit())
     return unpin
 
 
@@ -687,7 +698,7 @@ def _evict(limit: int) -> None:
             return
         fkey, i = k
         win = _recent.get(fkey)
-        if fkey in _pins or (win is not None and win[0] <= i < win[1]):
+        if fkey in _pins or k in _pinned or (win is not None and win[0] <= i < win[1]):
             continue
         root, rel = fkey
         n = _lru.pop(k)
@@ -910,6 +921,8 @@ def _forget_if_new(root: str) -> None:
     _pins_now = [k for k in _pins if k[0] == root]
     for k in _pins_now:
         del _pins[k]
+    for k in [k for k in _pinned if k[0][0] == root]:
+        del _pinned[k]
 
 
 # ---- outputs ---------------------------------------------------------------------------------------------------

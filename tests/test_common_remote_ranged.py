@@ -199,15 +199,16 @@ def test_kafka_reads_by_ranges(big_kafka, fresh, args, most):
 
 @pytest.fixture(scope="module")
 def big_litemq(tmp_path_factory, s3):  # noqa: F811
-    """(data dir, its URL, commitlog file size): a LiteMQ store (the fixture builder's layout) whose one 32 MiB
+    """(data dir, its URL, commitlog file size, record positions): a LiteMQ store (the fixture builder's layout) whose one 32 MiB
     commitlog file holds 400 records of ~64 KiB, then zeros."""
     from builders import litemq_builder
 
     from mqtool.litemq.records import encode_record, new_fields
 
     B = litemq_builder()
-    data = bytearray()
+    data, where = bytearray(), []
     for i in range(400):
+        where.append(len(data))
         data += encode_record(new_fields(MessageID=f"{B.T0 * 1000000 + i}-0", Topic="big", QueueID=0,
                                          Tags=["t"], Keys=[f"k-{i}"], Body=bytes([i % 251]) * 65000,
                                          BornTimestamp=B.T0 + i, StoreTimestamp=B.T0 + i))
@@ -219,19 +220,28 @@ def big_litemq(tmp_path_factory, s3):  # noqa: F811
         B.build_store(out, [data], {}, None, None)
     finally:
         B.CL_SIZE = was
-    return out, upload(s3, out, "ranged/litemq/broker"), size
+    return out, upload(s3, out, "ranged/litemq/broker"), size, where
 
 
 @pytest.mark.parametrize("args, most", [
     (("dump", "commitlog", "{s}", "--limit", "5", "--json"), 2 * MIB),
     (("dump", "commitlog", "{s}", "--json"), None),
     (("verify", "store", "{s}", "--json"), None),
+    # point reads: whether a record is live is known from the chain of length prefixes from the file's start
+    # (LiteMQ's own reader follows it), so a query fetches that chain up to the record (~13 MB), not the
+    # file (32 MiB) nor the live data (26 MB); inspect reads the bytes at the offset only
+    (("query", "{s}", "--offset", "{r200}", "--json"), 16 * MIB),
+    (("query", "{s}", "--offset", "{r200x}", "--containing", "--json"), 16 * MIB),
+    (("inspect", "{s}", "--offset", "{r200}", "--json"), 2 * MIB),
 ])
 def test_litemq_reads_by_ranges(big_litemq, fresh, args, most):
-    root, url, size = big_litemq
-    want = _local(*[a.format(s=root) for a in args])
+    root, url, size, where = big_litemq
+
+    def fill(s):
+        return [a.format(s=s, r200=where[200], r200x=where[200] + 40000) for a in args]
+    want = _local(*fill(root))
     assert want[1].strip(), want
-    got = fresh(url, *[a.format(s=url) for a in args])
+    got = fresh(url, *fill(url))
     _same(want, got[:3], root, url)
     if most is None:
         assert size <= got[3] <= size + MIB, (args, got[3])
@@ -272,6 +282,22 @@ def _steady(run):
     return (run[0], "\n".join(line(t) for t in run[1].splitlines()), run[2])
 
 
+def _track_cached(monkeypatch, urls) -> list:
+    """[the most bytes of fetched chunks this process held at once in the shadows of ``urls``] (pinned ones
+    included: a whole-file map pins its file), updated after every fetch."""
+    from mqtool import remote
+
+    peak = [0]
+    fill = remote.fill_range
+
+    def tracked(path, start, end):
+        fill(path, start, end)
+        roots = {str(remote._shadow_root_of(str(remote._stages[u]))) for u in urls if u in remote._stages}
+        peak[0] = max(peak[0], sum(n for (fkey, _), n in remote._lru.items() if fkey[0] in roots))
+    monkeypatch.setattr(remote, "fill_range", tracked)
+    return peak
+
+
 def _held(shadow) -> int:
     """Bytes the largest file of a shadow holds on disk (fetched chunks not evicted)."""
     return max(os.stat(p).st_blocks * 512 for p in shadow.rglob("*") if p.is_file())
@@ -287,20 +313,67 @@ def _held(shadow) -> int:
 ])
 def test_whole_passes_keep_to_the_cache(big_store, big_kafka, fresh, monkeypatch, tmp_path, which, args):
     """verify and rebuild-index read remote logs by ranges: with a 4 MiB cache they answer as the local run
-    (rebuilt files byte-identical), fetch each byte of the log about once, and no file of the shadow holds
-    more than the cache and the window in use (a whole-file read would hold the whole file)."""
+    (rebuilt files byte-identical), fetch each byte of the log about once, and hold at most the cache and the
+    windows in use, at any time and at the end (a whole-file read pins the whole file while it reads)."""
     from mqtool import remote
 
     root, url, size = (big_store[0], big_store[1], big_store[2]) if which == "rocketmq" else big_kafka[:3]
     monkeypatch.setenv("MQTOOL_REMOTE_CACHE_MB", "4")
+    peak = _track_cached(monkeypatch, (url,))
     want = _local(*[a.format(s=root, out=tmp_path / "local") for a in args])
     got = fresh(url, *[a.format(s=url, out=tmp_path / "remote") for a in args])
     _same(_steady(want), _steady(got[:3]), root, url)
     assert size <= got[3] <= 2 * size, (args, got[3], size)
     assert _held(remote._stages[url]) <= 4 * MIB + 6 * MIB, args
+    # at any time at most the cache and the windows in use (the whole log would be 40-64 MiB)
+    assert peak[0] <= 4 * MIB + 16 * MIB, (args, peak[0])
     if "--out" in args:
         files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
         assert files and files == sorted(p.relative_to(tmp_path / "remote")
                                          for p in (tmp_path / "remote").rglob("*") if p.is_file())
         for p in files:
             assert (tmp_path / "local" / p).read_bytes() == (tmp_path / "remote" / p).read_bytes(), p
+
+
+@pytest.mark.parametrize("which", ["rocketmq", "kafka", "litemq"])
+def test_diff_of_remote_copies(big_store, big_kafka, big_litemq, fresh, monkeypatch, tmp_path, s3, which):  # noqa: F811
+    """diff of two remote copies that differ in one message body: the local diff's rows (paths shown as the
+    URLs), with a 4 MiB cache; the logs are compared in bounded reads and the difference decoded by ranges
+    (a whole-file map after the compare would fetch the file again), so neither shadow holds more than the
+    cache and the windows in use."""
+    from mqtool import remote
+
+    if which == "rocketmq":
+        root, url, _, offsets = big_store
+        seg, at = root / "commitlog" / ("0" * 20), offsets[600] + 1000
+    elif which == "kafka":
+        root, url, _, where = big_kafka
+        seg, at = root / "big-0" / ("0" * 20 + ".log"), where[400] + 1000
+    else:
+        root, url, _, where = big_litemq
+        (seg,) = [p for p in (root / "commitlog").iterdir() if p.is_file()]
+        at = where[200] + 1000
+    other = tmp_path / "b" / root.name
+    shutil.copytree(root, other)
+    data = bytearray(seg.read_bytes())
+    data[at] ^= 0xFF
+    (other / seg.relative_to(root)).write_bytes(data)
+    url_b = upload(s3, other, f"ranged/diff-{which}/{root.name}")
+    monkeypatch.setenv("MQTOOL_REMOTE_CACHE_MB", "4")
+    peak = _track_cached(monkeypatch, (url, url_b))
+    want = _local("diff", root, other, "--json")
+    assert want[0] == 1 and want[1].strip(), want
+    remote._stages.pop(url_b, None)
+    got = fresh(url, "diff", url, url_b, "--json")
+    assert got[0] == want[0]
+    for a, b in zip(want[1:3], got[1:3]):
+        assert b == a.replace(str(other), url_b).replace(str(root), url)
+    for u in (url, url_b):
+        assert _held(remote._stages[u]) <= 4 * MIB + 6 * MIB, u
+    # at any time at most the cache and the window in use in each file read (the compare reads both sides
+    # 4 MiB at a time: two logs, two consume queues, two index files); whole files would be 50-190 MB
+    assert peak[0] <= 4 * MIB + 6 * 5 * MIB, peak[0]
+    # each byte of A once for the compare; the unit chain up to the difference once more at most (the
+    # boundary walk: a 4 MiB cache no longer holds what the compare read)
+    total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    assert got[3] <= 2 * total + 6 * MIB, (got[3], total)

@@ -273,9 +273,11 @@ def _misfits(buf, slots: int, count: int, fd: int | None = None) -> tuple[int, i
     base = F.INDEX_HEADER_SIZE + slots * F.INDEX_SLOT_SIZE
     n = count - 1
     newest = range(max(1, n - _SAMPLE + 1), n + 1)
-    # a remote file: fetched where read (entry 0 and the first sample, the newest, the slots they hash to)
-    need(buf, base, (min(n, _SAMPLE) + 1) * F.INDEX_ENTRY_SIZE)
-    need(buf, base + newest.start * F.INDEX_ENTRY_SIZE, len(newest) * F.INDEX_ENTRY_SIZE)
+    # a remote file: fetched where read (entry 0 and the first sample, the newest, the slots they hash to);
+    # the samples are read again after the slot table: kept fetched meanwhile
+    for at, k in ((base, min(n, _SAMPLE) + 1), (base + newest.start * F.INDEX_ENTRY_SIZE, len(newest))):
+        need(buf, at, k * F.INDEX_ENTRY_SIZE)
+        hold(buf, at, k * F.INDEX_ENTRY_SIZE)
     bad = 1 if any(buf[base:base + F.INDEX_ENTRY_SIZE]) else 0
     for k in newest:
         kh = IDX_ENTRY.unpack_from(buf, base + k * F.INDEX_ENTRY_SIZE)[0]
@@ -303,7 +305,6 @@ def _file_candidates(path: str, size: int) -> list[tuple[int, int]] | None:
     body = size - F.INDEX_HEADER_SIZE
     with map_input(path, ranged=True) as mi:        # a remote file: fetched where read (need, last_nonzero)
         buf = mi.buf
-        hold(buf)               # the samples are read again after other reads: nothing evicted meanwhile
         mi.need(0, F.INDEX_HEADER_SIZE)
         count = IDX_HEADER.unpack_from(buf, 0)[IDX_HEADER_NAMES.index("indexCount")]
         if count < 2 or count * F.INDEX_ENTRY_SIZE + F.INDEX_SLOT_SIZE > body:
@@ -509,8 +510,9 @@ def read_index_file(path: str, geometry: Geometry | None = None, entries: bool =
         s = n = None
     view = IndexFileView(path, size, header, s, n, data, geometry)
     if entries and s is not None:
-        need(data, 0, view.entry_position(view.entry_count + 1))
-        hold(data)                  # a remote file: kept fetched while the view lives
+        used = view.entry_position(view.entry_count + 1)
+        need(data, 0, used)
+        hold(data, 0, used)         # a remote file: kept fetched while the view lives
     return view
 
 
