@@ -392,6 +392,17 @@ def merge(tally: Tally, a: Iterable[Unit], b: Iterable[Unit], compare: Callable,
             ub = next(ib, None)
 
 
+def _keep(u: Unit):
+    """Of a remote file: the unit's bytes stay fetched while it is its side's head in :func:`merge` (``compare``
+    may decode it, lazily, after the other side has read on); the function that lets them go, or None."""
+    import sys
+
+    remote = sys.modules.get("mqtool.remote")
+    if remote is None or not remote.staged() or u.file is None or u.position is None:
+        return None
+    return remote.pin(u.file, u.position, u.position + max(u.size, 1))
+
+
 @dataclass
 class Side:
     """The segment files of one copy of a log, by their base (the name: a global or a base offset)."""
@@ -421,9 +432,19 @@ def diff_log(tally: Tally, a: Side, b: Side, *, path_of: Callable, size_of: Call
             tally.compared_bytes += max(size_of(pa), size_of(pb))
 
         def stream(side: Side) -> Iterator[Unit]:
-            for base in sorted(side.segments):
-                for start, stop in windows.get(base, [(0, None)]):
-                    yield from units(side.segments[base], start, stop)
+            unpin = None
+            try:
+                for base in sorted(side.segments):
+                    for start, stop in windows.get(base, [(0, None)]):
+                        for u in units(side.segments[base], start, stop):
+                            nxt = _keep(u)
+                            if unpin is not None:
+                                unpin()
+                            unpin = nxt
+                            yield u
+            finally:
+                if unpin is not None:
+                    unpin()
 
         pending = [0]
 

@@ -377,3 +377,52 @@ def test_diff_of_remote_copies(big_store, big_kafka, big_litemq, fresh, monkeypa
     # boundary walk: a 4 MiB cache no longer holds what the compare read)
     total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     assert got[3] <= 2 * total + 6 * MIB, (got[3], total)
+
+
+_EVICTOR = """
+import sys
+from mqtool import remote
+path = sys.argv[1]
+remote.fill_range(path, 0, 1 << 20)                 # fetches chunk 0: the first on its eviction list
+print("fetched", flush=True)
+sys.stdin.readline()
+for i in range(1, 12):                              # 11 MiB more through a 4 MiB cache
+    remote.fill_range(path, i << 20, (i + 1) << 20)
+print("done", flush=True)
+"""
+
+
+def test_a_chunk_another_process_reads_is_not_evicted(big_store, monkeypatch):
+    """Processes sharing a shadow each evict only what they fetched, but read each other's chunks: a chunk
+    this process is reading in (found fetched by another process) stays while that other process evicts past
+    its cache, and what this process reads is the file's bytes, not a punched hole."""
+    import subprocess
+    import sys
+
+    from mqtool import remote
+    from mqtool.io import map_input
+
+    store, url, size, _ = big_store
+    monkeypatch.setenv("MQTOOL_REMOTE_CHUNK_MB", "1")
+    remote._stages.pop(url, None)
+    seg = remote.stage(url) / "commitlog" / ("0" * 20)
+    want = (store / "commitlog" / ("0" * 20)).read_bytes()[:1 << 20]
+    env = dict(os.environ, MQTOOL_REMOTE_CACHE_MB="4", PYTHONPATH=os.pathsep.join(sys.path))
+    other = subprocess.Popen([sys.executable, "-c", _EVICTOR, str(seg)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert other.stdout.readline().strip() == "fetched"
+        with map_input(seg, ranged=True) as mi:
+            mi.need(0, 1 << 20)                     # here: already fetched (by the other process)
+            other.stdin.write("go\n")
+            other.stdin.flush()
+            assert other.stdout.readline().strip() == "done"
+            same = bytes(mi.buf[:1 << 20]) == want       # (a bool: pytest would diff 1 MiB of bytes)
+            assert same
+            assert remote.fetched_prefix(seg) >= 1 << 20
+    finally:
+        other.stdin.close()
+        other.wait(timeout=60)
+    assert other.returncode == 0
+    # chunks nobody is in were evicted by the other process (its cache is 4 MiB)
+    assert os.stat(seg).st_blocks * 512 <= 6 * MIB
