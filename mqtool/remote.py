@@ -16,8 +16,9 @@ bounded) where a reader reads (:func:`fill_range`):
 
 Files and ranges a verb never reads are never fetched. The fetched chunks are a cache: past
 :func:`cache_limit` the least recently used chunks this process fetched are evicted (marked missing, their
-blocks released with ``fallocate(PUNCH_HOLE)``), except the window each reader is in and pinned files. The
-shadow is removed when the process ends.
+blocks released with ``fallocate(PUNCH_HOLE)``), except the window each reader is in, pinned files and
+ranges, and chunks another process is in (record locks, :func:`_relock`). The shadow is removed when the
+process ends.
 
 What is fetched is recorded beside the shadow (a fetch map per file, not in the tree: discovery must see the
 store only), so that other processes on the same machine (the ``--jobs`` workers, Spark executors of
