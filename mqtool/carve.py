@@ -142,7 +142,7 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
         summary.runs.setdefault(fam, 0)
     sizes = []
     for image in images:                 # every image readable before anything is written
-        with map_input(image) as mi:
+        with map_input(image, ranged=True) as mi:      # (its size only: a remote image is not fetched here)
             sizes.append(len(mi.buf))
     out = None
     if opts.salvage_out:
@@ -154,6 +154,8 @@ def carve(images: list[str], opts: CarveOptions, summary: CarveSummary) -> Itera
         with progress(sum(sizes) * len(mods), "carve", enabled=opts.progress) as bar:
             base = 0
             for image in images:
+                # whole: every family's carver searches every byte of the image (a remote image is fetched
+                # whole, once, and kept while it is carved)
                 with map_input(image) as mi:
                     buf, n = mi.buf, len(mi.buf)
                     claimed = (array("q"), array("q"))

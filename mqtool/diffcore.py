@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from mqtool.errors import InputError
-from mqtool.io import data_end, map_input, open_input
+from mqtool.io import data_end, map_input, need, open_input
 from mqtool.pages import PageWindow
 from mqtool.progress import progress
 
@@ -161,7 +161,8 @@ def plan_pair(path_a, path_b, step: Callable, on_chunk=None) -> PairPlan:
             if q < 0:
                 return plan
             if not maps:                    # mapped once, on the first difference (never read whole)
-                maps += [map_input(path_a, whole_limit=0), map_input(path_b, whole_limit=0)]
+                # (a remote file: step() fetches the unit heads it reads)
+                maps += [map_input(path_a, whole_limit=0, ranged=True), map_input(path_b, whole_limit=0, ranged=True)]
             a, b = maps[0].buf, maps[1].buf
             s = boundary_before(step, a, q, p)
             e = _in_step(step, a, b, s, q)
@@ -199,6 +200,7 @@ def damaged_unit(buf, offset: int, position: int, length: int, file, reason: str
 
     h = hashlib.sha256()
     for p in range(position, position + length, CHUNK):
+        need(buf, p, min(position + length, p + CHUNK) - p)     # a remote file: fetched piece by piece
         h.update(buf[p:min(position + length, p + CHUNK)])
     return Unit(offset, offset, 0, h.digest(), None, file, position, reason, length)
 
@@ -390,6 +392,17 @@ def merge(tally: Tally, a: Iterable[Unit], b: Iterable[Unit], compare: Callable,
             ub = next(ib, None)
 
 
+def _keep(u: Unit):
+    """Of a remote file: the unit's bytes stay fetched while it is its side's head in :func:`merge` (``compare``
+    may decode it, lazily, after the other side has read on); the function that lets them go, or None."""
+    import sys
+
+    remote = sys.modules.get("mqtool.remote")
+    if remote is None or not remote.staged() or u.file is None or u.position is None:
+        return None
+    return remote.pin(u.file, u.position, u.position + max(u.size, 1))
+
+
 @dataclass
 class Side:
     """The segment files of one copy of a log, by their base (the name: a global or a base offset)."""
@@ -419,9 +432,19 @@ def diff_log(tally: Tally, a: Side, b: Side, *, path_of: Callable, size_of: Call
             tally.compared_bytes += max(size_of(pa), size_of(pb))
 
         def stream(side: Side) -> Iterator[Unit]:
-            for base in sorted(side.segments):
-                for start, stop in windows.get(base, [(0, None)]):
-                    yield from units(side.segments[base], start, stop)
+            unpin = None
+            try:
+                for base in sorted(side.segments):
+                    for start, stop in windows.get(base, [(0, None)]):
+                        for u in units(side.segments[base], start, stop):
+                            nxt = _keep(u)
+                            if unpin is not None:
+                                unpin()
+                            unpin = nxt
+                            yield u
+            finally:
+                if unpin is not None:
+                    unpin()
 
         pending = [0]
 

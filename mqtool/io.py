@@ -125,6 +125,16 @@ class _ShadowReader(_io.RawIOBase):
         super().close()
 
 
+def pread_input(f, n: int, at: int) -> bytes:
+    """Up to ``n`` bytes at ``at`` of an input opened with :func:`open_input`, without moving its position (of a
+    remote file's shadow: the chunks of that range are fetched first; a plain ``os.pread`` on its descriptor
+    would read holes as zeros)."""
+    raw = getattr(f, "raw", None)
+    if isinstance(raw, _ShadowReader) and n > 0:
+        _remote().fill_range(raw.name, at, at + n)
+    return os.pread(f.fileno(), n, at)
+
+
 def read_input(path: str | os.PathLike, limit: int | None = None) -> bytes:
     """Read a (small) store file whole, read-only. ``limit`` caps how much is read (of a remote file's
     shadow: a probe of at most one chunk is fetched into memory only, :func:`mqtool.remote.peek`)."""
@@ -186,12 +196,12 @@ class MappedInput:
         try:
             size = os.fstat(self._f.fileno()).st_size
             self.initial_size = size
+            remote = self._f.fileno() in _shadow_fds      # a remote file's shadow (mqtool.remote)
             if size == 0:
                 self.buf = b""
-            elif size <= limit:
+            elif size <= limit and not (remote and ranged):     # (a shadow is ours: it is never truncated)
                 self.buf = _read_exactly(self._f, size, self.path)
             else:
-                remote = self._f.fileno() in _shadow_fds      # a remote file's shadow (mqtool.remote)
                 if remote and not ranged:
                     # a reader that does not say what it reads gets the whole file (a bounded dump: a
                     # prefix first, mqtool.remote.first_rows), kept while the map lives
@@ -425,6 +435,18 @@ def ranged(buf) -> bool:
         return False
     e = ranged_maps.get(id(buf))
     return e is not None and e[0]() is buf
+
+
+def hold(buf, pos: int = 0, n: int | None = None) -> None:
+    """What is fetched of ``buf[pos:pos + n]`` (``n`` None: of all of it), a ranged map of a remote file, stays
+    fetched while the map lives (for a reader that asks for a region once (:func:`need`) and reads in it
+    later, as an index file's view does: nothing of it is evicted meanwhile). Anything else: nothing to do."""
+    if ranged(buf):
+        unpin = _remote().pin(ranged_maps[id(buf)][1], pos, None if n is None else pos + n)
+        if unpin is not None:
+            import weakref
+
+            weakref.finalize(buf, unpin)
 
 
 # ---- outputs ------------------------------------------------------------------------------------------------

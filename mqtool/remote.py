@@ -16,8 +16,9 @@ bounded) where a reader reads (:func:`fill_range`):
 
 Files and ranges a verb never reads are never fetched. The fetched chunks are a cache: past
 :func:`cache_limit` the least recently used chunks this process fetched are evicted (marked missing, their
-blocks released with ``fallocate(PUNCH_HOLE)``), except the window each reader is in and pinned files. The
-shadow is removed when the process ends.
+blocks released with ``fallocate(PUNCH_HOLE)``), except the window each reader is in, pinned files and
+ranges, and chunks another process is in (record locks, :func:`_relock`). The shadow is removed when the
+process ends.
 
 What is fetched is recorded beside the shadow (a fetch map per file, not in the tree: discovery must see the
 store only), so that other processes on the same machine (the ``--jobs`` workers, Spark executors of
@@ -143,6 +144,7 @@ def _new_root() -> Path:
 def _cleanup() -> None:
     while _handles:
         _close_quietly(_handles.popitem()[1])
+    _close_use_files()
     for r in _shadow_roots:
         shutil.rmtree(r, ignore_errors=True)
     _shadow_roots.clear()
@@ -467,6 +469,7 @@ CACHE_MB = 1024
 _lru: OrderedDict = OrderedDict()   # ((shadow root, rel), chunk number) -> bytes; chunks this process fetched
 _cached = [0]                       # their total
 _pins: dict[tuple[str, str], int] = {}      # (shadow root, rel) -> maps that need the file whole
+_pinned: dict = {}                          # ((shadow root, rel), chunk number) -> readers that need that chunk
 _handles: OrderedDict = OrderedDict()       # (url, key) -> an open remote file (seek + read = one ranged GET)
 _MAX_HANDLES = 8
 _recent: OrderedDict = OrderedDict()    # file -> (first chunk, end chunk) of its latest fill: the window in use
@@ -481,6 +484,8 @@ def _after_fork_in_child() -> None:
     _lru.clear()
     _cached[0] = 0
     _pins.clear()
+    _pinned.clear()
+    _close_use_files()                  # the parent's: this process takes its own locks
     _known.clear()
     _recent.clear()
     _handles.clear()
@@ -531,14 +536,17 @@ def fill_range(path, start: int, end: int | None) -> None:
     c = _chunk_of(doc)
     lo, hi = start // c, (end - 1) // c + 1
     fkey = (str(root), rel)
+    moved = _recent.get(fkey) != (lo, hi)
     _recent[fkey] = (lo, hi)                # the window in use in this file: not evicted
     _recent.move_to_end(fkey)
+    if moved:
+        _relock(fkey)                       # ... by any process (then the fetch map is read again below)
     if len(_recent) > _RECENT_FILES:
-        _recent.popitem(last=False)
+        _relock(_recent.popitem(last=False)[0])
     for i in range(lo, hi):                 # recently used: evicted last
         if (fkey, i) in _lru:
             _lru.move_to_end((fkey, i))
-    if have.find(0, lo, hi) < 0:
+    if not moved and have.find(0, lo, hi) < 0:
         return
     fd = os.open(_state_file(root, rel), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -653,24 +661,37 @@ def peek(path, n: int) -> bytes | None:
     return data
 
 
-def pin(path):
+def pin(path, start: int = 0, end: int | None = None):
     """While the returned function is not called, no chunk of the shadow file ``path`` is evicted (a reader
-    that maps it without saying which ranges it reads needs all of it); None for anything else."""
+    that maps it without saying which ranges it reads needs all of it), or with ``start``/``end`` no chunk of
+    that range (a reader that fetched it and reads it again later); None for anything else."""
     e = _entry(path)
     if e is None:
         return None
     fkey = (str(e[0]), e[2])
-    _pins[fkey] = _pins.get(fkey, 0) + 1
+    if start == 0 and end is None:
+        table, keys = _pins, [fkey]
+    else:
+        c = _chunk_of(e[1])
+        stop = e[3]["size"] if end is None else min(end, e[3]["size"])
+        table, keys = _pinned, [(fkey, i) for i in range(max(0, start) // c, (stop - 1) // c + 1)]
+    for k in keys:
+        table[k] = table.get(k, 0) + 1
+    _relock(fkey)
     done = []
 
     def unpin():
         if not done:
             done.append(1)
-            left = _pins.get(fkey, 1) - 1
-            if left > 0:
-                _pins[fkey] = left
-            else:
-                _pins.pop(fkey, None)
+            for k in keys:
+                left = table.get(k, 1) - 1
+                if left > 0:
+                    table[k] = left
+                else:
+                    table.pop(k, None)
+            _relock(fkey)
+            if _cached[0] > cache_limit():      # what the pin kept past the cache goes now, not at the next fetch
+                _evict(cache_limit())
     return unpin
 
 
@@ -679,14 +700,30 @@ def _evict(limit: int) -> None:
     (pinned files, and the range of the latest fill of each of the last 8 files read — the window a reader
     is in — excepted): the chunk is marked missing in the fetch map, then its blocks are released
     (``fallocate(PUNCH_HOLE)``; the shadow stays a sparse file of the remote size). A chunk read again is
-    fetched again."""
+    fetched again. The windows are spared newest first while they fit in ``limit`` (the newest always): the
+    window a reader left in a file it no longer reads must not hold the cache full (every later fetch would
+    evict what the current reader fetched just ahead). Chunks another process is in are spared too
+    (:func:`_relock`)."""
+    spared, total = {}, 0
+    for fkey in reversed(_recent):
+        lo, hi = _recent[fkey]
+        total += (hi - lo) * _chunk_of(_docs.get(fkey[0]) or {})
+        if spared and total > limit:
+            break
+        spared[fkey] = (lo, hi)
     for k in list(_lru):
         if _cached[0] <= limit:
             return
         fkey, i = k
-        win = _recent.get(fkey)
-        if fkey in _pins or (win is not None and win[0] <= i < win[1]):
+        win = spared.get(fkey)
+        if fkey in _pins or k in _pinned or (win is not None and win[0] <= i < win[1]):
             continue
+        use = _use_fd(fkey)
+        try:
+            if use is not None:
+                fcntl.lockf(use, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, i)
+        except OSError:
+            continue                        # another process reads in this chunk: kept
         root, rel = fkey
         n = _lru.pop(k)
         _cached[0] -= n
@@ -694,6 +731,7 @@ def _evict(limit: int) -> None:
         try:
             fd = os.open(_state_file(Path(root), rel), os.O_RDWR)
         except OSError:
+            _unlock(use, i, 1)
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -711,6 +749,106 @@ def _evict(limit: int) -> None:
             pass
         finally:
             os.close(fd)
+            _unlock(use, i, 1)
+            held = _used.get(fkey)
+            if held is not None:
+                held[1].discard(i)          # (a chunk of an old window of this process: its lock went with it)
+
+
+# ---- chunks in use, across processes ---------------------------------------------------------------------------
+#
+# Processes that share a shadow (--jobs workers, Spark executors of one machine) each evict only the chunks they
+# fetched, but they read each other's. So each process holds a shared record lock (``fcntl.lockf``) on byte i
+# of a file's *use file* (its fetch map's name + ".use") for every chunk i it is in: the window of its latest
+# fetch request in the file (as :func:`_evict` spares it in-process), its pinned chunks, all of a file pinned
+# whole. A process evicts a chunk only under an exclusive lock on that byte taken without waiting: a chunk that
+# another process is in is kept. A reader whose window moves takes its locks first, then reads the fetch map
+# again (a chunk evicted before it got there is fetched again). The use file stays open while the process
+# runs: closing any descriptor of a file drops all of the process's record locks on it.
+
+_use_fds: dict = {}         # (shadow root, rel) -> descriptor of its use file
+_used: dict = {}            # (shadow root, rel) -> (all chunks?, set of chunk numbers) this process holds locks on
+
+
+def _use_fd(fkey):
+    fd = _use_fds.get(fkey)
+    if fd is None:
+        try:
+            fd = os.open(str(_state_file(Path(fkey[0]), fkey[1])) + ".use",
+                         os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError:
+            return None
+        _use_fds[fkey] = fd
+    return fd
+
+
+def _close_use_files() -> None:
+    for fd in _use_fds.values():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _use_fds.clear()
+    _used.clear()
+
+
+def _unlock(fd, start: int, n: int) -> None:
+    if fd is not None:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_UN, n, start)
+        except OSError:
+            pass
+
+
+def _runs(ids) -> list[tuple[int, int]]:
+    """(start, length) of the runs of consecutive numbers in ``ids``."""
+    out: list = []
+    for i in sorted(ids):
+        if out and out[-1][0] + out[-1][1] == i:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
+
+
+def _relock(fkey) -> None:
+    """Make this process's locks on the use file of ``fkey`` the chunks it is in now (window, pins): the new
+    ones are taken (waiting for an eviction in progress) before the old ones are released."""
+    whole = fkey in _pins
+    want = set()
+    if not whole:
+        win = _recent.get(fkey)
+        if win is not None:
+            want.update(range(win[0], win[1]))
+        want.update(i for (f, i) in _pinned if f == fkey)
+    old_whole, old = _used.get(fkey, (False, set()))
+    if whole == old_whole and want == old:
+        return
+    fd = _use_fd(fkey)
+    if fd is None:
+        return
+    try:
+        if whole:
+            fcntl.lockf(fd, fcntl.LOCK_SH, 0, 0)             # from byte 0 to any end
+        else:
+            for a, n in _runs(want - (set() if old_whole else old)):
+                fcntl.lockf(fd, fcntl.LOCK_SH, n, a)
+            if old_whole:
+                at = 0
+                for a, n in _runs(want):
+                    if a > at:
+                        _unlock(fd, at, a - at)
+                    at = a + n
+                _unlock(fd, at, 0)                          # (length 0: to any end)
+            else:
+                for a, n in _runs(old - want):
+                    _unlock(fd, a, n)
+    except OSError:
+        return
+    if whole or want:
+        _used[fkey] = (whole, want)
+    else:
+        _used.pop(fkey, None)
 
 
 _libc = []
@@ -908,6 +1046,11 @@ def _forget_if_new(root: str) -> None:
     _pins_now = [k for k in _pins if k[0] == root]
     for k in _pins_now:
         del _pins[k]
+    for k in [k for k in _pinned if k[0][0] == root]:
+        del _pinned[k]
+    for k in [k for k in _use_fds if k[0] == root]:
+        os.close(_use_fds.pop(k))
+        _used.pop(k, None)
 
 
 # ---- outputs ---------------------------------------------------------------------------------------------------

@@ -91,8 +91,14 @@ def _local(*args):
     # the chunk it is in, and as far ahead as the largest message (4 MiB) a unit starting there may reach
     (("dump", "commitlog", "{s}", "--limit", "5", "--json"), 5 * MIB),
     (("query", "{s}", "--offset", "{o600}", "--json"), 2 * MIB),
-    # --containing walks the segment from its start up to the unit: it fetches that much, no more
-    (("query", "{s}", "--offset", "{o600}", "--containing", "--json"), 601 * 65536 + 6 * MIB),
+    # --containing walks from a largest message (4 MiB) before the offset: the range walk's start search
+    # reads a largest message around where it starts, then the units up to the one asked for
+    (("query", "{s}", "--offset", "{o600}", "--containing", "--json"), 14 * MIB),
+    (("query", "{s}", "--offset", "{o600p}", "--containing", "--json"), 14 * MIB),
+    # the consume queue unit, then the message
+    (("query", "{s}", "--topic", "T", "--queue", "0", "--queue-offset", "600", "--json"), 2 * MIB),
+    # the index header, slot table and entries in use (geometry given), not the unused rest of the file
+    (("dump", "index", "{s}", "--max-hash-slots", "1000000", "--max-index-num", "1000000", "--json"), 6 * MIB),
     # index geometry given: the index header, slot and entry chunks and the message's
     (("query", "{s}", "--key", "key-600", "--max-hash-slots", "1000000", "--max-index-num", "1000000", "--json"),
      6 * MIB),
@@ -105,7 +111,7 @@ def test_point_reads_fetch_a_few_chunks(big_store, fresh, args, most):
     store, url, size, offsets = big_store
 
     def fill(s):
-        return [a.format(s=s, o600=offsets[600], o700=offsets[700]) for a in args]
+        return [a.format(s=s, o600=offsets[600], o600p=offsets[600] + 30000, o700=offsets[700]) for a in args]
     want = _local(*fill(store))
     assert want[0] == 0 and want[1].strip(), want
     argv = fill(url)
@@ -193,15 +199,16 @@ def test_kafka_reads_by_ranges(big_kafka, fresh, args, most):
 
 @pytest.fixture(scope="module")
 def big_litemq(tmp_path_factory, s3):  # noqa: F811
-    """(data dir, its URL, commitlog file size): a LiteMQ store (the fixture builder's layout) whose one 32 MiB
+    """(data dir, its URL, commitlog file size, record positions): a LiteMQ store (the fixture builder's layout) whose one 32 MiB
     commitlog file holds 400 records of ~64 KiB, then zeros."""
     from builders import litemq_builder
 
     from mqtool.litemq.records import encode_record, new_fields
 
     B = litemq_builder()
-    data = bytearray()
+    data, where = bytearray(), []
     for i in range(400):
+        where.append(len(data))
         data += encode_record(new_fields(MessageID=f"{B.T0 * 1000000 + i}-0", Topic="big", QueueID=0,
                                          Tags=["t"], Keys=[f"k-{i}"], Body=bytes([i % 251]) * 65000,
                                          BornTimestamp=B.T0 + i, StoreTimestamp=B.T0 + i))
@@ -213,19 +220,28 @@ def big_litemq(tmp_path_factory, s3):  # noqa: F811
         B.build_store(out, [data], {}, None, None)
     finally:
         B.CL_SIZE = was
-    return out, upload(s3, out, "ranged/litemq/broker"), size
+    return out, upload(s3, out, "ranged/litemq/broker"), size, where
 
 
 @pytest.mark.parametrize("args, most", [
     (("dump", "commitlog", "{s}", "--limit", "5", "--json"), 2 * MIB),
     (("dump", "commitlog", "{s}", "--json"), None),
     (("verify", "store", "{s}", "--json"), None),
+    # point reads: whether a record is live is known from the chain of length prefixes from the file's start
+    # (LiteMQ's own reader follows it), so a query fetches that chain up to the record (~13 MB), not the
+    # file (32 MiB) nor the live data (26 MB); inspect reads the bytes at the offset only
+    (("query", "{s}", "--offset", "{r200}", "--json"), 16 * MIB),
+    (("query", "{s}", "--offset", "{r200x}", "--containing", "--json"), 16 * MIB),
+    (("inspect", "{s}", "--offset", "{r200}", "--json"), 2 * MIB),
 ])
 def test_litemq_reads_by_ranges(big_litemq, fresh, args, most):
-    root, url, size = big_litemq
-    want = _local(*[a.format(s=root) for a in args])
+    root, url, size, where = big_litemq
+
+    def fill(s):
+        return [a.format(s=s, r200=where[200], r200x=where[200] + 40000) for a in args]
+    want = _local(*fill(root))
     assert want[1].strip(), want
-    got = fresh(url, *[a.format(s=url) for a in args])
+    got = fresh(url, *fill(url))
     _same(want, got[:3], root, url)
     if most is None:
         assert size <= got[3] <= size + MIB, (args, got[3])
@@ -251,3 +267,162 @@ def test_units_longer_than_a_chunk(s3, fresh, tmp_path):  # noqa: F811
         got = fresh(url, *[a.format(s=url) for a in args])
         _same(want, got[:3], tmp_path / "store", url)
         assert got[3] <= 24 * MIB + MIB
+
+
+def _steady(run):
+    """A run's (exit, stdout, stderr) without what differs from run to run: a summary's time and output object."""
+    def line(text):
+        try:
+            row = json.loads(text)
+        except ValueError:
+            return text
+        for k in ("seconds", "out"):
+            row.pop(k, None)
+        return json.dumps(row, sort_keys=True)
+    return (run[0], "\n".join(line(t) for t in run[1].splitlines()), run[2])
+
+
+def _track_cached(monkeypatch, urls) -> list:
+    """[the most bytes of fetched chunks this process held at once in the shadows of ``urls``] (pinned ones
+    included: a whole-file map pins its file), updated after every fetch."""
+    from mqtool import remote
+
+    peak = [0]
+    fill = remote.fill_range
+
+    def tracked(path, start, end):
+        fill(path, start, end)
+        roots = {str(remote._shadow_root_of(str(remote._stages[u]))) for u in urls if u in remote._stages}
+        peak[0] = max(peak[0], sum(n for (fkey, _), n in remote._lru.items() if fkey[0] in roots))
+    monkeypatch.setattr(remote, "fill_range", tracked)
+    return peak
+
+
+def _held(shadow) -> int:
+    """Bytes the largest file of a shadow holds on disk (fetched chunks not evicted)."""
+    return max(os.stat(p).st_blocks * 512 for p in shadow.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("which, args", [
+    ("rocketmq", ("verify", "store", "{s}", "--json", "--jobs", "1")),
+    ("rocketmq", ("rebuild-index", "{s}", "--out", "{out}", "--json")),
+    ("rocketmq", ("rebuild-index", "{s}", "--compare", "--json")),
+    ("kafka", ("verify", "store", "{s}", "--json", "--jobs", "1")),
+    ("kafka", ("verify", "store", "{s}", "--deep", "--json", "--jobs", "1")),
+    ("kafka", ("rebuild-index", "{s}", "--out", "{out}", "--json")),
+])
+def test_whole_passes_keep_to_the_cache(big_store, big_kafka, fresh, monkeypatch, tmp_path, which, args):
+    """verify and rebuild-index read remote logs by ranges: with a 4 MiB cache they answer as the local run
+    (rebuilt files byte-identical), fetch each byte of the log about once, and hold at most the cache and the
+    windows in use, at any time and at the end (a whole-file read pins the whole file while it reads)."""
+    from mqtool import remote
+
+    root, url, size = (big_store[0], big_store[1], big_store[2]) if which == "rocketmq" else big_kafka[:3]
+    monkeypatch.setenv("MQTOOL_REMOTE_CACHE_MB", "4")
+    peak = _track_cached(monkeypatch, (url,))
+    want = _local(*[a.format(s=root, out=tmp_path / "local") for a in args])
+    got = fresh(url, *[a.format(s=url, out=tmp_path / "remote") for a in args])
+    _same(_steady(want), _steady(got[:3]), root, url)
+    assert size <= got[3] <= 2 * size, (args, got[3], size)
+    assert _held(remote._stages[url]) <= 4 * MIB + 6 * MIB, args
+    # at any time at most the cache and the windows in use (the whole log would be 40-64 MiB)
+    assert peak[0] <= 4 * MIB + 16 * MIB, (args, peak[0])
+    if "--out" in args:
+        files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*") if p.is_file())
+        assert files and files == sorted(p.relative_to(tmp_path / "remote")
+                                         for p in (tmp_path / "remote").rglob("*") if p.is_file())
+        for p in files:
+            assert (tmp_path / "local" / p).read_bytes() == (tmp_path / "remote" / p).read_bytes(), p
+
+
+@pytest.mark.parametrize("which", ["rocketmq", "kafka", "litemq"])
+def test_diff_of_remote_copies(big_store, big_kafka, big_litemq, fresh, monkeypatch, tmp_path, s3, which):  # noqa: F811
+    """diff of two remote copies that differ in one message body: the local diff's rows (paths shown as the
+    URLs), with a 4 MiB cache; the logs are compared in bounded reads and the difference decoded by ranges
+    (a whole-file map after the compare would fetch the file again), so neither shadow holds more than the
+    cache and the windows in use."""
+    from mqtool import remote
+
+    if which == "rocketmq":
+        root, url, _, offsets = big_store
+        seg, at = root / "commitlog" / ("0" * 20), offsets[600] + 1000
+    elif which == "kafka":
+        root, url, _, where = big_kafka
+        seg, at = root / "big-0" / ("0" * 20 + ".log"), where[400] + 1000
+    else:
+        root, url, _, where = big_litemq
+        (seg,) = [p for p in (root / "commitlog").iterdir() if p.is_file()]
+        at = where[200] + 1000
+    other = tmp_path / "b" / root.name
+    shutil.copytree(root, other)
+    data = bytearray(seg.read_bytes())
+    data[at] ^= 0xFF
+    (other / seg.relative_to(root)).write_bytes(data)
+    url_b = upload(s3, other, f"ranged/diff-{which}/{root.name}")
+    monkeypatch.setenv("MQTOOL_REMOTE_CACHE_MB", "4")
+    peak = _track_cached(monkeypatch, (url, url_b))
+    want = _local("diff", root, other, "--json")
+    assert want[0] == 1 and want[1].strip(), want
+    remote._stages.pop(url_b, None)
+    got = fresh(url, "diff", url, url_b, "--json")
+    assert got[0] == want[0]
+    for a, b in zip(want[1:3], got[1:3]):
+        assert b == a.replace(str(other), url_b).replace(str(root), url)
+    for u in (url, url_b):
+        assert _held(remote._stages[u]) <= 4 * MIB + 6 * MIB, u
+    # at any time at most the cache and the window in use in each file read (the compare reads both sides
+    # 4 MiB at a time: two logs, two consume queues, two index files); whole files would be 50-190 MB
+    assert peak[0] <= 4 * MIB + 6 * 5 * MIB, peak[0]
+    # each byte of A once for the compare; the unit chain up to the difference once more at most (the
+    # boundary walk: a 4 MiB cache no longer holds what the compare read)
+    total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    assert got[3] <= 2 * total + 6 * MIB, (got[3], total)
+
+
+_EVICTOR = """
+import sys
+from mqtool import remote
+path = sys.argv[1]
+remote.fill_range(path, 0, 1 << 20)                 # fetches chunk 0: the first on its eviction list
+print("fetched", flush=True)
+sys.stdin.readline()
+for i in range(1, 12):                              # 11 MiB more through a 4 MiB cache
+    remote.fill_range(path, i << 20, (i + 1) << 20)
+print("done", flush=True)
+"""
+
+
+def test_a_chunk_another_process_reads_is_not_evicted(big_store, monkeypatch):
+    """Processes sharing a shadow each evict only what they fetched, but read each other's chunks: a chunk
+    this process is reading in (found fetched by another process) stays while that other process evicts past
+    its cache, and what this process reads is the file's bytes, not a punched hole."""
+    import subprocess
+    import sys
+
+    from mqtool import remote
+    from mqtool.io import map_input
+
+    store, url, size, _ = big_store
+    monkeypatch.setenv("MQTOOL_REMOTE_CHUNK_MB", "1")
+    remote._stages.pop(url, None)
+    seg = remote.stage(url) / "commitlog" / ("0" * 20)
+    want = (store / "commitlog" / ("0" * 20)).read_bytes()[:1 << 20]
+    env = dict(os.environ, MQTOOL_REMOTE_CACHE_MB="4", PYTHONPATH=os.pathsep.join(sys.path))
+    other = subprocess.Popen([sys.executable, "-c", _EVICTOR, str(seg)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert other.stdout.readline().strip() == "fetched"
+        with map_input(seg, ranged=True) as mi:
+            mi.need(0, 1 << 20)                     # here: already fetched (by the other process)
+            other.stdin.write("go\n")
+            other.stdin.flush()
+            assert other.stdout.readline().strip() == "done"
+            same = bytes(mi.buf[:1 << 20]) == want       # (a bool: pytest would diff 1 MiB of bytes)
+            assert same
+            assert remote.fetched_prefix(seg) >= 1 << 20
+    finally:
+        other.stdin.close()
+        other.wait(timeout=60)
+    assert other.returncode == 0
+    # chunks nobody is in were evicted by the other process (its cache is 4 MiB)
+    assert os.stat(seg).st_blocks * 512 <= 6 * MIB

@@ -21,7 +21,7 @@ from typing import Iterator
 from mqtool.damage import Damage
 from mqtool.diffcore import Side, Tally, Unit, damaged_unit, diff_keyed, diff_log, row_fields, same_file
 from mqtool.errors import UsageError
-from mqtool.io import map_input
+from mqtool.io import map_input, need
 from mqtool.kafka.dump import batch_row, record_row
 from mqtool.kafka.indexfiles import read_offset_index, read_time_index
 from mqtool.kafka.records import Batch, iter_records
@@ -37,6 +37,7 @@ def step(buf, p: int) -> int | None:
     """The boundary after the entry at ``p`` (its batch length), None where no sound entry starts."""
     if p + _OVERHEAD > len(buf):
         return None
+    need(buf, p, _OVERHEAD)             # a remote file: fetched where read
     _off, size = _PREFIX.unpack_from(buf, p)
     if size <= 0 or p + _OVERHEAD + size > len(buf):
         return None
@@ -54,7 +55,7 @@ def units(seg, start: int, stop: int | None = None) -> Iterator[Unit]:
     """The batches of one segment from the batch boundary ``start`` up to the boundary ``stop`` (None: the
     end); unreadable ranges are damaged units placed at the offset that would come next."""
     path = str(seg.log)
-    with map_input(seg.log) as mi:
+    with map_input(seg.log, ranged=True) as mi:       # a remote file: scan() fetches what it reads
         buf = mi.buf
         expect = seg.base_offset
         for ev in scan(buf, path, start=start, end=stop, fd=mi.fileno() if mi.mapped else None):

@@ -682,7 +682,7 @@ def lost_segment_notes(path: Path, topic: str | None = None) -> list[str]:
             for a, b in zip(logs, logs[1:]):
                 last = None
                 try:
-                    with map_input(a.log) as m:
+                    with map_input(a.log, ranged=True) as m:    # a remote file: scan() fetches what it reads
                         for ev in scan(m.buf, str(a.log), check_crc=False, fd=m.fileno() if m.mapped else None):
                             if isinstance(ev, Batch):
                                 base = ev.base_offset if ev.base_offset is not None else ev.last_offset

@@ -28,7 +28,7 @@ def segment_range(index_path, log_path) -> tuple[int, float]:
     judged (verify reports it)."""
     positions = [pos for _rel, pos in read_offset_index(index_path).entries]
     lo, hi, last, j = 0, _INF, 0, 0
-    with map_input(log_path) as m:
+    with map_input(log_path, ranged=True) as m:     # a remote file: the PageWindow fetches ahead of the walk
         for q in _batch_starts(m.buf):
             if j < len(positions) and positions[j] == q:
                 hi = min(hi, q - last)

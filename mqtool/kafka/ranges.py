@@ -115,7 +115,7 @@ def _range_columns(rng: ByteRange, opts, names, on_damage):
     path = Path(rng.file)
     run: list = []
     try:
-        with map_input(path) as m:
+        with map_input(path, ranged=True) as m:     # a remote file: scan_range() fetches what it reads
             fd = m.fileno() if m.mapped else None
             for ev in scan_range(m.buf, str(path), rng.start, rng.stop, fd=fd):
                 if m.shrunk():       # truncated under us: reading on would touch lost pages (SIGBUS)

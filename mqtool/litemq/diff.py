@@ -31,7 +31,7 @@ def step(buf, p: int) -> int | None:
 def units(seg, start: int, stop: int | None = None) -> Iterator[Unit]:
     """The records of one file from the record boundary ``start`` up to the boundary ``stop`` or the end of
     its chain; bytes after that end that are not zero are one damaged unit."""
-    with map_input(seg.path) as mi:
+    with map_input(seg.path, ranged=True) as mi:      # a remote file: parse_record_at fetches each record
         buf, n = mi.buf, len(mi.buf)
         pos = start
         end = n if stop is None else min(n, stop)

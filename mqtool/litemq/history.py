@@ -61,19 +61,39 @@ class LiveLog:
         self._marks: dict[int, list[int]] = {}     # segment index -> known chain boundaries, ascending
         self._broken: dict[int, int] = {}          # segment index -> where its chain breaks (once found)
         self._end_ts = False                        # store time of the last live record (False: not read yet)
-        # the live chain runs through files 0, 1, ... while each is exactly full
-        self._reach = set()
-        if self.segs and store.kind != "segment":
-            from mqtool.litemq.scan import _full
+        self._reach_all = None                      # the files the live chain reaches (computed when asked)
 
-            i = self.segs[0].index
-            while i in by_index:
-                self._reach.add(i)
-                if not _full(by_index[i]):
-                    break
-                i += 1
-        elif self.segs:
-            self._reach.add(self.segs[0].index)
+    @property
+    def _reach(self) -> set:
+        """The files the live chain runs through: files 0, 1, ... while each is exactly full."""
+        if self._reach_all is None:
+            self._reach_all = set()
+            if self.segs and self.store.kind != "segment":
+                from mqtool.litemq.scan import _full
+
+                i = self.segs[0].index
+                while i in self._seg:
+                    self._reach_all.add(i)
+                    if not _full(self._seg[i]):
+                        break
+                    i += 1
+            elif self.segs:
+                self._reach_all.add(self.segs[0].index)
+        return self._reach_all
+
+    def _reaches(self, idx: int) -> bool:
+        """``idx in self._reach``, judging only the files before ``idx`` (whether a file is exactly full is a
+        walk of its whole chain: a question about the file itself does not need it)."""
+        if self._reach_all is not None or not self.segs or self.store.kind == "segment":
+            return idx in self._reach
+        from mqtool.litemq.scan import _full
+
+        i = self.segs[0].index
+        while i < idx:
+            if i not in self._seg or not _full(self._seg[i]):
+                return False
+            i += 1
+        return idx == i and idx in self._seg
 
     def _on_chain(self, idx: int, buf, size: int, pos: int) -> str:
         """"start", "inside" or "past-end" for ``pos`` in the chain of segment ``idx``."""
@@ -113,10 +133,10 @@ class LiveLog:
             return "past-end", None
         pos = offset - seg.base
         name = self.store.display(seg.path)
-        with map_input(seg.path) as mi:
+        with map_input(seg.path, ranged=True) as mi:      # remote: hop() and parse_record_at fetch what they read
             buf = mi.buf
             size = len(buf)
-            where = self._on_chain(seg.index, buf, size, pos) if seg.index in self._reach else "past-end"
+            where = self._on_chain(seg.index, buf, size, pos) if self._reaches(seg.index) else "past-end"
             if where == "start":
                 rec, _ = live_record_at(buf, pos, size, seg, name)
                 if rec is None:
@@ -144,7 +164,7 @@ class LiveLog:
                 from mqtool.litemq.scan import hop
 
                 seg = self._seg[last]
-                with map_input(seg.path) as mi:
+                with map_input(seg.path, ranged=True) as mi:      # remote: fetched where read (hop, parse)
                     buf, size = mi.buf, len(mi.buf)
                     self._on_chain(last, buf, size, size)          # finds where the chain breaks
                     end = self._broken.get(last, size)

@@ -48,7 +48,7 @@ def read_queue(store: Store, q: Queue, with_stale: bool = False, file_size: int 
             yield Finding(ERROR, "cq-file-missing", name, None, None,
                           f"consumequeue file index {f.index} follows {prev}", prev + 1, f.index)
         prev = f.index
-        with map_input(f.path) as mi:
+        with map_input(f.path) as mi:       # whole: every entry is read (stale ones after the queue's end too)
             buf = mi.buf
             n_full = len(buf) // F.CQ_ENTRY_SIZE
             base_index = (f.index * fs) // F.CQ_ENTRY_SIZE if fs else 0

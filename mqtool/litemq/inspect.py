@@ -25,16 +25,18 @@ def inspect(path, offset: int | None = None, position: int | None = None) -> Ins
             raise UsageError("--position needs a file (a commitlog file); give a store with --offset", str(p))
         segs, _ = commitlog_segments(resolve(p)) if segment_index(p.name) is not None else ([], 0)
         base = segs[0].base if len(segs) == 1 else None
-        with map_input(p) as mi:
+        with map_input(p, ranged=True) as mi:       # a remote file: the record's bytes only (need_unit)
             if position >= len(mi.buf):
                 raise UsageError(f"position {position} is beyond the end of the file ({len(mi.buf)} bytes)", str(p))
+            mi.need_unit(position, extra=4, cap=len(mi.buf) - position)
             return inspect_record(mi.buf, position, str(p), base)
     segs, _ = commitlog_segments(resolve(p))
     if not segs:
         raise UsageError("no commitlog files found", str(p))
     for s in segs:
         if s.base <= offset < s.base + s.size:
-            with map_input(s.path) as mi:
+            with map_input(s.path, ranged=True) as mi:      # a remote file: the record's bytes only
+                mi.need_unit(offset - s.base, extra=4, cap=len(mi.buf) - (offset - s.base))
                 return inspect_record(mi.buf, offset - s.base, str(s.path), s.base)
     last = max(s.base + s.size for s in segs)
     if offset >= last:

@@ -29,7 +29,7 @@ def read_record_at(store: Store, offset: int, with_body: bool = False, containin
         return None
     pos = offset - seg.base
     name = store.display(seg.path)
-    with map_input(seg.path) as mi:
+    with map_input(seg.path, ranged=True) as mi:      # a remote file: parse_record_at fetches each record
         buf = mi.buf
         if containing:
             p = 0

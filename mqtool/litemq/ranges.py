@@ -129,7 +129,7 @@ def range_records(rng: ByteRange, with_body: bool = False, on_end=None, earlier_
         if not _full(prev):
             return                      # the live data ended in an earlier file
     name = store.display(seg.path)
-    with map_input(seg.path) as mi:
+    with map_input(seg.path, ranged=True) as mi:      # a remote file: hop() and parse_record_at fetch what they read
         buf = mi.buf
         size = len(buf)
         if size == 0:

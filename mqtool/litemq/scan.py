@@ -22,7 +22,7 @@ from formats import litemq as F
 from mqtool.errors import InputError
 from mqtool.damage import Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
-from mqtool.io import first_nonzero, map_input, ranged_maps
+from mqtool.io import first_nonzero, map_input, need, need_unit, ranged, ranged_maps
 from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
 from mqtool.litemq.layout import LENGTH, MIN_MESSAGE_LEN
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
@@ -56,6 +56,8 @@ def parse_record_at(buf, pos: int, limit: int, seg: Segment, name: str):
     """
     if pos + 4 > limit:
         return None, ("truncated-length", "fewer than 4 bytes left for a length prefix", 4, limit - pos)
+    if ranged_maps:
+        need_unit(buf, pos, extra=4, cap=limit - pos)      # a remote file: this record (its prefix, then all of it)
     (length,) = _U32.unpack_from(buf, pos)
     if length == 0:
         return None, ("zero-length", "length 0 (end of data)", None, 0)
@@ -173,16 +175,20 @@ def walk_tail(store: Store, segs, i: int, pos: int, stop, res: WalkResult, carve
     if kind == "file-changed":        # nothing more is read from this file (lost pages: SIGBUS)
         yield Damage(name, pos, seg.base + pos, 0, kind, msg, exp, act)
     else:
-        with map_input(seg.path) as mi:
+        with map_input(seg.path, ranged=True) as mi:
             fd = mi.fileno() if mi.mapped else None
+            # everything after the end is read (zeros, stale records, remnants: only its bytes say which): a
+            # remote file is fetched from the end of the data on, not again before it
+            need(mi.buf, pos, len(mi.buf) - pos)
             # what follows the end: carved records in this file, newer records starting later files
             carved, nonzero, newer = yield from _after_end(mi.buf, pos, len(mi.buf), seg, name, res, carve_stale,
                                                            with_body, fd)
         later = _later_files_with_newer_data(store, segs[i + 1:], res.max_live_ts)
         yield _end_damage(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
     for later_seg in segs[i + 1:]:
-        with map_input(later_seg.path) as mi:
+        with map_input(later_seg.path, ranged=True) as mi:
             fd = mi.fileno() if mi.mapped else None
+            need(mi.buf, 0, len(mi.buf))                    # read whole, as the rest of the file above
             yield from _after_end(mi.buf, 0, len(mi.buf), later_seg, store.display(later_seg.path), res,
                                   carve_stale, with_body, fd)
     if res.stale:
@@ -201,7 +207,7 @@ def _later_files_with_newer_data(store: Store, later_segs, max_live_ts) -> int:
     n = 0
     for s in later_segs:
         try:
-            with map_input(s.path) as mi:
+            with map_input(s.path, ranged=True) as mi:     # a remote file: its first record only
                 rec, _ = parse_record_at(mi.buf, 0, len(mi.buf), s, store.display(s.path))
         except InputError:
             continue
@@ -375,9 +381,12 @@ def hop(buf, pos: int, size: int, until: int) -> tuple[int, bool]:
     (zero/bad length or bad magic, the framing checks of :func:`parse_record_at`) before that."""
     unpack = _U32.unpack_from
     magic = F.MESSAGE_MAGIC_BYTES
+    fetch = ranged(buf)         # a remote file: each record's prefix and magic fetched before they are read
     while pos < until:
         if pos + 4 > size:
             return pos, False
+        if fetch:
+            need(buf, pos, 8)
         (length,) = unpack(buf, pos)
         if length < MIN_MESSAGE_LEN or length > size - pos - 4 or buf[pos + 4:pos + 8] != magic:
             return pos, False
@@ -390,7 +399,7 @@ def _segment_full(path: str, size: int, mtime_ns: int) -> bool:
     """Is this file an exactly-full chain (the live data goes on into the next file)?"""
     if size <= 0:
         return False
-    with map_input(path) as mi:
+    with map_input(path, ranged=True) as mi:       # a remote file: hop() fetches the prefixes it reads
         pos, ok = hop(mi.buf, 0, len(mi.buf), len(mi.buf))
         return ok and pos == len(mi.buf)
 

@@ -14,7 +14,7 @@ from typing import Iterator
 from formats import rocketmq as F
 from mqtool.diffcore import (Side, Tally, Unit, bytes_field, damaged_unit, diff_keyed, diff_log, row_fields,
                              same_file)
-from mqtool.io import map_input
+from mqtool.io import map_input, need
 from mqtool.rocketmq.indexfiles import iter_cq_units, read_index_file
 from mqtool.rocketmq.records import Blank, Message
 from mqtool.rocketmq.scan import End, SegmentScanner
@@ -30,6 +30,7 @@ def step(buf, p: int) -> int | None:
     """The boundary after the unit at ``p`` (TOTALSIZE), None where no sound unit starts."""
     if p + _HEAD.size > len(buf):
         return None
+    need(buf, p, _HEAD.size)            # a remote file: fetched where read
     total, magic = _HEAD.unpack_from(buf, p)
     if total <= 0 or magic not in _UNIT_MAGICS or p + total > len(buf):
         return None
@@ -57,7 +58,7 @@ def units(seg, start: int, stop: int | None = None) -> Iterator[Unit]:
 
 
 def _buffer_of(seg):
-    with map_input(seg.path) as mi:
+    with map_input(seg.path, ranged=True) as mi:  # a remote file: damaged_unit() fetches what it hashes
         return mi.buf
 
 

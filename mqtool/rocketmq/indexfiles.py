@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from formats import rocketmq as F
 from mqtool.errors import InputError, UsageError
 from mqtool.options import SizeDecision
-from mqtool.io import first_nonzero, last_nonzero, map_input, ranged, read_input
+from mqtool.io import first_nonzero, hold, last_nonzero, map_input, need, ranged, read_input
 from mqtool.plainclass import dataclass
 from mqtool.rocketmq import dispatch
 from mqtool.rocketmq.config import conf_int, read_broker_conf
@@ -58,10 +58,12 @@ def iter_cq_units(q: QueueFiles, include_zero: bool = False) -> Iterator[CqUnit]
     when ``include_zero``; the zero tail is never yielded)."""
     unit = F.CQ_STORE_UNIT_SIZE
     for seg in q.files:
-        with map_input(seg.path) as mi:
+        with map_input(seg.path, ranged=True) as mi:
             buf = mi.buf
             n = len(buf) // unit
             last = _last_nonzero_unit(buf, n, unit, mi.fileno() if mi.mapped else None)
+            need(buf, 0, (last + 1) * unit)         # a remote file: its units up to the last (not the zero tail)
+            hold(buf)
             first_index = seg.base // unit
             for i in range(last + 1):
                 off, size, tags = CQ_STRUCT.unpack_from(buf, i * unit)
@@ -79,7 +81,7 @@ def _last_nonzero_unit(buf, n: int, unit: int, fd: int | None = None) -> int:
 
 def cq_file_tail(seg_path: str) -> tuple[int, int]:
     """(file size, index of last non-zero unit) for a consumequeue file."""
-    with map_input(seg_path) as mi:
+    with map_input(seg_path, ranged=True) as mi:        # a remote file: last_nonzero fetches what it reads
         n = len(mi.buf) // F.CQ_STORE_UNIT_SIZE
         return len(mi.buf), _last_nonzero_unit(mi.buf, n, F.CQ_STORE_UNIT_SIZE,
                                                 mi.fileno() if mi.mapped else None)
@@ -238,6 +240,7 @@ def _slots_out_of_range(buf, slots: int, top: int, fd: int | None = None) -> int
             break
         p = nz - (nz - start) % F.INDEX_SLOT_SIZE
         q = min(end, p + step)
+        need(buf, p, q - p)                 # a remote file: fetched where read
         chunk = buf[p:q]
         p = q
         bad += _count_outside(chunk, top)
@@ -279,9 +282,16 @@ def _misfits(buf, slots: int, count: int, fd: int | None = None) -> tuple[int, i
     base = F.INDEX_HEADER_SIZE + slots * F.INDEX_SLOT_SIZE
     n = count - 1
     newest = range(max(1, n - _SAMPLE + 1), n + 1)
+    # a remote file: fetched where read (entry 0 and the first sample, the newest, the slots they hash to);
+    # the samples are read again after the slot table: kept fetched meanwhile
+    for at, k in ((base, min(n, _SAMPLE) + 1), (base + newest.start * F.INDEX_ENTRY_SIZE, len(newest))):
+        need(buf, at, k * F.INDEX_ENTRY_SIZE)
+        hold(buf, at, k * F.INDEX_ENTRY_SIZE)
     bad = 1 if any(buf[base:base + F.INDEX_ENTRY_SIZE]) else 0
     for k in newest:
         kh = IDX_ENTRY.unpack_from(buf, base + k * F.INDEX_ENTRY_SIZE)[0]
+        if kh >= 0:
+            need(buf, F.INDEX_HEADER_SIZE + (kh % slots) * F.INDEX_SLOT_SIZE, F.INDEX_SLOT_SIZE)
         head = _int32(buf, F.INDEX_HEADER_SIZE + (kh % slots) * F.INDEX_SLOT_SIZE) if kh >= 0 else -1
         if head < k or head > n:
             bad += 1
@@ -302,8 +312,9 @@ def _file_candidates(path: str, size: int) -> list[tuple[int, int]] | None:
     reaches it) and the reading that puts the file's last non-zero byte into entry indexCount−1 (the last
     entry written; nothing after it is ever written)."""
     body = size - F.INDEX_HEADER_SIZE
-    with map_input(path) as mi:
+    with map_input(path, ranged=True) as mi:        # a remote file: fetched where read (need, last_nonzero)
         buf = mi.buf
+        mi.need(0, F.INDEX_HEADER_SIZE)
         count = IDX_HEADER.unpack_from(buf, 0)[IDX_HEADER_NAMES.index("indexCount")]
         if count < 2 or count * F.INDEX_ENTRY_SIZE + F.INDEX_SLOT_SIZE > body:
             return None
@@ -488,14 +499,16 @@ def index_geometries(paths: list[str], opts=None) -> IndexGeometries:
     return IndexGeometries({z: _decide(z, fs, given, given_from) for z, fs in groups.items()}, sizes)
 
 
-def read_index_file(path: str, geometry: Geometry | None = None) -> IndexFileView:
+def read_index_file(path: str, geometry: Geometry | None = None, entries: bool = True) -> IndexFileView:
     """An index file with the given geometry (decided by :func:`index_geometries`; this file alone when
-    none is given)."""
+    none is given). Of a remote file the header is fetched, and with ``entries`` the slot table and the
+    entries in use (what the view's readers read); not the unused rest of a file being filled."""
     # Mapped (not read): a huge or sparse file named like an index costs no memory.
     if geometry is None:
         geometry = index_geometries([path]).of(path)
-    with map_input(path) as mi:
+    with map_input(path, ranged=True) as mi:
         data = mi.buf
+        mi.need(0, F.INDEX_HEADER_SIZE)
     size = len(data)
     if size >= F.INDEX_HEADER_SIZE:
         header = dict(zip(IDX_HEADER_NAMES, IDX_HEADER.unpack_from(data, 0)))
@@ -504,7 +517,12 @@ def read_index_file(path: str, geometry: Geometry | None = None) -> IndexFileVie
     s, n = geometry.slots, geometry.entries
     if s is None or F.index_file_size(s, n) != size:
         s = n = None
-    return IndexFileView(path, size, header, s, n, data, geometry)
+    view = IndexFileView(path, size, header, s, n, data, geometry)
+    if entries and s is not None:
+        used = view.entry_position(view.entry_count + 1)
+        need(data, 0, used)
+        hold(data, 0, used)         # a remote file: kept fetched while the view lives
+    return view
 
 
 def read_checkpoint(path: str) -> dict:

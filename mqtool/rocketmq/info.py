@@ -181,7 +181,7 @@ def _index(s: RocketStore, b: InfoBuilder, opts: InfoOptions) -> None:
            if g is not None and g.slots else "unknown", "; ".join(geos.warnings()) or None)
     for p in s.index_files:
         try:
-            v = indexfiles.read_index_file(p, geos.of(p))
+            v = indexfiles.read_index_file(p, geos.of(p), entries=False)   # the header only
         except Exception as e:
             b.note(f"{p}: unreadable ({e})")
             continue

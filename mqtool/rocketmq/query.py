@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 
 from formats import rocketmq as F
 from mqtool.errors import InputError, NotAStoreError, UsageError
-from mqtool.io import map_input, need_unit
+from mqtool.io import first_nonzero, map_input, need_unit
 from mqtool.options import QueryOptions, ScanStats
 from mqtool.rocketmq import msgid as ids
 from mqtool.rocketmq.indexfiles import (IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES, Geometry, index_geometries,
@@ -537,7 +537,7 @@ def _by_offset(store, reader, opts, stats):
         yield row
         return
     pos = off - seg.base
-    for ev in SegmentScanner(seg).events():
+    for ev in _walk_to(seg, pos):
         if isinstance(ev, Message):
             if ev.position <= pos < ev.position + ev.size:
                 row = ev.to_row(opts.body)
@@ -555,6 +555,24 @@ def _by_offset(store, reader, opts, stats):
                          f"of {ev.length} bytes ({ev.code}: {ev.message})")
             return
     _note(stats, f"offset {off} lies after the end of data in {seg.path}")
+
+
+def _walk_to(seg: Segment, pos: int) -> Iterator:
+    """The events of the walk of ``seg`` from a unit boundary at or before ``pos`` on: no unit is longer than
+    the largest message, so the walk of the range that begins that far before ``pos`` (SegmentScanner's range
+    mode, whose events from its first unit on are the whole segment walk's) is enough when its first event
+    starts at or before ``pos``; else (damage or a fill reaching back further, or no unit found) the segment is
+    walked from its start. A remote segment is fetched from there, not from its start."""
+    jump = max(0, pos - F.DEFAULT_MAX_MESSAGE_SIZE + 1)
+    if jump:
+        events = SegmentScanner(seg, start=jump).events()
+        first = next(events, None)
+        if first is not None and first.position <= pos:
+            yield first
+            yield from events
+            return
+        events.close()
+    yield from SegmentScanner(seg).events()
 
 
 # -- by queue position --
@@ -617,8 +635,9 @@ def _by_queue(store, reader, opts, stats):
                 break
             mi = maps.get(f.path)
             if mi is None:
-                mi = maps[f.path] = map_input(f.path)
+                mi = maps[f.path] = map_input(f.path, ranged=True)     # a remote file: fetched where read
             pos = byte - f.base
+            mi.need(pos, _CQ)
             unit = mi.buf[pos:pos + _CQ]
             if len(unit) < _CQ:
                 break
@@ -627,8 +646,7 @@ def _by_queue(store, reader, opts, stats):
             tcode = int.from_bytes(unit[12:20], "big", signed=True)
             where = f"{f.path}@{pos}"
             if phy == 0 and size == 0 and tcode == 0:
-                rest = mi.buf[pos:]
-                if rest.count(0) == len(rest) and f is q.files[-1]:
+                if f is q.files[-1] and first_nonzero(mi.buf, pos, len(mi.buf)) < 0:
                     _note(stats, f"{where}: the queue ends before queue offset {n}")
                     break
                 _note(stats, f"{where}: queue offset {n} has no unit (a hole: not dispatched, or zeroed)")

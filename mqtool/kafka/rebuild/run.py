@@ -51,7 +51,7 @@ def run_rebuild(path: Path, opts):
                     counts["segments"] += 1
                     active = i == len(part.segments) - 1
                     try:
-                        with map_input(seg.log) as m:
+                        with map_input(seg.log, ranged=True) as m:  # remote: scan() fetches what it reads
                             res = recover_segment(m.buf, str(seg.log), seg.base_offset, interval, True, txn,
                                                   fd=m.fileno() if m.mapped else None)
                     except InputError as e:       # a FIFO, device, directory... where a segment should be

@@ -25,7 +25,7 @@ class LogChecks:
         path = seg.log
         rec = Recoverer(seg.base_offset, self.interval, txn)
         gaps = 0
-        with map_input(path) as m:
+        with map_input(path, ranged=True) as m:     # a remote file: scan() fetches what it reads
             buf = m.buf
             seen.size = len(buf)
             self.stats["bytes"] += len(buf)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from mqtool.errors import InputError
 from mqtool.findings import ERROR, INFO, WARNING, Finding
-from mqtool.io import map_input, open_input, read_input
+from mqtool.io import map_input, open_input, pread_input, read_input
 from mqtool.rocketmq.indexfiles import CQ_STRUCT, IDX_ENTRY, IDX_HEADER, IDX_HEADER_NAMES
 from mqtool.rocketmq.store import RocketStore
 from mqtool.rocketmq.rebuild import index as _index
@@ -137,7 +137,7 @@ class CompareSink:
         for key, path in sorted(self.disk_cq.items()):
             if key in self.seen_cq:
                 continue
-            with map_input(path) as mi:
+            with map_input(path) as mi:     # whole (every unit is counted): a consume queue file is small
                 n = _count_units(mi.buf)
                 last = _last_nonzero_unit(mi.buf)
                 last_unit = CQ_STRUCT.unpack_from(mi.buf, last * UNIT) if last >= 0 else None
@@ -277,7 +277,7 @@ class _DiskReader:
     CHUNK = 8 << 20
 
     def __init__(self, fh, path: str, cap: int):
-        self.fd, self.path = fh.fileno(), path
+        self.fh, self.fd, self.path = fh, fh.fileno(), path
         try:
             self.size = min(os.fstat(self.fd).st_size, cap)
         except OSError as e:
@@ -288,7 +288,7 @@ class _DiskReader:
         out = bytearray()
         while len(out) < n:
             try:
-                got = os.pread(self.fd, min(n - len(out), self.CHUNK), at + len(out))
+                got = pread_input(self.fh, min(n - len(out), self.CHUNK), at + len(out))    # remote: fetched
             except OSError as e:
                 raise InputError(f"read failed: {e.strerror or e}", self.path) from None
             if not got:

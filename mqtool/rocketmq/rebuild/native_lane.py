@@ -16,7 +16,7 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool import native, schemacache
-from mqtool.io import map_input
+from mqtool.io import first_nonzero, map_input, ranged
 from mqtool.pages import PageWindow
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
@@ -230,8 +230,8 @@ def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_
     read ``buf`` only inside it); it may give the :class:`~mqtool.pages.PageWindow` class the walk uses.
     """
     for seg in segments:
-        with map_input(seg.path) as mi:
-            if segment_hook is None:
+        with map_input(seg.path, ranged=True) as mi:   # a remote file: the walk's PageWindow fetches ahead of it
+            if segment_hook is None or ranged(mi.buf):  # (workers parsing ahead would read past what is fetched)
                 pos = yield from _fast_walk(seg, mi.buf, max_size, lane)
             else:
                 with segment_hook(seg, mi.buf) as window:
@@ -267,7 +267,7 @@ def _fast_walk(seg: Segment, buf, max_size: int, lane=None, window=None):
     min_size = F.MIN_MESSAGE_SIZE
     end = len(buf)
     pos = 0
-    win = (window or PageWindow)(buf)      # bounded RSS: only bytes copies leave this loop; pages behind released
+    win = (window or PageWindow)(buf, unit=max_size)    # bounded RSS: only bytes copies leave this loop; pages behind released
     while pos + _HEAD_SIZE <= end:
         if pos >= win.next_at:
             win.advance(pos)
@@ -294,7 +294,7 @@ def _fast_walk(seg: Segment, buf, max_size: int, lane=None, window=None):
             return pos
         yield phys, total, buf[tp:tp + tl], qid, qoff, sysflag, store_ts, buf[pp:stop]
         pos = stop
-    if pos >= end or not any(buf[pos:end]):
+    if pos >= end or first_nonzero(buf, pos, end) < 0:
         return None
     return pos
 
