@@ -304,6 +304,7 @@ def _read_exactly(f, size: int, path: str) -> bytes:
 
 _ZERO_CHUNK = 1 << 20
 _ZEROS = bytes(_ZERO_CHUNK)
+_TAIL_PEEK = 64 << 10     # last_nonzero's first look at the end of the data
 
 
 def _data_start(fd: int | None, pos: int, end: int) -> int:
@@ -373,7 +374,19 @@ def first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
 
 
 def last_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
-    """Position of the last non-zero byte in ``buf[start:end]``, or -1 (chunked, from the end)."""
+    """Position of the last non-zero byte in ``buf[start:end]``, or -1 (chunked, from the end).
+
+    Data usually ends with non-zero bytes: the last :data:`_TAIL_PEEK` bytes before the end of the data (the
+    last data region of a sparse file) are looked at first; only when they are all zero is the range searched
+    from its first non-zero byte on, a chunk at a time (a queue file's mostly empty first MiB is not copied)."""
+    tail = _last_data_end(fd, start, end)
+    p = max(start, tail - _TAIL_PEEK)
+    if p < tail:
+        if ranged(buf):
+            need(buf, p, tail - p)
+        chunk = buf[p:tail]
+        if chunk != _ZEROS[:tail - p]:
+            return p + len(chunk.rstrip(b"\x00")) - 1
     first = first_nonzero(buf, start, end, fd)
     if first < 0:
         return -1

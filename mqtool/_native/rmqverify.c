@@ -588,12 +588,31 @@ static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_s
  * entry, and the slots in use are the non-empty buckets. The entry pass touches its bucket's newest entry at
  * random: the buckets IDX_AHEAD entries on are computed first and prefetched. */
 #define IDX_AHEAD 16
+
+/* The whole pages of fresh zeroed memory [p, p + len) made present and writable in one call: the entry pass
+ * reads a bucket before it writes it, which otherwise costs two faults per page (the shared zero page, then
+ * the copy) -- ~10,000 for 5 M slots. Contents unchanged; ignored where refused (a kernel without it). */
+static void populate_zeroed(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), b = ((uintptr_t)p + len) & ~(pg - 1);
+    if (b > a)
+        (void)madvise((void *)a, (size_t)(b - a), MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)len;
+#endif
+}
+
 static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py_ssize_t n,
                       Py_ssize_t *nonempty_out, Py_ssize_t *unreached_out)
 {
     Py_ssize_t nonempty = 0, unreached = 0;
     int32_t *newest = slots <= XMAXSLOTS ? PyMem_RawCalloc((size_t)slots, sizeof(int32_t)) : NULL;
     if (newest == NULL && slots <= XMAXSLOTS) return -1;
+    if (newest != NULL)
+        populate_zeroed(newest, (size_t)slots * sizeof(int32_t));
     int linked = n <= INT32_MAX && slots <= XMAXSLOTS;
     int64_t ring[IDX_AHEAD];                        /* bucket of entry k at ring[k % IDX_AHEAD] */
     for (Py_ssize_t k = 1; k <= n && k <= IDX_AHEAD && linked; k++) {
