@@ -319,8 +319,11 @@ class Prestart:
     def __init__(self, lib, seg: Segment, max_size: int, jobs: int, chunk_bytes: int, pool=None,
                  with_index: bool = True):
         self.seg, self.max_size, self.jobs_n = seg, max_size, jobs
-        self._map = map_input(seg.path)
+        self._map = map_input(seg.path, ranged=True)
         self.buf = self._map.__enter__().buf
+        if ranged(self.buf):    # a remote file: the walk fetches as it goes; workers ahead would read unfetched
+            self._map.__exit__(None, None, None)        # bytes (and a whole-file map would fetch all of it)
+            raise _Remote(seg.path)
         if pool is None:
             from concurrent.futures import ThreadPoolExecutor   # (here: only a rebuild with workers needs it)
 
@@ -368,7 +371,14 @@ def prestart(segments: list[Segment], max_size: int, jobs: int | None = None,
     chunk_bytes = CHUNK_BYTES if chunk_bytes is None else max(1, chunk_bytes)
     if lib is None or jobs < 2 or not segments or segments[0].size <= chunk_bytes:
         return None         # (a segment of one range: nothing to overlap, and a small one would be read twice)
-    return Prestart(lib, segments[0], max_size, jobs, chunk_bytes)
+    try:
+        return Prestart(lib, segments[0], max_size, jobs, chunk_bytes)
+    except _Remote:
+        return None
+
+
+class _Remote(Exception):
+    """A segment of a remote store: nothing is parsed ahead of the walk (see :class:`Prestart`)."""
 
 
 class SharedState:
