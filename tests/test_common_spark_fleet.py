@@ -406,3 +406,21 @@ def test_kafka_and_litemq_column_lanes_push_filters_and_prune(spark, family, whe
                   for r in mod.iter_range_rows(rng, DumpOptions()))
     df = spark.read.format("mqtool").option("format", family).schema("store string, position long, size long")
     assert sorted(map(tuple, df.load(paths).collect())) == rows
+
+
+def test_quiet_log4j_file_is_named_by_its_text(tmp_path, monkeypatch):
+    """The log4j2 file that keeps Spark's chatter off the terminal is shared by every mqtool process of a user:
+    one with other text (another mqtool version) lives under another name, so neither rewrites the other's
+    file while a JVM is about to read it."""
+    import tempfile
+
+    from mqtool.spark import session
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = session._quiet_log4j()
+    assert open(mine, encoding="utf-8").read() == session._LOG4J
+    monkeypatch.setattr(session, "_LOG4J", session._LOG4J + "# another version\n")
+    theirs = session._quiet_log4j()
+    assert theirs != mine and open(theirs, encoding="utf-8").read() == session._LOG4J
+    monkeypatch.undo()
+    assert open(mine, encoding="utf-8").read() == session._LOG4J     # untouched by the other version

@@ -346,7 +346,12 @@ def _quiet_log4j() -> str:
     import tempfile
 
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = os.path.join(tempfile.gettempdir(), f"mqtool-log4j2-{uid}.properties")
+    import zlib
+
+    # named by its text too: another mqtool version (another venv, a worktree) keeps its own file instead of
+    # rewriting this one while a JVM of ours is about to read it
+    tag = f"{zlib.crc32(_LOG4J.encode('utf-8')):08x}"
+    path = os.path.join(tempfile.gettempdir(), f"mqtool-log4j2-{uid}-{tag}.properties")
     from mqtool.errors import MqToolError
     from mqtool.io import read_input, write_atomic
 
