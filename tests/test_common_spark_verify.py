@@ -162,3 +162,26 @@ def test_kafka_per_segment_tasks_on_generated_and_damaged_partitions(run_cli, sp
 def test_litemq_small_ranges(run_cli, spark):  # noqa: F811
     """LiteMQ verify as range tasks of 4 KiB (several per commitlog file, each hopping to its first record)."""
     same(run_cli, "store", *_stores("litemq"), split="4K")
+
+
+def test_stores_in_several_jobs_when_their_tables_exceed_the_budget(run_cli, spark, monkeypatch):  # noqa: F811
+    """A run whose results would hold more than JOB_DRIVER_BYTES on the driver (RocketMQ's cross-reference
+    tables) runs in several jobs, each when the merge reaches it: the same output as embedded."""
+    from mqtool.spark import verify as SV
+
+    runs = []
+    run = SV._Job.run
+
+    def counted(job):
+        runs.append(len(job.planned))
+        return run(job)
+
+    monkeypatch.setattr(SV._Job, "run", counted)
+    monkeypatch.setattr(SV, "JOB_DRIVER_BYTES", 1)
+    paths = _stores("rocketmq")[:3] + _stores("kafka")[:1]
+    same(run_cli, "store", *paths)
+    assert runs == [1, 1, 1, 1]            # one store a job (a store alone may exceed the budget)
+    runs.clear()
+    monkeypatch.setattr(SV, "JOB_DRIVER_BYTES", 512 << 20)
+    same(run_cli, "store", *paths)
+    assert runs == [4]
