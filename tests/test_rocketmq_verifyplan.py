@@ -5,8 +5,10 @@ per-entry Python loop of the consume-queue and index checks is counted wherever 
 store they run exactly where the embedded verify runs them (the range tasks bring the commitlog pass's
 cross-reference table back and the driver checks the files against it, as the embedded verify does): on no
 index file and on no queue the table proves clean, only on those it does not cover (the schedule topic's and
-LMQ queues, and here one queue of messages the table does not prove). Ranges that bring no table back (an executor without the compiled lane) send the files
-to tasks, with the same findings."""
+LMQ queues, and here one queue of messages the table does not prove). Ranges that bring no table back (an
+executor without the compiled lane) send the files to tasks, with the same findings. A store of at most
+WHOLE_STORE_MAX bytes of commitlog is one task (the embedded verify itself) unless a split size is asked for;
+the tests of the ranges set it to 0."""
 from __future__ import annotations
 
 import json
@@ -99,6 +101,7 @@ def _real_stores() -> list[Path]:
 
 
 def test_clean_store_loops_only_where_embedded_does(monkeypatch):
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
     store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
     plan = VP.plan("store", str(store), VerifyOptions())
     queues = [qf.topic for qf in plan.store.queues()]
@@ -124,7 +127,8 @@ def test_clean_store_loops_only_where_embedded_does(monkeypatch):
 
 
 @pytest.mark.parametrize("strip_tables", [False, True])
-def test_every_real_store_and_part(strip_tables):
+def test_every_real_store_and_part(strip_tables, monkeypatch):
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
     for p in _real_stores():
         for part in ("store", "commitlog", "consumequeue", "index"):
             runner = same(p, part, strip_tables=strip_tables, split_size=64 << 10)
@@ -132,7 +136,19 @@ def test_every_real_store_and_part(strip_tables):
                 assert runner.follow_ups == 0, p         # nothing checked again in another job
 
 
-def test_cut_commitlog_without_tables(tmp_path):
+def test_small_store_is_one_task_unless_a_split_size_is_asked_for():
+    for p in _real_stores():
+        for part in ("store", "commitlog", "consumequeue", "index"):
+            plan = VP.plan(part, str(p), VerifyOptions())
+            if plan.store.segments:        # (a store of only queue files has no commitlog to size)
+                assert [fn for fn, _, _ in plan.tasks] == [VP.whole_task], (p, part)
+                assert same(p, part).follow_ups == 0
+            plan = VP.plan(part, str(p), VerifyOptions(split_size=1 << 20))
+            assert VP.whole_task not in [fn for fn, _, _ in plan.tasks]
+
+
+def test_cut_commitlog_without_tables(tmp_path, monkeypatch):
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
     """Units past the end of data (cq-dangling) when the files go to tasks (ranges without tables): the
     queues are checked with the end known, the index files in one more job, as embedded."""
     store = tmp_path / "store"
