@@ -145,7 +145,7 @@ class StorePlan:
         if store.segments and size <= WHOLE_STORE_MAX and not opts.split_size and not opts.salvage_out:
             self.xref = False
             self._add("whole", None, whole_task, (store, part, dataclasses.replace(plain, jobs=1, progress=False)),
-                      size + sum(_size(p) for p in store.index_files) * INDEX_COST)
+                      size)          # (the file checks are compiled: the commitlog read dominates)
             return
         # verify store: the ranges bring their cross-reference tables back, the file checks run against them
         self.xref = (part == "store" and bool(store.segments) and not opts.salvage_out
