@@ -103,15 +103,17 @@ def test_damaged_copies(run_cli, spark, tmp_path, family, store):  # noqa: F811
     assert code == 1 and '"severity": "error"' in out.replace('"severity":"error"', '"severity": "error"')
 
 
-def test_cq_past_end_of_data_is_checked_again(run_cli, spark, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("split", [None, "64K"])
+def test_cq_past_end_of_data_is_checked_again(run_cli, spark, tmp_path, split):  # noqa: F811
     """A commitlog cut short: consume-queue units past the new end of data are ``cq-dangling`` (the queue
-    is checked a second time once the end is known), the same findings as embedded."""
+    is checked a second time once the end is known), the same findings as embedded -- as one task, and as
+    ranges whose tables the driver checks the queues against."""
     store = tmp_path / "store"
     shutil.copytree(require_realdata("rocketmq", "gen-5.1.4-clean", "store"), store)
     seg = sorted((store / "commitlog").iterdir())[-1]
     data = seg.read_bytes()
     seg.write_bytes(data[:len(data) // 3] + bytes(len(data) - len(data) // 3))
-    code, out, _ = same(run_cli, "store", str(store))
+    code, out, _ = same(run_cli, "store", str(store), split=split)
     assert code == 1 and "cq-dangling" in out
 
 
@@ -200,3 +202,26 @@ def test_kafka_rechecks_run_on_executors(run_cli, spark, tmp_path, monkeypatch):
 def test_litemq_small_ranges(run_cli, spark):  # noqa: F811
     """LiteMQ verify as range tasks of 4 KiB (several per commitlog file, each hopping to its first record)."""
     same(run_cli, "store", *_stores("litemq"), split="4K")
+
+
+def test_stores_in_several_jobs_when_their_tables_exceed_the_budget(run_cli, spark, monkeypatch):  # noqa: F811
+    """A run whose results would hold more than JOB_DRIVER_BYTES on the driver (RocketMQ's cross-reference
+    tables) runs in several jobs, each when the merge reaches it: the same output as embedded."""
+    from mqtool.spark import verify as SV
+
+    runs = []
+    run = SV._Job.run
+
+    def counted(job):
+        runs.append(len(job.planned))
+        return run(job)
+
+    monkeypatch.setattr(SV._Job, "run", counted)
+    monkeypatch.setattr(SV, "JOB_DRIVER_BYTES", 1)
+    paths = _stores("rocketmq")[:3] + _stores("kafka")[:1]
+    same(run_cli, "store", *paths, split="40K")   # (ranges: a small store without a split size is one task)
+    assert runs == [1, 1, 1, 1]            # one store a job (a store alone may exceed the budget)
+    runs.clear()
+    monkeypatch.setattr(SV, "JOB_DRIVER_BYTES", 512 << 20)
+    same(run_cli, "store", *paths, split="40K")
+    assert runs == [4]

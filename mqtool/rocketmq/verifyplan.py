@@ -1,11 +1,21 @@
 """RocketMQ verify as independent tasks plus an in-order merge (the family side of :mod:`mqtool.spark.verify`).
 
-Tasks (each runs anywhere the store's files can be read, e.g. a Spark executor):
+A store of at most :data:`WHOLE_STORE_MAX` bytes of commitlog (no ``--split-size`` asked for, no
+``--salvage-out``) is one task: the embedded verify itself, its findings and summary handed back. Bigger ones
+are cut into tasks (each runs anywhere the store's files can be read, e.g. a Spark executor):
 
 * the commitlog checks over byte ranges (:func:`mqtool.rocketmq.ranges.verify_range_task`, the task of
   ``verify --jobs``), or for ``verify consumequeue|index`` the light dispatch pass per segment;
 * one task per consume queue: every unit against the message it points at (the commitlog read at random);
 * one task per index file: header, slots, chains and every entry against its message.
+
+For ``verify store`` with the compiled lane (on the driver and the executors) the queue and index tasks are
+not planned: the range tasks hand back their cross-reference tables (``Xref.export()``, what the commitlog
+pass saw of each message, as ``verify --jobs`` does), the merge appends them in commitlog order and the
+consumequeue and index checks run on the driver against that table as the embedded verify runs them (a
+file the table proves clean costs no per-entry loop; only a file it cannot prove takes the Python loop,
+there as embedded). A range that comes back without a table (an executor without the compiled lane) sends
+the queue and index files to the executors as the tasks above, in one more job.
 
 The merge is the embedded :func:`mqtool.rocketmq.verify.verify_store` itself, given a runner that hands back
 what the tasks found (``imap`` for the ranges, ``dispatch_pass``, ``each_file``), so the findings, their
@@ -27,7 +37,7 @@ from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq import verify as V
 from mqtool.rocketmq.ops import verify_target
 from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
-from mqtool.rocketmq.verify import verify_range_task
+from mqtool.rocketmq.verify import native_lane, verify_range_task
 from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.store import RocketStore, cq_filter
 
@@ -38,6 +48,19 @@ from mqtool.rocketmq.store import RocketStore, cq_filter
 QUEUE_COST = 200
 INDEX_COST = 60
 DISPATCH_COST = 1
+# A store whose commitlog is at most this (and no --split-size asked for) is verified whole by one task: the
+# embedded verify on one core, no table shipped back, nothing left for the driver but the findings. Measured
+# (docs/spark.md, warm local[2]): a tiny store costs ~0.06 s as one task against ~0.16 s as ranges and a
+# driver merge; at 256 MiB one task took 0.16 s, ranges 0.24 s (a bigger store gains from its ranges on
+# several cores).
+WHOLE_STORE_MAX = 256 << 20
+
+
+def whole_task(args):
+    """The embedded verify of a whole store in one task: (findings, summary)."""
+    store, part, opts = args
+    findings, summary_fn = V.verify_store(store, part, opts)
+    return list(findings), summary_fn()
 
 
 def dispatch_task(args):
@@ -117,24 +140,35 @@ class StorePlan:
         plain = self.plain = dataclasses.replace(opts, runner=None)
         self.tasks: list = []
         self.kinds: list = []          # (kind, key) per task
+        self.driver_bytes = 0
+        size = sum(s.size for s in store.segments)
+        if store.segments and size <= WHOLE_STORE_MAX and not opts.split_size and not opts.salvage_out:
+            self.xref = False
+            self._add("whole", None, whole_task, (store, part, dataclasses.replace(plain, jobs=1, progress=False)),
+                      size)          # (the file checks are compiled: the commitlog read dominates)
+            return
+        # verify store: the ranges bring their cross-reference tables back, the file checks run against them
+        self.xref = (part == "store" and bool(store.segments) and not opts.salvage_out
+                     and native_lane.new_xref(store.segments) is not None)
         if part in ("store", "commitlog") and store.segments:
             split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
             for r in split_segments(FAMILY, store.path, store.segments, split):
-                self._add("range", r.index, verify_range_task, (r, plain), r.length)
+                self._add("range", r.index, verify_range_task, (r, plain, True) if self.xref else (r, plain),
+                          r.length)
         elif part in ("consumequeue", "index"):
             for s in store.segments:
                 self._add("dispatch", s.path, dispatch_task, (s, plain), s.size * DISPATCH_COST)
+        # what its results hold on the driver (mqtool.spark.verify.JOB_DRIVER_BYTES): the tables, ~40 bytes a
+        # message (3.3 % of the bench store's commitlog), estimated as 1/16 of the commitlog
+        self.driver_bytes = sum(s.size for s in store.segments) // 16 if self.xref else 0
+        if self.xref:
+            return
         if part in ("store", "consumequeue"):
             for qf in store.queues(*cq_filter(store)):
                 self._add("queue", _qkey(qf), queue_task, (store, plain, qf, None, None),
                           sum(_size(f.path) for f in qf.files) * QUEUE_COST)
         if part in ("store", "index") and store.index_files:
-            cp = None
-            if store.checkpoint:
-                try:
-                    cp = indexfiles.read_checkpoint(store.checkpoint)
-                except Exception:           # as the embedded check: an unreadable checkpoint is no input
-                    cp = None
+            cp = _checkpoint(store)
             geos = indexfiles.index_geometries(store.index_files, opts)
             for p in store.index_files:
                 self._add("index", p, index_task, (store, plain, p, cp, geos.of(p)), _size(p) * INDEX_COST)
@@ -144,11 +178,40 @@ class StorePlan:
         self.kinds.append((kind, key))
 
     def merge(self, results: list, runner):
+        if self.kinds and self.kinds[0][0] == "whole":
+            findings, summary = results[0]
+            return iter(findings), lambda: summary
         got: dict = {}
         for (kind, key), res in zip(self.kinds, results):
             got.setdefault(kind, {})[key] = res
-        opts = dataclasses.replace(self.opts, runner=_Replay(self, got, runner))
+        replay = _Replay(self, got, runner)
+        if self.xref:
+            replay.xref = _merged_xref(self.store, [got["range"][k] for k in sorted(got.get("range", {}))])
+        opts = dataclasses.replace(self.opts, runner=replay)
         return V.verify_store(self.store, self.part, opts)
+
+
+def _checkpoint(store):
+    if store.checkpoint:
+        try:
+            return indexfiles.read_checkpoint(store.checkpoint)
+        except Exception:           # as the embedded check: an unreadable checkpoint is no input
+            return None
+    return None
+
+
+def _merged_xref(store, ranges: list):
+    """The ranges' cross-reference tables appended in commitlog order (as ``verify --jobs`` merges them), each
+    export dropped once merged; None when a range brought none back (then the file checks go to tasks)."""
+    xref = native_lane.new_xref(store.segments)
+    if xref is None:
+        return None
+    for res in ranges:
+        blob, res.xref = res.xref, None
+        if blob is None:
+            return None
+        xref.merge(blob)
+    return xref
 
 
 class _Replay:
@@ -160,6 +223,7 @@ class _Replay:
         self.plan = plan
         self.got = got
         self.runner = runner
+        self.xref = None          # the merged cross-reference table (verify store, compiled lane)
 
     def imap(self, fn, items):
         items = list(items)
@@ -183,12 +247,17 @@ class _Replay:
                 ctx.data_end = end
 
     def each_file(self, kind, ctx, items, reader, check):
+        if self.xref is not None:
+            # the embedded checks, here against the merged table (the commitlog pass ran as ranges)
+            ctx.xref = self.xref
+            yield from V._each_file(ctx, items, reader, check)
+            return
         try:
             items = list(items)
             if kind == "queue":
                 yield from self._queues(ctx, items, reader, check)
             else:
-                res = self.got.get("index", {})
+                res = self._index_results(ctx, items)
                 for p in items:
                     if p not in res:
                         yield from V._each_file(ctx, [p], None, check)
@@ -199,6 +268,19 @@ class _Replay:
         finally:
             if reader is not None:
                 reader.close()
+
+    def _index_results(self, ctx, items) -> dict:
+        """The index tasks' results; files not planned as tasks (their ranges brought no table back) are run
+        as tasks now, in one job."""
+        res = self.got.get("index", {})
+        todo = [p for p in items if p not in res]
+        if todo and ctx.store.segments:
+            plain, cp = self.plan.plain, _checkpoint(ctx.store)
+            geos = indexfiles.index_geometries(ctx.store.index_files, plain)
+            tasks = [(ctx.store, plain, p, cp, geos.of(p)) for p in todo]
+            res = dict(res)
+            res.update(zip(todo, self.runner.imap(index_task, tasks)))
+        return res
 
     def _queues(self, ctx, items, reader, check):
         res = self.got.get("queue", {})
@@ -220,7 +302,7 @@ class _Replay:
             for f in found:
                 ctx.summary.add(f)
                 yield f
-            if key not in redone and complete and reader is not None:
+            if last is not None and complete and reader is not None:     # (a first-pass result)
                 yield from V._cq_behind(ctx, qf, last)
 
 

@@ -4,9 +4,11 @@ Each family plans its verify as independent tasks (``mqtool.<family>.verifyplan`
 opts)`` → an object with ``tasks``, a list of ``(function, argument, weight)`` with module-level picklable
 functions, and ``merge(results, runner)`` → ``(findings, summary_fn)`` exactly as ``ops.verify`` gives them):
 
-* RocketMQ: commitlog byte ranges, one task per consume queue, one per index file (cross-file checks read
-  the commitlog at random on the executor); a queue with units past the end of data is checked again in one
-  more small job once the end is known;
+* RocketMQ: a store of at most ``WHOLE_STORE_MAX`` of commitlog is one task (the embedded verify); else
+  commitlog byte ranges; for ``verify store`` they bring back the commitlog pass's cross-reference
+  table and the driver checks the consume queues and index files against it (compiled), else one task per
+  consume queue and one per index file (cross-file checks read the commitlog at random on the executor; a
+  queue with units past the end of data is checked again in one more small job once the end is known);
 * Kafka: one task per segment (its ``.log`` pass and its index files against it) and per KRaft snapshot; a
   segment whose checks depend on the segments before it (offsets overlapping them, transactions open into
   it) is checked again in one more small job, with the start state the first results imply; the driver
@@ -17,7 +19,9 @@ functions, and ``merge(results, runner)`` → ``(findings, summary_fn)`` exactly
   end) and runs the consume-queue, marker and index checks against the live records.
 
 The tasks of all stores are packed, in order, into partitions of about equal estimated cost (``weight``) and
-run as one job; the results come back in order and each store's merge replays them through the embedded
+run as one job (several, one after the other as the merge reaches them, when the results the driver would
+hold -- a plan's optional ``driver_bytes`` estimate, e.g. RocketMQ's tables -- exceed
+:data:`JOB_DRIVER_BYTES`); the results come back in order and each store's merge replays them through the embedded
 verify code, so the findings (codes, severities, positions, messages, order, ids and causes given by the
 CLI's linker) and the summary are those of ``--engine local``.
 """
@@ -29,6 +33,9 @@ from mqtool.errors import MqToolError
 
 # Partitions per core of the cluster at most (more, smaller tasks balance better; each costs ~10 ms on Spark).
 PARTITIONS_PER_CORE = 4
+# What the results of one job may hold on the driver at most (plans' ``driver_bytes``; one store is one job
+# whatever its size): the stores of a bigger run go in several jobs, each run when the merge reaches it.
+JOB_DRIVER_BYTES = 512 << 20
 
 
 class Planned:
@@ -36,6 +43,35 @@ class Planned:
 
     def __init__(self, path, family=None, plan=None, error=None, start=0):
         self.path, self.family, self.plan, self.error, self.start = path, family, plan, error, start
+        self.job = None
+        self.results = None
+
+
+class _Job:
+    """The tasks of consecutive stores, run as one Spark job the first time one of them is merged."""
+
+    def __init__(self, spark, part: str, runner):
+        self.spark, self.part, self.runner = spark, part, runner
+        self.planned: list[Planned] = []
+        self.tasks: list = []
+        self.driver_bytes = 0
+
+    def add(self, p: Planned) -> None:
+        p.start, p.job = len(self.tasks), self
+        self.planned.append(p)
+        self.tasks.extend(p.plan.tasks)
+        self.driver_bytes += getattr(p.plan, "driver_bytes", 0)
+
+    def run(self) -> None:
+        from mqtool.spark.session import describe
+
+        describe(self.spark, "mqtool verify",
+                 f"mqtool verify {self.part}: {len(self.planned)} store(s), {len(self.tasks)} task(s)")
+        results, self.tasks = self.runner.run(self.tasks), []
+        for p in self.planned:
+            p.results = results[p.start:p.start + len(p.plan.tasks)]
+            p.runner = self.runner
+            p.job = None
 
 
 def _run_group(group):
@@ -95,12 +131,13 @@ class TaskRunner:
 
 
 def verify_plans(spark, part: str, paths, fmt, opts) -> list[Planned]:
-    """Plan every store, run all their tasks in one Spark job; returns the plans (call :func:`merged`)."""
+    """Plan every store and run their tasks: one Spark job, or several (:data:`JOB_DRIVER_BYTES`), the first
+    now, the others when :func:`merged` reaches them; returns the plans (call :func:`merged` in order)."""
     from mqtool.detect import detect, family_module
-    from mqtool.spark.session import describe
 
     planned: list[Planned] = []
-    tasks: list = []
+    runner = TaskRunner(spark)
+    jobs = [_Job(spark, part, runner)]
     for path in paths:
         try:
             family = detect(path, fmt)
@@ -108,20 +145,21 @@ def verify_plans(spark, part: str, paths, fmt, opts) -> list[Planned]:
         except MqToolError as e:
             planned.append(Planned(path, error=e))
             continue
-        planned.append(Planned(path, family, plan, start=len(tasks)))
-        tasks.extend(plan.tasks)
-    runner = TaskRunner(spark)
-    describe(spark, "mqtool verify", f"mqtool verify {part}: {len(paths)} store(s), {len(tasks)} task(s)")
-    results = runner.run(tasks)
-    for p in planned:
-        if p.plan is not None:
-            p.results = results[p.start:p.start + len(p.plan.tasks)]
-            p.runner = runner
+        p = Planned(path, family, plan)
+        if jobs[-1].planned and jobs[-1].driver_bytes + getattr(plan, "driver_bytes", 0) > JOB_DRIVER_BYTES:
+            jobs.append(_Job(spark, part, runner))
+        jobs[-1].add(p)
+        planned.append(p)
+    jobs[0].run()
     return planned
 
 
 def merged(p: Planned):
-    """``(findings, summary_fn)`` of one planned store (raises the error its planning met)."""
+    """``(findings, summary_fn)`` of one planned store (raises the error its planning met); its job runs now
+    when it has not yet run."""
     if p.error is not None:
         raise p.error
-    return p.plan.merge(p.results, p.runner)
+    if p.job is not None:
+        p.job.run()
+    results, p.results = p.results, None         # (held by the merge only)
+    return p.plan.merge(results, p.runner)
