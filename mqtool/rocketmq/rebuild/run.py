@@ -97,7 +97,7 @@ def _run_rebuild(store: RocketStore, opts: RebuildOptions, pre):
         summary.skipped_ranges, summary.skipped_bytes = res.damaged, res.damaged_bytes
         extra = {
             "written": out_sink.written if out_sink else 0,
-            "out": str(out_sink.out) if out_sink else None,
+            "out": str(out_sink.out.path) if out_sink else None,
             "consumequeue_files": res.cq_files, "queues": res.queues, "cq_units": res.cq_units,
             "index_files": res.index_files, "index_entries": res.index_entries,
             "damaged_ranges": res.damaged,
