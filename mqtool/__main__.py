@@ -8,9 +8,16 @@ def main(argv=None) -> None:
 
     args = sys.argv[1:] if argv is None else list(argv)
     if not run_fast(args):
-        from mqtool.cli import main as cli_main
+        from mqtool.entry import start_early
 
-        cli_main(argv)
+        end_early = start_early(args)       # rebuild-index: parsing starts while click loads
+        try:
+            from mqtool.cli import main as cli_main
+
+            cli_main(argv)
+        finally:
+            if end_early is not None:
+                end_early()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -191,6 +191,47 @@ def _fast_verify(part: str, paths, fmt, as_json, engine, master, manifest_out, a
     run_verify(part, paths, fmt, as_json, engine, master, all_findings, table, kw)
 
 
+_REBUILD_FLAGS = ("--force", "--json", "--compare", "--write-checkpoint", "--trim")
+
+
+def rebuild_store_arg(argv: list[str]) -> str | None:
+    """The STORE of ``rebuild-index STORE`` with nothing else on the line but ``--out DIR`` and flags, or None."""
+    if not argv or argv[0] != "rebuild-index" or "_MQTOOL_COMPLETE" in os.environ:
+        return None
+    stores = []
+    args = iter(argv[1:])
+    for a in args:
+        if a == "--out":
+            if next(args, None) is None:
+                return None
+        elif a.startswith("--out=") or a in _REBUILD_FLAGS:
+            continue
+        elif a and not a.startswith("-") and "://" not in a:
+            stores.append(a)
+        else:               # any other option, "--", a URL: nothing is started early
+            return None
+    return stores[0] if len(stores) == 1 else None
+
+
+def start_early(args: list[str]):
+    """Before click and the command load: a plain ``rebuild-index STORE --out DIR`` of a RocketMQ store starts
+    parsing its commitlog now (:func:`mqtool.rocketmq.rebuild.native_lane.start_early`; the run takes the
+    parsed ranges over). Returns what ends them if no run took them (call it when the command is over), or
+    None when nothing was started."""
+    path = rebuild_store_arg(args)
+    if path is None:
+        return None
+    try:
+        if detect(path) != "rocketmq":
+            return None
+    except Exception:       # noqa: BLE001 - the command reports it in its own place
+        return None
+    from mqtool.rocketmq.rebuild import native_lane
+
+    native_lane.start_early(path)
+    return native_lane.drop_early
+
+
 def run_fast(args: list[str]) -> bool:
     """Run ``args`` through the fast path when it takes them (then it exits); False when click must parse."""
     params = fast_verify_params(args)

@@ -294,7 +294,7 @@ def test_clean_store_rebuild_is_byte_identical(name, tmp_path, run_cli):
         assert a.name == datetime.fromtimestamp(begin / 1000, timezone.utc).strftime("%Y%m%d%H%M%S%f")[:17]
     _, summary = _ndjson(stdout)
     assert summary["written"] == len(theirs) + 3
-    assert summary["out"] == str(out)                   # the directory given, not an object's repr
+    assert summary["out"] == str(out)                   # the directory given (was the OutputDir's repr)
 
 
 @pytest.mark.parametrize("use_native", [True, False])

@@ -416,3 +416,78 @@ def test_rebuild_lane_starts_without_construct():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=REPO).stdout.split()
     assert out == ["True", "False"]
+
+
+# ---- the early start (mqtool.__main__ -> entry.start_early -> native_lane.start_early) --------------------
+
+@pytest.mark.parametrize("line", [
+    ["rebuild-index", "STORE", "--out", "OUT", "--force"],
+    ["rebuild-index", "--out", "OUT", "STORE"],
+    ["rebuild-index", "--out=OUT", "STORE", "--json", "--compare", "--trim", "--write-checkpoint"],
+    ["rebuild-index", "STORE", "--compare"],
+])
+def test_early_start_takes_the_store_click_takes(line):
+    """The store the early start parses is the one click's parse of the same line gives (click is the
+    independent parser here); every other line starts nothing."""
+    from mqtool.cli import cli
+    from mqtool.entry import rebuild_store_arg
+
+    assert rebuild_store_arg(line) == cli.commands["rebuild-index"].make_context("rebuild-index", line[1:]) \
+        .params["store"] == "STORE"
+    for other in (line + ["--format", "rocketmq"], line + ["--cq-file-size", "20"], line + ["--"],
+                  line + ["OTHER"], line + ["--help"], line + ["-q"], ["rebuild-index", "s3://b/store", "--compare"],
+                  ["rebuild-index", "STORE", "--out"], ["rebuild-index"], ["dump", "commitlog", "STORE"]):
+        assert rebuild_store_arg(other) is None, other
+
+
+def _tree(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_early_start_is_taken_over_and_changes_nothing(tmp_path, monkeypatch, capsys):
+    """``python -m mqtool rebuild-index STORE --out DIR`` with ranges small enough that the fixture's first
+    segment is many of them: the run takes over the early start's ranges (more than a run's own prestart
+    would start) and writes the same files as the Python path."""
+    from mqtool.__main__ import main
+
+    monkeypatch.setattr(RN, "CHUNK_BYTES", 128)
+    monkeypatch.setattr(RN, "default_jobs", lambda: 2)
+    assert open_store(FIXTURE_STORE).segments[0].size > RN.EARLY_RANGES * 128
+    states, saved = [], RN.SharedState
+
+    def state(*a, **kw):
+        states.append(saved(*a, **kw))
+        return states[-1]
+
+    monkeypatch.setattr(RN, "SharedState", state)
+    trees = []
+    for native in (False, True):
+        out = tmp_path / f"out-{native}"
+        with switched(native), pytest.raises(SystemExit) as e:
+            main(["rebuild-index", str(FIXTURE_STORE), "--out", str(out), "--json"])
+        assert e.value.code == 0 and RN._early is None
+        trees.append(_tree(out))
+    capsys.readouterr()
+    assert trees[0] == trees[1] and any(k.startswith("index/") for k in trees[0]) and len(trees[0]) > 3
+    assert states[-1].chunks["early"] >= RN.EARLY_RANGES > 4 * (RN.default_jobs() + 2)   # (4 segments)
+
+
+def test_early_start_of_another_store_is_ended(tmp_path, monkeypatch):
+    """A run whose first segment is not the early start's file starts its own ranges; the early ones are
+    ended (their map closed); a path that is no store starts nothing and raises nothing."""
+    monkeypatch.setattr(RN, "CHUNK_BYTES", 128)
+    monkeypatch.setattr(RN, "default_jobs", lambda: 2)
+    other = tmp_path / "store"
+    shutil.copytree(FIXTURE_STORE / "commitlog", other / "commitlog")
+    RN.start_early(str(FIXTURE_STORE))
+    early = RN._early
+    assert early is not None and len(early.jobs) == RN.EARLY_RANGES
+    pre = RN.prestart(open_store(other).segments, F.DEFAULT_MAX_MESSAGE_SIZE)
+    try:
+        assert pre is not None and pre is not early and early._map is None and RN._early is None
+        assert len(pre.jobs) == 2 + 2
+    finally:
+        pre.close()
+    RN.start_early(str(tmp_path / "nothing-here"))
+    assert RN._early is None
+    RN.drop_early()

@@ -209,16 +209,26 @@ class Replay:
 
     # -- the end --
     def finish(self) -> RebuildResult:
-        """Flush every queue's last file and the last index file; the result."""
+        """Flush every queue's last file and the last index file; the result. A streamed index file goes
+        first: its end (header, slot table, fsync of its entries) is the longest write of the run's end, and
+        so overlaps the consumequeue files' (nothing else is told of a streamed file: the order changes no
+        output)."""
         res = self.res
+        streamed = self.idx is not None and self.index_stream is not None
+        if streamed:
+            self._finish_index()
         for qb in self.queues.values():
             if self.native is not None:
                 self.native.collect(qb)
             qb.finish()
             self.findings.extend(qb.findings())
         res.queues = len(self.queues)
-        if self.idx is not None:
-            res.index_entries = self.idx.entries
-            self.idx.finish()
-            res.last_full_index_end_ts = self.idx.last_full_end_ts
+        if self.idx is not None and not streamed:
+            self._finish_index()
         return res
+
+    def _finish_index(self) -> None:
+        res = self.res
+        res.index_entries = self.idx.entries
+        self.idx.finish()
+        res.last_full_index_end_ts = self.idx.last_full_end_ts
