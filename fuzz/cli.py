@@ -26,6 +26,7 @@ tests/test_common_fuzz_cli.py runs a short smoke of it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -286,12 +287,7 @@ def one_case(k: int, seed: int, stats: Stats, families=tuple(STORES), case_timeo
              max_rss_mb: int = 2048) -> None:
     rng = random.Random(f"{seed}:{k}")
     family = families[k % len(families)]
-    with tempfile.TemporaryDirectory(prefix="mqtool-cli-fuzz-") as d:
-        store = Path(d) / "store"
-        shutil.copytree(STORES[family], store)
-        what = mutate(rng, store)
-        if rng.random() < 0.3:      # sometimes a second change
-            what += "; " + mutate(rng, store)
+    with _mutated_store(rng, family, "mqtool-cli-fuzz-", mutate) as (d, store, what):
         for verb, args in commands(family, store, Path(d) / "out"):
             got = {}
             for native in (True, False):
@@ -305,10 +301,7 @@ def one_case(k: int, seed: int, stats: Stats, families=tuple(STORES), case_timeo
                 stats.failures.append(f"case {k} seed {seed} {family} [{what}] {verb}: helpers on/off differ "
                                       f"(exit {got[True][0]} vs {got[False][0]}, stdout "
                                       f"{len(got[True][1])} vs {len(got[False][1])} bytes)")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-    if rss > max_rss_mb:
-        stats.failures.append(f"case {k} seed {seed}: peak RSS {rss} MB")
-    stats.cases += 1
+    _case_done(stats, f"case {k} seed {seed}", max_rss_mb)
 
 
 def hostile_case(k: int, seed: int, stats: Stats, families=tuple(STORES), case_timeout: float = 30.0,
@@ -317,21 +310,33 @@ def hostile_case(k: int, seed: int, stats: Stats, families=tuple(STORES), case_t
     :func:`hostile_commands` with the helpers on."""
     rng = random.Random(f"hostile:{seed}:{k}")
     family = families[k % len(families)]
-    with tempfile.TemporaryDirectory(prefix="mqtool-cli-hostile-") as d:
-        store = Path(d) / "store"
-        shutil.copytree(STORES[family], store)
-        what = mutate_hostile(rng, store)
-        if rng.random() < 0.3:
-            what += "; " + mutate(rng, store)
+    with _mutated_store(rng, family, "mqtool-cli-hostile-", mutate_hostile) as (d, store, what):
         for verb, args in hostile_commands(family, store, Path(d) / "out", STORES[family]):
             code, out, err, exc, dt = run_cli(args, True)
             where = f"hostile case {k} seed {seed} {family} [{what}] {' '.join(args[:2])}"
             check_run(where, args, code, out, err, exc, stats)
             if dt > case_timeout:
                 stats.failures.append(f"{where}: took {dt:.1f} s")
+    _case_done(stats, f"hostile case {k} seed {seed}", max_rss_mb)
+
+
+@contextlib.contextmanager
+def _mutated_store(rng: random.Random, family: str, prefix: str, first):
+    """A temp dir holding a copy of the family's store changed by ``first(rng, store)`` (and sometimes by a
+    byte mutation too): yields (dir, store, what was done)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
+        store = Path(d) / "store"
+        shutil.copytree(STORES[family], store)
+        what = first(rng, store)
+        if rng.random() < 0.3:      # sometimes a second change
+            what += "; " + mutate(rng, store)
+        yield d, store, what
+
+
+def _case_done(stats: Stats, label: str, max_rss_mb: int) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     if rss > max_rss_mb:
-        stats.failures.append(f"hostile case {k} seed {seed}: peak RSS {rss} MB")
+        stats.failures.append(f"{label}: peak RSS {rss} MB")
     stats.cases += 1
 
 
