@@ -243,26 +243,32 @@ def export_rows(small: str, big: str, master: str = "local[2]", jobs: int = 0) -
     return res
 
 
+def proc_table(ncpu: int) -> tuple[dict[int, int], dict[int, float]]:
+    """({pid: parent pid}, {pid: CPU seconds}) of every process in /proc; CPU is the sum of the first ``ncpu``
+    of utime, stime, cutime, cstime."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, cpu = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                f = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(d)] = int(f[1])
+        cpu[int(d)] = sum(int(x) for x in f[11:11 + ncpu]) / tick
+    return parent, cpu
+
+
 def tree_run(args: list[str], interval: float = 0.1, ok=(0,)) -> tuple[float, float]:
     """(wall s, CPU s) of one ``python -m mqtool ARGS`` run: CPU = user+sys of the process and every process
     under it (the Spark JVM, its Python workers), sampled from /proc every ``interval`` s (a process living
     less than that may be missed); the last sample of each process counts. Fails the benchmark on a failed run."""
     import subprocess
 
-    tick = os.sysconf("SC_CLK_TCK")
-
     def sample(root: int, seen: dict) -> None:
-        parent, cpu = {}, {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open(f"/proc/{d}/stat", "rb") as fh:
-                    f = fh.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(d)] = int(f[1])
-            cpu[int(d)] = (int(f[11]) + int(f[12])) / tick
+        parent, cpu = proc_table(2)             # utime + stime
         for pid, c in cpu.items():
             q = pid
             while q not in (0, 1, root) and q in parent:
@@ -357,18 +363,7 @@ def cpu_now() -> float:
     Python workers, a process pool and its forkserver), provided whoever reaps a process is one of them."""
     import resource
 
-    tick = os.sysconf("SC_CLK_TCK")
-    parent, cpu = {}, {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as fh:
-                f = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(d)] = int(f[1])
-        cpu[int(d)] = sum(int(x) for x in f[11:15]) / tick
+    parent, cpu = proc_table(4)                 # utime, stime, cutime, cstime
     me = os.getpid()
     total = 0.0
     for pid, c in cpu.items():
