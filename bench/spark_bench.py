@@ -344,16 +344,22 @@ def export_families(base: Path, master: str = "local[2]", jobs: int = 2, familie
                     print(f"  export {fam} {name} {engine} ...", file=sys.stderr)
                     r[f"{engine}_{name}"] = tree_run(["export", store, "--to", str(dst), *extra])
                     shutil.rmtree(dst, ignore_errors=True)
-            gib = {k: v / (1 << 30) for k, v in r["sizes"].items()}
-            for engine in ("embedded", "spark"):
-                for i, what in enumerate(("wall", "cpu")):
-                    ts, tb = r[f"{engine}_small"][i], r[f"{engine}_big"][i]
-                    per = (tb - ts) / (gib["big"] - gib["small"])
-                    r[f"{engine}_{what}_per_gib"] = per
-                    r[f"{engine}_{what}_fixed"] = ts - per * gib["small"]
+            _two_point_line(r)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return res
+
+
+def _two_point_line(r: dict) -> None:
+    """Per GiB and fixed cost, wall and CPU, of each engine from its small and big (wall, cpu) points: the
+    line through the two."""
+    gib = {k: v / (1 << 30) for k, v in r["sizes"].items()}
+    for engine in ("embedded", "spark"):
+        for i, what in enumerate(("wall", "cpu")):
+            ts, tb = r[f"{engine}_small"][i], r[f"{engine}_big"][i]
+            per = (tb - ts) / (gib["big"] - gib["small"])
+            r[f"{engine}_{what}_per_gib"] = per
+            r[f"{engine}_{what}_fixed"] = ts - per * gib["small"]
 
 
 def cpu_now() -> float:
@@ -414,13 +420,7 @@ def export_warm(base: Path, master: str = "local[2]", jobs: int = 2, families=No
                         shutil.rmtree(dst, ignore_errors=True)
                 for engine, rs in runs.items():
                     r[f"{engine}_{name}"] = (statistics.median(x[0] for x in rs), statistics.median(x[1] for x in rs))
-            gib = {k: v / (1 << 30) for k, v in r["sizes"].items()}
-            for engine in ("embedded", "spark"):
-                for i, what in enumerate(("wall", "cpu")):
-                    ts, tb = r[f"{engine}_small"][i], r[f"{engine}_big"][i]
-                    per = (tb - ts) / (gib["big"] - gib["small"])
-                    r[f"{engine}_{what}_per_gib"] = per
-                    r[f"{engine}_{what}_fixed"] = ts - per * gib["small"]
+            _two_point_line(r)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return res
