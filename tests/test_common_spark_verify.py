@@ -225,3 +225,16 @@ def test_stores_in_several_jobs_when_their_tables_exceed_the_budget(run_cli, spa
     monkeypatch.setattr(SV, "JOB_DRIVER_BYTES", 512 << 20)
     same(run_cli, "store", *paths, split="40K")
     assert runs == [4]
+
+
+def test_partition_count_follows_the_work_not_only_the_cores():
+    """Few big tasks are not cut into more partitions than their work pays for (each partition costs Spark
+    ~40 ms of CPU of its own); small runs still get one partition per core; many tasks stop at 4 per core."""
+    from mqtool.spark.verify import PARTITION_MIN_WEIGHT as M, pack, partitions_for
+
+    big = [(None, i, 128 << 20) for i in range(16)]          # a 2 GiB commitlog in 128 MiB ranges
+    assert partitions_for(big, 2) == 4                        # 2 GiB / 512 MiB
+    assert len(pack(big, partitions_for(big, 2))) == 4
+    assert partitions_for([(None, 0, 10)], 2) == 2            # tiny: one per core (pack makes one group)
+    assert partitions_for([(None, i, M) for i in range(100)], 2) == 8          # capped at 4 per core
+    assert partitions_for([(None, i, M) for i in range(100)], 0) == 4          # unknown cores count as 1

@@ -31,8 +31,15 @@ import os
 
 from mqtool.errors import MqToolError
 
-# Partitions per core of the cluster at most (more, smaller tasks balance better; each costs ~10 ms on Spark).
+# Partitions per core of the cluster at most (more, smaller tasks balance better) ...
 PARTITIONS_PER_CORE = 4
+# ... but a partition carries at least this much estimated work (task weights are bytes of commitlog-like
+# input): each costs Spark ~40 ms of CPU of its own (~12 ms in the Python worker, ~11 ms in the JVM, and its
+# share of the result's copies; measured on local[2] with 64 empty tasks and with the 2 GiB bench store,
+# where 8 partitions took ~0.2 s more CPU than 2), about what the compiled commitlog pass spends on 100 MiB.
+# With 512 MiB a partition's own cost stays under ~15 % of its work; a run with less work than the cores
+# get still has one partition per core.
+PARTITION_MIN_WEIGHT = 512 << 20
 # What the results of one job may hold on the driver at most (plans' ``driver_bytes``; one store is one job
 # whatever its size): the stores of a bigger run go in several jobs, each run when the merge reaches it.
 JOB_DRIVER_BYTES = 512 << 20
@@ -78,6 +85,15 @@ def _run_group(group):
     return [fn(arg) for fn, arg in group]
 
 
+def partitions_for(tasks: list, cores: int) -> int:
+    """How many partitions the tasks are packed into on ``cores`` cores: one per
+    :data:`PARTITION_MIN_WEIGHT` of their total weight, at least one per core, at most
+    :data:`PARTITIONS_PER_CORE` per core."""
+    cores = max(1, cores)
+    total = sum(max(1, w) for _, _, w in tasks)
+    return min(PARTITIONS_PER_CORE * cores, max(cores, -(-total // PARTITION_MIN_WEIGHT)))
+
+
 def pack(tasks: list, parts_max: int) -> list[tuple[int, list]]:
     """Consecutive tasks grouped into at most about ``parts_max`` groups of similar total weight, as
     ``(weight, [(function, argument), ...])``."""
@@ -114,7 +130,7 @@ class TaskRunner:
         from mqtool.spark.session import InDir, context_of, spark_errors
 
         sc = context_of(self.spark)
-        groups = pack(tasks, PARTITIONS_PER_CORE * max(1, sc.defaultParallelism))
+        groups = pack(tasks, partitions_for(tasks, sc.defaultParallelism))
         # heaviest first (Spark starts partitions in their order: a big index file or partition must not
         # start last), put back in plan order after the collect
         order = sorted(range(len(groups)), key=lambda i: -groups[i][0])
