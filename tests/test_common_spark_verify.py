@@ -238,3 +238,27 @@ def test_partition_count_follows_the_work_not_only_the_cores():
     assert partitions_for([(None, 0, 10)], 2) == 2            # tiny: one per core (pack makes one group)
     assert partitions_for([(None, i, M) for i in range(100)], 2) == 8          # capped at 4 per core
     assert partitions_for([(None, i, M) for i in range(100)], 0) == 4          # unknown cores count as 1
+
+
+def test_range_tables_travel_compressed_and_merge_to_the_same_table():
+    """The range tasks of a Spark verify store send their cross-reference tables back zstd-compressed; the
+    table merged from them is the one the uncompressed exports give (same export bytes)."""
+    from mqtool.options import VerifyOptions
+    from mqtool.rocketmq import verifyplan as VP
+    from mqtool.rocketmq.verify import native_lane
+
+    store = _stores("rocketmq")[0]
+    plan = VP.plan("store", store, VerifyOptions(split_size=4096))
+    if not plan.xref:
+        pytest.skip("compiled lane off")
+    ranges = [(fn, arg) for (fn, arg, _), (kind, _) in zip(plan.tasks, plan.kinds) if kind == "range"]
+    assert ranges and all(fn is VP.range_task for fn, _ in ranges)
+    packed = [fn(arg) for fn, arg in ranges]
+    plain = [VP.verify_range_task(arg) for _, arg in ranges]
+    assert all(isinstance(r.xref, VP.PackedTable) for r in packed)
+    assert sum(len(r.xref.data) for r in packed) < sum(len(r.xref) for r in plain)
+    want = native_lane.new_xref(plan.store.segments)
+    for r in plain:
+        want.merge(r.xref)
+    got = VP._merged_xref(plan.store, packed)
+    assert got.export() == want.export()

@@ -153,7 +153,8 @@ class StorePlan:
         if part in ("store", "commitlog") and store.segments:
             split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
             for r in split_segments(FAMILY, store.path, store.segments, split):
-                self._add("range", r.index, verify_range_task, (r, plain, True) if self.xref else (r, plain),
+                self._add("range", r.index, range_task if self.xref else verify_range_task,
+                          (r, plain, True) if self.xref else (r, plain),
                           r.length)
         elif part in ("consumequeue", "index"):
             for s in store.segments:
@@ -200,6 +201,31 @@ def _checkpoint(store):
     return None
 
 
+class PackedTable:
+    """A range's cross-reference table (``Xref.export()`` bytes) compressed for its way back to the driver."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __reduce__(self):
+        return PackedTable, (self.data,)
+
+
+def range_task(args):
+    """:func:`verify_range_task` on an executor, its cross-reference table sent back zstd-compressed (level 1).
+    The table (~50 bytes a message) crosses the Python worker, the JVM and the driver's Python, each with its
+    own copies; compressed it is ~2.3x smaller for ~7 ms of CPU per 4 MB on the executor and ~5 ms on the
+    driver."""
+    import zstandard
+
+    res = verify_range_task(args)
+    if isinstance(res.xref, (bytes, bytearray)):
+        res.xref = PackedTable(zstandard.ZstdCompressor(level=1).compress(res.xref))
+    return res
+
+
 def _merged_xref(store, ranges: list):
     """The ranges' cross-reference tables appended in commitlog order (as ``verify --jobs`` merges them), each
     export dropped once merged; None when a range brought none back (then the file checks go to tasks)."""
@@ -210,6 +236,10 @@ def _merged_xref(store, ranges: list):
         blob, res.xref = res.xref, None
         if blob is None:
             return None
+        if isinstance(blob, PackedTable):
+            import zstandard
+
+            blob = zstandard.ZstdDecompressor().decompress(blob.data)
         xref.merge(blob)
     return xref
 
