@@ -7,8 +7,10 @@ Roots are findings with a ``span``: the damaged or missing bytes [start, end) in
 from a root when
 
 * its ``offset`` lies inside the root's span (a consume-queue unit or index entry pointing there, a check of
-  the same bytes), or is the span's end and it reports the gap in a queue that lost messages
-  (:data:`AFTER_RANGE`), or
+  the same bytes), or
+* it reports the gap in a queue that lost messages (:data:`AFTER_RANGE`) and the root lies between the queue's
+  previous message and this one: it ends at the finding's ``offset``, or after its ``lost_from`` (the end of
+  the queue's previous message; other queues' messages may lie in between), or
 * it says that something lies past the end of the readable data (:data:`PAST_END`: units past a truncation,
   records after a gap) and the nearest root at or before its offset ends the data.
 
@@ -170,8 +172,8 @@ class Linker:
         start, end, rid = r
         if f.offset < end:
             return rid
-        if f.offset == end and f.code in AFTER_RANGE:
-            return rid
+        if f.code in AFTER_RANGE and (f.offset == end or (f.lost_from is not None and end > f.lost_from)):
+            return rid       # (roots do not overlap: the nearest one before the offset is the one to look at)
         return rid if f.code in PAST_END else None
 
 
