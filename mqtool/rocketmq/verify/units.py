@@ -56,9 +56,9 @@ def _check_end(ctx: _Ctx, seg, ev: End, last_seg: bool, saw_blank: bool, has_dat
 def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Finding]:
     if not m.crc_ok:
         actual = zlib.crc32(m.stored_body) & 0x7FFFFFFF
-        yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,
+        yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,       # (damaged bytes: info counts them)
                     f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset {m.queue_offset})",
-                    m.body_crc, actual)
+                    m.body_crc, actual, span=(m.offset, m.offset + m.size))
     elif m.sys_flag & F.COMPRESSED_FLAG:
         # the CRC covers the stored (compressed) bytes; only inflating shows the body can be read
         try:
