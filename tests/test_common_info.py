@@ -352,9 +352,11 @@ def _damaged_fixture(tmp_path, family: str, how: str) -> tuple:
         patch(rseg, 4 + n - 46, struct.pack(">q", 12345))
         return store, (1, 4 + n)
     if how == "zeroed-length":            # LiteMQ: the second record's length prefix zeroed, records follow
-        n = struct.unpack(">I", (store / rseg).read_bytes()[:4])[0]
+        head = (store / rseg).read_bytes()
+        n = struct.unpack(">I", head[:4])[0]
+        n2 = struct.unpack(">I", head[4 + n:8 + n])[0]
         patch(rseg, 4 + n, bytes(4))
-        return store, (1, 4)
+        return store, (1, 4 + n2)         # the damaged record, up to the valid one after it
     if how == "junk-after-end":           # LiteMQ: bytes that are no record after the end of data (file 1)
         seg1 = "commitlog/00000000000000000001"
         end = len((store / seg1).read_bytes().rstrip(b"\0"))
