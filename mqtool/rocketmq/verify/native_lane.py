@@ -130,7 +130,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     min_size, max_size = F.MIN_MESSAGE_SIZE, ctx.opts.max_message_size
     summary = ctx.summary
     dispatched = ctx.dispatched_next
-    queue_end = ctx.queue_end      # per queue: where its last message ends (units._check_message)
+    queue_end = getattr(ctx, "queue_end", None)    # per queue: where its last message ends (units._check_message)
     nat = _native_lane()
     if nat is not None:
         scan = nat.scan
@@ -215,7 +215,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
                 expected_next[key] = nxt
                 if nxt > dispatched.get(key, 0):
                     dispatched[key] = nxt
-            if q_end is not None:
+            if q_end is not None and queue_end is not None:
                 queue_end[key] = base + q_end
         if n:
             ctx.last_store_ts = last_ts
