@@ -7,8 +7,10 @@ Roots are findings with a ``span``: the damaged or missing bytes [start, end) in
 from a root when
 
 * its ``offset`` lies inside the root's span (a consume-queue unit or index entry pointing there, a check of
-  the same bytes), or is the span's end and it reports the gap in a queue that lost messages
-  (:data:`AFTER_RANGE`), or
+  the same bytes), or
+* it reports the gap in a queue that lost messages (:data:`AFTER_RANGE`) and the root lies between the queue's
+  previous message and this one: it ends at the finding's ``offset``, or after its ``lost_from`` (the end of
+  the queue's previous message; other queues' messages may lie in between), or
 * it says that something lies past the end of the readable data (:data:`PAST_END`: units past a truncation,
   records after a gap) and the nearest root at or before its offset ends the data.
 
@@ -52,8 +54,10 @@ def _is_pointer(code: str) -> bool:
     return info is not None and info.klass == "pointer"
 
 
-class _Spans:
-    """Root spans of one offset space: sorted, not overlapping (a span touching another joins it)."""
+class DamageSpans:
+    """Root spans of one offset space: sorted, not overlapping (a span touching another joins it). The one
+    count of damaged ranges and bytes: verify's summary (:meth:`Linker.damage`) and ``info``
+    (:class:`mqtool.info.InfoBuilder`) both add the spans of the damage they meet here."""
 
     def __init__(self) -> None:
         self.starts: list[int] = []
@@ -64,6 +68,11 @@ class _Spans:
         return self.roots[i] if i >= 0 else None
 
     def touching(self, a: int, b: int) -> str | None:
+        """The id of the span [a, b) touches (that span grows to cover it), or None."""
+        r = self._touch(a, b)
+        return None if r is None else r[2]
+
+    def _touch(self, a: int, b: int) -> list | None:
         i = bisect.bisect_right(self.starts, b) - 1       # spans do not overlap: only this one can touch
         if i < 0 or a > self.roots[i][1]:
             return None
@@ -73,10 +82,19 @@ class _Spans:
             del self.starts[i], self.roots[i]
             r[0] = a
             self._insert(r)
-        return r[2]
+        return r
 
-    def add(self, a: int, b: int, rid: str) -> None:
+    def add(self, a: int, b: int, rid) -> None:
         self._insert([a, b, rid])
+
+    def join(self, a: int, b: int, rid) -> list:
+        """[a, b) as a new span named ``rid``, or joined to the span it touches; returns that span
+        ``[start, end, id]`` (a live view: it grows as later spans join it)."""
+        r = self._touch(a, b)
+        if r is None:
+            r = [a, b, rid]
+            self._insert(r)
+        return r
 
     def _insert(self, r: list) -> None:
         j = bisect.bisect_right(self.starts, r[0])
@@ -101,8 +119,8 @@ class Linker:
         self.new_store()
 
     def new_store(self) -> None:
-        self._log = _Spans()                           # RocketMQ / LiteMQ: global commitlog offsets
-        self._files: dict[str, _Spans] = {}            # Kafka: positions in each .log
+        self._log = DamageSpans()                           # RocketMQ / LiteMQ: global commitlog offsets
+        self._files: dict[str, DamageSpans] = {}            # Kafka: positions in each .log
         self._kafka_logs: dict[str, str] = {}          # segment path without suffix → first root id
         self._file_roots: dict[str, tuple[str, frozenset]] = {}   # file → (root id, codes that follow)
 
@@ -137,7 +155,7 @@ class Linker:
         fid = f"F{self.count}"
         kafka = f.code.startswith("kafka.")
         if f.span is not None:
-            spans = self._files.setdefault(f.file or "", _Spans()) if kafka else self._log
+            spans = self._files.setdefault(f.file or "", DamageSpans()) if kafka else self._log
             cause = spans.touching(*f.span)
             if cause is None:
                 spans.add(f.span[0], f.span[1], fid)
@@ -170,8 +188,8 @@ class Linker:
         start, end, rid = r
         if f.offset < end:
             return rid
-        if f.offset == end and f.code in AFTER_RANGE:
-            return rid
+        if f.code in AFTER_RANGE and (f.offset == end or (f.lost_from is not None and end > f.lost_from)):
+            return rid       # (roots do not overlap: the nearest one before the offset is the one to look at)
         return rid if f.code in PAST_END else None
 
 

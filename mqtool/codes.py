@@ -241,6 +241,7 @@ rebuild-identical | L | I | compare | all rebuilt consume-queue files are byte-i
 rebuild-entry-differs | L | W | compare | a rebuilt entry differs from the store's
 rebuild-size-differs | L | W | geometry | rebuilt and store file sizes differ
 rebuild-missing-file | L | W | compare | the store has a consume-queue file the rebuild does not
+rebuild-stale-entries | L | W | history | store entries of an older run after the rebuilt ones (a restart rewrote the queue from entry 0): counted per file, not differences
 rebuild-missing-in-store | L | W | compare | the rebuild has a consume-queue file the store does not
 rebuild-index-count | L | W | compare | index entry counts differ
 rebuild-index-entries | L | W | compare | index entries differ in key hash, offset or chain

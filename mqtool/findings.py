@@ -34,6 +34,10 @@ class Finding:
     id: str | None = None
     #: the id of the root finding this one follows from (None: a root)
     caused_by: str | None = None
+    #: a finding about lost messages (:data:`mqtool.causes.AFTER_RANGE`): the log offset after which they were
+    #: (the end of the last message seen before them), so that damage anywhere in [lost_from, offset) explains
+    #: them; None: unknown
+    lost_from: int | None = None
 
     if os.environ.get("MQTOOL_CHECK_CODES"):      # tests: every code must be registered, at a listed severity
         def __post_init__(self):

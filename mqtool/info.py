@@ -262,6 +262,11 @@ class InfoBuilder:
         self.sizes: dict = {}
         self.damage_total = 0
         self.damaged_bytes = 0
+        #: damage counted as verify counts it (:class:`mqtool.causes.DamageSpans`): per offset space, ranges
+        #: that touch are one; Kafka sets ``damage_by_file`` (positions in each ``.log``, as its verify does)
+        self._spans: dict = {}
+        self._unplaced = [0, 0]          # ranges with no offset or position: (count, bytes)
+        self.damage_by_file = False
         self.messages = 0
         self.bytes = 0
         self.first = None
@@ -331,13 +336,36 @@ class InfoBuilder:
     def add_damage(self, file: str, position: int | None, offset: int | None, length: int, code: str,
                    message: str, stream: Hashable = None, at_time: int | None = None) -> None:
         """A damaged byte range. ``at_time``: the damaged record's own store time when it is known (e.g. a
-        message whose body CRC fails); otherwise the range is placed between its neighbours in ``stream``."""
-        self.damage_total += 1
-        self.damaged_bytes += max(0, length)
-        if at_time is not None and self._plausible(at_time):
-            d = DamageRange(file, position, offset, length, code, message, at_time, at_time)
+        message whose body CRC fails); otherwise the range is placed between its neighbours in ``stream``.
+
+        Give what the family's verify reports as damaged (its root findings' spans): ranges that touch or
+        overlap one already given are one range, as verify's summary counts them (the earlier one grows)."""
+        length = max(0, length)
+        at = position if self.damage_by_file or offset is None else offset
+        space = file if self.damage_by_file or offset is None else None
+        if at is None:
+            self._unplaced[0] += 1
+            self._unplaced[1] += length
         else:
-            d = DamageRange(file, position, offset, length, code, message, self._last_time.get(stream), None)
+            from mqtool.causes import DamageSpans
+
+            sp = self._spans.get(space)
+            if sp is None:
+                sp = self._spans[space] = DamageSpans()
+            r = sp.join(at, at + length, None)
+            if r[2] is not None:               # joins a range given before: that one grows
+                _grow(r[2], r[0], r[1], file, position, offset, at)
+                return
+            r[2] = d = DamageRange(file, position, offset, length, code, message)
+            self._place(d, stream, at_time)
+            return
+        self._place(DamageRange(file, position, offset, length, code, message), stream, at_time)
+
+    def _place(self, d: DamageRange, stream: Hashable, at_time: int | None) -> None:
+        if at_time is not None and self._plausible(at_time):
+            d.time_before = d.time_after = at_time
+        else:
+            d.time_before = self._last_time.get(stream)
             self._open_damage.setdefault(stream, []).append(d)
         if len(self.damage) < MAX_DAMAGE_KEPT:
             self.damage.append(d)
@@ -380,6 +408,8 @@ class InfoBuilder:
         if self._implausible:
             self.note(f"{self._implausible} messages have an implausible store time (before 2001 or in the "
                       "future) and are left out of the timeline")
+        self.damage_total = self._unplaced[0] + sum(len(sp.roots) for sp in self._spans.values())
+        self.damaged_bytes = self._unplaced[1] + sum(sp.totals()[1] for sp in self._spans.values())
         return StoreInfo(self.family, self.path, self.store_kind, self.version_hints, self.overview, self.files,
                          self.messages, self.bytes, self.first, self.last,
                          sorted(topics.values(), key=lambda t: (-t.bytes, t.topic)), consumers, self.crash,
@@ -449,6 +479,13 @@ def merged_buckets(tl: Timeline, max_n: int) -> tuple[list[Bucket], int | None]:
         o.bytes += x.bytes
         o.damaged = o.damaged or x.damaged
     return out, w
+
+
+def _grow(d: DamageRange, start: int, end: int, file, position, offset, at: int) -> None:
+    """``d`` now covers [start, end) of its offset space (a range given at ``at`` joined it)."""
+    if at == start:           # the range given later begins the joined one (or where d begins): it names the start
+        d.file, d.position, d.offset = file, position, offset
+    d.length = end - start
 
 
 def _sort_key(q):

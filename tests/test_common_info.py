@@ -304,3 +304,106 @@ def test_histogram_coarsening_never_splits_a_key():
     finally:
         mi._HIST_MAX_KEYS = old
     assert [x.count for x in tl.buckets] == [100 // len(tl.buckets)] * len(tl.buckets)
+
+
+# ---- info and verify count the same damage ----------------------------------------------------------------
+
+def _damaged_fixture(tmp_path, family: str, how: str) -> tuple:
+    """A copy of a fixture store with one kind of damage; returns (store, hand-computed (ranges, bytes) or None).
+    Sizes are read from the bytes here: RocketMQ TOTALSIZE (first 4 bytes of a unit), Kafka batchLength (bytes
+    8..12 of a batch, + 12 for offset and length)."""
+    import struct
+
+    src = {"rocketmq": FIXTURES / "rocketmq" / "store", "litemq": FIXTURES / "litemq" / "store",
+           "kafka": FIXTURES / "kafka" / "logdir"}[family]
+    store = tmp_path / f"{family}-{how}"
+    shutil.copytree(src, store)
+
+    def patch(rel, at, data):
+        p = store / rel
+        b = bytearray(p.read_bytes())
+        b[at:at + len(data)] = data
+        p.write_bytes(bytes(b))
+
+    rseg = "commitlog/00000000000000000000"
+    kseg = "fixture-0/00000000000000000000.log"
+    if how == "body-crc":                 # a body byte of the first message: its CRC fails, framing intact
+        head = (store / rseg).read_bytes()[:96]
+        assert struct.unpack(">i", head[88:92])[0] > 1      # v1, IPv4 hosts: BODYLENGTH at 88, the body at 92
+        patch(rseg, 93, bytes([head[93] ^ 0xFF]))
+        return store, (1, struct.unpack(">i", head[:4])[0])
+    if how == "magic":
+        patch(rseg, 4, b"\xde\xad\xbe\xef")
+        return store, (1, struct.unpack(">i", (store / rseg).read_bytes()[:4])[0])
+    if how == "missing-segment":          # the second of four 4096-byte segments
+        (store / "commitlog" / "00000000000000004096").unlink()
+        return store, (1, 4096)
+    if how == "truncated-segment":
+        with open(store / "commitlog" / "00000000000000004096", "r+b") as f:
+            f.truncate(2000)
+        return store, None
+    if how == "bad-length":               # LiteMQ: the first record's length prefix larger than the file
+        patch(rseg, 0, b"\x7f\xff\xff\xff")
+        return store, None
+    if how == "record-field":             # LiteMQ: the first record's CommitLogOffset (never set) set wrong
+        n = struct.unpack(">I", (store / rseg).read_bytes()[:4])[0]
+        # the record ends with the 52-byte fixed tail (QueueID u32, QueueOffset i64, CommitLogOffset i64, ...)
+        # and 6 zero bytes: CommitLogOffset starts 6 + 52 - 12 bytes before the end
+        patch(rseg, 4 + n - 46, struct.pack(">q", 12345))
+        return store, (1, 4 + n)
+    if how == "zeroed-length":            # LiteMQ: the second record's length prefix zeroed, records follow
+        head = (store / rseg).read_bytes()
+        n = struct.unpack(">I", head[:4])[0]
+        n2 = struct.unpack(">I", head[4 + n:8 + n])[0]
+        patch(rseg, 4 + n, bytes(4))
+        return store, (1, 4 + n2)         # the damaged record, up to the valid one after it
+    if how == "junk-after-end":           # LiteMQ: bytes that are no record after the end of data (file 1)
+        seg1 = "commitlog/00000000000000000001"
+        end = len((store / seg1).read_bytes().rstrip(b"\0"))
+        patch(seg1, end + 100, b"\x11" * 30)
+        return store, (0, 0)
+    if how == "missing-file":             # LiteMQ: file 1 renamed to 2: file 1 is missing between 0 and 2
+        (store / "commitlog" / "00000000000000000001").rename(store / "commitlog" / "00000000000000000002")
+        return store, None
+    if how == "crc":                      # Kafka: the last byte of the first batch (its CRC covers it)
+        blen = struct.unpack(">i", (store / kseg).read_bytes()[8:12])[0]
+        patch(kseg, blen + 11, b"\xee")
+        return store, (1, blen + 12)
+    if how == "partial-tail":
+        data = (store / kseg).read_bytes()
+        (store / kseg).write_bytes(data[:100])
+        return store, None
+    if how == "zero-tail":                # the tail of a segment that is not the active one zeroed
+        data = (store / kseg).read_bytes()
+        blen = struct.unpack(">i", data[8:12])[0]
+        (store / kseg).write_bytes(data[:blen + 12] + bytes(len(data) - blen - 12))
+        return store, None
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("family,how", [
+    ("rocketmq", "body-crc"), ("rocketmq", "magic"), ("rocketmq", "missing-segment"),
+    ("rocketmq", "truncated-segment"), ("litemq", "bad-length"), ("litemq", "missing-file"),
+    ("litemq", "record-field"), ("litemq", "zeroed-length"), ("litemq", "junk-after-end"),
+    ("kafka", "crc"), ("kafka", "partial-tail"), ("kafka", "zero-tail")])
+def test_info_and_verify_count_the_same_damage(tmp_path, family, how):
+    """``info``'s damaged ranges and bytes are verify's (the log's bytes its root findings name, merged where
+    they touch): one definition of what is damaged, whatever the family and the damage."""
+    from mqtool.causes import linked
+    from mqtool.detect import detect
+    from mqtool.families import family_module
+    from mqtool.options import VerifyOptions
+
+    store, want = _damaged_fixture(tmp_path, family, how)
+    assert detect(store, None) == family
+    findings, summary_fn = family_module(family, "ops").verify("store", str(store), VerifyOptions(progress=False))
+    gen, summary = linked(findings, summary_fn)
+    list(gen)
+    s = summary()
+    info = build_info(store, None, InfoOptions(progress=False))
+    assert s.errors + s.warnings > 0
+    assert (info.damage_total, info.damaged_bytes) == (s.damaged_ranges, s.damaged_bytes)
+    assert info.damage_total >= (how != "junk-after-end")     # (leftovers after the end: a warning, no damage)
+    assert len(info.damage) == info.damage_total
+    if want is not None:
+        assert (info.damage_total, info.damaged_bytes) == want

@@ -97,3 +97,51 @@ def test_index_in_litemq_format_matches_flushed_sample(tmp_path):
         td.append(a[2] == b[2])
     # timeDiff = int32(storeMs - nowSeconds); with now taken as the store second it matches on this data
     assert all(td)
+
+
+def test_compare_on_a_restarted_store_lists_the_older_runs_entries_as_stale(tmp_path):
+    """fixtures/litemq/restarted: the broker restarted and wrote 3 records over an older run's; each queue was
+    rewritten from entry 0 and the older entries after the new count survive (reference: "Restart
+    behaviour"). --compare reports those as the older run's entries, not as differences. Which entries are
+    stale comes from the fixture builder (messages.json ``restarted_cq``)."""
+    from collections import Counter
+
+    from conftest import FIXTURES
+
+    meta = load_json(FIXTURES / "litemq" / "messages.json")
+    per_entry = F.CQ_ENTRY_SIZE
+    stale = Counter()
+    for e in meta["restarted_cq"]:
+        if e["stale"]:
+            file_index = e["queue_offset"] * per_entry // meta["cq_file_size"]
+            stale[f"consumequeue/{e['topic']}/{e['queue_id']}/{file_index:020d}"] += 1
+    assert sum(stale.values()) == 8
+    found, s = _rebuild(FIXTURES / "litemq" / "restarted", compare=True)
+    assert not [f for f in found if f.code in ("rebuild-entry-differs", "rebuild-missing-file",
+                                              "rebuild-missing-in-store", "rebuild-size-differs")]
+    got = {f.file: f.actual for f in found if f.code == "rebuild-stale-entries"}
+    assert got == dict(stale)
+    assert all(f.severity == "warning" for f in found if f.code == "rebuild-stale-entries")
+    assert s.extra["cq_files_differ"] == 0 and s.extra["cq_stale_entries"] == 8
+
+
+def test_compare_without_a_restart_keeps_extra_entries_as_differences(tmp_path):
+    """An entry after the queue's end that no restart explains (the store shows none: no older records, time
+    going forward) is a difference, not an older run's entry."""
+    import shutil
+
+    from conftest import FIXTURES
+
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "litemq" / "store", store)
+    cq = next(p for p in sorted((store / "consumequeue").rglob("0000*")) if p.is_file()
+              and p.read_bytes()[-24:] == bytes(24))
+    data = bytearray(cq.read_bytes())
+    end = len(data.rstrip(b"\0"))
+    end += -end % 24                      # the first zero entry after the queue's entries
+    last_ts = struct.unpack(">q", data[end - 8:end])[0]
+    data[end:end + 24] = struct.pack(">qiIq", 1 << 40, 200, 7, last_ts + 10)
+    cq.write_bytes(bytes(data))
+    found, s = _rebuild(store, compare=True)
+    assert [f.position for f in found if f.code == "rebuild-entry-differs"] == [end]
+    assert not [f for f in found if f.code == "rebuild-stale-entries"] and s.extra["cq_files_differ"] == 1

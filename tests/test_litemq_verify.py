@@ -183,6 +183,75 @@ def test_other_part_paths_verify_without_cross_checks():
     assert s.errors == 0 and s.warnings == 0
 
 
+def _gap_store(root):
+    """One 8192-byte commitlog file of eight hand-laid records r0..r7 (records.encode_record, the schema's
+    writer), three of them damaged: r2's length prefix (larger than the file: the live data ends there), r4's
+    magic, r6's MessageID length (its fields run past the record). Returns (store, [(offset, size)] per record)."""
+    from mqtool.litemq.records import encode_record, new_fields
+
+    data, at = bytearray(), []
+    for i in range(8):
+        rec = encode_record(new_fields(MessageID=f"m{i}", Topic="t", Tags=["a"], Keys=[f"k{i}"],
+                                       Body=bytes([97 + i]) * (20 + 7 * i), BornTimestamp=T0 + i,
+                                       StoreTimestamp=T0 + i))
+        at.append((len(data), len(rec)))
+        data += rec
+    r2, r4, r6 = at[2][0], at[4][0], at[6][0]
+    data[r2:r2 + 4] = b"\x7f\xff\xff\xff"
+    data[r4 + 4:r4 + 8] = b"\xde\xad\xbe\xef"
+    data[r6 + 8:r6 + 10] = b"\xff\xff"            # after [u32 len][u32 magic]: the MessageID's u16 length
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(8192 - len(data)))
+    return root, at
+
+
+T0 = 1795000000000
+
+
+def test_damaged_records_after_a_gap_are_delimited_by_the_valid_records_around_them(tmp_path):
+    """After the damage that ends the live data, verify resyncs on each valid record (magic, length and fields
+    agreeing) and reports every damaged record between them with its extent (as RocketMQ's verify reports a
+    damaged unit up to the next valid one), not as unaccounted bytes; the valid ones are after-gap records."""
+    from mqtool import causes
+
+    store, at = _gap_store(tmp_path / "broker")
+    found, s = _verify(store, "commitlog")
+    found = causes.link(found)
+    damaged = {f.offset: f for f in found if f.span is not None}
+    assert sorted(damaged) == [at[2][0], at[4][0], at[6][0]]
+    for i, code in ((2, "bad-length"), (4, "bad-magic"), (6, "field-overrun")):
+        f = damaged[at[i][0]]
+        assert (f.code, f.severity, f.span) == (code, "error", (at[i][0], at[i + 1][0])), i
+        assert f.caused_by is None
+    after = [f for f in found if f.code == "after-gap-record"]
+    assert [f.offset for f in after] == [at[3][0], at[5][0], at[7][0]]
+    assert {f.caused_by for f in after} == {damaged[at[2][0]].id}
+    assert not [f for f in found if f.code == "unaccounted-bytes"]
+    linked, summary = causes.linked(iter(found), lambda: s)
+    list(linked)
+    assert (summary().damaged_ranges, summary().damaged_bytes) == (3, at[2][1] + at[4][1] + at[6][1])
+
+
+def test_the_carve_after_the_end_has_a_checking_budget(tmp_path, monkeypatch):
+    """Crafted bytes after the end with a magic every 11 bytes, each claiming 2048 bytes: the carve checks
+    candidates while the budget (mqtool.damage.CheckBudget: 8 x the bytes + a floor) lasts and counts the
+    others, so the bytes its decodes may read stay linear in the file, not ~200 x."""
+    from mqtool.litemq import records, scan
+
+    size = 1 << 16
+    cell = struct.pack(">I", 2048) + bytes.fromhex("4c4d5101") + b"\x00\x01a"
+    body = (cell * (size // len(cell)))[:size - 16]
+    (tmp_path / "b" / "commitlog").mkdir(parents=True)
+    (tmp_path / "b" / "commitlog" / f"{0:020d}").write_bytes(bytes(16) + body)
+    calls = []
+    real = records.decode_message
+    monkeypatch.setattr(scan, "decode_message", lambda buf, a, b: calls.append(b - a) or real(buf, a, b))
+    monkeypatch.setattr(scan, "CARVE_BUDGET_FLOOR", 1 << 12)
+    found, s = _verify(tmp_path / "b", "commitlog")
+    assert len(calls) > 100 and sum(calls) <= 8 * size + (1 << 12) + 2048   # the budget, and one that overdraws it
+    assert any("checking budget" in f.message for f in found)
+
+
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

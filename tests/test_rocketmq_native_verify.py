@@ -190,7 +190,7 @@ def unit_runs(draw):
 
 def _ctx(shift, last_ts, max_size, dispatched):
     return types.SimpleNamespace(opts=VerifyOptions(max_message_size=max_size), summary=Summary(),
-                                 dispatched_next=dict(dispatched), last_store_ts=last_ts, shift=shift)
+                                 dispatched_next=dict(dispatched), last_store_ts=last_ts, shift=shift, queue_end={})
 
 
 def _make_lane(use_native: bool, ctx, expected: dict, known: bool):
@@ -199,7 +199,8 @@ def _make_lane(use_native: bool, ctx, expected: dict, known: bool):
 
 
 def _state(ctx, expected):
-    return (list(expected.items()), list(ctx.dispatched_next.items()), ctx.summary.messages, ctx.last_store_ts)
+    return (list(expected.items()), list(ctx.dispatched_next.items()), ctx.summary.messages, ctx.last_store_ts,
+            sorted(ctx.queue_end.items()))
 
 
 def _run_both(data: bytes, base: int, shift, seeded: dict, known: bool, limit_cut: int = 0,
@@ -246,13 +247,14 @@ def test_native_lane_with_builtin_crc_equals_python_lane(run, known):
 
 
 def test_lane_consumes_clean_runs_and_carries_state_between_calls():
-    units, pos, qoff = [], 0, {}
+    units, pos, qoff, ends = [], 0, {}, {}
     for i in range(40):
         key = (b"TopicA" if i % 3 else b"T\xc3\xa9", i % 2)
         qoff[key] = qoff.get(key, -1) + 1
         u = _unit(key[0], key[1], qoff[key], pos + 100, b"b" * i, b"KEYS\x01k%d" % i, store_ts=3000 + i)
         units.append(u)
         pos += len(u)
+        ends[(key[0].decode(), key[1])] = pos          # where each queue's last unit ends
     data = b"".join(units)
     assert _run_both(data, 0, 100, {}, False) == 40                # one call takes all 40
     # one call per unit (limit just past its start): the state carries over from call to call
@@ -265,7 +267,7 @@ def test_lane_consumes_clean_runs_and_carries_state_between_calls():
         at += len(u)
     assert ctx.summary.messages == 40 and ctx.last_store_ts == 3039
     want = {(k[0].decode(), k[1]): v + 1 for k, v in qoff.items()}
-    assert expected == want and ctx.dispatched_next == want
+    assert expected == want and ctx.dispatched_next == want and ctx.queue_end == ends
     # known_queues_only: a queue not seeded stops the lane at its first unit
     ctx = _ctx(100, 0, 1 << 22, {})
     expected = {("TopicA", 1): 0}
@@ -303,7 +305,7 @@ def _verify(path, native_on: bool, lane_on: bool, monkeypatch, **kw):
     monkeypatch.setenv("MQTOOL_NATIVE", "1" if native_on else "0")
     monkeypatch.setattr(verify, "USE_FAST_LANE", lane_on)
     findings, summary_fn = ops.verify("commitlog", str(path), VerifyOptions(progress=False, **kw))
-    return [f.to_dict() for f in findings], summary_fn().to_dict()
+    return [dict(f.to_dict(), lost_from=f.lost_from) for f in findings], summary_fn().to_dict()
 
 
 def _awkward_store(root):

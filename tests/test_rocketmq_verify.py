@@ -248,6 +248,52 @@ def test_verify_cli_exit_codes(run_cli, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
 
 
+# ---- a queue-offset gap and the damage that explains it, whatever lies between -------------------------
+
+def _gap_store(root: Path):
+    """Units of queues A/0 and B/0 interleaved (hand-laid, see the list), two of them made unreadable by a
+    broken MAGICCODE; returns (store, {name: (offset, size)})."""
+    from builders import rocketmq_unit
+
+    plan = [("a0", b"A", 0), ("b0", b"B", 0), ("a1", b"A", 1), ("b1", b"B", 1), ("b2", b"B", 2), ("a2", b"A", 2),
+            ("a3", b"A", 3), ("b3", b"B", 3), ("a5", b"A", 5), ("b4", b"B", 4), ("a6", b"A", 6), ("b5", b"B", 5)]
+    data, at = bytearray(), {}
+    for name, topic, qoff in plan:
+        u = rocketmq_unit(topic, bytes([65 + len(at)]) * 1500, phys=len(data), queue_offset=qoff)
+        at[name] = (len(data), len(u))
+        data += u
+    for name in ("a1", "b4"):               # MAGICCODE (bytes 4..8 of a unit) broken: the unit cannot be read
+        data[at[name][0] + 4:at[name][0] + 8] = b"\xde\xad\xbe\xef"
+    seg = root / "commitlog" / f"{0:020d}"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(bytes(data) + bytes(65536 - len(data)))
+    return root, at
+
+
+@pytest.mark.parametrize("mode", ["native", "python-lane", "no-lane", "ranges", "ranges-python"])
+def test_queue_gap_follows_the_damage_between_the_queues_messages(tmp_path, monkeypatch, mode):
+    """A gap is caused by the damaged unit that lies between the queue's previous message and the one that
+    shows the gap, whether or not another queue's messages lie in between (A: a0, damaged a1, b1, b2, a2); a
+    gap with no damage after the queue's previous message is a root of its own (a5 after a3: the damage at
+    a1 lies before a3); of two damaged units the one after the previous message is the cause (b5: b4, not a1)."""
+    from mqtool import causes, native
+    from mqtool.rocketmq.verify import native_lane
+
+    store, at = _gap_store(tmp_path / "store")
+    monkeypatch.setattr(native_lane, "USE_FAST_LANE", mode != "no-lane")
+    kw = dict(jobs=2, split_size=4096) if mode.startswith("ranges") else {}
+    with native.switched(mode in ("native", "ranges")):
+        found = causes.link(run_verify(store, part="commitlog", **kw)[0])
+    roots = {f.offset: f for f in found if f.severity == "error" and f.caused_by is None}
+    assert sorted(roots) == [at["a1"][0], at["b4"][0]]
+    gaps = {f.offset: f for f in found if f.code == "queue-offset-gap"}
+    assert sorted(gaps) == [at["a2"][0], at["a5"][0], at["b5"][0]]
+    assert (gaps[at["a2"][0]].expected, gaps[at["a2"][0]].actual) == (1, 2)
+    assert gaps[at["a2"][0]].caused_by == roots[at["a1"][0]].id
+    assert gaps[at["a5"][0]].caused_by is None
+    assert gaps[at["b5"][0]].caused_by == roots[at["b4"][0]].id
+
+
 # ---- hypothesis: random bytes and mutations never crash, never over-allocate -----------------------
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -60,6 +60,7 @@ typedef struct {
     uint64_t hash;
     PyObject *key;          /* (topic str, queue id int), owned */
     int64_t next;           /* next expected queue offset (always set: see q_add) */
+    int64_t end;            /* global offset where the last unit consumed ends; -1: none consumed */
     struct XCache {         /* what xref_note found for this queue in this call's table (see there) */
         Py_ssize_t qi;      /* its queue in the Xref, or -1 not looked up yet */
         uint32_t hp;        /* hash of topic + join text (index keys) */
@@ -132,16 +133,22 @@ static Py_ssize_t q_add(QTab *q, const uint8_t *t, Py_ssize_t n, int64_t qid, ui
     Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(q->nslots - 1));
     while (q->slots[s] >= 0) s = (s + 1) & (q->nslots - 1);
     q->slots[s] = (int32_t)q->n;
-    q->ents[q->n] = (QEnt){t, n, qid, h, key, next, {-1, 0, 0}};
+    q->ents[q->n] = (QEnt){t, n, qid, h, key, next, -1, {-1, 0, 0}};
     return q->n++;
 }
 
-/* The Python lane's write-back: expected_next[key] = nxt; dispatched[key] = nxt if nxt > dispatched.get(key, 0). */
-static int q_write_back(const QTab *q, PyObject *expected, PyObject *dispatched)
+/* The Python lane's write-back: expected_next[key] = nxt; dispatched[key] = nxt if nxt > dispatched.get(key, 0);
+ * queue_end[key] = where the queue's last unit consumed ends (queue_end may be NULL). */
+static int q_write_back(const QTab *q, PyObject *expected, PyObject *dispatched, PyObject *queue_end)
 {
     PyObject *zero = PyLong_FromLong(0);
     if (zero == NULL) return -1;
     for (Py_ssize_t i = 0; i < q->n; i++) {
+        if (queue_end != NULL && q->ents[i].end >= 0) {
+            PyObject *e = PyLong_FromLongLong(q->ents[i].end);
+            if (e == NULL || PyDict_SetItem(queue_end, q->ents[i].key, e) < 0) { Py_XDECREF(e); goto fail; }
+            Py_DECREF(e);
+        }
         PyObject *nxt = PyLong_FromLongLong(q->ents[i].next);
         if (nxt == NULL) goto fail;
         if (PyDict_SetItem(expected, q->ents[i].key, nxt) < 0) { Py_DECREF(nxt); goto fail; }
@@ -1099,6 +1106,7 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     v->cached = ei;
     if (q->ents[ei].next != qoff) return 0;
     q->ents[ei].next = qoff + 1;
+    q->ents[ei].end = (int64_t)((uint64_t)v->base + (uint64_t)x->pos + (uint64_t)x->total);   /* (no UB if hostile) */
     int64_t ts = rmq_field(u, F_STORETS);
     if (ts > v->last_ts) v->last_ts = ts;
     /* (topic: decoded strictly when its queue entry was made, the same bytes since; properties: checked above) */
@@ -1110,21 +1118,26 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
 
 PyDoc_STRVAR(scan_doc,
 "scan(buf, pos, limit, end, shift, max_size, last_ts, expected_next, dispatched_next, known_queues_only,\n"
-"     xref=None, base=0) -> (new_pos, count, last_ts)\n\n"
+"     xref=None, base=0, queue_end=None) -> (new_pos, count, last_ts)\n\n"
 "The verify fast lane over the units starting in [pos, limit) of buf[:end] (see verify._fast_lane).\n"
 "shift: PHYSICALOFFSET - position of every clean unit; the two dicts are updated as the Python lane does.\n"
-"xref: an Xref that notes every unit consumed (buf[0] is global offset base).");
+"xref: an Xref that notes every unit consumed (buf[0] is global offset base).\n"
+"queue_end: a dict, set per queue to the global offset where its last unit consumed ends.");
 
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     PyObject *bufobj, *shift_o, *maxsize_o, *lastts_o, *expected, *dispatched;
     Py_ssize_t pos, limit, end;
     int known_only;
-    PyObject *xref_o = Py_None;
+    PyObject *xref_o = Py_None, *qend_o = Py_None;
     long long base = 0;
-    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OL", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
-                          &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only, &xref_o, &base))
+    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OLO", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
+                          &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only, &xref_o, &base, &qend_o))
         return NULL;
+    if (qend_o != Py_None && !PyDict_Check(qend_o)) {
+        PyErr_SetString(PyExc_TypeError, "scan: queue_end must be a dict or None");
+        return NULL;
+    }
     if (xref_o != Py_None && !PyObject_TypeCheck(xref_o, &XrefType)) {
         PyErr_SetString(PyExc_TypeError, "scan: xref must be an Xref or None");
         return NULL;
@@ -1174,7 +1187,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (!PyErr_Occurred()) PyErr_NoMemory();     /* xref_note ran out of memory (it sets nothing) */
         goto error;
     }
-    if (q_write_back(&v.q, expected, dispatched) < 0) goto error;
+    if (q_write_back(&v.q, expected, dispatched, qend_o == Py_None ? NULL : qend_o) < 0) goto error;
     q_free(&v.q);
     PyBuffer_Release(&view);
     return Py_BuildValue("nnL", w.pos, w.count, (long long)v.last_ts);

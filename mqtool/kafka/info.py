@@ -78,6 +78,7 @@ class _Stats:
 def collect(path, b: InfoBuilder, opts: InfoOptions) -> None:
     p = Path(path)
     st = _Stats()
+    b.damage_by_file = True          # damage counted by position in each .log, as verify counts it
     if p.is_file():
         kind = L.file_kind(p)
         if kind != "log":
@@ -236,7 +237,10 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
             byte_base += size
             for ev in scan(buf, str(seg.log), fd=m.fileno() if m.mapped else None):
                 if isinstance(ev, Damage):
-                    if ev.code == "zero-tail":
+                    if ev.code == "zero-tail" and seg is not part.segments[-1]:
+                        # zeros at the end of a segment that is not the active one (verify: zeroed-range)
+                        b.add_damage(str(seg.log), ev.position, None, ev.length, "zeroed-range", ev.message, stream)
+                    elif ev.code == "zero-tail":
                         st.zero_tail += 1
                     elif ev.code in ("skipped", "partial-tail"):
                         code = "skipped-bytes" if ev.code == "skipped" else "partial-tail"

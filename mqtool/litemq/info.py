@@ -7,9 +7,11 @@ What it reports and where it comes from (docs/litemq.md, ../shared/reference/lit
   data that are newer than the live data (``after-gap``) are data LiteMQ cannot reach: they are counted as
   messages (and the damage before them is placed in time between its neighbours). ``stale`` records (an
   older run, overwritten from offset 0 after a restart) are only counted in the overview;
-* damaged ranges — the walk's error findings with a position (the live chain ends at a bad length/magic),
-  non-zero bytes after the end that are no record (``unaccounted-bytes`` warning, as verify counts them as
-  skipped bytes), and records whose fields contradict themselves (error-level record checks);
+* damaged ranges — what verify reports damaged, from the same findings: the walk's damage events made
+  findings by :func:`~mqtool.litemq.scan.damage_finding` and the record checks, each by its span (the live
+  chain ends at a bad length/magic, zeroed bytes, missing files, records whose fields contradict themselves),
+  counted as verify counts them (non-zero leftovers after the end, ``unaccounted-bytes``, are no damage there
+  either: a restart's remnants);
 * queue ends — the number of live entries in each consumequeue (entry index = logical queue offset);
 * consumer offsets — the checkpoint's consumer section (``checkpoint/checkpoint``, written only by a clean
   shutdown's forced flush);
@@ -24,7 +26,7 @@ from collections import Counter
 from formats import litemq as F
 from mqtool.common import plural
 from mqtool.damage import Damage
-from mqtool.findings import ERROR, WARNING, Finding
+from mqtool.findings import Finding
 from mqtool.info import InfoBuilder, total_size
 from mqtool.litemq import indexfiles as CQ
 from mqtool.litemq.history import LiveLog
@@ -103,8 +105,9 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
         b.add_message(m["Topic"], m["QueueID"], m["StoreTimestamp"], rec.size)
         types[F.MESSAGE_TYPES.get(m["MessageType"], f"unknown({m['MessageType']})")] += 1
         for f in record_findings(rec, opts.max_message_size):
-            if f.severity == ERROR:
-                b.add_damage(f.file, f.position, f.offset, rec.size, f.code, f.message, at_time=m["StoreTimestamp"])
+            if f.span is not None:
+                b.add_damage(f.file, f.position, f.span[0], f.span[1] - f.span[0], f.code, f.message,
+                             at_time=m["StoreTimestamp"])
 
     def handle(item):
         if isinstance(item, Finding):
@@ -131,7 +134,7 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
             if pending and (file != pending_file or live):
                 flush()
             if file in gaps:
-                _gap(b, gaps.pop(file), fs)
+                _gap(b, gaps.pop(file))
             if live:
                 take(item)
                 if file not in done_files:
@@ -144,7 +147,7 @@ def _commitlog(store: Store, b: InfoBuilder, opts: InfoOptions) -> None:
                 pending.append((item.position, 0 if isinstance(item, Finding) else 1, item))
         flush()
         for f in gaps.values():
-            _gap(b, f, fs)
+            _gap(b, f)
         bar.update_to(total)
     detail = f"file size {fs}"
     if res.end_offset is not None:
@@ -172,25 +175,15 @@ def _finding(b: InfoBuilder, f: Finding) -> None:
     if f.code == "store-time-regression":
         b.note(f"{f.file}@{f.position}: {f.message}")
         return
-    if f.code in _NOT_RANGES or f.file is None or f.position is None:
+    if f.code in _NOT_RANGES or f.span is None:
         return
-    if f.severity == ERROR:
-        b.add_damage(f.file, f.position, f.offset, _length(f), f.code, f.message)
-    elif f.severity == WARNING and f.code == "unaccounted-bytes":
-        b.add_damage(f.file, f.position, f.offset, f.actual if isinstance(f.actual, int) else 0, f.code,
-                     f.message)
+    b.add_damage(f.file, f.position, f.span[0], f.span[1] - f.span[0], f.code, f.message)
 
 
-def _gap(b: InfoBuilder, f: Finding, fs: int) -> None:
-    """Missing commitlog files (a gap in the file indexes): damage of their whole size, just before ``f.file``
-    (no position: the bytes are in no file there is)."""
-    n = f.actual - f.expected if isinstance(f.actual, int) and isinstance(f.expected, int) else 1
-    b.add_damage(f.file, None, f.offset - n * fs if f.offset is not None else None, n * fs, f.code, f.message)
-
-
-def _length(f: Finding) -> int:
-    # the live chain ended at an unreadable length or record: its extent is not known; mark the 4-byte prefix
-    return 4 if f.code in ("bad-length", "bad-magic", "field-overrun", "truncated-length") else 0
+def _gap(b: InfoBuilder, f: Finding) -> None:
+    """Missing commitlog files (a gap in the file indexes): damage of their whole size (the finding's span),
+    just before ``f.file`` (no position: the bytes are in no file there is)."""
+    b.add_damage(f.file, None, f.span[0], f.span[1] - f.span[0], f.code, f.message)
 
 
 def _consumequeue(store: Store, b: InfoBuilder, opts: InfoOptions) -> dict:

@@ -15,12 +15,13 @@ leftovers, missing files, the stale/after-gap totals); :func:`damage_finding` is
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
 
 from formats import litemq as F
 from mqtool.errors import InputError
-from mqtool.damage import Damage
+from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget, Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input, need, need_unit, ranged, ranged_maps
 from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
@@ -29,6 +30,9 @@ from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 
 _U32 = LENGTH
 _CHUNK = 1 << 20
+#: the carve's checking budget over few bytes (:class:`~mqtool.damage.CheckBudget`: a candidate record's decode
+#: reads up to the bytes it claims; crafted bytes can hold a candidate every few bytes)
+CARVE_BUDGET_FLOOR = 1 << 24
 #: A store time this far below the newest one seen suggests records of an older run (restart overwrite).
 TIME_REGRESSION_MS = 1000
 
@@ -102,8 +106,10 @@ def _nonzero_ranges(buf, a: int, b: int, fd: int | None = None):
     return out
 
 
-def carve(buf, start: int, size: int, seg: Segment, name: str):
-    """Records found by scanning buf[start:size] for the message magic at (candidate + 4)."""
+def carve(buf, start: int, size: int, seg: Segment, name: str, budget: CheckBudget | None = None):
+    """Records found by scanning buf[start:size] for the message magic at (candidate + 4): the message magic, a
+    length that fits and the encoded fields agreeing with it (the format has no checksum). ``budget``: a
+    candidate whose decode it cannot afford (the bytes its length claims) is passed over (counted there)."""
     magic = F.MESSAGE_MAGIC_BYTES
     i = start + 4
     while True:
@@ -111,6 +117,11 @@ def carve(buf, start: int, size: int, seg: Segment, name: str):
         if j < 0:
             return
         cand = j - 4
+        if budget is not None and cand >= 0:
+            (claimed,) = _U32.unpack_from(buf, cand)
+            if MIN_MESSAGE_LEN <= claimed <= size - j and not budget.afford(claimed):
+                i = j + 1
+                continue
         rec, prob = parse_record_at(buf, cand, size, seg, name)
         if rec is not None and rec.length == rec.consumed + F.TRAILING_PAD:
             yield rec
@@ -181,16 +192,18 @@ def walk_tail(store: Store, segs, i: int, pos: int, stop, res: WalkResult, carve
             # remote file is fetched from the end of the data on, not again before it
             need(mi.buf, pos, len(mi.buf) - pos)
             # what follows the end: carved records in this file, newer records starting later files
-            carved, nonzero, newer = yield from _after_end(mi.buf, pos, len(mi.buf), seg, name, res, carve_stale,
-                                                           with_body, fd)
+            carved, nonzero, newer, extent, damaged = yield from _after_end(
+                mi.buf, pos, len(mi.buf), seg, name, res, carve_stale, with_body, fd)
         later = _later_files_with_newer_data(store, segs[i + 1:], res.max_live_ts)
-        yield _end_damage(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later)
+        yield _end_damage(name, pos, seg.base + pos, kind, msg, exp, act, carved, nonzero, newer, later, extent)
+        yield from damaged              # (after the end event: what follows the end is linked to it first)
     for later_seg in segs[i + 1:]:
         with map_input(later_seg.path, ranged=True) as mi:
             fd = mi.fileno() if mi.mapped else None
             need(mi.buf, 0, len(mi.buf))                    # read whole, as the rest of the file above
-            yield from _after_end(mi.buf, 0, len(mi.buf), later_seg, store.display(later_seg.path), res,
-                                  carve_stale, with_body, fd)
+            damaged = (yield from _after_end(mi.buf, 0, len(mi.buf), later_seg, store.display(later_seg.path), res,
+                                             carve_stale, with_body, fd))[4]
+        yield from damaged
     if res.stale:
         yield Damage(None, None, res.end_offset, 0, "stale-records",
                      f"{res.stale} stale record(s) survive after the end of data (older run overwritten "
@@ -216,9 +229,10 @@ def _later_files_with_newer_data(store: Store, later_segs, max_live_ts) -> int:
     return n
 
 
-def _end_damage(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, later) -> Damage:
+def _end_damage(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, later, extent=None) -> Damage:
     """What the end of the live data is: the end (``end-of-data``), a restart's overwrite
-    (``overwritten-record``) or damage (``zeroed-range``, or the problem met there).
+    (``overwritten-record``) or damage (``zeroed-range``, or the problem met there: the damaged record, up to
+    the next valid one when one follows in this file (``extent``), else its 4-byte length prefix).
 
     LiteMQ opens a new file only when the previous one is exactly full, so newer records after the end (in
     this file, or at the start of a later file) mean the end is damage, also when it is a zero length.
@@ -227,17 +241,21 @@ def _end_damage(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, lat
     where = (f"{newer} newer record(s) follow in this file" if newer else "") + \
         (" and " if newer and later else "") + (f"{later} later file(s) hold newer records" if later else "")
     if kind == "zero-length" and newer_total:
-        return Damage(name, pos, off, 4, "zeroed-range",
+        return Damage(name, pos, off, extent or 4, "zeroed-range",
                       f"length 0 here ends the live data for LiteMQ's reader, but {where}: zeroed bytes "
-                      "(damage), not the end of data", None, 0)
+                      "(damage), not the end of data"
+                      + (f" (a damaged record of {extent} bytes, up to the next valid record)" if extent else ""),
+                      None, 0)
     if kind == "zero-length" and not nonzero:
         return Damage(name, pos, off, 0, "end-of-data",
                       "end of data: zero fill to the end of the file (LiteMQ preallocation)")
     if kind == "zero-length":
         return Damage(name, pos, off, 0, "end-of-data", "end of data (first zero length); non-zero bytes follow")
     if newer_total:
-        return Damage(name, pos, off, 4, kind,
-                      f"{msg}; the live data ends here but {where}: damage, not a restart", exp, act)
+        return Damage(name, pos, off, extent or 4, kind,
+                      f"{msg}; the live data ends here but {where}: damage, not a restart"
+                      + (f" (a damaged record of {extent} bytes, up to the next valid record)" if extent else ""),
+                      exp, act)
     if carved:
         return Damage(name, pos, off, 0, "overwritten-record",
                       f"live data ends inside an older record ({msg}); older records follow: "
@@ -318,14 +336,21 @@ def _live(buf, size, seg, name, res, with_body=False, mi=None):
 
 
 def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False, fd=None):
-    """Classify what lies after the end: carved records and non-zero leftovers."""
+    """Classify what lies after the end: carved records (yielded), damaged records next to newer ones, non-zero
+    leftovers (yielded). Returns ``(carved, nonzero, newer, extent, damaged)``: ``extent`` the bytes from
+    ``start`` (the live end) up to a newer record right after them (the damaged record that ends the live
+    data, delimited), else None; ``damaged`` the damage events of the records between, before or after newer
+    records, each delimited by the valid records around it (:func:`_delimit`; the caller yields them after
+    the end event)."""
     nonzero = _nonzero_ranges(buf, start, size, fd)
     if not nonzero:
-        return 0, False, 0
+        return 0, False, 0, None, []
     carved = 0
     newer = 0
     covered = []
-    for rec in carve(buf, start, size, seg, name):
+    state = []             # per carved record: is it newer than the live data (after-gap)?
+    budget = CheckBudget(CHECK_BUDGET_FACTOR * (size - start) + CARVE_BUDGET_FLOOR)
+    for rec in carve(buf, start, size, seg, name, budget):
         ts = rec.m["StoreTimestamp"]
         if res.max_live_ts is not None and ts < res.max_live_ts:
             rec.state = "stale"
@@ -336,12 +361,17 @@ def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False, f
             newer += 1
         carved += 1
         covered.append((rec.position, rec.position + 4 + rec.length))
+        state.append(rec.state == "after-gap")
         if carve_stale:
             if with_body:
                 rec.body = bytes(buf[rec.body_slice[0]:rec.body_slice[1]])
             yield rec
     # non-zero bytes that no carved record explains
     left = _subtract(nonzero, covered)
+    note = (f" ({budget.unchecked} candidate record(s) past the checking budget of {budget.budget} bytes not "
+            "checked)") if budget.unchecked else ""
+    starts = [c[0] for c in covered]        # (carve yields records in file order)
+    extent, damaged = None, []
     for a0, b0 in left:
         chunk = bytes(buf[a0:b0])
         stripped = chunk.lstrip(b"\x00")
@@ -349,12 +379,55 @@ def _after_end(buf, start, size, seg, name, res, carve_stale, with_body=False, f
             continue
         a = a0 + len(chunk) - len(stripped)
         b = a0 + len(chunk.rstrip(b"\x00"))
+        k = bisect_left(starts, b0)                     # the carved record right after this range, if any
+        nxt_newer = k < len(starts) and starts[k] == b0 and state[k]
+        near_newer = nxt_newer or (k > 0 and state[k - 1])
+        # where a record boundary is known (the live end, the end of a carved record) the range begins there:
+        # its leading zero bytes are the high bytes of a length prefix
+        at = a0 if a0 == start or (k > 0 and covered[k - 1][1] == a0) else a
+        if k == 0 and nxt_newer:      # (only zeros between the live end and here: the same record)
+            at = start
+        if at == start and nxt_newer:
+            extent = b0 - start       # the damaged record that ends the live data, up to the next valid one
+            continue
         if a == start and start != 0 and carved:
             continue  # the tail of the overwritten record right at the end (reported with it)
+        if near_newer:                # damaged records among the newer ones (after a gap): each delimited
+            damaged.extend(_delimit(buf, at, b0 if nxt_newer else b, seg, name, note))
+            continue
         yield Damage(name, a, seg.base + a, b - a, "remnants" if carved else "unaccounted-bytes",
                      f"{b - a} non-zero byte(s) after the end of data that are no whole record"
-                     + (" (remnants of overwritten records)" if carved else ""), None, b - a)
-    return carved, True, newer
+                     + (" (remnants of overwritten records)" if carved else "") + note, None, b - a)
+    return carved, True, newer, extent, damaged
+
+
+def _delimit(buf, a: int, end: int, seg, name: str, note: str = "") -> list:
+    """The damaged records in buf[a:end] (bytes no valid record covers, next to records newer than the live
+    data): from ``a`` on, each record's own length prefix delimits it when it can be trusted (the magic follows
+    it, or it ends exactly at ``end``, where the next valid record starts), else the rest is one damaged
+    range. Each is a :class:`Damage` with the problem :func:`parse_record_at` finds there. Linear: the ranges
+    do not overlap and each decode reads at most its own range."""
+    out = []
+    p = a
+    while p < end:
+        rec, prob = parse_record_at(buf, p, end, seg, name)
+        if rec is not None:   # the fields decode, but not to the length (the carve takes only records that agree)
+            code, msg, exp, act = ("length-mismatch", "length prefix disagrees with the encoded fields",
+                                   rec.consumed + F.TRAILING_PAD, rec.length)
+            n = 4 + rec.length
+        else:
+            code, msg, exp, act = prob
+            length = _U32.unpack_from(buf, p)[0] if end - p >= 4 else 0
+            trusted = MIN_MESSAGE_LEN <= length <= end - p - 4 and (
+                bytes(buf[p + 4:p + 8]) == F.MESSAGE_MAGIC_BYTES or p + 4 + length == end)
+            n = 4 + length if trusted else end - p
+            if code == "zero-length":
+                code, msg = "zeroed-range", "length 0"
+        out.append(Damage(name, p, seg.base + p, n, code,
+                          f"{msg}; a damaged record after the end of the live data, delimited by the valid records "
+                          f"around it: skipped {n} bytes" + note, exp, act))
+        p += n
+    return out
 
 
 def _subtract(ranges, covered):

@@ -3,8 +3,9 @@
 What it reports and where it comes from (reference §1–§8):
 
 * messages per topic/queue, first/last STORETIMESTAMP, unit bytes — the commitlog scan (the same
-  :class:`~mqtool.rocketmq.scan.SegmentScanner` verify uses, CRC checked); damaged ranges are the scanner's
-  ``Damage`` events and messages whose body CRC fails;
+  :class:`~mqtool.rocketmq.scan.SegmentScanner` verify uses, CRC checked); damaged ranges are what verify
+  reports damaged: the scanner's ``Damage`` events, messages whose body CRC fails and the bytes missing
+  between or at the end of segments (verify's segment layout check), counted as verify counts them;
 * queue ends (next logical offset) — the last non-zero unit of each consumequeue, else the commitlog's
   highest QUEUEOFFSET + 1 per queue when there is no consumequeue;
 * consumer offsets — ``config/consumerOffset.json`` (``offsetTable``: ``"topic@group" → {queueId: offset}``),
@@ -92,8 +93,16 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
     cp_ms = cp.get("physicMsgTimestamp") if cp else None
     total = sum(x.size for x in segs)
     done = 0
+    lost = _lost_bytes(s)
+
+    def lost_before(at):
+        while lost and lost[-1].span[0] < at:
+            f = lost.pop()
+            b.add_damage(f.file, None, f.span[0], f.span[1] - f.span[0], f.code, f.message)
+
     with progress(total, "info: scanning commitlog", enabled=opts.progress) as bar:
         for seg in segs:
+            lost_before(seg.base)
             b.add_log_file(seg.path, seg.base, seg.size)
             has_data = False
             for ev in SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True).events():
@@ -128,6 +137,7 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
                 used_segments += 1
             done += seg.size
             bar.update_to(done)
+        lost_before(float("inf"))
     sizes = {x.size for x in segs}
     detail = f"{used_segments} with data; segment size {'/'.join(str(z) for z in sorted(sizes))}"
     if data_end is not None:
@@ -144,6 +154,17 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
     if cp_ms:
         b.fact("messages newer than checkpoint", after_cp)
     return dispatched
+
+
+def _lost_bytes(s: RocketStore) -> list:
+    """verify's segment layout findings that name missing bytes (a segment missing or cut short), the last
+    first."""
+    from mqtool.options import VerifyOptions
+    from mqtool.rocketmq.verify.context import _Ctx
+    from mqtool.rocketmq.verify.segments import _verify_segments_layout
+
+    return sorted((f for f in _verify_segments_layout(_Ctx(s, VerifyOptions(progress=False))) if f.span),
+                  key=lambda f: f.span, reverse=True)
 
 
 def _consumequeue(s: RocketStore, b: InfoBuilder, dispatched: dict, opts: InfoOptions) -> None:

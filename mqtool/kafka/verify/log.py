@@ -57,7 +57,8 @@ class LogChecks:
                         # a segment none of whose bytes make a batch: nothing in it is readable (an interrupted
                         # append leaves its tail after readable batches, not instead of them)
                         yield self._f(ERROR, "no-readable-batch", path, ev.position, None,
-                                      f"no batch readable in the segment: {ev.message}", actual=ev.length)
+                                      f"no batch readable in the segment: {ev.message}", actual=ev.length,
+                                      span=(ev.position, ev.end))
                     elif ev.code == "partial-tail":
                         yield self._f(WARNING, "partial-tail", path, ev.position, None,
                                       f"{ev.length} bytes at the end do not make a whole batch "
@@ -74,10 +75,10 @@ class LogChecks:
                 self.stats["batches"] += 1
                 if not b.is_control:
                     self.messages += header_records(b)
-                if not b.crc_ok:
+                if not b.crc_ok:           # (the batch's bytes are damaged: its span, as info counts it)
                     yield self._f(ERROR, "crc-mismatch", path, b.position, b.base_offset,
                                   f"{'CRC32C' if b.magic == 2 else 'CRC32'} of magic v{b.magic} batch does not match",
-                                  expected=b.crc, actual=_actual_crc(b))
+                                  expected=b.crc, actual=_actual_crc(b), span=(b.position, b.position + b.size))
                 ctype = None
                 if b.is_control and b.crc_ok:
                     ctype = control_type_of(b)
@@ -88,8 +89,9 @@ class LogChecks:
                 if seen.head is not None and (not seen.head or not seen.head[-1][2]):
                     seen.head.append((base, b.last_offset, b.crc_ok))
                 if b.error:
-                    yield self._f(WARNING if b.error_code != "records-undecodable" else ERROR, b.error_code,
-                                  path, b.position, b.last_offset, b.error)
+                    bad = b.error_code == "records-undecodable"
+                    yield self._f(ERROR if bad else WARNING, b.error_code, path, b.position, b.last_offset, b.error,
+                                  span=(b.position, b.position + b.size) if bad else None)
                 if base < seg.base_offset:
                     yield self._f(ERROR, "offset-below-base", path, b.position, base,
                                   f"batch base offset {base} is below the segment's base offset {seg.base_offset}",

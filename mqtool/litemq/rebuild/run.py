@@ -13,7 +13,7 @@ from mqtool.litemq.indexfiles import cq_file_size
 from mqtool.litemq.store import Store
 from mqtool.litemq.scan import WalkResult, damage_finding, walk
 from mqtool.options import RebuildOptions
-from mqtool.litemq.rebuild.compare import _compare_cq, _compare_index
+from mqtool.litemq.rebuild.compare import StaleEntries, _compare_cq, _compare_index
 from mqtool.litemq.rebuild.consumequeue import queue_files
 from mqtool.litemq.rebuild.dispatch import _store_hints, dispatch
 from mqtool.litemq.rebuild.index import build_index
@@ -83,10 +83,15 @@ def _rebuild(store: Store, opts: RebuildOptions, summary: Summary):
     summary.extra["cq_files"] = len(rebuilt_files)
     summary.extra["cq_entries"] = sum(len(v) for v in queues.values())
     if opts.compare:
+        from mqtool.litemq.history import LiveLog
+
+        where = {}
         for q in CQ.queues(store):
             for s in q.files:
                 existing[store.display(s.path)] = s.path
-        yield from _compare_cq(rebuilt_files, existing, summary)
+                where[store.display(s.path)] = (q.topic, q.queue_id, s.index * fs // F.CQ_ENTRY_SIZE)
+        restarted = bool((res.stale and not res.after_gap) or res.regressed)    # (as verify judges a queue)
+        yield from _compare_cq(rebuilt_files, existing, summary, StaleEntries(where, LiveLog(store), restarted))
     from mqtool.litemq.store import index_files as _index_files
 
     if getattr(opts, "with_index", False) or (opts.compare and _index_files(store)):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from formats import litemq as F
 from mqtool.findings import ERROR, INFO, WARNING, Finding, born_finding, born_plausible
 from mqtool.litemq.records import LiteRecord, order_queue
+from mqtool.plainclass import replace
 
 NEVER_FILLED = ("QueueOffset", "CommitLogOffset", "StoreSize", "ConsumeStartTime", "ConsumeEndTime",
                 "ConsumeCount")
@@ -46,7 +47,8 @@ def expected_entries(ri: RecInfo) -> tuple[int | None, str]:
 
 
 def record_findings(rec: LiteRecord, max_message_size: int = 4 * 1024 * 1024) -> list[Finding]:
-    """Checks on one live record (structure and field values)."""
+    """Checks on one live record (structure and field values). An error says the record's bytes are damaged
+    (fields that contradict themselves): its span is the record (:mod:`mqtool.causes`; ``info`` counts it)."""
     out = []
     body_len = rec.body_slice[1] - rec.body_slice[0]
     if body_len > max_message_size:
@@ -105,4 +107,4 @@ def record_findings(rec: LiteRecord, max_message_size: int = 4 * 1024 * 1024) ->
     if rec.body_slice[0] == rec.body_slice[1]:
         out.append(Finding(INFO, "empty-body", f, pos, off,
                            "empty body: written below the broker API (SendMessage rejects empty bodies)"))
-    return out
+    return [replace(x, span=(off, off + rec.size)) if x.severity == ERROR else x for x in out]

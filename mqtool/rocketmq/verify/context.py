@@ -19,6 +19,9 @@ class _Ctx:
         self.aborted = bool(store.abort)
         # per (topic, queue): highest queue offset a dispatched message claims (+1) and how many we saw
         self.dispatched_next: dict[tuple[str, int], int] = {}
+        # per (topic, queue): where its last message checked ends (global offset): a queue-offset gap found at
+        # the next one follows from damage after there (Finding.lost_from)
+        self.queue_end: dict[tuple[str, int], int] = {}
         self.last_store_ts = 0
         self.data_end: int | None = None       # global offset where commitlog data ends
         self.salvage = None
@@ -27,8 +30,8 @@ class _Ctx:
         self.index_ahead = None    # index checks run on a thread during the commitlog pass (verify/index.py)
 
     def f(self, severity, code, file, position, offset, message, expected=None, actual=None,
-          span=None) -> Finding:
-        fd = Finding(severity, code, file, position, offset, message, expected, actual, span)
+          span=None, lost_from=None) -> Finding:
+        fd = Finding(severity, code, file, position, offset, message, expected, actual, span, lost_from=lost_from)
         self.summary.add(fd)
         return fd
 

@@ -130,6 +130,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
     min_size, max_size = F.MIN_MESSAGE_SIZE, ctx.opts.max_message_size
     summary = ctx.summary
     dispatched = ctx.dispatched_next
+    queue_end = getattr(ctx, "queue_end", None)    # per queue: where its last message ends (units._check_message)
     nat = _native_lane()
     if nat is not None:
         scan = nat.scan
@@ -139,7 +140,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
             if ctx.shift is None:
                 return pos, 0
             npos, n, last_ts = scan(buf, pos, limit, end, ctx.shift + base, max_size, ctx.last_store_ts,
-                                    expected_next, dispatched, known_queues_only, xref, base)
+                                    expected_next, dispatched, known_queues_only, xref, base, queue_end)
             if n:
                 ctx.last_store_ts = last_ts
                 summary.messages += n
@@ -159,7 +160,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
             return start, 0
         shift = ctx.shift + base          # PHYSICALOFFSET - position of every clean unit here
         last_ts = ctx.last_store_ts
-        queues: dict[tuple[bytes, int], list] = {}   # (topic bytes, queue) -> [(topic, queue), next offset]
+        queues: dict[tuple[bytes, int], list] = {}   # (topic bytes, queue) -> [(topic, queue), next offset, end]
         qget = queues.get
         crc = crc32
         n = 0
@@ -199,20 +200,23 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
                 key = (topic, qid)
                 if known_queues_only and key not in expected_next:
                     break
-                q = queues[qk] = [key, expected_next.get(key)]
+                q = queues[qk] = [key, expected_next.get(key), None]
             exp = q[1]
             if exp != qoff and exp is not None:
                 break
             q[1] = qoff + 1
+            q[2] = stop
             if store_ts > last_ts:
                 last_ts = store_ts
             n += 1
             pos = stop
-        for key, nxt in queues.values():
+        for key, nxt, q_end in queues.values():
             if nxt is not None:
                 expected_next[key] = nxt
                 if nxt > dispatched.get(key, 0):
                     dispatched[key] = nxt
+            if q_end is not None and queue_end is not None:
+                queue_end[key] = base + q_end
         if n:
             ctx.last_store_ts = last_ts
             summary.messages += n

@@ -34,6 +34,7 @@ class RangeVerify:
     shift: int | None          # PHYSICALOFFSET delta of the range's last message
     dispatched_next: dict
     last_store_ts: int
+    queue_end: dict            # per (topic, queue): where its last message in this range ends (global offset)
     xref: object = None        # the range's cross-reference table when the parent asked for it: ``Xref.export()``
     #                            bytes from a worker process, the ``Xref`` itself from a thread
 
@@ -201,7 +202,8 @@ def verify_range_task(args) -> RangeVerify:
     xref = ctx.xref
     if xref is not None and not (len(args) > 3 and args[3]):
         xref = xref.export()
-    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts, xref)
+    return RangeVerify(items, messages, dict(expected), shift, ctx.dispatched_next, ctx.last_store_ts,
+                       ctx.queue_end, xref)
 
 
 def verify_commitlog_ranges(ctx):
@@ -252,7 +254,7 @@ def verify_commitlog_ranges(ctx):
                     _, key, qo, file, pos, off = it
                     exp = expected_next.get(key)
                     if exp is not None and qo != exp:
-                        yield _queue_offset_finding(ctx, key, exp, file, pos, off, qo)
+                        yield _queue_offset_finding(ctx, key, exp, file, pos, off, qo, ctx.queue_end.get(key))
                 elif tag == "shift":
                     _, delta, file, pos, off, phys = it
                     if delta != shift:
@@ -273,6 +275,7 @@ def verify_commitlog_ranges(ctx):
             if ctx.xref is not None and res.xref is not None:
                 ctx.xref.merge(res.xref)
             expected_next.update(res.expected_next)
+            ctx.queue_end.update(res.queue_end)
             if res.shift is not None:
                 shift = res.shift
             for k, v in res.dispatched_next.items():

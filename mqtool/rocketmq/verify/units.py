@@ -56,9 +56,9 @@ def _check_end(ctx: _Ctx, seg, ev: End, last_seg: bool, saw_blank: bool, has_dat
 def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Finding]:
     if not m.crc_ok:
         actual = zlib.crc32(m.stored_body) & 0x7FFFFFFF
-        yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,
+        yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,       # (damaged bytes: info counts them)
                     f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset {m.queue_offset})",
-                    m.body_crc, actual)
+                    m.body_crc, actual, span=(m.offset, m.offset + m.size))
     elif m.sys_flag & F.COMPRESSED_FLAG:
         # the CRC covers the stored (compressed) bytes; only inflating shows the body can be read
         try:
@@ -94,14 +94,20 @@ def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Findi
     if key is not None:
         exp = expected_next.get(key)
         if exp is not None and m.queue_offset != exp:
-            yield _queue_offset_finding(ctx, key, exp, m.file, m.position, m.offset, m.queue_offset)
+            yield _queue_offset_finding(ctx, key, exp, m.file, m.position, m.offset, m.queue_offset,
+                                        ctx.queue_end.get(key))
         expected_next[key] = m.queue_offset + queue_step(m)
+        ctx.queue_end[key] = m.offset + m.size
 
 
-def _queue_offset_finding(ctx: _Ctx, key, exp: int, file, position, offset, queue_offset) -> Finding:
-    code = "queue-offset-gap" if queue_offset > exp else "queue-offset-repeat"
-    return ctx.f(WARNING, code, file, position, offset,
-                 f"queue {key[0]}/{key[1]}: expected queue offset {exp}, found {queue_offset}", exp, queue_offset)
+def _queue_offset_finding(ctx: _Ctx, key, exp: int, file, position, offset, queue_offset,
+                          prev_end: int | None) -> Finding:
+    """``prev_end``: where the queue's previous message ends (None: not known here), the start of the range
+    whose damage explains a gap (:mod:`mqtool.causes`)."""
+    gap = queue_offset > exp
+    return ctx.f(WARNING, "queue-offset-gap" if gap else "queue-offset-repeat", file, position, offset,
+                 f"queue {key[0]}/{key[1]}: expected queue offset {exp}, found {queue_offset}", exp, queue_offset,
+                 lost_from=prev_end if gap else None)
 
 
 def _shift_finding(ctx: _Ctx, delta: int, file, position, offset, physical_offset) -> Finding:
