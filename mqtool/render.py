@@ -183,6 +183,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     out.flush()
     enc = _orjson.dumps
     opt = _ndjson._OPTS | _orjson.OPT_APPEND_NEWLINE
+    safe = _ndjson.escape_active_bytes         # on whole batches: one fast scan of mostly ASCII bytes
     w = binary.write
     batch: list[bytes] = []
     add = batch.append
@@ -194,7 +195,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                 line = r.encode("utf-8", errors="surrogateescape") + b"\n"
             elif type(r) is PreRenderedLines or type(r) is CleanLines:   # a big block: as it is, after the batch
                 if batch:
-                    w(b"".join(batch))
+                    w(safe(b"".join(batch)))
                     batch.clear()
                     size = 0
                 w(r)
@@ -202,14 +203,14 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                 continue
             elif type(r) is Direct:             # its producer writes the lines itself, after what is batched
                 if batch:
-                    w(b"".join(batch))
+                    w(safe(b"".join(batch)))
                     batch.clear()
                     size = 0
                 n += r.write(binary)
                 continue
             elif type(r) is Spooled:            # a worker's piece: copied in the kernel, after what is batched
                 if batch:
-                    w(b"".join(batch))
+                    w(safe(b"".join(batch)))
                     batch.clear()
                     size = 0
                 copy_piece(r.path, r.size, binary)
@@ -227,12 +228,12 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
             # ~25 KB per write: below malloc's mmap threshold (pre-rendered too); large lines go at once, so
             # memory is one row's line whatever the bodies (never a batch of them)
             if len(batch) >= 32 or size >= 1 << 16:
-                w(b"".join(batch) if len(batch) > 1 else batch[0])
+                w(safe(b"".join(batch) if len(batch) > 1 else batch[0]))
                 batch.clear()
                 size = 0
     finally:
         if batch:
-            w(b"".join(batch))
+            w(safe(b"".join(batch)))
         binary.flush()
     return n
 

@@ -42,6 +42,7 @@ needs_native = pytest.mark.skipif(NAT is None, reason="compiled kafka helper not
                                                       "(tests/test_common_native.py fails under CI when it is missing)")
 CODECS = [K.CODEC_NONE, K.CODEC_GZIP, K.CODEC_SNAPPY, K.CODEC_LZ4, K.CODEC_ZSTD]
 HOSTILE = [b'"q"\\', b"\x00\x01\x1f\x7f\n\r\t", "caf\u00e9 \u2028 \U0001F600".encode(),
+           "\u009b\u0085\u061c\u200f\u202e\u2066\u00a0\u202f".encode(),
            b"\x01mqtool-native-0\x01", b"\x01mqtool-batch-position\x01", b'"crc_ok":false', b'"body_error":"x']
 
 
