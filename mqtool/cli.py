@@ -629,8 +629,9 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size, **sizes):
         VerifyOptions(max_message_size=max_message_size, **sizes))
     with writer as f:
         f.write(html.encode("utf-8"))
-    sys.stdout.write(f"{render.visible(out) if render.stdout_is_tty() else out}\n")
-    sys.stdout.flush()
+    if getattr(writer, "fd", None) != 1:          # -o /dev/stdout: the report is what stdout holds
+        sys.stdout.write(f"{render.visible(out) if render.stdout_is_tty() else out}\n")
+        sys.stdout.flush()
     if not render.quiet():
         render.say(f"wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
                    f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages")
