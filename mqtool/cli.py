@@ -947,10 +947,11 @@ def _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw) -> None:
 @click.option("--partition-size", help="--engine spark: pack small segments into tasks of about this size "
                                        "(default: --split-size when given, else 128M).")
 @click.option("--max-partitions", type=click.IntRange(min=1), help="--engine spark: at most this many tasks.")
+@click.option("--json", "as_json", is_flag=True, help="Also print the counts as one NDJSON row on stdout.")
 @SIZE_OPTS
 @guarded
 def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, force, partition_size,
-           max_partitions, **sizes):
+           max_partitions, as_json, **sizes):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
     Columns are those of `dump commitlog --json` of every family in one schema (plus `family`), with
@@ -979,8 +980,14 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
         counts = _remote().export_to(out, force, lambda local: run(local, True))
     else:
         counts = run(out, force)
+    if as_json:     # rows, messages (Kafka records included), Kafka batches and their records, findings, ...
+        render.write_ndjson_plain_first([{"kind": "export", "to": str(out), **counts}])
     if not render._state["quiet"]:
-        render.say(f"exported {counts['messages']} messages ({counts['rows']} rows) from {counts['stores']} "
+        # a Kafka row is a batch (its records are counted, not written one per row)
+        plain = counts["messages"] - counts.get("records", 0)
+        what = ([f"{plain} messages"] if plain or not counts.get("batches") else []) + \
+            ([f"{counts['batches']} Kafka batches of {counts['records']} records"] if counts.get("batches") else [])
+        render.say(f"exported {' and '.join(what)} ({counts['rows']} rows) from {counts['stores']} "
                    f"store(s) to {out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))
     if counts.get("damaged"):
         render.say(f"{counts['damaged']} damaged range(s) skipped (mqtool verify store tells what and where)")
