@@ -181,9 +181,19 @@ def _output_options() -> list[click.Option]:
                           "(field: value blocks), json (NDJSON, as --json), csv, tsv. Default: a table that fits "
                           "the terminal, NDJSON in a pipe.", **common),
         click.Option(["--fields"], metavar="A,B,...", default=None,
-                     help="Only these fields, in this order (table columns by name or header; NDJSON/CSV keys).",
+                     help="Only these fields, in this order (table columns by name or header; the keys of every "
+                          "NDJSON row, summaries too, and CSV column).",
                      **common),
     ]
+
+
+def _fields_need_json(json_out: bool, command: str, other: str = "") -> None:
+    """A command whose output for a person is not a table of rows (info, inspect, verify's compact view,
+    explain, export's summary) applies ``--fields`` to its NDJSON rows only (and ``other``'s view): there a
+    usage error says so (it was ignored)."""
+    if render._state["fields"] and not json_out:
+        raise click.UsageError(f"--fields selects the keys of {command}'s NDJSON rows{other}: add --json "
+                               "(or --as json)")
 
 
 def _add_global_options(command: click.Command) -> None:
@@ -575,6 +585,7 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size, **sizes
     from mqtool.info import build_info, parse_bucket
     from mqtool.options import InfoOptions
 
+    _fields_need_json(render.want_json(as_json), "info")
     opts = InfoOptions(bucket_ms=parse_bucket(bucket), max_buckets=max_buckets,
                        max_message_size=max_message_size, **sizes)
     result = build_info(store, fmt, opts)
@@ -668,6 +679,7 @@ def _verify_cmd(part: str):
     @FINDINGS_VIEW_OPTS
     @guarded
     def cmd(paths, fmt, as_json, engine, master, manifest_out=None, all_findings=False, table=False, **kw):
+        _fields_need_json(render.want_json(as_json) or table, "verify", " and the columns of --table")
         if manifest_out:
             _write_manifest(manifest_out, paths, kw.get("force", False))
         kw["split_size"] = _size(kw["split_size"])
@@ -785,6 +797,7 @@ def rebuild_index(store, fmt, as_json, **kw):
       mqtool rebuild-index store/ --out /tmp/rebuilt
       mqtool rebuild-index store/ --compare          # exit 0 identical, 1 differs
     """
+    _fields_need_json(render.want_json(as_json), "rebuild-index")
     family, ops = _ops(store, fmt)
     opts = RebuildOptions(**kw)
     if not opts.out and not opts.compare:
@@ -968,6 +981,8 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
     """
     from mqtool import export as X
 
+    as_json = as_json or render._state["as"] == "json"
+    _fields_need_json(as_json, "export")
     split = _size(split_size)
 
     def run(to, force):
@@ -1042,6 +1057,7 @@ def inspect_cmd(path, offset, position, fmt, as_json):
     """
     if (offset is None) == (position is None):
         raise click.UsageError("give --offset N or --position P (one of them)")
+    _fields_need_json(render.want_json(as_json), "inspect")
     family = detect(path, fmt)
     ins = family_module(family, "inspect").inspect(path, offset=offset, position=position)
     if render.want_json(as_json):
@@ -1135,6 +1151,8 @@ def explain(code, as_list, as_json):
 
     if as_list == bool(code):
         raise click.UsageError("give a CODE, or --list")
+    as_json = as_json or render._state["as"] == "json"
+    _fields_need_json(as_json, "explain")
     if as_list:
         rows = [c.to_dict() for c in REGISTRY.values()]
         if as_json:

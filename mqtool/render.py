@@ -157,8 +157,11 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count.
 
     With orjson, lines are encoded straight to bytes and written to the binary layer of ``out`` in batches
-    (after flushing its text layer, so the order of earlier text output is kept).
+    (after flushing its text layer, so the order of earlier text output is kept). On stdout (``out`` not
+    given), ``--fields`` keeps those keys of every row, in that order (records and summaries alike).
     """
+    if out is None and _state["fields"]:
+        rows = _project(rows, _state["fields"])
     out = out or sys.stdout
     _orjson = _ndjson._load()
     binary = getattr(out, "buffer", None) if _orjson is not None else None
@@ -250,6 +253,8 @@ def write_ndjson_plain_first(rows: Iterable[dict], out=None) -> int:
     import codecs
     from itertools import chain
 
+    if out is None and _state["fields"]:
+        rows = _project(rows, _state["fields"])
     out = out or sys.stdout
     try:
         utf8 = codecs.lookup(out.encoding or "").name == "utf-8"
@@ -407,7 +412,7 @@ def emit(rows: Iterable[dict], columns: list[Column], as_json: bool, title: str 
     """Send rows to stdout as NDJSON, a table, ``field: value`` blocks, CSV or TSV."""
     mode = output_mode(as_json)
     if mode == "json":
-        return write_ndjson(_project(rows, _state["fields"]) if _state["fields"] else rows)
+        return write_ndjson(rows)           # (--fields: applied there)
     if mode in ("csv", "tsv"):
         return write_delimited(rows, columns, "," if mode == "csv" else "\t")
     return render_table(rows, columns, title=title)
