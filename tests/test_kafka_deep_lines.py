@@ -184,6 +184,7 @@ def _runs(run_cli, monkeypatch, store, mode):
     out["jobs2"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "2")
     with monkeypatch.context() as m:
         m.setattr(D, "GROUP_BATCHES", 1)
+        m.setattr(D, "GROUP_BYTES", 1)         # (lanes start only for a file of more than one group's bytes)
         m.setattr(D, "LANE_AHEAD", 1)
         out["tiny-lanes"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "3")
     return out, used
@@ -333,6 +334,7 @@ def test_lanes_keep_a_bounded_window(monkeypatch, generated):
     from mqtool.options import ScanStats
 
     monkeypatch.setattr(D, "GROUP_BATCHES", 1)
+    monkeypatch.setattr(D, "GROUP_BYTES", 1)          # lanes start only for a file of more than one group's bytes
     live, peak = [0], [0]
     lock = threading.Lock()
     submit = ThreadPoolExecutor.submit
