@@ -181,9 +181,19 @@ def _output_options() -> list[click.Option]:
                           "(field: value blocks), json (NDJSON, as --json), csv, tsv. Default: a table that fits "
                           "the terminal, NDJSON in a pipe.", **common),
         click.Option(["--fields"], metavar="A,B,...", default=None,
-                     help="Only these fields, in this order (table columns by name or header; NDJSON/CSV keys).",
+                     help="Only these fields, in this order (table columns by name or header; the keys of every "
+                          "NDJSON row, summaries too, and CSV column).",
                      **common),
     ]
+
+
+def _fields_need_json(json_out: bool, command: str, other: str = "") -> None:
+    """A command whose output for a person is not a table of rows (info, inspect, verify's compact view,
+    explain, export's summary) applies ``--fields`` to its NDJSON rows only (and ``other``'s view): there a
+    usage error says so (it was ignored)."""
+    if render._state["fields"] and not json_out:
+        raise click.UsageError(f"--fields selects the keys of {command}'s NDJSON rows{other}: add --json "
+                               "(or --as json)")
 
 
 def _add_global_options(command: click.Command) -> None:
@@ -575,6 +585,7 @@ def info_cmd(store, fmt, as_json, bucket, max_buckets, max_message_size, **sizes
     from mqtool.info import build_info, parse_bucket
     from mqtool.options import InfoOptions
 
+    _fields_need_json(render.want_json(as_json), "info")
     opts = InfoOptions(bucket_ms=parse_bucket(bucket), max_buckets=max_buckets,
                        max_message_size=max_message_size, **sizes)
     result = build_info(store, fmt, opts)
@@ -629,8 +640,9 @@ def report_cmd(store, output, fmt, force, bucket, max_message_size, **sizes):
         VerifyOptions(max_message_size=max_message_size, **sizes))
     with writer as f:
         f.write(html.encode("utf-8"))
-    sys.stdout.write(f"{render.visible(out) if render.stdout_is_tty() else out}\n")
-    sys.stdout.flush()
+    if getattr(writer, "fd", None) != 1:          # -o /dev/stdout: the report is what stdout holds
+        sys.stdout.write(f"{render.visible(out) if render.stdout_is_tty() else out}\n")
+        sys.stdout.flush()
     if not render.quiet():
         render.say(f"wrote {out} ({len(html) // 1024} KiB): verdict {summary.verdict}, "
                    f"{summary.errors} errors, {summary.warnings} warnings, {info.messages} messages")
@@ -667,6 +679,7 @@ def _verify_cmd(part: str):
     @FINDINGS_VIEW_OPTS
     @guarded
     def cmd(paths, fmt, as_json, engine, master, manifest_out=None, all_findings=False, table=False, **kw):
+        _fields_need_json(render.want_json(as_json) or table, "verify", " and the columns of --table")
         if manifest_out:
             _write_manifest(manifest_out, paths, kw.get("force", False))
         kw["split_size"] = _size(kw["split_size"])
@@ -784,6 +797,7 @@ def rebuild_index(store, fmt, as_json, **kw):
       mqtool rebuild-index store/ --out /tmp/rebuilt
       mqtool rebuild-index store/ --compare          # exit 0 identical, 1 differs
     """
+    _fields_need_json(render.want_json(as_json), "rebuild-index")
     family, ops = _ops(store, fmt)
     opts = RebuildOptions(**kw)
     if not opts.out and not opts.compare:
@@ -946,10 +960,11 @@ def _unconsumed(stores, fmt, as_json, group, offsets_file, limit, kw) -> None:
 @click.option("--partition-size", help="--engine spark: pack small segments into tasks of about this size "
                                        "(default: --split-size when given, else 128M).")
 @click.option("--max-partitions", type=click.IntRange(min=1), help="--engine spark: at most this many tasks.")
+@click.option("--json", "as_json", is_flag=True, help="Also print the counts as one NDJSON row on stdout.")
 @SIZE_OPTS
 @guarded
 def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, force, partition_size,
-           max_partitions, **sizes):
+           max_partitions, as_json, **sizes):
     """Messages of many stores as a Parquet dataset partitioned by store and topic.
 
     Columns are those of `dump commitlog --json` of every family in one schema (plus `family`), with
@@ -966,6 +981,8 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
     """
     from mqtool import export as X
 
+    as_json = as_json or render._state["as"] == "json"
+    _fields_need_json(as_json, "export")
     split = _size(split_size)
 
     def run(to, force):
@@ -978,8 +995,14 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
         counts = _remote().export_to(out, force, lambda local: run(local, True))
     else:
         counts = run(out, force)
+    if as_json:     # rows, messages (Kafka records included), Kafka batches and their records, findings, ...
+        render.write_ndjson_plain_first([{"kind": "export", "to": str(out), **counts}])
     if not render._state["quiet"]:
-        render.say(f"exported {counts['messages']} messages ({counts['rows']} rows) from {counts['stores']} "
+        # a Kafka row is a batch (its records are counted, not written one per row)
+        plain = counts["messages"] - counts.get("records", 0)
+        what = ([f"{plain} messages"] if plain or not counts.get("batches") else []) + \
+            ([f"{counts['batches']} Kafka batches of {counts['records']} records"] if counts.get("batches") else [])
+        render.say(f"exported {' and '.join(what)} ({counts['rows']} rows) from {counts['stores']} "
                    f"store(s) to {out}" + (f", {counts['findings']} finding rows in {out}/_findings" if findings else ""))
     if counts.get("damaged"):
         render.say(f"{counts['damaged']} damaged range(s) skipped (mqtool verify store tells what and where)")
@@ -1034,6 +1057,7 @@ def inspect_cmd(path, offset, position, fmt, as_json):
     """
     if (offset is None) == (position is None):
         raise click.UsageError("give --offset N or --position P (one of them)")
+    _fields_need_json(render.want_json(as_json), "inspect")
     family = detect(path, fmt)
     ins = family_module(family, "inspect").inspect(path, offset=offset, position=position)
     if render.want_json(as_json):
@@ -1127,6 +1151,8 @@ def explain(code, as_list, as_json):
 
     if as_list == bool(code):
         raise click.UsageError("give a CODE, or --list")
+    as_json = as_json or render._state["as"] == "json"
+    _fields_need_json(as_json, "explain")
     if as_list:
         rows = [c.to_dict() for c in REGISTRY.values()]
         if as_json:

@@ -84,7 +84,7 @@ segment-name | R | W | geometry | the first segment's name is not a multiple of 
 segment-overlap | R | E | damage | a segment starts inside the previous one
 segment-unused | R | W | lost | an all-zero segment between others: its data was lost or never written
 segment-empty | R | E,I | lost | an empty segment file (info when it is the last one: the broker deletes it at start)
-commitlog-empty | R | W | lost | no commitlog segment files
+commitlog-empty | R | W,I | lost | no commitlog segment files (info when no queue or index file holds a byte either: a fresh store)
 file-unreadable | RL | E | io | a file named like a store file cannot be read (FIFO, device, directory, symlink loop, permission)
 file-changed | RL | E | io | a file shrank while being read; the scan of that file stopped there
 dir-unreadable | R | E | io | a store directory cannot be listed

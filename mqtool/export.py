@@ -336,9 +336,11 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
         raise
     outp.remove_scratch(tmp)
     # a store's partition holds just this export's rows (replaced as a whole): RocketMQ and LiteMQ rows are
-    # messages; Kafka rows are batches, whose records are counted from the dataset
-    counts["messages"] = (count_messages(outp.path, [(shown(p), f) for p, f in stores if f == "kafka"])
-                          + sum(written.get(p, 0) for p, f in stores if f != "kafka"))
+    # messages; Kafka rows are batches, whose records are counted from the dataset. "messages" counts both
+    # kinds of message; "batches" and "records" say what the Kafka rows are.
+    counts["records"] = count_messages(outp.path, [(shown(p), f) for p, f in stores if f == "kafka"])
+    counts["batches"] = sum(written.get(p, 0) for p, f in stores if f == "kafka")
+    counts["messages"] = counts["records"] + sum(written.get(p, 0) for p, f in stores if f != "kafka")
     return counts
 
 

@@ -765,9 +765,9 @@ SALVAGE_FILE_NAME = "salvaged-messages.ndjson"
 
 def salvage_target(out: str | os.PathLike) -> Path:
     """OUT of ``--salvage-out``: the file :data:`SALVAGE_FILE_NAME` inside OUT when OUT is a directory or has
-    no suffix, else OUT itself."""
+    no suffix (and is no stream: ``/dev/stdout``), else OUT itself."""
     outp = Path(out)
-    return outp / SALVAGE_FILE_NAME if outp.is_dir() or not outp.suffix else outp
+    return outp / SALVAGE_FILE_NAME if outp.is_dir() or not (outp.suffix or _is_stream(outp)) else outp
 
 
 def open_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool) -> "AtomicWriter":
@@ -778,9 +778,115 @@ def open_salvage_file(out: str | os.PathLike, inputs: list[str | os.PathLike], f
     return open_output_file(salvage_target(out), inputs, force)
 
 
+def _own_descriptor(path: str | os.PathLike) -> int | None:
+    """N when ``path`` names this process's open descriptor N: ``/dev/fd/N``, ``/proc/self/fd/N`` (or this
+    process's pid, or a thread's), or a link leading there (``/dev/stdout`` is one to ``/proc/self/fd/1``); else
+    None. Links are followed one at a time, as far as the descriptor's own entry (not to what it is open on)."""
+    p = os.path.abspath(os.fspath(path))
+    for _ in range(40):
+        head, name = os.path.split(p)
+        p = os.path.join(os.path.realpath(head), name)
+        parts = p.split(os.sep)     # ['', 'proc', PID, ('task', TID,) 'fd', N]
+        if name.isdigit() and parts[-2] == "fd" and len(parts) in (5, 7) and parts[1] == "proc" \
+                and parts[2] == str(os.getpid()) and (len(parts) == 5 or parts[3] == "task"):
+            return int(name)
+        try:
+            target = os.readlink(p)
+        except OSError:
+            return None
+        p = os.path.join(head, target)
+    return None
+
+
+def _stream_stat(out: str | os.PathLike) -> os.stat_result | None:
+    """What ``out`` leads to when that is a character device, FIFO or socket; else None."""
+    try:
+        st = os.stat(out)
+    except (OSError, ValueError):
+        return None
+    return st if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode) else None
+
+
+def _is_stream(out: str | os.PathLike) -> bool:
+    return _own_descriptor(out) is not None or _stream_stat(out) is not None
+
+
+def stream_output(out: str | os.PathLike, inputs=()) -> "StreamWriter | None":
+    """The writer of an output that is a stream, not a file, or None when ``out`` is a file's place.
+
+    A stream: one of this process's open descriptors (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``: what the
+    shell opened for ``>``, ``|`` or ``3>``), or a character device, FIFO or socket, or a link to one
+    (``/dev/null``, a named pipe). It is written in place as it is: no temporary file, no rename, nothing
+    replaced, so ``--force`` is not needed. A descriptor open on a file inside an input tree, or on an input
+    file, is refused. Everything else (a regular file, also behind a link; a directory; a block device;
+    nothing yet) is left to the file rules of :func:`prepare_output_file` and :class:`AtomicWriter`."""
+    fd = _own_descriptor(out)
+    if fd is not None:
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            raise OutputError(f"descriptor {fd} is not open", str(out)) from None
+        if stat.S_ISREG(st.st_mode):
+            real = os.path.realpath(f"/proc/self/fd/{fd}")
+            for inp in inputs:
+                if _real(inp) == real:
+                    raise OutputError("refusing to overwrite an input file", str(out))
+            for shown, tree in _input_trees(inputs):
+                if _inside(real, tree):
+                    raise OutputError(f"refusing to write inside the input tree {shown}", str(out))
+        return StreamWriter(out, fd)
+    return StreamWriter(out) if _stream_stat(out) is not None else None
+
+
+class StreamWriter:
+    """Writes a stream output (see :func:`stream_output`) in place: a duplicate of the descriptor ``fd``, or
+    ``path`` opened for writing without creating or truncating anything. ``with ... as f``, as
+    :class:`AtomicWriter`; a failed run cannot take back what a stream was given."""
+
+    def __init__(self, path: str | os.PathLike, fd: int | None = None, names_inputs: bool = True):
+        self.path = Path(path)
+        self.fd = fd
+        self._names_inputs = names_inputs
+        self._f = None
+
+    def __enter__(self):
+        import sys
+
+        try:
+            if self.fd is not None:
+                for std in (sys.stdout, sys.stderr):      # what was printed there first comes first
+                    if std is not None and getattr(std, "fileno", None) and not std.closed:
+                        try:
+                            if std.fileno() == self.fd:
+                                std.flush()
+                        except (OSError, ValueError, AttributeError):
+                            pass
+                fd = os.dup(self.fd)
+            else:
+                fd = os.open(self.path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise OutputError(f"cannot write: {e.strerror or e}", str(self.path)) from None
+        self._f = os.fdopen(fd, "wb")
+        if self._names_inputs and _remote_staged():
+            self._f = _remote().ShownFile(self._f)
+        return self._f
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self._f.close()
+        except OSError as e:
+            if exc_type is None:
+                raise OutputError(f"cannot write: {e.strerror or e}", str(self.path)) from None
+        return False
+
+
 def open_output_file(out: str | os.PathLike, inputs: list[str | os.PathLike], force: bool,
-                     mode: int | None = None) -> "AtomicWriter":
-    """:func:`prepare_output_file`, then the :class:`AtomicWriter` that writes it (``with ... as f``)."""
+                     mode: int | None = None) -> "AtomicWriter | StreamWriter":
+    """:func:`prepare_output_file`, then the :class:`AtomicWriter` that writes it (``with ... as f``); a
+    stream (:func:`stream_output`: ``/dev/stdout``, ``/dev/null``, a named pipe) gets a :class:`StreamWriter`."""
+    stream = stream_output(out, inputs)
+    if stream is not None:
+        return stream
     target = prepare_output_file(out, inputs, force)
     root = OutputDir(target.parent, inputs, force, may_contain_inputs=True)
     return AtomicWriter(target, overwrite=force, root=root, mode=mode, own_root=True, names_inputs=True)

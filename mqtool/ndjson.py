@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import binascii
 import json
+import re
 from collections.abc import Iterable, Iterator
+
+from mqtool.sanitize import ACTIVE_CLASS, ACTIVE_RANGES
 
 TYPE_CHECKING = False      # typing is not loaded at start-up (issue #20); type checkers read True
 if TYPE_CHECKING:
@@ -39,6 +42,38 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# JSON lets DEL, the C1 controls (U+009B is a CSI), bidirectional overrides and U+2028/9 stand unescaped in a
+# string, and json and orjson write them so; a line shown on a terminal would then act on it. Every line this
+# module writes has them as \uXXXX (the same string to every JSON reader), as the compiled writer
+# (mqcore.h mq_json_str) does.
+_ACTIVE = re.compile(f"[{ACTIVE_CLASS}]")
+# A line is valid UTF-8, so an encoded one holds such a code point only where it holds one of these bytes (the
+# first byte of its UTF-8 form): bytes.find on them is far faster than the regex.
+_ACTIVE_LEADS = tuple(sorted({chr(a).encode()[:1] for lo, hi in ACTIVE_RANGES for a in range(lo, hi + 1)}))
+
+
+def _u_escape(m: re.Match) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def escape_active(s: str) -> str:
+    """JSON text ``s`` with every code point of :data:`mqtool.sanitize.ACTIVE_RANGES` written as ``\\uXXXX`` (they
+    occur only inside strings, where the escape means the same character)."""
+    if s.isascii() and "\x7f" not in s:
+        return s
+    return _ACTIVE.sub(_u_escape, s)
+
+
+def escape_active_bytes(b: bytes) -> bytes:
+    """:func:`escape_active` of JSON text encoded as UTF-8 (one line or many)."""
+    if b.isascii() and b"\x7f" not in b:
+        return b
+    for lead in _ACTIVE_LEADS:
+        if lead in b:
+            return escape_active(b.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    return b
+
+
 def _default(o: Any):
     if isinstance(o, (bytes, bytearray, memoryview)):
         return binascii.b2a_base64(bytes(o), newline=False).decode("ascii")     # = base64.b64encode
@@ -58,7 +93,7 @@ def dumps(obj: Any) -> str:
     if lib is None:
         return _json_dumps(obj)
     try:
-        return lib.dumps(obj, default=_default, option=lib.OPT_NON_STR_KEYS).decode("utf-8")
+        return escape_active(lib.dumps(obj, default=_default, option=lib.OPT_NON_STR_KEYS).decode("utf-8"))
     except TypeError:  # e.g. ints beyond 64 bits, or non-UTF-8 file names (surrogate escapes)
         return _json_dumps(obj)
 
@@ -87,7 +122,7 @@ def _json_dumps(obj: Any) -> str:
         # A non-UTF-8 file name (os gives it with surrogate escapes): write \udcXX escapes, so the line is
         # valid UTF-8 and Python's json.loads gives back the exact name (os.fsencode → original bytes).
         s = json.dumps(obj, default=_default, ensure_ascii=True, separators=(",", ":"))
-    return s
+    return escape_active(s)
 
 
 def encode_row_fast(row: dict) -> bytes | None:
@@ -98,7 +133,7 @@ def encode_row_fast(row: dict) -> bytes | None:
     if lib is None:
         return None
     try:
-        return lib.dumps(row, default=_default, option=lib.OPT_NON_STR_KEYS)
+        return escape_active_bytes(lib.dumps(row, default=_default, option=lib.OPT_NON_STR_KEYS))
     except TypeError:
         return None
 
@@ -141,11 +176,11 @@ def ndjson_blocks(rows: Iterable[dict], size: int = 64 << 10) -> list[PreRendere
         add(b)
         n += len(b)
         if n >= size:
-            blocks.append(PreRenderedLines(b"".join(out)))
+            blocks.append(PreRenderedLines(escape_active_bytes(b"".join(out))))
             out.clear()
             n = 0
     if out:
-        blocks.append(PreRenderedLines(b"".join(out)))
+        blocks.append(PreRenderedLines(escape_active_bytes(b"".join(out))))
     return blocks
 
 

@@ -157,8 +157,11 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     """Write one JSON object per line; returns the count.
 
     With orjson, lines are encoded straight to bytes and written to the binary layer of ``out`` in batches
-    (after flushing its text layer, so the order of earlier text output is kept).
+    (after flushing its text layer, so the order of earlier text output is kept). On stdout (``out`` not
+    given), ``--fields`` keeps those keys of every row, in that order (records and summaries alike).
     """
+    if out is None and _state["fields"]:
+        rows = _project(rows, _state["fields"])
     out = out or sys.stdout
     _orjson = _ndjson._load()
     binary = getattr(out, "buffer", None) if _orjson is not None else None
@@ -183,6 +186,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
     out.flush()
     enc = _orjson.dumps
     opt = _ndjson._OPTS | _orjson.OPT_APPEND_NEWLINE
+    safe = _ndjson.escape_active_bytes         # on whole batches: one fast scan of mostly ASCII bytes
     w = binary.write
     batch: list[bytes] = []
     add = batch.append
@@ -194,7 +198,7 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                 line = r.encode("utf-8", errors="surrogateescape") + b"\n"
             elif type(r) is PreRenderedLines or type(r) is CleanLines:   # a big block: as it is, after the batch
                 if batch:
-                    w(b"".join(batch))
+                    w(safe(b"".join(batch)))
                     batch.clear()
                     size = 0
                 w(r)
@@ -202,14 +206,14 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
                 continue
             elif type(r) is Direct:             # its producer writes the lines itself, after what is batched
                 if batch:
-                    w(b"".join(batch))
+                    w(safe(b"".join(batch)))
                     batch.clear()
                     size = 0
                 n += r.write(binary)
                 continue
             elif type(r) is Spooled:            # a worker's piece: copied in the kernel, after what is batched
                 if batch:
-                    w(b"".join(batch))
+                    w(safe(b"".join(batch)))
                     batch.clear()
                     size = 0
                 copy_piece(r.path, r.size, binary)
@@ -227,12 +231,12 @@ def write_ndjson(rows: Iterable[dict], out=None) -> int:
             # ~25 KB per write: below malloc's mmap threshold (pre-rendered too); large lines go at once, so
             # memory is one row's line whatever the bodies (never a batch of them)
             if len(batch) >= 32 or size >= 1 << 16:
-                w(b"".join(batch) if len(batch) > 1 else batch[0])
+                w(safe(b"".join(batch) if len(batch) > 1 else batch[0]))
                 batch.clear()
                 size = 0
     finally:
         if batch:
-            w(b"".join(batch))
+            w(safe(b"".join(batch)))
         binary.flush()
     return n
 
@@ -249,6 +253,8 @@ def write_ndjson_plain_first(rows: Iterable[dict], out=None) -> int:
     import codecs
     from itertools import chain
 
+    if out is None and _state["fields"]:
+        rows = _project(rows, _state["fields"])
     out = out or sys.stdout
     try:
         utf8 = codecs.lookup(out.encoding or "").name == "utf-8"
@@ -406,7 +412,7 @@ def emit(rows: Iterable[dict], columns: list[Column], as_json: bool, title: str 
     """Send rows to stdout as NDJSON, a table, ``field: value`` blocks, CSV or TSV."""
     mode = output_mode(as_json)
     if mode == "json":
-        return write_ndjson(_project(rows, _state["fields"]) if _state["fields"] else rows)
+        return write_ndjson(rows)           # (--fields: applied there)
     if mode in ("csv", "tsv"):
         return write_delimited(rows, columns, "," if mode == "csv" else "\t")
     return render_table(rows, columns, title=title)

@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import re
 
-_UNSAFE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-                     "\ud800-\udfff]")
+#: Code points JSON leaves as they are but a terminal acts on: DEL and the C1 controls, the bidirectional marks,
+#: embeddings, overrides and isolates, and the line/paragraph separators (inclusive ranges). mqtool.ndjson
+#: escapes them in every line it writes; :func:`visible` escapes them with the C0 controls.
+ACTIVE_RANGES = ((0x7F, 0x9F), (0x61C, 0x61C), (0x200E, 0x200F), (0x2028, 0x202E), (0x2066, 0x2069))
+ACTIVE_CLASS = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ACTIVE_RANGES)
+
+_UNSAFE = re.compile(f"[\\\\\x00-\x1f{ACTIVE_CLASS}\ud800-\udfff]")
 _SHORT = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 

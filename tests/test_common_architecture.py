@@ -224,6 +224,35 @@ def test_small_verify_imports_only_what_it_needs():
     assert not bad, bad
 
 
+# ``concurrent.futures`` imports ``logging`` (and ``threading``) when imported: only a run that starts workers
+# may load it, never one whose input is one small file of each family.
+WORKER_MACHINERY = ("concurrent", "logging")
+SMALL_RUNS = [("verify", "store", "fixtures/rocketmq/store"), ("verify", "store", "fixtures/litemq/store"),
+              ("verify", "store", "fixtures/kafka/logdir", "--deep"), ("dump", "commitlog", "fixtures/rocketmq/store"),
+              ("dump", "commitlog", "fixtures/litemq/store"), ("dump", "kafka", "fixtures/kafka/logdir", "--deep"),
+              ("dump", "kafka", "fixtures/kafka/logdir", "--deep", "--print-data"),
+              ("query", "fixtures/rocketmq/store", "--key", "order-1")]
+
+
+def test_small_runs_load_no_worker_machinery():
+    """`dump kafka --deep` of a small file started its decoding lanes (a ThreadPoolExecutor: concurrent.futures,
+    logging) for at most one group of batches; small verify/dump/query runs of every family load neither."""
+    code = ("import runpy, sys, io, contextlib\n"
+            "sys.argv = ['mqtool'] + sys.argv[1:]\n"
+            "try:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        runpy.run_module('mqtool', run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    assert e.code in (0, 1), e.code\n"
+            "print('\\n'.join(sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in SMALL_RUNS:
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env)
+        assert r.returncode == 0, (args, r.stderr[-2000:])
+        loaded = sorted(m for m in r.stdout.split() if m.split(".")[0] in WORKER_MACHINERY)
+        assert not loaded, (args, loaded)
+
+
 def test_schema_cache_is_current():
     """mqtool/_schemacache_data.py is what tools/gen_schema_cache.py derives from formats/ now."""
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_schema_cache.py"), "--check"],

@@ -318,7 +318,17 @@ def test_born_time_window():
 
 
 def test_export_counts_kafka_messages_as_records(run_cli, tmp_path):
+    """A Kafka row of the dataset is a batch: the summary said "11 messages (6 rows)" as if messages were
+    written; it says batches and the records they hold, and --json gives both (messages keeps its meaning)."""
     pytest.importorskip("pyarrow")
-    code, _, err = run_cli("export", FIXTURES / "kafka" / "logdir", "--to", tmp_path / "out")
+    code, out, err = run_cli("export", FIXTURES / "kafka" / "logdir", "--to", tmp_path / "out", "--json")
     # 11 records (see test_kafka_messages_are_records_in_verify_and_info) in 6 batch rows
-    assert code == 0 and "exported 11 messages (6 rows)" in err
+    assert code == 0 and "exported 6 Kafka batches of 11 records (6 rows) from 1 store(s)" in err, err
+    row = json.loads(out)
+    assert (row["kind"], row["rows"], row["batches"], row["records"], row["messages"]) == ("export", 6, 6, 11, 11)
+    # with a RocketMQ store (51 messages, one row each: 30 + 3 + 6 + 12 in fixtures/build_rocketmq.py _messages)
+    code, out, err = run_cli("export", FIXTURES / "kafka" / "logdir", FIXTURES / "rocketmq" / "store", "--to",
+                             tmp_path / "both", "--json")
+    assert code == 0 and "exported 51 messages and 6 Kafka batches of 11 records (57 rows)" in err, err
+    assert {k: json.loads(out)[k] for k in ("rows", "messages", "batches", "records")} == \
+        {"rows": 57, "messages": 62, "batches": 6, "records": 11}

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 from test_common_evidence import _copy, snapshot
 
 STORES = {
@@ -173,6 +174,79 @@ def test_force_replaces_a_link_in_place_of_a_single_output_file(tmp_path, run_cl
         assert not (out / name).is_symlink() and (out / name).read_bytes().startswith(b"<!")
     assert snapshot(tmp_path / "in") == before
     assert not (store / "no-such-file").exists()
+
+
+def _report_to(target, stdout, *extra):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    return subprocess.run([sys.executable, "-m", "mqtool", "report", str(STORES["rocketmq"]), "-o", str(target),
+                           *extra], stdout=stdout, stderr=subprocess.PIPE, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_dev_stdout_is_written_in_place_into_a_pipe_or_a_file(tmp_path, name):
+    """`report -o /dev/stdout --force` replaced the /dev/stdout link with a regular file; now the descriptor
+    the shell opened (a pipe, or a file for `> out.html`) is written, without --force, and the link is kept.
+    The report alone goes there (not its path after it, as for a file)."""
+    import subprocess
+
+    r = _report_to(name, subprocess.PIPE)
+    assert r.returncode == 0 and r.stdout.startswith(b"<!DOCTYPE html>") and r.stdout.endswith(b"</html>"), \
+        r.stderr
+    out = tmp_path / "out.html"
+    with open(out, "wb") as f:
+        f.write(b"before\n")
+        f.flush()
+        r = _report_to(name, f, "--force")
+    assert r.returncode == 0, r.stderr
+    data = out.read_bytes()
+    assert data.startswith(b"before\n<!DOCTYPE html>") and data.endswith(b"</html>")
+    assert os.path.islink("/dev/stdout") and os.readlink("/dev/stdout") == "/proc/self/fd/1"
+    assert sorted(os.listdir(tmp_path)) == ["out.html"]
+
+
+def test_dev_null_and_dev_stderr_are_written_in_place(tmp_path):
+    import subprocess
+
+    r = _report_to("/dev/null", subprocess.PIPE)
+    assert r.returncode == 0 and r.stdout == b"/dev/null\n", r.stderr
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    r = _report_to("/dev/stderr", subprocess.PIPE)
+    assert r.returncode == 0 and b"<!DOCTYPE html>" in r.stderr and r.stdout == b"/dev/stderr\n"
+
+
+def test_a_descriptor_open_on_a_store_file_is_refused(tmp_path):
+    """/dev/fd/N is the caller's, but one opened on a file of the input tree is refused (exit 2, one line)."""
+    import subprocess
+
+    store = _copy(STORES["rocketmq"], tmp_path / "in" / "store")
+    before = snapshot(tmp_path / "in")
+    victim = store / "checkpoint"
+    with open(victim, "r+b") as f:
+        r = subprocess.run(["sh", "-c", f'exec "$0" -m mqtool report "$1" -o /dev/fd/3 3>>"$2"', sys.executable,
+                            str(store), str(victim)], capture_output=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 2 and r.stderr.count(b"\n") == 1 and b"input tree" in r.stderr, r.stderr
+    assert snapshot(tmp_path / "in") == before
+    del f
+
+
+def test_a_link_to_a_regular_file_keeps_the_file_rules(tmp_path, run_cli):
+    """A link to a regular file outside the store is no stream: refused without --force, replaced (not written
+    through) with it; the file it named is left as it was."""
+    kept = tmp_path / "kept.html"
+    kept.write_bytes(b"keep me")
+    link = tmp_path / "r.html"
+    link.symlink_to(kept)
+    code, _, err = run_cli("report", STORES["rocketmq"], "-o", link)
+    assert code == 2 and "exists" in err, err
+    code, _, err = run_cli("report", STORES["rocketmq"], "-o", link, "--force")
+    assert code == 0 and not link.is_symlink() and link.read_bytes().startswith(b"<!"), err
+    assert kept.read_bytes() == b"keep me"
 
 
 def test_a_link_below_the_output_root_into_the_store_is_refused_without_force(tmp_path):

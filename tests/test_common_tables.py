@@ -125,6 +125,37 @@ def test_csv_and_tsv_read_back(run_cli, mode, delim):
         assert g["keys"] == " ".join(w["keys"])
 
 
+def test_fields_apply_to_every_ndjson_row_of_every_command(run_cli, tmp_path):
+    """--fields was offered by every command with --json but ignored by info, verify, inspect, explain,
+    rebuild-index and the summaries of query --unconsumed-by, diff and carve: every NDJSON row on stdout now
+    has exactly the keys asked for, in that order (null where a row has none)."""
+    seg = RMQ / "commitlog" / "00000000000000000000"
+    commands = [("info", RMQ), ("verify", "store", RMQ), ("verify", "store", KAFKA, "--deep"),
+                ("rebuild-index", RMQ, "--compare"), ("query", RMQ, "--unconsumed-by", "billing"),
+                ("inspect", seg, "--position", "0"), ("diff", RMQ, RMQ), ("explain", "cq-dangling"),
+                ("explain", "--list"), ("carve", seg), ("dump", "kafka", KAFKA),
+                ("export", LITEMQ, "--to", tmp_path / "x")]
+    for args in commands:
+        if args[0] == "export":
+            pytest.importorskip("pyarrow")
+        code, out, err = run_cli(*args, "--json", "--fields", "kind,code,topic")
+        rows = [json.loads(x) for x in out.splitlines()]
+        assert code in (0, 1) and rows, (args, err)
+        assert all(list(r) == ["kind", "code", "topic"] for r in rows), (args, rows[:3])
+    summary = [r for r in _rows(run_cli, "query", RMQ, "--unconsumed-by", "billing") if r["kind"] != "message"]
+    assert summary and all(r["topic"] == "Orders" for r in summary)       # the summary rows are projected too
+
+
+@pytest.mark.parametrize("args", [("info", RMQ), ("inspect", RMQ / "commitlog" / "00000000000000000000",
+                                                   "--position", "0"), ("verify", "store", RMQ),
+                                  ("rebuild-index", RMQ, "--compare"), ("explain", "cq-dangling")])
+def test_fields_without_ndjson_where_no_table_shows_them_is_a_usage_error(run_cli, args):
+    """A view for people that is no table of those fields (info's panels, inspect's tree, verify's finding
+    lines, explain's text) cannot honour --fields: one line, exit 2, instead of silently ignoring it."""
+    code, out, err = run_cli(*args, "--as", "table", "--fields", "kind")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--fields" in err and "--json" in err, err
+
+
 def test_fields_cannot_be_empty(run_cli):
     code, _, err = run_cli("dump", "commitlog", RMQ, "--fields", ",")
     assert code == 2 and "--fields" in err

@@ -27,7 +27,7 @@ from mqtool.sanitize import visible
 
 # The data's hostile pieces. Names (files, directories) cannot hold "/", so they use an opening tag only.
 PIECES = ["\x1b[2J", "\x1b]0;PWNED\x07", "\x1b]8;;http:evil\x1b\\link\x1b]8;;\x1b\\", "\u009b31m", "\u202eRTL",
-          "\x1b[31mMARK"]
+          "\x7f\u0085\u061c\u200e\u2028\u2069", "\x1b[31mMARK"]
 HOSTILE = "".join(PIECES) + "[/red]0[bold]x"
 NAME = "".join(PIECES) + "[red]0[bold]x"
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
@@ -173,6 +173,69 @@ def test_ndjson_is_unchanged(stores):
     code, out = run_pty(["dump", "commitlog", stores["rocketmq"], "--json"], {"NO_COLOR": "1"})
     rows = [json.loads(x) for x in out.decode("utf-8").splitlines() if x.strip()]
     assert code == 0 and rows and rows[0]["topic"] == HOSTILE
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_ndjson_on_a_terminal_holds_no_control(stores, native):
+    """--json on a terminal wrote the data's U+009B and U+202E raw (JSON allows them); now no line of any
+    family, compiled writer or not, holds a control, and json.loads gives back the data's exact strings."""
+    import json
+
+    r, k, lm = stores["rocketmq"], stores["kafka"], stores["litemq"]
+    outs = {}
+    for args in (("dump", "commitlog", r), ("dump", "commitlog", r, "--body", "text"), ("dump", "commitlog", k,
+                 "--body", "text"), ("dump", "kafka", k, "--deep", "--print-data"), ("dump", "commitlog", lm),
+                 ("query", r, "--scan", "--key", HOSTILE), ("verify", "store", r)):
+        code, out = run_pty([*args, "--json"], {"NO_COLOR": "1", "MQTOOL_NATIVE": native})
+        text = out.decode("utf-8")
+        _check_common(args, code, text)
+        assert _controls(text) == [], (args, text[:2000])
+        rows = [json.loads(x) for x in text.splitlines() if x.strip()]
+        outs[args] = rows
+    for args in list(outs)[:2]:
+        assert outs[args][0]["topic"] == HOSTILE, args
+    assert outs[("dump", "commitlog", r, "--body", "text")][0]["body"] == HOSTILE
+    kafka_record = outs[("dump", "kafka", k, "--deep", "--print-data")][1]
+    assert kafka_record["value"] == kafka_record["key"] == HOSTILE and kafka_record["headers"] == [[HOSTILE, HOSTILE]]
+
+
+# Every code point JSON lets stand unescaped but a terminal acts on (DEL, C1, bidirectional controls, U+2028/9),
+# each with the escape a JSON writer gives it, written out by hand; and neighbours of theirs that stay as they are.
+ACTIVE = "\x7f\u0080\u0085\u009b\u009f\u061c\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+ACTIVE_ESCAPED = ("\\u007f\\u0080\\u0085\\u009b\\u009f\\u061c\\u200e\\u200f\\u2028\\u2029\\u202a\\u202b\\u202c\\u202d"
+                  "\\u202e\\u2066\\u2067\\u2068\\u2069")
+NEIGHBOURS = "~\u00a0\u00ff\u061b\u061d\u200d\u2010\u2027\u202f\u2065\u206a\u4e2d\U0001F600"
+
+
+def test_every_json_writer_escapes_what_a_terminal_acts_on():
+    """U+202E and U+009B are legal raw in JSON, and json/orjson wrote them raw: a line shown on a terminal
+    reordered or controlled it. Every writer now gives them as \\uXXXX (the same string to a JSON reader)."""
+    import io
+    import json
+
+    from mqtool import ndjson, render
+
+    row = {"t" + ACTIVE: ACTIVE + NEIGHBOURS, "n": [ACTIVE, 1]}
+    want = ('{"t%s":"%s%s","n":["%s",1]}' % (ACTIVE_ESCAPED, ACTIVE_ESCAPED, NEIGHBOURS, ACTIVE_ESCAPED))
+    assert len(ACTIVE_ESCAPED) == 6 * len(ACTIVE)
+    odd = dict(row, f="\udcff")                   # a non-UTF-8 file name: the careful writer (ensure_ascii)
+    assert ndjson.dumps(row) == ndjson._json_dumps(row) == want
+    assert ndjson.encode_row_fast(row) == want.encode()
+    assert b"".join(ndjson.ndjson_blocks([row, row])) == (want + "\n").encode() * 2
+    assert ndjson.dumps(odd).isascii() and json.loads(ndjson.dumps(odd)) == odd     # DEL too (ensure_ascii keeps it)
+
+    class Out(io.StringIO):
+        encoding = "utf-8"
+
+        def __init__(self):
+            super().__init__()
+            self.buffer = io.BytesIO()
+
+    for write in (render.write_ndjson, render.write_ndjson_plain_first):
+        out = Out()
+        assert write([row, ndjson.PreRendered(ndjson.dumps(row))], out) == 2
+        assert out.getvalue().encode() + out.buffer.getvalue() == (want + "\n").encode() * 2, write
+    assert json.loads(want) == row
 
 
 def test_visible_escapes():

@@ -42,6 +42,7 @@ needs_native = pytest.mark.skipif(NAT is None, reason="compiled kafka helper not
                                                       "(tests/test_common_native.py fails under CI when it is missing)")
 CODECS = [K.CODEC_NONE, K.CODEC_GZIP, K.CODEC_SNAPPY, K.CODEC_LZ4, K.CODEC_ZSTD]
 HOSTILE = [b'"q"\\', b"\x00\x01\x1f\x7f\n\r\t", "caf\u00e9 \u2028 \U0001F600".encode(),
+           "\u009b\u0085\u061c\u200f\u202e\u2066\u00a0\u202f".encode(),
            b"\x01mqtool-native-0\x01", b"\x01mqtool-batch-position\x01", b'"crc_ok":false', b'"body_error":"x']
 
 
@@ -183,6 +184,7 @@ def _runs(run_cli, monkeypatch, store, mode):
     out["jobs2"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "2")
     with monkeypatch.context() as m:
         m.setattr(D, "GROUP_BATCHES", 1)
+        m.setattr(D, "GROUP_BYTES", 1)         # (lanes start only for a file of more than one group's bytes)
         m.setattr(D, "LANE_AHEAD", 1)
         out["tiny-lanes"] = run_cli("dump", "kafka", store, mode, "--json", "--jobs", "3")
     return out, used
@@ -332,6 +334,7 @@ def test_lanes_keep_a_bounded_window(monkeypatch, generated):
     from mqtool.options import ScanStats
 
     monkeypatch.setattr(D, "GROUP_BATCHES", 1)
+    monkeypatch.setattr(D, "GROUP_BYTES", 1)          # lanes start only for a file of more than one group's bytes
     live, peak = [0], [0]
     lock = threading.Lock()
     submit = ThreadPoolExecutor.submit

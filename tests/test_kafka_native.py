@@ -184,6 +184,7 @@ def test_record_rows_equal_python(monkeypatch, a, base, base_ts, max_ts, ts_type
 
 TEXTS = st.one_of(st.binary(max_size=30), st.sampled_from([b'"q"\\', b"\x00\x01\x1f\x7f\n\r\t\x08\x0c",
                                                           "caf\u00e9 \u2028 \U0001F600".encode(),
+                                                          "\u009b\u00a0\u061c\u200e\u202e\u202f\u2069\u206a".encode(),
                                                           b"\xc3\x28\xed\xa0\x80\xf4\x90\x80\x80\xe0\x80"]))
 
 
@@ -207,7 +208,8 @@ def text_record(draw):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.one_of(st.lists(text_record(), max_size=5).map(lambda r: (b"".join(r), len(r))), area(), damaged()),
        I64, I64, st.sampled_from([0, 1]), st.one_of(st.just(-1), st.integers(0, (1 << 31) - 1)), st.booleans(),
-       st.sampled_from([0, 1]), st.sampled_from(["/x/00000000000000000000.log", "/d\u00e9j\u00e0/\"q\"\n.log"]))
+       st.sampled_from([0, 1]), st.sampled_from(["/x/00000000000000000000.log", "/d\u00e9j\u00e0/\"q\"\n.log",
+                                                            "/t\u202e\u0085/0.log"]))
 def test_record_json_equals_rendered_python_rows(monkeypatch, a, base, ts, ts_type, seq, txn, text, file):
     from mqtool.render import dumps
 

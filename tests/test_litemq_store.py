@@ -88,3 +88,22 @@ def test_every_path_of_the_real_litemq_stores_detects_as_litemq():
             assert detect(p) == "litemq", p
             n += 1
     assert n > 40
+
+
+def test_a_store_with_no_commitlog_file_dumps_nothing_without_damage(tmp_path, run_cli):
+    """A LiteMQ data directory whose commitlog/ holds no file yet: `dump commitlog` said "1 damaged range
+    skipped" and exited 1, though nothing was skipped; now it prints nothing and exits 0 (verify still warns
+    no-commitlog)."""
+    import json
+
+    from conftest import FIXTURES
+
+    root = tmp_path / "lm"
+    shutil.copytree(FIXTURES / "litemq" / "store", root)
+    for f in (root / "commitlog").iterdir():
+        f.unlink()
+    assert detect(root) == "litemq"
+    code, out, err = run_cli("dump", "commitlog", root, "--json")
+    assert (code, out) == (0, "") and "damaged" not in err, err
+    code, out, err = run_cli("verify", "store", root, "--json")
+    assert any(json.loads(x).get("code") == "no-commitlog" for x in out.splitlines()), out

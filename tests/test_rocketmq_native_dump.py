@@ -170,7 +170,10 @@ def same_columns(a: dict, b: dict) -> None:
 # JSON escapes and UTF-8 edge cases: surrogates, overlong forms, > U+10FFFF, truncated sequences, U+2028
 _ODD = [b'q"uo\\te', b"\x08\x0c\n\r\t\x00\x1f\x7f", b"\xed\xa0\x80", b"\xed\x9f\xbf", b"\xf4\x90\x80\x80",
         b"\xf4\x8f\xbf\xbf", b"\xe0\x80\x80", b"\xe0\xa0\x80", b"\xc0\xaf", b"\xc2\x80", b"\xe4\xb8",
-        b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", "\u2028é😀".encode()]
+        b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80", "\u2028é😀".encode(),
+        # what a terminal acts on (escaped as \\uXXXX by every writer) next to neighbours written as they are
+        "\u009b\u009f\u00a0\u061b\u061c".encode(), "\u200d\u200e\u200f\u2027\u2029".encode(),
+        "\u202a\u202e\u202f\u2065\u2066\u2069\u206a".encode(), b"\xe2\x80\xa8\xc2"]
 _odd = st.lists(st.sampled_from(_ODD + [b"a", b" "]), max_size=4).map(b"".join)
 _text = st.one_of(st.binary(max_size=12), st.text(max_size=8).map(lambda s: s.encode("utf-8")), _odd,
                   st.sampled_from([b"KEYS", b"TAGS", b"UNIQ_KEY", b"", b"\xff\xfe", "ключ".encode(), b"a\x01b"]))

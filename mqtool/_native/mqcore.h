@@ -4,7 +4,8 @@
  *   mq_rd_be / mq_wr_be   signed big-endian integers of 1, 2, 4 or 8 bytes (every broker format is big-endian)
  *   mq_utf8_seq / _ok     strict UTF-8, exactly what Python's bytes.decode('utf-8') accepts (Unicode Table 3-7:
  *                         no overlong forms, no surrogates, nothing above U+10FFFF, no truncated sequence)
- *   mq_json_str           a JSON string of UTF-8 bytes escaped as orjson does (render.write_ndjson's output)
+ *   mq_json_str           a JSON string of UTF-8 bytes escaped as orjson does, and the code points a terminal
+ *                         acts on as \uXXXX (mqtool.ndjson's output)
  *   mq_crc32_*            CRC-32 (zlib's polynomial): mq_crc32 (carry-less-multiply folding where the CPU has
  *                         it -- 512-bit VPCLMULQDQ, else 128-bit PCLMULQDQ -- else the slicing-by-8 table loop
  *                         mq_crc32_s8), or a call of a Python callable
@@ -119,8 +120,25 @@ static inline int mq_utf8_ok(const uint8_t *s, Py_ssize_t n)
 
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
 
-/* The JSON string of s[0:n] escaped as orjson does (\" \\ \b \t \n \f \r, other bytes < 0x20 as \u00xx,
- * everything else as is) written at d, which has room for 6 * n + 2 bytes. Returns the end of what was written.
+/* The code point of the UTF-8 sequence at s[0] (`left` bytes there) when it is one JSON lets stand unescaped
+ * but a terminal acts on (mqtool.sanitize.ACTIVE_RANGES, less DEL: the C1 controls U+0080-U+009F, U+061C,
+ * U+200E/F, U+2028-U+202E, U+2066-U+2069), else 0. Each is 2 (up to U+061C) or 3 bytes long. */
+static inline uint32_t mq_json_active(const uint8_t *s, Py_ssize_t left)
+{
+    if (s[0] == 0xC2)
+        return left >= 2 && s[1] >= 0x80 && s[1] <= 0x9F ? s[1] : 0;
+    if (s[0] == 0xD8)
+        return left >= 2 && s[1] == 0x9C ? 0x61C : 0;
+    if (s[0] != 0xE2 || left < 3 || s[1] < 0x80 || s[1] > 0x81 || s[2] < 0x80 || s[2] > 0xBF)
+        return 0;
+    uint32_t cp = 0x2000 | (uint32_t)(s[1] & 0x3F) << 6 | (uint32_t)(s[2] & 0x3F);
+    return (cp >= 0x200E && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069)
+           ? cp : 0;
+}
+
+/* The JSON string of s[0:n] escaped as orjson does (\" \\ \b \t \n \f \r, other bytes < 0x20 as \u00xx),
+ * and DEL and the code points of mq_json_active as \u00xx / \uxxxx (as mqtool.ndjson.escape_active does),
+ * everything else as is, written at d, which has room for 6 * n + 2 bytes. Returns the end of what was written.
  * With `strict`, NULL when s is not valid UTF-8 (what was written then is garbage: the caller drops it);
  * without, s is known to be valid UTF-8 (checked before) and bytes >= 0x80 are copied unchecked. */
 static inline char *mq_json_str(char *d, const uint8_t *s, Py_ssize_t n, int strict)
@@ -132,9 +150,9 @@ static inline char *mq_json_str(char *d, const uint8_t *s, Py_ssize_t n, int str
         if (i + 8 <= n) {                            /* 8 bytes at a time while none needs attention */
             uint64_t x, ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
             memcpy(&x, s + i, 8);
-            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+            uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), del = x ^ (ones * 0x7F);
             uint64_t special = (x & highs) | ((x - ones * 0x20) & ~x & highs) | ((q - ones) & ~q & highs)
-                               | ((b - ones) & ~b & highs);
+                               | ((b - ones) & ~b & highs) | ((del - ones) & ~del & highs);
             if (special == 0) {
                 memcpy(d, s + i, 8);
                 d += 8;
@@ -144,6 +162,13 @@ static inline char *mq_json_str(char *d, const uint8_t *s, Py_ssize_t n, int str
         }
         uint8_t c = s[i];
         if (c >= 0x80) {
+            uint32_t cp = c == 0xC2 || c == 0xD8 || c == 0xE2 ? mq_json_active(s + i, n - i) : 0;
+            if (cp) {                                /* 2 or 3 bytes (valid UTF-8 whatever `strict`) -> 6 */
+                *d++ = '\\'; *d++ = 'u';
+                *d++ = hex[cp >> 12]; *d++ = hex[(cp >> 8) & 15]; *d++ = hex[(cp >> 4) & 15]; *d++ = hex[cp & 15];
+                i += cp < 0x800 ? 2 : 3;
+                continue;
+            }
             if (!strict) {
                 *d++ = (char)c;
                 i++;
@@ -157,7 +182,7 @@ static inline char *mq_json_str(char *d, const uint8_t *s, Py_ssize_t n, int str
             i += len;
             continue;
         }
-        if (c >= 0x20 && c != '"' && c != '\\') {    /* plain ASCII */
+        if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7F) {    /* plain ASCII */
             *d++ = (char)c;
             i++;
             continue;

@@ -43,7 +43,7 @@ static inline char *w_i64(char *o, long long v) { return mq_fmt_i64(o, v); }
 
 static const char HEXL[] = "0123456789abcdef", HEXU[] = "0123456789ABCDEF";
 
-/* A JSON string of p[0:n] (valid UTF-8: rmq_dump_ok checked the text it comes from), escaped as orjson does.
+/* A JSON string of p[0:n] (valid UTF-8: rmq_dump_ok checked the text it comes from), escaped as mq_json_str does.
  * Most text needs no escape at all: it is looked at 16 bytes at a time and copied whole (SSE2: the loads may
  * read up to 15 bytes past the text, which the caller allows only when they lie inside the buffer -- `far`,
  * below -- and the stores may write up to 15 bytes past it, inside the room reserved for the line); text with
@@ -52,11 +52,16 @@ static inline char *w_str_scan(char *o, const unsigned char *p, Py_ssize_t n)
 {
 #ifdef __SSE2__
     const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), c1f = _mm_set1_epi8(0x1f);
+    /* DEL and the first bytes of the code points mq_json_active escapes (C1 controls, U+061C, U+20xx) */
+    const __m128i del = _mm_set1_epi8(0x7f), lc2 = _mm_set1_epi8((char)0xc2), ld8 = _mm_set1_epi8((char)0xd8),
+                  le2 = _mm_set1_epi8((char)0xe2);
     char *d = o + 1;
     for (Py_ssize_t i = 0; i < n; i += 16) {
         __m128i x = _mm_loadu_si128((const __m128i *)(p + i));
         __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, q), _mm_cmpeq_epi8(x, bs)),
                                    _mm_cmpeq_epi8(_mm_min_epu8(x, c1f), x));        /* x <= 0x1f */
+        bad = _mm_or_si128(bad, _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, del), _mm_cmpeq_epi8(x, lc2)),
+                                             _mm_or_si128(_mm_cmpeq_epi8(x, ld8), _mm_cmpeq_epi8(x, le2))));
         unsigned m = (unsigned)_mm_movemask_epi8(bad);
         if (n - i < 16) m &= (1u << (n - i)) - 1;
         if (m) return mq_json_str(o, p, n, 0);

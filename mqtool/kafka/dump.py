@@ -496,6 +496,8 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     # threads decode batches ahead when this process reads a whole file (not a pool worker's byte range)
     lanes = _lanes(opts) if blocks is not None and start == 0 and stop is None else 1
     with map_input(path, ranged=True) as m:     # a remote file: scan() fetches what it reads
+        if len(m) <= GROUP_BYTES:       # one group at most: a lane would only make this thread wait (and
+            lanes = 1                   # starting one loads concurrent.futures, and logging with it)
         fd = m.fileno() if m.mapped else None
         if start > 0 or stop is not None:
             events = scan_range(m.buf, str(path), start, len(m.buf) if stop is None else stop, fd=fd)

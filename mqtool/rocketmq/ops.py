@@ -42,7 +42,11 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
 
     s = _store(path)
     if part in ("commitlog", "kafka"):
-        segs = _need(forced_commitlog(s), "commitlog segments", path)
+        segs = forced_commitlog(s)
+        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
+        if not segs:        # a commitlog directory with no file yet (a fresh broker's): no message, no error
+            _need(s.commitlog_dir, "commitlog segments", path)
+            return cols, iter(()), f"commitlog {s.commitlog_dir}"
         keep = message_filter(opts)
         for prev, seg in segment_gaps(segs):     # lost bytes no row can show: say so, and exit 1
             stats.damage(f"{seg.path}: segment-missing: {seg.base - prev.end} bytes between {prev.name} and "
@@ -51,7 +55,6 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
         def on_damage(d):
             stats.damage(damage_note(d))
 
-        cols = MESSAGE_COLUMNS + ([BODY_COLUMN] if opts.body != "none" else [])
         if nativedump.direct_usable(opts, segs):     # NDJSON written by the helper (and workers) to the output
             return cols, nativedump.direct_rows(s.commitlog_dir or path, segs, opts, stats), \
                 f"commitlog {s.commitlog_dir or path}"

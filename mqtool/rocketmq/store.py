@@ -150,6 +150,36 @@ def _is_commitlog_dir(d: Path) -> bool:
     return False
 
 
+def _holds_no_message(d: Path, most: int = 64) -> bool:
+    """``d`` (a commitlog directory) has no segment file, or only files with no message at their start: 0 bytes
+    long, or zero where the first unit's size and magic would be (what a broker pre-allocates and has not
+    written yet). At most ``most`` files are looked at; more is no fresh store."""
+    names = [n for n in _listdir(d) if is_segment_name(n)]
+    if len(names) > most:
+        return False
+    for n in names:
+        if not is_regular_file(d / n):
+            return False
+        try:
+            head = read_input(d / n, 8)
+        except Exception:
+            return False
+        if head.strip(b"\0"):
+            return False
+    return True
+
+
+def _fresh_root(p: Path) -> bool:
+    """``p`` is a RocketMQ store root whose commitlog holds no message yet (a fresh broker's, or one whose
+    files are all empty): its commitlog directory says nothing, so the rest of the root must: a consumequeue/,
+    config/ or index/ directory, or an abort or lock file, and nothing of LiteMQ's layout (checkpoint/ and
+    abort/ are directories there)."""
+    if not _holds_no_message(p / "commitlog") or (p / "checkpoint").is_dir() or (p / "abort").is_dir():
+        return False
+    return any((p / d).is_dir() for d in ("consumequeue", "config", "index")) \
+        or any(is_regular_file(p / f) for f in ("abort", "lock"))
+
+
 def sniff(path) -> int:
     """How sure we are that ``path`` is (part of) a RocketMQ store: 0 no … 100 certain."""
     p = Path(path)
@@ -161,9 +191,11 @@ def sniff(path) -> int:
                 return 0
             if is_regular_file(p / "checkpoint") and os.path.getsize(p / "checkpoint") == F.CHECKPOINT_FILE_SIZE:
                 return 70
-            return 0
+            return 60 if _fresh_root(p) else 0
         if p.name == "commitlog" and _is_commitlog_dir(p):
             return 100
+        if p.name == "commitlog" and _fresh_root(p.parent):
+            return 60
         if is_regular_file(p / "checkpoint") and os.path.getsize(p / "checkpoint") == F.CHECKPOINT_FILE_SIZE:
             return 70
         if (p / "config").is_dir() and any(n.endswith(".json") for n in _listdir(p / "config")) \

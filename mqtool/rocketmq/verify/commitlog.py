@@ -2,6 +2,7 @@
 range tasks of :mod:`.ranges` with ``--jobs``; the light dispatch pass the queue and index checks need."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 from mqtool.findings import INFO, WARNING, Finding
@@ -41,8 +42,12 @@ def _scan_for_dispatch(ctx: _Ctx) -> Iterator[Finding]:
 def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
     store, opts = ctx.store, ctx.opts
     if not store.segments:
-        if store.commitlog_dir:
-            yield ctx.f(WARNING, "commitlog-empty", store.commitlog_dir, None, None, "no commitlog segment files")
+        if store.commitlog_dir:     # no queue or index file holds a byte either: a fresh store, nothing lost
+            fresh = not any(f.size for q in store.queues() for f in q.files) and \
+                not any(os.path.getsize(p) for p in store.index_files if os.path.isfile(p))
+            yield ctx.f(INFO if fresh else WARNING, "commitlog-empty", store.commitlog_dir, None, None,
+                        "no commitlog segment files" + (" (and no queue or index entry: nothing written yet)"
+                                                        if fresh else ""))
         return
     yield from _verify_segments_layout(ctx)
     if opts.jobs != 1 or getattr(opts, "runner", None) is not None:

@@ -95,6 +95,10 @@ def _verify_queue(ctx: _Ctx, qf, reader, rules) -> Iterator[Finding]:
             continue
         max_unit_end = max(max_unit_end, u.offset + u.size)
         if reader is None:
+            if ctx.store.commitlog_dir and not ctx.store.segments:    # the store's commitlog has no file at all
+                yield ctx.f(ERROR, "cq-dangling", u.file, u.position, u.offset,
+                            f"{where} points at offset {u.offset}, but the commitlog has no segment file",
+                            None, u.offset + u.size)
             continue
         if ctx.data_end is not None and u.offset + u.size > ctx.data_end:
             yield ctx.f(ERROR, "cq-dangling", u.file, u.position, u.offset,
