@@ -225,3 +225,15 @@ def test_stores_in_several_jobs_when_their_tables_exceed_the_budget(run_cli, spa
     monkeypatch.setattr(SV, "JOB_DRIVER_BYTES", 512 << 20)
     same(run_cli, "store", *paths, split="40K")
     assert runs == [4]
+
+
+def test_rocketmq_tables_merged_on_the_driver_past_the_memory_budget(run_cli, spark, monkeypatch):  # noqa: F811
+    """The driver merges the range tasks' exported tables into one past its memory budget (budget 0: every
+    array in the spill file, tests/test_rocketmq_verify_memory.py): the same output as embedded."""
+    from mqtool.rocketmq.verify import native_lane
+
+    made, new = [], native_lane.new_xref
+    monkeypatch.setattr(native_lane, "new_xref", lambda *a, **k: made.append(new(*a, **k)) or made[-1])
+    monkeypatch.setenv("MQTOOL_XREF_BUDGET_MB", "0")
+    same(run_cli, "store", *_stores("rocketmq"), split="40K")
+    assert any(x is not None and x.stats()["spilled"] for x in made)
