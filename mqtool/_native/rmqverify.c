@@ -448,7 +448,11 @@ static int xgrow_s(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item, XSpil
         *cap = c;
         return 0;
     }
-    if (oldb) memcpy(np, *pp, oldb);
+    for (size_t at = 0; at < oldb; at += XRELEASE) {     /* copied a stretch at a time, each unmapped after */
+        const size_t m = oldb - at < XRELEASE ? oldb - at : XRELEASE;
+        memcpy((uint8_t *)np + at, (const uint8_t *)*pp + at, m);
+        (void)madvise((uint8_t *)np + at, (m + page - 1) / page * page, MADV_DONTNEED);
+    }
     if (sp->maplen) {
         xs_unmap(*pp, sp);
     } else {
@@ -458,7 +462,6 @@ static int xgrow_s(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item, XSpil
     *sp = ns;
     *pp = np;
     *cap = c;
-    xs_release(np, sp);            /* the copy is in the file: only the tail is written next */
     return 0;
 }
 
