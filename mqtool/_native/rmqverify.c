@@ -878,6 +878,9 @@ static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py
         ring[k % IDX_AHEAD] = py_mod(ENT(k, XE_HASH), slots);
         __builtin_prefetch(&newest[ring[k % IDX_AHEAD]], 1);
     }
+    /* newest[] holds each bucket's newest entry as its slot would (4 bytes, big-endian): the slots are then
+     * compared with it whole (memcmp), and the buckets in use were counted as their first entry came */
+    Py_ssize_t used = 0;
     for (Py_ssize_t k = 1; k <= n && linked; k++) {
         int64_t s = ring[k % IDX_AHEAD];
         if (k + IDX_AHEAD <= n) {
@@ -885,18 +888,19 @@ static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py
             ring[k % IDX_AHEAD] = t;
             __builtin_prefetch(&newest[t], 1);
         }
-        linked = ENT(k, XE_PREV) == newest[s];
-        newest[s] = (int32_t)k;
+        linked = ENT(k, XE_PREV) == mq_rd_be((const uint8_t *)&newest[s], 4);
+        used += newest[s] == 0;
+        mq_wr_be((uint8_t *)&newest[s], 4, k);
         if (drop && k % every == 0)
             xdrop(base, ents + (k - every) * xc.entry, ents + k * xc.entry);
     }
-    for (Py_ssize_t i = 0; i < slots && linked; i++) {
-        if (drop && i % severy == 0 && i)
-            xdrop(base, xc.header + (i - severy) * xc.slot, xc.header + i * xc.slot);
-        int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
-        linked = val == newest[i];
-        nonempty += val != 0;
+    for (Py_ssize_t i = 0; i < slots && linked; i += severy) {
+        const Py_ssize_t m = slots - i < severy ? slots - i : severy;
+        linked = memcmp(base + xc.header + i * xc.slot, &newest[i], (size_t)m * 4) == 0;
+        if (drop)
+            xdrop(base, xc.header + i * xc.slot, xc.header + (i + m) * xc.slot);
     }
+    nonempty = used;
     PyMem_RawFree(newest);
     if (!linked) {
         /* the walk itself, as the Python loop does it (slot values first: one out of range is a finding) */
