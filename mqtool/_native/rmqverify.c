@@ -385,7 +385,7 @@ static void xs_unmap(void *p, XSpill *sp)
             if (ftruncate(xs.fd, 0) != 0) { /* keeps its blocks until the process ends */ }
         } else {
 #if defined(FALLOC_FL_PUNCH_HOLE) && defined(FALLOC_FL_KEEP_SIZE)
-            (void)fallocate(xs.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)sp->foff, (off_t)sp->maplen);
+            (void)fallocate(xs.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)sp->foff, (off_t)sp->span);
 #endif
         }
     }
