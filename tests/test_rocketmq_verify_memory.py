@@ -29,6 +29,18 @@ JOBS = ([], ["--jobs", "2", "--split-size", "16K"])
 CQ, ENTRY = indexfiles.CQ_STRUCT, indexfiles.IDX_ENTRY
 
 
+@pytest.fixture(autouse=True)
+def nogil_everywhere(monkeypatch):
+    """Every span the compiled lane walks here runs without the GIL (range tables fill, and spill, on two threads
+    at once) and verify store checks the index files on a thread ahead (the real stores are far below the
+    defaults for both)."""
+    monkeypatch.setattr(VIDX, "AHEAD_MIN_BYTES", 0)
+    v = native.load("rmqverify")
+    old = v.nogil_min(0)
+    yield
+    v.nogil_min(old)
+
+
 class _Tables(list):
     """Every table ``new_xref`` makes, and which files the tables proved clean (the rest took the Python loops)."""
 
