@@ -262,3 +262,15 @@ def test_range_tables_travel_compressed_and_merge_to_the_same_table():
         want.merge(r.xref)
     got = VP._merged_xref(plan.store, packed)
     assert got.export() == want.export()
+
+
+def test_rocketmq_tables_merged_on_the_driver_past_the_memory_budget(run_cli, spark, monkeypatch):  # noqa: F811
+    """The driver merges the range tasks' exported tables into one past its memory budget (budget 0: every
+    array in the spill file, tests/test_rocketmq_verify_memory.py): the same output as embedded."""
+    from mqtool.rocketmq.verify import native_lane
+
+    made, new = [], native_lane.new_xref
+    monkeypatch.setattr(native_lane, "new_xref", lambda *a, **k: made.append(new(*a, **k)) or made[-1])
+    monkeypatch.setenv("MQTOOL_XREF_BUDGET_MB", "0")
+    same(run_cli, "store", *_stores("rocketmq"), split="40K")
+    assert any(x is not None and x.stats()["spilled"] for x in made)

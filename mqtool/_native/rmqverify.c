@@ -19,6 +19,10 @@
 #include "rmqunit.h"             /* Python.h first; the core: layout, walker, body CRC */
 #include "rmqcore.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -207,7 +211,16 @@ static struct {
     int64_t blank_size;
     char s[XS_N][XMAXSTR];
     Py_ssize_t slen[XS_N];
-} xc;
+    int64_t budget;                /* heap bytes of every table together before arrays spill (< 0: no limit) */
+    char spill_dir[4096];          /* where the spill file is made ("": nowhere, no limit) */
+} xc = {.budget = -1};
+
+typedef struct {
+    size_t maplen;                 /* 0: a heap block (PyMem_Raw); else a map of maplen bytes of the spill file */
+    int64_t foff;                  /* its place in the file */
+    int64_t span;                  /* file offsets it may grow to in place, from foff */
+    uint32_t gen;                  /* the file it is in (a forked child opens its own) */
+} XSpill;
 
 typedef struct {
     uint8_t *topic;
@@ -217,6 +230,7 @@ typedef struct {
     int64_t base;                  /* queue offset of units[0] */
     uint8_t *units;                /* expected units (xc.unit bytes each); an all-zero one is unknown */
     Py_ssize_t n, cap;
+    XSpill us;                     /* where units lives (memory or the spill file) */
     int poisoned;                  /* queue offsets went back or jumped far: no claim about this queue */
 } XQueue;
 
@@ -232,6 +246,8 @@ typedef struct {
     Py_ssize_t nrec, rcap;
     int32_t *h;                    /* their key hashes */
     Py_ssize_t nh, hcap;
+    XSpill offs, tss, kss, nks, hs;    /* where off, ts, kstart, nk, h live */
+    Py_ssize_t noted;              /* bytes noted since the spilled pages were last unmapped */
     int unsorted;                  /* offsets did not increase: index_check declines */
     Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
     int busy;                      /* a scan() fills it without the GIL: its methods refuse until it is done */
@@ -271,18 +287,226 @@ static int xgrow(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item)
     return 0;
 }
 
+/* ---- the table's memory bound: past a budget its arrays live in a temp file --------------------------------
+ *
+ * The table grows with the message count (~20 bytes a unit, ~22 + 4 per key a keyed message, allocated by
+ * doubling), so past a budget (xref_spill(budget=...): heap bytes of every table of the process together) an
+ * array that grows moves to a private temp file (made in spill_dir, unlinked at once), mapped shared: what is
+ * written there lives in the page cache, and the pages are unmapped behind the writer and the readers
+ * (MADV_DONTNEED keeps a shared file map's contents), so what stays resident is bounded whatever the store
+ * holds. Each spilled array has its own stretch of the (sparse) file, XSLOT bytes apart, so it grows in place:
+ * the file is extended behind it and the map with mremap, nothing copied. The arrays keep their pointers and
+ * their contents: the checks read them as before, and their answers do not change. A stretch is reserved on disk
+ * (fallocate) before it is mapped, so a full disk fails a grow, never a write through the map; where the file
+ * cannot be made or grown, the array stays in (or comes back to) memory: the budget is then exceeded, no check
+ * is ever weakened. */
+
+#define XSLOT ((int64_t)1 << 30)   /* file offsets between two spilled arrays (more: the array moves on) */
+#define XRELEASE (16 << 20)        /* a spilled table's pages are unmapped every this many bytes noted / read */
+
+static struct {
+    pthread_mutex_t mu;
+    int fd;                        /* the spill file, -1 not open */
+    uint32_t gen;
+    int64_t end;                   /* file offset of the next stretch */
+    Py_ssize_t live;               /* spilled arrays alive (none: the file is emptied) */
+} xs = {PTHREAD_MUTEX_INITIALIZER, -1, 1, 0, 0};
+
+static int64_t xheap;              /* heap bytes of every table's spillable arrays (atomic: tables fill on threads) */
+
+static void xs_after_fork(void)    /* a forked child: the parent's file stays the parent's (its maps stay valid) */
+{
+    pthread_mutex_init(&xs.mu, NULL);
+    if (xs.fd >= 0) close(xs.fd);
+    xs.fd = -1;
+    xs.gen++;
+    xs.end = 0;
+    xs.live = 0;
+}
+
+/* The spill file's descriptor (opened on first use; the caller holds xs.mu), or -1. */
+static int xs_file(void)
+{
+    if (xs.fd >= 0) return xs.fd;
+    if (xc.spill_dir[0] == 0) return -1;
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(xc.spill_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {                  /* no O_TMPFILE here: a fresh private name, removed at once */
+        char path[sizeof xc.spill_dir + 64];
+        for (int tries = 0; fd < 0 && tries < 16; tries++) {
+            snprintf(path, sizeof path, "%s/.mqtool-tmp-xref-%ld-%u-%d", xc.spill_dir, (long)getpid(),
+                     (unsigned)rand(), tries);
+            fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        }
+        if (fd < 0) return -1;
+        unlink(path);
+    }
+    xs.fd = fd;
+    return fd;
+}
+
+/* A spilled array of `len` (page-rounded) bytes in a fresh stretch of the file, into *sp: its map, or NULL. */
+static void *xs_map(size_t len, XSpill *sp)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&xs.mu);
+    int fd = xs_file();
+    const int64_t span = ((int64_t)len + XSLOT - 1) / XSLOT * XSLOT;
+    if (fd >= 0 && posix_fallocate(fd, (off_t)xs.end, (off_t)len) == 0) {
+        p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)xs.end);
+        if (p == MAP_FAILED) {
+            p = NULL;
+        } else {
+            (void)madvise(p, len, MADV_RANDOM);     /* a page is written first: no read-ahead of the stretch */
+            *sp = (XSpill){len, xs.end, span, xs.gen};
+            xs.end += span;
+            xs.live++;
+        }
+    }
+    pthread_mutex_unlock(&xs.mu);
+    return p;
+}
+
+/* Grow a spilled array's map in place to `len` (page-rounded) bytes: the new map, or NULL (then unchanged). */
+static void *xs_extend(void *p, size_t len, XSpill *sp)
+{
+    if ((int64_t)len > sp->span || sp->gen != xs.gen || xs.fd < 0
+        || posix_fallocate(xs.fd, (off_t)(sp->foff + (int64_t)sp->maplen), (off_t)(len - sp->maplen)) != 0)
+        return NULL;
+    void *np = mremap(p, sp->maplen, len, MREMAP_MAYMOVE);
+    if (np == MAP_FAILED) return NULL;
+    sp->maplen = len;
+    return np;
+}
+
+/* Unmap a spilled array and give its disk space back (the file is emptied when no array lives in it). */
+static void xs_unmap(void *p, XSpill *sp)
+{
+    munmap(p, sp->maplen);
+    pthread_mutex_lock(&xs.mu);
+    if (sp->gen == xs.gen && xs.fd >= 0) {
+        if (--xs.live == 0) {
+            xs.end = 0;
+            if (ftruncate(xs.fd, 0) != 0) { /* keeps its blocks until the process ends */ }
+        } else {
+#if defined(FALLOC_FL_PUNCH_HOLE) && defined(FALLOC_FL_KEEP_SIZE)
+            (void)fallocate(xs.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)sp->foff, (off_t)sp->span);
+#endif
+        }
+    }
+    pthread_mutex_unlock(&xs.mu);
+    *sp = (XSpill){0, 0, 0, 0};
+}
+
+/* Unmap the resident pages of a spilled array (its contents stay in the file); nothing for a heap block. */
+static void xs_release(void *p, const XSpill *sp)
+{
+    if (p != NULL && sp->maplen)
+        (void)madvise(p, sp->maplen, MADV_DONTNEED);
+}
+
+/* xgrow for a spillable array: in memory while every table's heap arrays stay within the budget, else (and
+ * once there, always) in the spill file. 0, or -1 (out of memory; no exception set). */
+static int xgrow_s(void *p, Py_ssize_t *cap, Py_ssize_t need, size_t item, XSpill *sp)
+{
+    void **pp = (void **)p;
+    if (need <= *cap) return 0;
+    Py_ssize_t c = *cap ? *cap : 256;
+    while (c < need) c *= 2;
+    const size_t oldb = (size_t)*cap * item, newb = (size_t)c * item;
+    if (!sp->maplen && (xc.budget < 0 || xc.spill_dir[0] == 0
+                        || __atomic_load_n(&xheap, __ATOMIC_RELAXED) + (int64_t)(newb - oldb) <= xc.budget)) {
+        void *np = PyMem_RawRealloc(*pp, newb);
+        if (np == NULL) return -1;
+        __atomic_add_fetch(&xheap, (int64_t)(newb - oldb), __ATOMIC_RELAXED);
+        *pp = np;
+        *cap = c;
+        return 0;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), len = (newb + page - 1) / page * page;
+    void *np = NULL;
+    if (sp->maplen) {              /* in place (the common case: nothing copied) */
+        pthread_mutex_lock(&xs.mu);
+        np = xs_extend(*pp, len, sp);
+        pthread_mutex_unlock(&xs.mu);
+        if (np != NULL) {
+            *pp = np;
+            *cap = c;
+            return 0;
+        }
+    }
+    XSpill ns;
+    np = xs_map(len, &ns);
+    if (np == NULL) {              /* no spill file (or no room in it): in memory after all */
+        size_t grew = newb - oldb;
+        if (!sp->maplen) {
+            np = PyMem_RawRealloc(*pp, newb);
+            if (np == NULL) return -1;
+        } else {
+            if ((np = PyMem_RawMalloc(newb)) == NULL) return -1;
+            memcpy(np, *pp, oldb);
+            xs_unmap(*pp, sp);
+            grew = newb;
+        }
+        __atomic_add_fetch(&xheap, (int64_t)grew, __ATOMIC_RELAXED);
+        *pp = np;
+        *cap = c;
+        return 0;
+    }
+    for (size_t at = 0; at < oldb; at += XRELEASE) {     /* copied a stretch at a time, each unmapped after */
+        const size_t m = oldb - at < XRELEASE ? oldb - at : XRELEASE;
+        memcpy((uint8_t *)np + at, (const uint8_t *)*pp + at, m);
+        (void)madvise((uint8_t *)np + at, (m + page - 1) / page * page, MADV_DONTNEED);
+    }
+    if (sp->maplen) {
+        xs_unmap(*pp, sp);
+    } else {
+        PyMem_RawFree(*pp);
+        __atomic_sub_fetch(&xheap, (int64_t)oldb, __ATOMIC_RELAXED);
+    }
+    *sp = ns;
+    *pp = np;
+    *cap = c;
+    return 0;
+}
+
+/* Free a spillable array (heap block or spilled map). */
+static void xfree_s(void *p, Py_ssize_t cap, size_t item, XSpill *sp)
+{
+    if (p == NULL) return;
+    if (sp->maplen) {
+        xs_unmap(p, sp);
+    } else {
+        PyMem_RawFree(p);
+        __atomic_sub_fetch(&xheap, (int64_t)((size_t)cap * item), __ATOMIC_RELAXED);
+    }
+}
+
 static void xref_clear(Xref *X)
 {
     for (Py_ssize_t i = 0; i < X->nq; i++) {
         PyMem_RawFree(X->q[i].topic);
-        PyMem_RawFree(X->q[i].units);
+        xfree_s(X->q[i].units, X->q[i].cap, (size_t)xc.unit, &X->q[i].us);
     }
-    PyMem_RawFree(X->q); PyMem_RawFree(X->qslots); PyMem_RawFree(X->off); PyMem_RawFree(X->ts); PyMem_RawFree(X->kstart);
-    PyMem_RawFree(X->nk); PyMem_RawFree(X->h);
+    PyMem_RawFree(X->q); PyMem_RawFree(X->qslots);
+    xfree_s(X->off, X->rcap, 8, &X->offs); xfree_s(X->ts, X->rcap, 8, &X->tss);
+    xfree_s(X->kstart, X->rcap, 4, &X->kss); xfree_s(X->nk, X->rcap, 2, &X->nks); xfree_s(X->h, X->hcap, 4, &X->hs);
     X->q = NULL; X->qslots = NULL; X->off = X->ts = NULL; X->kstart = NULL; X->nk = NULL; X->h = NULL;
     X->nq = X->qcap = X->nqslots = X->nrec = X->rcap = X->nh = X->hcap = 0;
     X->unsorted = 0;
     X->known = X->padded = 0;
+    X->noted = 0;
+}
+
+/* Unmap the resident pages of X's spilled arrays (their contents stay in the spill file). */
+static void xref_release(Xref *X)
+{
+    for (Py_ssize_t i = 0; i < X->nq; i++) xs_release(X->q[i].units, &X->q[i].us);
+    xs_release(X->off, &X->offs); xs_release(X->ts, &X->tss); xs_release(X->kstart, &X->kss);
+    xs_release(X->nk, &X->nks); xs_release(X->h, &X->hs);
+    X->noted = 0;
 }
 
 static void xref_dealloc(Xref *X)
@@ -351,8 +575,9 @@ static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
 static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
 {
     Py_ssize_t c1 = X->rcap, c2 = X->rcap, c3 = X->rcap, c4 = X->rcap;   /* the four arrays grow alike */
-    if (nh > (Py_ssize_t)UINT32_MAX || xgrow(&X->off, &c1, nrec, 8) < 0 || xgrow(&X->ts, &c2, nrec, 8) < 0
-        || xgrow(&X->kstart, &c3, nrec, 4) < 0 || xgrow(&X->nk, &c4, nrec, 2) < 0 || xgrow(&X->h, &X->hcap, nh, 4) < 0)
+    if (nh > (Py_ssize_t)UINT32_MAX || xgrow_s(&X->off, &c1, nrec, 8, &X->offs) < 0
+        || xgrow_s(&X->ts, &c2, nrec, 8, &X->tss) < 0 || xgrow_s(&X->kstart, &c3, nrec, 4, &X->kss) < 0
+        || xgrow_s(&X->nk, &c4, nrec, 2, &X->nks) < 0 || xgrow_s(&X->h, &X->hcap, nh, 4, &X->hs) < 0)
         return -1;
     X->rcap = c1;
     return 0;
@@ -381,11 +606,11 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
             int64_t j = qoff - q->base;
             if (qoff < q->base || j < q->n || j - q->n > XMAXPAD || X->padded + (j - q->n) > X->known + XPADFREE) {
                 q->poisoned = 1;                        /* not in order: no claim about this queue */
-                PyMem_RawFree(q->units);
+                xfree_s(q->units, q->cap, (size_t)xc.unit, &q->us);
                 q->units = NULL;
                 q->n = q->cap = 0;
             } else {
-                if (xgrow(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit) < 0) return -1;
+                if (xgrow_s(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit, &q->us) < 0) return -1;
                 uint8_t *u = q->units;
                 memset(u + q->n * xc.unit, 0, (size_t)((j + 1 - q->n) * xc.unit));
                 uint8_t *o = u + j * xc.unit;
@@ -399,6 +624,7 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
                 X->padded += (Py_ssize_t)j - q->n;
                 X->known++;
                 q->n = (Py_ssize_t)j + 1;
+                if ((X->noted += xc.unit) >= XRELEASE) xref_release(X);
             }
         }
     }
@@ -428,6 +654,7 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
     X->nk[X->nrec] = (uint16_t)nk;
     X->nrec++;
     X->nh += nk;
+    if ((X->noted += 22 + 4 * nk) >= XRELEASE) xref_release(X);
     return 0;
 }
 
@@ -489,12 +716,13 @@ static PyObject *xref_cq_check(Xref *X, PyObject *args)
     PyObject *end_o;
     if (!PyArg_ParseTuple(args, "y*nLpy*LO", &b, &units, &first, &seen_real, &t, &qid, &end_o)) return NULL;
     PyObject *res = NULL;
+    const XQueue *q = NULL;
     int64_t data_end = 0;
     int has_end = end_o != Py_None;
     if (has_end && (data_end = PyLong_AsLongLong(end_o)) == -1 && PyErr_Occurred()) goto out;
     if (units < 0 || units > b.len / xc.unit) goto clean_no;
     Py_ssize_t qi = xq_find(X, t.buf, t.len, qid, 0);
-    const XQueue *q = qi >= 0 ? &X->q[qi] : NULL;
+    q = qi >= 0 ? &X->q[qi] : NULL;
     int64_t last = first - 1;
     for (Py_ssize_t i = 0; i < units; i++) {
         const uint8_t *u = (const uint8_t *)b.buf + i * xc.unit;
@@ -523,6 +751,8 @@ static PyObject *xref_cq_check(Xref *X, PyObject *args)
 clean_no:
     res = Py_NewRef(Py_None);
 out:
+    if (q != NULL)
+        xs_release(q->units, &q->us);                 /* a spilled queue: its pages read are unmapped */
     PyBuffer_Release(&b);
     PyBuffer_Release(&t);
     return res;
@@ -531,12 +761,14 @@ out:
 static inline int64_t py_mod(int64_t a, int64_t m) { int64_t r = a % m; return r < 0 ? r + m : r; }
 
 PyDoc_STRVAR(index_check_doc,
-"index_check(buf, slot_num, entries, begin_timestamp, chains=None) -> (nonempty_slots, min_off, max_off, max_ts,\n"
-"unreached) | None\n\n"
+"index_check(buf, slot_num, entries, begin_timestamp, chains=None, drop=False) -> (nonempty_slots, min_off,\n"
+"max_off, max_ts, unreached) | None\n\n"
 "One index file (buf, slot_num slots, entries 1..entries) checked as index._verify_index_file's slot, entry and\n"
 "chain loops do, against the messages noted: what those loops leave for the header checks when they would\n"
 "report nothing but the slot count and the unreachable entries, else None (run the Python loops). chains: what\n"
-"index_chains() gave for this buffer (its part is then not done again), or None. Runs without the GIL.");
+"index_chains() gave for this buffer (its part is then not done again), or None. drop: buf is a read-only map\n"
+"of a file, whose pages are unmapped behind the reader (what stays resident does not grow with the file).\n"
+"Runs without the GIL.");
 
 /* Where the entries of an index file (slots slots, entries 1..n) start in a buffer of len bytes, or -1 when that
  * layout does not fit it (then no claim). */
@@ -550,15 +782,41 @@ static Py_ssize_t idx_entries_at(Py_ssize_t len, Py_ssize_t slots, Py_ssize_t n)
 
 #define ENT(k, f) mq_rd_be(base + ents + (k) * xc.entry + xc.eoff[f], xc.esize[f])
 
+/* A mapped index file (index_check / index_chains with drop) is read in order and its pages are unmapped behind
+ * the reader every IDX_DROP bytes: a read-only file map keeps its contents (a page read again faults back in
+ * from the page cache), and what stays resident does not grow with the file. */
+#define IDX_DROP (8 << 20)
+
+/* Unmap the whole pages of base[from, to) (a read-only file map). */
+static void xdrop(const uint8_t *base, Py_ssize_t from, Py_ssize_t to)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)(base + from) + pg - 1) & ~(pg - 1), b = (uintptr_t)(base + to) & ~(pg - 1);
+    if (b > a)
+        (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}
+
+/* Unmap the resident pages of X's spilled message records (X is only read meanwhile). */
+static void xrecs_release(const Xref *X)
+{
+    xs_release(X->off, &X->offs); xs_release(X->ts, &X->tss); xs_release(X->kstart, &X->kss);
+    xs_release(X->nk, &X->nks); xs_release(X->h, &X->hs);
+}
+
 /* The entry loop of index_check against the messages noted: 1 (min / max offset, newest store time set), 0 it
  * cannot prove the entries clean. Reads only the buffer and X: runs without the GIL. */
 static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_ssize_t n, int64_t begin,
-                       int64_t *min_out, int64_t *max_out, int64_t *ts_out)
+                       int drop, int64_t *min_out, int64_t *max_out, int64_t *ts_out)
 {
     int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
     Py_ssize_t cur = 0, rec = -1;
+    const Py_ssize_t every = IDX_DROP / xc.entry + 1;
     if (X->unsorted) return 0;
     for (Py_ssize_t k = 1; k <= n; k++) {
+        if (k % every == 0) {                           /* what is behind: the file's pages, spilled records */
+            if (drop) xdrop(base, ents + (k - every) * xc.entry, ents + k * xc.entry);
+            xrecs_release(X);
+        }
         int64_t kh = ENT(k, XE_HASH), off = ENT(k, XE_PHY), td = ENT(k, XE_TD), prev = ENT(k, XE_PREV);
         if (prev < 0 || prev >= k) return 0;
         if (k == 1 || off < min_off) min_off = off;
@@ -612,10 +870,11 @@ static void populate_zeroed(void *p, size_t len)
 #endif
 }
 
-static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py_ssize_t n,
+static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py_ssize_t n, int drop,
                       Py_ssize_t *nonempty_out, Py_ssize_t *unreached_out)
 {
     Py_ssize_t nonempty = 0, unreached = 0;
+    const Py_ssize_t every = IDX_DROP / xc.entry + 1, severy = IDX_DROP / xc.slot + 1;
     int32_t *newest = slots <= XMAXSLOTS ? PyMem_RawCalloc((size_t)slots, sizeof(int32_t)) : NULL;
     if (newest == NULL && slots <= XMAXSLOTS) return -1;
     if (newest != NULL)
@@ -626,6 +885,9 @@ static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py
         ring[k % IDX_AHEAD] = py_mod(ENT(k, XE_HASH), slots);
         __builtin_prefetch(&newest[ring[k % IDX_AHEAD]], 1);
     }
+    /* newest[] holds each bucket's newest entry as its slot would (4 bytes, big-endian): the slots are then
+     * compared with it whole (memcmp), and the buckets in use were counted as their first entry came */
+    Py_ssize_t used = 0;
     for (Py_ssize_t k = 1; k <= n && linked; k++) {
         int64_t s = ring[k % IDX_AHEAD];
         if (k + IDX_AHEAD <= n) {
@@ -633,14 +895,19 @@ static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py
             ring[k % IDX_AHEAD] = t;
             __builtin_prefetch(&newest[t], 1);
         }
-        linked = ENT(k, XE_PREV) == newest[s];
-        newest[s] = (int32_t)k;
+        linked = ENT(k, XE_PREV) == mq_rd_be((const uint8_t *)&newest[s], 4);
+        used += newest[s] == 0;
+        mq_wr_be((uint8_t *)&newest[s], 4, k);
+        if (drop && k % every == 0)
+            xdrop(base, ents + (k - every) * xc.entry, ents + k * xc.entry);
     }
-    for (Py_ssize_t i = 0; i < slots && linked; i++) {
-        int64_t val = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
-        linked = val == newest[i];
-        nonempty += val != 0;
+    for (Py_ssize_t i = 0; i < slots && linked; i += severy) {
+        const Py_ssize_t m = slots - i < severy ? slots - i : severy;
+        linked = memcmp(base + xc.header + i * xc.slot, &newest[i], (size_t)m * 4) == 0;
+        if (drop)
+            xdrop(base, xc.header + i * xc.slot, xc.header + (i + m) * xc.slot);
     }
+    nonempty = used;
     PyMem_RawFree(newest);
     if (!linked) {
         /* the walk itself, as the Python loop does it (slot values first: one out of range is a finding) */
@@ -654,12 +921,15 @@ static int idx_chains(const uint8_t *base, Py_ssize_t ents, Py_ssize_t slots, Py
         }
         uint8_t *seen = PyMem_RawCalloc((size_t)n + 1, 1);
         if (seen == NULL) return -1;
+        Py_ssize_t walked = 0;
         for (Py_ssize_t i = 0; i < slots; i++) {
             int64_t c = mq_rd_be(base + xc.header + i * xc.slot, (int)xc.slot);
             if (c == 0) continue;
             if (c > 0 && c <= n && py_mod(ENT(c, XE_HASH), slots) != i) goto no;   /* bad slot */
             Py_ssize_t steps = 0;
             while (c > 0 && c <= n) {
+                if (drop && ++walked % every == 0)
+                    xdrop(base, 0, ents + (n + 1) * xc.entry);                      /* (read at random) */
                 if (seen[c]) goto no;                                               /* cycle or shared tail */
                 seen[c] = 1;
                 if (py_mod(ENT(c, XE_HASH), slots) != i) goto no;                   /* wrong slot */
@@ -697,7 +967,8 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
     Py_ssize_t slots, n, nonempty = 0, unreached = 0;
     long long begin;
     PyObject *chains = Py_None;
-    if (!PyArg_ParseTuple(args, "y*nnL|O", &b, &slots, &n, &begin, &chains)) return NULL;
+    int drop = 0;
+    if (!PyArg_ParseTuple(args, "y*nnL|Op", &b, &slots, &n, &begin, &chains, &drop)) return NULL;
     int have = 0;
     if (chains != Py_None && (have = idx_given_chains(chains, &nonempty, &unreached)) <= 0) {
         PyBuffer_Release(&b);
@@ -710,9 +981,12 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
     if (ents >= 0) {
         X->readers++;                                   /* (the table is only read: scan() and merge() refuse) */
         Py_BEGIN_ALLOW_THREADS
-        ok = idx_entries(X, b.buf, ents, n, (int64_t)begin, &min_off, &max_off, &max_ts);
+        ok = idx_entries(X, b.buf, ents, n, (int64_t)begin, drop, &min_off, &max_off, &max_ts);
         if (ok && !have)
-            ok = idx_chains(b.buf, ents, slots, n, &nonempty, &unreached);
+            ok = idx_chains(b.buf, ents, slots, n, drop, &nonempty, &unreached);
+        if (drop)
+            xdrop(b.buf, 0, b.len);
+        xrecs_release(X);
         Py_END_ALLOW_THREADS
         X->readers--;
     }
@@ -725,16 +999,17 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
 }
 
 PyDoc_STRVAR(index_chains_doc,
-"index_chains(buf, slot_num, entries) -> (nonempty_slots, unreached) | False | None\n\n"
+"index_chains(buf, slot_num, entries, drop=False) -> (nonempty_slots, unreached) | False | None\n\n"
 "The chain part of Xref.index_check alone (it needs no message: it can run before the commitlog pass ends, on\n"
 "another thread, without the GIL): False when the chain walk would report something, None when the layout does\n"
-"not fit the buffer. Hand the result to index_check(..., chains) to skip that part there.");
+"not fit the buffer. Hand the result to index_check(..., chains) to skip that part there. drop: as there.");
 
 static PyObject *py_index_chains(PyObject *self, PyObject *args)
 {
     Py_buffer b;
     Py_ssize_t slots, n, nonempty = 0, unreached = 0;
-    if (!PyArg_ParseTuple(args, "y*nn:index_chains", &b, &slots, &n)) return NULL;
+    int drop = 0;
+    if (!PyArg_ParseTuple(args, "y*nn|p:index_chains", &b, &slots, &n, &drop)) return NULL;
     if (!xc.ready) {
         PyBuffer_Release(&b);
         PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure_xref() was not called");
@@ -744,7 +1019,9 @@ static PyObject *py_index_chains(PyObject *self, PyObject *args)
     int ok = 0;
     if (ents >= 0) {
         Py_BEGIN_ALLOW_THREADS
-        ok = idx_chains(b.buf, ents, slots, n, &nonempty, &unreached);
+        ok = idx_chains(b.buf, ents, slots, n, drop, &nonempty, &unreached);
+        if (drop)
+            xdrop(b.buf, 0, b.len);
         Py_END_ALLOW_THREADS
     }
     PyBuffer_Release(&b);
@@ -784,6 +1061,7 @@ static PyObject *xref_export(Xref *X, PyObject *noargs)
     PUTN(X->h, X->nh * 4);
 #undef PUT64
 #undef PUTN
+    xref_release(X);                                   /* (a spilled table's pages, read for the copy) */
     return out;
 }
 
@@ -799,7 +1077,7 @@ static int xmerge_queue(Xref *X, const uint8_t *topic, Py_ssize_t tlen, int64_t 
     if (q->poisoned || poisoned || (q->n && (base < q->base + q->n || base - (q->base + q->n) > XMAXPAD
                                              || X->padded + (base - (q->base + q->n)) > X->known + n + XPADFREE))) {
         q->poisoned = 1;
-        PyMem_RawFree(q->units);
+        xfree_s(q->units, q->cap, (size_t)xc.unit, &q->us);
         q->units = NULL;
         q->n = q->cap = 0;
         return 0;
@@ -807,13 +1085,14 @@ static int xmerge_queue(Xref *X, const uint8_t *topic, Py_ssize_t tlen, int64_t 
     if (n == 0) return 0;
     if (q->n == 0) q->base = base;
     Py_ssize_t j = (Py_ssize_t)(base - q->base);
-    if (xgrow(&q->units, &q->cap, j + n, (size_t)xc.unit) < 0) return -1;
+    if (xgrow_s(&q->units, &q->cap, j + n, (size_t)xc.unit, &q->us) < 0) return -1;
     uint8_t *u = q->units;
     memset(u + q->n * xc.unit, 0, (size_t)((j - q->n) * xc.unit));
     memcpy(u + j * xc.unit, units, (size_t)(n * xc.unit));
     X->padded += j - q->n;              /* (the range's own unknown units count as known here: bounded there) */
     X->known += n;
     q->n = j + n;
+    if ((X->noted += n * xc.unit) >= XRELEASE) xref_release(X);
     return 0;
 }
 
@@ -841,6 +1120,7 @@ static int xmerge_recs(Xref *X, Py_ssize_t nrec, Py_ssize_t nh, int unsorted, co
     memcpy(X->h + X->nh, hs, (size_t)nh * 4);
     X->nrec += nrec;
     X->nh += nh;
+    if ((X->noted += nrec * 22 + nh * 4) >= XRELEASE) xref_release(X);
     return 0;
 }
 
@@ -929,10 +1209,19 @@ fail:
 static PyObject *xref_stats(Xref *X, PyObject *noargs)
 {
     if (xref_idle(X) < 0) return NULL;
-    Py_ssize_t bytes = X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4 + X->rcap * 22 + X->hcap * 4;
-    for (Py_ssize_t i = 0; i < X->nq; i++) bytes += X->q[i].cap * xc.unit + X->q[i].tlen;
-    return Py_BuildValue("{sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", X->nrec, "key_hashes", X->nh,
-                         "bytes", bytes);
+    /* bytes: in memory (the queue list and its slots, topics, the arrays not spilled); spilled: in the file */
+    Py_ssize_t bytes = X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4, spilled = 0;
+    const XSpill *const rs[5] = {&X->offs, &X->tss, &X->kss, &X->nks, &X->hs};
+    const Py_ssize_t rb[5] = {X->rcap * 8, X->rcap * 8, X->rcap * 4, X->rcap * 2, X->hcap * 4};
+    for (int i = 0; i < 5; i++) {
+        if (rs[i]->maplen) spilled += (Py_ssize_t)rs[i]->maplen; else bytes += rb[i];
+    }
+    for (Py_ssize_t i = 0; i < X->nq; i++) {
+        bytes += X->q[i].tlen;
+        if (X->q[i].us.maplen) spilled += (Py_ssize_t)X->q[i].us.maplen; else bytes += X->q[i].cap * xc.unit;
+    }
+    return Py_BuildValue("{sn,sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", X->nrec, "key_hashes", X->nh,
+                         "bytes", bytes, "spilled", spilled);
 }
 
 static PyMethodDef xref_methods[] = {
@@ -943,7 +1232,8 @@ static PyMethodDef xref_methods[] = {
     {"export", (PyCFunction)xref_export, METH_NOARGS, "export() -> bytes: the table, for merge() in the parent."},
     {"merge", (PyCFunction)xref_merge, METH_O,
      "merge(blob or Xref): append a later range's table (exported, or the table itself, which is left empty)."},
-    {"stats", (PyCFunction)xref_stats, METH_NOARGS, "stats() -> dict: sizes of the table (bytes allocated)."},
+    {"stats", (PyCFunction)xref_stats, METH_NOARGS,
+     "stats() -> dict: sizes of the table (bytes: allocated in memory; spilled: mapped from the spill file)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1014,6 +1304,34 @@ static PyObject *configure_xref(PyObject *self, PyObject *args, PyObject *kw)
     xc.blank_size = blank;
     xc.ready = 1;
     Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(xref_spill_doc,
+"xref_spill(budget=None, spill_dir=None) -> previous budget\n\n"
+"The tables' memory bound (see XSpill above): budget: heap bytes of every table of the process together before an\n"
+"array that grows moves to the spill file (negative: no limit; None: unchanged); spill_dir: the directory (bytes)\n"
+"the spill file is made in (unlinked at once; b\"\": none, so no limit; None: unchanged). Tables already filled\n"
+"keep where their arrays are; what they hold does not change either way.");
+
+static PyObject *py_xref_spill(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"budget", "spill_dir", NULL};
+    PyObject *budget_o = Py_None, *dir_o = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:xref_spill", kwlist, &budget_o, &dir_o)) return NULL;
+    long long old = xc.budget, budget = old;
+    if (budget_o != Py_None && (budget = PyLong_AsLongLong(budget_o)) == -1 && PyErr_Occurred()) return NULL;
+    if (dir_o != Py_None) {
+        if (!PyBytes_Check(dir_o) || (size_t)PyBytes_GET_SIZE(dir_o) >= sizeof xc.spill_dir
+            || strlen(PyBytes_AS_STRING(dir_o)) != (size_t)PyBytes_GET_SIZE(dir_o)) {
+            PyErr_SetString(PyExc_ValueError, "xref_spill: spill_dir is a path as bytes (no NUL)");
+            return NULL;
+        }
+        pthread_mutex_lock(&xs.mu);   /* (a file opened in another directory stays: it only matters where it is) */
+        memcpy(xc.spill_dir, PyBytes_AS_STRING(dir_o), (size_t)PyBytes_GET_SIZE(dir_o) + 1);
+        pthread_mutex_unlock(&xs.mu);
+    }
+    xc.budget = budget;
+    return PyLong_FromLongLong(old);
 }
 
 /* ---- the lane: the verify hook of rmq_walk() -------------------------------------------------------------- */
@@ -1401,6 +1719,7 @@ static PyMethodDef methods[] = {
     {"nogil_min", py_nogil_min, METH_VARARGS,
      "nogil_min(n=-1) -> previous: the shortest span scan() walks without the GIL (tests)."},
     {"index_chains", py_index_chains, METH_VARARGS, index_chains_doc},
+    {"xref_spill", (PyCFunction)(void (*)(void))py_xref_spill, METH_VARARGS | METH_KEYWORDS, xref_spill_doc},
     {"madvise", py_madvise, METH_VARARGS,
      "madvise(buf, start, length, advice): madvise(2) on buf[start:start+length] without the GIL."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
@@ -1415,6 +1734,9 @@ static struct PyModuleDef module = {
 PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
     mq_crc32_init();                  /* this file's copy of the table and the CPU check (crc32_table, _hardware) */
+    static int forked_hook;
+    if (!forked_hook++)
+        (void)pthread_atfork(NULL, NULL, xs_after_fork);   /* a child makes its own spill file */
     if (PyType_Ready(&XrefType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddObjectRef(m, "Xref", (PyObject *)&XrefType) < 0) Py_CLEAR(m);

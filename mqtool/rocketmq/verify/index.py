@@ -2,6 +2,7 @@
 sanity (ranges, cycles, bucket), files newer than the checkpoint."""
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 
@@ -40,7 +41,7 @@ class ChainsAhead:
             try:
                 v = indexfiles.read_index_file(path, geos.of(path))
                 if v.slot_num is not None and v.size >= F.INDEX_HEADER_SIZE:
-                    self._done[path] = (v, chains(v.data, v.slot_num, v.entry_count))
+                    self._done[path] = (v, chains(v.data, v.slot_num, v.entry_count, _drops(v)))
             except Exception:          # noqa: BLE001 -- the main path reads the file again and reports it
                 continue
 
@@ -61,7 +62,7 @@ class ChainsAhead:
             for path, (v, chains) in list(self._done.items()):
                 try:
                     self._checked[path] = xref.index_check(v.data, v.slot_num, v.entry_count,
-                                                           v.header["beginTimestamp"], chains)
+                                                           v.header["beginTimestamp"], chains, _drops(v))
                 except Exception:      # noqa: BLE001 -- left to the main path
                     continue
 
@@ -81,6 +82,12 @@ class ChainsAhead:
 
 
 UNCHECKED = object()
+
+
+def _drops(v) -> bool:
+    """The compiled checks may unmap the pages of ``v``'s data behind them: a read-only map of the file (a
+    later read faults them back in; an index file is up to 420 MB, kept resident it would count whole)."""
+    return isinstance(v.data, mmap.mmap)
 
 
 # A commitlog shorter than this is walked before a thread would pay (the same threshold as the range pool's)
@@ -149,7 +156,8 @@ def _verify_index_file(ctx: _Ctx, path: str, reader, cp, geometry) -> Iterator[F
     if reader is not None and ctx.xref is not None:
         fast = ctx.index_ahead.checked(ahead, ctx.xref) if ctx.index_ahead is not None else UNCHECKED
         if fast is UNCHECKED:
-            fast = ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"], ahead[1] if ahead is not None else None)
+            fast = ctx.xref.index_check(v.data, slots, n, h["beginTimestamp"], ahead[1] if ahead is not None else None,
+                                        _drops(v))
     if fast is not None:
         # the commitlog pass's table proves every slot, entry and chain check below passes: only the slot count
         # and the unreachable entries can have something to say (same findings, same order)

@@ -2,6 +2,7 @@
 and the Python loop it is tested equal to. Both consume only units the full path would report nothing for."""
 from __future__ import annotations
 
+import os
 import re
 import struct
 
@@ -59,6 +60,39 @@ def _native_lane(crc=layout.CRC_KEEP):
 
 _XREF_JOIN = b"#"          # IndexService#buildKey: topic + "#" + key (verify/index.py, dispatch.index_keys)
 _xref_state: dict[str, object] = {}
+# Memory the tables of a process keep before their arrays move to a temp file (``rmqverify.xref_spill``): the
+# table grows with the message count (~75 bytes a message allocated), so past this it is written to a private
+# unlinked file under the temp directory and its pages are unmapped behind the writer and the readers; what it
+# holds and the findings do not change. ``MQTOOL_XREF_BUDGET_MB`` (MiB, a whole number >= 0) overrides it.
+XREF_BUDGET_MB = 128
+
+
+def _xref_budget() -> int:
+    """The tables' memory budget in bytes (:data:`XREF_BUDGET_MB`, or ``MQTOOL_XREF_BUDGET_MB``)."""
+    raw = os.environ.get("MQTOOL_XREF_BUDGET_MB")
+    try:
+        mb = int(raw) if raw else XREF_BUDGET_MB
+    except ValueError:
+        mb = -1
+    if mb < 0:
+        from mqtool.errors import InputError
+
+        raise InputError("MQTOOL_XREF_BUDGET_MB must be a whole number of MiB (0 or more)", "environment")
+    return mb << 20
+
+
+def _xref_spill(mod, segments) -> None:
+    """Give the compiled tables their budget and, when these segments could fill it (a table takes at most
+    about twice the log's bytes: a message of one-byte keys), where to spill (the temp directory: decided only
+    then, so that a small store does not load :mod:`tempfile`). Once set, the directory stays for the process."""
+    budget = _xref_budget()
+    if _xref_state.get("spill") is None and budget < 2 * sum(s.size for s in segments or ()):
+        import tempfile
+
+        _xref_state["spill"] = os.fsencode(tempfile.gettempdir())
+        mod.xref_spill(budget, _xref_state["spill"])
+    else:
+        mod.xref_spill(budget)
 
 
 def _xref_options() -> dict:
@@ -109,7 +143,9 @@ def new_xref(segments=None):
             mod.configure_xref(**_xref_options())
         except (ValueError, TypeError, OverflowError):
             return None
+        _xref_state.clear()
         _xref_state["mod"] = mod
+    _xref_spill(mod, segments)
     return mod.Xref()
 
 
