@@ -37,6 +37,7 @@ class DirSink:
         self._batch = WriteBatch(out, lock=self._lock)
         self._pool = None
         self._pending: list = []
+        self._dirs: list = []                   # queue directories being made ahead of their files
         self._streams: set = set()              # index files being streamed, not finished yet
 
     def _submit(self, fn, *args):
@@ -56,6 +57,16 @@ class DirSink:
         path = Path("consumequeue", topic, str(queue_id), name)
         self._bounded()
         self._pending.append(self._submit(self._write, path, [data], max(size, len(data)), False))
+
+    def queue_dir(self, topic: str, queue_id: int) -> None:
+        """A queue got its first unit: its directory is made now, in the background (its files come at the end
+        of the run, all at once: making thousands of directories then was part of the run's tail). Best
+        effort: a directory that cannot be made here fails the file's own write, in its place."""
+        self._dirs.append(self._submit(self._make_dir, ("consumequeue", topic, str(queue_id))))
+
+    def _make_dir(self, rel: tuple) -> None:
+        with self._lock:
+            self.out.dir_fd(rel)
 
     def _bounded(self) -> None:
         if len(self._pending) >= 2 * self.WRITERS:          # bounded: at most this many files' bytes held
@@ -87,6 +98,9 @@ class DirSink:
         error is raised (the others' files are published, complete)."""
         pending, self._pending = self._pending, []
         error = None
+        for fut in self._dirs:
+            fut.exception()                     # (see queue_dir: the file's write reports the problem)
+        self._dirs.clear()
         for fut in pending:
             try:
                 fut.result()
