@@ -821,7 +821,7 @@ class AtomicWriter:
         self._batch = batch
         self._names_inputs = names_inputs      # text that names input files: remote ones by their URL
         self.overwrite = overwrite
-        self.mode = 0o666 & ~current_umask() if mode is None else mode
+        self.mode = mode if mode is not None else batch.mode if batch is not None else 0o666 & ~current_umask()
         self._root = root
         self._own_root = own_root or root is None
         self._dfd: int | None = None
@@ -971,6 +971,7 @@ class WriteBatch:
         self._lock = lock if lock is not None else threading.RLock()
         self._pending: list[AtomicWriter] = []
         self.committed = 0
+        self.mode = 0o666 & ~current_umask()     # the files' permissions, as a plain open() gives (read once)
 
     def write(self, rel: str | os.PathLike, data, overwrite: bool | None = None) -> None:
         """``data`` as the file ``rel`` below the root, published at the next commit."""
