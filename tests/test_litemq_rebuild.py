@@ -145,3 +145,51 @@ def test_compare_without_a_restart_keeps_extra_entries_as_differences(tmp_path):
     found, s = _rebuild(store, compare=True)
     assert [f.position for f in found if f.code == "rebuild-entry-differs"] == [end]
     assert not [f for f in found if f.code == "rebuild-stale-entries"] and s.extra["cq_files_differ"] == 1
+
+
+def test_many_queue_files_are_published_with_a_few_flushes(tmp_path, run_cli, monkeypatch):
+    """One entry per consumequeue file (--cq-file-size 24): many small files, whose entries put end to end are
+    LiteMQ's own queues' (the real store's files, zero fill dropped), made durable with a bounded number of
+    flushes (each file used to be fsynced, and its directory after it) and renamed only after that."""
+    import os
+
+    from mqtool import io
+
+    events = []
+    real_syncfs, real_fsync, real_link = io._syncfs, os.fsync, os.link
+
+    def syncfs(fd):
+        done = real_syncfs(fd)
+        events.append("sync" if done else "no-syncfs")
+        return done
+
+    def fsync(fd):
+        events.append("fsync")
+        return real_fsync(fd)
+
+    def link(src, dst, **kw):
+        real_link(src, dst, **kw)
+        events.append("publish")
+
+    monkeypatch.setattr(io, "_syncfs", syncfs)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    out = tmp_path / "out"
+    code, _, err = run_cli("rebuild-index", _store("clean"), "--out", out, "--cq-file-size", "24")
+    assert code == 0, err
+
+    def queues(root):
+        q = {}
+        for rel, data in _files(root).items():
+            _, topic, qid, _ = rel.split("/")
+            q.setdefault((topic, qid), []).append((rel, data))
+        return {k: b"".join(e for _, d in sorted(v) for e in (d[i:i + 24] for i in range(0, len(d), 24))
+                            if e != bytes(24)) for k, v in q.items()}
+
+    ours, got = _files(out), queues(out)
+    assert len(ours) > 2 * len(got)
+    assert got == queues(_store("clean"))
+    first = events.index("publish")
+    assert events.count("publish") == len(ours)
+    assert events[:first] == ["sync"]                       # the files' data: one flush before any rename
+    assert events.count("sync") + events.count("fsync") <= 1 + len(got)   # then at most one per directory

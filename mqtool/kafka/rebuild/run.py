@@ -1,10 +1,11 @@
 """``run_rebuild``: the engine entry point (discover, recover each segment, write and/or compare)."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding, Summary
-from mqtool.io import map_input, prepare_output_dir
+from mqtool.io import WriteBatch, map_input, prepare_output_dir
 from mqtool.kafka.interval import index_interval
 from mqtool.kafka.store import LogDir, discover, partition_from_dir
 from mqtool.errors import InputError, NotAStoreError
@@ -31,6 +32,16 @@ def run_rebuild(path: Path, opts):
         return x
 
     def findings():
+        # Outputs are published in batches (mqtool.io.WriteBatch): one flush for many files, not two per file
+        # (a log dir of 20,000 empty segments spent ~46 s in fsync); a file's name still only ever shows it
+        # complete.
+        batch = WriteBatch(out) if out is not None else None
+        with batch or nullcontext():
+            yield from walk(batch)
+        summary.extra.update(counts)
+        summary.extra["index_interval_bytes"] = intervals
+
+    def walk(batch):
         for ld in logdirs:
             for part in ld.partitions:
                 txn = TxnTracker()
@@ -69,14 +80,12 @@ def run_rebuild(path: Path, opts):
                     built = {"index": res.index_bytes(pre), "timeindex": res.timeindex_bytes(pre)}
                     if res.aborted:
                         built["txnindex"] = res.txnindex_bytes()
-                    if out is not None:
+                    if batch is not None:
                         for kind, data in built.items():
-                            out.write(target_dir / f"{seg.name}.{kind}", data)
+                            batch.write(target_dir / f"{seg.name}.{kind}", data)
                             counts["written"] += 1
                     if opts.compare:
                         yield from _compare(seg, built, res, f, counts)
-        summary.extra.update(counts)
-        summary.extra["index_interval_bytes"] = intervals
 
     def summary_fn():
         summary.messages = counts["segments"]

@@ -35,16 +35,34 @@ import run_rebuild``):
 """
 from __future__ import annotations
 
-from mqtool.rocketmq.rebuild.compare import CompareSink, CompareState, _DiskReader
-from mqtool.rocketmq.rebuild.consumequeue import QueueBuilder
-from mqtool.rocketmq.rebuild.index import IndexBuilder, IndexFileBuilder, human_time
-from mqtool.rocketmq.rebuild.native_lane import _HEAD_SIZE, iter_dispatch_records, native_layout, native_lib
-from mqtool.rocketmq.rebuild.output import DirSink, checkpoint_bytes
-from mqtool.rocketmq.rebuild.replay import RebuildResult, rebuild_store
-from mqtool.rocketmq.rebuild.run import run_rebuild
-from mqtool.rocketmq.rebuild.settings import Settings, geometry_findings, resolve_settings
+# Each name is loaded from its module when first asked for (PEP 562): ``rebuild-index`` starts parsing the
+# commitlog before click loads (``native_lane.start_early``), and importing this package must not load the
+# whole engine (compare, settings, dataclasses...) before it; the rest loads while the workers parse.
+_EXPORTS = {
+    "run_rebuild": "run", "rebuild_store": "replay", "RebuildResult": "replay", "resolve_settings": "settings",
+    "Settings": "settings", "geometry_findings": "settings", "iter_dispatch_records": "native_lane",
+    "native_layout": "native_lane", "native_lib": "native_lane", "_HEAD_SIZE": "native_lane",
+    "QueueBuilder": "consumequeue", "IndexBuilder": "index", "IndexFileBuilder": "index", "human_time": "index",
+    "DirSink": "output", "checkpoint_bytes": "output", "CompareSink": "compare", "CompareState": "compare",
+    "_DiskReader": "compare",
+}
 
 __all__ = ["run_rebuild", "rebuild_store", "RebuildResult", "resolve_settings", "Settings", "geometry_findings",
            "iter_dispatch_records", "native_layout", "native_lib", "QueueBuilder", "IndexBuilder",
            "IndexFileBuilder", "human_time", "DirSink", "checkpoint_bytes", "CompareSink", "CompareState",
            "_DiskReader", "_HEAD_SIZE"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

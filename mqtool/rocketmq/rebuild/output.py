@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from formats import rocketmq as F
-from mqtool.io import OutputDir
+from mqtool.io import OutputDir, WriteBatch, start_writeback
 from mqtool.rocketmq.rebuild.consumequeue import UNIT
 from mqtool.rocketmq.rebuild.index import IndexFileBuilder
 
@@ -19,21 +19,25 @@ if TYPE_CHECKING:
 class DirSink:
     """Writes rebuilt files under ``out`` (consumequeue/<topic>/<queueId>/<name>, index/<name>, checkpoint).
 
-    Consumequeue files (immutable bytes) are written by a few background threads, so their writes and fsyncs
-    overlap each other and the rest of the run; each is still atomic (temp name, fsync, rename, through
-    :mod:`mqtool.io`). An index file can be streamed (:meth:`index_stream`): its entries are written by the
-    same threads while it is built, its header and slot table when it is finished. Creating a file under the
-    output root (directory lookup, temp name) is serialised by a lock; :meth:`flush` waits for every write and
-    raises the first error."""
+    Consumequeue files (immutable bytes) are written by a few background threads, so their writes overlap each
+    other and the rest of the run; each is still atomic and durable: written under a temporary name (the disk
+    starts on it at once), published by :meth:`flush` with all the others (:class:`mqtool.io.WriteBatch`: one
+    flush, then the renames, then the directories; a store of thousands of queues paid two flushes per file).
+    An index file can be streamed (:meth:`index_stream`): its entries are written by the same threads while it
+    is built, its header and slot table when it is finished. Creating a file under the output root (directory
+    lookup, temp name) is serialised by a lock; :meth:`flush` waits for every write, publishes the complete
+    files and raises the first error."""
 
     WRITERS = 4
 
     def __init__(self, out: OutputDir, force: bool, trim: bool):
         self.out, self.force, self.trim = out, force, trim
         self.written = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._batch = WriteBatch(out, lock=self._lock)
         self._pool = None
         self._pending: list = []
+        self._dirs: list = []                   # queue directories being made ahead of their files
         self._streams: set = set()              # index files being streamed, not finished yet
 
     def _submit(self, fn, *args):
@@ -53,6 +57,16 @@ class DirSink:
         path = Path("consumequeue", topic, str(queue_id), name)
         self._bounded()
         self._pending.append(self._submit(self._write, path, [data], max(size, len(data)), False))
+
+    def queue_dir(self, topic: str, queue_id: int) -> None:
+        """A queue got its first unit: its directory is made now, in the background (its files come at the end
+        of the run, all at once: making thousands of directories then was part of the run's tail). Best
+        effort: a directory that cannot be made here fails the file's own write, in its place."""
+        self._dirs.append(self._submit(self._make_dir, ("consumequeue", topic, str(queue_id))))
+
+    def _make_dir(self, rel: tuple) -> None:
+        with self._lock:
+            self.out.dir_fd(rel)
 
     def _bounded(self) -> None:
         if len(self._pending) >= 2 * self.WRITERS:          # bounded: at most this many files' bytes held
@@ -80,9 +94,13 @@ class DirSink:
         return stream
 
     def flush(self) -> None:
-        """Wait for the background writes; the first error is raised (the others' files are complete)."""
+        """Wait for the background writes and publish the files (:class:`~mqtool.io.WriteBatch`); the first
+        error is raised (the others' files are published, complete)."""
         pending, self._pending = self._pending, []
         error = None
+        for fut in self._dirs:
+            fut.exception()                     # (see queue_dir: the file's write reports the problem)
+        self._dirs.clear()
         for fut in pending:
             try:
                 fut.result()
@@ -95,13 +113,18 @@ class DirSink:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        try:
+            self._batch.commit()
+        except BaseException as e:              # noqa: BLE001 - raised below unless an earlier error was
+            error = error or e
         if error is not None:
             raise error
 
-    def _write(self, path: Path, pieces: list, size: int, count: bool = True) -> None:
-        """The pieces, then zeros up to ``size`` as a hole (reads back as zeros; no page is written for it)."""
+    def _write(self, path: Path, pieces: list, size: int, count: bool = True, batch: bool = True) -> None:
+        """The pieces, then zeros up to ``size`` as a hole (reads back as zeros; no page is written for it);
+        published by :meth:`flush` (``batch``) or now."""
         with self._lock:                        # the output root's directory cache is not thread-safe
-            w = self.out.atomic(path, overwrite=self.force)
+            w = self.out.atomic(path, overwrite=self.force, batch=self._batch if batch else None)
             f = w.__enter__()
         try:
             n = 0
@@ -119,7 +142,7 @@ class DirSink:
             self.written += 1
 
     def checkpoint(self, data: bytes) -> None:
-        self._write(Path("checkpoint"), [data], len(data))
+        self._write(Path("checkpoint"), [data], len(data), batch=False)     # (after flush: published now)
         self.written += 1
 
 
@@ -132,7 +155,7 @@ class _IndexStream:
     def __init__(self, sink: DirSink, name: str, entries_at: int):
         self.sink, self.name, self.at = sink, name, entries_at
         with sink._lock:
-            self._w = sink.out.atomic(Path("index", name), overwrite=sink.force)
+            self._w = sink.out.atomic(Path("index", name), overwrite=sink.force, batch=sink._batch)
             self._f = self._w.__enter__()
         self._fd = self._f.fileno()
         self._inflight: deque = deque()
@@ -141,7 +164,7 @@ class _IndexStream:
         """Write ``data`` (entries; no longer changed by the caller) after the ones put before."""
         while len(self._inflight) >= 2:
             self._inflight.popleft().result()
-        self._inflight.append(self.sink._submit(_pwrite_all, self._fd, data, self.at))
+        self._inflight.append(self.sink._submit(_pwrite_all, self._fd, data, self.at, True))
         self.at += len(data)
 
     def finish(self, head_pieces, tail, size: int) -> None:
@@ -174,11 +197,15 @@ class _IndexStream:
             pass
 
 
-def _pwrite_all(fd: int, data, at: int) -> None:
+def _pwrite_all(fd: int, data, at: int, writeback: bool = False) -> None:
+    """``data`` at ``at``; ``writeback``: the disk starts on it now (the flush at the end waits less)."""
     view = memoryview(data).cast("B")
+    start = at
     while view:
         n = os.pwrite(fd, view, at)
         view, at = view[n:], at + n
+    if writeback:
+        start_writeback(fd, start, at - start)
 
 
 def _safe_component(name: str) -> bool:

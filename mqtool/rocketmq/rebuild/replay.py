@@ -35,7 +35,7 @@ class RebuildResult:
 def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_file, findings: list[Finding],
                   max_size: int = F.DEFAULT_MAX_MESSAGE_SIZE, on_segment=None,
                   keep_entry_times: bool = True, *, jobs: int | None = None,
-                  chunk_bytes: int | None = None, index_stream=None, prestart=None) -> RebuildResult:
+                  chunk_bytes: int | None = None, index_stream=None, prestart=None, on_queue=None) -> RebuildResult:
     """Replay the dispatcher over the commitlog; rebuilt files go to the callbacks as they complete.
 
     ``on_cq_file(topic, queue_id, base, data, last, size)`` (``data`` = the units, a bytearray the builder
@@ -45,10 +45,12 @@ def rebuild_store(store: RocketStore, settings: Settings, on_cq_file, on_index_f
     (without ``keep_entry_times``): an index file's writer that takes its entries while it is built
     (:meth:`~mqtool.rocketmq.rebuild.output.DirSink.index_stream`); ``on_index_file`` then finishes it.
     ``prestart``: :func:`native_lane.prestart`'s early ranges of the first segment (taken over, and closed).
+    ``on_queue(topic, queue_id)``: a queue whose files will be written got its first unit (the output may
+    prepare its directory meanwhile).
     """
     try:
         replay = Replay(settings, on_cq_file, on_index_file, findings, max_size, keep_entry_times, jobs,
-                        chunk_bytes, index_stream, prestart)
+                        chunk_bytes, index_stream, prestart, on_queue)
     except BaseException:
         if prestart is not None:
             prestart.close()
@@ -68,8 +70,9 @@ class Replay:
 
     def __init__(self, settings: Settings, on_cq_file, on_index_file, findings: list[Finding], max_size: int,
                  keep_entry_times: bool, jobs: int | None = None, chunk_bytes: int | None = None,
-                 index_stream=None, prestart=None):
+                 index_stream=None, prestart=None, on_queue=None):
         self.res = RebuildResult()
+        self.on_queue = on_queue
         self.rules = settings.rules
         self.fs = settings.cq_file_size
         self.on_cq_file, self.on_index_file = on_cq_file, on_index_file
@@ -125,6 +128,8 @@ class Replay:
                 qb = self.queues[(topic, qid)] = QueueBuilder(topic, qid, self.fs, lambda *a: None)
             else:
                 qb = self.queues[(topic, qid)] = QueueBuilder(topic, qid, self.fs, self.emit_cq)
+                if self.on_queue is not None:
+                    self.on_queue(topic, qid)
             if self.native is not None:
                 self.native.add_queue(qb)
         return qb

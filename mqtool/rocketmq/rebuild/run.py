@@ -67,7 +67,7 @@ def _run_rebuild(store: RocketStore, opts: RebuildOptions, pre):
                 res = rebuild_store(store, settings, on_cq, on_index, findings,
                                     on_segment=lambda seg: bar.advance(seg.size), keep_entry_times=opts.compare,
                                     index_stream=out_sink.index_stream if out_sink and not cmp_sink else None,
-                                    prestart=pre)
+                                    prestart=pre, on_queue=out_sink.queue_dir if out_sink else None)
         except BaseException:
             if out_sink is not None:
                 try:
