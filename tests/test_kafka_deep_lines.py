@@ -415,3 +415,22 @@ def test_a_file_cut_while_lanes_read_it(bench_store, tmp_path, jobs):
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr and "file-changed" in r.stderr, r.stderr[-2000:]
     assert r.stdout.count('"kind":"record"') > 1000
+
+
+def test_deep_dump_leaves_construct_unloaded():
+    """``dump kafka --deep --json`` of the fixture starts without construct (issue #20, start-up): its structs and
+    the record layout come from the schema cache (whose values tests/test_common_architecture.py checks against
+    the schemas); --print-data loads it for the internal topics' decoders."""
+    code = ("import runpy, sys\n"
+            "sys.argv = ['mqtool', 'dump', 'kafka', sys.argv[1], '--deep', '--json']\n"
+            "try:\n"
+            "    runpy.run_module('mqtool', run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    assert e.code in (0, 1), e.code\n"
+            "print('construct' in sys.modules, file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("MQTOOL_CHECK_CODES", None)
+    r = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "kafka" / "logdir")], capture_output=True,
+                       text=True, cwd=ROOT, env=env, timeout=120)
+    assert '"kind":"record"' in r.stdout, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == "False", r.stderr[-2000:]

@@ -31,6 +31,7 @@ from mqtool.kafka import dump as D
 from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
 from mqtool.options import DumpOptions
+from mqtool.schema_struct import layout_notation
 
 NAT = D._native_walker()       # configured with the row keys; None when not built or MQTOOL_NATIVE=0
 
@@ -295,17 +296,18 @@ def test_native_mode_choice():
 def test_layout_is_derived_from_the_schema(monkeypatch):
     if NAT is not None:
         assert NAT.RECORD_LAYOUT == R.RECORD_LAYOUT
+    assert R.RECORD_LAYOUT == layout_notation(K.Record)     # (the schema cache serves it at start-up)
     # a schema that differs in any field gives another layout string
     body = K.RecordBody
     changed = construct.Prefixed(construct.ZigZag, construct.Struct(
         *[("attributes" / construct.Int16sb) if sc.name == "attributes" else sc for sc in body.subcons]))
-    assert R._layout(changed) != R.RECORD_LAYOUT
+    assert layout_notation(changed) != R.RECORD_LAYOUT
     swapped = construct.Prefixed(construct.ZigZag, construct.Struct(*body.subcons[:1], body.subcons[2],
                                                                      body.subcons[1], *body.subcons[3:]))
-    assert R._layout(swapped) != R.RECORD_LAYOUT
+    assert layout_notation(swapped) != R.RECORD_LAYOUT
 
     class Other:
-        RECORD_LAYOUT = R._layout(changed)
+        RECORD_LAYOUT = layout_notation(changed)
 
     monkeypatch.setattr(native, "load", lambda name: Other)
     assert R._load_native() is None                # a helper for another layout is not used

@@ -16,7 +16,6 @@ from mqtool.io import map_input, open_salvage_file
 from mqtool.kafka import indexfiles as F
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
-from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Record, iter_records
 from mqtool.kafka.scan import Damage, scan, scan_range
@@ -486,7 +485,11 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     lo = getattr(opts, "from_offset", None)
     hi = getattr(opts, "to_offset", None)
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
-    decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
+    decoder = None
+    if getattr(opts, "print_data", False):
+        from mqtool.kafka.internal import decoder_for      # (loads construct: --print-data only)
+
+        decoder = decoder_for(topic)
     # the compiled walker builds the record rows of a whole batch when nothing filters records
     text = _native_mode(opts, decoder) if want_key is None and lo is None and hi is None else None
     native_walker = _native_walker() if deep else None
