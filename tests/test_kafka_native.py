@@ -244,6 +244,26 @@ def test_record_json_keeps_repeated_header_keys_and_declines_odd_names(monkeypat
 
 
 @needs_native
+@pytest.mark.parametrize("size", [65_400, 70_000])
+def test_record_json_of_long_records_with_worst_case_escapes(monkeypatch, size):
+    """Lines of records near and past the size the walker reserves a whole line for at once (64 KiB: beyond it,
+    field by field), every byte of the value, the key and the header keys escaped to six characters (the worst
+    case), header keys shown twice with --print-data: the same text as the rendered Python rows."""
+    from mqtool.render import dumps
+
+    ctl = bytes(range(0x20)) * (size // 32)
+    h = [dict(headerKeyLength=len(k), headerKey=k, headerValueLength=len(v), headerValue=v)
+         for k, v in ((ctl[:300], ctl[:200]), (b'"\\' * 50, ctl[:10]))]
+    recs = [K.Record.build(dict(attributes=0, timestampDelta=i, offsetDelta=i, keyLength=len(key), key=key,
+                                valueLength=len(value), value=value, headerCount=len(h), headers=h))
+            for i, (key, value) in enumerate(((ctl[:100], ctl), (b"k", b"v"), (ctl[:5000], ctl[:size - 9000])))]
+    b = _batch(b"".join(recs), len(recs), 10, 1000, 1002, 0, 5, False)
+    for text in (0, 1):
+        want = _py_rows(b, OPTS[text], monkeypatch)
+        assert D._native_record_json(NAT, b, OPTS[text]) == "\n".join(dumps(r) for r in want)
+
+
+@needs_native
 def _text_batch(value=b"v\xc3\xa9%02d", header_key=b"h\xc3\xa9"):
     recs = [K.Record.build(dict(attributes=0, timestampDelta=i * 3, offsetDelta=i, keyLength=3, key=b"k-%d" % i,
                                 valueLength=-1 if i == 2 else len(value % i),
