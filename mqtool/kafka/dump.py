@@ -394,8 +394,9 @@ def _lanes(opts) -> int:
 
 
 def _ahead(events, blocks: BatchLines, lanes: int, m):
-    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
-    :meth:`BatchLines.run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
+    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (its group's ``[Future of
+    :meth:`BatchLines.run_group`, its result once taken]``, index, last of its group) for a batch
+    :class:`BatchLines` takes, else None (the group's result is asked for once, not per batch): ``lanes``
     worker threads make the blocks of the next groups of batches while this thread scans on, at most
     ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new group is handed to a lane once the
     mapped file ``m`` has shrunk (the caller stops at that event; the size is asked once per group: each ask lets
@@ -421,8 +422,9 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
             fut = ex.submit(blocks.run_group, group)
             futures.append(fut)
             last = len(group) - 1
+            task = [fut, None]
             for i, (b, _job) in enumerate(group):
-                pending.append((b, (fut, i, i == last)))
+                pending.append((b, (task, i, i == last)))
         group, records, stored = [], 0, 0
 
     try:
@@ -441,7 +443,8 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
                     submit()
                 pending.append((ev, None))
             # hand on what is ready, in order; wait for the oldest group only when the window is full
-            while pending and (len(futures) >= window or pending[0][1] is None or pending[0][1][0].done()):
+            while pending and (len(futures) >= window or pending[0][1] is None or pending[0][1][0][1] is not None
+                               or pending[0][1][0][0].done()):
                 item = pending.popleft()
                 if item[1] is not None and item[1][2]:
                     futures.popleft()           # the last batch of the oldest group
@@ -460,7 +463,10 @@ def _block(blocks: BatchLines, ev, pend):
     """The block of batch ``ev`` (from its lane's task when one made it), or None: declined, or an error the
     row-by-row path then reports precisely."""
     if pend is not None:
-        return pend[0].result()[pend[1]]
+        task = pend[0]
+        if task[1] is None:
+            task[1] = task[0].result()
+        return task[1][pend[1]]
     try:
         return blocks.block(ev)
     except (CodecError, ValueError, IndexError):
