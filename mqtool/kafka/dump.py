@@ -394,13 +394,14 @@ def _lanes(opts) -> int:
 
 
 def _ahead(events, blocks: BatchLines, lanes: int, m):
-    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (its group's ``[Future of
-    :meth:`BatchLines.run_group`, its result once taken]``, index, last of its group) for a batch
+    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (its group's task ``[Future of
+    :meth:`BatchLines.run_group`, its result once taken, the group]``, index, last of its group) for a batch
     :class:`BatchLines` takes, else None (the group's result is asked for once, not per batch): ``lanes``
     worker threads make the blocks of the next groups of batches while this thread scans on, at most
-    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new group is handed to a lane once the
-    mapped file ``m`` has shrunk (the caller stops at that event; the size is asked once per group: each ask lets
-    the GIL go, and waits for it while a lane holds it)."""
+    ``LANE_AHEAD`` groups per lane in flight (bounded memory). Rather than wait idle for the oldest group, this
+    thread makes the oldest group no lane has started yet itself (its Future is cancelled first: one thread runs
+    it). No new group is handed to a lane once the mapped file ``m`` has shrunk (the caller stops at that event;
+    the size is asked once per group: each ask lets the GIL go, and waits for it while a lane holds it)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
@@ -408,8 +409,8 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
 
     kafka_codec_name(0)                 # the codec libraries load here, not in two lanes at once
     ex = ThreadPoolExecutor(lanes, thread_name_prefix="mqtool-kafka-lane")
-    pending: deque = deque()            # (event, (future, index, last) or None)
-    futures: deque = deque()            # the groups in flight, oldest first
+    pending: deque = deque()            # (event, (task, index, last) or None)
+    tasks: deque = deque()              # the groups in flight, oldest first
     window = LANE_AHEAD * lanes
     group: list = []
     records = stored = 0
@@ -419,13 +420,33 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
         if m.shrunk():
             pending.extend((b, None) for b, _job in group)
         else:
-            fut = ex.submit(blocks.run_group, group)
-            futures.append(fut)
+            task = [ex.submit(blocks.run_group, group), None, group]
+            tasks.append(task)
             last = len(group) - 1
-            task = [fut, None]
             for i, (b, _job) in enumerate(group):
                 pending.append((b, (task, i, i == last)))
         group, records, stored = [], 0, 0
+
+    def ready(task) -> bool:
+        return task[1] is not None or task[0].done()
+
+    def help_with(task) -> None:
+        """Until ``task`` is done: make the oldest group still queued here, if there is one."""
+        while not ready(task):
+            for t in tasks:
+                if t[1] is None and t[0].cancel():
+                    t[1] = blocks.run_group(t[2])
+                    break
+            else:
+                return                  # every group is with a lane: wait for it (in _block)
+
+    def hand_on():
+        item = pending.popleft()
+        if item[1] is not None:
+            help_with(item[1][0])
+            if item[1][2]:
+                tasks.popleft()         # the last batch of the oldest group
+        return item
 
     try:
         for ev in events:
@@ -443,19 +464,15 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
                     submit()
                 pending.append((ev, None))
             # hand on what is ready, in order; wait for the oldest group only when the window is full
-            while pending and (len(futures) >= window or pending[0][1] is None or pending[0][1][0][1] is not None
-                               or pending[0][1][0][0].done()):
-                item = pending.popleft()
-                if item[1] is not None and item[1][2]:
-                    futures.popleft()           # the last batch of the oldest group
-                yield item
+            while pending and (len(tasks) >= window or pending[0][1] is None or ready(pending[0][1][0])):
+                yield hand_on()
         if group:
             submit()
         while pending:
-            yield pending.popleft()
+            yield hand_on()
     finally:
-        for f in futures:
-            f.cancel()
+        for t in tasks:
+            t[0].cancel()
         ex.shutdown(wait=True, cancel_futures=True)
 
 
