@@ -387,7 +387,7 @@ GROUP_BYTES = 1 << 20   # ... and this many stored bytes (each area is at most N
 
 def _lanes(opts) -> int:
     """Threads that decode batches for :class:`BatchLines` in one ``dump kafka`` process: ``--jobs`` (0: one per
-    core); 1 means none (this thread does all)."""
+    core), the scanning thread included (:func:`_ahead`); 1 means this thread does all."""
     from mqtool.ranges import effective_jobs
 
     return effective_jobs(getattr(opts, "jobs", 1))
@@ -396,11 +396,11 @@ def _lanes(opts) -> int:
 def _ahead(events, blocks: BatchLines, lanes: int, m):
     """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (its group's task ``[Future of
     :meth:`BatchLines.run_group`, its result once taken, the group]``, index, last of its group) for a batch
-    :class:`BatchLines` takes, else None (the group's result is asked for once, not per batch): ``lanes``
-    worker threads make the blocks of the next groups of batches while this thread scans on, at most
-    ``LANE_AHEAD`` groups per lane in flight (bounded memory). Rather than wait idle for the oldest group, this
-    thread makes the oldest group no lane has started yet itself (its Future is cancelled first: one thread runs
-    it). No new group is handed to a lane once the mapped file ``m`` has shrunk (the caller stops at that event;
+    :class:`BatchLines` takes, else None (the group's result is asked for once, not per batch): ``lanes`` - 1
+    worker threads make the blocks of the next groups of batches while this thread scans on, and this thread,
+    rather than wait idle for the oldest group, makes the oldest group no worker has started yet (its Future is
+    cancelled first: one thread runs it) -- ``lanes`` threads decode, and no more threads than that compete for
+    the cores and the GIL. At most ``LANE_AHEAD`` groups per lane are in flight (bounded memory). No new group is handed to a lane once the mapped file ``m`` has shrunk (the caller stops at that event;
     the size is asked once per group: each ask lets the GIL go, and waits for it while a lane holds it)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
@@ -408,7 +408,7 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
     from mqtool.codecs import kafka_codec_name
 
     kafka_codec_name(0)                 # the codec libraries load here, not in two lanes at once
-    ex = ThreadPoolExecutor(lanes, thread_name_prefix="mqtool-kafka-lane")
+    ex = ThreadPoolExecutor(max(1, lanes - 1), thread_name_prefix="mqtool-kafka-lane")
     pending: deque = deque()            # (event, (task, index, last) or None)
     tasks: deque = deque()              # the groups in flight, oldest first
     window = LANE_AHEAD * lanes
