@@ -5,9 +5,9 @@ SOURCES = {'formats/common.py': 'abe39eaa644a2941f7d8f0e74aab8b8887eaf677b2272a2
  'formats/kafka.py': '36d05863ddd80b01395fdce655c2d379c9b576e2c141609a824874919d99045e',
  'formats/litemq.py': 'c606478a2bb38644774a1fac63ae004a11272cf2000cc80d7c8c0408408bcbcf',
  'formats/rocketmq.py': 'f584654de17aec04233ad61837ba9d253a1ef802dd9cf2b13657f9a29a047157',
- 'mqtool/schema_struct.py': '03475d0db2317996a4731da575357d99ea5493a382236cd8fea04302c6d326f7',
+ 'mqtool/schema_struct.py': 'cdb06f0e2a6f34ffb6e69395dea0a74c0f84ca14f76dd335f4e05955856b5cc7',
  'mqtool/rocketmq/layout.py': '0e0d61d516f67a58967c31516e0465a509ec79398902edc8204f7aef7a40b635',
- 'mqtool/schemacache.py': 'e31297f43ab02d06f590d0aaa7a587c2e8a3af2480756239bbf6bfc08abcaa24'}
+ 'mqtool/schemacache.py': '4aeec7392b4d66afbd4355121d4317febba5cbd2333c4c780ba8adfffa69bb9a'}
 
 CONSTANTS = {'formats.common': {'_HASH_TABLE_LEN': 1024,
                     '_POW31_DESC': [654834655, 2653523009, 2856544159, 3555829889, 1223082847, 3918779585,
@@ -384,7 +384,20 @@ FUNCTIONS = {'formats.common': {},
                                           '    return INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + '
                                           'index_num * INDEX_ENTRY_SIZE\n')}}
 
-DERIVED = {('formats.rocketmq', 'MessageLayout'): ('>lllllqqlq4slq4sllql',
+DERIVED = {('formats.kafka', 'exact_format', 'RecordBatchHeader'): '>qllbLhlqqqhll',
+ ('formats.kafka', 'exact_format', 'LegacyHeaderV0'): '>qlLbb',
+ ('formats.kafka', 'exact_format', 'LegacyHeaderV1'): '>qlLbbq',
+ ('formats.kafka', 'exact_format', 'OffsetIndexEntry'): '>ll',
+ ('formats.kafka', 'exact_format', 'TimeIndexEntry'): '>ql',
+ ('formats.kafka', 'exact_format', 'AbortedTxn'): '>hqqqq',
+ ('formats.kafka', 'exact_format', 'ProducerSnapshotEntry'): '>qhlqlqlq',
+ ('formats.kafka', 'layout_notation', 'Record'): "prefixed(zigzag,{attributes=int>b,timestampDelta=zigzag,offsetDelta=zigzag,keyLength=zigzag,key=if((this['keyLength'] "
+                                                 '>= '
+                                                 "0),bytes(this['keyLength']),pass),valueLength=zigzag,value=if((this['valueLength'] "
+                                                 '>= '
+                                                 "0),bytes(this['valueLength']),pass),headerCount=zigzag,headers=array(this['headerCount'],{headerKeyLength=zigzag,headerKey=bytes(this['headerKeyLength']),headerValueLength=zigzag,headerValue=if((this['headerValueLength'] "
+                                                 ">= 0),bytes(this['headerValueLength']),pass)})})",
+ ('formats.rocketmq', 'MessageLayout'): ('>lllllqqlq4slq4sllql',
                                          ('TOTALSIZE', 'MAGICCODE', 'BODYCRC', 'QUEUEID', 'FLAG',
                                           'QUEUEOFFSET', 'PHYSICALOFFSET', 'SYSFLAG', 'BORNTIMESTAMP',
                                           'BORNHOST.addr', 'BORNHOST.port', 'STORETIMESTAMP',

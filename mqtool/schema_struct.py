@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+import construct
 from construct import (Adapter, Bytes, Const, FormatField, IfThenElse, Renamed, Struct, Subconstruct)
 
 
@@ -88,6 +89,31 @@ def exact_format(fields) -> str:
             raise TypeError(f"field {f.name!r} is not big-endian")
         codes.append(sub.fmtstr[1:])
     return ">" + "".join(codes)
+
+
+def layout_notation(sc) -> str:
+    """The field sequence of a construct schema as a string (names, integer formats, zigzag varints, the
+    conditions and lengths of byte fields and arrays): what a compiled walker written for it must implement
+    (``mqtool/_native/kafka.c`` spells the string it implements; a helper whose string differs stays off)."""
+    if sc is construct.ZigZag:
+        return "zigzag"
+    if isinstance(sc, Renamed):
+        return f"{sc.name}={layout_notation(sc.subcon)}"
+    if isinstance(sc, FormatField):
+        return f"int{sc.fmtstr}"
+    if isinstance(sc, construct.Prefixed):
+        return f"prefixed({layout_notation(sc.lengthfield)},{layout_notation(sc.subcon)})"
+    if isinstance(sc, Struct):
+        return "{" + ",".join(layout_notation(s) for s in sc.subcons) + "}"
+    if isinstance(sc, IfThenElse):
+        return f"if({sc.condfunc!r},{layout_notation(sc.thensubcon)},{layout_notation(sc.elsesubcon)})"
+    if isinstance(sc, Bytes):
+        return f"bytes({sc.length!r})"
+    if isinstance(sc, construct.Array):
+        return f"array({sc.count!r},{layout_notation(sc.subcon)})"
+    if sc is construct.Pass:
+        return "pass"
+    raise TypeError(f"no layout notation for {type(sc).__name__}")
 
 
 def _split_codes(fmt: str) -> list[str]:

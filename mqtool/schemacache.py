@@ -125,6 +125,26 @@ def prefix_format(module, name: str, stop_before: str | None = None):
     return struct.Struct(fmt), list(names)
 
 
+def exact(module, name: str) -> str:
+    """``schema_struct.exact_format(module.<name>)``: the struct format of a schema of fixed integers."""
+    def compute():
+        from mqtool.schema_struct import exact_format
+
+        return exact_format(getattr(module, name))
+
+    return derive((module.__name__, "exact_format", name), compute)
+
+
+def notation(module, name: str) -> str:
+    """``schema_struct.layout_notation(module.<name>)``: the field sequence a compiled walker checks."""
+    def compute():
+        from mqtool.schema_struct import layout_notation
+
+        return layout_notation(getattr(module, name))
+
+    return derive((module.__name__, "layout_notation", name), compute)
+
+
 def offsets(module, name: str) -> dict[str, int]:
     """``schema_struct.field_offsets(module.<name>)``: {field name: byte offset}."""
     def compute():

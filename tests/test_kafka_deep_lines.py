@@ -339,24 +339,59 @@ def test_lanes_keep_a_bounded_window(monkeypatch, generated):
     lock = threading.Lock()
     submit = ThreadPoolExecutor.submit
 
-    def counted(ex, fn, *a):
-        def task():
-            try:
-                return fn(*a)
-            finally:
-                with lock:
-                    live[0] -= 1
+    def done(_fut):
+        with lock:
+            live[0] -= 1
 
+    def counted(ex, fn, *a):
         with lock:
             live[0] += 1
             peak[0] = max(peak[0], live[0])
-        return submit(ex, task)
+        fut = submit(ex, fn, *a)
+        fut.add_done_callback(done)     # made by its lane, or taken back by the scanning thread
+        return fut
 
     monkeypatch.setattr(ThreadPoolExecutor, "submit", counted)
     log = generated / "mix-0" / "00000000000000000000.log"
     rows = list(D.log_rows(log, DumpOptions(deep=True, ndjson=True, jobs=2), ScanStats(), "mix"))
     assert any(type(r) is ndjson.CleanLines for r in rows)
     assert 1 < peak[0] <= D.LANE_AHEAD * 2 + 1          # (+1: a group is submitted before the oldest is handed on)
+
+
+@needs_native
+def test_groups_no_lane_starts_are_made_by_the_scanning_thread(monkeypatch, generated):
+    """A group still queued when the scanning thread needs it is taken back (its Future cancelled) and made by that
+    thread: with lanes that never start anything, every group is made there, and the rows are those of --jobs 1."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from mqtool.options import ScanStats
+
+    def text(rows) -> bytes:
+        return b"".join(bytes(r) if isinstance(r, bytes) else (r if isinstance(r, str) else ndjson.dumps(r)).encode()
+                        + b"\n" for r in rows)
+
+    log = generated / "mix-0" / "00000000000000000000.log"
+    want = text(D.log_rows(log, DumpOptions(deep=True, ndjson=True, jobs=1), ScanStats(), "mix"))
+    queued: list = []
+
+    def never_started(ex, fn, *a):
+        queued.append(Future())
+        return queued[-1]
+
+    def give_up():                      # (without the taking back, waiting for such a group would never end)
+        for f in queued:
+            if f.set_running_or_notify_cancel():
+                f.set_exception(TimeoutError("a group no lane started was waited for"))
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", never_started)
+    timer = threading.Timer(60, give_up)
+    timer.start()
+    try:
+        got = text(D.log_rows(log, DumpOptions(deep=True, ndjson=True, jobs=2), ScanStats(), "mix"))
+    finally:
+        timer.cancel()
+    assert len(queued) > 1 and all(f.cancelled() for f in queued)
+    assert got == want and b'"kind":"record"' in got
 
 
 def test_isal_gzip_is_used_and_equals_zlib(monkeypatch):
@@ -418,3 +453,22 @@ def test_a_file_cut_while_lanes_read_it(bench_store, tmp_path, jobs):
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     assert "Traceback" not in r.stderr and "file-changed" in r.stderr, r.stderr[-2000:]
     assert r.stdout.count('"kind":"record"') > 1000
+
+
+def test_deep_dump_leaves_construct_unloaded():
+    """``dump kafka --deep --json`` of the fixture starts without construct (issue #20, start-up): its structs and
+    the record layout come from the schema cache (whose values tests/test_common_architecture.py checks against
+    the schemas); --print-data loads it for the internal topics' decoders."""
+    code = ("import runpy, sys\n"
+            "sys.argv = ['mqtool', 'dump', 'kafka', sys.argv[1], '--deep', '--json']\n"
+            "try:\n"
+            "    runpy.run_module('mqtool', run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    assert e.code in (0, 1), e.code\n"
+            "print('construct' in sys.modules, file=sys.stderr)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("MQTOOL_CHECK_CODES", None)
+    r = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "kafka" / "logdir")], capture_output=True,
+                       text=True, cwd=ROOT, env=env, timeout=120)
+    assert '"kind":"record"' in r.stdout, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1] == "False", r.stderr[-2000:]

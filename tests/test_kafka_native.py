@@ -31,6 +31,7 @@ from mqtool.kafka import dump as D
 from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
 from mqtool.options import DumpOptions
+from mqtool.schema_struct import layout_notation
 
 NAT = D._native_walker()       # configured with the row keys; None when not built or MQTOOL_NATIVE=0
 
@@ -245,6 +246,26 @@ def test_record_json_keeps_repeated_header_keys_and_declines_odd_names(monkeypat
 
 
 @needs_native
+@pytest.mark.parametrize("size", [65_400, 70_000])
+def test_record_json_of_long_records_with_worst_case_escapes(monkeypatch, size):
+    """Lines of records near and past the size the walker reserves a whole line for at once (64 KiB: beyond it,
+    field by field), every byte of the value, the key and the header keys escaped to six characters (the worst
+    case), header keys shown twice with --print-data: the same text as the rendered Python rows."""
+    from mqtool.render import dumps
+
+    ctl = bytes(range(0x20)) * (size // 32)
+    h = [dict(headerKeyLength=len(k), headerKey=k, headerValueLength=len(v), headerValue=v)
+         for k, v in ((ctl[:300], ctl[:200]), (b'"\\' * 50, ctl[:10]))]
+    recs = [K.Record.build(dict(attributes=0, timestampDelta=i, offsetDelta=i, keyLength=len(key), key=key,
+                                valueLength=len(value), value=value, headerCount=len(h), headers=h))
+            for i, (key, value) in enumerate(((ctl[:100], ctl), (b"k", b"v"), (ctl[:5000], ctl[:size - 9000])))]
+    b = _batch(b"".join(recs), len(recs), 10, 1000, 1002, 0, 5, False)
+    for text in (0, 1):
+        want = _py_rows(b, OPTS[text], monkeypatch)
+        assert D._native_record_json(NAT, b, OPTS[text]) == "\n".join(dumps(r) for r in want)
+
+
+@needs_native
 def _text_batch(value=b"v\xc3\xa9%02d", header_key=b"h\xc3\xa9"):
     recs = [K.Record.build(dict(attributes=0, timestampDelta=i * 3, offsetDelta=i, keyLength=3, key=b"k-%d" % i,
                                 valueLength=-1 if i == 2 else len(value % i),
@@ -297,17 +318,18 @@ def test_native_mode_choice():
 def test_layout_is_derived_from_the_schema(monkeypatch):
     if NAT is not None:
         assert NAT.RECORD_LAYOUT == R.RECORD_LAYOUT
+    assert R.RECORD_LAYOUT == layout_notation(K.Record)     # (the schema cache serves it at start-up)
     # a schema that differs in any field gives another layout string
     body = K.RecordBody
     changed = construct.Prefixed(construct.ZigZag, construct.Struct(
         *[("attributes" / construct.Int16sb) if sc.name == "attributes" else sc for sc in body.subcons]))
-    assert R._layout(changed) != R.RECORD_LAYOUT
+    assert layout_notation(changed) != R.RECORD_LAYOUT
     swapped = construct.Prefixed(construct.ZigZag, construct.Struct(*body.subcons[:1], body.subcons[2],
                                                                      body.subcons[1], *body.subcons[3:]))
-    assert R._layout(swapped) != R.RECORD_LAYOUT
+    assert layout_notation(swapped) != R.RECORD_LAYOUT
 
     class Other:
-        RECORD_LAYOUT = R._layout(changed)
+        RECORD_LAYOUT = layout_notation(changed)
 
     monkeypatch.setattr(native, "load", lambda name: Other)
     assert R._load_native() is None                # a helper for another layout is not used

@@ -283,16 +283,9 @@ static inline int set_steal(PyObject *row, int key, PyObject *value)
 #define utf8_seq mq_utf8_seq   /* mqcore.h */
 
 /* Is p[off:off+len] text (valid UTF-8; a null field counts as text)? */
-static int is_text(const uint8_t *p, Py_ssize_t off, int64_t len)
+static inline int is_text(const uint8_t *p, Py_ssize_t off, int64_t len)
 {
-    const uint8_t *s = p + off;
-    for (Py_ssize_t i = 0; i < (Py_ssize_t)len;) {
-        if (s[i] < 0x80) { i++; continue; }
-        Py_ssize_t l = utf8_seq(s + i, (Py_ssize_t)len - i);
-        if (l == 0) return 0;
-        i += l;
-    }
-    return 1;
+    return len <= 0 || mq_utf8_ok(p + off, (Py_ssize_t)len);
 }
 
 /* Is every string this row shows valid UTF-8: header keys always, with text also keys, values and header
@@ -576,12 +569,75 @@ typedef struct {
     const char *sp[17];
     Py_ssize_t sn[17];
     int text;                    /* a field shows keys, values or header values as text */
+    /* the same line with the extra ints written into the constant pieces (once per template, not per record):
+     * piece k is fp[k][0:fn[k]], then the record field fc[k] (k < np - 1; the last piece ends the line) */
+    Py_ssize_t np, flen;         /* pieces; their total length */
+    const char *fp[17];
+    Py_ssize_t fn[17];
+    int fc[17];
+    char *own;                   /* the merged pieces' bytes (malloc), or NULL */
 } tpl_t;
+
+static void tpl_free(tpl_t *t)
+{
+    free(t->own);
+    t->own = NULL;
+}
+
+/* The flattened pieces of t (see tpl_t); -1 with MemoryError set. */
+static int tpl_flatten(tpl_t *t)
+{
+    Py_ssize_t room = 0;
+    int extras = 0;
+    for (Py_ssize_t f = 0; f <= t->nf; f++) {
+        room += t->sn[f];
+        if (f < t->nf && t->codes[f] >= N_KEYS) {
+            room += 24;
+            extras = 1;
+        }
+    }
+    t->own = NULL;
+    t->np = 0;
+    t->flen = 0;
+    if (!extras) {                       /* the segments themselves */
+        for (Py_ssize_t f = 0; f <= t->nf; f++) {
+            t->fp[f] = t->sp[f];
+            t->fn[f] = t->sn[f];
+            t->fc[f] = f < t->nf ? t->codes[f] : -1;
+            t->flen += t->sn[f];
+        }
+        t->np = t->nf + 1;
+        return 0;
+    }
+    char *d = t->own = malloc(room ? (size_t)room : 1);
+    if (d == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const char *start = d;
+    for (Py_ssize_t f = 0; f <= t->nf; f++) {
+        memcpy(d, t->sp[f], (size_t)t->sn[f]);
+        d += t->sn[f];
+        int c = f < t->nf ? t->codes[f] : -1;
+        if (c >= N_KEYS) {
+            d = mq_fmt_i64(d, t->xv[c - N_KEYS]);
+            continue;
+        }
+        t->fp[t->np] = start;
+        t->fn[t->np] = d - start;
+        t->fc[t->np] = c;
+        t->flen += d - start;
+        t->np++;
+        start = d;
+    }
+    return 0;
+}
 
 static int tpl_init(tpl_t *t, PyObject *segs, PyObject *order, PyObject *extra)
 {
     Py_ssize_t nf = PyTuple_GET_SIZE(order);
     Py_ssize_t nx = extra == NULL ? 0 : PyTuple_GET_SIZE(extra);
+    t->own = NULL;
     if (PyTuple_GET_SIZE(segs) != nf + 1 || nf > 16 || nx > MAX_EXTRA) {
         PyErr_SetString(PyExc_ValueError, "record_json: len(segs) must be len(order) + 1 (at most 16 fields, "
                                           "4 extra ints)");
@@ -615,7 +671,65 @@ static int tpl_init(tpl_t *t, PyObject *segs, PyObject *order, PyObject *extra)
             t->text |= c == K_KEY || c == K_VALUE || c == K_HEADERS;
         }
     }
-    return 0;
+    return tpl_flatten(t);
+}
+
+/* A record field at d, without bounds checks: the caller reserved line_room() bytes. Every string shown was
+ * found valid UTF-8 by area_text() first, so it is escaped without a second check. */
+static inline char *put_nullable_text(char *d, const uint8_t *p, Py_ssize_t off, int64_t len)
+{
+    if (len < 0) {
+        memcpy(d, "null", 4);
+        return d + 4;
+    }
+    return mq_json_str(d, p + off, (Py_ssize_t)len, 0);
+}
+
+static char *put_field(char *d, int code, const uint8_t *p, const rec_t *r, int64_t offset, int64_t timestamp,
+                       int64_t sequence)
+{
+    Py_ssize_t q = r->headers_off, ko, vo;
+    int64_t kl = 0, vl = 0;
+    switch (code) {
+    case K_OFFSET: return mq_fmt_i64(d, offset);
+    case K_TIMESTAMP: return mq_fmt_i64(d, timestamp);
+    case K_SIZE: return mq_fmt_i64(d, r->length);
+    case K_KEY_SIZE: return mq_fmt_i64(d, r->key_len < 0 ? -1 : r->key_len);
+    case K_VALUE_SIZE: return mq_fmt_i64(d, r->value_len < 0 ? -1 : r->value_len);
+    case K_SEQUENCE: return mq_fmt_i64(d, sequence);
+    case K_KEY: return put_nullable_text(d, p, r->key_off, r->key_len);
+    case K_VALUE: return put_nullable_text(d, p, r->value_off, r->value_len);
+    case K_HEADER_KEYS:
+    case K_HEADERS:                  /* ["k",...] or [["k","v"|null],...]: stored order, repeated keys kept */
+        *d++ = '[';
+        for (Py_ssize_t h = 0; h < (Py_ssize_t)r->header_count; h++) {
+            next_header(p, r->end, &q, &ko, &kl, &vo, &vl);
+            if (h)
+                *d++ = ',';
+            if (code == K_HEADERS)
+                *d++ = '[';
+            d = mq_json_str(d, p + ko, (Py_ssize_t)kl, 0);
+            if (code == K_HEADERS) {
+                *d++ = ',';
+                d = put_nullable_text(d, p, vo, vl);
+                *d++ = ']';
+            }
+        }
+        *d++ = ']';
+        return d;
+    }
+    return d;                        /* (codes are checked by tpl_init) */
+}
+
+/* Room enough for the line of record r under t: the constant pieces, 20 characters per number, and every string
+ * at its worst (6 characters a byte, 2 quotes; header keys may be shown twice: header_keys and headers) -- or -1
+ * for a record too long to reserve that much at once (its line is written field by field, each checked). */
+#define LINE_ROOM_RECORD_MAX (64 << 10)
+static inline Py_ssize_t line_room(const tpl_t *t, const rec_t *r)
+{
+    if (r->length > LINE_ROOM_RECORD_MAX)
+        return -1;
+    return t->flen + 24 * (t->np + 1) + 12 * (Py_ssize_t)r->length + 16 * ((Py_ssize_t)r->header_count + 2) + 2;
 }
 
 /* The lines of the records area p[0:n] into *o (each followed by "\n" when `nl`, else joined by "\n"), in one
@@ -638,15 +752,28 @@ static int write_lines(out_t *o, const uint8_t *p, Py_ssize_t n, Py_ssize_t coun
         record_ids(&r, base, ts0, tsk, seq, &offset, &timestamp, &sequence);
         if (!nl && k && out_put(o, "\n", 1) < 0)
             goto fail;
-        for (Py_ssize_t f = 0; f <= t->nf; f++) {
-            if (out_put(o, t->sp[f], t->sn[f]) < 0)
+        Py_ssize_t room = line_room(t, &r);
+        if (room >= 0) {                 /* one reservation, then plain stores */
+            if (out_reserve(o, room) < 0)
                 goto fail;
-            if (f < t->nf) {
-                int c = t->codes[f];
-                if ((c >= N_KEYS ? out_int(o, t->xv[c - N_KEYS])
-                                 : out_field(o, c, p, &r, offset, timestamp, sequence)) < 0)
-                    goto fail;
+            char *d = o->p + o->len;
+            for (Py_ssize_t f = 0; f < t->np; f++) {
+                memcpy(d, t->fp[f], (size_t)t->fn[f]);
+                d += t->fn[f];
+                if (t->fc[f] >= 0)
+                    d = put_field(d, t->fc[f], p, &r, offset, timestamp, sequence);
             }
+            if (nl)
+                *d++ = '\n';
+            o->len = d - o->p;
+            i = r.end;
+            continue;
+        }
+        for (Py_ssize_t f = 0; f < t->np; f++) {
+            if (out_put(o, t->fp[f], t->fn[f]) < 0)
+                goto fail;
+            if (t->fc[f] >= 0 && out_field(o, t->fc[f], p, &r, offset, timestamp, sequence) < 0)
+                goto fail;
         }
         if (nl && out_put(o, "\n", 1) < 0)
             goto fail;
@@ -679,11 +806,14 @@ static PyObject *record_json(PyObject *self, PyObject *args)
     if (tpl_init(&t, segs, order, extra) < 0)
         return NULL;
     Py_buffer view;
-    if (get_buffer(obj, &view) < 0)
+    if (get_buffer(obj, &view) < 0) {
+        tpl_free(&t);
         return NULL;
+    }
     out_t o = {NULL, 0, 0, 0};
     PyObject *result = NULL;
     int rc = write_lines(&o, (const uint8_t *)view.buf, view.len, count, base, ts0, tsk, seq, &t, 0, mh);
+    tpl_free(&t);
     PyBuffer_Release(&view);
     if (rc > 0)
         result = PyUnicode_DecodeUTF8(o.p ? o.p : "", o.len, "strict");
@@ -1192,6 +1322,7 @@ done:
         scratch->lines = (out_t){NULL, 0, 0, 0};
     }
     for (Py_ssize_t j = 0; j < nj; j++) {
+        tpl_free(&js[j].t);
         if (js[j].have_view)
             PyBuffer_Release(&js[j].view);
     }

@@ -16,7 +16,6 @@ from mqtool.io import map_input, open_salvage_file
 from mqtool.kafka import indexfiles as F
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
-from mqtool.kafka.internal import decoder_for
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Record, iter_records
 from mqtool.kafka.scan import Damage, scan, scan_range
@@ -388,28 +387,30 @@ GROUP_BYTES = 1 << 20   # ... and this many stored bytes (each area is at most N
 
 def _lanes(opts) -> int:
     """Threads that decode batches for :class:`BatchLines` in one ``dump kafka`` process: ``--jobs`` (0: one per
-    core); 1 means none (this thread does all)."""
+    core), the scanning thread included (:func:`_ahead`); 1 means this thread does all."""
     from mqtool.ranges import effective_jobs
 
     return effective_jobs(getattr(opts, "jobs", 1))
 
 
 def _ahead(events, blocks: BatchLines, lanes: int, m):
-    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (Future of
-    :meth:`BatchLines.run_group`, index, last of its group) for a batch :class:`BatchLines` takes, else None: ``lanes``
-    worker threads make the blocks of the next groups of batches while this thread scans on, at most
-    ``LANE_AHEAD`` groups per lane in flight (bounded memory). No new group is handed to a lane once the
-    mapped file ``m`` has shrunk (the caller stops at that event; the size is asked once per group: each ask lets
-    the GIL go, and waits for it while a lane holds it)."""
+    """``(event, pending)`` for every event of ``events`` in order, ``pending`` = (its group's task ``[Future of
+    :meth:`BatchLines.run_group`, its result once taken, the group]``, index, last of its group) for a batch
+    :class:`BatchLines` takes, else None (the group's result is asked for once, not per batch): ``lanes`` - 1
+    worker threads make the blocks of the next groups of batches while this thread scans on, and this thread,
+    rather than wait idle for the oldest group, makes the oldest group no worker has started yet (its Future is
+    cancelled first: one thread runs it) -- ``lanes`` threads decode, and no more threads than that compete for
+    the cores and the GIL. At most ``LANE_AHEAD`` groups per lane are in flight (bounded memory). No new group is handed to a lane once the mapped file ``m`` has shrunk (the caller stops at that event;
+    the size is asked once per group: each ask lets the GIL go, and waits for it while a lane holds it)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     from mqtool.codecs import kafka_codec_name
 
     kafka_codec_name(0)                 # the codec libraries load here, not in two lanes at once
-    ex = ThreadPoolExecutor(lanes, thread_name_prefix="mqtool-kafka-lane")
-    pending: deque = deque()            # (event, (future, index, last) or None)
-    futures: deque = deque()            # the groups in flight, oldest first
+    ex = ThreadPoolExecutor(max(1, lanes - 1), thread_name_prefix="mqtool-kafka-lane")
+    pending: deque = deque()            # (event, (task, index, last) or None)
+    tasks: deque = deque()              # the groups in flight, oldest first
     window = LANE_AHEAD * lanes
     group: list = []
     records = stored = 0
@@ -419,12 +420,33 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
         if m.shrunk():
             pending.extend((b, None) for b, _job in group)
         else:
-            fut = ex.submit(blocks.run_group, group)
-            futures.append(fut)
+            task = [ex.submit(blocks.run_group, group), None, group]
+            tasks.append(task)
             last = len(group) - 1
             for i, (b, _job) in enumerate(group):
-                pending.append((b, (fut, i, i == last)))
+                pending.append((b, (task, i, i == last)))
         group, records, stored = [], 0, 0
+
+    def ready(task) -> bool:
+        return task[1] is not None or task[0].done()
+
+    def help_with(task) -> None:
+        """Until ``task`` is done: make the oldest group still queued here, if there is one."""
+        while not ready(task):
+            for t in tasks:
+                if t[1] is None and t[0].cancel():
+                    t[1] = blocks.run_group(t[2])
+                    break
+            else:
+                return                  # every group is with a lane: wait for it (in _block)
+
+    def hand_on():
+        item = pending.popleft()
+        if item[1] is not None:
+            help_with(item[1][0])
+            if item[1][2]:
+                tasks.popleft()         # the last batch of the oldest group
+        return item
 
     try:
         for ev in events:
@@ -442,18 +464,15 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
                     submit()
                 pending.append((ev, None))
             # hand on what is ready, in order; wait for the oldest group only when the window is full
-            while pending and (len(futures) >= window or pending[0][1] is None or pending[0][1][0].done()):
-                item = pending.popleft()
-                if item[1] is not None and item[1][2]:
-                    futures.popleft()           # the last batch of the oldest group
-                yield item
+            while pending and (len(tasks) >= window or pending[0][1] is None or ready(pending[0][1][0])):
+                yield hand_on()
         if group:
             submit()
         while pending:
-            yield pending.popleft()
+            yield hand_on()
     finally:
-        for f in futures:
-            f.cancel()
+        for t in tasks:
+            t[0].cancel()
         ex.shutdown(wait=True, cancel_futures=True)
 
 
@@ -461,7 +480,10 @@ def _block(blocks: BatchLines, ev, pend):
     """The block of batch ``ev`` (from its lane's task when one made it), or None: declined, or an error the
     row-by-row path then reports precisely."""
     if pend is not None:
-        return pend[0].result()[pend[1]]
+        task = pend[0]
+        if task[1] is None:
+            task[1] = task[0].result()
+        return task[1][pend[1]]
     try:
         return blocks.block(ev)
     except (CodecError, ValueError, IndexError):
@@ -486,7 +508,11 @@ def log_rows(path: Path, opts, stats, topic: str | None = None, start: int = 0, 
     lo = getattr(opts, "from_offset", None)
     hi = getattr(opts, "to_offset", None)
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False) or want_key is not None)
-    decoder = decoder_for(topic) if getattr(opts, "print_data", False) else None
+    decoder = None
+    if getattr(opts, "print_data", False):
+        from mqtool.kafka.internal import decoder_for      # (loads construct: --print-data only)
+
+        decoder = decoder_for(topic)
     # the compiled walker builds the record rows of a whole batch when nothing filters records
     text = _native_mode(opts, decoder) if want_key is None and lo is None and hi is None else None
     native_walker = _native_walker() if deep else None

@@ -105,9 +105,6 @@ def read_snapshot(path: Path, data: bytes | None = None) -> Snapshot:
     return s
 
 
-SNAPSHOT_FIELDS = K.field_names(K.ProducerSnapshotEntry)
-
-
 # ---- text files -------------------------------------------------------------------------------
 
 @dataclass

@@ -14,10 +14,8 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-import construct
-
 from formats import kafka as K
-from mqtool import native
+from mqtool import native, schemacache
 from mqtool.codecs import CodecTooLarge, decompress_kafka, decompress_kafka_chunks
 from mqtool.kafka import layout as L
 
@@ -369,31 +367,8 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
         raise ValueError(f"{left} bytes left after {batch.count} records")
 
 
-def _layout(sc) -> str:
-    """The field sequence of a construct schema as a string (names, integer formats, zigzag varints, the
-    conditions and lengths of byte fields and arrays): what the compiled walker must implement."""
-    if sc is construct.ZigZag:
-        return "zigzag"
-    if isinstance(sc, construct.Renamed):
-        return f"{sc.name}={_layout(sc.subcon)}"
-    if isinstance(sc, construct.FormatField):
-        return f"int{sc.fmtstr}"
-    if isinstance(sc, construct.Prefixed):
-        return f"prefixed({_layout(sc.lengthfield)},{_layout(sc.subcon)})"
-    if isinstance(sc, construct.Struct):
-        return "{" + ",".join(_layout(s) for s in sc.subcons) + "}"
-    if isinstance(sc, construct.IfThenElse):
-        return f"if({sc.condfunc!r},{_layout(sc.thensubcon)},{_layout(sc.elsesubcon)})"
-    if isinstance(sc, construct.Bytes):
-        return f"bytes({sc.length!r})"
-    if isinstance(sc, construct.Array):
-        return f"array({sc.count!r},{_layout(sc.subcon)})"
-    if sc is construct.Pass:
-        return "pass"
-    raise TypeError(f"no layout notation for {type(sc).__name__}")
-
-
-RECORD_LAYOUT = _layout(K.Record)
+# the field sequence of K.Record (mqtool.schema_struct.layout_notation, from the schema cache at start-up)
+RECORD_LAYOUT = schemacache.notation(K, "Record")
 
 
 def _load_native():

@@ -31,13 +31,14 @@ from mqtool.codecs import CodecError
 from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget, Damage
 from mqtool.fastcrc import crc32c
 from mqtool.io import first_nonzero, need, ranged_maps
+from mqtool.kafka import layout as L
 from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
 from mqtool.pages import WINDOW as PAGE_WINDOW
 from mqtool.pages import PageWindow
 
 _PREFIX = struct.Struct(">qi")                                   # offset/baseOffset, size (LOG_OVERHEAD)
-_HDR_V2 = struct.Struct(K.struct_format(K.RecordBatchHeader))
-_HDR_V1 = struct.Struct(K.struct_format(K.LegacyHeaderV1))
+_HDR_V2 = L.BATCH_HEADER_V2
+_HDR_V1 = L.LEGACY_HEADER_V1
 _NONZERO = re.compile(rb"[^\x00]")
 _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
 #: the checking budget of a walk over few bytes (see the module doc)
