@@ -122,3 +122,50 @@ def require_spark() -> None:
         if ci:
             raise RuntimeError("Java 17+ is needed for the Spark tests")
         pytest.skip("no Java for Spark", allow_module_level=True)
+
+
+def flush_log(monkeypatch) -> list:
+    """Record the flushes and publications of the output writer, in order: ("sync",) for a syncfs, ("fsync",
+    is_dir) for an fsync, ("publish", name) for a rename or link into place."""
+    import os
+    import stat
+
+    from mqtool import io
+
+    events = []
+    real_syncfs = getattr(io, "_syncfs", lambda fd: False)
+    real_fsync, real_replace, real_link = os.fsync, os.replace, os.link
+
+    def syncfs(fd):
+        done = real_syncfs(fd)
+        if done:
+            events.append(("sync",))
+        return done
+
+    def fsync(fd):
+        events.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode)))
+        return real_fsync(fd)
+
+    def replace(src, dst, **kw):
+        real_replace(src, dst, **kw)
+        events.append(("publish", str(dst)))
+
+    def link(src, dst, **kw):
+        real_link(src, dst, **kw)
+        events.append(("publish", str(dst)))
+
+    monkeypatch.setattr(io, "_syncfs", syncfs, raising=False)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "link", link)
+    return events
+
+
+def writable_copy(src: Path, dst: Path) -> Path:
+    """A copy of a (read-only) real store that tests may damage: directories 0755, files 0644."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    for p in dst.rglob("*"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return dst

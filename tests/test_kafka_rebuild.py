@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_json, require_realdata
+from conftest import flush_log, load_json, require_realdata
 from mqtool.io import read_input
 from mqtool.kafka.rebuild import TxnTracker, recover_segment
 
@@ -143,49 +143,12 @@ def _expected(part: Path) -> dict[str, bytes]:
     return want
 
 
-def _flush_log(monkeypatch) -> list:
-    """Record the flushes and publications of the output writer, in order: ("sync",) for a syncfs, ("fsync",
-    is_dir) for an fsync, ("publish", name) for a rename or link into place."""
-    import os
-    import stat
-
-    from mqtool import io
-
-    events = []
-    real_syncfs = getattr(io, "_syncfs", lambda fd: False)
-    real_fsync, real_replace, real_link = os.fsync, os.replace, os.link
-
-    def syncfs(fd):
-        done = real_syncfs(fd)
-        if done:
-            events.append(("sync",))
-        return done
-
-    def fsync(fd):
-        events.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode)))
-        return real_fsync(fd)
-
-    def replace(src, dst, **kw):
-        real_replace(src, dst, **kw)
-        events.append(("publish", str(dst)))
-
-    def link(src, dst, **kw):
-        real_link(src, dst, **kw)
-        events.append(("publish", str(dst)))
-
-    monkeypatch.setattr(io, "_syncfs", syncfs, raising=False)
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(os, "link", link)
-    return events
-
-
 def test_thousands_of_empty_segments_take_a_few_flushes(run_cli, tmp_path, monkeypatch):
     """3,000 empty segments: 6,000 empty index files, byte-exact, published with a bounded number of flushes
     (each file used to be fsynced, and its directory after it: ~46 s for 20,000 segments)."""
     n = 3000
     part = _partition(tmp_path / "logs", n, first_empty=0, with_real=False)
-    events = _flush_log(monkeypatch)
+    events = flush_log(monkeypatch)
     out = tmp_path / "out"
     t = time.perf_counter()
     code, stdout, stderr = run_cli("rebuild-index", part, "--out", out, "--json")
@@ -205,7 +168,7 @@ def test_files_are_published_only_after_their_flush(run_cli, tmp_path, monkeypat
     """The write order: every file complete and flushed (one fsync each for a few files, one syncfs for many)
     before the first is renamed into place, and the directories flushed after the last rename."""
     part = _partition(tmp_path / "logs", empty)
-    events = _flush_log(monkeypatch)
+    events = flush_log(monkeypatch)
     out = tmp_path / "out"
     code, _, stderr = run_cli("rebuild-index", part, "--out", out, "--index-interval-bytes", "300")
     assert code == 0, stderr

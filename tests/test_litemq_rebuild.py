@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from conftest import load_json, require_realdata
+from conftest import flush_log, load_json, require_realdata
 from formats import litemq as F
 from mqtool.litemq.store import resolve
 from mqtool.litemq.rebuild import broker_toml_sizes, cq_file_size, run_rebuild
@@ -151,32 +151,11 @@ def test_many_queue_files_are_published_with_a_few_flushes(tmp_path, run_cli, mo
     """One entry per consumequeue file (--cq-file-size 24): many small files, whose entries put end to end are
     LiteMQ's own queues' (the real store's files, zero fill dropped), made durable with a bounded number of
     flushes (each file used to be fsynced, and its directory after it) and renamed only after that."""
-    import os
-
-    from mqtool import io
-
-    events = []
-    real_syncfs, real_fsync, real_link = io._syncfs, os.fsync, os.link
-
-    def syncfs(fd):
-        done = real_syncfs(fd)
-        events.append("sync" if done else "no-syncfs")
-        return done
-
-    def fsync(fd):
-        events.append("fsync")
-        return real_fsync(fd)
-
-    def link(src, dst, **kw):
-        real_link(src, dst, **kw)
-        events.append("publish")
-
-    monkeypatch.setattr(io, "_syncfs", syncfs)
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "link", link)
+    log = flush_log(monkeypatch)
     out = tmp_path / "out"
     code, _, err = run_cli("rebuild-index", _store("clean"), "--out", out, "--cq-file-size", "24")
     assert code == 0, err
+    events = [e[0] for e in log]
 
     def queues(root):
         q = {}

@@ -25,7 +25,7 @@ from mqtool import native
 from mqtool.rocketmq import indexfiles
 from mqtool.rocketmq.layout import FIXED_SIZE
 from mqtool.rocketmq.verify import consumequeue as VCQ, index as VIDX, native_lane
-from tests.conftest import require_realdata
+from tests.conftest import require_realdata, writable_copy
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(native_lane.new_xref() is None,
@@ -201,12 +201,7 @@ def test_consumequeue_and_index_parts_equal_python(run_cli, monkeypatch):
 
 @pytest.fixture()
 def store(tmp_path):
-    src = require_realdata("rocketmq", "gen-4.9.7-clean", "store")
-    dst = tmp_path / "store"
-    shutil.copytree(src, dst)
-    for p in dst.rglob("*"):
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return dst
+    return writable_copy(require_realdata("rocketmq", "gen-4.9.7-clean", "store"), tmp_path / "store")
 
 
 def _cq_file(store, topic="TopicA", qid=0, i=0) -> Path:

@@ -20,7 +20,7 @@ from hypothesis import given, settings, strategies as st
 from formats.common import java_string_hash
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.rebuild import IndexBuilder, QueueBuilder, human_time
-from tests.conftest import require_realdata
+from tests.conftest import flush_log, require_realdata
 
 CLEAN = ["gen-4.9.7-clean", "gen-5.1.4-clean"]
 KILL = ["gen-4.9.7-kill", "gen-5.1.4-kill"]
@@ -760,38 +760,17 @@ def test_a_store_of_many_queues_is_published_with_a_few_flushes(tmp_path, run_cl
     """500 queues (a consumequeue file each): every file as the broker writes it, made durable with a bounded
     number of flushes (each used to be fsynced, and its directory after it), and renamed into place only after
     that flush."""
-    import os
-
-    from mqtool import io
-
     n, t0 = 500, 1_700_000_000_000
     store = tmp_path / "store"
     offs = _build_store(store, [{"topic": "T", "qid": q, "qoff": 0, "ts": t0 + q, "props": {"TAGS": "a"}}
                                 for q in range(n)])
     conf = tmp_path / "broker.conf"
     conf.write_text("mappedFileSizeConsumeQueue = 100\nmaxHashSlotNum=8\nmaxIndexNum=16\n")
-    events = []
-    real_syncfs, real_fsync, real_replace = io._syncfs, os.fsync, os.replace
-
-    def syncfs(fd):
-        done = real_syncfs(fd)
-        events.append("sync" if done else "no-syncfs")
-        return done
-
-    def fsync(fd):
-        events.append("fsync")
-        return real_fsync(fd)
-
-    def replace(src, dst, **kw):
-        real_replace(src, dst, **kw)
-        events.append("publish")
-
-    monkeypatch.setattr(io, "_syncfs", syncfs)
-    monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "replace", replace)
+    log = flush_log(monkeypatch)
     out = tmp_path / "out"
     code, _, err = run_cli("rebuild-index", store, "--out", out, "--broker-conf", conf, "--force")
     assert code == 0, err
+    events = [e[0] for e in log]
     raw = (store / "commitlog" / f"{0:020d}").read_bytes()
     for q, off in enumerate(offs):           # one unit at queue offset 0: (offset, size, Java "a".hashCode() = 97)
         size = struct.unpack_from(">i", raw, off)[0]

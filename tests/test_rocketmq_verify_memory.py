@@ -9,7 +9,6 @@ against N and 4N messages), and a spilled table holds what the in-memory one doe
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from mqtool import native
 from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq.layout import FIXED_SIZE
 from mqtool.rocketmq.verify import consumequeue as VCQ, index as VIDX, native_lane
-from tests.conftest import require_realdata
+from tests.conftest import require_realdata, writable_copy
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(native_lane.new_xref() is None,
@@ -123,12 +122,7 @@ def test_spilled_table_gives_the_same_findings_on_real_stores(run_cli, monkeypat
 
 @pytest.fixture()
 def store(tmp_path):
-    src = require_realdata("rocketmq", "gen-4.9.7-clean", "store")
-    dst = tmp_path / "store"
-    shutil.copytree(src, dst)
-    for p in dst.rglob("*"):
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return dst
+    return writable_copy(require_realdata("rocketmq", "gen-4.9.7-clean", "store"), tmp_path / "store")
 
 
 def _patch(path: Path, at: int, st: struct.Struct, change) -> None:
