@@ -384,6 +384,7 @@ def test_groups_no_lane_starts_are_made_by_the_scanning_thread(monkeypatch, gene
                 f.set_exception(TimeoutError("a group no lane started was waited for"))
 
     monkeypatch.setattr(ThreadPoolExecutor, "submit", never_started)
+    monkeypatch.setattr(D, "GROUP_BYTES", 1)          # lanes start only for a file of more than one group's bytes
     timer = threading.Timer(60, give_up)
     timer.start()
     try:
