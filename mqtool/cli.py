@@ -53,7 +53,8 @@ MASTER_OPT = click.option("--master", help="Spark master URL with --engine spark
                                             "configuration says: spark-submit, spark-defaults.conf, "
                                             "PYSPARK_SUBMIT_ARGS; else local[*]).")
 JOBS_OPT = click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
-                        help="Worker processes over byte ranges of the log (0 = all cores). "
+                        help="Parallel workers over byte ranges of the log (0 = all cores): threads where "
+                             "the compiled helper runs without the GIL (verify), else processes. "
                              "Output is the same for any value.")
 KAFKA_DUMP_JOBS_OPT = click.option(
     "--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
