@@ -209,9 +209,6 @@ class PackedTable:
     def __init__(self, data: bytes):
         self.data = data
 
-    def __reduce__(self):
-        return PackedTable, (self.data,)
-
 
 def range_task(args):
     """:func:`verify_range_task` on an executor, its cross-reference table sent back zstd-compressed (level 1).
