@@ -53,12 +53,15 @@ def _madvise(buf, advice: int, start: int, length: int) -> None:
 
 
 class PageWindow:
-    __slots__ = ("buf", "end", "kept", "next_at", "window", "remote")
+    __slots__ = ("buf", "end", "kept", "next_at", "window", "remote", "populate")
 
     def __init__(self, buf, start: int = 0, window: int | None = None, end: int | None = None,
-                 unit: int = 0):
+                 unit: int = 0, populate: bool = True):
         """``unit``: the longest unit the scan may read whole from a position before :attr:`next_at` without
-        asking (:func:`mqtool.io.need`) first; a remote file is fetched that far past the next step."""
+        asking (:func:`mqtool.io.need`) first; a remote file is fetched that far past the next step.
+        ``populate`` False: the scan reads most of the file some other way (a lane's pread), so nothing is
+        populated ahead; pages it touched through the map are still released behind it."""
+        self.populate = populate
         self.window = window or WINDOW
         self.end = len(buf) if end is None else min(end, len(buf))   # nothing is populated past ``end``
         self.kept = start - start % PAGE            # pages before this have been released
@@ -91,7 +94,7 @@ class PageWindow:
         self._populate(upto)
 
     def _populate(self, at: int) -> None:
-        if _populate_ok[0] and at < self.end:
+        if self.populate and _populate_ok[0] and at < self.end:
             try:
                 _madvise(self.buf, _POPULATE_READ, at, min(self.window, self.end - at))
             except (OSError, ValueError):

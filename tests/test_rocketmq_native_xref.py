@@ -289,6 +289,43 @@ def _patch_entry(path: Path, view, k: int, **change) -> tuple:
     return vals
 
 
+@pytest.mark.parametrize("where", ["clean", "first-half", "second-half", "time-last"])
+def test_index_entry_check_in_two_halves_equals_python(run_cli, monkeypatch, store, where):
+    """A big index file's entry check runs in two halves on two threads (``index.SPLIT_ENTRIES``; here every
+    file): their results combined (slot count, min/max offset, max time for the header checks) give the NDJSON
+    of the Python path, clean and with an entry damaged in either half."""
+    from mqtool.rocketmq.verify import index as VI
+
+    monkeypatch.setattr(VI, "AHEAD_MIN_BYTES", 0)
+    monkeypatch.setattr(VI, "SPLIT_ENTRIES", 2)
+    path, view = _index(store)
+    n = view.entry_count
+    assert n >= 8
+    if where == "first-half":
+        _patch_entry(path, view, 2, hash=lambda v: v + 1)
+    elif where == "second-half":
+        _patch_entry(path, view, n - 1, hash=lambda v: v + 1)
+    elif where == "time-last":
+        _patch_entry(path, view, n, td=lambda v: v + 5)
+    parts = []
+    real = VI._index_check
+
+    def spy(xref, v, chains, threading):
+        got = real(xref, v, chains, threading)
+        parts.append((v.path, got))
+        return got
+
+    monkeypatch.setattr(VI, "_index_check", spy)
+    out = _both(run_cli, store)
+    assert any(p == str(path) for p, _ in parts)
+    if where == "clean":
+        assert all(got is not None for _, got in parts)
+        assert "mismatch" not in out and "index-bad" not in out
+    else:
+        assert [got for p, got in parts if p == str(path)] == [None]        # the Python loops then ran
+        assert '"code":"index-hash-mismatch"' in out or '"code":"index-time-mismatch"' in out
+
+
 @pytest.mark.parametrize("what,code", [
     ("bad-slot", "index-bad-slot"), ("slot-of-other-bucket", "index-bad-slot"),
     ("key-hash", "index-hash-mismatch"), ("shared-tail", "index-chain-cycle"), ("bad-link", "index-bad-link"),

@@ -58,7 +58,7 @@ static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t 
 /* ---- per-call queue table: (topic bytes, queue id) -> key tuple and next expected queue offset ---------- */
 
 typedef struct {
-    const uint8_t *topic;   /* into the caller's buffer: valid during this call only */
+    uint8_t *topic;         /* a copy, owned (the walk may read through a buffer it refills: scan's fd) */
     Py_ssize_t tlen;
     int64_t qid;
     uint64_t hash;
@@ -88,7 +88,10 @@ static uint64_t q_hash(const uint8_t *t, Py_ssize_t n, int64_t qid)
 
 static void q_free(QTab *q)
 {
-    for (Py_ssize_t i = 0; i < q->n; i++) Py_XDECREF(q->ents[i].key);
+    for (Py_ssize_t i = 0; i < q->n; i++) {
+        Py_XDECREF(q->ents[i].key);
+        PyMem_RawFree(q->ents[i].topic);
+    }
     PyMem_RawFree(q->ents);
     PyMem_RawFree(q->slots);
     q->ents = NULL;
@@ -134,10 +137,17 @@ static Py_ssize_t q_add(QTab *q, const uint8_t *t, Py_ssize_t n, int64_t qid, ui
             q->slots[s] = (int32_t)i;
         }
     }
+    uint8_t *tc = PyMem_RawMalloc((size_t)n + 1);
+    if (tc == NULL) {
+        Py_DECREF(key);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(tc, t, (size_t)n);
     Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(q->nslots - 1));
     while (q->slots[s] >= 0) s = (s + 1) & (q->nslots - 1);
     q->slots[s] = (int32_t)q->n;
-    q->ents[q->n] = (QEnt){t, n, qid, h, key, next, -1, {-1, 0, 0}};
+    q->ents[q->n] = (QEnt){tc, n, qid, h, key, next, -1, {-1, 0, 0}};
     return q->n++;
 }
 
@@ -768,7 +778,8 @@ PyDoc_STRVAR(index_check_doc,
 "report nothing but the slot count and the unreachable entries, else None (run the Python loops). chains: what\n"
 "index_chains() gave for this buffer (its part is then not done again), or None. drop: buf is a read-only map\n"
 "of a file, whose pages are unmapped behind the reader (what stays resident does not grow with the file).\n"
-"Runs without the GIL.");
+"first, last: check only the entries first..last (with chains given; two threads may check two parts of one\n"
+"file): min_off, max_off and max_ts are then those of the part. Runs without the GIL.");
 
 /* Where the entries of an index file (slots slots, entries 1..n) start in a buffer of len bytes, or -1 when that
  * layout does not fit it (then no claim). */
@@ -805,22 +816,22 @@ static void xrecs_release(const Xref *X)
 
 /* The entry loop of index_check against the messages noted: 1 (min / max offset, newest store time set), 0 it
  * cannot prove the entries clean. Reads only the buffer and X: runs without the GIL. */
-static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_ssize_t n, int64_t begin,
-                       int drop, int64_t *min_out, int64_t *max_out, int64_t *ts_out)
-{
+static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_ssize_t lo, Py_ssize_t n,
+                       int64_t begin, int drop, int64_t *min_out, int64_t *max_out, int64_t *ts_out)
+{   /* entries lo..n (1 <= lo: the whole file, or a part of it another thread does not check) */
     int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
     Py_ssize_t cur = 0, rec = -1;
     const Py_ssize_t every = IDX_DROP / xc.entry + 1;
     if (X->unsorted) return 0;
-    for (Py_ssize_t k = 1; k <= n; k++) {
+    for (Py_ssize_t k = lo; k <= n; k++) {
         if (k % every == 0) {                           /* what is behind: the file's pages, spilled records */
             if (drop) xdrop(base, ents + (k - every) * xc.entry, ents + k * xc.entry);
             xrecs_release(X);
         }
         int64_t kh = ENT(k, XE_HASH), off = ENT(k, XE_PHY), td = ENT(k, XE_TD), prev = ENT(k, XE_PREV);
         if (prev < 0 || prev >= k) return 0;
-        if (k == 1 || off < min_off) min_off = off;
-        if (k == 1 || off > max_off) max_off = off;
+        if (k == lo || off < min_off) min_off = off;
+        if (k == lo || off > max_off) max_off = off;
         if (rec < 0 || off != last_off) {
             if ((rec = xfind(X, off, &cur)) < 0) return 0;
             last_off = off;
@@ -830,7 +841,7 @@ static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_s
         for (int j = 0; j < X->nk[rec]; j++) hit |= h[j] == kh;
         if (!hit) return 0;
         int64_t ts = X->ts[rec];
-        if (k == 1 || ts > max_ts) max_ts = ts;
+        if (k == lo || ts > max_ts) max_ts = ts;
         if (begin > 0 && k > 1) {
             int64_t d;
             if (__builtin_sub_overflow(ts, begin, &d)) return 0;
@@ -968,7 +979,15 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
     long long begin;
     PyObject *chains = Py_None;
     int drop = 0;
-    if (!PyArg_ParseTuple(args, "y*nnL|Op", &b, &slots, &n, &begin, &chains, &drop)) return NULL;
+    Py_ssize_t first = 1, last = -1;
+    if (!PyArg_ParseTuple(args, "y*nnL|Opnn", &b, &slots, &n, &begin, &chains, &drop, &first, &last)) return NULL;
+    if (last < 0) last = n;
+    const int part = first != 1 || last != n;
+    if (part && (chains == Py_None || first < 1 || last > n || first > last)) {
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "index_check: a part needs the chains and 1 <= first <= last <= entries");
+        return NULL;
+    }
     int have = 0;
     if (chains != Py_None && (have = idx_given_chains(chains, &nonempty, &unreached)) <= 0) {
         PyBuffer_Release(&b);
@@ -981,10 +1000,12 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
     if (ents >= 0) {
         X->readers++;                                   /* (the table is only read: scan() and merge() refuse) */
         Py_BEGIN_ALLOW_THREADS
-        ok = idx_entries(X, b.buf, ents, n, (int64_t)begin, drop, &min_off, &max_off, &max_ts);
+        ok = idx_entries(X, b.buf, ents, first, last, (int64_t)begin, drop, &min_off, &max_off, &max_ts);
         if (ok && !have)
             ok = idx_chains(b.buf, ents, slots, n, drop, &nonempty, &unreached);
-        if (drop)
+        if (drop && part)
+            xdrop(b.buf, ents + first * xc.entry, ents + (last + 1) * xc.entry);
+        else if (drop)
             xdrop(b.buf, 0, b.len);
         xrecs_release(X);
         Py_END_ALLOW_THREADS
@@ -1434,13 +1455,108 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     return 1;
 }
 
+/* The walk through reads instead of the map (scan's fd): the bytes of [w->pos, w->end) are read with pread(2)
+ * into one private buffer a chunk at a time and walked there. On a read-only map the kernel must map every 4 KiB
+ * page of the page cache into this process and unmap it again behind the walk (mqtool.pages), which costs more
+ * than copying the page into a buffer that stays in this core's cache; the map is left to the full path. A unit
+ * that the chunk cuts is read again from its start with the next chunk; one longer than the chunk gets a buffer
+ * of its size (up to VERIFY_CHUNK_MAX, past which the walk stops there and the full path takes it). A short read
+ * (the file shrank, an I/O error) ends the walk where the bytes end: the scanner then sees the file as it is.
+ * Positions, the shift and the base are the caller's (file positions), as rmq_walk over the map gives them. */
+static Py_ssize_t verify_chunk = 512 << 10;             /* tests set it small: chunk() */
+#define VERIFY_CHUNK_MAX ((Py_ssize_t)64 << 20)
+
+static Py_ssize_t pread_full(int fd, uint8_t *b, Py_ssize_t n, Py_ssize_t at)
+{
+    Py_ssize_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, (size_t)(n - got), (off_t)(at + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += r;
+    }
+    return got;
+}
+
+static int walk_pread(RmqWalk *w, int fd, VerifyRun *v)
+{
+    const Py_ssize_t limit = w->limit, end = w->end < w->len ? w->end : w->len;
+    const int64_t shift0 = v->shift, base0 = v->base;
+    Py_ssize_t cap = verify_chunk, pos = w->pos, count = 0;
+    int r = 0;
+    uint8_t *cb = PyMem_RawMalloc((size_t)cap);
+    w->count = 0;
+    w->stop = RMQ_STOP_LIMIT;
+    if (cb == NULL) return -1;
+    while (pos < limit && pos < end) {
+        Py_ssize_t want = end - pos < cap ? end - pos : cap;
+        Py_ssize_t got = pread_full(fd, cb, want, pos);
+        if (got <= 0) {
+            w->stop = RMQ_STOP_FRAME;
+            break;
+        }
+        RmqWalk c = *w;
+        c.buf = cb;
+        c.len = c.end = got;
+        c.pos = 0;
+        c.limit = limit - pos < got ? limit - pos : got;
+        c.cap = w->cap - count;
+        v->shift = shift0 + (int64_t)pos;               /* PHYSICALOFFSET - chunk position of a clean unit */
+        v->base = base0 + (int64_t)pos;                 /* global offset of cb[0] */
+        r = rmq_walk(&c);
+        count += c.count;
+        Py_ssize_t npos = pos + c.pos;
+        w->stop = c.stop;
+        if (r < 0) {
+            pos = npos;
+            break;
+        }
+        if (c.stop == RMQ_STOP_LIMIT) {                 /* every unit that starts in the chunk was consumed */
+            pos = npos;
+            continue;
+        }
+        if (c.stop == RMQ_STOP_FRAME && got == want && pos + got < end) {
+            /* the chunk may have cut the unit at npos: read again from there if so */
+            Py_ssize_t avail = got - c.pos;
+            long long need = avail < RMQ.fixed_size ? RMQ.fixed_size : rmq_field(cb + c.pos, F_TOTAL);
+            if (need > avail && npos + need <= end) {
+                if (c.pos > 0 && need <= cap) {
+                    pos = npos;
+                    continue;
+                }
+                if (need > cap && need <= w->max_size && need <= VERIFY_CHUNK_MAX) {
+                    uint8_t *nb = PyMem_RawRealloc(cb, (size_t)need);
+                    if (nb == NULL) {
+                        r = -1;
+                        pos = npos;
+                        break;
+                    }
+                    cb = nb;
+                    cap = (Py_ssize_t)need;
+                    pos = npos;
+                    continue;
+                }
+            }
+        }
+        pos = npos;
+        break;
+    }
+    PyMem_RawFree(cb);
+    v->shift = shift0;
+    v->base = base0;
+    w->pos = pos;
+    w->count = count;
+    return r;
+}
+
 PyDoc_STRVAR(scan_doc,
 "scan(buf, pos, limit, end, shift, max_size, last_ts, expected_next, dispatched_next, known_queues_only,\n"
-"     xref=None, base=0, queue_end=None) -> (new_pos, count, last_ts)\n\n"
+"     xref=None, base=0, queue_end=None, fd=-1) -> (new_pos, count, last_ts)\n\n"
 "The verify fast lane over the units starting in [pos, limit) of buf[:end] (see verify._fast_lane).\n"
 "shift: PHYSICALOFFSET - position of every clean unit; the two dicts are updated as the Python lane does.\n"
 "xref: an Xref that notes every unit consumed (buf[0] is global offset base).\n"
-"queue_end: a dict, set per queue to the global offset where its last unit consumed ends.");
+"queue_end: a dict, set per queue to the global offset where its last unit consumed ends.\n"
+"fd: the file buf maps (buf[i] is its byte i): the walk reads it with pread into a private buffer instead.");
 
 static PyObject *scan(PyObject *self, PyObject *args)
 {
@@ -1449,8 +1565,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
     int known_only;
     PyObject *xref_o = Py_None, *qend_o = Py_None;
     long long base = 0;
-    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OLO", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
-                          &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only, &xref_o, &base, &qend_o))
+    int fd = -1;
+    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OLOi", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
+                          &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only, &xref_o, &base, &qend_o,
+                          &fd))
         return NULL;
     if (qend_o != Py_None && !PyDict_Check(qend_o)) {
         PyErr_SetString(PyExc_TypeError, "scan: queue_end must be a dict or None");
@@ -1495,7 +1613,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         if (v.xref != NULL) v.xref->busy = 1;
         v.ts = PyEval_SaveThread();
     }
-    r = rmq_walk(&w);
+    r = fd >= 0 ? walk_pread(&w, fd, &v) : rmq_walk(&w);
     if (nogil) {
         PyEval_RestoreThread(v.ts);
         v.ts = NULL;
@@ -1689,6 +1807,19 @@ static PyObject *py_nogil_min(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(old);
 }
 
+/* chunk(n=-1) -> the previous value: the bytes scan(fd=...) reads at a time (n >= the fixed part; n < 0: unchanged). */
+static PyObject *py_chunk(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n = -1, old = verify_chunk;
+    if (!PyArg_ParseTuple(args, "|n:chunk", &n)) return NULL;
+    if (n >= 0 && (n < 64 || n > VERIFY_CHUNK_MAX)) {
+        PyErr_SetString(PyExc_ValueError, "chunk: 64 bytes to 64 MiB");
+        return NULL;
+    }
+    if (n >= 0) verify_chunk = n;
+    return PyLong_FromSsize_t(old);
+}
+
 static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
 {
     return PyBool_FromLong(mq_crc32_hardware());
@@ -1718,6 +1849,8 @@ static PyMethodDef methods[] = {
      "True when scan() walks long spans without the GIL (the core's own body CRC)."},
     {"nogil_min", py_nogil_min, METH_VARARGS,
      "nogil_min(n=-1) -> previous: the shortest span scan() walks without the GIL (tests)."},
+    {"chunk", py_chunk, METH_VARARGS,
+     "chunk(n=-1) -> previous: the bytes scan(fd=...) reads at a time (tests)."},
     {"index_chains", py_index_chains, METH_VARARGS, index_chains_doc},
     {"xref_spill", (PyCFunction)(void (*)(void))py_xref_spill, METH_VARARGS | METH_KEYWORDS, xref_spill_doc},
     {"madvise", py_madvise, METH_VARARGS,

@@ -25,7 +25,7 @@ from formats import rocketmq as F
 from mqtool import native
 from mqtool.damage import Damage
 from mqtool.errors import InputError
-from mqtool.io import first_nonzero, last_nonzero, map_input, need, need_unit, ranged_maps
+from mqtool.io import first_nonzero, last_nonzero, map_input, need, need_unit, ranged as _ranged, ranged_maps
 from mqtool.pages import WINDOW, PageWindow, release
 from mqtool.plainclass import dataclass
 from mqtool.rocketmq import layout
@@ -202,15 +202,20 @@ class SegmentScanner:
         lane = self.fast_lane
         # the compiled decoder (when there is no lane): runs of common units straight to Message objects
         dec = native_decoder() if lane is None and type(buf) in _SLICES_TO_BYTES else None
+        # a lane that reads the file itself (``reads_fd``): the map is only read where the lane stops (a remote
+        # file's shadow is read through the map, whose windows fetch what they cover: mqtool.io.need)
+        lane_fd = fd if (lane is not None and fd is not None and getattr(lane, "reads_fd", False)
+                         and not _ranged(buf)) else -1
         # bounded RSS (mqtool.pages); a unit may end past stop
-        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20), max_size)
+        win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20), max_size, populate=lane_fd < 0)
         while pos < end:
             if pos >= stop and self._range_start(buf, view, stop, end, pos + 1) is not None:
                 return      # in step with the next range: the unit it starts from lies in [stop, pos] (at pos)
             if pos >= win.next_at:
                 win.advance(pos)
             if lane is not None and pos < stop:
-                npos, n = lane(buf, view, pos, min(stop, win.next_at), end, base)
+                npos, n = (lane(buf, view, pos, min(stop, win.next_at), end, base, lane_fd) if lane_fd >= 0
+                           else lane(buf, view, pos, min(stop, win.next_at), end, base))
                 if n:
                     yield FastRun(file, pos, npos, n)
                     pos = npos
