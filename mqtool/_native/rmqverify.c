@@ -42,14 +42,15 @@ static struct {
 
 /* Python's `needle in haystack` for bytes. */
 static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t nn)
-{
+{   /* candidates by the needle's last byte (in property text a name's last letter is rarer than its first) */
     if (nn == 0) return 1;
     if (hn < nn) return 0;
-    const uint8_t *p = h, *last = h + (hn - nn);
-    while (p <= last) {
-        p = memchr(p, (unsigned char)nd[0], (size_t)(last - p) + 1);
+    const uint8_t z = (uint8_t)nd[nn - 1];
+    const uint8_t *p = h + nn - 1, *end = h + hn;
+    while (p < end) {
+        p = memchr(p, z, (size_t)(end - p));
         if (p == NULL) return 0;
-        if ((nn == 1 || p[1] == (uint8_t)nd[1]) && memcmp(p, nd, (size_t)nn) == 0) return 1;  /* 2nd byte first */
+        if (memcmp(p - (nn - 1), nd, (size_t)nn) == 0) return 1;
         p++;
     }
     return 0;
@@ -584,6 +585,7 @@ static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
  * run without the GIL). */
 static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
 {
+    if (nrec <= X->rcap && nh <= X->hcap) return 0;                      /* (every message but a few) */
     Py_ssize_t c1 = X->rcap, c2 = X->rcap, c3 = X->rcap, c4 = X->rcap;   /* the four arrays grow alike */
     if (nh > (Py_ssize_t)UINT32_MAX || xgrow_s(&X->off, &c1, nrec, 8, &X->offs) < 0
         || xgrow_s(&X->ts, &c2, nrec, 8, &X->tss) < 0 || xgrow_s(&X->kstart, &c3, nrec, 4, &X->kss) < 0
