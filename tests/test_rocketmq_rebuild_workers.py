@@ -366,6 +366,15 @@ def test_slot_range_count_compiled_equals_python(data, top):
     assert indexfiles._count_outside(data, top) == by_hand
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-2 ** 31, 2 ** 31 - 1), max_size=40), st.integers(-2 ** 33, 2 ** 33),
+       st.integers(-2 ** 33, 2 ** 33))
+def test_slot_range_count_any_bounds(values, lo, hi):
+    """count_outside_be32 with any bounds (the int32 fast loop and the general one) == a count by hand."""
+    data = b"".join(v.to_bytes(4, "big", signed=True) for v in values) + b"\x7f" * (len(values) % 4)
+    assert LIB.count_outside_be32(data, lo, hi) == sum(1 for v in values if not lo <= v <= hi)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3000), st.integers(-5, 2 ** 31 - 1)), max_size=40),
        st.integers(1, 3000), st.integers(0, 2 ** 31 - 1), st.integers(-100, 100))
