@@ -84,7 +84,7 @@ segment-name | R | W | geometry | the first segment's name is not a multiple of 
 segment-overlap | R | E | damage | a segment starts inside the previous one
 segment-unused | R | W | lost | an all-zero segment between others: its data was lost or never written
 segment-empty | R | E,I | lost | an empty segment file (info when it is the last one: the broker deletes it at start)
-commitlog-empty | R | W,I | lost | no commitlog segment files (info when no queue or index file holds a byte either: a fresh store)
+commitlog-empty | RL | W,I | lost | a commitlog directory with no segment file (info when no queue or index file holds a byte either: a fresh store)
 file-unreadable | RL | E | io | a file named like a store file cannot be read (FIFO, device, directory, symlink loop, permission)
 file-changed | RL | E | io | a file shrank while being read; the scan of that file stopped there
 dir-unreadable | R | E | io | a store directory cannot be listed
@@ -172,7 +172,7 @@ stale-records | L | W | history | records of an older run survive after the end 
 overwritten-record | L | W | history | the live data ends inside an older record that a restart overwrote
 unaccounted-bytes | L | W,I | history | non-zero bytes after the end of data that are no whole record
 end-of-data | L | I | normal | end of data: zero fill to the end of the file (LiteMQ preallocation)
-no-commitlog | L | W | lost | no commitlog files
+no-commitlog | L | W | lost | the data directory has no commitlog directory (gone, or never copied)
 segment-size-mismatch | L | W | geometry | a commitlog file's size differs from the others (LiteMQ preallocates every file)
 store-time-regression | L | W | history | the store time goes back: an old run's records may follow new data
 commitlog-offset-mismatch | L | E | damage | a record's stored CommitLogOffset is not where it is
