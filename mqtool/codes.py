@@ -58,15 +58,15 @@ CLASSES: dict[str, tuple[str, str]] = {
 
 _TABLE = """
 # --- RocketMQ: commitlog
-body-inflate-failed | R | E | damage | a compressed body (zlib, lz4, zstd) does not inflate within 64 MiB although BODYCRC, computed over the stored compressed bytes, matches
+body-inflate-failed | R | E | damage | a compressed body (zlib, lz4, zstd) does not inflate within 64 MiB although BODYCRC, computed over the stored compressed bytes, matches: SYSFLAG (no CRC covers it) or the body is not what the broker wrote; the whole unit is a damaged range
 truncated-record | R | E | damage | a message's TOTALSIZE runs past the end of the data: the segment was cut short or the length field damaged
 bad-magic | RL | E | damage | a message unit (RocketMQ) or record (LiteMQ) does not start with a known magic code: the bytes at this position are no message
 bad-size | R | E | damage | a TOTALSIZE below the smallest unit or above --max-message-size
 bad-length-field | R | E | damage | a body, topic or properties length does not fit inside the message
 size-mismatch | R | E | damage | TOTALSIZE differs from the length computed from the message's own fields
 zeroed-range | RL | E | damage | zero bytes where data should be: later data follows, so these zeros are damage, not the end of data
-crc-mismatch | R | E | damage | the body CRC stored in the message does not match the body
-prop-crc-mismatch | R | E | damage | the whole-message CRC (__CRC32# property) does not match: header or properties changed
+crc-mismatch | R | E | damage | the body CRC stored in the message does not match the body (the whole unit is a damaged range)
+prop-crc-mismatch | R | E | damage | the whole-message CRC (__CRC32# property) does not match: header or properties changed (the whole unit is a damaged range)
 prop-crc-malformed | R | E | content | the __CRC32# property is not 10 digits
 physical-offset-mismatch | R | E | damage | the stored PHYSICALOFFSET is not where the message is: stale data, or bytes inserted or removed before it
 not-utf8 | R | W | content | topic or properties are not UTF-8
