@@ -259,13 +259,13 @@ kafka.zeroed-range | K | W | damage | zeros to the end of a segment that is not 
 kafka.segment-gap | K | E,I | lost | offsets in no segment between two segments: a deleted or lost segment, its records lost (info when the partition looks compacted)
 kafka.segment-log-missing | K | E | lost | index files of a middle or last segment whose .log is gone: that segment's records are lost
 kafka.orphan-index | K | W | normal | index files below the first .log or in a partition without one: an unfinished retention delete (Kafka removes them at startup)
-kafka.payload-inflate-failed | K | E | damage | a compressed batch whose payload does not inflate although its CRC (over the compressed bytes) matches
+kafka.payload-inflate-failed | K | E | damage | a compressed batch whose payload does not inflate although its CRC (over the compressed bytes) matches (checked without --deep; the batch is a damaged range)
 kafka.file-unreadable | K | E | io | a segment, index or checkpoint path that cannot be read
 kafka.file-changed | K | E | io | a segment shrank while being read; its scan stopped there
 kafka.offset-below-base | K | E | damage | a batch's base offset is below the segment's base offset
 kafka.offset-not-increasing | K | E | damage | batch offsets do not follow the previous batch's last offset
 kafka.offset-overflow | K | E | damage | an offset minus the segment base does not fit in 32 bits
-kafka.records-undecodable | K | E | damage | the records inside a batch cannot be decoded
+kafka.records-undecodable | K | E | damage | the records inside a batch cannot be decoded (the batch is a damaged range; records of a v2 batch are read with --deep only)
 kafka.record-offsets | K | E | damage | a record offset beyond its batch's last offset
 kafka.inner-crc-mismatch | K | E | damage | the CRC of an inner (compressed) legacy message does not match
 kafka.offset-gaps | K | I | normal | non-consecutive offsets inside segments (normal after compaction)
