@@ -216,6 +216,7 @@ class Blank:
 
 #: the whole-message CRC property as it ends the properties: name and separator (its value follows)
 CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
+_CRC_TAG, _CRC_TAIL, _COMPRESSED = CRC_TAG, F.CRC32_RESERVED_LEN, F.COMPRESSED_FLAG
 
 
 def prop_crc_digits(m: Message) -> bytes | None:
@@ -226,11 +227,13 @@ def prop_crc_digits(m: Message) -> bytes | None:
     return m.props_raw[-11:-1]
 
 
-def unit_damage(m: Message) -> list[tuple[str, str, object, object]]:
-    """What shows that a unit's bytes are not what the broker wrote, as (code, text, expected, actual): the body
-    CRC fails; or it holds and the compressed body still does not inflate (the CRC covers the stored bytes);
-    the whole-message CRC (``__CRC32#``) fails. Each is damage of the whole unit ``[offset, offset + size)``,
-    as verify's findings and ``info``'s damaged ranges both count it."""
+def unit_damage(m: Message) -> list | tuple:
+    """What shows that a unit's bytes are not what the broker wrote, as (code, text, expected, actual) tuples:
+    the body CRC fails; or it holds and the compressed body still does not inflate (the CRC covers the stored
+    bytes); the whole-message CRC (``__CRC32#``) fails. Each is damage of the whole unit
+    ``[offset, offset + size)``, as verify's findings and ``info``'s damaged ranges both count it."""
+    if m.crc_ok and not m.sys_flag & _COMPRESSED and _CRC_TAG not in m.props_raw[-_CRC_TAIL:]:
+        return ()                         # (the common unit: nothing more to look at)
     out = []
     if not m.crc_ok:
         out.append(("crc-mismatch", f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset "
