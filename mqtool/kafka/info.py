@@ -37,7 +37,7 @@ from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
 from mqtool.kafka.lag import apply_commit
-from mqtool.kafka.records import Batch, header_records, iter_records
+from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records
 from mqtool.kafka.scan import Damage, scan
 from mqtool.options import InfoOptions
 from mqtool.progress import progress
@@ -63,10 +63,15 @@ class _Stats:
         self.zero_tail = 0
         self.transient = 0
         self.undecodable = 0        # batches, CRC right, whose records were read for their times and do not decode
+        self.limits: dict[str, list] = {}     # cap's finding code -> [batches not read whole, first text]
         self.files: dict[str, list[int]] = {}        # group -> [count, bytes]
         self.partitions = 0
         self.partitions_with_data = 0
         self.crash: list[tuple[str | None, bool | None, str, list[str]]] = []
+
+    def capped(self, code: str, text: str) -> None:
+        """A batch whose records were not all read: a cap of the reader (``code``), not damage."""
+        self.limits.setdefault(code, [0, text])[0] += 1
 
     def file(self, group: str, path: Path) -> None:
         try:
@@ -292,6 +297,8 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         if bt.error_code == "records-undecodable":
             b.add_damage(file, bt.position, bt.base_offset, bt.size, bt.error_code,
                          f"records of the batch cannot be read: {bt.error}", stream, at_time=at)
+        else:
+            st.capped(bt.error_code, bt.error)
         stamps = array("q", [bt.max_timestamp]) * n
     try:
         if stamps is None:
@@ -306,6 +313,8 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
             b.add_damage(file, bt.position, bt.base_offset, bt.size, "payload-inflate-failed",
                          f"the {K.CODEC_NAMES.get(bt.codec, bt.codec)} payload does not inflate: {e}", stream,
                          at_time=at)
+        elif isinstance(e, LimitExceeded):         # a cap of this reader, not damage (verify: a warning)
+            st.capped(e.code, str(e))
         elif bt.crc_ok:
             st.undecodable += 1
         stamps = array("q", [bt.max_timestamp]) * n
@@ -402,6 +411,9 @@ def _summarise(b: InfoBuilder, st: _Stats) -> None:
     if st.transient:
         b.note(f"{st.transient} segment(s) named .deleted/.cleaned/.swap (being deleted or compacted by the broker) "
                "are not part of the live logs and not counted; `mqtool dump kafka` reads them")
+    for code, (count, text) in st.limits.items():
+        b.note(f"{plural(count, 'batch')} not read whole ({code}: {text}): counted by their headers, at the "
+               "batch's newest time")
     if st.undecodable:
         b.note(f"{plural(st.undecodable, 'batch')} with a CRC that holds had records that do not decode when read "
                "for their times (not counted as damage: `verify` reads records only with --deep, and every such "
