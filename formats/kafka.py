@@ -347,7 +347,3 @@ def struct_format(schema) -> str:
     family; this name stays as the schema module's adapter."""
     from mqtool.schema_struct import exact_format
     return exact_format(schema)
-
-
-def field_names(schema) -> list[str]:
-    return [sc.name for sc in schema.subcons]

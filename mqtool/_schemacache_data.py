@@ -2,7 +2,7 @@
 # flake8: noqa
 
 SOURCES = {'formats/common.py': 'abe39eaa644a2941f7d8f0e74aab8b8887eaf677b2272a2ba8d34b8acebd59d9',
- 'formats/kafka.py': '36d05863ddd80b01395fdce655c2d379c9b576e2c141609a824874919d99045e',
+ 'formats/kafka.py': '144ecfee7143832f64544b1dca867ee6746da90a35e2206c0cc695fe5399adfa',
  'formats/litemq.py': 'c606478a2bb38644774a1fac63ae004a11272cf2000cc80d7c8c0408408bcbcf',
  'formats/rocketmq.py': 'f584654de17aec04233ad61837ba9d253a1ef802dd9cf2b13657f9a29a047157',
  'mqtool/schema_struct.py': 'cdb06f0e2a6f34ffb6e69395dea0a74c0f84ca14f76dd335f4e05955856b5cc7',

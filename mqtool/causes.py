@@ -55,9 +55,10 @@ def _is_pointer(code: str) -> bool:
 
 
 class DamageSpans:
-    """Root spans of one offset space: sorted, not overlapping (a span touching another joins it). The one
-    count of damaged ranges and bytes: verify's summary (:meth:`Linker.damage`) and ``info``
-    (:class:`mqtool.info.InfoBuilder`) both add the spans of the damage they meet here."""
+    """Root spans of one offset space: sorted, not overlapping (a span touching others joins them; one that
+    bridges two makes them one). The one count of damaged ranges and bytes: verify's summary
+    (:meth:`Linker.damage`) and ``info`` (:class:`mqtool.info.InfoBuilder`) both add the spans of the damage
+    they meet here."""
 
     def __init__(self) -> None:
         self.starts: list[int] = []
@@ -68,33 +69,40 @@ class DamageSpans:
         return self.roots[i] if i >= 0 else None
 
     def touching(self, a: int, b: int) -> str | None:
-        """The id of the span [a, b) touches (that span grows to cover it), or None."""
-        r = self._touch(a, b)
+        """The id of the span [a, b) touches (that span grows to cover it and any other it bridges to), or
+        None."""
+        r = self._touch(a, b)[0]
         return None if r is None else r[2]
 
-    def _touch(self, a: int, b: int) -> list | None:
-        i = bisect.bisect_right(self.starts, b) - 1       # spans do not overlap: only this one can touch
-        if i < 0 or a > self.roots[i][1]:
-            return None
-        r = self.roots[i]
-        r[1] = max(r[1], b)
-        if a < r[0]:
-            del self.starts[i], self.roots[i]
-            r[0] = a
-            self._insert(r)
-        return r
+    def _touch(self, a: int, b: int) -> tuple[list | None, list]:
+        """The span [a, b) touches, grown to cover it, and the spans it swallowed on the way: [a, b) can
+        bridge several, which become one, named by the first of them (the lowest start)."""
+        hi = bisect.bisect_right(self.starts, b) - 1          # the last span starting at or before b
+        if hi < 0 or a > self.roots[hi][1]:
+            return None, []                                # (spans do not overlap: none before it reaches a)
+        lo = hi
+        while lo > 0 and self.roots[lo - 1][1] >= a:
+            lo -= 1
+        r = self.roots[lo]
+        gone = self.roots[lo + 1:hi + 1]
+        r[1] = max(r[1], b, self.roots[hi][1])
+        del self.starts[lo + 1:hi + 1], self.roots[lo + 1:hi + 1]
+        if a < r[0]:                     # the span before ends before a: the order stays
+            r[0] = self.starts[lo] = a
+        return r, gone
 
     def add(self, a: int, b: int, rid) -> None:
         self._insert([a, b, rid])
 
-    def join(self, a: int, b: int, rid) -> list:
-        """[a, b) as a new span named ``rid``, or joined to the span it touches; returns that span
-        ``[start, end, id]`` (a live view: it grows as later spans join it)."""
-        r = self._touch(a, b)
+    def join(self, a: int, b: int, rid) -> tuple[list, list]:
+        """[a, b) as a new span named ``rid``, or joined to the span(s) it touches. Returns that span
+        ``[start, end, id]`` (a live view: it grows as later spans join it) and the spans it swallowed
+        (their ids are gone: [a, b) bridged them to the returned one)."""
+        r, gone = self._touch(a, b)
         if r is None:
             r = [a, b, rid]
             self._insert(r)
-        return r
+        return r, gone
 
     def _insert(self, r: list) -> None:
         j = bisect.bisect_right(self.starts, r[0])

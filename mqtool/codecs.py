@@ -182,13 +182,13 @@ _ZSTD: list = [None]            # a ZstdDecompressor per thread (one is not safe
 
 
 def _load() -> None:
-    """Import the Kafka codecs' libraries and constants on first use."""
+    """Import the Kafka codecs' libraries and constants on first use (cramjam only where snappy is inflated
+    here: :func:`_snappy_stream`)."""
     if _loaded[0]:
         return
-    global cramjam, lz4, zstandard, _fast_zlib, _DECODERS, _STREAMS
+    global lz4, zstandard, _fast_zlib, _DECODERS, _STREAMS
     global CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD, LZ4_FRAME_MAGIC, \
         XERIAL_SNAPPY_MAGIC
-    import cramjam
     import lz4.block
     import zstandard
 
@@ -291,6 +291,8 @@ def unsnappy(data, limit: int = DEFAULT_LIMIT) -> bytes:
 
 def _snappy_stream(data, limit: int):
     _load()
+    import cramjam      # here, not in _load: the compiled Kafka helper inflates snappy without it
+
     buf = bytes(data)
     if buf.startswith(XERIAL_SNAPPY_MAGIC):
         pos = len(XERIAL_SNAPPY_MAGIC) + 8        # int32 version, int32 min-compatible version

@@ -58,15 +58,15 @@ CLASSES: dict[str, tuple[str, str]] = {
 
 _TABLE = """
 # --- RocketMQ: commitlog
-body-inflate-failed | R | E | damage | a compressed body (zlib, lz4, zstd) does not inflate within 64 MiB although BODYCRC, computed over the stored compressed bytes, matches
+body-inflate-failed | R | E | damage | a compressed body (zlib, lz4, zstd) does not inflate within 64 MiB although BODYCRC, computed over the stored compressed bytes, matches: SYSFLAG (no CRC covers it) or the body is not what the broker wrote; the whole unit is a damaged range
 truncated-record | R | E | damage | a message's TOTALSIZE runs past the end of the data: the segment was cut short or the length field damaged
 bad-magic | RL | E | damage | a message unit (RocketMQ) or record (LiteMQ) does not start with a known magic code: the bytes at this position are no message
 bad-size | R | E | damage | a TOTALSIZE below the smallest unit or above --max-message-size
 bad-length-field | R | E | damage | a body, topic or properties length does not fit inside the message
 size-mismatch | R | E | damage | TOTALSIZE differs from the length computed from the message's own fields
 zeroed-range | RL | E | damage | zero bytes where data should be: later data follows, so these zeros are damage, not the end of data
-crc-mismatch | R | E | damage | the body CRC stored in the message does not match the body
-prop-crc-mismatch | R | E | damage | the whole-message CRC (__CRC32# property) does not match: header or properties changed
+crc-mismatch | R | E | damage | the body CRC stored in the message does not match the body (the whole unit is a damaged range)
+prop-crc-mismatch | R | E | damage | the whole-message CRC (__CRC32# property) does not match: header or properties changed (the whole unit is a damaged range)
 prop-crc-malformed | R | E | content | the __CRC32# property is not 10 digits
 physical-offset-mismatch | R | E | damage | the stored PHYSICALOFFSET is not where the message is: stale data, or bytes inserted or removed before it
 not-utf8 | R | W | content | topic or properties are not UTF-8
@@ -84,7 +84,7 @@ segment-name | R | W | geometry | the first segment's name is not a multiple of 
 segment-overlap | R | E | damage | a segment starts inside the previous one
 segment-unused | R | W | lost | an all-zero segment between others: its data was lost or never written
 segment-empty | R | E,I | lost | an empty segment file (info when it is the last one: the broker deletes it at start)
-commitlog-empty | R | W,I | lost | no commitlog segment files (info when no queue or index file holds a byte either: a fresh store)
+commitlog-empty | RL | W,I | lost | a commitlog directory with no segment file (info when no queue or index file holds a byte either: a fresh store)
 file-unreadable | RL | E | io | a file named like a store file cannot be read (FIFO, device, directory, symlink loop, permission)
 file-changed | RL | E | io | a file shrank while being read; the scan of that file stopped there
 dir-unreadable | R | E | io | a store directory cannot be listed
@@ -172,7 +172,7 @@ stale-records | L | W | history | records of an older run survive after the end 
 overwritten-record | L | W | history | the live data ends inside an older record that a restart overwrote
 unaccounted-bytes | L | W,I | history | non-zero bytes after the end of data that are no whole record
 end-of-data | L | I | normal | end of data: zero fill to the end of the file (LiteMQ preallocation)
-no-commitlog | L | W | lost | no commitlog files
+no-commitlog | L | W | lost | the data directory has no commitlog directory (gone, or never copied)
 segment-size-mismatch | L | W | geometry | a commitlog file's size differs from the others (LiteMQ preallocates every file)
 store-time-regression | L | W | history | the store time goes back: an old run's records may follow new data
 commitlog-offset-mismatch | L | E | damage | a record's stored CommitLogOffset is not where it is
@@ -259,13 +259,13 @@ kafka.zeroed-range | K | W | damage | zeros to the end of a segment that is not 
 kafka.segment-gap | K | E,I | lost | offsets in no segment between two segments: a deleted or lost segment, its records lost (info when the partition looks compacted)
 kafka.segment-log-missing | K | E | lost | index files of a middle or last segment whose .log is gone: that segment's records are lost
 kafka.orphan-index | K | W | normal | index files below the first .log or in a partition without one: an unfinished retention delete (Kafka removes them at startup)
-kafka.payload-inflate-failed | K | E | damage | a compressed batch whose payload does not inflate although its CRC (over the compressed bytes) matches
+kafka.payload-inflate-failed | K | E | damage | a compressed batch whose payload does not inflate although its CRC (over the compressed bytes) matches (checked without --deep; the batch is a damaged range)
 kafka.file-unreadable | K | E | io | a segment, index or checkpoint path that cannot be read
 kafka.file-changed | K | E | io | a segment shrank while being read; its scan stopped there
 kafka.offset-below-base | K | E | damage | a batch's base offset is below the segment's base offset
 kafka.offset-not-increasing | K | E | damage | batch offsets do not follow the previous batch's last offset
 kafka.offset-overflow | K | E | damage | an offset minus the segment base does not fit in 32 bits
-kafka.records-undecodable | K | E | damage | the records inside a batch cannot be decoded
+kafka.records-undecodable | K | E | damage | the records inside a batch cannot be decoded (the batch is a damaged range; records of a v2 batch are read with --deep only)
 kafka.record-offsets | K | E | damage | a record offset beyond its batch's last offset
 kafka.inner-crc-mismatch | K | E | damage | the CRC of an inner (compressed) legacy message does not match
 kafka.offset-gaps | K | I | normal | non-consecutive offsets inside segments (normal after compaction)

@@ -352,7 +352,10 @@ class InfoBuilder:
             sp = self._spans.get(space)
             if sp is None:
                 sp = self._spans[space] = DamageSpans()
-            r = sp.join(at, at + length, None)
+            r, gone = sp.join(at, at + length, None)
+            if gone:                           # it bridges ranges given before: they are now one (r[2])
+                drop = {id(g[2]) for g in gone}
+                self.damage = [d for d in self.damage if id(d) not in drop]
             if r[2] is not None:               # joins a range given before: that one grows
                 _grow(r[2], r[0], r[1], file, position, offset, at)
                 return

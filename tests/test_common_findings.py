@@ -332,3 +332,56 @@ def test_export_counts_kafka_messages_as_records(run_cli, tmp_path):
     assert code == 0 and "exported 51 messages and 6 Kafka batches of 11 records (57 rows)" in err, err
     assert {k: json.loads(out)[k] for k in ("rows", "messages", "batches", "records")} == \
         {"rows": 57, "messages": 62, "batches": 6, "records": 11}
+
+
+# ---- one count of damage: spans that touch are one ------------------------------------------------------
+
+#: spans given to DamageSpans, and the merged ranges they are (worked out by hand: [20, 30) bridges the first
+#: two, [30, 31) adjoins; [50, 60) and [70, 80) stay apart; [100, 200) swallows the three inside it)
+_SPANS = [(0, 10), (25, 40), (10, 25), (40, 41), (50, 60), (70, 80),
+          (120, 130), (140, 150), (160, 170), (100, 200)]
+_MERGED = [(0, 41), (50, 60), (70, 80), (100, 200)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_damage_spans_merge_whatever_the_order(seed):
+    """A span that bridges two or more spans makes them one (it used to join only one neighbour, leaving the
+    others overlapping and counted twice)."""
+    import itertools
+    import random
+
+    from mqtool.causes import DamageSpans
+
+    orders = [_SPANS, _SPANS[::-1]] + [random.Random(seed).sample(_SPANS, len(_SPANS))]
+    if seed == 0:
+        orders += [list(p) for p in itertools.permutations(_SPANS[:4])]
+    for order in orders:
+        sp = DamageSpans()
+        for n, (a, b) in enumerate(order):
+            sp.join(a, b, n)
+        want = _MERGED if len(order) == len(_SPANS) else [(0, 41)]
+        assert [(s, e) for s, e, _ in sp.roots] == want, order
+        assert sp.starts == [s for s, _ in want]
+        assert sp.totals() == (len(want), sum(e - s for s, e in want))
+        # the one span an offset finds is the merged one
+        assert all(sp.find(s)[:2] == [s, e] and sp.find(e - 1)[:2] == [s, e] for s, e in want)
+
+
+def test_a_bridging_span_is_one_damage_in_verify_and_info():
+    """Three roots, the third bridging the first two: verify's summary and ``info`` count one damaged range
+    of 30 bytes, and info keeps one damage entry (named by the first range)."""
+    from mqtool.causes import Linker
+    from mqtool.info import InfoBuilder
+
+    spans = [(1000, 1010), (1020, 1030), (1005, 1025)]
+    lk = Linker()
+    out = list(lk.link(Finding(ERROR, "crc-mismatch", "seg", a, a, "x", span=(a, b))
+                       for a, b in spans))
+    assert [f.caused_by for f in out] == [None, None, out[0].id]
+    assert lk.damage() == (1, 30)
+    b = InfoBuilder("rocketmq", "store")
+    for a, e in spans:
+        b.add_damage("seg", a, a, e - a, "crc-mismatch", "x")
+    info = b.finish()
+    assert (info.damage_total, info.damaged_bytes) == (1, 30)
+    assert [(d.offset, d.length) for d in info.damage] == [(1000, 30)]

@@ -336,3 +336,64 @@ def test_random_damage_never_raises(tmp_path_factory, data):
     for d in info.damage:
         assert d.file in sizes and 0 <= d.position and d.position + d.length <= sizes[d.file]
     assert info.damaged_bytes <= sum(sizes.values())
+
+
+# ---- info counts as damage what verify (without --deep) reports damaged ---------------------------------
+
+def _undecodable_partition(tmp_path):
+    """One segment of five v2 batches, every CRC right (batch_v2 computes it): good; three records whose length
+    varint is 0x7f (zigzag -64: no record has a negative length) and times that differ (info reads its records
+    for their times); good; the gzip attribute over bytes that are no gzip stream; good. Returns (partition,
+    {name: (position, size)})."""
+    from builders import kafka_batch, kafka_builder
+
+    from formats import kafka as K
+
+    B = kafka_builder()
+    bad = [b"\x7f" + bytes(6)] * 3
+    plan = [("good0", kafka_batch(0, 3)), ("records", B.batch_v2(3, bad, base_ts=B.T0, max_ts=B.T0 + 2)),
+            ("good6", kafka_batch(6, 3)),
+            ("inflate", B.batch_v2(9, [b"not a gzip stream"], base_ts=B.T0, max_ts=B.T0, attrs=K.CODEC_GZIP)),
+            ("good10", kafka_batch(10, 3))]
+    data, at = bytearray(), {}
+    for name, raw in plan:
+        at[name] = (len(data), len(raw))
+        data += raw
+    part = tmp_path / "logdir" / "orders-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(bytes(data))
+    return part, at
+
+
+def test_records_that_do_not_decode_are_damage_only_where_verify_reads_them(tmp_path):
+    """A batch whose CRC holds but whose records do not decode was damage in ``info`` (which reads records for
+    their times) and nothing in ``verify`` (which reads records only with --deep); a payload that does not
+    inflate was damage in info but carried no span in verify. Now info's damaged ranges are verify's (without
+    --deep): the payload; the records are a note in info and, with --deep, damage in verify too."""
+    from mqtool.causes import linked
+    from mqtool.kafka import ops
+    from mqtool.options import VerifyOptions
+
+    part, at = _undecodable_partition(tmp_path)
+    store = part.parent
+
+    def run(deep):
+        findings, summary_fn = ops.verify("store", str(store), VerifyOptions(progress=False, deep=deep))
+        gen, summary = linked(findings, summary_fn)
+        spans = {f.code: f.span for f in gen if f.severity == "error"}
+        s = summary()
+        return spans, (s.damaged_ranges, s.damaged_bytes)
+
+    def span(name):
+        return (at[name][0], sum(at[name]))
+
+    spans, damaged = run(False)
+    assert spans == {"kafka.payload-inflate-failed": span("inflate")}
+    assert damaged == (1, at["inflate"][1])
+    info = build_info(store, None, InfoOptions(progress=False))
+    assert (info.damage_total, info.damaged_bytes) == damaged
+    assert [(d.position, d.length) for d in info.damage] == [at["inflate"]]
+    assert any("1 batch with a CRC that holds had records that do not decode" in n for n in info.notes), info.notes
+    spans, damaged = run(True)
+    assert spans == {"kafka.payload-inflate-failed": span("inflate"), "kafka.records-undecodable": span("records")}
+    assert damaged == (2, at["inflate"][1] + at["records"][1])

@@ -251,3 +251,31 @@ def test_a_run_of_clean_batches_is_one_block():
     assert got[1:3] == [True, True] and got[3] == singles[3] and got[5] is True
     assert bytes(got[0]) == b"".join(singles[:3]) and bytes(got[4]) == b"".join(singles[4:])
     assert type(got[0]) is CleanLines and type(got[4]) is CleanLines
+
+
+def test_cramjam_is_imported_only_where_python_inflates_snappy(tmp_path):
+    """`dump kafka --deep` of a snappy batch: the compiled helper inflates it, so the Python snappy decoder's
+    library (cramjam) is never imported (it was, with every codec library, at the codecs' first use); with the
+    helpers off (MQTOOL_NATIVE=0) the Python decoder runs and imports it."""
+    import os
+    import subprocess
+    import sys
+
+    from builders import kafka_builder, kafka_codec_batch
+    from conftest import ROOT
+
+    B = kafka_builder()
+    recs = [B.record(i, i, b"k%d" % i, b"value %d " % i * 40) for i in range(5)]
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    (part / f"{0:020d}.log").write_bytes(kafka_codec_batch(0, recs, K.CODEC_SNAPPY, base_ts=B.T0, max_ts=B.T0 + 4))
+    code = ("import runpy, sys\nsys.argv = ['mqtool', 'dump', 'kafka', sys.argv[1], '--deep', '--json']\n"
+            "try:\n    runpy.run_module('mqtool', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('cramjam' in sys.modules, file=sys.stderr)")
+    seen = {}
+    for native in ("1", "0"):
+        out = subprocess.run([sys.executable, "-c", code, str(part)], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT), "MQTOOL_NATIVE": native})
+        assert out.stdout.count('"kind":"record"') == 5, out.stderr
+        seen[native] = out.stderr.strip().splitlines()[-1]
+    assert seen == {"1": "False", "0": "True"}

@@ -5,6 +5,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import require_realdata
 from mqtool.detect import detect
 from mqtool.litemq import store
@@ -91,9 +93,9 @@ def test_every_path_of_the_real_litemq_stores_detects_as_litemq():
 
 
 def test_a_store_with_no_commitlog_file_dumps_nothing_without_damage(tmp_path, run_cli):
-    """A LiteMQ data directory whose commitlog/ holds no file yet: `dump commitlog` said "1 damaged range
-    skipped" and exited 1, though nothing was skipped; now it prints nothing and exits 0 (verify still warns
-    no-commitlog)."""
+    """A LiteMQ data directory whose commitlog/ holds no file although its queues hold entries: `dump
+    commitlog` said "1 damaged range skipped" and exited 1, though nothing was skipped; now it prints nothing
+    and exits 0 (verify warns commitlog-empty: the queues point at messages that are not there)."""
     import json
 
     from conftest import FIXTURES
@@ -106,4 +108,60 @@ def test_a_store_with_no_commitlog_file_dumps_nothing_without_damage(tmp_path, r
     code, out, err = run_cli("dump", "commitlog", root, "--json")
     assert (code, out) == (0, "") and "damaged" not in err, err
     code, out, err = run_cli("verify", "store", root, "--json")
-    assert any(json.loads(x).get("code") == "no-commitlog" for x in out.splitlines()), out
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["severity"] for r in rows if r.get("code") == "commitlog-empty"] == ["warning"], out
+
+
+def _bare_litemq(tmp_path, queue_entry: bool = False, index_bytes: bool = False, commitlog: bool = True) -> Path:
+    """A LiteMQ data directory as the broker's constructor leaves it (reference/litemq.md section 1: commitlog/,
+    checkpoint/, index/ and abort/ made at construction; consumequeue/ only with the first entry), optionally
+    with one consume-queue entry (built by ``CQEntry``) or an index file holding bytes."""
+    from formats import litemq as F
+
+    root = tmp_path / "broker"
+    for d in ("commitlog", "checkpoint", "index", "abort") if commitlog else ("checkpoint", "index", "abort"):
+        (root / d).mkdir(parents=True)
+    if queue_entry:
+        q = root / "consumequeue" / "T" / "0"
+        q.mkdir(parents=True)
+        (q / ("0" * 20)).write_bytes(F.CQEntry.build(dict(CommitLogOffset=0, Size=100, TagHash=0, Timestamp=0)))
+    if index_bytes:
+        (root / "index" / "20260101000000").write_bytes(F.INDEX_MAGIC.to_bytes(4, "big") + bytes(36))
+    return root
+
+
+@pytest.mark.parametrize("what,severity", [
+    ({}, "info"), ({"queue_entry": True}, "warning"), ({"index_bytes": True}, "warning")],
+    ids=["fresh", "queue-entry", "index-file"])
+def test_an_empty_commitlog_is_info_only_in_a_fresh_store(tmp_path, run_cli, what, severity):
+    """An empty commitlog/ is what a fresh broker leaves (nothing written yet: no queue or index byte either):
+    info ``commitlog-empty``, as RocketMQ says it; with a queue or index file holding bytes, messages were
+    written and their files are gone: a warning. Neither is a damaged range (dump exits 0)."""
+    import json
+
+    root = _bare_litemq(tmp_path, **what)
+    assert detect(root) == "litemq"
+    code, out, err = run_cli("verify", "store", root, "--json")
+    rows = [json.loads(x) for x in out.splitlines()]
+    empty = [r for r in rows if r.get("code") == "commitlog-empty"]
+    assert [(r["severity"], r["file"]) for r in empty] == [(severity, "commitlog")], out
+    assert ("nothing written yet" in empty[0]["message"]) == (severity == "info")
+    assert not any(r.get("code") == "no-commitlog" for r in rows)
+    if severity == "info":
+        assert code == 0 and rows[-1]["errors"] == 0, out
+    code, out, err = run_cli("dump", "commitlog", root)
+    assert (code, out) == (0, "") and "damaged" not in err, err
+    assert ("commitlog-empty" in err) == (severity == "warning"), err     # a warning is a note; info: silence
+
+
+def test_no_commitlog_directory_is_still_no_commitlog(tmp_path, run_cli):
+    """A data directory without commitlog/ at all (it is gone, or was never copied; a consumequeue/ next to
+    checkpoint/ still makes it a LiteMQ data directory): ``no-commitlog``, a warning."""
+    import json
+
+    root = _bare_litemq(tmp_path, queue_entry=True, commitlog=False)
+    assert detect(root) == "litemq"
+    code, out, err = run_cli("verify", "store", root, "--json")
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["severity"] for r in rows if r.get("code") == "no-commitlog"] == ["warning"], out
+    assert not any(r.get("code") == "commitlog-empty" for r in rows)

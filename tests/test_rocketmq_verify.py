@@ -4,12 +4,14 @@ from __future__ import annotations
 import json
 import shutil
 import struct
+import zlib
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import require_realdata
+from formats import rocketmq as F
 from mqtool.options import VerifyOptions
 from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import Message
@@ -333,3 +335,69 @@ def test_mutated_real_segment_never_crashes(tmp_path_factory, muts, cut):
     covered = sum(e.size for e in events if isinstance(e, Message)) + \
         sum(e.length for e in events if isinstance(e, Damage))
     assert covered <= len(data)
+
+
+# ---- a unit whose bytes are not what the broker wrote is damage, whatever check shows it ------------------
+
+def _prop_crc_tail(unit: bytes, wrong: bool) -> bytes:
+    """``unit`` (its properties ending in ``__CRC32#\\x01`` + 10 placeholder digits + ``\\x02``) with the
+    whole-message CRC written as reference/rocketmq.md §1.7 gives it: crc32 of the unit up to the 20-byte tail,
+    & 0x7FFFFFFF, least-significant digit first, padded with '0' to 10 digits (``wrong``: the CRC plus one)."""
+    crc = (zlib.crc32(unit[:-20]) & 0x7FFFFFFF) + wrong
+    return unit[:-11] + str(crc)[::-1].ljust(10, "0").encode() + b"\x02"
+
+
+def _unit_damage_store(root: Path):
+    """Six units in one segment (PHYSICALOFFSET right, body CRC right in each): clean; a whole-message CRC that
+    fails; clean; a zlib-flagged body that is no zlib stream; a whole-message CRC that holds; a zlib body that
+    inflates. Returns (store, {name: (offset, size)})."""
+    from builders import rocketmq_unit
+
+    tail = b"KEYS\x01k\x02" + F.PROPERTY_CRC32.encode() + b"\x01" + b"0" * 10 + b"\x02"
+    plan = [("clean0", {}), ("prop-crc-bad", {"props": tail}), ("clean2", {}),
+            ("no-inflate", {"sysflag": F.COMPRESSED_FLAG, "body": b"this is no zlib stream"}),
+            ("prop-crc-good", {"props": tail}),
+            ("inflates", {"sysflag": F.COMPRESSED_FLAG, "body": zlib.compress(b"hello")})]
+    data, at = bytearray(), {}
+    for i, (name, kw) in enumerate(plan):
+        u = rocketmq_unit(b"T", **{"body": b"body %d" % i, **kw}, phys=len(data), queue_offset=i)
+        if name.startswith("prop-crc"):
+            u = _prop_crc_tail(u, wrong=name == "prop-crc-bad")
+        at[name] = (len(data), len(u))
+        data += u
+    seg = root / "commitlog" / f"{0:020d}"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(bytes(data) + bytes(65536 - len(data)))
+    return root, at
+
+
+@pytest.mark.parametrize("mode", ["native", "no-lane", "ranges"])
+def test_prop_crc_and_inflate_failures_are_damaged_units_in_verify_info_and_report(tmp_path, monkeypatch, mode):
+    """``prop-crc-mismatch`` and ``body-inflate-failed`` name the whole unit as their span (they carried none,
+    so ``info`` and the damaged ranges/bytes of verify's summary counted them nowhere); info, verify and report
+    count the same two damaged units, and a whole-message CRC that holds or a body that inflates is no finding."""
+    from mqtool import causes, native
+    from mqtool.info import build_info
+    from mqtool.options import InfoOptions
+    from mqtool.report import build_report
+    from mqtool.rocketmq.verify import native_lane
+
+    store, at = _unit_damage_store(tmp_path / "store")
+    want = {"prop-crc-mismatch": at["prop-crc-bad"], "body-inflate-failed": at["no-inflate"]}
+    monkeypatch.setattr(native_lane, "USE_FAST_LANE", mode != "no-lane")
+    kw = dict(jobs=2, split_size=4096) if mode == "ranges" else {}
+    with native.switched(mode != "no-lane"):
+        findings, summary_fn = verify_store(open_store(store), "commitlog", VerifyOptions(progress=False, **kw))
+        gen, summary = causes.linked(findings, summary_fn)
+        found = [f for f in gen if f.severity == "error"]
+        s = summary()
+        info = build_info(store, None, InfoOptions(progress=False))
+        _, _, rs, _ = build_report(store, None, InfoOptions(progress=False), VerifyOptions(progress=False, **kw))
+    assert len(found) == 2
+    assert {f.code: (f.offset, f.span) for f in found} == {c: (o, (o, o + n)) for c, (o, n) in want.items()}
+    damaged = (2, sum(n for _, n in want.values()))
+    assert (s.damaged_ranges, s.damaged_bytes) == damaged
+    assert (rs.damaged_ranges, rs.damaged_bytes) == damaged
+    assert (info.damage_total, info.damaged_bytes) == damaged
+    assert sorted((d.offset, d.length, d.code) for d in info.damage) == sorted(
+        (o, n, c) for c, (o, n) in want.items())

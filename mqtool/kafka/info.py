@@ -7,7 +7,9 @@ What it reports and where it comes from (docs/kafka.md, ../shared/reference/kafk
   markers) are counted apart. Their time is the record timestamp (the batch max timestamp for LogAppendTime;
   v0 messages have none). Bytes are on-disk batch bytes, shared out over the batch's records. The walk is
   :func:`mqtool.kafka.scan.scan`, the one ``verify`` uses; its ``skipped`` / ``partial-tail`` events are
-  the damaged ranges, batches with a bad CRC or undecodable records are damage at their own time;
+  the damaged ranges, batches with a bad CRC, a payload that does not inflate or unreadable legacy inner
+  messages are damage at their own time: what ``verify`` without ``--deep`` reports damaged (records this
+  reads only for their times and that do not decode are a note: verify reads records with ``--deep``);
 * queue ends — the log end offset of each partition (last offset + 1 of the last batch, else the base offset of
   the last segment);
 * consumer offsets — ``__consumer_offsets`` OffsetCommit records (key version 0/1) decoded by
@@ -35,7 +37,7 @@ from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
 from mqtool.kafka.lag import apply_commit
-from mqtool.kafka.records import Batch, header_records, iter_records
+from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records
 from mqtool.kafka.scan import Damage, scan
 from mqtool.options import InfoOptions
 from mqtool.progress import progress
@@ -60,10 +62,16 @@ class _Stats:
         self.delete_horizon = 0
         self.zero_tail = 0
         self.transient = 0
+        self.undecodable = 0        # batches, CRC right, whose records were read for their times and do not decode
+        self.limits: dict[str, list] = {}     # cap's finding code -> [batches not read whole, first text]
         self.files: dict[str, list[int]] = {}        # group -> [count, bytes]
         self.partitions = 0
         self.partitions_with_data = 0
         self.crash: list[tuple[str | None, bool | None, str, list[str]]] = []
+
+    def capped(self, code: str, text: str) -> None:
+        """A batch whose records were not all read: a cap of the reader (``code``), not damage."""
+        self.limits.setdefault(code, [0, text])[0] += 1
 
     def file(self, group: str, path: Path) -> None:
         try:
@@ -282,6 +290,16 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         # every record's time is the batch max timestamp: no need to decode (as verify without --deep)
         stamps = array("q", [bt.max_timestamp]) * n
     pairs = []                  # (key, value) of offset commits: only for __consumer_offsets
+    # Damage is what verify without --deep reports damaged (its findings' spans): a legacy wrapper whose inner
+    # messages are unreadable (the walk reads them), a v2 payload that does not inflate. Records read here only
+    # for their times that then do not decode are counted apart (st.undecodable): verify reads them with --deep.
+    if bt.error is not None:
+        if bt.error_code == "records-undecodable":
+            b.add_damage(file, bt.position, bt.base_offset, bt.size, bt.error_code,
+                         f"records of the batch cannot be read: {bt.error}", stream, at_time=at)
+        else:
+            st.capped(bt.error_code, bt.error)
+        stamps = array("q", [bt.max_timestamp]) * n
     try:
         if stamps is None:
             stamps = array("q")     # 8 bytes a record (the records themselves are not kept)
@@ -291,9 +309,14 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
                 if commits is not None:
                     pairs.append((r.key, r.value))
     except (CodecError, ValueError, IndexError) as e:
-        code = getattr(e, "code", "records-undecodable")
-        b.add_damage(file, bt.position, bt.base_offset, bt.size, code,
-                     f"records of the batch cannot be read: {e}", stream, at_time=at)
+        if isinstance(e, CodecError) and bt.magic == 2:
+            b.add_damage(file, bt.position, bt.base_offset, bt.size, "payload-inflate-failed",
+                         f"the {K.CODEC_NAMES.get(bt.codec, bt.codec)} payload does not inflate: {e}", stream,
+                         at_time=at)
+        elif isinstance(e, LimitExceeded):         # a cap of this reader, not damage (verify: a warning)
+            st.capped(e.code, str(e))
+        elif bt.crc_ok:
+            st.undecodable += 1
         stamps = array("q", [bt.max_timestamp]) * n
         pairs = []
     if not stamps:
@@ -388,6 +411,13 @@ def _summarise(b: InfoBuilder, st: _Stats) -> None:
     if st.transient:
         b.note(f"{st.transient} segment(s) named .deleted/.cleaned/.swap (being deleted or compacted by the broker) "
                "are not part of the live logs and not counted; `mqtool dump kafka` reads them")
+    for code, (count, text) in st.limits.items():
+        b.note(f"{plural(count, 'batch')} not read whole ({code}: {text}): counted by their headers, at the "
+               "batch's newest time")
+    if st.undecodable:
+        b.note(f"{plural(st.undecodable, 'batch')} with a CRC that holds had records that do not decode when read "
+               "for their times (not counted as damage: `verify` reads records only with --deep, and every such "
+               "batch then: `mqtool verify store PATH --deep`)")
     if st.no_timestamp:
         b.note(f"{st.no_timestamp} records carry no timestamp (message format v0, or -1): counted, but not on the "
                "timeline")

@@ -206,7 +206,7 @@ def note_damage(f: Finding, stats: ScanStats) -> None:
     where = f.file or "-"
     if f.position is not None:
         where += f"@{f.position}"
-    if f.code in RESTART_CODES or f.code == "no-commitlog":   # a restart's shape (older records after the live
-        stats.note(f"{f.code}: {where}: {f.message}")          # end), or no file to read at all: not damage
+    if f.code in RESTART_CODES or f.code in ("no-commitlog", "commitlog-empty"):   # a restart's shape (older
+        stats.note(f"{f.code}: {where}: {f.message}")     # records after the live end), or no file to read: not damage
     else:
         stats.damage(f"{f.severity}: {f.code}: {where}: {f.message}")

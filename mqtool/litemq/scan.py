@@ -24,7 +24,7 @@ from mqtool.errors import InputError
 from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget, Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input, need, need_unit, ranged, ranged_maps
-from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments
+from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments, nothing_written
 from mqtool.litemq.layout import LENGTH, MIN_MESSAGE_LEN
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 
@@ -157,8 +157,15 @@ def walk_prologue(store: Store, segs, fs):
             yield Damage(store.display(path), None, None, 0, "file-unreadable",
                          f"named like a commitlog file but {why}: skipped (never opened, so nothing blocks)")
     if not segs:
-        yield Damage(store.display(store.commitlog_dir or store.target), None, None, 0, "no-commitlog",
-                     "no commitlog files found")
+        d = store.commitlog_dir
+        if d is not None and d.is_dir():     # the directory is there, no file in it: fresh, or files lost
+            fresh = nothing_written(store)
+            yield Damage(store.display(d), None, None, 0, "fresh-commitlog" if fresh else "commitlog-empty",
+                         "no commitlog files" + (" (and no queue or index entry: nothing written yet)"
+                                                 if fresh else ""))
+        else:
+            yield Damage(store.display(d or store.target), None, None, 0, "no-commitlog",
+                         "no commitlog directory")
         return
     prev = None
     for s in segs:
@@ -266,9 +273,12 @@ def _end_damage(name, pos, off, kind, msg, exp, act, carved, nonzero, newer, lat
 
 #: What each damage code of the walk is as a finding: its severity; those in ``_SPANNED`` also name their
 #: bytes as the finding's span (the others point at a place, or sum up). ``remnants`` are non-zero bytes
-#: after the end where older records were carved (a restart's leftovers): ``unaccounted-bytes``, as info.
+#: after the end where older records were carved (a restart's leftovers): ``unaccounted-bytes``, as info;
+#: ``fresh-commitlog`` is an empty commitlog/ in a store that holds no queue or index byte either (nothing
+#: written yet): ``commitlog-empty``, as info (as RocketMQ says it).
 _SEVERITY = {
-    "file-unreadable": ERROR, "no-commitlog": WARNING, "segment-size-mismatch": WARNING, "segment-missing": ERROR,
+    "file-unreadable": ERROR, "no-commitlog": WARNING, "commitlog-empty": WARNING, "fresh-commitlog": INFO,
+    "segment-size-mismatch": WARNING, "segment-missing": ERROR,
     "file-changed": ERROR, "zeroed-range": ERROR, "end-of-data": INFO, "overwritten-record": WARNING,
     "stale-records": WARNING, "data-after-gap": ERROR, "store-time-regression": WARNING,
     "unaccounted-bytes": WARNING, "remnants": INFO,
@@ -277,7 +287,7 @@ _SEVERITY = {
     "length-mismatch": ERROR,
 }
 _SPANNED = {"zeroed-range", "truncated-length", "bad-length", "bad-magic", "field-overrun", "length-mismatch"}
-_CODE = {"remnants": "unaccounted-bytes"}
+_CODE = {"remnants": "unaccounted-bytes", "fresh-commitlog": "commitlog-empty"}
 
 
 def damage_finding(d: Damage) -> Finding:

@@ -384,3 +384,19 @@ def index_files(store: Store) -> list:
     if d is None or not d.is_dir():
         return []
     return sorted(p for p in d.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def nothing_written(store: Store) -> bool:
+    """No consume-queue or index file of the store holds a byte: nothing was ever written to it (a fresh
+    broker's, whose commitlog/ holds no file yet either). Queue and index files appear only with their first
+    entry (LiteMQ preallocates them then)."""
+    for q in list_queues(store):
+        if any(s.size for s in q.files):
+            return False
+    for p in index_files(store):
+        try:
+            if p.stat().st_size:
+                return False
+        except OSError:
+            return False            # a file we cannot even stat: not the picture of a fresh store
+    return True

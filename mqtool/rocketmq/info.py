@@ -4,8 +4,10 @@ What it reports and where it comes from (reference §1–§8):
 
 * messages per topic/queue, first/last STORETIMESTAMP, unit bytes — the commitlog scan (the same
   :class:`~mqtool.rocketmq.scan.SegmentScanner` verify uses, CRC checked); damaged ranges are what verify
-  reports damaged: the scanner's ``Damage`` events, messages whose body CRC fails and the bytes missing
-  between or at the end of segments (verify's segment layout check), counted as verify counts them;
+  reports damaged: the scanner's ``Damage`` events, messages whose bytes are not what the broker wrote
+  (:func:`~mqtool.rocketmq.records.unit_damage`: body CRC, a body that does not inflate, whole-message CRC)
+  and the bytes missing between or at the end of segments (verify's segment layout check), counted as
+  verify counts them;
 * queue ends (next logical offset) — the last non-zero unit of each consumequeue, else the commitlog's
   highest QUEUEOFFSET + 1 per queue when there is no consumequeue;
 * consumer offsets — ``config/consumerOffset.json`` (``offsetTable``: ``"topic@group" → {queueId: offset}``),
@@ -27,7 +29,7 @@ from mqtool.columns import iso_ms
 from mqtool.progress import progress
 from mqtool.rocketmq import indexfiles
 from mqtool.rocketmq.store import RocketStore, cq_filter, open_store
-from mqtool.rocketmq.records import Message
+from mqtool.rocketmq.records import Message, unit_damage
 from mqtool.rocketmq.scan import Damage, End, SegmentScanner
 
 
@@ -123,9 +125,8 @@ def _commitlog(s: RocketStore, b: InfoBuilder, opts: InfoOptions, cp: dict | Non
                         k = (topic, ev.queue_id)
                         if ev.queue_offset + 1 > dispatched.get(k, 0):
                             dispatched[k] = ev.queue_offset + 1
-                    if not ev.crc_ok:
-                        b.add_damage(ev.file, ev.position, ev.offset, ev.size, "crc-mismatch",
-                                     f"body CRC mismatch ({topic}/{ev.queue_id} queue offset {ev.queue_offset})",
+                    for code, text, _, _ in unit_damage(ev):
+                        b.add_damage(ev.file, ev.position, ev.offset, ev.size, code, text,
                                      at_time=ev.store_timestamp)
                 elif isinstance(ev, Damage):
                     has_data = True

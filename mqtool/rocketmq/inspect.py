@@ -17,13 +17,13 @@ from mqtool.common import is_segment_name
 from mqtool.errors import UsageError
 from mqtool.io import map_input
 from mqtool.rocketmq.layout import PREFIX
+from mqtool.rocketmq.records import CRC_TAG as _CRC_TAG
 from mqtool.rocketmq.store import Segment, forced_commitlog, open_store
 from mqtool.schemawalk import Inspection, Walker
 
 _SCHEMA = {F.MESSAGE_MAGIC_CODE_V1: F.MessageV1, F.MESSAGE_MAGIC_CODE_V2: F.MessageV2,
            F.BLANK_MAGIC_CODE: F.BlankUnit}
 _MAGICS = "|".join(f"0x{m & 0xFFFFFFFF:08X}" for m in _SCHEMA)
-_CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
 #: a compressed body is inflated (to prove it reads, in bounded memory) only up to this stored size
 INFLATE_INPUT_LIMIT = 64 * 1024 * 1024
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+import zlib
 from functools import lru_cache
 
 
@@ -211,6 +212,46 @@ class Blank:
         """The dump row: the keys of ``mqtool.rocketmq.rows.BLANK``."""
         return {"kind": "blank", "file": self.file, "position": self.position, "offset": self.offset,
                 "size": self.size}
+
+
+#: the whole-message CRC property as it ends the properties: name and separator (its value follows)
+CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
+_CRC_TAG, _CRC_TAIL, _COMPRESSED = CRC_TAG, F.CRC32_RESERVED_LEN, F.COMPRESSED_FLAG
+
+
+def prop_crc_digits(m: Message) -> bytes | None:
+    """The stored ``__CRC32#`` value of a unit (its 10 digits, when it is well formed), or None when its
+    properties do not end with one."""
+    if CRC_TAG not in m.props_raw[-F.CRC32_RESERVED_LEN:]:
+        return None
+    return m.props_raw[-11:-1]
+
+
+def unit_damage(m: Message) -> list | tuple:
+    """What shows that a unit's bytes are not what the broker wrote, as (code, text, expected, actual) tuples:
+    the body CRC fails; or it holds and the compressed body still does not inflate (the CRC covers the stored
+    bytes); the whole-message CRC (``__CRC32#``) fails. Each is damage of the whole unit
+    ``[offset, offset + size)``, as verify's findings and ``info``'s damaged ranges both count it."""
+    if m.crc_ok and not m.sys_flag & _COMPRESSED and _CRC_TAG not in m.props_raw[-_CRC_TAIL:]:
+        return ()                         # (the common unit: nothing more to look at)
+    out = []
+    if not m.crc_ok:
+        out.append(("crc-mismatch", f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset "
+                    f"{m.queue_offset})", m.body_crc, zlib.crc32(m.stored_body) & 0x7FFFFFFF))
+    elif m.sys_flag & F.COMPRESSED_FLAG:
+        try:
+            codecs.check_inflates(m.compression, m._buf[m.body_start:m.body_start + m.body_len])
+        except codecs.CodecError as e:
+            out.append(("body-inflate-failed", f"{m.compression} body does not inflate ({e}; topic {m.topic}, "
+                        f"queue {m.queue_id}, queue offset {m.queue_offset})", m.compression, str(e)))
+    digits = prop_crc_digits(m)
+    if digits is not None and digits.isdigit():
+        stored = F.decode_prop_crc(digits.decode())
+        actual = zlib.crc32(bytes(m._buf[m.position:m.position + m.size - F.CRC32_RESERVED_LEN])) & 0x7FFFFFFF
+        if stored != actual:
+            out.append(("prop-crc-mismatch", "whole-message CRC (__CRC32# property) mismatch: header or "
+                        "properties changed", stored, actual))
+    return out
 
 
 def decode_message(buf, pos: int, end: int, base: int, file: str, max_size: int, check_crc: bool = True,

@@ -183,9 +183,9 @@ class LogChecks:
                 yield self._f(WARNING, e.code, path, b.position, b.base_offset, f"records not all checked: {e}")
         except CodecError as e:
             yield self._inflate_finding(path, b, e)
-        except (ValueError, IndexError) as e:
+        except (ValueError, IndexError) as e:        # (the batch's bytes cannot be read: its span, as the walk's)
             yield self._f(ERROR, "records-undecodable", path, b.position, b.base_offset,
-                          f"records of the batch cannot be read: {e}")
+                          f"records of the batch cannot be read: {e}", span=(b.position, b.position + b.size))
         if steps[1]:
             (off, before), more = steps[0], steps[1] - 1
             yield self._f(ERROR, "record-offsets", path, b.position, off,
@@ -200,9 +200,10 @@ class LogChecks:
         return gaps
 
     def _inflate_finding(self, path, b: Batch, e: Exception):
+        """The batch cannot be read (whatever its CRC says): damage of its bytes, its span as info counts it."""
         return self._f(ERROR, "payload-inflate-failed", path, b.position, b.base_offset,
                        f"{codec_name(b.codec)} payload of batch {b.base_offset}..{b.last_offset} does not inflate: {e}",
-                       expected=codec_name(b.codec), actual=str(e))
+                       expected=codec_name(b.codec), actual=str(e), span=(b.position, b.position + b.size))
 
 
 def _sorted(xs) -> bool:

@@ -2,19 +2,16 @@
 the one-process walk (:mod:`.commitlog`) and the range tasks (:mod:`.ranges`)."""
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 
-from formats import rocketmq as F
-from mqtool import codecs
 from mqtool.findings import ERROR, INFO, WARNING, Finding, born_finding, born_plausible
-from mqtool.rocketmq.records import Blank, Message
+from mqtool.rocketmq.records import CRC_TAG, Blank, Message, prop_crc_digits, unit_damage
 from mqtool.rocketmq.scan import Damage, End
 from mqtool.rocketmq.verify.context import _Ctx
 from mqtool.rocketmq.verify.dispatched import _note_dispatch, queue_step
 
 
-_CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
+_CRC_TAG = CRC_TAG          # (the fast lane declines a unit whose properties end with it)
 
 
 def _flush_pending(ctx: _Ctx, pending: list) -> Iterator[Finding]:
@@ -54,36 +51,18 @@ def _check_end(ctx: _Ctx, seg, ev: End, last_seg: bool, saw_blank: bool, has_dat
 
 
 def _check_message(ctx: _Ctx, m: Message, expected_next: dict) -> Iterator[Finding]:
-    if not m.crc_ok:
-        actual = zlib.crc32(m.stored_body) & 0x7FFFFFFF
-        yield ctx.f(ERROR, "crc-mismatch", m.file, m.position, m.offset,       # (damaged bytes: info counts them)
-                    f"body CRC mismatch (topic {m.topic}, queue {m.queue_id}, queue offset {m.queue_offset})",
-                    m.body_crc, actual, span=(m.offset, m.offset + m.size))
-    elif m.sys_flag & F.COMPRESSED_FLAG:
-        # the CRC covers the stored (compressed) bytes; only inflating shows the body can be read
-        try:
-            codecs.check_inflates(m.compression, m._buf[m.body_start:m.body_start + m.body_len])
-        except codecs.CodecError as e:
-            yield ctx.f(ERROR, "body-inflate-failed", m.file, m.position, m.offset,
-                        f"{m.compression} body does not inflate ({e}; topic {m.topic}, queue {m.queue_id}, queue "
-                        f"offset {m.queue_offset})", m.compression, str(e))
+    for code, text, expected, actual in unit_damage(m):     # damaged bytes: info counts them too
+        yield ctx.f(ERROR, code, m.file, m.position, m.offset, text, expected, actual,
+                    span=(m.offset, m.offset + m.size))
     try:
         m.props_raw.decode("utf-8")
         m.topic_raw.decode("utf-8")
     except UnicodeDecodeError as e:
         yield ctx.f(WARNING, "not-utf8", m.file, m.position, m.offset, f"topic or properties are not UTF-8: {e}")
-    if _CRC_TAG in m.props_raw[-F.CRC32_RESERVED_LEN:]:
-        digits = m.props_raw[-11:-1]
-        if digits.isdigit():
-            stored = F.decode_prop_crc(digits.decode())
-            actual = zlib.crc32(bytes(m._buf[m.position:m.position + m.size - F.CRC32_RESERVED_LEN])) & 0x7FFFFFFF
-            if stored != actual:
-                yield ctx.f(ERROR, "prop-crc-mismatch", m.file, m.position, m.offset,
-                            "whole-message CRC (__CRC32# property) mismatch: header or properties changed",
-                            stored, actual)
-        else:
-            yield ctx.f(ERROR, "prop-crc-malformed", m.file, m.position, m.offset,
-                        "__CRC32# property is not 10 digits", None, digits.decode("latin-1"))
+    digits = prop_crc_digits(m)
+    if digits is not None and not digits.isdigit():
+        yield ctx.f(ERROR, "prop-crc-malformed", m.file, m.position, m.offset,
+                    "__CRC32# property is not 10 digits", None, digits.decode("latin-1"))
     if not born_plausible(m.born_timestamp, m.store_timestamp):
         fd = born_finding(m.file, m.position, m.offset, m.born_timestamp, m.store_timestamp)
         ctx.summary.add(fd)
