@@ -348,7 +348,7 @@ def _lz4_stream(data, limit: int):
         raise CodecError(f"lz4: unsupported frame version {flg >> 6}")
     block_checksum = bool(flg & 0x10)
     content_size = bool(flg & 0x08)
-    content_checksum = bool(flg & 0x04)
+    # (flg & 0x04, a content checksum after the end mark, is not read: the batch CRC covers these bytes)
     block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
     if block_max is None:
         raise CodecError(f"lz4: bad block size id in BD 0x{bd:02x}")
