@@ -188,3 +188,41 @@ def kafka_multisegment_store(root: Path) -> Path:
     store = root / "logdir"
     _write_partition(store, _segments(segs), epochs=[(0, 0), (1, 100)])
     return store
+
+
+# ---- export partition values: topics too long (or too long once escaped) for a directory name ------------------
+
+LONG_TOPIC = "T" * 150 + "\u00e9" * 150    # 300 characters, 450 UTF-8 bytes
+PCT_TOPIC = "%" * 90                        # 90 bytes, 270 once escaped (%25 each): too long a name too
+OK_TOPIC = "x" * 200                        # 200 bytes: fits, kept as it is
+
+
+def long_topic_store(tmp_path: Path) -> Path:
+    """A RocketMQ store (v2 units) whose topics are LONG_TOPIC, "short", LONG_TOPIC, PCT_TOPIC, OK_TOPIC."""
+    store = tmp_path / "store"
+    (store / "commitlog").mkdir(parents=True)
+    data = bytearray()
+    for i, topic in enumerate([LONG_TOPIC, "short", LONG_TOPIC, PCT_TOPIC, OK_TOPIC]):
+        data += rocketmq_unit(topic=topic.encode(), body=f"b{i}".encode(), phys=len(data), queue_offset=i,
+                              version="v2")
+    (store / "commitlog" / "00000000000000000000").write_bytes(bytes(data) + bytes(4096))
+    return store
+
+
+# ---- damage recipes for copies of real stores ----------------------------------------------------------------------
+
+def damage_segments(store: Path) -> None:
+    """Damage a copy of a multi-segment RocketMQ store (at least four commitlog segments) in every way a walk
+    must resync from: garbage over headers, a zeroed page and a flipped byte in segment 1, bytes inserted into
+    segment 2 (what follows shifts), the last segment truncated mid-record."""
+    segs = sorted((store / "commitlog").iterdir())
+    d1 = bytearray(segs[1].read_bytes())
+    d1[1000:1100] = b"\xAB" * 100                # garbage over headers
+    d1[8192:8192 + 4096] = bytes(4096)          # a zeroed page
+    d1[20000] ^= 0x40                           # a flipped byte (CRC or framing)
+    segs[1].write_bytes(d1)
+    d2 = segs[2].read_bytes()
+    garbage = bytes((i * 37 + 11) % 256 for i in range(333))
+    segs[2].write_bytes(d2[:5000] + garbage + d2[5000:])   # inserted bytes shift what follows
+    d4 = segs[-1].read_bytes()
+    segs[-1].write_bytes(d4[:len(d4) // 2 + 7])              # truncated mid-record

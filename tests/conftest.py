@@ -1,8 +1,12 @@
 """Shared test helpers: where the real broker data lives, CLI runner."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
+import stat
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -162,10 +166,51 @@ def flush_log(monkeypatch) -> list:
 
 
 def writable_copy(src: Path, dst: Path) -> Path:
-    """A copy of a (read-only) real store that tests may damage: directories 0755, files 0644."""
+    """A copy of a (read-only) store that tests may damage, its symlinks kept as links: directories 0755,
+    files 0644 (a stray write would succeed, and be caught)."""
     import shutil
 
-    shutil.copytree(src, dst)
-    for p in dst.rglob("*"):
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    shutil.copytree(src, dst, symlinks=True)
+    for p in [dst, *dst.rglob("*")]:
+        if not p.is_symlink():
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return dst
+
+
+def snapshot(root: Path) -> dict:
+    """path → (type, size, mtime_ns, sha256 | None) for every entry, directories included (lstat)."""
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames + ["."]:
+            p = Path(dirpath) / n
+            st = os.lstat(p)
+            digest = None
+            if stat.S_ISREG(st.st_mode):
+                digest = hashlib.sha256(p.read_bytes()).hexdigest()
+            snap[str(p)] = (stat.S_IFMT(st.st_mode), st.st_size if not stat.S_ISDIR(st.st_mode) else None,
+                            st.st_mtime_ns, digest)
+    return snap
+
+
+def rocketmq_store_copy(tmp_path: Path, name: str = "gen-5.1.4-clean") -> Path:
+    """A writable copy of the real RocketMQ store ``name`` at ``tmp_path/name/store``."""
+    return writable_copy(require_realdata("rocketmq", name, "store"), tmp_path / name / "store")
+
+
+class Hang(Exception):
+    """A CLI run under :func:`alarm` gave no answer in time (a hang guard, not a timing assertion)."""
+
+
+@contextmanager
+def alarm(seconds: int = 60):
+    """Raise :class:`Hang` in this thread when the block takes longer than ``seconds``."""
+    def on_alarm(*_):
+        raise Hang(f"no answer within {seconds}s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -321,3 +321,16 @@ def test_every_family_package_has_a_module_for_every_role():
             assert (base / f"{role}.py").is_file() or (base / role / "__init__.py").is_file(), (fam.name, role)
         for role in ("verify", "rebuild"):
             assert (base / role / "__init__.py").is_file() and not (base / f"{role}.py").exists(), (fam.name, role)
+
+
+def test_no_test_module_imports_another():
+    """Shared test code lives in conftest.py, builders.py and the other helper modules of tests/ (pagecheck,
+    fuzzcase, ...), never in a test module: a test file can then be run, moved or deleted on its own."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for p in sorted(tests.glob("test_*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            offenders += [f"{p.name}: {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    assert offenders == []

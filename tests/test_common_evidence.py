@@ -15,14 +15,12 @@ import importlib
 import json
 import os
 import re
-import shutil
-import stat
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, realdata_root, require_realdata
+from conftest import ROOT, realdata_root, require_realdata, snapshot, writable_copy
 
 # {s} = the store copy, {out} = a scratch directory outside it, {first} = first message offset placeholder
 _COMMON_TAIL = [
@@ -116,21 +114,6 @@ def _cases():
     return out
 
 
-def snapshot(root: Path) -> dict:
-    """path → (type, size, mtime_ns, sha256 | None) for every entry, directories included (lstat)."""
-    snap = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for n in dirnames + filenames + ["."]:
-            p = Path(dirpath) / n
-            st = os.lstat(p)
-            digest = None
-            if stat.S_ISREG(st.st_mode):
-                digest = hashlib.sha256(p.read_bytes()).hexdigest()
-            snap[str(p)] = (stat.S_IFMT(st.st_mode), st.st_size if not stat.S_ISDIR(st.st_mode) else None,
-                            st.st_mtime_ns, digest)
-    return snap
-
-
 class WriteAudit:
     """sys.addaudithook: record opens of paths inside ``root`` that could write, and writable mmaps."""
 
@@ -174,14 +157,6 @@ class WriteAudit:
                 self.violations.append(f"mmap(access={access!r})")
 
 
-def _copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, symlinks=True)
-    for p in [dst, *dst.rglob("*")]:
-        if not p.is_symlink():
-            p.chmod(0o755 if p.is_dir() else 0o644)     # writable: a stray write would succeed and be caught
-    return dst
-
-
 @pytest.mark.parametrize("family,name", _cases())
 def test_commands_change_nothing_in_the_input(tmp_path, run_cli, family, name):
     spec = FAMILY_RUNS[family]
@@ -191,7 +166,7 @@ def test_commands_change_nothing_in_the_input(tmp_path, run_cli, family, name):
         require_realdata(family)
         pytest.skip(f"no {family} store under the realdata folder")
     src = require_realdata(*Path(name).parts)
-    store = _copy(src, tmp_path / "in" / src.name)
+    store = writable_copy(src, tmp_path / "in" / src.name)
     out = tmp_path / "out"
     out.mkdir()
     commands = list(spec["commands"])
@@ -246,12 +221,12 @@ def test_the_audit_hook_catches_a_write(tmp_path):
 
 # ---- outputs: never inside the input tree, never half-written ---------------------------------------------
 
-def _store_copy(tmp_path) -> Path:
-    return _copy(require_realdata("rocketmq", "gen-4.9.7-clean", "store"), tmp_path / "in" / "store")
+def _storewritable_copy(tmp_path) -> Path:
+    return writable_copy(require_realdata("rocketmq", "gen-4.9.7-clean", "store"), tmp_path / "in" / "store")
 
 
 def test_outputs_inside_the_input_tree_are_refused(tmp_path, run_cli):
-    store = _store_copy(tmp_path)
+    store = _storewritable_copy(tmp_path)
     before = snapshot(store)
     for args in (("verify", "store", store, "--salvage-out", store / "salvage"),
                  ("verify", "store", store, "--salvage-out", store / "commitlog"),
@@ -275,7 +250,7 @@ def test_outputs_inside_the_input_tree_are_refused(tmp_path, run_cli):
 
 
 def test_manifest_matches_an_independent_hash(tmp_path, run_cli):
-    store = _store_copy(tmp_path)
+    store = _storewritable_copy(tmp_path)
     m = tmp_path / "manifest.ndjson"
     code, out, err = run_cli("verify", "store", store, "--manifest", m, "--json")
     assert code == 0
@@ -297,7 +272,7 @@ def test_manifest_matches_an_independent_hash(tmp_path, run_cli):
 
 
 def test_hash_lists_special_files_without_reading_them(tmp_path, run_cli):
-    store = _store_copy(tmp_path)
+    store = _storewritable_copy(tmp_path)
     os.mkfifo(store / "commitlog" / "00000000000009999999")
     (store / "loop").symlink_to("loop")
     (store / "again").symlink_to(".")                            # a directory cycle: listed once
@@ -325,7 +300,7 @@ def test_interrupted_salvage_leaves_no_half_file(tmp_path, monkeypatch):
     from mqtool.rocketmq import verify as V
     from mqtool.rocketmq.store import open_store
 
-    store = _store_copy(tmp_path)
+    store = _storewritable_copy(tmp_path)
     out = tmp_path / "salvage"
     calls = {"n": 0}
     real_add = V._Salvage.add
@@ -379,7 +354,7 @@ def test_reading_does_not_touch_access_times(tmp_path, run_cli):
     """Inputs are opened with O_NOATIME where allowed: even atime stays as it was."""
     if not hasattr(os, "O_NOATIME"):
         pytest.skip("no O_NOATIME on this platform")
-    store = _store_copy(tmp_path)
+    store = _storewritable_copy(tmp_path)
     probe = store / "lock"
     old = probe.stat().st_mtime - 10_000
     os.utime(probe, (old, probe.stat().st_mtime))

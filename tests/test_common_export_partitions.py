@@ -11,23 +11,11 @@ import shutil
 import pytest
 
 from conftest import require_realdata
-from builders import rocketmq_unit as unit
+from builders import LONG_TOPIC, OK_TOPIC, PCT_TOPIC, long_topic_store
 
 pytest.importorskip("pyarrow")
 
-LONG = "T" * 150 + "\u00e9" * 150          # 300 characters, 450 UTF-8 bytes
-PCT = "%" * 90                              # 90 bytes, 270 once escaped (%25 each): too long a name too
-OK = "x" * 200                              # 200 bytes: fits, kept as it is
-
-
-def long_topic_store(tmp_path):
-    store = tmp_path / "store"
-    (store / "commitlog").mkdir(parents=True)
-    data = bytearray()
-    for i, topic in enumerate([LONG, "short", LONG, PCT, OK]):
-        data += unit(topic=topic.encode(), body=f"b{i}".encode(), phys=len(data), queue_offset=i, version="v2")
-    (store / "commitlog" / "00000000000000000000").write_bytes(bytes(data) + bytes(4096))
-    return store
+LONG, PCT, OK = LONG_TOPIC, PCT_TOPIC, OK_TOPIC
 
 
 def _dirs(out):

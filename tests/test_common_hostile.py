@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_realdata
-from test_rocketmq_hostile import alarm
+from conftest import alarm
 
 
 def _next_name(existing: list[str], suffix: str = "") -> str:

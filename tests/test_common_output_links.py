@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from test_common_evidence import _copy, snapshot
+from conftest import snapshot, writable_copy as _copy
 
 STORES = {
     "rocketmq": FIXTURES / "rocketmq" / "store",

@@ -2,54 +2,12 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from html.parser import HTMLParser
 
 from conftest import FIXTURES, require_realdata
+from pagecheck import assert_self_contained, parse
 
 FIXTURE_STORE = FIXTURES / "rocketmq" / "store"
-
-
-class _Page(HTMLParser):
-    """Collects tags, attributes and element counts; fails on nothing (HTMLParser is lenient)."""
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-        self.stack: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        self.tags.append((tag, a))
-        if "id" in a:
-            assert a["id"] not in self.ids, f"duplicate id {a['id']}"
-            self.ids.add(a["id"])
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-    def count(self, tag, **attrs):
-        return sum(1 for t, a in self.tags if t == tag and all(a.get(k) == v for k, v in attrs.items()))
-
-
-def parse(html: str) -> _Page:
-    p = _Page()
-    p.feed(html)
-    p.close()
-    return p
-
-
-def assert_self_contained(html: str, page: _Page):
-    # no URL of any scheme that a browser would fetch, no script, no external stylesheet / image / font
-    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/|url\(", html, re.I)
-    for tag, a in page.tags:
-        assert tag not in ("script", "link", "img", "iframe", "object", "embed"), tag
-        for k in ("src", "href", "xlink:href", "srcset", "action"):
-            assert k not in a, (tag, k)
-    assert page.count("meta", charset="utf-8") == 1
 
 
 def _damaged_copy(tmp_path):

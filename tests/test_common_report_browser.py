@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 
 from conftest import FIXTURES
+from pagecheck import console_messages, require_chromium, run_chromium as _run
 
 FIXTURE_STORE = FIXTURES / "rocketmq" / "store"
 WIDTHS = {"laptop": (1280, 2200), "phone": (390, 2400)}
@@ -22,36 +22,6 @@ WIDTHS = {"laptop": (1280, 2200), "phone": (390, 2400)}
 _PROBE = ("<script>window.addEventListener('load', function () {"
           "document.body.setAttribute('data-probe', document.documentElement.scrollWidth + 'x' + window.innerWidth"
           " + 'x' + document.querySelectorAll('svg rect').length);});</script>")
-
-
-def _chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        p = shutil.which(name)
-        if p:
-            return p
-    return None
-
-
-def require_chromium():
-    browser = _chromium()
-    if browser is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("Chromium not installed (.ci/run installs Debian's chromium)")
-        pytest.skip("Chromium not installed")
-    return browser
-
-
-def _run(browser, tmp_path, *args):
-    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-           "--enable-logging=stderr", "--v=0",
-           f"--user-data-dir={tmp_path / 'profile'}", "--host-resolver-rules=MAP * ~NOTFOUND", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-
-def console_messages(stderr: str) -> list[str]:
-    """console.log/error lines and uncaught exceptions, as Chromium logs them with --enable-logging."""
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
 def _distinct_colours(png) -> int:

@@ -232,7 +232,7 @@ def test_user_sets_reads_spark_s_own_places(tmp_path, monkeypatch):
 
 def test_export_partition_values_same_on_spark(spark, run_cli, tmp_path):
     """Issue #16 item 7 on Spark: the same directories and the same _partitions.ndjson as the local engine."""
-    from test_common_export_partitions import LONG, long_topic_store
+    from builders import LONG_TOPIC as LONG, long_topic_store
 
     store = long_topic_store(tmp_path)
     log = tmp_path / "log"

@@ -22,7 +22,7 @@ from mqtool.info import PLAUSIBLE_FROM_MS, build_info
 from mqtool.kafka import indexfiles as KF
 from mqtool.options import InfoOptions
 from mqtool.render_info import render_info
-from test_common_report import assert_self_contained, parse
+from pagecheck import assert_self_contained, parse
 
 
 def _ba():
@@ -294,7 +294,7 @@ def test_report_of_a_damaged_kafka_copy(run_cli, tmp_path):
 
 
 def test_kafka_report_renders_in_chromium(run_cli, tmp_path):
-    from test_common_report_browser import _run, console_messages, require_chromium
+    from pagecheck import console_messages, require_chromium, run_chromium as _run
 
     browser = require_chromium()
     store = _copy(tmp_path)

@@ -16,7 +16,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT))
 
 from fuzz.targets import TARGETS  # noqa: E402
-from test_rocketmq_fuzz_targets import _make  # noqa: E402
+from fuzzcase import _make  # noqa: E402
 
 NAMES = sorted(n for n in TARGETS if n.startswith("litemq."))
 

@@ -19,7 +19,7 @@ from conftest import load_json, require_realdata
 from mqtool.info import build_info
 from mqtool.options import InfoOptions
 from mqtool.render_info import render_info
-from test_common_report import assert_self_contained, parse
+from pagecheck import assert_self_contained, parse
 
 
 def _store(name):

@@ -10,17 +10,15 @@ import json
 import base64
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
 import tracemalloc
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, require_realdata
+from conftest import FIXTURES, ROOT, alarm, require_realdata
 from formats import rocketmq as F
 from mqtool import codecs
 from mqtool.options import VerifyOptions
@@ -29,24 +27,6 @@ from mqtool.rocketmq.verify import verify_store
 from builders import rocketmq_unit as unit, rocketmq_units as units
 
 SEG0 = "00000000000000000000"
-
-
-class Hang(Exception):
-    pass
-
-
-@contextmanager
-def alarm(seconds: int = 60):
-    def on_alarm(*_):
-        raise Hang(f"no answer within {seconds}s")
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from mqtool.rocketmq.store import open_store
 from mqtool.rocketmq.records import FIXED, FIXED_NAMES, Message, decode_common
 
 from tests.conftest import require_realdata
-from tests.test_rocketmq_native_dump import segments, unit
+from rmqgen import segments, unit
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE_STORE = REPO / "fixtures" / "rocketmq" / "store"

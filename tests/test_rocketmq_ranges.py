@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import realdata_root, require_realdata
+from builders import damage_segments
+from conftest import realdata_root, require_realdata, rocketmq_store_copy
 from mqtool.options import DumpOptions, ScanStats, VerifyOptions
 from mqtool.ranges import InlineRunner, PoolRunner, split_segments
 from mqtool.rocketmq import ranges as R
@@ -47,15 +47,6 @@ def by_ranges(store_path, split) -> list:
     for rng in R.plan(store_path, split):
         out.extend(ev_key(e) for e in R.range_events(rng))
     return out
-
-
-def copy_store(tmp_path, name="gen-5.1.4-clean") -> Path:
-    src = require_realdata("rocketmq", name, "store")
-    dst = tmp_path / name / "store"
-    shutil.copytree(src, dst)
-    for p in dst.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return dst
 
 
 def test_plan_covers_every_byte_once():
@@ -96,23 +87,9 @@ def test_union_for_random_split_sizes(split, name):
 
 # ---- damaged copies: every range still starts where the whole scan would be -----------------------
 
-def _damage(store: Path) -> None:
-    segs = sorted((store / "commitlog").iterdir())
-    d1 = bytearray(segs[1].read_bytes())
-    d1[1000:1100] = b"\xAB" * 100                # garbage over headers
-    d1[8192:8192 + 4096] = bytes(4096)          # a zeroed page
-    d1[20000] ^= 0x40                           # a flipped byte (CRC or framing)
-    segs[1].write_bytes(d1)
-    d2 = segs[2].read_bytes()
-    garbage = bytes((i * 37 + 11) % 256 for i in range(333))
-    segs[2].write_bytes(d2[:5000] + garbage + d2[5000:])   # inserted bytes shift what follows
-    d4 = segs[-1].read_bytes()
-    segs[-1].write_bytes(d4[:len(d4) // 2 + 7])              # truncated mid-record
-
-
 def test_union_on_damaged_store(tmp_path):
-    store = copy_store(tmp_path)
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path)
+    damage_segments(store)
     ref = whole(store)
     assert any(k[0] == "d" for k in ref)
     for split in (64, 100, 1000, 1024, 4096, 7777, 65536):
@@ -155,8 +132,8 @@ def test_dump_pool_equals_one_process(name):
 
 
 def test_dump_filters_with_ranges(tmp_path):
-    store = copy_store(tmp_path, "gen-4.9.7-clean")
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path, "gen-4.9.7-clean")
+    damage_segments(store)
     for kw in ({"topic": "TopicB"}, {"key": "orderA-7"}, {"include_blank": True},
                {"from_offset": 70000, "to_offset": 200000}):
         ref, s1 = dump_rows(store, **kw)
@@ -192,8 +169,8 @@ def test_verify_pool_equals_one_process(name):
 
 
 def test_verify_pool_on_damaged_store(tmp_path):
-    store = copy_store(tmp_path)
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path)
+    damage_segments(store)
     ref = run_verify(store)
     assert ref[1]["errors"] > 3 and ref[1]["skipped_ranges"] >= 3
     codes = {f["code"] for f in ref[0]}
@@ -206,7 +183,7 @@ def test_verify_pool_on_damaged_store(tmp_path):
 
 def test_verify_pool_queue_offset_continuity(tmp_path):
     """A message removed from the middle: the queue-offset gap is seen across a range boundary."""
-    store = copy_store(tmp_path, "gen-4.9.7-clean")
+    store = rocketmq_store_copy(tmp_path, "gen-4.9.7-clean")
     segs = open_store(store).segments
     ms = [e for e in scan_store_segments(segs[1:2]) if isinstance(e, Message) and e.topic == "TopicA"]
     victim = ms[len(ms) // 2]
@@ -225,8 +202,8 @@ def test_verify_pool_queue_offset_continuity(tmp_path):
 
 
 def test_verify_salvage_with_jobs(tmp_path):
-    store = copy_store(tmp_path)
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path)
+    damage_segments(store)
     a = run_verify(store, salvage_out=str(tmp_path / "s1"))
     b = run_verify(store, salvage_out=str(tmp_path / "s2"), jobs=2, split_size=2048)
     strip = lambda r: {k: v for k, v in r[1].items() if k != "salvage_file"}   # noqa: E731
@@ -236,8 +213,8 @@ def test_verify_salvage_with_jobs(tmp_path):
 
 
 def test_cli_jobs_same_output(run_cli, tmp_path):
-    store = copy_store(tmp_path, "gen-4.9.7-clean")
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path, "gen-4.9.7-clean")
+    damage_segments(store)
     c1, o1, e1 = run_cli("dump", "commitlog", store, "--json", "--jobs", "1")
     c2, o2, e2 = run_cli("dump", "commitlog", store, "--json", "--jobs", "2", "--split-size", "2K")
     assert (c1, o1, e1) == (c2, o2, e2) and c1 == 1 and o1.count("\n") > 100
@@ -256,8 +233,8 @@ def test_dump_jobs_workers_write_straight_to_the_output(tmp_path, monkeypatch, t
     import subprocess
     import sys
 
-    store = copy_store(tmp_path, "gen-4.9.7-clean")
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path, "gen-4.9.7-clean")
+    damage_segments(store)
     scratch = tmp_path / "tmpdir"
     scratch.mkdir()
     env = dict(os.environ, TMPDIR=str(scratch), PYTHONPATH=str(ROOT))
@@ -310,8 +287,8 @@ def test_pool_runner_with_threads_uses_a_safe_start_method():
 
 def test_export_local_reports_damage(run_cli, tmp_path):
     pytest.importorskip("pyarrow")
-    store = copy_store(tmp_path, "gen-4.9.7-clean")
-    _damage(store)
+    store = rocketmq_store_copy(tmp_path, "gen-4.9.7-clean")
+    damage_segments(store)
     code, out, err = run_cli("export", store, "--to", tmp_path / "out.parquet")
     assert code == 1 and "damaged range" in err
     from mqtool.export import read_dataset
@@ -326,7 +303,7 @@ def test_no_orphan_workers_when_the_reader_goes_away(tmp_path):
     import sys
     import time
 
-    store = copy_store(tmp_path, "gen-4.9.7-clean")
+    store = rocketmq_store_copy(tmp_path, "gen-4.9.7-clean")
     cmd = f"'{sys.executable}' -m mqtool dump commitlog '{store}' -j 2 --split-size 1K --json | head -1"
     out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.count("\n") == 1

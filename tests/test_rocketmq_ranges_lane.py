@@ -7,7 +7,16 @@ import pytest
 
 from mqtool.ranges import InlineRunner
 from mqtool.rocketmq.verify import native_lane as V
-from tests.test_rocketmq_ranges import _damage, copy_store, run_verify
+from builders import damage_segments
+from conftest import rocketmq_store_copy
+from mqtool.options import VerifyOptions
+from mqtool.rocketmq.store import open_store
+from mqtool.rocketmq.verify import verify_store
+
+
+def run_verify(store, part="store", **kw):
+    findings, summary_fn = verify_store(open_store(store), part, VerifyOptions(**kw))
+    return [f.to_dict() for f in findings], summary_fn().to_dict()
 
 
 @pytest.fixture
@@ -32,9 +41,9 @@ def lane_counter(monkeypatch, lane_impl):
 
 @pytest.mark.parametrize("damaged", [False, True], ids=["clean", "damaged"])
 def test_range_lane_equals_full_path(tmp_path, monkeypatch, lane_counter, damaged):
-    store = copy_store(tmp_path)
+    store = rocketmq_store_copy(tmp_path)
     if damaged:
-        _damage(store)
+        damage_segments(store)
     ref = run_verify(store, part="commitlog")
     for split in (4096, 65536, 1 << 20):
         lane_counter.clear()

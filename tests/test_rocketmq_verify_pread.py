@@ -10,7 +10,6 @@ Files are mapped (``io.READ_WHOLE_LIMIT`` 0), as files above 16 MiB are, so the 
 from __future__ import annotations
 
 import mmap
-import os
 import types
 
 import pytest
