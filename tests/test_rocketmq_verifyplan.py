@@ -159,3 +159,65 @@ def test_cut_commitlog_without_tables(tmp_path, monkeypatch):
     for strip in (False, True):
         runner = same(store, strip_tables=strip)
         assert (runner.follow_ups > 0) == strip
+
+
+def _range_tasks(plan) -> list:
+    return [(fn, arg) for (fn, arg, _), (kind, _) in zip(plan.tasks, plan.kinds) if kind == "range"]
+
+
+@pytest.mark.parametrize("reachable", [True, False])
+def test_tables_left_as_files_or_sent_compressed(reachable, monkeypatch):
+    """A range task that sees the driver's handoff directory (its token there: local executors) leaves its
+    table there as a file and sends back only its name; one that does not (an executor on another machine,
+    simulated by a copy of the handoff whose token the directory does not hold) sends it zstd-compressed.
+    Either way the merged table is the one the plain exports give, byte for byte, the findings are the
+    embedded ones, and the directory is gone after the merge."""
+    import pickle
+
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
+    want = _render(*embedded("store", str(store), VerifyOptions(jobs=1)))
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    tasks = _range_tasks(plan)
+    assert len(tasks) > 2 and all(fn is VP.range_task for fn, _ in tasks)
+    away = pickle.loads(pickle.dumps(plan.handoff))      # what an executor gets
+    if not reachable:
+        away.token = "not-the-driver-s"
+    results = [fn((targs, away)) for fn, (targs, _) in tasks]
+    plain = [VP.verify_range_task(targs) for _, (targs, _) in tasks]
+    kind = VP.LeftTable if reachable else VP.PackedTable
+    assert all(isinstance(r.xref, kind) for r in results)
+    left = sorted(Path(plan.handoff.dir).iterdir())
+    assert len(left) == 1 + (len(tasks) if reachable else 0)         # the token, and one file per table
+    want_table = native_lane.new_xref(plan.store.segments)
+    for r in plain:
+        want_table.merge(r.xref)
+    kept = [r.xref for r in results]
+    got_table = VP._merged_xref(plan.store, results, plan.handoff)
+    assert got_table.export() == want_table.export()
+    if reachable:       # each file is taken once: the directory holds only the token now
+        assert sorted(Path(plan.handoff.dir).iterdir()) == [Path(plan.handoff.dir) / "token"]
+        assert sum(t.size for t in kept) == sum(len(r.xref) for r in plain)
+    else:
+        assert sum(len(t.data) for t in kept) < sum(len(r.xref) for r in plain)
+    # the whole merge (the tasks again: the merge above took the files)
+    results = [fn((targs, away)) for fn, (targs, _) in tasks]
+    assert _render(*plan.merge(results, _InProcess())) == want
+    assert not Path(plan.handoff.dir).exists()
+
+
+def test_a_vanished_table_file_sends_the_files_to_tasks(monkeypatch):
+    """A table file that is gone when the driver merges (e.g. a cleaner emptied the temp directory) is no
+    table: the queue and index files go to tasks, with the embedded findings."""
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
+    want = _render(*embedded("store", str(store), VerifyOptions(jobs=1)))
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    results = [fn(arg) for fn, arg, _ in plan.tasks]
+    left = [r.xref for r in results if isinstance(getattr(r, "xref", None), VP.LeftTable)]
+    assert len(left) > 2
+    (Path(plan.handoff.dir) / left[len(left) // 2].name).unlink()
+    runner = _InProcess()
+    assert _render(*plan.merge(results, runner)) == want
+    assert runner.follow_ups > 0
+    assert not Path(plan.handoff.dir).exists()
