@@ -82,6 +82,7 @@ def same(path, part="store", strip_tables=False, **kw) -> _InProcess:
     opts = VerifyOptions(**kw)
     want = _render(*embedded(part, str(path), VerifyOptions(jobs=1, **kw)))
     plan = VP.plan(part, str(path), opts)
+    plan.ahead(64)              # (what the Spark job does before its tasks: a no-op below AHEAD_MIN_BYTES)
     results = [fn(arg) for fn, arg, _ in plan.tasks]
     if strip_tables:
         for r in results:
@@ -129,6 +130,7 @@ def test_clean_store_loops_only_where_embedded_does(monkeypatch):
 @pytest.mark.parametrize("strip_tables", [False, True])
 def test_every_real_store_and_part(strip_tables, monkeypatch):
     monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    monkeypatch.setattr(VIDX, "AHEAD_MIN_BYTES", 0)      # the index chains ahead on every store (and embedded)
     for p in _real_stores():
         for part in ("store", "commitlog", "consumequeue", "index"):
             runner = same(p, part, strip_tables=strip_tables, split_size=64 << 10)
@@ -221,3 +223,30 @@ def test_a_vanished_table_file_sends_the_files_to_tasks(monkeypatch):
     assert _render(*plan.merge(results, runner)) == want
     assert runner.follow_ups > 0
     assert not Path(plan.handoff.dir).exists()
+
+
+def test_index_chains_run_ahead_on_the_driver_while_the_tasks_run(monkeypatch):
+    """``plan.ahead()`` (called by the Spark job before its tasks) starts the index files' geometry and chain
+    checks on a driver thread; the merge takes them (and runs the entry checks on that thread during the
+    queue checks, against the merged table), as the embedded verify does during its commitlog pass: every
+    index file is taken from it, proven clean there, and the findings are the embedded ones. Without the
+    tables (an executor without the compiled lane) nothing is started."""
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    monkeypatch.setattr(VIDX, "AHEAD_MIN_BYTES", 0)
+    store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
+    taken, real = [], VIDX.ChainsAhead.take
+    monkeypatch.setattr(VIDX.ChainsAhead, "take", lambda self, p: taken.append((self, real(self, p))) or taken[-1][1])
+    want = _render(*embedded("store", str(store), VerifyOptions(jobs=1)))
+    embedded_ahead = {id(a) for a, _ in taken}
+    taken.clear()
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    assert plan.ahead(0) == 0 and plan.index_ahead is None                  # over the file budget
+    assert plan.ahead(64) == len(plan.store.index_files) > 0
+    ahead = plan.index_ahead
+    results = [fn(arg) for fn, arg, _ in plan.tasks]
+    assert _render(*plan.merge(results, _InProcess())) == want
+    assert embedded_ahead and len(taken) == len(plan.store.index_files)
+    assert all(a is ahead and t is not None and t[2] not in (VIDX.UNCHECKED, None) for a, t in taken)
+    monkeypatch.setattr(native_lane, "USE_FAST_LANE", False)
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    assert plan.ahead(64) == 0 and plan.index_ahead is None

@@ -38,7 +38,7 @@ from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq import verify as V
 from mqtool.rocketmq.ops import verify_target
 from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
-from mqtool.rocketmq.verify import native_lane, verify_range_task
+from mqtool.rocketmq.verify import index as VIDX, native_lane, verify_range_task
 from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.store import RocketStore, cq_filter
 
@@ -141,6 +141,7 @@ class StorePlan:
         plain = self.plain = dataclasses.replace(opts, runner=None)
         self.tasks: list = []
         self.kinds: list = []          # (kind, key) per task
+        self.index_ahead = None        # the index chains, started on the driver while the tasks run (ahead())
         self.driver_bytes = 0
         size = sum(s.size for s in store.segments)
         if store.segments and size <= WHOLE_STORE_MAX and not opts.split_size and not opts.salvage_out:
@@ -176,6 +177,20 @@ class StorePlan:
             geos = indexfiles.index_geometries(store.index_files, opts)
             for p in store.index_files:
                 self._add("index", p, index_task, (store, plain, p, cp, geos.of(p)), _size(p) * INDEX_COST)
+
+    def ahead(self, files: int) -> int:
+        """Start the index files' geometry and chain checks on a driver thread (:class:`ChainsAhead`, as the
+        embedded verify runs them during its commitlog pass) when the merge will check them against the
+        tables, at most ``files`` index files; called while the tasks run. Returns the files started."""
+        store = self.store
+        if (not self.xref or self.index_ahead is not None or not store.index_files or len(store.index_files) > files
+                or sum(s.size for s in store.segments) < VIDX.AHEAD_MIN_BYTES):
+            return 0
+        chains = getattr(native_lane._native_lane(), "index_chains", None)
+        if chains is None:
+            return 0
+        self.index_ahead = VIDX.ChainsAhead(V._Ctx(store, self.plain), chains)
+        return len(store.index_files)
 
     def _add(self, kind, key, fn, arg, weight):
         self.tasks.append((fn, arg, weight))
@@ -281,6 +296,8 @@ class _Replay:
         self.got = got
         self.runner = runner
         self.xref = None          # the merged cross-reference table (verify store, compiled lane)
+        # the index chains the plan ran while the tasks did (verify/index.start_chains takes them)
+        self.index_ahead = plan.index_ahead
 
     def imap(self, fn, items):
         items = list(items)

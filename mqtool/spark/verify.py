@@ -43,6 +43,9 @@ PARTITION_MIN_WEIGHT = 512 << 20
 # What the results of one job may hold on the driver at most (plans' ``driver_bytes``; one store is one job
 # whatever its size): the stores of a bigger run go in several jobs, each run when the merge reaches it.
 JOB_DRIVER_BYTES = 512 << 20
+# Files a job's plans may check ahead on the driver while its tasks run (``plan.ahead(files)``: each holds its
+# file mapped and its results until that store's merge).
+AHEAD_FILES = 64
 
 
 class Planned:
@@ -74,6 +77,11 @@ class _Job:
 
         describe(self.spark, "mqtool verify",
                  f"mqtool verify {self.part}: {len(self.planned)} store(s), {len(self.tasks)} task(s)")
+        # driver work that needs no task result, on threads while the tasks run (e.g. RocketMQ's index chains)
+        left = AHEAD_FILES
+        for p in self.planned:
+            if left > 0 and hasattr(p.plan, "ahead"):
+                left -= p.plan.ahead(left)
         results, self.tasks = self.runner.run(self.tasks), []
         for p in self.planned:
             p.results = results[p.start:p.start + len(p.plan.tasks)]
