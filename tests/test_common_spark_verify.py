@@ -233,8 +233,9 @@ def test_partition_count_follows_the_work_not_only_the_cores():
     from mqtool.spark.verify import PARTITION_MIN_WEIGHT as M, pack, partitions_for
 
     big = [(None, i, 128 << 20) for i in range(16)]          # a 2 GiB commitlog in 128 MiB ranges
-    assert partitions_for(big, 2) == 4                        # 2 GiB / 512 MiB
-    assert len(pack(big, partitions_for(big, 2))) == 4
+    assert partitions_for(big, 2) == 2                        # 2 GiB / 1 GiB: one per core, one wave
+    assert len(pack(big, partitions_for(big, 2))) == 2
+    assert partitions_for(big * 2, 2) == 4 and partitions_for(big, 8) == 8
     assert partitions_for([(None, 0, 10)], 2) == 2            # tiny: one per core (pack makes one group)
     assert partitions_for([(None, i, M) for i in range(100)], 2) == 8          # capped at 4 per core
     assert partitions_for([(None, i, M) for i in range(100)], 0) == 4          # unknown cores count as 1
