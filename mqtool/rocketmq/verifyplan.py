@@ -11,11 +11,14 @@ are cut into tasks (each runs anywhere the store's files can be read, e.g. a Spa
 
 For ``verify store`` with the compiled lane (on the driver and the executors) the queue and index tasks are
 not planned: the range tasks hand back their cross-reference tables (``Xref.export()``, what the commitlog
-pass saw of each message, as ``verify --jobs`` does), the merge appends them in commitlog order and the
-consumequeue and index checks run on the driver against that table as the embedded verify runs them (a
-file the table proves clean costs no per-entry loop; only a file it cannot prove takes the Python loop,
-there as embedded). A range that comes back without a table (an executor without the compiled lane) sends
-the queue and index files to the executors as the tasks above, in one more job.
+pass saw of each message, as ``verify --jobs`` does: as a file in the driver's :class:`~mqtool.io.Handoff`
+when the executor can see it, else compressed in the task result), the merge appends them in commitlog
+order and the consumequeue and index checks run on the driver against that table as the embedded verify
+runs them (a file the table proves clean costs no per-entry loop; only a file it cannot prove takes the
+Python loop, there as embedded; the index chains start on a driver thread while the tasks run,
+:meth:`StorePlan.ahead`). A range that comes back without a table (an executor without the compiled lane, a
+table file gone before the merge) sends the queue and index files to the executors as the tasks above, in
+one more job.
 
 The merge is the embedded :func:`mqtool.rocketmq.verify.verify_store` itself, given a runner that hands back
 what the tasks found (``imap`` for the ranges, ``dispatch_pass``, ``each_file``), so the findings, their
