@@ -7,6 +7,7 @@ link at any component below that root.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import io as _io
 import mmap
@@ -1242,15 +1243,95 @@ class Spool:
         return os.path.join(self.dir, f"{i:09d}")
 
     def close(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.dir, ignore_errors=True)
+        _remove_tree(self.dir)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _remove_tree(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class Handoff(Spool):
+    """A :class:`Spool` that tasks on other processes -- possibly other machines -- may leave results in,
+    for a driver that would otherwise receive them through a slower channel (Spark's task results). The
+    driver makes it (a private directory and a random token file in it) and ships it with the tasks; a task
+    uses it only when it reads that very token there (:meth:`reachable`: the directory is the driver's, on
+    this machine or on a filesystem both share), else it returns its result the usual way. A copy unpickled
+    in a task never removes the directory; the driver's does, at :meth:`close`, or when collected or at exit."""
+
+    def __init__(self):
+        super().__init__()
+        import weakref
+
+        self.token = _temp_name()
+        write_piece(os.path.join(self.dir, "token"), [self.token.encode()])
+        self._done = weakref.finalize(self, _remove_tree, self.dir)
+
+    def __getstate__(self):
+        return {"dir": self.dir, "token": self.token}
+
+    def __setstate__(self, state):
+        self.dir, self.token = state["dir"], state["token"]
+        self._done = None
+
+    def close(self) -> None:
+        if self._done is not None:
+            self._done()
+
+    def reachable(self) -> bool:
+        """This process sees the driver's directory (its token is there)."""
+        try:
+            fd = os.open(os.path.join(self.dir, "token"), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            return os.read(fd, 64) == self.token.encode()
+        finally:
+            os.close(fd)
+
+    def put(self, stem: str, data) -> str | None:
+        """Leave ``data`` (bytes-like) under a fresh name starting with ``stem`` (a retried or speculative
+        task never meets an earlier attempt's file); its name, or None when this process cannot (then send
+        the data the usual way)."""
+        if not self.reachable():
+            return None
+        name = f"{stem}-{_temp_name()}"
+        try:
+            write_piece(os.path.join(self.dir, name), [data])
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.dir, name))
+            return None
+        return name
+
+    def take(self, name: str, size: int):
+        """The piece ``name`` (a plain name a task gave, ``size`` bytes) mapped read-only, removed from the
+        directory at once (the map keeps its pages); None when it is not there as left (then the caller
+        does without it)."""
+        if name in ("", ".", "..") or "/" in name or "\x00" in name or name == "token":
+            return None
+        path = os.path.join(self.dir, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            os.unlink(path)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                return None
+            return mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else b""
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
 
 def write_piece(path: str, chunks) -> int:

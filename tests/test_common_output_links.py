@@ -314,3 +314,39 @@ def test_moving_a_scratch_tree_in_replaces_links_only_with_force(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["store=x"]
     assert snapshot(tmp_path / "in") == before
     shutil.rmtree(out)
+
+
+def test_handoff_pieces_are_private_and_never_follow_a_link(tmp_path):
+    """mqtool.io.Handoff (where Spark range tasks on the driver's machine leave their tables): a task uses it
+    only when it reads the driver's token there; a piece is taken once (removed as it is mapped), only under
+    a plain name it was given, of the size announced, never through a link; a task's (unpickled) copy never
+    removes the directory, the driver's close does."""
+    import pickle
+
+    from mqtool.io import Handoff
+
+    h = Handoff()
+    d = Path(h.dir)
+    assert (d.stat().st_mode & 0o777) == 0o700
+    away = pickle.loads(pickle.dumps(h))
+    assert away.reachable()
+    name = away.put("xref-3", b"table bytes")
+    assert name.startswith("xref-3-") and away.put("xref-3", b"table bytes") != name    # a retry: a new name
+    assert bytes(h.take(name, 11)) == b"table bytes" and not (d / name).exists()
+    assert h.take(name, 11) is None                                 # taken once
+    for bad in ("token", "../x", "", "."):
+        assert h.take(bad, 1) is None
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not a table")
+    os.symlink(secret, d / "xref-9-link")
+    assert h.take("xref-9-link", len(b"not a table")) is None      # a planted link is not followed
+    assert secret.read_bytes() == b"not a table"
+    other = away.put("xref-4", b"1234")
+    assert h.take(other, 5) is None                                 # not the size the task announced
+    stranger = pickle.loads(pickle.dumps(h))
+    stranger.token = "another machine's"
+    assert not stranger.reachable() and stranger.put("xref-5", b"x") is None
+    away.close()
+    assert d.is_dir()
+    h.close()
+    assert not d.exists()

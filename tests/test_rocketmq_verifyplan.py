@@ -82,6 +82,7 @@ def same(path, part="store", strip_tables=False, **kw) -> _InProcess:
     opts = VerifyOptions(**kw)
     want = _render(*embedded(part, str(path), VerifyOptions(jobs=1, **kw)))
     plan = VP.plan(part, str(path), opts)
+    plan.ahead(64)              # (what the Spark job does before its tasks: a no-op below AHEAD_MIN_BYTES)
     results = [fn(arg) for fn, arg, _ in plan.tasks]
     if strip_tables:
         for r in results:
@@ -129,6 +130,7 @@ def test_clean_store_loops_only_where_embedded_does(monkeypatch):
 @pytest.mark.parametrize("strip_tables", [False, True])
 def test_every_real_store_and_part(strip_tables, monkeypatch):
     monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    monkeypatch.setattr(VIDX, "AHEAD_MIN_BYTES", 0)      # the index chains ahead on every store (and embedded)
     for p in _real_stores():
         for part in ("store", "commitlog", "consumequeue", "index"):
             runner = same(p, part, strip_tables=strip_tables, split_size=64 << 10)
@@ -159,3 +161,95 @@ def test_cut_commitlog_without_tables(tmp_path, monkeypatch):
     for strip in (False, True):
         runner = same(store, strip_tables=strip)
         assert (runner.follow_ups > 0) == strip
+
+
+def _range_tasks(plan) -> list:
+    return [(fn, arg) for (fn, arg, _), (kind, _) in zip(plan.tasks, plan.kinds) if kind == "range"]
+
+
+@pytest.mark.parametrize("reachable", [True, False, "mixed"])
+def test_tables_left_as_files_or_sent_compressed(reachable, monkeypatch):
+    """A range task that sees the driver's handoff directory (its token there: local executors) leaves its
+    table there as a file and sends back only its name; one that does not (an executor on another machine,
+    simulated by a copy of the handoff whose token the directory does not hold) sends it zstd-compressed;
+    a cluster with executors on both kinds of machine mixes the two. Every way the merged table is the one
+    the plain exports give, byte for byte, the findings are the embedded ones, and the directory is gone
+    after the merge."""
+    import pickle
+
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
+    want = _render(*embedded("store", str(store), VerifyOptions(jobs=1)))
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    tasks = _range_tasks(plan)
+    assert len(tasks) > 2 and all(fn is VP.range_task for fn, _ in tasks)
+    near = pickle.loads(pickle.dumps(plan.handoff))      # what an executor gets
+    far = pickle.loads(pickle.dumps(plan.handoff))
+    far.token = "not-the-driver-s"
+    away = [near if reachable is True or (reachable == "mixed" and i % 2) else far for i in range(len(tasks))]
+    results = [fn((targs, h)) for (fn, (targs, _)), h in zip(tasks, away)]
+    plain = [VP.verify_range_task(targs) for _, (targs, _) in tasks]
+    assert [type(r.xref) for r in results] == [VP.LeftTable if h is near else VP.PackedTable for h in away]
+    left = sorted(Path(plan.handoff.dir).iterdir())
+    assert len(left) == 1 + away.count(near)          # the token, and one file per table left
+    want_table = native_lane.new_xref(plan.store.segments)
+    for r in plain:
+        want_table.merge(r.xref)
+    kept = [r.xref for r in results]
+    got_table = VP._merged_xref(plan.store, results, plan.handoff)
+    assert got_table.export() == want_table.export()
+    # each file is taken once: the directory holds only the token now
+    assert sorted(Path(plan.handoff.dir).iterdir()) == [Path(plan.handoff.dir) / "token"]
+    for t, r in zip(kept, plain):
+        if isinstance(t, VP.LeftTable):
+            assert t.size == len(r.xref)
+        else:
+            assert len(t.data) < len(r.xref)
+    # the whole merge (the tasks again: the merge above took the files)
+    results = [fn((targs, h)) for (fn, (targs, _)), h in zip(tasks, away)]
+    assert _render(*plan.merge(results, _InProcess())) == want
+    assert not Path(plan.handoff.dir).exists()
+
+
+def test_a_vanished_table_file_sends_the_files_to_tasks(monkeypatch):
+    """A table file that is gone when the driver merges (e.g. a cleaner emptied the temp directory) is no
+    table: the queue and index files go to tasks, with the embedded findings."""
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
+    want = _render(*embedded("store", str(store), VerifyOptions(jobs=1)))
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    results = [fn(arg) for fn, arg, _ in plan.tasks]
+    left = [r.xref for r in results if isinstance(getattr(r, "xref", None), VP.LeftTable)]
+    assert len(left) > 2
+    (Path(plan.handoff.dir) / left[len(left) // 2].name).unlink()
+    runner = _InProcess()
+    assert _render(*plan.merge(results, runner)) == want
+    assert runner.follow_ups > 0
+    assert not Path(plan.handoff.dir).exists()
+
+
+def test_index_chains_run_ahead_on_the_driver_while_the_tasks_run(monkeypatch):
+    """``plan.ahead()`` (called by the Spark job before its tasks) starts the index files' geometry and chain
+    checks on a driver thread; the merge takes them (and runs the entry checks on that thread during the
+    queue checks, against the merged table), as the embedded verify does during its commitlog pass: every
+    index file is taken from it, proven clean there, and the findings are the embedded ones. Without the
+    tables (an executor without the compiled lane) nothing is started."""
+    monkeypatch.setattr(VP, "WHOLE_STORE_MAX", 0)
+    monkeypatch.setattr(VIDX, "AHEAD_MIN_BYTES", 0)
+    store = require_realdata("rocketmq", "gen-5.1.4-clean", "store")
+    taken, real = [], VIDX.ChainsAhead.take
+    monkeypatch.setattr(VIDX.ChainsAhead, "take", lambda self, p: taken.append((self, real(self, p))) or taken[-1][1])
+    want = _render(*embedded("store", str(store), VerifyOptions(jobs=1)))
+    embedded_ahead = {id(a) for a, _ in taken}
+    taken.clear()
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    assert plan.ahead(0) == 0 and plan.index_ahead is None                  # over the file budget
+    assert plan.ahead(64) == len(plan.store.index_files) > 0
+    ahead = plan.index_ahead
+    results = [fn(arg) for fn, arg, _ in plan.tasks]
+    assert _render(*plan.merge(results, _InProcess())) == want
+    assert embedded_ahead and len(taken) == len(plan.store.index_files)
+    assert all(a is ahead and t is not None and t[2] not in (VIDX.UNCHECKED, None) for a, t in taken)
+    monkeypatch.setattr(native_lane, "USE_FAST_LANE", False)
+    plan = VP.plan("store", str(store), VerifyOptions(split_size=16 << 10))
+    assert plan.ahead(64) == 0 and plan.index_ahead is None

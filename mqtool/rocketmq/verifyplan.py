@@ -11,11 +11,14 @@ are cut into tasks (each runs anywhere the store's files can be read, e.g. a Spa
 
 For ``verify store`` with the compiled lane (on the driver and the executors) the queue and index tasks are
 not planned: the range tasks hand back their cross-reference tables (``Xref.export()``, what the commitlog
-pass saw of each message, as ``verify --jobs`` does), the merge appends them in commitlog order and the
-consumequeue and index checks run on the driver against that table as the embedded verify runs them (a
-file the table proves clean costs no per-entry loop; only a file it cannot prove takes the Python loop,
-there as embedded). A range that comes back without a table (an executor without the compiled lane) sends
-the queue and index files to the executors as the tasks above, in one more job.
+pass saw of each message, as ``verify --jobs`` does: as a file in the driver's :class:`~mqtool.io.Handoff`
+when the executor can see it, else compressed in the task result), the merge appends them in commitlog
+order and the consumequeue and index checks run on the driver against that table as the embedded verify
+runs them (a file the table proves clean costs no per-entry loop; only a file it cannot prove takes the
+Python loop, there as embedded; the index chains start on a driver thread while the tasks run,
+:meth:`StorePlan.ahead`). A range that comes back without a table (an executor without the compiled lane, a
+table file gone before the merge) sends the queue and index files to the executors as the tasks above, in
+one more job.
 
 The merge is the embedded :func:`mqtool.rocketmq.verify.verify_store` itself, given a runner that hands back
 what the tasks found (``imap`` for the ranges, ``dispatch_pass``, ``each_file``), so the findings, their
@@ -32,12 +35,13 @@ import dataclasses
 import os
 
 from mqtool.errors import InputError
+from mqtool.io import Handoff
 from mqtool.ranges import split_segments
 from mqtool.rocketmq import dispatch, indexfiles
 from mqtool.rocketmq import verify as V
 from mqtool.rocketmq.ops import verify_target
 from mqtool.rocketmq.ranges import FAMILY, ROW_TASK_SPLIT
-from mqtool.rocketmq.verify import native_lane, verify_range_task
+from mqtool.rocketmq.verify import index as VIDX, native_lane, verify_range_task
 from mqtool.rocketmq.scan import CommitLogReader
 from mqtool.rocketmq.store import RocketStore, cq_filter
 
@@ -140,6 +144,7 @@ class StorePlan:
         plain = self.plain = dataclasses.replace(opts, runner=None)
         self.tasks: list = []
         self.kinds: list = []          # (kind, key) per task
+        self.index_ahead = None        # the index chains, started on the driver while the tasks run (ahead())
         self.driver_bytes = 0
         size = sum(s.size for s in store.segments)
         if store.segments and size <= WHOLE_STORE_MAX and not opts.split_size and not opts.salvage_out:
@@ -150,11 +155,13 @@ class StorePlan:
         # verify store: the ranges bring their cross-reference tables back, the file checks run against them
         self.xref = (part == "store" and bool(store.segments) and not opts.salvage_out
                      and native_lane.new_xref(store.segments) is not None)
+        # where tasks that share the driver's filesystem (local executors) leave their tables
+        self.handoff = Handoff() if self.xref else None
         if part in ("store", "commitlog") and store.segments:
             split = opts.split_size or (ROW_TASK_SPLIT if opts.salvage_out else None)
             for r in split_segments(FAMILY, store.path, store.segments, split):
                 self._add("range", r.index, range_task if self.xref else verify_range_task,
-                          (r, plain, True) if self.xref else (r, plain),
+                          ((r, plain, True), self.handoff) if self.xref else (r, plain),
                           r.length)
         elif part in ("consumequeue", "index"):
             for s in store.segments:
@@ -174,6 +181,20 @@ class StorePlan:
             for p in store.index_files:
                 self._add("index", p, index_task, (store, plain, p, cp, geos.of(p)), _size(p) * INDEX_COST)
 
+    def ahead(self, files: int) -> int:
+        """Start the index files' geometry and chain checks on a driver thread (:class:`ChainsAhead`, as the
+        embedded verify runs them during its commitlog pass) when the merge will check them against the
+        tables, at most ``files`` index files; called while the tasks run. Returns the files started."""
+        store = self.store
+        if (not self.xref or self.index_ahead is not None or not store.index_files or len(store.index_files) > files
+                or sum(s.size for s in store.segments) < VIDX.AHEAD_MIN_BYTES):
+            return 0
+        chains = getattr(native_lane._native_lane(), "index_chains", None)
+        if chains is None:
+            return 0
+        self.index_ahead = VIDX.ChainsAhead(V._Ctx(store, self.plain), chains)
+        return len(store.index_files)
+
     def _add(self, kind, key, fn, arg, weight):
         self.tasks.append((fn, arg, weight))
         self.kinds.append((kind, key))
@@ -187,7 +208,11 @@ class StorePlan:
             got.setdefault(kind, {})[key] = res
         replay = _Replay(self, got, runner)
         if self.xref:
-            replay.xref = _merged_xref(self.store, [got["range"][k] for k in sorted(got.get("range", {}))])
+            try:
+                replay.xref = _merged_xref(self.store, [got["range"][k] for k in sorted(got.get("range", {}))],
+                                           self.handoff)
+            finally:
+                self.handoff.close()
         opts = dataclasses.replace(self.opts, runner=replay)
         return V.verify_store(self.store, self.part, opts)
 
@@ -210,20 +235,37 @@ class PackedTable:
         self.data = data
 
 
-def range_task(args):
-    """:func:`verify_range_task` on an executor, its cross-reference table sent back zstd-compressed (level 1).
-    The table (~50 bytes a message) crosses the Python worker, the JVM and the driver's Python, each with its
-    own copies; compressed it is ~2.3x smaller for ~7 ms of CPU per 4 MB on the executor and ~5 ms on the
-    driver."""
-    import zstandard
+class LeftTable:
+    """A range's cross-reference table left as a file in the driver's :class:`~mqtool.io.Handoff` (``name``,
+    ``size`` bytes): a task that shares the driver's filesystem sends only this back."""
 
-    res = verify_range_task(args)
+    __slots__ = ("name", "size")
+
+    def __init__(self, name: str, size: int):
+        self.name, self.size = name, size
+
+
+def range_task(args):
+    """:func:`verify_range_task` on an executor; its cross-reference table goes back to the driver as a file
+    in the driver's handoff directory when this executor can see it (``local[N]``, or an executor on the
+    driver's machine), else through Spark's task result, zstd-compressed (level 1). Measured at 2 GiB
+    (docs/spark.md): the tables (~50 bytes a message, 71 MB) cross the Python worker, the JVM and the
+    driver's Python with copies in each (~0.2 s of JVM CPU), plus ~0.1 s to compress and ~0.05 s to
+    decompress them; as files they cost one write into the page cache and one copy out of a map."""
+    targs, handoff = args
+    res = verify_range_task(targs)
     if isinstance(res.xref, (bytes, bytearray)):
-        res.xref = PackedTable(zstandard.ZstdCompressor(level=1).compress(res.xref))
+        name = handoff.put(f"xref-{targs[0].index}", res.xref) if handoff is not None else None
+        if name is not None:
+            res.xref = LeftTable(name, len(res.xref))
+        else:
+            import zstandard
+
+            res.xref = PackedTable(zstandard.ZstdCompressor(level=1).compress(res.xref))
     return res
 
 
-def _merged_xref(store, ranges: list):
+def _merged_xref(store, ranges: list, handoff=None):
     """The ranges' cross-reference tables appended in commitlog order (as ``verify --jobs`` merges them), each
     export dropped once merged; None when a range brought none back (then the file checks go to tasks)."""
     xref = native_lane.new_xref(store.segments)
@@ -231,13 +273,19 @@ def _merged_xref(store, ranges: list):
         return None
     for res in ranges:
         blob, res.xref = res.xref, None
+        if isinstance(blob, LeftTable):
+            blob = handoff.take(blob.name, blob.size) if handoff is not None else None
         if blob is None:
             return None
         if isinstance(blob, PackedTable):
             import zstandard
 
             blob = zstandard.ZstdDecompressor().decompress(blob.data)
-        xref.merge(blob)
+        try:
+            xref.merge(blob)
+        finally:
+            if hasattr(blob, "close"):
+                blob.close()
     return xref
 
 
@@ -251,6 +299,8 @@ class _Replay:
         self.got = got
         self.runner = runner
         self.xref = None          # the merged cross-reference table (verify store, compiled lane)
+        # the index chains the plan ran while the tasks did (verify/index.start_chains takes them)
+        self.index_ahead = plan.index_ahead
 
     def imap(self, fn, items):
         items = list(items)

@@ -37,12 +37,18 @@ PARTITIONS_PER_CORE = 4
 # input): each costs Spark ~40 ms of CPU of its own (~12 ms in the Python worker, ~11 ms in the JVM, and its
 # share of the result's copies; measured on local[2] with 64 empty tasks and with the 2 GiB bench store,
 # where 8 partitions took ~0.2 s more CPU than 2), about what the compiled commitlog pass spends on 100 MiB.
-# With 512 MiB a partition's own cost stays under ~15 % of its work; a run with less work than the cores
-# get still has one partition per core.
-PARTITION_MIN_WEIGHT = 512 << 20
+# With the tables no longer crossing Spark (RocketMQ's handoff) a partition still costs ~25 ms of CPU and ~45 ms
+# of wall time (the 512 MiB bench store as 4 partitions instead of 2: +0.05 s CPU, +0.09 s at load 3); the
+# commitlog pass spends ~0.1-0.2 s of CPU on 512 MiB. With 1 GiB a partition's own cost stays near 10 % of its
+# work (a 2 GiB store: 2 partitions on 2 cores, one wave); a run with less work than the cores get still has
+# one partition per core.
+PARTITION_MIN_WEIGHT = 1 << 30
 # What the results of one job may hold on the driver at most (plans' ``driver_bytes``; one store is one job
 # whatever its size): the stores of a bigger run go in several jobs, each run when the merge reaches it.
 JOB_DRIVER_BYTES = 512 << 20
+# Files a job's plans may check ahead on the driver while its tasks run (``plan.ahead(files)``: each holds its
+# file mapped and its results until that store's merge).
+AHEAD_FILES = 64
 
 
 class Planned:
@@ -74,6 +80,11 @@ class _Job:
 
         describe(self.spark, "mqtool verify",
                  f"mqtool verify {self.part}: {len(self.planned)} store(s), {len(self.tasks)} task(s)")
+        # driver work that needs no task result, on threads while the tasks run (e.g. RocketMQ's index chains)
+        left = AHEAD_FILES
+        for p in self.planned:
+            if left > 0 and hasattr(p.plan, "ahead"):
+                left -= p.plan.ahead(left)
         results, self.tasks = self.runner.run(self.tasks), []
         for p in self.planned:
             p.results = results[p.start:p.start + len(p.plan.tasks)]

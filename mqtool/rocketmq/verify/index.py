@@ -118,14 +118,21 @@ AHEAD_MIN_BYTES = NATIVE_VERIFY_PARALLEL_MIN_BYTES
 
 def start_chains(ctx: _Ctx) -> None:
     """Start :class:`ChainsAhead` (the index geometries, then each file's chains) when the compiled table will
-    check the index files after a long commitlog pass (run.py calls this before that pass)."""
+    check the index files after a long commitlog pass (run.py calls this before that pass). A distributed
+    verify's merge (``opts.runner``) takes the one its plan started while the tasks ran, if any
+    (``runner.index_ahead``: :mod:`mqtool.rocketmq.verifyplan`)."""
     from mqtool.rocketmq.verify import native_lane
 
     store = ctx.store
+    runner = getattr(ctx.opts, "runner", None)
+    if runner is not None:
+        if ctx.want_xref and ctx.salvage is None:
+            ctx.index_ahead = getattr(runner, "index_ahead", None)
+        return
     if sum(s.size for s in store.segments) < AHEAD_MIN_BYTES:
         return
     if not (store.index_files and store.segments and ctx.want_xref and ctx.salvage is None
-            and getattr(ctx.opts, "runner", None) is None and native_lane.new_xref(store.segments) is not None):
+            and native_lane.new_xref(store.segments) is not None):
         return
     chains = getattr(native_lane._native_lane(), "index_chains", None)
     if chains is None:

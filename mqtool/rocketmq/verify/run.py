@@ -34,8 +34,11 @@ def verify_store(store: RocketStore, part: str, opts: VerifyOptions):
                 start_chains(ctx)             # the index files' chain checks, on a thread meanwhile
             if part in ("store", "commitlog"):
                 yield from _verify_commitlog(ctx)
-            if ctx.index_ahead is not None and ctx.xref is not None:
-                ctx.index_ahead.check(ctx.xref)  # the index entry checks, on a thread during the queue checks
+            # the index entry checks, on a thread during the queue checks (a distributed verify's merge: against
+            # the table its tasks brought back, its runner's)
+            table = ctx.xref if ctx.xref is not None else getattr(opts.runner, "xref", None)
+            if ctx.index_ahead is not None and table is not None:
+                ctx.index_ahead.check(table)
             elif part in ("consumequeue", "index"):
                 yield from _scan_for_dispatch(ctx)
             if part in ("store", "consumequeue"):
