@@ -60,3 +60,31 @@ def test_campaign_driver_judges_and_runs(tmp_path):
                         "path", "--verbs", "info,hash"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "| info | kafka | path |" in p.stdout and " 0 failures" in p.stdout
+
+
+def _litemq_first_segment_a_directory(tmp_path: Path) -> tuple[Path, Path]:
+    store = _copy(tmp_path, "litemq/store")
+    seg = sorted((store / "commitlog").iterdir())[0]
+    seg.unlink()
+    seg.mkdir()
+    return store, seg
+
+
+def test_litemq_info_counts_a_segment_it_cannot_read(tmp_path, run_cli):
+    """A LiteMQ commitlog file replaced by a directory: verify and dump report file-unreadable, but info
+    dropped the damage (it has no byte range) and exited 0 with a clean timeline."""
+    store, seg = _litemq_first_segment_a_directory(tmp_path)
+    code, out, err = run_cli("info", store, "--json")
+    assert code == 1, (out[-500:], err)
+    damage = json.loads(out)["damage"]
+    assert [(d["code"], Path(d["file"]).name) for d in damage] == [("file-unreadable", seg.name)]
+
+
+def test_litemq_export_counts_a_segment_it_cannot_read(tmp_path, run_cli):
+    """The same store exported: the ranges never list the unreadable file, so export said nothing and exited
+    0; the first range now gives the file-list errors (as dump's walk does) and export exits 1."""
+    pytest.importorskip("pyarrow")
+    store, seg = _litemq_first_segment_a_directory(tmp_path)
+    code, out, err = run_cli("export", store, "--to", tmp_path / "x.parquet", "--jobs", "1")
+    assert code == 1, (out, err)
+    assert "1 damaged range" in err
