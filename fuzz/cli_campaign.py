@@ -38,7 +38,7 @@ Mutation classes (``--classes``; each expands to a few deterministic variants pe
                  symlink, a symlink loop, /dev/zero, another family's store, a log directory
 
     python fuzz/cli_campaign.py                          # fixtures, every class, every verb (~10-20 min)
-    python fuzz/cli_campaign.py --real                   # also copies of a few real stores
+    python fuzz/cli_campaign.py --real                   # also copies of a few real stores (--real-only)
     python fuzz/cli_campaign.py --family kafka --classes codec,meta --verbs dump,verify
     python fuzz/cli_campaign.py --budget 300             # stop starting new cases after 300 s
 
@@ -66,10 +66,10 @@ sys.path.insert(0, str(ROOT))
 
 from fuzz.cli import STORES, kafka_fix_crc, kafka_v2_batches  # noqa: E402
 
-REALDATA = ROOT.parent / "shared" / "realdata"
-REAL_STORES = {"rocketmq": ["rocketmq/gen-5.1.4-kill", "rocketmq/supergolden-221e78c1"],
-               "litemq": ["litemq/crash"],
-               "kafka": ["kafka/generated-4.0.0-SNAPSHOT", "kafka/volodymyrzee-kafka-zk-2020"]}
+REALDATA = Path(os.environ.get("MQTOOL_REALDATA", ROOT.parent / "shared" / "realdata"))
+REAL_STORES = {"rocketmq": ["rocketmq/gen-5.1.4-kill/store", "rocketmq/supergolden-221e78c1/store"],
+               "litemq": ["litemq/crash/data"],
+               "kafka": ["kafka/generated-4.0.0-SNAPSHOT/broker-append", "kafka/volodymyrzee-kafka-zk-2020/c3-c896d6b"]}
 CLASSES = ("truncate", "length", "bitflip", "zerotail", "garbage", "shape", "oddsize", "meta", "codec", "names",
            "path")
 LIMIT_AS = 2_000_000_000
@@ -108,7 +108,8 @@ def kafka_partition(store: Path) -> Path:
 # ---- the first record's field boundaries, from the schemas --------------------------------------------------
 
 def first_record_fields(family: str, data: bytes) -> tuple[dict[str, tuple[int, int]], int]:
-    """({field: (offset, size)} of the first record's fixed prefix, the record's end) in a log segment."""
+    """({field: (offset, size)} of the first record's fixed prefix, the record's end) in a log segment (Kafka:
+    of the first v2 batch)."""
     from mqtool.schema_struct import field_positions
 
     if family == "rocketmq":
@@ -116,11 +117,11 @@ def first_record_fields(family: str, data: bytes) -> tuple[dict[str, tuple[int, 
         f = field_positions(R.MessageV1)
         end = struct.unpack_from(">i", data, 0)[0] if len(data) >= 4 else 0
         return f, end
-    if family == "kafka":
+    if family == "kafka":         # the first v2 batch (a segment may start with legacy messages)
         from formats import kafka as K
-        f = field_positions(K.RecordBatchHeader)
-        end = 12 + struct.unpack_from(">i", data, 8)[0] if len(data) >= 12 else 0
-        return f, end
+        batches = kafka_v2_batches(data)
+        at, end = batches[0] if batches else (0, 12 + struct.unpack_from(">i", data, 8)[0] if len(data) >= 12 else 0)
+        return {k: (o + at, s) for k, (o, s) in field_positions(K.RecordBatchHeader).items()}, end
     from formats import litemq as L
     f = {"length": (0, L.LENGTH_PREFIX)}
     f.update({k: (o + L.LENGTH_PREFIX, s) for k, (o, s) in field_positions(L.Message).items()})
@@ -163,7 +164,7 @@ def variants(cls: str, family: str, store: Path):
     out = []
     log = rel(logs[0]) if logs else None
     if cls == "truncate" and log is not None:
-        fields, end = first_record_fields(family, (store / log).read_bytes()[:4096])
+        fields, end = first_record_fields(family, (store / log).read_bytes()[:65536])
         cuts = sorted({o for o, _ in fields.values()} | {o + s for o, s in fields.values()} | {end - 1, end + 3})
         for c in cuts:
             if c > 0:
@@ -171,7 +172,7 @@ def variants(cls: str, family: str, store: Path):
         for p in idx[:4]:
             out.append((f"{rel(p)} one byte short", lambda s, r=rel(p): _rewrite(s / r, lambda b: b[:-1])))
     elif cls == "length" and log is not None:
-        fields, _ = first_record_fields(family, (store / log).read_bytes()[:4096])
+        fields, _ = first_record_fields(family, (store / log).read_bytes()[:65536])
         for name in _length_fields(family):
             o, size = fields[name]
             for v in (0, -1, 0x7FFFFFFF):
@@ -190,7 +191,7 @@ def variants(cls: str, family: str, store: Path):
                 return b
             out.append((f"flips in {rel(p)}", lambda s, r=rel(p), m=m: _rewrite(s / r, m)))
     elif cls == "zerotail" and log is not None:
-        _, end = first_record_fields(family, (store / log).read_bytes()[:4096])
+        _, end = first_record_fields(family, (store / log).read_bytes()[:65536])
         out.append(("zero from the middle", lambda s: _rewrite(s / log, lambda b: b[:len(b) // 2] + bytes(len(b)
                                                                                              - len(b) // 2))))
         out.append(("zero from record 2", lambda s, e=end: _rewrite(s / log, lambda b: b[:e] + bytes(max(0, len(b)
@@ -285,7 +286,7 @@ def _codec_variants(family: str, store: Path, logs: list[Path]):
                             lambda s, m=m: _rewrite(s / log, m)))
     elif family == "rocketmq":
         from formats import rocketmq as R
-        fields, end = first_record_fields(family, (store / log).read_bytes()[:4096])
+        fields, end = first_record_fields(family, (store / log).read_bytes()[:65536])
         so, bo, bl = fields["SYSFLAG"][0], fields["BODYCRC"][0], fields["BODYLENGTH"][0]
         for ctype in range(8):
             for body in ("garbage", "ones"):
@@ -388,7 +389,7 @@ def judge(code: int, err: str, strict: bool, damaged: str | None) -> str | None:
     return None
 
 
-def campaign(families, classes, verbs, real: bool, budget: float | None, strict: bool, verbose: bool,
+def campaign(families, classes, verbs, real: str | None, budget: float | None, strict: bool, verbose: bool,
              record=None):
     table = defaultdict(lambda: [0, 0, 0, 0])          # (verb, family, class) -> [exit0, exit1, exit2, failures]
     failures: list[str] = []
@@ -396,7 +397,7 @@ def campaign(families, classes, verbs, real: bool, budget: float | None, strict:
     runs = 0
     with tempfile.TemporaryDirectory(prefix="mqtool-campaign-") as tmp:
         tmp = Path(tmp)
-        sources = [(f, STORES[f], "fixture") for f in families]
+        sources = [(f, STORES[f], "fixture") for f in families] if real != "only" else []
         if real:
             sources += [(f, REALDATA / r, r) for f in families for r in REAL_STORES[f] if (REALDATA / r).is_dir()]
         for family, src, origin in sources:
@@ -456,7 +457,9 @@ def main(argv=None) -> int:
     ap.add_argument("--family", action="append", choices=sorted(STORES))
     ap.add_argument("--classes", default=",".join(CLASSES), help="comma-separated, of: " + ", ".join(CLASSES))
     ap.add_argument("--verbs", default="", help="comma-separated verbs to run (default: all)")
-    ap.add_argument("--real", action="store_true", help="also mutate copies of real stores (../shared/realdata)")
+    ap.add_argument("--real", action="store_const", const="also", help="also mutate copies of real stores "
+                    "(../shared/realdata, REAL_STORES)")
+    ap.add_argument("--real-only", dest="real", action="store_const", const="only", help="only the real stores")
     ap.add_argument("--budget", type=float, default=None, help="stop starting new cases after this many seconds")
     ap.add_argument("--strict", action="store_true", help="an exit-2 line must name a path")
     ap.add_argument("--record", type=argparse.FileType("w"), help="write every run's result here (NDJSON)")

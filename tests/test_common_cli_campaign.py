@@ -88,3 +88,22 @@ def test_litemq_export_counts_a_segment_it_cannot_read(tmp_path, run_cli):
     code, out, err = run_cli("export", store, "--to", tmp_path / "x.parquet", "--jobs", "1")
     assert code == 1, (out, err)
     assert "1 damaged range" in err
+
+
+def test_kafka_checkpoint_listing_many_partitions_is_bounded_findings(tmp_path, run_cli):
+    """A log-start-offset-checkpoint of a million lines naming one partition with no directory (6 MB) gave a
+    million findings: `verify store --as table` ran past a minute. Kafka reads the lines into a map (the last
+    line of a partition wins); the partitions with no directory are now one finding per file, and repeated
+    lines one checkpoint-malformed finding."""
+    store = _copy(tmp_path, "kafka/logdir")
+    lines = ["ghost 0 1"] * 1000 + [f"t{i} 0 5" for i in range(1000)] + ["fixture 0 0"]
+    ck = store / "log-start-offset-checkpoint"
+    ck.write_text(f"0\n{len(lines)}\n" + "".join(ln + "\n" for ln in lines))
+    code, out, err = run_cli("verify", "store", store, "--json")
+    assert code == 1, err
+    mine = [r for r in _rows(out) if r["kind"] == "finding" and r["file"] and r["file"].endswith(ck.name)]
+    assert sorted(r["code"] for r in mine) == ["kafka.checkpoint-malformed", "kafka.checkpoint-unknown-partition"]
+    unknown = next(r for r in mine if r["code"] == "kafka.checkpoint-unknown-partition")
+    assert unknown["actual"] == 1001 and "ghost-0" in unknown["message"]
+    malformed = next(r for r in mine if r["code"] == "kafka.checkpoint-malformed")
+    assert malformed["message"].startswith("999 line(s) repeat")
