@@ -365,6 +365,7 @@ def commands(family: str, store: Path, out: Path, pristine: Path) -> list[tuple[
 # ---- running ------------------------------------------------------------------------------------------------
 
 def run(args: list[str], cwd: Path) -> tuple[int, bytes, str]:
+    """One CLI run as an operator starts it, under the address-space limit and the timeout."""
     cmd = ["nice", "-n", "15", "prlimit", f"--as={LIMIT_AS}", "timeout", "-s", "KILL", str(TIMEOUT),
            sys.executable, "-m", "mqtool", *args]
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1", COLUMNS="120")
@@ -426,12 +427,15 @@ def campaign(families, classes, verbs, real: str | None, budget: float | None, s
                     for verb, args in commands(family, store, case / "out", src):
                         if verbs and verb not in verbs:
                             continue
+                        t = time.monotonic()
                         code, out, err = run(args, case)
+                        dt = time.monotonic() - t
                         runs += 1
                         bad = judge(code, err, strict, None)
                         if record is not None:
                             record.write(json.dumps({"family": family, "origin": origin, "class": cls,
                                                      "variant": label, "args": args[:2], "exit": code,
+                                                     "seconds": round(dt, 2),
                                                      "stderr": err.strip()[-300:], "failure": bad}) + "\n")
                         row = table[(verb, family, cls)]
                         if bad:

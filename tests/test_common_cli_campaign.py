@@ -107,3 +107,31 @@ def test_kafka_checkpoint_listing_many_partitions_is_bounded_findings(tmp_path, 
     assert unknown["actual"] == 1001 and "ghost-0" in unknown["message"]
     malformed = next(r for r in mine if r["code"] == "kafka.checkpoint-malformed")
     assert malformed["message"].startswith("999 line(s) repeat")
+
+
+def _kafka_second_segment_a_fifo(tmp_path: Path) -> tuple[Path, Path]:
+    store = _copy(tmp_path, "kafka/logdir")
+    seg = sorted((store / "fixture-0").glob("*.log"))[1]
+    seg.unlink()
+    os.mkfifo(seg)
+    return store, seg
+
+
+@pytest.mark.parametrize("verb", ["info", "report", "query-time", "query-key", "query-pid"])
+def test_kafka_reading_verbs_go_on_past_a_segment_they_cannot_open(tmp_path, run_cli, verb):
+    """A Kafka .log replaced by a FIFO: verify and dump report file-unreadable and go on; info (so report) and
+    query stopped with exit 2 and 'not a regular file (FIFO)', losing everything else (query after printing
+    part of its rows). Now: damage, exit 1, the other segment's records still there."""
+    store, seg = _kafka_second_segment_a_fifo(tmp_path)
+    args = {"info": ["info", store, "--json"], "report": ["report", store, "-o", tmp_path / "r.html"],
+            "query-time": ["query", store, "--time-from", "2000-01-01T00:00:00Z", "--json"],
+            "query-key": ["query", store, "--key", "k3", "--json"],
+            "query-pid": ["query", store, "--producer-id", "7000", "--json"]}[verb]
+    code, out, err = run_cli(*args)
+    assert code == 1, (out[-300:], err)
+    if verb == "info":
+        doc = json.loads(out)
+        assert [(d["code"], Path(d["file"]).name) for d in doc["damage"]] == [("file-unreadable", seg.name)]
+        assert doc["messages"] > 0
+    elif verb.startswith("query"):
+        assert _rows(out) and f"{seg.name}: file-unreadable" in err
