@@ -135,3 +135,20 @@ def test_kafka_reading_verbs_go_on_past_a_segment_they_cannot_open(tmp_path, run
         assert doc["messages"] > 0
     elif verb.startswith("query"):
         assert _rows(out) and f"{seg.name}: file-unreadable" in err
+
+
+@pytest.mark.parametrize("query", [["--time-from", "2000-01-01T00:00:00Z"], ["--key", "order-0"],
+                                   ["--topic", "Orders", "--queue", "0", "--queue-offset", "1"]])
+def test_rocketmq_query_goes_on_past_a_segment_it_cannot_open(tmp_path, run_cli, query):
+    """RocketMQ query over a store whose first segment is a directory: the single-unit reader let the
+    'not a regular file' error through (exit 2, nothing else read) where the scanner and verify report
+    file-unreadable; now it is damage (exit 1) and the time query still prints the other segments' messages."""
+    store = _copy(tmp_path, "rocketmq/store")
+    seg = sorted((store / "commitlog").iterdir())[0]
+    seg.unlink()
+    seg.mkdir()
+    code, out, err = run_cli("query", store, *query, "--json")
+    assert code == 1, (out[-300:], err)
+    assert "file-unreadable" in err and seg.name in err
+    if query[0] == "--time-from":
+        assert _rows(out) and all(not r["file"].endswith(seg.name) for r in _rows(out))
