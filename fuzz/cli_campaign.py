@@ -392,7 +392,7 @@ def judge(code: int, err: str, strict: bool, damaged: str | None) -> str | None:
 
 def campaign(families, classes, verbs, real: str | None, budget: float | None, strict: bool, verbose: bool,
              record=None):
-    table = defaultdict(lambda: [0, 0, 0, 0])          # (verb, family, class) -> [exit0, exit1, exit2, failures]
+    table: dict = defaultdict(lambda: [0, 0, 0, 0])          # (verb, family, class) -> [exit0, exit1, exit2, failures]
     failures: list[str] = []
     t0 = time.monotonic()
     runs = 0
@@ -482,9 +482,29 @@ def main(argv=None) -> int:
     print(f"| verb | family | class | exit 0 | exit 1 | exit 2 | failures |\n|---|---|---|---|---|---|---|")
     for (verb, family, cls), (e0, e1, e2, nf) in sorted(table.items()):
         print(f"| {verb} | {family} | {cls} | {e0} | {e1} | {e2} | {nf or ''} |")
+    print(matrix(table))
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0
+
+
+def matrix(table) -> str:
+    """Per family, verb x class: runs and the exit codes seen ("12 012": 12 runs, exits 0, 1 and 2 all met),
+    "F<n>" when n runs broke the promise, "-" when the class gave that verb nothing to run."""
+    out = []
+    for family in sorted({f for _, f, _ in table}):
+        classes = [c for c in CLASSES if any(k[1] == family and k[2] == c for k in table)]
+        verbs = sorted({v for v, f, _ in table if f == family})
+        out.append(f"\n{family}\n| verb | " + " | ".join(classes) + " |\n|---|" + "---|" * len(classes))
+        for v in verbs:
+            cells = []
+            for c in classes:
+                e0, e1, e2, nf = table.get((v, family, c), (0, 0, 0, 0))
+                n = e0 + e1 + e2 + nf
+                cells.append("-" if not n else f"{n} " + "".join(str(i) for i, k in enumerate((e0, e1, e2)) if k)
+                             + (f" F{nf}" if nf else ""))
+            out.append(f"| {v} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -152,3 +152,40 @@ def test_rocketmq_query_goes_on_past_a_segment_it_cannot_open(tmp_path, run_cli,
     assert "file-unreadable" in err and seg.name in err
     if query[0] == "--time-from":
         assert _rows(out) and all(not r["file"].endswith(seg.name) for r in _rows(out))
+
+
+def _kafka_partition_with_a_name_not_utf8(tmp_path: Path) -> tuple[Path, bytes]:
+    store = _copy(tmp_path, "kafka/logdir")
+    bad = b"\xff\xfe\x1b[2Jfixture-0"
+    os.rename(store / "fixture-0", os.fsencode(store) + b"/" + bad)
+    return store, bad
+
+
+def test_kafka_report_of_a_partition_directory_named_not_utf8(tmp_path, run_cli):
+    """A partition directory whose name is not UTF-8 (and holds an ESC): `report` stopped with exit 2
+    "'utf-8' codec can't encode characters ... surrogates not allowed" writing the page. Now the page shows the
+    name with its bytes escaped (\\xff, \\x1b) as a terminal would, and no raw control."""
+    store, _ = _kafka_partition_with_a_name_not_utf8(tmp_path)
+    out_html = tmp_path / "r.html"
+    code, out, err = run_cli("report", store, "-o", out_html)
+    assert code in (0, 1), err
+    page = out_html.read_bytes().decode("utf-8")        # valid UTF-8
+    assert "\\xff\\xfe\\x1b[2Jfixture-0" in page and "\x1b" not in page
+
+
+def test_kafka_export_of_a_partition_directory_named_not_utf8(tmp_path, run_cli):
+    """The same store exported: the Parquet writer refused the name (exit 2, nothing written). Now the
+    string columns carry its bytes as \\xNN text, the topic partition is named by a hash and listed in
+    _partitions.ndjson with its true value (as a too-long name is)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    store, bad = _kafka_partition_with_a_name_not_utf8(tmp_path)
+    dest = tmp_path / "x.parquet"
+    code, out, err = run_cli("export", store, "--to", dest, "--jobs", "1")
+    assert code == 0, err
+    t = pq.read_table(dest)
+    code, _, err = run_cli("export", FIXTURES / "kafka" / "logdir", "--to", tmp_path / "plain.parquet", "--jobs", "1")
+    assert code == 0, err
+    assert t.num_rows == pq.read_table(tmp_path / "plain.parquet").num_rows     # renaming loses no row
+    assert all(f.startswith(str(store) + "/\\xff\\xfe\x1b[2Jfixture-0/") for f in t.column("file").to_pylist())
+    index = _rows((dest / "_partitions.ndjson").read_text())
+    assert [os.fsencode(r["value"]) for r in index] == [bad[:-2]]     # the topic: the name less "-0"
