@@ -189,3 +189,26 @@ def test_kafka_export_of_a_partition_directory_named_not_utf8(tmp_path, run_cli)
     assert all(f.startswith(str(store) + "/\\xff\\xfe\x1b[2Jfixture-0/") for f in t.column("file").to_pylist())
     index = _rows((dest / "_partitions.ndjson").read_text())
     assert [os.fsencode(r["value"]) for r in index] == [bad[:-2]]     # the topic: the name less "-0"
+
+
+@pytest.mark.parametrize("name", ["00000000000000000009.txnindex", "00000000000000000009.timeindex",
+                                  "00000000000000000012.snapshot", "leader-epoch-checkpoint"])
+def test_kafka_small_file_of_a_hostile_size_costs_bounded_memory(tmp_path, name):
+    """A Kafka index, snapshot or checkpoint grown (sparse, no disk used) to 1.5 GB: the readers read it whole
+    and kept every entry, and `verify store` died of MemoryError under a 2 GB address-space limit (exit 120
+    or 1 with 'lost sys.stderr', no finding). Now a file far past what Kafka writes is a file-unreadable finding."""
+    import resource
+
+    store = _copy(tmp_path, "kafka/logdir")
+    victim = store / "fixture-0" / name
+    with open(victim, "r+b") as f:
+        f.truncate(1_500_000_000)
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))
+
+    r = subprocess.run([sys.executable, "-m", "mqtool", "verify", "store", str(store), "--json"], capture_output=True,
+                       text=True, preexec_fn=limit, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "MemoryError" not in r.stderr, r.stderr[-600:]
+    found = [x for x in _rows(r.stdout) if x["kind"] == "finding" and x["code"] == "kafka.file-unreadable"]
+    assert [Path(x["file"]).name for x in found] == [name], r.stdout[-600:]
