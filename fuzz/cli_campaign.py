@@ -27,6 +27,7 @@ Mutation classes (``--classes``; each expands to a few deterministic variants pe
     shape        a log segment / index file / metadata file replaced by a directory, a FIFO, a dangling
                  symlink, a symlink loop, a link to /dev/zero
     oddsize      index and consume-queue files of sizes no entry size divides (7 more bytes, 3 fewer)
+    huge         index and metadata files grown (sparse: no disk used) to 1.5 GB: read whole, past the limit
     meta         metadata files hostile: JSON nested 100000 deep, 20 MB of one string, a 100000-digit number,
                  1e999999, binary, empty; Kafka checkpoint files with huge counts, negative and
                  non-numeric lines; producer snapshots with garbage and a valid-CRC hostile entry count
@@ -70,8 +71,9 @@ REALDATA = Path(os.environ.get("MQTOOL_REALDATA", ROOT.parent / "shared" / "real
 REAL_STORES = {"rocketmq": ["rocketmq/gen-5.1.4-kill/store", "rocketmq/supergolden-221e78c1/store"],
                "litemq": ["litemq/crash/data"],
                "kafka": ["kafka/generated-4.0.0-SNAPSHOT/broker-append", "kafka/volodymyrzee-kafka-zk-2020/c3-c896d6b"]}
-CLASSES = ("truncate", "length", "bitflip", "zerotail", "garbage", "shape", "oddsize", "meta", "codec", "names",
-           "path")
+CLASSES = ("truncate", "length", "bitflip", "zerotail", "garbage", "shape", "oddsize", "huge", "meta", "codec",
+           "names", "path")
+HUGE = 1_500_000_000        # a sparse file of this size costs no disk; read whole it passes the --as limit
 LIMIT_AS = 2_000_000_000
 TIMEOUT = 60
 
@@ -208,6 +210,9 @@ def variants(cls: str, family: str, store: Path):
         for p in idx[:6]:
             out.append((f"{rel(p)} +7 bytes", lambda s, r=rel(p): _rewrite(s / r, lambda b: b + b"\x01" * 7)))
             out.append((f"{rel(p)} -3 bytes", lambda s, r=rel(p): _rewrite(s / r, lambda b: b[:-3])))
+    elif cls == "huge":
+        for p in idx[:2] + meta[:3]:
+            out.append((f"{rel(p)} grown to {HUGE} bytes (sparse)", lambda s, r=rel(p): os.truncate(s / r, HUGE)))
     elif cls == "meta":
         out += _meta_variants(family, store, meta)
     elif cls == "codec":

@@ -212,3 +212,28 @@ def test_kafka_small_file_of_a_hostile_size_costs_bounded_memory(tmp_path, name)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "MemoryError" not in r.stderr, r.stderr[-600:]
     found = [x for x in _rows(r.stdout) if x["kind"] == "finding" and x["code"] == "kafka.file-unreadable"]
     assert [Path(x["file"]).name for x in found] == [name], r.stdout[-600:]
+
+
+@pytest.mark.parametrize("victim", ["segment", "consumequeue", "index"])
+def test_rocketmq_rebuild_goes_on_past_a_file_it_cannot_open(tmp_path, run_cli, victim):
+    """RocketMQ `rebuild-index` (--out and --compare) over a store where a commitlog segment, a consume queue
+    file or an index file is a FIFO: exit 2 'not a regular file (FIFO)', nothing rebuilt or compared. Now the
+    segment is commitlog damage (its messages are not dispatched; --out still writes the rest) and a store
+    file --compare cannot read is a file-unreadable finding."""
+    store = _copy(tmp_path, "rocketmq/store")
+    f = {"segment": lambda: sorted((store / "commitlog").iterdir())[0],
+         "consumequeue": lambda: store / "consumequeue" / "Orders" / "0" / "00000000000000000000",
+         "index": lambda: sorted((store / "index").iterdir())[0]}[victim]()
+    f.unlink()
+    os.mkfifo(f)
+    code, out, err = run_cli("rebuild-index", store, "--out", tmp_path / "rb", "--json")
+    assert code in (0, 1) and "Traceback" not in err, err
+    if victim == "segment":
+        assert any(r.get("code") == "commitlog-damage" and r["file"].endswith(f.name) and "file-unreadable"
+                   in r["message"] for r in _rows(out)), out
+        assert (tmp_path / "rb" / "consumequeue").is_dir()
+    code, out, err = run_cli("rebuild-index", store, "--compare", "--json")
+    assert code == 1, err
+    codes = {(r["code"], Path(r["file"] or "").name) for r in _rows(out) if r["kind"] == "finding"}
+    want = ("commitlog-damage", f.name) if victim == "segment" else ("file-unreadable", f.name)
+    assert want in codes, codes
