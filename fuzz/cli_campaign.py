@@ -69,7 +69,7 @@ from fuzz.cli import STORES, kafka_fix_crc, kafka_v2_batches  # noqa: E402
 
 REALDATA = Path(os.environ.get("MQTOOL_REALDATA", ROOT.parent / "shared" / "realdata"))
 REAL_STORES = {"rocketmq": ["rocketmq/gen-5.1.4-kill/store", "rocketmq/supergolden-221e78c1/store"],
-               "litemq": ["litemq/crash/data"],
+               "litemq": ["litemq/crash/data/broker"],
                "kafka": ["kafka/generated-4.0.0-SNAPSHOT/broker-append", "kafka/volodymyrzee-kafka-zk-2020/c3-c896d6b"]}
 CLASSES = ("truncate", "length", "bitflip", "zerotail", "garbage", "shape", "oddsize", "huge", "meta", "codec",
            "names", "path")
