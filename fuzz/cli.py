@@ -169,17 +169,9 @@ def _kafka_valid_crc(rng: random.Random, data: bytearray, op: str) -> str | None
     extreme value into a header field (offsets, timestamps, counts, producer fields; places from the schema),
     ``records`` writes random bytes into the records area (varint lengths, deltas, header counts)."""
     from formats import kafka as K
-    from mqtool.fastcrc import crc32c
     from mqtool.schema_struct import field_positions
 
-    starts, p = [], 0
-    while p + K.HEADER_SIZE_UP_TO_MAGIC <= len(data):       # every entry (legacy ones skipped), v2 ones kept
-        size = int.from_bytes(data[p + 8:p + 12], "big", signed=True)
-        if size < K.MIN_RECORD_OVERHEAD or p + 12 + size > len(data):
-            break
-        if data[p + K.MAGIC_OFFSET] == 2 and size >= K.V2_HEADER_SIZE - K.LOG_OVERHEAD:
-            starts.append((p, p + 12 + size))
-        p += 12 + size
+    starts = kafka_v2_batches(data)
     if not starts:
         return None
     p, end = rng.choice(starts)
@@ -199,9 +191,33 @@ def _kafka_valid_crc(rng: random.Random, data: bytearray, op: str) -> str | None
         n = min(end - i, rng.randint(1, 10))
         data[i:i + n] = rng.choice([rng.randbytes(n), b"\xff" * (n - 1) + b"\x7f", b"\x00" * n])
         what = f"records@{i} ({n} bytes)"
+    kafka_fix_crc(data, p, end)
+    return what + f" (CRC made valid) in the batch at {p}"
+
+
+def kafka_v2_batches(data) -> list[tuple[int, int]]:
+    """(start, end) of every v2 batch of a Kafka log segment's bytes, walking the entries from the start
+    (legacy entries skipped) up to the first that does not fit."""
+    from formats import kafka as K
+
+    starts, p = [], 0
+    while p + K.HEADER_SIZE_UP_TO_MAGIC <= len(data):
+        size = int.from_bytes(data[p + 8:p + 12], "big", signed=True)
+        if size < K.MIN_RECORD_OVERHEAD or p + 12 + size > len(data):
+            break
+        if data[p + K.MAGIC_OFFSET] == 2 and size >= K.V2_HEADER_SIZE - K.LOG_OVERHEAD:
+            starts.append((p, p + 12 + size))
+        p += 12 + size
+    return starts
+
+
+def kafka_fix_crc(data: bytearray, p: int, end: int) -> None:
+    """Make the CRC-32C of the v2 batch at ``data[p:end]`` valid again (in place)."""
+    from formats import kafka as K
+    from mqtool.fastcrc import crc32c
+
     crc = crc32c(bytes(data[p + K.V2_ATTRIBUTES_OFFSET:end]))
     data[p + K.V2_CRC_OFFSET:p + K.V2_CRC_OFFSET + 4] = crc.to_bytes(4, "big")
-    return what + f" (CRC made valid) in the batch at {p}"
 
 
 def hostile_commands(family: str, store: Path, scratch: Path, pristine: Path) -> list[tuple[str, list[str]]]:

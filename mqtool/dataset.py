@@ -168,12 +168,41 @@ class BatchBuilder:
                 arrays[i] = pa.array(col, type=typ)
             except OverflowError:
                 arrays[i] = pa.array(_fitting(col, typ), type=typ)
+            except UnicodeEncodeError:      # a file or directory name that is not UTF-8 (surrogate escapes)
+                arrays[i] = pa.array(_utf8_text(col), type=typ)
         if self.family_index >= 0:
             arrays[self.family_index] = pa.array(repeat(self.family, n), type=pa.string(), size=n)
         for i, f in enumerate(self.schema):
             if arrays[i] is None:
                 arrays[i] = pa.nulls(n, type=f.type)
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def utf8_text(s: str) -> str:
+    """``s`` as valid UTF-8 text for Parquet (strings and file names there are UTF-8 only): a string holding
+    surrogate escapes (the bytes of a name that is not UTF-8, as the OS gives it) gets those bytes as ``\\xNN``
+    text, as a terminal shows them (:mod:`mqtool.sanitize`); any other string is returned as it is."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        try:
+            raw = s.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:          # a lone surrogate that is no escaped byte
+            raw = s.encode("utf-8", "surrogatepass")
+        return raw.decode("utf-8", "backslashreplace")
+
+
+def _utf8_text(values):
+    """:func:`utf8_text` over a column's values (lists element by element)."""
+    def one(v):
+        if isinstance(v, str):
+            return utf8_text(v)
+        if isinstance(v, (list, tuple)):
+            return [one(x) for x in v]
+        return v
+
+    return [one(v) for v in values]
 
 
 def _fitting(col: list, typ) -> list:

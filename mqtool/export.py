@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from mqtool.errors import UsageError
-from mqtool.dataset import export_fields
+from mqtool.dataset import export_fields, utf8_text
 from mqtool.io import OutputDir, current_umask, prepare_output_dir
 from mqtool.options import DumpOptions
 from mqtool.ranges import FINDING_FIELDS, family_ranges
@@ -48,11 +48,12 @@ def partition_value(value):
     if value is None:
         return None
     s = str(value)
-    if len(_utf8(hive_escape(s))) <= PART_NAME_MAX:
+    text = utf8_text(s)         # a name that is not UTF-8 is named by a hash too (Parquet paths are UTF-8)
+    if text == s and len(_utf8(hive_escape(s))) <= PART_NAME_MAX:
         return s
     import hashlib
 
-    return f"{s[:PART_PREFIX]}~{hashlib.sha256(_utf8(s)).hexdigest()[:16]}"
+    return f"{text[:PART_PREFIX]}~{hashlib.sha256(_utf8(s)).hexdigest()[:16]}"
 
 
 def write_partition_index(outp: OutputDir, mapping: set, force: bool) -> None:
@@ -201,7 +202,8 @@ class _PartitionedWriter:
             table = pa.Table.from_batches(batches, schema=self.schema)
             for name, value in ent[3].items():
                 i = self.schema.get_field_index(name)
-                table = table.set_column(i, self.schema.field(i), pa.array([value] * table.num_rows, pa.string()))
+                table = table.set_column(i, self.schema.field(i),
+                                         pa.array([utf8_text(value)] * table.num_rows, pa.string()))
             ent[0].write_table(table, row_group_size=ROW_GROUP_ROWS)
             self._buffered -= ent[4][1]
             ent[4][0] = ent[4][1] = 0

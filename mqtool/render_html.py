@@ -17,6 +17,7 @@ from mqtool.common import plural
 from mqtool.info import StoreInfo, bucket_label, merged_buckets
 from mqtool.render import iso_ms
 from mqtool.render_info import _unit, fact_text, human_bytes, human_span, time_label
+from mqtool.sanitize import visible
 
 MAX_FINDING_ROWS = 1000        # root findings listed (all are counted)
 MAX_CONSEQUENCE_ROWS = 20     # findings listed under each root (all are counted)
@@ -65,7 +66,10 @@ footer { margin-top: 32px; color: var(--muted); font-size: 12px; }
 
 
 def _e(v: Any) -> str:
-    return escape("" if v is None else str(v), quote=True)
+    """Text for the page: escaped for HTML, and (a report is read by a person) with controls, bidi overrides
+    and the bytes of names that are not UTF-8 shown as escapes (:func:`mqtool.sanitize.visible`); a raw
+    surrogate escape could not even be written as UTF-8."""
+    return escape("" if v is None else visible(str(v)), quote=True)
 
 
 def render_report(info: StoreInfo, findings: list, summary: Any, file_sizes: dict[str, int] | None = None,

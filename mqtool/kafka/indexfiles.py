@@ -13,10 +13,27 @@ from pathlib import Path
 from formats import kafka as K
 from mqtool.common import strict_json
 from mqtool.fastcrc import crc32c
+from mqtool.errors import InputError
 from mqtool.io import read_input
 from mqtool.kafka import layout as L
 
 _OFFSET_ENTRY, _TIME_ENTRY, _TXN_ENTRY, _SNAP_ENTRY = L.OFFSET_ENTRY, L.TIME_ENTRY, L.TXN_ENTRY, L.SNAPSHOT_ENTRY
+
+# These files are read whole and every entry kept: a cap keeps a hostile size from costing the memory it claims
+# (a 1.5 GB sparse .txnindex was 44 million entries, a MemoryError). Kafka writes them far smaller: an index
+# one entry per index.interval.bytes of a segment of at most 2 GiB (preallocated to segment.index.bytes, 10 MiB
+# by default), a producer snapshot 46 bytes per producer, a checkpoint one line per partition of the log dir.
+MAX_BINARY_FILE = 64 * 1024 * 1024
+MAX_TEXT_FILE = 16 * 1024 * 1024
+
+
+def read_capped(path: Path, cap: int = MAX_BINARY_FILE) -> bytes:
+    """The whole file, or InputError (a file-unreadable finding where a walk reads it) past ``cap`` bytes."""
+    data = read_input(path, cap + 1)
+    if len(data) > cap:
+        raise InputError(f"larger than {cap} bytes, far more than Kafka writes into such a file: not read",
+                         str(path))
+    return data
 
 
 @dataclass
@@ -56,18 +73,18 @@ def _index(path: Path, data: bytes, entry: struct.Struct, is_end) -> IndexFile:
 def read_offset_index(path: Path, data: bytes | None = None) -> IndexFile:
     """DumpLogSegments' rule: stop at the first entry i>0 whose offset equals the base offset (relative 0);
     an all-zero first slot is also the end (an empty preallocated index)."""
-    data = read_input(path) if data is None else data
+    data = read_capped(path) if data is None else data
     return _index(path, data, _OFFSET_ENTRY, lambda e, i: e[0] == 0 and (i > 0 or e[1] == 0))
 
 
 def read_time_index(path: Path, data: bytes | None = None) -> IndexFile:
     """Stop at the first all-zero slot (timestamp 0, relative offset 0) — preallocated space."""
-    data = read_input(path) if data is None else data
+    data = read_capped(path) if data is None else data
     return _index(path, data, _TIME_ENTRY, lambda e, i: e[0] == 0 and e[1] == 0)
 
 
 def read_txn_index(path: Path, data: bytes | None = None) -> IndexFile:
-    data = read_input(path) if data is None else data
+    data = read_capped(path) if data is None else data
     f = IndexFile(path, len(data), K.TXN_INDEX_ENTRY_SIZE)
     whole = len(data) - len(data) % K.TXN_INDEX_ENTRY_SIZE
     f.partial = len(data) - whole
@@ -88,7 +105,7 @@ class Snapshot:
 
 
 def read_snapshot(path: Path, data: bytes | None = None) -> Snapshot:
-    data = read_input(path) if data is None else data
+    data = read_capped(path) if data is None else data
     s = Snapshot(path, len(data))
     if len(data) < 10:
         s.problem = f"snapshot of {len(data)} bytes is shorter than its 10-byte header"
@@ -116,7 +133,7 @@ class TextCheckpoint:
 
 
 def _lines(path: Path) -> list[str]:
-    return read_input(path).decode("utf-8", errors="replace").split("\n")
+    return read_capped(path, MAX_TEXT_FILE).decode("utf-8", errors="replace").split("\n")
 
 
 def _read_checkpoint(path: Path, parse_line, what: str) -> TextCheckpoint:
@@ -175,7 +192,7 @@ def read_properties(path: Path) -> dict:
 
 def read_quorum_state(path: Path) -> dict:
     try:
-        doc = strict_json(read_input(path).decode("utf-8"))     # NaN/Infinity would make dump's NDJSON invalid
+        doc = strict_json(read_capped(path, MAX_TEXT_FILE).decode("utf-8"))     # NaN/Infinity would make dump's NDJSON invalid
     except ValueError as e:                                     # UnicodeDecodeError too
         return {"problem": f"not JSON: {e}"}
     return doc if isinstance(doc, dict) else {"problem": f"not a JSON object ({type(doc).__name__})"}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from formats import kafka as K
 from mqtool.common import plural, strict_json
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.kafka.interval import index_interval
 from mqtool.info import InfoBuilder
 from mqtool.io import map_input, read_input
@@ -237,7 +237,12 @@ def _partition(part: L.Partition, topic: str, queue: int, b: InfoBuilder, st: _S
         if seg.log is None:
             continue
         st.file("log", seg.log)
-        with map_input(seg.log, ranged=True) as m:      # a remote file: scan() fetches what it reads
+        try:
+            m = map_input(seg.log, ranged=True)         # a remote file: scan() fetches what it reads
+        except InputError as e:     # a FIFO, directory, link loop... named like a segment: damage, as verify says
+            b.add_damage(str(seg.log), None, None, 0, "file-unreadable", f"cannot read: {e.message}", stream)
+            continue
+        with m:
             buf = m.buf
             size = len(buf)
             if size:

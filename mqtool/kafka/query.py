@@ -6,7 +6,7 @@ import bisect
 from pathlib import Path
 
 from formats import kafka as K
-from mqtool.errors import NotAStoreError, UsageError
+from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.io import map_input
 from mqtool.kafka import indexfiles as F
 from mqtool.codecs import CodecError
@@ -69,10 +69,18 @@ def _time_position(seg, ts: int) -> int:
     return _index_position(seg, seg.base_offset + t.entries[i][1] + 1)
 
 
-def _batches_from(seg, start: int):
+def _batches_from(seg, start: int, on_unreadable=None):
     """Batches from ``start`` (an index position); from 0 when no batch starts exactly there (a stale or
-    crafted index must not hide the batches before it)."""
-    with map_input(seg.log, ranged=True) as m:      # a remote file: scan() fetches what it reads
+    crafted index must not hide the batches before it). A log that cannot be opened (a FIFO, a directory, a
+    link loop named like a segment) goes to ``on_unreadable(note)`` and gives no batch, or raises without it."""
+    try:
+        m = map_input(seg.log, ranged=True)         # a remote file: scan() fetches what it reads
+    except InputError as e:
+        if on_unreadable is None:
+            raise
+        on_unreadable(f"{seg.log}: file-unreadable: {e.message}")
+        return
+    with m:
         fd = m.fileno() if m.mapped else None
         first = True
         for ev in scan(m.buf, str(seg.log), start=start, fd=fd):
@@ -120,7 +128,7 @@ def _by_offset(parts, opts, stats):
         if i < 0:
             continue
         seg = segs[i]
-        for b in _batches_from(seg, _index_position(seg, target)):
+        for b in _batches_from(seg, _index_position(seg, target), stats.damage):
             if b.last_offset < target:
                 continue
             try:
@@ -140,7 +148,7 @@ def _by_time(parts, opts, stats):
         for seg in part.segments:
             if seg.log is None or done:
                 continue
-            for b in _batches_from(seg, _time_position(seg, ts)):
+            for b in _batches_from(seg, _time_position(seg, ts), stats.damage):
                 if b.max_timestamp < ts:
                     continue
                 try:
@@ -155,13 +163,14 @@ def _by_time(parts, opts, stats):
                     break
 
 
-def data_records(part, on_damage):
+def data_records(part, on_damage, on_unreadable=None):
     """(batch, record) of every data record of the partition's segments, in log order (transaction markers
-    left out); a batch whose records cannot be read goes to ``on_damage(batch, error)`` and the walk goes on."""
+    left out); a batch whose records cannot be read goes to ``on_damage(batch, error)`` and the walk goes on
+    (a log that cannot be opened: see :func:`_batches_from`)."""
     for seg in part.segments:
         if seg.log is None:
             continue
-        for b in _batches_from(seg, 0):
+        for b in _batches_from(seg, 0, on_unreadable):
             if b.is_control:
                 continue
             try:
@@ -175,7 +184,7 @@ def _by_key(parts, opts, stats):
     want = opts.key.encode("utf-8")
     n = 0
     for part in parts:
-        for b, rec in data_records(part, lambda b, e: stats.damage(f"{b.file}@{b.position}: {e}")):
+        for b, rec in data_records(part, lambda b, e: stats.damage(f"{b.file}@{b.position}: {e}"), stats.damage):
             if rec.key == want:
                 yield _row(part, b, rec, opts)
                 n += 1
@@ -190,7 +199,7 @@ def _by_pid(parts, opts, stats):
         for seg in part.segments:
             if seg.log is None:
                 continue
-            for b in _batches_from(seg, 0):
+            for b in _batches_from(seg, 0, stats.damage):
                 if b.producer_id != pid:
                     continue
                 row = batch_row(b)
@@ -223,7 +232,7 @@ def _by_time_range(parts, opts, stats):
             if seg.log is None:
                 continue
             start = _time_position(seg, lo) if lo >= 0 else 0
-            for b in _batches_from(seg, start):
+            for b in _batches_from(seg, start, stats.damage):
                 if b.max_timestamp < lo:
                     continue
                 try:

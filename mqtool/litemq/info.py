@@ -175,6 +175,9 @@ def _finding(b: InfoBuilder, f: Finding) -> None:
     if f.code == "store-time-regression":
         b.note(f"{f.file}@{f.position}: {f.message}")
         return
+    if f.code == "file-unreadable" and f.span is None:     # a file named like a segment, never opened: no
+        b.add_damage(f.file, None, None, 0, f.code, f.message)   # range to place, damage all the same
+        return
     if f.code in _NOT_RANGES or f.span is None:
         return
     b.add_damage(f.file, f.position, f.span[0], f.span[1] - f.span[0], f.code, f.message)

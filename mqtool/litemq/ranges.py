@@ -40,6 +40,7 @@ from mqtool.litemq.rows import ROW_FIELDS  # noqa: F401 (the family protocol's n
 from mqtool.litemq.history import note_damage
 from mqtool.litemq.scan import (TIME_REGRESSION_MS, WalkResult, _full, damage_finding, hop,  # noqa: F401
                                 live_record_at, regression_damage, walk_prologue, walk_tail)
+from mqtool.findings import ERROR
 from mqtool.options import DumpOptions, ScanStats
 from mqtool.ranges import ByteRange, rows_stay_in_one_process, runner_for, split_segments
 from mqtool.ndjson import PreRendered
@@ -186,9 +187,22 @@ def iter_range_rows(rng: ByteRange, opts: DumpOptions, on_damage=None, on_end=No
         if on_damage is not None and prob[0] != "zero-length":
             on_damage(end_note(rng, prob, pos))
 
+    _prologue_notes(rng, on_damage)
     for rec in range_records(rng, body != "none", ended):
         if keep(rec):
             yield record_row(rec, body)
+
+
+def _prologue_notes(rng: ByteRange, on_damage) -> None:
+    """The first range of a store also gives the errors about the file list (:func:`walk_prologue`: a file
+    named like a commitlog file that cannot be read, missing files), which no range reads."""
+    if on_damage is None or rng.seg_index != 0 or rng.start != 0:
+        return
+    store, segs, fs = _store(rng.store)
+    for d in walk_prologue(store, segs, fs):
+        f = damage_finding(d)
+        if f.severity == ERROR:
+            on_damage(f"{f.code}: {f.file}: {f.message}")
 
 
 COLUMN_CHUNK = 4096
@@ -207,6 +221,7 @@ def _range_columns(rng, opts, names, on_damage, on_end):
     keep = record_filter(opts)
     body = opts.body
     ends: list = []
+    _prologue_notes(rng, on_damage)
     run: list = []          # one tuple of values per record (_ROW_VALUES): the record itself is not held
     get_m = _M_GET
     for rec in range_records(rng, body != "none", lambda prob, pos: ends.append((prob, pos))):

@@ -64,13 +64,16 @@ class MessageReader(CommitLogReader):
         """The unit starting at ``offset``: a :class:`Message` or :class:`Blank`.
 
         Raises :class:`LookupError` when no segment holds the offset and :class:`DecodeFailure` when no
-        unit can be framed there.
+        unit can be framed there (code ``file-unreadable``: the segment cannot be opened).
         """
         loc = self.locate(offset)
         if loc is None:
             raise LookupError(f"offset {offset} is outside every commitlog segment")
         seg, pos = loc
-        buf = self._buf(seg)
+        try:
+            buf = self._buf(seg)
+        except InputError as e:       # a segment that cannot be opened: no unit here, as message_at says
+            raise DecodeFailure("file-unreadable", f"cannot read {seg.path}: {e.message}") from None
         need_unit(buf, pos, cap=self.max_size)      # a remote file: fetch this unit's chunks
         if pos + 8 <= len(buf) and int.from_bytes(buf[pos + 4:pos + 8], "big", signed=True) == F.BLANK_MAGIC_CODE:
             return Blank(seg.path, pos, offset, int.from_bytes(buf[pos:pos + 4], "big", signed=True))

@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mqtool.findings import ERROR, INFO, WARNING
-from mqtool.io import read_input
 from mqtool.kafka import indexfiles as F
 from mqtool.errors import InputError
 
@@ -31,7 +30,7 @@ def _compare(seg, built: dict, res, f, counts):
                         f"no .{kind} on disk; the rebuild has {len(data)} bytes of entries")
             continue
         try:
-            disk = read_input(disk_path)
+            disk = F.read_capped(disk_path)
         except InputError as e:
             yield f(ERROR, "file-unreadable", disk_path, None, None, f"cannot read: {e.message}")
             continue

@@ -128,14 +128,27 @@ class PartitionChecks:
             c = F.read_offset_checkpoint(path)
             if c.problem:
                 yield self._f(ERROR, "checkpoint-malformed", path, None, None, c.problem)
-            for topic, part, off in c.entries:
-                if off < 0:
-                    yield from self._negative(path, f"{name}: {topic}-{part}", off)
-                    continue
+            # Kafka reads the entries into a map (OffsetCheckpointFile): a partition listed again replaces the
+            # earlier line. The findings are per partition, and the partitions with no directory are one
+            # finding per file (a hostile file listing a million of them is one line, not a million).
+            last = {(topic, part): off for topic, part, off in c.entries}
+            if len(last) < len(c.entries):
+                yield self._f(ERROR, "checkpoint-malformed", path, None, None,
+                              f"{len(c.entries) - len(last)} line(s) repeat a partition listed before (a broker "
+                              "writes each once; Kafka keeps the last)")
+            unknown = [tp for tp in last if tp not in leos]
+            if unknown:
+                shown = ", ".join(f"{t}-{q}" for t, q in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+                yield self._f(WARNING, "checkpoint-unknown-partition", path, None,
+                              last[unknown[0]] if len(unknown) == 1 else None,
+                              f"{shown} {'is' if len(unknown) == 1 else f'({len(unknown)} partitions) are'} "
+                              "listed but without a partition directory", actual=len(unknown))
+            for (topic, part), off in last.items():
                 hit = leos.get((topic, part))
                 if hit is None:
-                    yield self._f(WARNING, "checkpoint-unknown-partition", path, None, off,
-                                  f"{topic}-{part} is listed but has no partition directory")
+                    continue
+                if off < 0:
+                    yield from self._negative(path, f"{name}: {topic}-{part}", off)
                     continue
                 leo, _p = hit
                 if name != "cleaner-offset-checkpoint" and off > leo:

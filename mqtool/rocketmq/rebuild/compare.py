@@ -64,7 +64,11 @@ class CompareSink:
                                          f"rebuilt file with {n} units has no counterpart in the store",
                                          expected=f"{n} units", actual="no file"))
             return
-        disk = read_input(path, limit=max(len(data), 64 << 20) + 1)
+        try:
+            disk = read_input(path, limit=max(len(data), 64 << 20) + 1)
+        except InputError as e:         # a FIFO, directory, link loop... in its place: nothing to compare
+            self._unreadable(path, e)
+            return
         if disk == data:
             st.identical += 1
             return
@@ -137,7 +141,12 @@ class CompareSink:
         for key, path in sorted(self.disk_cq.items()):
             if key in self.seen_cq:
                 continue
-            with map_input(path) as mi:     # whole (every unit is counted): a consume queue file is small
+            try:
+                mi = map_input(path)    # whole (every unit is counted): a consume queue file is small
+            except InputError as e:
+                self._unreadable(path, e)
+                continue
+            with mi:
                 n = _count_units(mi.buf)
                 last = _last_nonzero_unit(mi.buf)
                 last_unit = CQ_STRUCT.unpack_from(mi.buf, last * UNIT) if last >= 0 else None
@@ -152,6 +161,10 @@ class CompareSink:
             self.findings.append(Finding(ERROR, "cq-file-unexpected", path, None, None,
                                          f"consumequeue file with {n} units that the commitlog does not explain",
                                          expected="no file", actual=f"{n} units"))
+
+    def _unreadable(self, path: str, e: InputError) -> None:
+        self.state.differs += 1
+        self.findings.append(Finding(ERROR, "file-unreadable", path, None, None, f"cannot read: {e.message}"))
 
     # -- index --
     def index_file(self, f: IndexFileBuilder, name: str) -> None:
@@ -168,7 +181,12 @@ class CompareSink:
             return
         path = self.disk_index[seq]
         pieces, size = f.parts()
-        with open_input(path) as fh:
+        try:
+            fh = open_input(path)
+        except InputError as e:
+            self._unreadable(path, e)
+            return
+        with fh:
             # read in chunks, never whole: a default-geometry index file is 420 MB (and so would be the image)
             disk = _DiskReader(fh, path, size + 1)
             if disk.size == size and disk.equals(pieces):

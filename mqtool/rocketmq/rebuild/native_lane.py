@@ -16,6 +16,7 @@ from typing import Iterator
 
 from formats import rocketmq as F
 from mqtool import native, schemacache
+from mqtool.errors import InputError
 from mqtool.io import first_nonzero, map_input, ranged
 from mqtool.pages import PageWindow
 from mqtool.rocketmq import layout
@@ -237,7 +238,14 @@ def iter_dispatch_records(segments: list[Segment], max_size: int, on_damage, on_
     read ``buf`` only inside it); it may give the :class:`~mqtool.pages.PageWindow` class the walk uses.
     """
     for seg in segments:
-        with map_input(seg.path, ranged=True) as mi:   # a remote file: the walk's PageWindow fetches ahead of it
+        try:
+            mi = map_input(seg.path, ranged=True)       # a remote file: the walk's PageWindow fetches ahead of it
+        except InputError:      # a directory, FIFO, link loop... named like a segment: the scanner says so
+            yield from _slow_rest(seg, 0, max_size, on_damage)      # (file-unreadable damage) and the walk
+            if on_segment is not None:                              # goes on with the next segment
+                on_segment(seg)
+            continue
+        with mi:
             if segment_hook is None or ranged(mi.buf):  # (workers parsing ahead would read past what is fetched)
                 pos = yield from _fast_walk(seg, mi.buf, max_size, lane)
             else:

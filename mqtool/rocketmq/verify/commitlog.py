@@ -19,8 +19,9 @@ from mqtool.rocketmq.verify.units import (_blank_findings, _check_end, _check_me
 
 
 def _scan_for_dispatch(ctx: _Ctx) -> Iterator[Finding]:
-    """Light commitlog pass (no CRC, no findings) so queue/index checks know what was dispatched (a runner
-    with ``dispatch_pass`` does it: the distributed verify)."""
+    """Light commitlog pass (no CRC) so queue/index checks know what was dispatched (a runner with
+    ``dispatch_pass`` does it: the distributed verify). Its only findings are segments it cannot read: the
+    queue and index checks skip what points into them, and no commitlog pass runs to report them."""
     hook = getattr(ctx.opts.runner, "dispatch_pass", None)
     if hook is not None:
         hook(ctx)
@@ -35,8 +36,8 @@ def _scan_for_dispatch(ctx: _Ctx) -> Iterator[Finding]:
                              ev.props_raw)
             elif isinstance(ev, End):
                 ctx.data_end = ev.offset
-    return
-    yield  # pragma: no cover
+            elif isinstance(ev, Damage) and ev.code in ("file-unreadable", "file-changed"):
+                yield _damage_finding(ctx, ev)
 
 
 def _verify_commitlog(ctx: _Ctx) -> Iterator[Finding]:
