@@ -162,7 +162,6 @@ def variants(cls: str, family: str, store: Path):
     """The variants of one class for one store (a list of (label, mutate(store)) with paths relative to it)."""
     logs, idx, meta = log_files(family, store), index_files(family, store), meta_files(family, store)
     rel = lambda p: p.relative_to(store)                                   # noqa: E731
-    at = lambda r: (lambda s: s / r)                                        # noqa: E731
     out = []
     log = rel(logs[0]) if logs else None
     if cls == "truncate" and log is not None:
@@ -484,7 +483,7 @@ def main(argv=None) -> int:
                                           a.verbose, a.record)
     print(f"{runs} runs in {time.monotonic() - t:.0f} s{' (budget reached)' if cut else ''}; "
           f"{len(failures)} failures")
-    print(f"| verb | family | class | exit 0 | exit 1 | exit 2 | failures |\n|---|---|---|---|---|---|---|")
+    print("| verb | family | class | exit 0 | exit 1 | exit 2 | failures |\n|---|---|---|---|---|---|---|")
     for (verb, family, cls), (e0, e1, e2, nf) in sorted(table.items()):
         print(f"| {verb} | {family} | {cls} | {e0} | {e1} | {e2} | {nf or ''} |")
     print(matrix(table))
