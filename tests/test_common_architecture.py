@@ -187,7 +187,8 @@ SMALL_VERIFY_MAY_ADD = frozenset({
     "_bisect", "_compression", "_heapq", "_json", "_sha256", "_sha2", "_struct", "_typing", "array", "base64",
     "binascii", "bisect", "heapq", "isal", "json", "lz4", "mmap", "platform", "runpy", "struct", "typing", "zlib",
     "zstandard",
-    "weakref", "_weakrefset", "atexit"})    # the SIGBUS guard's finalizer once a file is mapped (mqtool.io)
+    "weakref", "_weakrefset", "atexit",     # the SIGBUS guard's finalizer once a file is mapped (mqtool.io)
+    "gc"})                                  # (built in: mqtool.__main__ freezes the heap as the process exits)
 # our modules that a small verify leaves alone (the CLI, tables, the code catalogue, schemas)
 NOT_AT_SMALL_VERIFY = ("mqtool.cli", "mqtool.tables", "mqtool.codes", "mqtool.hints", "mqtool.schema_struct",
                        "mqtool.rocketmq.query", "mqtool.rocketmq.rebuild")
