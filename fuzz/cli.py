@@ -65,6 +65,26 @@ class Stats:
     failures: list = field(default_factory=list)
 
 
+
+def replace_file(path: Path, how: str) -> None:
+    """Put something that is not a regular file where ``path`` was: "dir" (a directory holding its first 64
+    bytes), "fifo", "dangling" (a link to nothing), "loop" (a link to itself) or "devzero" (a link to /dev/zero)."""
+    data = path.read_bytes()
+    path.unlink()
+    if how == "dir":
+        path.mkdir()
+        (path / "x").write_bytes(data[:64])
+    elif how == "fifo":
+        os.mkfifo(path)
+    elif how == "dangling":
+        path.symlink_to(path.name + ".gone")
+    elif how == "loop":
+        path.symlink_to(path.name)
+    elif how == "devzero":
+        path.symlink_to("/dev/zero")
+    else:
+        raise ValueError(how)
+
 def _files(store: Path) -> list[Path]:
     """Store files, log segments first and listed twice (they are where the decoders work)."""
     files = sorted(p for p in store.rglob("*") if p.is_file())
@@ -134,16 +154,7 @@ def mutate_hostile(rng: random.Random, store: Path) -> str:
     data = victim.read_bytes()
     n = len(data)
     if op in ("dir", "fifo", "loop", "devzero"):
-        victim.unlink()
-        if op == "dir":
-            victim.mkdir()
-            (victim / "x").write_bytes(data[:64])
-        elif op == "fifo":
-            os.mkfifo(victim)
-        elif op == "loop":
-            victim.symlink_to(victim.name)
-        else:
-            victim.symlink_to("/dev/zero")
+        replace_file(victim, op)
         return f"{op} in place of {rel}"
     b = bytearray(data)
     i = _boundary(rng, n)

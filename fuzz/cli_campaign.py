@@ -65,7 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzz.cli import STORES, kafka_fix_crc, kafka_v2_batches  # noqa: E402
+from fuzz.cli import STORES, kafka_fix_crc, kafka_v2_batches, replace_file  # noqa: E402
 
 REALDATA = Path(os.environ.get("MQTOOL_REALDATA", ROOT.parent / "shared" / "realdata"))
 REAL_STORES = {"rocketmq": ["rocketmq/gen-5.1.4-kill/store", "rocketmq/supergolden-221e78c1/store"],
@@ -142,22 +142,6 @@ def _rewrite(path: Path, fn) -> None:
     path.write_bytes(bytes(fn(bytearray(path.read_bytes()))))
 
 
-def _replace(path: Path, how: str) -> None:
-    data = path.read_bytes()
-    path.unlink()
-    if how == "dir":
-        path.mkdir()
-        (path / "x").write_bytes(data[:64])
-    elif how == "fifo":
-        os.mkfifo(path)
-    elif how == "dangling":
-        path.symlink_to(path.name + ".gone")
-    elif how == "loop":
-        path.symlink_to(path.name)
-    elif how == "devzero":
-        path.symlink_to("/dev/zero")
-
-
 def variants(cls: str, family: str, store: Path):
     """The variants of one class for one store (a list of (label, mutate(store)) with paths relative to it)."""
     logs, idx, meta = log_files(family, store), index_files(family, store), meta_files(family, store)
@@ -204,7 +188,7 @@ def variants(cls: str, family: str, store: Path):
     elif cls == "shape":
         for p in logs[:1] + idx[:1] + meta[:1]:
             for how in ("dir", "fifo", "dangling", "loop", "devzero"):
-                out.append((f"{how} for {rel(p)}", lambda s, r=rel(p), h=how: _replace(s / r, h)))
+                out.append((f"{how} for {rel(p)}", lambda s, r=rel(p), h=how: replace_file(s / r, h)))
     elif cls == "oddsize":
         for p in idx[:6]:
             out.append((f"{rel(p)} +7 bytes", lambda s, r=rel(p): _rewrite(s / r, lambda b: b + b"\x01" * 7)))
