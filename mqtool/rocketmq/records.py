@@ -216,7 +216,6 @@ class Blank:
 
 #: the whole-message CRC property as it ends the properties: name and separator (its value follows)
 CRC_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
-_CRC_TAG, _CRC_TAIL, _COMPRESSED = CRC_TAG, F.CRC32_RESERVED_LEN, F.COMPRESSED_FLAG
 
 
 def prop_crc_digits(m: Message) -> bytes | None:
@@ -232,7 +231,7 @@ def unit_damage(m: Message) -> list | tuple:
     the body CRC fails; or it holds and the compressed body still does not inflate (the CRC covers the stored
     bytes); the whole-message CRC (``__CRC32#``) fails. Each is damage of the whole unit
     ``[offset, offset + size)``, as verify's findings and ``info``'s damaged ranges both count it."""
-    if m.crc_ok and not m.sys_flag & _COMPRESSED and _CRC_TAG not in m.props_raw[-_CRC_TAIL:]:
+    if m.crc_ok and not m.sys_flag & F.COMPRESSED_FLAG and CRC_TAG not in m.props_raw[-F.CRC32_RESERVED_LEN:]:
         return ()                         # (the common unit: nothing more to look at)
     out = []
     if not m.crc_ok:

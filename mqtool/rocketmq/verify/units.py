@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding, born_finding, born_plausible
-from mqtool.rocketmq.records import CRC_TAG, Blank, Message, prop_crc_digits, unit_damage
+from mqtool.rocketmq.records import Blank, Message, prop_crc_digits, unit_damage
 from mqtool.rocketmq.scan import Damage, End
 from mqtool.rocketmq.verify.context import _Ctx
 from mqtool.rocketmq.verify.dispatched import _note_dispatch, queue_step
-
-
-_CRC_TAG = CRC_TAG          # (the fast lane declines a unit whose properties end with it)
 
 
 def _flush_pending(ctx: _Ctx, pending: list) -> Iterator[Finding]:
