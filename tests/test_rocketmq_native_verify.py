@@ -390,3 +390,54 @@ def test_the_crc_choice_reaches_the_lane_runs(monkeypatch):
     finally:
         verify._native_lane(crc="auto")
     assert layout._crc_choice == ["auto"]
+
+
+# ---- the lane's one pass over a message's properties (rmqunit.h rmq_props_scan) --------------------------------
+
+_MULTI = F.PROPERTY_INNER_MULTI_DISPATCH.encode()
+_TAG = (F.PROPERTY_CRC32 + F.NAME_VALUE_SEPARATOR).encode()
+_SCAN_NAMES = (F.PROPERTY_TAGS.encode(), F.PROPERTY_KEYS.encode(), F.PROPERTY_UNIQ_KEY.encode())
+_SCAN_PARTS = st.sampled_from([*_SCAN_NAMES, _MULTI, _MULTI[:-1], _MULTI[1:], _TAG, _TAG[:-1], b"TAGSX", b"a",
+                               b"0123456789abcdef", b"x y", "é".encode(), b"\xff", b"", b"\x01", b"\x02", b"I", b"_"])
+
+
+def _python_scan(props: bytes, names, skip_empty: bool, needles):
+    """The answers the lane had from Python's own operations: `in` / find for the needles, the last pair of each
+    name split at the separators (empty values passed over when skip_empty), and whether every byte is ASCII."""
+    if any(s in props[frm:] for s, frm in needles):
+        return True, None, None
+    sep, nv = F.PROPERTY_SEPARATOR.encode(), F.NAME_VALUE_SEPARATOR.encode()
+    values = [None] * len(names)
+    for pair in props.split(sep):
+        name, has, value = pair.partition(nv)
+        if has and name in names and (value or not skip_empty):
+            values[names.index(name)] = value
+    return False, tuple(values), all(b < 0x80 for b in props)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(_SCAN_PARTS, max_size=40), after=st.lists(_SCAN_PARTS, max_size=6), skip=st.booleans(),
+       k=st.integers(0, 3), tail=st.integers(0, 40), which=st.sampled_from(["both", "multi", "tag", "none"]))
+def test_one_pass_over_the_properties_equals_python(parts, after, skip, k, tail, which):
+    """Values, needles and ASCII from the one pass == Python's, at every length (across the 16-byte steps), with
+    bytes after the properties that look like separators, needles or non-ASCII (they must not count: the pass
+    reads past the properties when the buffer has room, and copies the last step when it has not)."""
+    assert verify.new_xref() is not None                # (configures the table's names and separators)
+    props = b"".join(parts)
+    rest = b"".join(after)
+    needles = {"both": ((_MULTI, 0), (_TAG, max(0, len(props) - tail))), "multi": ((_MULTI, 0),),
+               "tag": ((_TAG, max(0, len(props) - tail)),), "none": ()}[which]
+    names = _SCAN_NAMES[:k]
+    want = _python_scan(props, names, skip, needles)
+    for data in (props + rest, props + rest + b"\x02" * 16, props):
+        assert NATIVE.props_scan(data, names, skip, needles, len(props)) == want
+
+
+def test_one_pass_finds_an_empty_needle_and_sees_non_ascii_anywhere():
+    assert verify.new_xref() is not None
+    assert NATIVE.props_scan(b"TAGS\x01a", (), True, ((b"", 0),), 6)[0] is True
+    for at in range(40):
+        props = bytearray(b"k" * 40)
+        props[at] = 0xC3
+        assert NATIVE.props_scan(bytes(props) + b"\xff", (), True, (), 40) == (False, (), False)
+        assert NATIVE.props_scan(bytes(props[:at]) + b"\xff" * 8, (), True, (), at) == (False, (), True)

@@ -43,6 +43,7 @@ static struct {
     int64_t tx_mask, tx_not, tx_commit, tx_rb;
     char s[S_N][MAXSTR];
     Py_ssize_t slen[S_N];
+    RmqNames names;            /* TAGS, KEYS, UNIQ_KEY, the multi-dispatch name (quick_props) */
 } cfg;
 
 #define wr mq_wr_be          /* mqcore.h */
@@ -129,6 +130,9 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "configure: separators must be one byte");
         return NULL;
     }
+    const char *const names[4] = {cfg.s[S_TAGS], cfg.s[S_KEYS], cfg.s[S_UNIQ], cfg.s[S_MULTI]};
+    const Py_ssize_t lens[4] = {cfg.slen[S_TAGS], cfg.slen[S_KEYS], cfg.slen[S_UNIQ], cfg.slen[S_MULTI]};
+    rmq_names_init(&cfg.names, 4, names, lens, (uint8_t)cfg.s[S_NVSEP][0]);
     cfg.ready = 1;
     Py_RETURN_NONE;
 }
@@ -141,11 +145,8 @@ typedef RmqProp Value;          /* rmqunit.h: n < 0 absent */
  * needs the full parse (a multi-dispatch property, or an empty value: an earlier pair may win), 1 otherwise. */
 static int quick_props(const uint8_t *p, Py_ssize_t n, Value *v)
 {
-    const char *const names[4] = {cfg.s[S_TAGS], cfg.s[S_KEYS], cfg.s[S_UNIQ], cfg.s[S_MULTI]};
-    const Py_ssize_t lens[4] = {cfg.slen[S_TAGS], cfg.slen[S_KEYS], cfg.slen[S_UNIQ], cfg.slen[S_MULTI]};
     Value r[4];
-    rmq_props(p, n, (uint8_t)cfg.s[S_PROPSEP][0], (uint8_t)cfg.s[S_NVSEP][0], 4, names, lens,
-              RMQ_PROPS_KEEP_EMPTY, r);
+    rmq_props(p, n, (uint8_t)cfg.s[S_PROPSEP][0], &cfg.names, RMQ_PROPS_KEEP_EMPTY, r);
     if (r[3].n >= 0)
         return 0;
     for (int i = 0; i < 3; i++) {
@@ -868,8 +869,9 @@ static PyObject *split_props(PyObject *self, PyObject *args)
         nm[i] = PyBytes_AS_STRING(o);
         nl[i] = PyBytes_GET_SIZE(o);
     }
-    rmq_props(b.buf, b.len, (uint8_t)cfg.s[S_PROPSEP][0], (uint8_t)cfg.s[S_NVSEP][0], (int)k, nm, nl, skip_empty,
-              v);
+    RmqNames ns;
+    rmq_names_init(&ns, (int)k, nm, nl, (uint8_t)cfg.s[S_NVSEP][0]);
+    rmq_props(b.buf, b.len, (uint8_t)cfg.s[S_PROPSEP][0], &ns, skip_empty, v);
     out = PyTuple_New(k);
     for (Py_ssize_t i = 0; out != NULL && i < k; i++) {
         PyObject *val = v[i].n < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)v[i].p, v[i].n);

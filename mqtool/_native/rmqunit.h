@@ -181,6 +181,17 @@ static inline int rmq_utf16_hash(uint32_t *h, const uint8_t *p, Py_ssize_t n)
                 + q[4] * 29791u + q[5] * 961u + q[6] * 31u + q[7];
             i += 8;
         }
+        if (i + 4 <= n) {               /* four ASCII bytes: x * 31^4 + sum c[k] * 31^(3-k) */
+            uint32_t w4;
+            memcpy(&w4, p + i, 4);
+            if (!(w4 & 0x80808080u)) {
+                const uint8_t *q = p + i;
+                x = x * 923521u + q[0] * 29791u + q[1] * 961u + q[2] * 31u + q[3];
+                i += 4;
+                if (i >= n)
+                    break;
+            }
+        }
         if (i >= n)
             break;
         uint32_t c = p[i];
@@ -267,34 +278,197 @@ static inline int rmq_index_hashes(uint32_t prefix, const uint8_t *uniq, Py_ssiz
 typedef struct { const uint8_t *p; Py_ssize_t n; } RmqProp;     /* a value in the properties; n < 0: absent */
 enum { RMQ_PROPS_KEEP_EMPTY = 0, RMQ_PROPS_SKIP_EMPTY = 1 };
 
-/* For each of the k names (names[i], lens[i] bytes, no separator in them), the value of its last pair in the
+/* The names a split looks for, made once (rmq_names_init) so that a pair is compared with each in one step:
+ * word[i] is the name's first eight bytes, or the name and the name/value separator after it when that is
+ * shorter, and mask[i] covers those bytes; first[b] has bit i set when a pair starting with byte b may be a
+ * pair of name i (most pairs are of none: one lookup). */
+#define RMQ_NAMES_MAX 8
+typedef struct {
+    int k;
+    uint8_t nv;
+    uint8_t first[256];
+    const char *s[RMQ_NAMES_MAX];
+    Py_ssize_t len[RMQ_NAMES_MAX];
+    uint64_t word[RMQ_NAMES_MAX], mask[RMQ_NAMES_MAX];
+} RmqNames;
+
+/* k (<= RMQ_NAMES_MAX) names: names[i], lens[i] bytes, no separator in them (the names stay the caller's). */
+static inline void rmq_names_init(RmqNames *ns, int k, const char *const *names, const Py_ssize_t *lens, uint8_t nv)
+{
+    ns->k = k;
+    ns->nv = nv;
+    memset(ns->first, 0, sizeof ns->first);
+    for (int i = 0; i < k; i++) {
+        ns->first[lens[i] ? (uint8_t)names[i][0] : nv] |= (uint8_t)(1u << i);
+        uint8_t w[8] = {0}, m[8] = {0};
+        const Py_ssize_t c = lens[i] < 8 ? lens[i] : 8;
+        memcpy(w, names[i], (size_t)c);
+        memset(m, 0xFF, (size_t)c);
+        if (lens[i] < 8) {
+            w[lens[i]] = nv;
+            m[lens[i]] = 0xFF;
+        }
+        ns->s[i] = names[i];
+        ns->len[i] = lens[i];
+        memcpy(&ns->word[i], w, 8);
+        memcpy(&ns->mask[i], m, 8);
+    }
+}
+
+/* One pair [s, se) (room >= se - s bytes readable from s) against the names: the first name it is a pair of
+ * takes its value (see rmq_props). */
+static inline void rmq_pair(const uint8_t *s, const uint8_t *se, Py_ssize_t room, const RmqNames *ns,
+                            int skip_empty, RmqProp *v)
+{
+    const Py_ssize_t pn = se - s;
+    if (pn <= 0)
+        return;                         /* an empty pair is no name's */
+    unsigned cand = ns->first[s[0]];
+    if (cand == 0)
+        return;
+    uint64_t w;
+    if (room >= 8) {
+        memcpy(&w, s, 8);
+    } else {
+        uint8_t t[8] = {0};
+        memcpy(t, s, (size_t)room);
+        memcpy(&w, t, 8);
+    }
+    for (; cand; cand &= cand - 1) {    /* in the names' order: the first that matches */
+        const int i = __builtin_ctz(cand);
+        const Py_ssize_t nl = ns->len[i];
+        /* (the length test keeps the compared bytes inside the pair) */
+        if (((w ^ ns->word[i]) & ns->mask[i]) == 0 && pn > nl + skip_empty
+            && (nl < 8 || (s[nl] == ns->nv && memcmp(s + 8, ns->s[i] + 8, (size_t)(nl - 8)) == 0))) {
+            v[i].p = s + nl + 1;
+            v[i].n = se - v[i].p;
+            break;
+        }
+    }
+}
+
+/* For each of the names, the value of its last pair in the
  * properties p[0:n] ("name" nv "value" pairs joined by sep; a value runs to the next sep) into v[i].
  * RMQ_PROPS_KEEP_EMPTY: a pair with an empty value counts like any other (n == 0: rebuild's dispatch then
  * leaves the message to the full parse, where an earlier pair may win); RMQ_PROPS_SKIP_EMPTY: such a pair is
  * passed over, so the last non-empty one stands (verify's cross-check table). Only ASCII bytes are compared:
  * a UTF-8 decode keeps them where they are, so the positions are those the text search finds. */
-static inline void rmq_props(const uint8_t *p, Py_ssize_t n, uint8_t sep, uint8_t nv, int k,
-                             const char *const *names, const Py_ssize_t *lens, int skip_empty, RmqProp *v)
+static inline void rmq_props(const uint8_t *p, Py_ssize_t n, uint8_t sep, const RmqNames *ns, int skip_empty,
+                             RmqProp *v)
 {
     const uint8_t *e = p + n, *s = p;
-    for (int i = 0; i < k; i++)
+    for (int i = 0; i < ns->k; i++)
         v[i].n = -1;
     for (;;) {                          /* s: start of a pair */
         const uint8_t *t = memchr(s, sep, (size_t)(e - s));
         const uint8_t *se = t ? t : e;
-        for (int i = 0; i < k; i++) {
-            const Py_ssize_t nl = lens[i];
-            if (se - s > nl + skip_empty && s[nl] == nv && (nl == 0 || s[0] == (uint8_t)names[i][0]) &&
-                memcmp(s, names[i], (size_t)nl) == 0) {
-                v[i].p = s + nl + 1;
-                v[i].n = se - v[i].p;
-                break;
-            }
-        }
+        rmq_pair(s, se, e - s, ns, skip_empty, v);
         if (t == NULL)
             break;
         s = t + 1;
     }
+}
+
+/* ---- verify's one pass over the properties ------------------------------------------------------------- */
+
+/* A byte string looked for in the properties (Python's `needle in props[from:]`): len 0 is always found. */
+typedef struct { const uint8_t *s; Py_ssize_t len, from; } RmqNeedle;
+
+#if defined(__SSE2__) && !defined(RMQ_NO_SIMD)      /* (RMQ_NO_SIMD: build the portable path) */
+#include <emmintrin.h>
+#define RMQ_PROPS_SCAN_SIMD 1
+
+/* p[at:at+16], bytes at and past avail read as zero (the load never reaches past avail). */
+static inline __m128i rmq_load16(const uint8_t *p, Py_ssize_t at, Py_ssize_t avail)
+{
+    if (at + 16 <= avail)
+        return _mm_loadu_si128((const __m128i *)(p + at));
+    uint8_t t[16] = {0};
+    memcpy(t, p + at, (size_t)(avail - at));
+    return _mm_loadu_si128((const __m128i *)t);
+}
+#endif
+
+/* Whether one of the nn needles occurs at c (its first byte is there) inside p[0:n]. */
+static inline int rmq_needle_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t c, const RmqNeedle *nd, int nn)
+{
+    for (int j = 0; j < nn; j++)
+        if (nd[j].len > 0 && p[c] == nd[j].s[0] && c >= nd[j].from && c + nd[j].len <= n
+            && p[c + nd[j].len - 1] == nd[j].s[nd[j].len - 1] && memcmp(p + c, nd[j].s, (size_t)nd[j].len) == 0)
+            return 1;
+    return 0;
+}
+
+/* What verify's lane asks of a message's properties p[0:n], in one pass 16 bytes a step (SSE2; elsewhere the
+ * same answers from rmq_props and memchr): 1 when one of the nn (<= 2) needles occurs (the lane
+ * declines the unit; the values are then not all found), else 0 with the values of the names as rmq_props
+ * gives them and *ascii set when no byte is >= 0x80 (the caller then knows the text is valid UTF-8). avail:
+ * bytes readable from p (>= n); no load reaches past it. */
+static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, uint8_t sep,
+                                 const RmqNames *ns, int skip_empty, RmqProp *v, const RmqNeedle *nd, int nn,
+                                 int *ascii)
+{
+    for (int j = 0; j < nn; j++)
+        if (nd[j].len == 0)
+            return 1;
+    const int k = ns->k;
+#ifdef RMQ_PROPS_SCAN_SIMD
+    for (int i = 0; i < k; i++)
+        v[i].n = -1;
+    const __m128i vsep = _mm_set1_epi8((char)sep);
+    /* a needle's candidates: its first byte here and its last byte len - 1 further (both from one compare each) */
+    const int n1 = nn > 1 ? 1 : 0;
+    const Py_ssize_t d0 = nn > 0 ? nd[0].len - 1 : 0, d1 = nn > 0 ? nd[n1].len - 1 : 0;
+    const __m128i f0 = _mm_set1_epi8((char)(nn > 0 ? nd[0].s[0] : 0));
+    const __m128i l0 = _mm_set1_epi8((char)(nn > 0 ? nd[0].s[d0] : 0));
+    const __m128i f1 = _mm_set1_epi8((char)(nn > 0 ? nd[n1].s[0] : 0));
+    const __m128i l1 = _mm_set1_epi8((char)(nn > 0 ? nd[n1].s[d1] : 0));
+    unsigned hi = 0;
+    Py_ssize_t s = 0;                                   /* start of the pair being read */
+    for (Py_ssize_t b = 0; b < n; b += 16) {
+        const __m128i x = rmq_load16(p, b, avail);
+        const unsigned m = n - b >= 16 ? 0xFFFFu : (1u << (n - b)) - 1u;   /* (bits past n: not the text's) */
+        hi |= (unsigned)_mm_movemask_epi8(x) & m;
+        if (nn > 0) {
+            /* (a candidate whose last byte would lie past n is no occurrence: the loads past n read zeros or
+             * other bytes, and rmq_needle_at checks every candidate in full) */
+            unsigned c = 0;
+            if (b + d0 < n)
+                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, f0),
+                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d0, avail), l0)));
+            if (b + d1 < n)
+                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, f1),
+                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d1, avail), l1)));
+            for (c &= m; c; c &= c - 1)
+                if (rmq_needle_at(p, n, b + __builtin_ctz(c), nd, nn))
+                    return 1;
+        }
+        if (k > 0) {
+            for (unsigned t = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vsep)) & m; t; t &= t - 1) {
+                const Py_ssize_t e = b + __builtin_ctz(t);
+                rmq_pair(p + s, p + e, avail - s, ns, skip_empty, v);
+                s = e + 1;
+            }
+        }
+    }
+    if (k > 0)
+        rmq_pair(p + s, p + n, avail - s, ns, skip_empty, v);
+    *ascii = hi == 0;
+    return 0;
+#else
+    (void)avail;                        /* (the same answers, a byte at a time) */
+    for (int j = 0; j < nn; j++)
+        for (Py_ssize_t c = nd[j].from; c + nd[j].len <= n; c++)
+            if (p[c] == nd[j].s[0] && memcmp(p + c, nd[j].s, (size_t)nd[j].len) == 0)
+                return 1;
+    if (k > 0)
+        rmq_props(p, n, sep, ns, skip_empty, v);
+    Py_ssize_t i = 0;
+    while (i < n && p[i] < 0x80)
+        i++;
+    *ascii = i == n;
+    return 0;
+#endif
 }
 
 #endif

@@ -40,22 +40,6 @@ static struct {
     Py_ssize_t multi_len;
 } cfg;
 
-/* Python's `needle in haystack` for bytes. */
-static int contains(const uint8_t *h, Py_ssize_t hn, const char *nd, Py_ssize_t nn)
-{   /* candidates by the needle's last byte (in property text a name's last letter is rarer than its first) */
-    if (nn == 0) return 1;
-    if (hn < nn) return 0;
-    const uint8_t z = (uint8_t)nd[nn - 1];
-    const uint8_t *p = h + nn - 1, *end = h + hn;
-    while (p < end) {
-        p = memchr(p, z, (size_t)(end - p));
-        if (p == NULL) return 0;
-        if (memcmp(p - (nn - 1), nd, (size_t)nn) == 0) return 1;
-        p++;
-    }
-    return 0;
-}
-
 /* ---- per-call queue table: (topic bytes, queue id) -> key tuple and next expected queue offset ---------- */
 
 typedef struct {
@@ -81,9 +65,19 @@ typedef struct {
 } QTab;
 
 static uint64_t q_hash(const uint8_t *t, Py_ssize_t n, int64_t qid)
-{
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)qid;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ t[i]) * 1099511628211ULL;
+{   /* eight bytes a step (a hash of this process's tables only: nothing outside sees it) */
+    const uint64_t K = 0x9E3779B97F4A7C15ULL;
+    uint64_t h = ((uint64_t)qid ^ ((uint64_t)n << 32)) * K, w;
+    for (; n >= 8; t += 8, n -= 8) {
+        memcpy(&w, t, 8);
+        h = (h ^ w) * K;
+        h ^= h >> 31;
+    }
+    if (n > 0) {
+        w = 0;
+        memcpy(&w, t, (size_t)n);
+        h = (h ^ w) * K;
+    }
     return h ^ (h >> 29);
 }
 
@@ -222,6 +216,7 @@ static struct {
     int64_t blank_size;
     char s[XS_N][XMAXSTR];
     Py_ssize_t slen[XS_N];
+    RmqNames names;                /* TAGS, KEYS, UNIQ_KEY (xprops, the lane) */
     int64_t budget;                /* heap bytes of every table together before arrays spill (< 0: no limit) */
     char spill_dir[4096];          /* where the spill file is made ("": nowhere, no limit) */
 } xc = {.budget = -1};
@@ -571,10 +566,8 @@ typedef struct { const uint8_t *p; Py_ssize_t n; } XVal;   /* n < 0: absent */
  * On bytes this is the str split: the separators are ASCII, which a UTF-8 decode keeps in place. */
 static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
 {   /* the last non-empty pair of each name (rmqunit.h rmq_props; rebuild keeps empty ones instead) */
-    const char *const nm[3] = {xc.s[XS_TAGS], xc.s[XS_KEYS], xc.s[XS_UNIQ]};
-    const Py_ssize_t nl[3] = {xc.slen[XS_TAGS], xc.slen[XS_KEYS], xc.slen[XS_UNIQ]};
     RmqProp r[3];
-    rmq_props(p, n, (uint8_t)xc.s[XS_PROPSEP][0], (uint8_t)xc.s[XS_NVSEP][0], 3, nm, nl, RMQ_PROPS_SKIP_EMPTY, r);
+    rmq_props(p, n, (uint8_t)xc.s[XS_PROPSEP][0], &xc.names, RMQ_PROPS_SKIP_EMPTY, r);
     for (int i = 0; i < 3; i++) {
         v[i].p = r[i].p;
         v[i].n = r[i].n;
@@ -598,14 +591,22 @@ static int xrec_room(Xref *X, Py_ssize_t nrec, Py_ssize_t nh)
 /* Note the message at global offset `off`. 0 (noted, or nothing to note), -1 out of memory (no exception set:
  * the lane calls this without the GIL). utf8_checked: the caller knows the topic and the whole properties are
  * valid UTF-8 (the lane checked them). c: the lane's cache for this queue (its queue in X, the hash of topic +
- * join text: the same for every message of the queue), or NULL. */
+ * join text: the same for every message of the queue), or NULL. found: the TAGS, KEYS and UNIQ_KEY values as
+ * xprops gives them (the lane's one pass over the properties found them), or NULL. */
 static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, Py_ssize_t tl, int64_t qid,
                      int64_t qoff, int64_t ts, const uint8_t *props, Py_ssize_t pl, int utf8_checked,
-                     struct XCache *c)
+                     struct XCache *c, const RmqProp *found)
 {
     if (!xc.ready || !(utf8_checked || mq_utf8_ok(topic, tl))) return 0;
     XVal v[3];
-    xprops(props, pl, v);
+    if (found != NULL) {
+        for (int i = 0; i < 3; i++) {
+            v[i].p = found[i].p;
+            v[i].n = found[i].n;
+        }
+    } else {
+        xprops(props, pl, v);
+    }
     /* consumequeue: the unit this message makes in its queue */
     if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
         && (v[0].n < 0 || utf8_checked || mq_utf8_ok(v[0].p, v[0].n))) {
@@ -622,7 +623,9 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
                 q->units = NULL;
                 q->n = q->cap = 0;
             } else {
-                if (xgrow_s(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit, &q->us) < 0) return -1;
+                if ((Py_ssize_t)j + 1 > q->cap
+                    && xgrow_s(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit, &q->us) < 0)
+                    return -1;
                 uint8_t *u = q->units;
                 memset(u + q->n * xc.unit, 0, (size_t)((j + 1 - q->n) * xc.unit));
                 uint8_t *o = u + j * xc.unit;
@@ -658,8 +661,8 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
     if (nk < 0) return 0;                               /* too many keys: no claim (Python checks) */
     if (nk == 0) return 0;
     if (X->nrec && off <= X->off[X->nrec - 1]) X->unsorted = 1;
-    if (xrec_room(X, X->nrec + 1, X->nh + nk) < 0) return -1;
-    memcpy(X->h + X->nh, hs, (size_t)nk * sizeof(int32_t));
+    if ((X->nrec + 1 > X->rcap || X->nh + nk > X->hcap) && xrec_room(X, X->nrec + 1, X->nh + nk) < 0) return -1;
+    for (int i = 0; i < nk; i++) X->h[X->nh + i] = hs[i];
     X->off[X->nrec] = off;
     X->ts[X->nrec] = ts;
     X->kstart[X->nrec] = (uint32_t)X->nh;
@@ -689,7 +692,7 @@ static PyObject *xref_add(Xref *X, PyObject *args)
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
-    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0, NULL);
+    int r = xref_note(X, off, size, t.buf, t.len, qid, qoff, ts, p.buf, p.len, 0, NULL, NULL);
     PyBuffer_Release(&t);
     PyBuffer_Release(&p);
     if (r < 0) return PyErr_NoMemory();
@@ -1325,6 +1328,9 @@ static PyObject *configure_xref(PyObject *self, PyObject *args, PyObject *kw)
     xc.header = hsz;
     xc.slot = ssz;
     xc.blank_size = blank;
+    const char *const nm[3] = {xc.s[XS_TAGS], xc.s[XS_KEYS], xc.s[XS_UNIQ]};
+    const Py_ssize_t nl[3] = {xc.slen[XS_TAGS], xc.slen[XS_KEYS], xc.slen[XS_UNIQ]};
+    rmq_names_init(&xc.names, 3, nm, nl, (uint8_t)xc.s[XS_NVSEP][0]);
     xc.ready = 1;
     Py_RETURN_NONE;
 }
@@ -1417,10 +1423,18 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
         return 0;
     const uint8_t *props = u + x->pp;
     const Py_ssize_t pl = (Py_ssize_t)x->total - x->pp;
-    if (contains(props, pl, cfg.multi, cfg.multi_len)) return 0;
-    Py_ssize_t tail = pl < cfg.crc_tail ? pl : cfg.crc_tail;
-    if (contains(props + pl - tail, tail, cfg.crc_tag, cfg.crc_tag_len)) return 0;
-    if (!mq_utf8_ok(props, pl)) return 0;
+    /* one pass: no inner multi-dispatch, no CRC tag in the tail, the table's values, ASCII or else UTF-8 */
+    const Py_ssize_t tail = pl < cfg.crc_tail ? pl : cfg.crc_tail;
+    const RmqNeedle nd[2] = {{(const uint8_t *)cfg.multi, cfg.multi_len, 0},
+                             {(const uint8_t *)cfg.crc_tag, cfg.crc_tag_len, pl - tail}};
+    static const RmqNames no_names = {.k = 0};
+    const int note = v->xref != NULL && xc.ready;
+    RmqProp found[3];
+    int ascii = 0;
+    if (rmq_props_scan(props, pl, (Py_ssize_t)(w->buf + w->len - props), (uint8_t)xc.s[XS_PROPSEP][0],
+                       note ? &xc.names : &no_names, RMQ_PROPS_SKIP_EMPTY, found, nd, 2, &ascii))
+        return 0;
+    if (!ascii && !mq_utf8_ok(props, pl)) return 0;
 
     /* queue state */
     int64_t qid = rmq_field(u, F_QUEUEID), qoff = rmq_field(u, F_QOFF);
@@ -1451,8 +1465,8 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     int64_t ts = rmq_field(u, F_STORETS);
     if (ts > v->last_ts) v->last_ts = ts;
     /* (topic: decoded strictly when its queue entry was made, the same bytes since; properties: checked above) */
-    if (v->xref != NULL && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1,
-                                     &q->ents[ei].cache) < 0)
+    if (note && xref_note(v->xref, v->base + x->pos, x->total, topic, tl, qid, qoff, ts, props, pl, 1,
+                          &q->ents[ei].cache, found) < 0)
         return -1;
     return 1;
 }
@@ -1827,6 +1841,62 @@ static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
     return PyBool_FromLong(mq_crc32_hardware());
 }
 
+/* props_scan(data, names, skip_empty, needles, avail): the lane's one pass over properties (rmq_props_scan) on
+ * data with the given names (bytes, at most 3) and needles ((bytes, from) pairs, at most 2), avail bytes of data
+ * readable (len(data) <= avail; the rest of data stands for the bytes after the properties) -> (found, values,
+ * ascii): values and ascii are None when found. A test hook: tests compare it with Python's answers. */
+static PyObject *py_props_scan(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    PyObject *names, *needles, *out = NULL;
+    int skip_empty;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*O!pO!n:props_scan", &b, &PyTuple_Type, &names, &skip_empty, &PyTuple_Type,
+                          &needles, &n))
+        return NULL;
+    const char *nm[3];
+    Py_ssize_t nl[3];
+    RmqNeedle nd[2];
+    RmqProp v[3];
+    const Py_ssize_t k = PyTuple_GET_SIZE(names), nn = PyTuple_GET_SIZE(needles);
+    if (k > 3 || nn > 2 || n < 0 || n > b.len || !xc.ready) {
+        PyErr_SetString(PyExc_ValueError, "props_scan: configure_xref() first; at most 3 names, 2 needles, n <= len");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = PyTuple_GET_ITEM(names, i);
+        if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "props_scan: names are bytes"); goto done; }
+        nm[i] = PyBytes_AS_STRING(o);
+        nl[i] = PyBytes_GET_SIZE(o);
+    }
+    for (Py_ssize_t j = 0; j < nn; j++) {
+        PyObject *o = PyTuple_GET_ITEM(needles, j), *s;
+        if (!PyArg_ParseTuple(o, "O!n", &PyBytes_Type, &s, &nd[j].from)) goto done;
+        nd[j].s = (const uint8_t *)PyBytes_AS_STRING(s);
+        nd[j].len = PyBytes_GET_SIZE(s);
+    }
+    int ascii = 0;
+    RmqNames ns;
+    rmq_names_init(&ns, (int)k, nm, nl, (uint8_t)xc.s[XS_NVSEP][0]);
+    if (rmq_props_scan(b.buf, n, b.len, (uint8_t)xc.s[XS_PROPSEP][0], &ns, skip_empty, v, nd, (int)nn, &ascii)) {
+        out = Py_BuildValue("(OOO)", Py_True, Py_None, Py_None);
+        goto done;
+    }
+    PyObject *vals = PyTuple_New(k);
+    for (Py_ssize_t i = 0; vals != NULL && i < k; i++) {
+        PyObject *val = v[i].n < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)v[i].p, v[i].n);
+        if (val == NULL)
+            Py_CLEAR(vals);
+        else
+            PyTuple_SET_ITEM(vals, i, val);
+    }
+    if (vals != NULL)
+        out = Py_BuildValue("(ONO)", Py_False, vals, ascii ? Py_True : Py_False);
+done:
+    PyBuffer_Release(&b);
+    return out;
+}
+
 /* utf8_valid(data): what the lane thinks of bytes (tests compare it with bytes.decode('utf-8')). */
 static PyObject *py_utf8_valid(PyObject *self, PyObject *arg)
 {
@@ -1858,6 +1928,7 @@ static PyMethodDef methods[] = {
     {"madvise", py_madvise, METH_VARARGS,
      "madvise(buf, start, length, advice): madvise(2) on buf[start:start+length] without the GIL."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
+    {"props_scan", py_props_scan, METH_VARARGS, "props_scan(data, names, skip_empty, needles, n) (test hook)."},
     {NULL, NULL, 0, NULL},
 };
 
