@@ -367,6 +367,11 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
         raise ValueError(f"{left} bytes left after {batch.count} records")
 
 
+def control_type_name(code: int) -> str:
+    """A control record's type as dump, info and query name it (``UNKNOWN(n)`` for a type Kafka does not define)."""
+    return K.CONTROL_TYPES.get(code, f"UNKNOWN({code})")
+
+
 # the field sequence of K.Record (mqtool.schema_struct.layout_notation, from the schema cache at start-up)
 RECORD_LAYOUT = schemacache.notation(K, "Record")
 
