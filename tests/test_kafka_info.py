@@ -448,3 +448,48 @@ def test_control_types_of_the_real_stores():
     kraft = build_info(require_realdata("kafka", "ldi-poc-kraft-2026", "8030792"), None, InfoOptions(progress=False))
     assert kraft.overview["transactions"]["control_batches"] == 1
     assert sum(kraft.overview["transactions"]["control_types"].values()) == 1
+
+
+# ---- inner legacy messages whose own CRC fails: the wrapper's span, in verify, info and report alike -----------------
+
+def test_inner_crc_mismatch_is_damage_of_the_wrapper_in_verify_info_and_report(tmp_path):
+    """A v1 gzip wrapper (offsets 3..5) whose inner messages 1 and 2 (offsets 4, 5) carry a wrong CRC-32, the
+    wrapper's own CRC right, between two good v2 batches. ``inner-crc-mismatch`` came only with --deep, one per
+    message and without a span, so info, the damage count and the report counted nothing. Now: one finding per
+    wrapper (first bad message's offset, how many) with the wrapper's bytes as its span, with or without --deep,
+    and info and report count that same range."""
+    from builders import kafka_batch, kafka_legacy_message, kafka_legacy_wrapper
+
+    from mqtool.causes import linked
+    from mqtool.kafka import ops
+    from mqtool.options import VerifyOptions
+    from mqtool.report import build_report
+
+    T = 1_760_000_000_000
+    inner = [kafka_legacy_message(i, b"inner-%d" % i, ts=T + i, crc=None if i == 0 else 0x12345678)
+             for i in range(3)]
+    wrapper = kafka_legacy_wrapper(5, inner, ts=T + 2)
+    head = kafka_batch(0, 3)
+    log = head + wrapper + kafka_batch(6, 3)
+    part = tmp_path / "logdir" / "orders-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(log)
+    store = part.parent
+    span = (len(head), len(head) + len(wrapper))
+
+    for deep in (False, True):
+        findings, summary_fn = ops.verify("store", str(store), VerifyOptions(progress=False, deep=deep))
+        gen, summary = linked(findings, summary_fn)
+        errs = [f for f in gen if f.severity == "error"]
+        assert [(f.code, f.position, f.offset, f.actual, f.span) for f in errs] == \
+            [("kafka.inner-crc-mismatch", len(head), 4, 2, span)], deep
+        s = summary()
+        assert (s.damaged_ranges, s.damaged_bytes) == (1, len(wrapper))
+    info = build_info(store, None, InfoOptions(progress=False))
+    assert (info.damage_total, info.damaged_bytes) == (1, len(wrapper))
+    assert [(d.position, d.length, d.code) for d in info.damage] == [(len(head), len(wrapper), "inner-crc-mismatch")]
+    assert info.messages == 3 + 3 + 3
+    _, rinfo, rsummary, _ = build_report(store, None, InfoOptions(progress=False), VerifyOptions(progress=False))
+    assert (rinfo.damage_total, rinfo.damaged_bytes) == (rsummary.damaged_ranges, rsummary.damaged_bytes) == \
+        (1, len(wrapper))
+    assert rsummary.errors == 1

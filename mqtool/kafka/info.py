@@ -286,6 +286,10 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         b.add_damage(file, bt.position, bt.base_offset, bt.size, "crc-mismatch",
                      f"{'CRC32C' if bt.magic == 2 else 'CRC32'} of a magic v{bt.magic} batch does not match "
                      f"(offsets {bt.base_offset}..{bt.last_offset})", stream, at_time=at)
+    if bt.inner_crc_bad:        # inner legacy messages whose own CRC fails: the wrapper's bytes (as verify)
+        b.add_damage(file, bt.position, bt.base_offset, bt.size, "inner-crc-mismatch",
+                     f"CRC32 of {bt.inner_crc_bad} inner (compressed) legacy message(s) of the wrapper does not "
+                     "match", stream, at_time=at)
     if bt.is_control:
         st.control += header_records(bt)        # (0 when the CRC fails: the count is then no reference)
         st.control_batches += 1

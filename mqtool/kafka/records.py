@@ -100,6 +100,8 @@ class Batch:
     _buf: object = field(default=None, repr=False)
     error_code: str = "records-undecodable"     # the finding for ``error`` (or a LimitExceeded code)
     inner_last: int | None = None   # legacy wrappers: offset field of the last inner message
+    inner_crc_bad: int = 0          # legacy wrappers: inner messages whose own CRC-32 fails (the walk reads them)
+    inner_crc_first: int | None = None  # ... the offset of the first of them
 
     @property
     def end(self) -> int:
