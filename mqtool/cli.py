@@ -996,8 +996,12 @@ def export(paths, out, fmt, engine, master, split_size, jobs, findings, body, fo
         counts = _remote().export_to(out, force, lambda local: run(local, True))
     else:
         counts = run(out, force)
+    notes = counts.pop("notes", [])     # damage of a store as a whole (Kafka segment-gap), worded as dump words it
     if as_json:     # rows, messages (Kafka records included), Kafka batches and their records, findings, ...
         render.write_ndjson_plain_first([{"kind": "export", "to": str(out), **counts}])
+    if not render.quiet():
+        for n in notes:
+            render.say(n)
     if not render._state["quiet"]:
         # a Kafka row is a batch (its records are counted, not written one per row)
         plain = counts["messages"] - counts.get("records", 0)

@@ -267,7 +267,7 @@ kafka.offset-not-increasing | K | E | damage | batch offsets do not follow the p
 kafka.offset-overflow | K | E | damage | an offset minus the segment base does not fit in 32 bits
 kafka.records-undecodable | K | E | damage | the records inside a batch cannot be decoded (the batch is a damaged range; records of a v2 batch are read with --deep only)
 kafka.record-offsets | K | E | damage | a record offset beyond its batch's last offset
-kafka.inner-crc-mismatch | K | E | damage | the CRC of an inner (compressed) legacy message does not match
+kafka.inner-crc-mismatch | K | E | damage | the CRC of an inner (compressed) legacy message does not match: one finding per wrapper (offset of the first such message, actual = how many), checked without --deep; its span is the whole wrapper, since the inner message exists only inside the wrapper's compressed value
 kafka.offset-gaps | K | I | normal | non-consecutive offsets inside segments (normal after compaction)
 kafka.transient-file | K | I | normal | a .deleted/.cleaned/.swap file (the broker's work in progress)
 kafka.empty-segment | K | I | normal | a segment without batches

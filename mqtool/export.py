@@ -292,7 +292,8 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     """Write the dataset with pyarrow on this machine: the byte ranges of every store in a process pool of
     ``jobs`` workers (0 = all cores), each range into its own part files. Everything is written into a
     temporary directory inside ``out`` and moved into place at the end; on any failure nothing is left
-    (a directory this call created is removed again). Returns counts. ``sizes``: the
+    (a directory this call created is removed again). Returns counts (``notes``: the damage notes of the stores
+    as a whole, e.g. Kafka's ``segment-gap``, each counted in ``damaged``). ``sizes``: the
     :class:`~mqtool.options.SizeOptions` fields for the verify findings. ``runner``: what maps the range
     tasks instead of the process pool (``export --engine spark``: :class:`mqtool.spark.export.RangeRunner`)."""
     from mqtool.ranges import runner_for
@@ -302,8 +303,14 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     created = not os.path.lexists(out)
     outp = prepare_output_dir(out, [p for p, _ in stores], force)
     counts = {"messages": 0, "rows": 0, "findings": 0, "stores": len(stores), "damaged": 0}
+    notes: list[str] = []           # damage of a store as a whole (no range meets it), worded as dump words it
     tmp = outp.scratch_dir()
     try:
+        for path, fam in stores:
+            whole = getattr(family_ranges(fam), "store_damage", None)
+            if whole is not None:
+                notes += [shown(n) for n in whole(path)]
+        counts["damaged"] += len(notes)
         opts = DumpOptions(body=body, jobs=jobs, split_size=split_size)
         ranges = [r for path, fam in stores for r in family_ranges(fam).plan(path, split_size)]
         runner = runner or runner_for(opts, ranges)
@@ -343,6 +350,7 @@ def export_local(paths, out, fmt=None, split_size=None, body="none", findings=Fa
     counts["records"] = count_messages(outp.path, [(shown(p), f) for p, f in stores if f == "kafka"])
     counts["batches"] = sum(written.get(p, 0) for p, f in stores if f == "kafka")
     counts["messages"] = counts["records"] + sum(written.get(p, 0) for p, f in stores if f != "kafka")
+    counts["notes"] = notes
     return counts
 
 

@@ -404,6 +404,25 @@ def last_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
     return first
 
 
+def first_nonzero_in(f, start: int, end: int) -> int:
+    """:func:`first_nonzero` of the input ``f`` (from :func:`open_input`) read with ``pread`` a chunk at a time:
+    nothing is mapped (the file may be larger than the address space allows), and the holes of a sparse file are
+    jumped over with SEEK_DATA, unread. -1 when ``[start, end)`` holds only zeros (or the file ends before)."""
+    fd = f.fileno()
+    p = start
+    while p < end:
+        p = _data_start(fd, p, end)
+        if p >= end:
+            return -1
+        chunk = pread_input(f, min(end, p + _ZERO_CHUNK) - p, p)
+        if not chunk:
+            return -1
+        if chunk != _ZEROS[:len(chunk)]:
+            return p + (len(chunk) - len(chunk.lstrip(b"\x00")))
+        p += len(chunk)
+    return -1
+
+
 def map_input(path: str | os.PathLike, whole_limit: int | None = None, ranged: bool = False) -> MappedInput:
     """``ranged=True``: the reader says which bytes it reads before it reads them (a
     :class:`mqtool.pages.PageWindow` over the map, :func:`need` for the rest), so a remote file is fetched

@@ -14,7 +14,9 @@ Family protocol — a family plugs in with a module ``mqtool.<family>.ranges`` t
 * ``iter_range_rows(rng, opts: DumpOptions) -> Iterator[dict]`` — the rows of ``mqtool dump`` (same dicts
   as its NDJSON, filters of ``opts`` applied) for the records starting in ``rng``;
 * ``ROW_FIELDS: list[tuple[str, str]]`` — the message row columns with their types (vocabulary of
-  :data:`TYPES`), the documented Spark/Parquet schema of the family.
+  :data:`TYPES`), the documented Spark/Parquet schema of the family;
+* optionally ``store_damage(path) -> list[str]`` — damage of the store as a whole that no range meets (Kafka:
+  offsets in no segment), as the notes ``mqtool dump`` prints and counts; ``export`` counts and prints them too.
 
 and its ``ops.dump("commitlog"|…)`` / ``ops.verify`` honour ``opts.jobs`` and ``opts.runner`` by mapping a
 module-level (picklable) task function over the ranges with :func:`runner_for` (see

@@ -67,6 +67,8 @@ def fact_text(label: str, v) -> str:
     def one(k, x):
         if str(k).endswith(("Timestamp", "_time")) and isinstance(x, int) and x > 0:
             return iso_ms(x)
+        if isinstance(x, dict):         # a nested count (e.g. Kafka control records by type)
+            return "(" + ", ".join(f"{a} {one(a, b)}" for a, b in x.items()) + ")"
         return "?" if x is None else str(x)
 
     if isinstance(v, dict):

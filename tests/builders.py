@@ -226,3 +226,60 @@ def damage_segments(store: Path) -> None:
     segs[2].write_bytes(d2[:5000] + garbage + d2[5000:])   # inserted bytes shift what follows
     d4 = segs[-1].read_bytes()
     segs[-1].write_bytes(d4[:len(d4) // 2 + 7])              # truncated mid-record
+
+
+# ---- Kafka fidelity (helper "kafka", session 10): control batches, legacy wrappers, preallocated indexes ----------
+
+def kafka_control_batch(base: int, types: list[int], *, pid: int = -1, epoch: int = -1, ts: int | None = None,
+                        txn: bool | None = None) -> bytes:
+    """A v2 control batch at ``base`` with one control record per entry of ``types`` (key ControlRecordKey
+    version 0 and that type; value an EndTxnMarker for ABORT/COMMIT, else 4 opaque bytes), built by the schema.
+    ``txn`` (the transactional bit) defaults to: any ABORT/COMMIT in ``types``."""
+    from formats import kafka as K
+
+    B = kafka_builder()
+    ts = B.T0 if ts is None else ts
+    recs = []
+    for i, t in enumerate(types):
+        key = K.ControlRecordKey.build(dict(version=0, type=t, rest=b""))
+        val = (K.EndTxnMarker.build(dict(version=0, coordinatorEpoch=3, rest=b""))
+               if t in (K.CONTROL_ABORT, K.CONTROL_COMMIT) else b"\x00\x00\x00\x00")
+        recs.append(B.record(i, 0, key, val))
+    if txn is None:
+        txn = any(t in (K.CONTROL_ABORT, K.CONTROL_COMMIT) for t in types)
+    attrs = K.CONTROL_FLAG_MASK | (K.TRANSACTIONAL_FLAG_MASK if txn else 0)
+    return B.batch_v2(base, recs, base_ts=ts, max_ts=ts, pid=pid, epoch=epoch, attrs=attrs)
+
+
+def kafka_legacy_message(offset: int, value: bytes, *, magic: int = 1, ts: int = -1, key: bytes | None = None,
+                         attributes: int = 0, crc: int | None = None) -> bytes:
+    """One legacy (v0/v1) message built by ``K.LegacyMessage``: size from its bytes, CRC-32 of [16, end) unless
+    ``crc`` is given (a wrong CRC on purpose)."""
+    import struct
+
+    from formats import kafka as K
+
+    msg = dict(offset=offset, size=0, crc=0, magic=magic, attributes=attributes, timestamp=ts,
+               keyLength=-1 if key is None else len(key), key=key, valueLength=len(value), value=value)
+    raw = bytearray(K.LegacyMessage.build(msg))
+    raw[8:12] = struct.pack(">i", len(raw) - 12)
+    raw[12:16] = struct.pack(">I", zlib.crc32(bytes(raw[16:])) if crc is None else crc)
+    return bytes(raw)
+
+
+def kafka_legacy_wrapper(offset: int, inner: list[bytes], *, magic: int = 1, ts: int = -1) -> bytes:
+    """A gzip legacy wrapper (magic ``magic``) at log offset ``offset`` whose value is the gzip of the
+    ``inner`` messages (from :func:`kafka_legacy_message`), with a valid outer CRC-32."""
+    import gzip
+
+    from formats import kafka as K
+
+    return kafka_legacy_message(offset, gzip.compress(b"".join(inner), mtime=0), magic=magic, ts=ts,
+                                attributes=K.CODEC_GZIP)
+
+
+def kafka_index_entries(entries: list[tuple[int, int]]) -> bytes:
+    """``.index`` bytes of (relative offset, position) entries, built by the schema's entry struct."""
+    from formats import kafka as K
+
+    return b"".join(K.OffsetIndexEntry.build(dict(relativeOffset=r, position=p)) for r, p in entries)

@@ -425,3 +425,88 @@ def test_rows_with_bodies_are_made_in_one_process():
     assert rows_stay_in_one_process(DumpOptions(print_data=True, jobs=2))
     assert not rows_stay_in_one_process(DumpOptions(jobs=2))
     assert not rows_stay_in_one_process(DumpOptions(body="text", jobs=2, runner=object()))
+
+
+# ---- .index / .timeindex preallocated far past 64 MiB: read up to their entries (helper "kafka", session 10) ----
+
+def _indexed_partition(tmp_path):
+    """One segment of five equal v2 batches of three records, each over index.interval.bytes (4096) long, and
+    the recovery rule's .index by hand: Kafka appends (batch lastOffset - base, position) once more than the
+    interval has gone by since the last entry, i.e. before every batch but the first: entries for batches 1..4
+    at relative offset 3k+2, position k * batch size. Returns (partition dir, entries)."""
+    from builders import kafka_batch, kafka_index_entries
+
+    batches = [kafka_batch(3 * k, 3, pad=1500) for k in range(5)]
+    size = len(batches[0])
+    assert all(len(b) == size for b in batches) and size > 4096
+    entries = [(3 * k + 2, k * size) for k in range(1, 5)]
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / f"{SEG0}.log").write_bytes(b"".join(batches))
+    (part / f"{SEG0}.index").write_bytes(kafka_index_entries(entries))
+    return part, entries
+
+
+def test_preallocated_index_past_the_cap_is_read(tmp_path, run_cli):
+    """A live segment's .index preallocated to 100 MiB (segment.index.bytes set large; sparse, zero after the
+    entries): it was refused whole ('larger than 67108864 bytes', file-unreadable), though Kafka writes exactly
+    that. Now its entries are read up to Kafka's end-of-data rule and the zero tail is an index-preallocated
+    note; dump gives the hand-computed entries."""
+    part, entries = _indexed_partition(tmp_path)
+    idx = part / f"{SEG0}.index"
+    with open(idx, "r+b") as f:
+        f.truncate(100 * MiB)
+    code, out, err = run_cli("dump", "kafka", idx, "--json")
+    assert code == 0, err
+    got = [(r["relative_offset"], r["log_position"]) for r in ndjson(out) if r["kind"] == "index_entry"]
+    assert got == entries
+    code, out, err = run_cli("verify", "store", part.parent, "--json")
+    fs = [r for r in ndjson(out) if r["kind"] == "finding"]
+    assert code == 0 and not [f for f in fs if f["severity"] == "error"], out
+    pre = [f for f in fs if f["code"] == "kafka.index-preallocated"]
+    assert len(pre) == 1 and pre[0]["position"] == 8 * len(entries)
+    assert f"{len(entries)} entries then {100 * MiB - 8 * len(entries)} zero bytes" in pre[0]["message"]
+    # rebuild-index --compare: the rebuild's entries, padded with zeros on disk
+    code, out, err = run_cli("rebuild-index", part.parent, "--compare", "--json")
+    cmp = {r["code"]: r for r in ndjson(out) if r.get("file", "").endswith(".index")}
+    assert "kafka.rebuild-identical-but-preallocated" in cmp, out
+    assert f"padded with {100 * MiB - 8 * len(entries)} zero bytes" in cmp["kafka.rebuild-identical-but-preallocated"][
+        "message"]
+
+
+def test_hostile_sparse_index_with_garbage_at_its_end_costs_bounded_memory(tmp_path):
+    """The same index grown (sparse) to 1.5 GB with one non-zero byte at its very end: entries up to the first
+    zero slot, then 1.5 GB that is not all zero (index-garbage-tail), the holes skipped unread: bounded RSS and
+    time, under an address-space limit smaller than the file (nothing maps it)."""
+    part, entries = _indexed_partition(tmp_path)
+    idx = part / f"{SEG0}.index"
+    size = 1_500_000_000
+    with open(idx, "r+b") as f:
+        f.truncate(size)
+        f.seek(size - 1)
+        f.write(b"\x01")
+    code, out, err, rss = _run_limited(["verify", "store", part.parent, "--json"], timeout=60)
+    no_traceback(err)
+    fs = [r for r in ndjson(out) if r["kind"] == "finding"]
+    tail = [f for f in fs if f["code"] == "kafka.index-garbage-tail"]
+    assert code == 1 and len(tail) == 1 and tail[0]["position"] == 8 * len(entries), out[-800:]
+    assert tail[0]["message"].startswith(f"{size - 8 * len(entries)} ")
+    assert not [f for f in fs if f["code"] == "kafka.file-unreadable"]
+    assert rss < RSS_LIMIT_KB, rss
+
+
+def test_index_entries_past_the_cap_are_refused(tmp_path, monkeypatch):
+    """Entries (not a zero tail) past MAX_INDEX_ENTRY_BYTES: a file-unreadable finding naming the file, as a
+    hostile size was before; the cap lowered to 16 bytes here, the index holding 4 entries (32 bytes)."""
+    from mqtool.kafka import indexfiles as F
+    from mqtool.kafka import ops
+    from mqtool.options import VerifyOptions
+
+    part, entries = _indexed_partition(tmp_path)
+    monkeypatch.setattr(F, "MAX_INDEX_ENTRY_BYTES", 16)
+    with pytest.raises(Exception) as e:
+        F.read_offset_index(part / f"{SEG0}.index")
+    assert type(e.value).__name__ == "InputError" and e.value.offset == 16
+    findings, _ = ops.verify("store", str(part.parent), VerifyOptions(progress=False))
+    bad = [f for f in findings if f.code == "kafka.file-unreadable"]
+    assert [Path(f.file).name for f in bad] == [f"{SEG0}.index"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 
 from conftest import FIXTURES, ROOT, require_realdata
 from mqtool.kafka.store import sniff
@@ -226,3 +228,26 @@ def test_dump_jobs_workers_spool_their_lines(tmp_path, monkeypatch):
 
     ref = run("--jobs", "1")
     assert run("--jobs", "2", "--split-size", "1K") == ref and ref[1].count(b"\n") > 10
+
+
+def test_export_counts_a_segment_gap_as_dump_does(run_cli, tmp_path):
+    """A partition whose middle segment was deleted: ``dump kafka`` counted the offsets in no segment
+    (segment-gap, exit 1) while ``export`` wrote the rest and said nothing (exit 0, damaged 0). Now both name it
+    in the same words and count it once. Expected gap: the deleted segment's base offset up to the next
+    segment's base offset less one, read from the file names."""
+    pytest.importorskip("pyarrow")
+    from builders import kafka_multisegment_store
+
+    store = kafka_multisegment_store(tmp_path)
+    logs = sorted((store / "orders-0").glob("*.log"))
+    gone, after = int(logs[1].stem), int(logs[2].stem)
+    for f in (store / "orders-0").glob(f"{logs[1].stem}.*"):
+        f.unlink()
+    want = f"{logs[2]}: segment-gap: offsets {gone}..{after - 1} are in no segment (a deleted or lost segment)"
+    code, _, err = run_cli("dump", "kafka", store, "--json")
+    assert code == 1 and [ln for ln in err.splitlines() if "segment-gap" in ln] == [f"mqtool: {want}"], err
+    code, out, err2 = run_cli("export", store, "--to", tmp_path / "out.parquet", "--json", "--jobs", "1")
+    assert code == 1, err2
+    assert json.loads(out.splitlines()[-1])["damaged"] == 1
+    said = [ln for ln in err2.splitlines() if "segment-gap" in ln]
+    assert said == [ln for ln in err.splitlines() if "segment-gap" in ln] and len(said) == 1

@@ -316,7 +316,8 @@ def test_template_depends_only_on_its_fields():
     changes = {"position": 77, "size": 999, "base_offset": 5, "last_offset": 9, "crc": 1, "attributes": 0x20,
                "codec": 4, "max_timestamp": 3, "base_timestamp": 4, "partition_leader_epoch": 8,
                "producer_epoch": 2, "base_sequence": 11, "count": 40, "last_offset_delta": 39,
-               "delete_horizon_ms": 5, "error": "x", "error_code": "y", "inner_last": 3, "magic": 1}
+               "delete_horizon_ms": 5, "error": "x", "error_code": "y", "inner_last": 3, "magic": 1,
+               "inner_crc_bad": 2, "inner_crc_first": 4}
     fields = {f.name for f in dataclasses.fields(R.Batch)}
     assert set(changes) | set(D.TEMPLATE_FIELDS) | {"_buf"} == fields, "a new Batch field: add it to one side"
     for name, value in changes.items():

@@ -254,7 +254,7 @@ def test_terminal_rendering_fits_one_screen():
     for want in ("Kafka log directory", "UNCLEAN SHUTDOWN", "KRaft mode", "__cluster_metadata", "TestTopicPatient",
                  "Timeline", "__consumer_offsets vs queue ends", "empty)"):
         assert want in text, want
-    assert len(text.splitlines()) < 70
+    assert len(text.splitlines()) < 72         # (71 since the transactions line names the control types)
 
 
 @pytest.mark.parametrize("store", [("ldi-poc-kraft-2026", "8030792")])
@@ -397,3 +397,99 @@ def test_records_that_do_not_decode_are_damage_only_where_verify_reads_them(tmp_
     spans, damaged = run(True)
     assert spans == {"kafka.payload-inflate-failed": span("inflate"), "kafka.records-undecodable": span("records")}
     assert damaged == (2, at["inflate"][1] + at["records"][1])
+
+
+# ---- control batches: counted apart, by the type in their control record key (as dump --deep reads it) -------------
+
+def test_control_batches_counted_by_type(tmp_path, run_cli):
+    """Transaction markers and KRaft control records were one number in ``info`` (control records, from the batch
+    header), while ``dump kafka --deep`` names each one's type. Hand-built: COMMIT (pid 5), ABORT (pid 6),
+    LEADER_CHANGE, one batch of KRAFT_VERSION + KRAFT_VOTERS, a type Kafka does not define (9), and an ABORT
+    whose CRC fails (damage: no type, no count, as for data batches)."""
+    from builders import kafka_batch, kafka_control_batch
+
+    from formats import kafka as K
+
+    txn = dict(attrs=K.TRANSACTIONAL_FLAG_MASK, epoch=0, seq=0)
+    bad = bytearray(kafka_control_batch(11, [K.CONTROL_ABORT], pid=7, epoch=0))
+    bad[K.V2_CRC_OFFSET] ^= 0xFF
+    log = b"".join([kafka_batch(0, 2, pid=5, **txn), kafka_control_batch(2, [K.CONTROL_COMMIT], pid=5, epoch=0),
+                    kafka_batch(3, 1, pid=6, **txn), kafka_control_batch(4, [K.CONTROL_ABORT], pid=6, epoch=0),
+                    kafka_control_batch(5, [2]), kafka_control_batch(6, [5, 6]), kafka_control_batch(8, [9]),
+                    kafka_batch(9, 2), bytes(bad), kafka_batch(12, 3)])
+    part = tmp_path / "logdir" / "orders-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(log)
+    code, out, err = run_cli("info", part.parent, "--json")
+    d = json.loads(out)
+    assert code == 1, err                           # the bad CRC
+    assert d["messages"] == 2 + 1 + 2 + 3
+    types = {"ABORT": 1, "COMMIT": 1, "KRAFT_VERSION": 1, "KRAFT_VOTERS": 1, "LEADER_CHANGE": 1, "UNKNOWN(9)": 1}
+    assert d["overview"]["transactions"] == {"control_batches": 6, "control_records": 6, "transactional_batches": 5,
+                                             "control_types": types}
+    assert d["damage_total"] == 1
+    # the same types, record by record, as dump kafka --deep names them (batches whose CRC holds)
+    code, out, _ = run_cli("dump", "kafka", part, "--deep", "--json")
+    rows = [json.loads(x) for x in out.splitlines()]
+    named = Counter(r["control_type"] for r in rows if r["kind"] == "record" and r.get("control_type")
+                    and r["crc_ok"])
+    assert dict(named) == types
+
+
+def test_control_types_of_the_real_stores():
+    """broker-append: expected.json's control batches are 'ABORT marker pid 3000', 'COMMIT marker pid 2000',
+    'ABORT marker pid 4000'; the KRaft metadata log holds 1 control batch (MANIFEST), which dump names."""
+    exp = [b for b in _batches() if b["isControl"]]
+    want = Counter(b["desc"].split()[0] for b in exp)
+    assert want == {"ABORT": 2, "COMMIT": 1}
+    info = build_info(_ba(), None, InfoOptions(progress=False))
+    assert info.overview["transactions"]["control_types"] == dict(want)
+    assert info.overview["transactions"]["control_batches"] == len(exp) == 3
+    kraft = build_info(require_realdata("kafka", "ldi-poc-kraft-2026", "8030792"), None, InfoOptions(progress=False))
+    assert kraft.overview["transactions"]["control_batches"] == 1
+    assert sum(kraft.overview["transactions"]["control_types"].values()) == 1
+
+
+# ---- inner legacy messages whose own CRC fails: the wrapper's span, in verify, info and report alike -----------------
+
+def test_inner_crc_mismatch_is_damage_of_the_wrapper_in_verify_info_and_report(tmp_path):
+    """A v1 gzip wrapper (offsets 3..5) whose inner messages 1 and 2 (offsets 4, 5) carry a wrong CRC-32, the
+    wrapper's own CRC right, between two good v2 batches. ``inner-crc-mismatch`` came only with --deep, one per
+    message and without a span, so info, the damage count and the report counted nothing. Now: one finding per
+    wrapper (first bad message's offset, how many) with the wrapper's bytes as its span, with or without --deep,
+    and info and report count that same range."""
+    from builders import kafka_batch, kafka_legacy_message, kafka_legacy_wrapper
+
+    from mqtool.causes import linked
+    from mqtool.kafka import ops
+    from mqtool.options import VerifyOptions
+    from mqtool.report import build_report
+
+    T = 1_760_000_000_000
+    inner = [kafka_legacy_message(i, b"inner-%d" % i, ts=T + i, crc=None if i == 0 else 0x12345678)
+             for i in range(3)]
+    wrapper = kafka_legacy_wrapper(5, inner, ts=T + 2)
+    head = kafka_batch(0, 3)
+    log = head + wrapper + kafka_batch(6, 3)
+    part = tmp_path / "logdir" / "orders-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(log)
+    store = part.parent
+    span = (len(head), len(head) + len(wrapper))
+
+    for deep in (False, True):
+        findings, summary_fn = ops.verify("store", str(store), VerifyOptions(progress=False, deep=deep))
+        gen, summary = linked(findings, summary_fn)
+        errs = [f for f in gen if f.severity == "error"]
+        assert [(f.code, f.position, f.offset, f.actual, f.span) for f in errs] == \
+            [("kafka.inner-crc-mismatch", len(head), 4, 2, span)], deep
+        s = summary()
+        assert (s.damaged_ranges, s.damaged_bytes) == (1, len(wrapper))
+    info = build_info(store, None, InfoOptions(progress=False))
+    assert (info.damage_total, info.damaged_bytes) == (1, len(wrapper))
+    assert [(d.position, d.length, d.code) for d in info.damage] == [(len(head), len(wrapper), "inner-crc-mismatch")]
+    assert info.messages == 3 + 3 + 3
+    _, rinfo, rsummary, _ = build_report(store, None, InfoOptions(progress=False), VerifyOptions(progress=False))
+    assert (rinfo.damage_total, rinfo.damaged_bytes) == (rsummary.damaged_ranges, rsummary.damaged_bytes) == \
+        (1, len(wrapper))
+    assert rsummary.errors == 1

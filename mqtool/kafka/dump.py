@@ -126,7 +126,7 @@ def record_row(b: Batch, rec, opts, decoder=None) -> dict:
     }
     put_header_keys(r, rec.headers)
     if rec.control_type is not None:
-        r["control_type"] = K.CONTROL_TYPES.get(rec.control_type, f"UNKNOWN({rec.control_type})")
+        r["control_type"] = R.control_type_name(rec.control_type)
         if rec.coordinator_epoch is not None:
             r["coordinator_epoch"] = rec.coordinator_epoch
     if print_data:

@@ -6,6 +6,7 @@ that :mod:`mqtool.kafka.verify` turns into findings.
 """
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,17 +15,25 @@ from formats import kafka as K
 from mqtool.common import strict_json
 from mqtool.fastcrc import crc32c
 from mqtool.errors import InputError
-from mqtool.io import read_input
+from mqtool.io import first_nonzero, first_nonzero_in, open_input, pread_input, read_input
 from mqtool.kafka import layout as L
 
 _OFFSET_ENTRY, _TIME_ENTRY, _TXN_ENTRY, _SNAP_ENTRY = L.OFFSET_ENTRY, L.TIME_ENTRY, L.TXN_ENTRY, L.SNAPSHOT_ENTRY
 
 # These files are read whole and every entry kept: a cap keeps a hostile size from costing the memory it claims
-# (a 1.5 GB sparse .txnindex was 44 million entries, a MemoryError). Kafka writes them far smaller: an index
-# one entry per index.interval.bytes of a segment of at most 2 GiB (preallocated to segment.index.bytes, 10 MiB
-# by default), a producer snapshot 46 bytes per producer, a checkpoint one line per partition of the log dir.
+# (a 1.5 GB sparse .txnindex was 44 million entries, a MemoryError). Kafka writes them far smaller: a producer
+# snapshot 46 bytes per producer, a checkpoint one line per partition of the log dir, a .txnindex 34 bytes per
+# aborted transaction (appended, never preallocated).
 MAX_BINARY_FILE = 64 * 1024 * 1024
 MAX_TEXT_FILE = 16 * 1024 * 1024
+# An .index/.timeindex is preallocated (segment.index.bytes, 10 MiB by default, any size up to 2 GiB) and filled
+# from the front; the rest stays zero (a sparse hole). It is read a chunk at a time up to the end of its entries
+# (Kafka's end-of-data rule), the zero tail after them checked without being kept (holes not even read), so
+# memory is what the real entries take. Those are capped: one entry per index.interval.bytes (4096 by default)
+# of a segment of at most 2 GiB is 512 Ki entries (4 MiB of .index); 64 MiB of entries would need an interval
+# under 256 bytes over a full 2 GiB segment.
+MAX_INDEX_ENTRY_BYTES = 64 * 1024 * 1024
+_INDEX_CHUNK = 1 << 20
 
 
 def read_capped(path: Path, cap: int = MAX_BINARY_FILE) -> bytes:
@@ -49,38 +58,60 @@ class IndexFile:
     partial: int = 0                                # bytes that do not make a whole entry
 
 
-def _index(path: Path, data: bytes, entry: struct.Struct, is_end) -> IndexFile:
+def _index(path: Path, size: int, read, nonzero, entry: struct.Struct, is_end) -> IndexFile:
+    """The entries of an index of ``size`` bytes up to ``is_end(entry, position)``, read ``read(n, at)`` a chunk
+    at a time; what follows them (up to the last whole entry) is a zero tail or garbage by ``nonzero(start, end)``
+    (the position of a non-zero byte there, or -1), not kept. InputError past MAX_INDEX_ENTRY_BYTES of entries."""
     es = entry.size
-    f = IndexFile(path, len(data), es)
-    whole = len(data) - len(data) % es
-    f.partial = len(data) - whole
+    f = IndexFile(path, size, es)
+    whole = size - size % es
+    f.partial = size - whole
+    step = _INDEX_CHUNK - _INDEX_CHUNK % es
+    cap = MAX_INDEX_ENTRY_BYTES
     i = 0
     while i < whole:
-        e = entry.unpack_from(data, i)
-        if is_end(e, i):
+        want = min(step, whole - i)
+        data = read(want, i)
+        usable = len(data) - len(data) % es
+        for e in entry.iter_unpack(data[:usable]):
+            if is_end(e, i):
+                if nonzero(i, whole) < 0:
+                    f.zero_tail = whole - i
+                else:
+                    f.garbage_tail = whole - i
+                return f
+            if i >= cap:
+                raise InputError(f"more than {cap} bytes of entries before the end of the index's data, far more "
+                                 "than Kafka writes into such a file: not read", str(path), i)
+            f.entries.append(e)
+            i += es
+        if usable < want:           # the file shrank while being read: what was there is what we got
             break
-        f.entries.append(e)
-        i += es
-    rest = data[i:whole]
-    if rest:
-        if rest.count(0) == len(rest):
-            f.zero_tail = len(rest)
-        else:
-            f.garbage_tail = len(rest)
     return f
+
+
+def _read_index(path: Path, data: bytes | None, entry: struct.Struct, is_end) -> IndexFile:
+    if data is not None:
+        return _index(path, len(data), lambda n, at: data[at:at + n], lambda a, b: first_nonzero(data, a, b),
+                      entry, is_end)
+    with open_input(path) as fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            return _index(path, size, lambda n, at: pread_input(fh, n, at),
+                          lambda a, b: first_nonzero_in(fh, a, b), entry, is_end)
+        except OSError as e:
+            raise InputError(f"read failed: {e.strerror or e}", str(path)) from None
 
 
 def read_offset_index(path: Path, data: bytes | None = None) -> IndexFile:
     """DumpLogSegments' rule: stop at the first entry i>0 whose offset equals the base offset (relative 0);
     an all-zero first slot is also the end (an empty preallocated index)."""
-    data = read_capped(path) if data is None else data
-    return _index(path, data, _OFFSET_ENTRY, lambda e, i: e[0] == 0 and (i > 0 or e[1] == 0))
+    return _read_index(path, data, _OFFSET_ENTRY, lambda e, i: e[0] == 0 and (i > 0 or e[1] == 0))
 
 
 def read_time_index(path: Path, data: bytes | None = None) -> IndexFile:
     """Stop at the first all-zero slot (timestamp 0, relative offset 0) — preallocated space."""
-    data = read_capped(path) if data is None else data
-    return _index(path, data, _TIME_ENTRY, lambda e, i: e[0] == 0 and e[1] == 0)
+    return _read_index(path, data, _TIME_ENTRY, lambda e, i: e[0] == 0 and e[1] == 0)
 
 
 def read_txn_index(path: Path, data: bytes | None = None) -> IndexFile:

@@ -37,7 +37,7 @@ from mqtool.kafka import indexfiles as KF
 from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
 from mqtool.kafka.lag import apply_commit
-from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records
+from mqtool.kafka.records import Batch, LimitExceeded, control_type_name, header_records, iter_records
 from mqtool.kafka.scan import Damage, scan
 from mqtool.options import InfoOptions
 from mqtool.progress import progress
@@ -57,6 +57,8 @@ class _Stats:
         self.codecs: Counter = Counter()
         self.ts_types: Counter = Counter()
         self.control = 0
+        self.control_batches = 0
+        self.control_types: Counter = Counter()     # control records by type (ABORT, COMMIT, LEADER_CHANGE, ...)
         self.no_timestamp = 0
         self.transactional = 0
         self.delete_horizon = 0
@@ -284,8 +286,15 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         b.add_damage(file, bt.position, bt.base_offset, bt.size, "crc-mismatch",
                      f"{'CRC32C' if bt.magic == 2 else 'CRC32'} of a magic v{bt.magic} batch does not match "
                      f"(offsets {bt.base_offset}..{bt.last_offset})", stream, at_time=at)
+    if bt.inner_crc_bad:        # inner legacy messages whose own CRC fails: the wrapper's bytes (as verify)
+        b.add_damage(file, bt.position, bt.base_offset, bt.size, "inner-crc-mismatch",
+                     f"CRC32 of {bt.inner_crc_bad} inner (compressed) legacy message(s) of the wrapper does not "
+                     "match", stream, at_time=at)
     if bt.is_control:
-        st.control += bt.count or 0
+        st.control += header_records(bt)        # (0 when the CRC fails: the count is then no reference)
+        st.control_batches += 1
+        if bt.crc_ok:
+            _control_types(bt, st)
         return
     n = header_records(bt)
     stamps = None
@@ -335,6 +344,20 @@ def _batch(bt: Batch, topic: str, queue: int, stream: str, b: InfoBuilder, st: _
         b.add_message(topic, queue, ts, share + (extra if i == 0 else 0), stream)
     for key, value in pairs:
         apply_commit(key, value, commits, source)
+
+
+def _control_types(bt: Batch, st: _Stats) -> None:
+    """Count the control records of a batch whose CRC holds by their type, read from the control record key as
+    ``dump kafka --deep`` reads it (a record without a readable key has no type; a batch whose records do not
+    decode is counted as undecodable, as for data batches). Not records: they are not on the timeline."""
+    try:
+        for r in iter_records(bt):
+            if r.control_type is not None:
+                st.control_types[control_type_name(r.control_type)] += 1
+    except LimitExceeded as e:
+        st.capped(e.code, str(e))
+    except (CodecError, ValueError, IndexError):
+        st.undecodable += 1
 
 
 def _crash(ld: L.LogDir, label: str | None, leos: dict, st: _Stats) -> None:
@@ -410,8 +433,12 @@ def _summarise(b: InfoBuilder, st: _Stats) -> None:
         b.fact("batches by codec", dict(sorted(st.codecs.items())))
     if st.ts_types:
         b.fact("batches by timestamp type", dict(sorted(st.ts_types.items())))
-    if st.control or st.transactional:
-        b.fact("transactions", {"control_records": st.control, "transactional_batches": st.transactional})
+    if st.control_batches or st.transactional:
+        tx = {"control_batches": st.control_batches, "control_records": st.control,
+              "transactional_batches": st.transactional}
+        if st.control_types:
+            tx["control_types"] = dict(sorted(st.control_types.items()))
+        b.fact("transactions", tx)
     b.fact("partitions", {"total": st.partitions, "with_data": st.partitions_with_data})
     if st.transient:
         b.note(f"{st.transient} segment(s) named .deleted/.cleaned/.swap (being deleted or compacted by the broker) "

@@ -65,6 +65,18 @@ def plan(path, split_size: int | None = None) -> list[ByteRange]:
     return split_segments(FAMILY, str(path), segs, split_size)
 
 
+def store_damage(path) -> list[str]:
+    """Damage of the store as a whole, that no byte range meets: offsets in no segment (``segment-gap``) and
+    segments whose ``.log`` is gone (``segment-log-missing``), as the notes ``dump kafka`` prints and counts
+    (:func:`mqtool.kafka.dump.lost_segment_notes`); none for a single file."""
+    p = Path(path)
+    if p.is_file():
+        return []
+    from mqtool.kafka.dump import lost_segment_notes
+
+    return lost_segment_notes(p)
+
+
 def topic_partition(file) -> tuple[str | None, int | None, bool]:
     """(topic, partition, filtered by --topic) of a log file, as ``dump kafka`` names it."""
     p = Path(file)

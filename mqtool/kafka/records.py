@@ -100,6 +100,8 @@ class Batch:
     _buf: object = field(default=None, repr=False)
     error_code: str = "records-undecodable"     # the finding for ``error`` (or a LimitExceeded code)
     inner_last: int | None = None   # legacy wrappers: offset field of the last inner message
+    inner_crc_bad: int = 0          # legacy wrappers: inner messages whose own CRC-32 fails (the walk reads them)
+    inner_crc_first: int | None = None  # ... the offset of the first of them
 
     @property
     def end(self) -> int:
@@ -365,6 +367,11 @@ def iter_records(batch: Batch, limit: int = 256 * 1024 * 1024):
     left = feed.rest()
     if left:
         raise ValueError(f"{left} bytes left after {batch.count} records")
+
+
+def control_type_name(code: int) -> str:
+    """A control record's type as dump, info and query name it (``UNKNOWN(n)`` for a type Kafka does not define)."""
+    return K.CONTROL_TYPES.get(code, f"UNKNOWN({code})")
 
 
 # the field sequence of K.Record (mqtool.schema_struct.layout_notation, from the schema cache at start-up)

@@ -330,6 +330,7 @@ def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
     if codec != K.CODEC_NONE:
         # A wrapper: base offset and count come from the inner messages.
         first = None
+        bad_at = None               # offset field of the first inner message whose own CRC fails
         try:
             n = 0
             for f in _legacy_walk(b):
@@ -337,11 +338,18 @@ def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
                     first = f[0]
                 b.inner_last = f[0]
                 n += 1
+                if not f[8]:
+                    b.inner_crc_bad += 1
+                    if bad_at is None:
+                        bad_at = f[0]
             b.count = n
             if first is not None:
                 b.base_offset = first if magic == 0 else off - b.inner_last + first
+            if bad_at is not None:
+                b.inner_crc_first = bad_at if magic == 0 else off - b.inner_last + bad_at
         except (CodecError, ValueError, struct.error, IndexError) as e:
             b.base_offset, b.count, b.inner_last = None, None, None
+            b.inner_crc_first = bad_at if magic == 0 else None      # (v1: relative to a last offset not reached)
             if isinstance(e, LimitExceeded):
                 b.error, b.error_code = str(e), e.code
                 if magic == 0:

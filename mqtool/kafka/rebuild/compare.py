@@ -8,13 +8,13 @@ from mqtool.kafka import indexfiles as F
 from mqtool.errors import InputError
 
 
-def _entries(kind: str, data: bytes):
-    if kind == "index":
-        f = F.read_offset_index(Path("x"), data)
-    elif kind == "timeindex":
-        f = F.read_time_index(Path("x"), data)
-    else:
-        f = F.read_txn_index(Path("x"), data)
+_READERS = {"index": F.read_offset_index, "timeindex": F.read_time_index, "txnindex": F.read_txn_index}
+
+
+def _entries(kind: str, data: bytes | None, path: Path = Path("x")):
+    """(entries as tuples, the reader's result) of ``data``, or of the file ``path`` when ``data`` is None
+    (an .index/.timeindex read up to its entries: a large preallocated file costs no more)."""
+    f = _READERS[kind](path, data)
     return [tuple(e) for e in f.entries], f
 
 
@@ -29,23 +29,23 @@ def _compare(seg, built: dict, res, f, counts):
                         seg.log.with_suffix(f".{kind}"), None, None,
                         f"no .{kind} on disk; the rebuild has {len(data)} bytes of entries")
             continue
+        if data is None:
+            data = b""
         try:
-            disk = F.read_capped(disk_path)
+            theirs, info = _entries(kind, None, disk_path)
+            same = info.size == len(data) and F.read_capped(disk_path, max(len(data), 1)) == data
         except InputError as e:
             yield f(ERROR, "file-unreadable", disk_path, None, None, f"cannot read: {e.message}")
             continue
-        if data is None:
-            data = b""
-        if disk == data:
+        if same:
             counts["identical"] += 1
             yield f(INFO, "identical", disk_path, None, None, "byte-identical to the rebuild")
             continue
         mine, _ = _entries(kind, data)
-        theirs, info = _entries(kind, disk)
         if mine == theirs and info.garbage_tail == 0:
             counts["identical"] += 1
             yield f(INFO, "identical-but-preallocated", disk_path, len(data), None,
-                    f"same entries; the disk file is padded with {len(disk) - len(data)} zero bytes "
+                    f"same entries; the disk file is padded with {info.size - len(data)} zero bytes "
                     "(running or crashed broker)")
             continue
         counts["differing"] += 1

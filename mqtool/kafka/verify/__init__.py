@@ -6,7 +6,7 @@ log      segment-gap [E; I when the partition looks compacted] (offsets between 
          crc-mismatch [E], skipped-bytes [E], partial-tail [W], zero-tail [I], offset-below-base [E],
          offset-not-increasing [E], offset-overflow [E], records-undecodable [E], record-offsets [E],
          payload-inflate-failed [E] (a compressed batch whose payload does not inflate; checked without --deep),
-         inner-crc-mismatch [E], offset-gaps [I], transient-file [I], empty-segment [I]
+         inner-crc-mismatch [E] (per legacy wrapper; span: the wrapper), offset-gaps [I], transient-file [I], empty-segment [I]
 .index   index-missing [I], index-size [E], index-sanity [E], index-garbage-tail [E], index-preallocated [I],
          index-not-monotonic [E], index-position-not-batch [E], index-offset-mismatch [E],
          index-append-path [I] (entry written by a multi-batch append: offset of a later batch's end),
