@@ -36,6 +36,7 @@ _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if _DONTNEED is not None else None)
 _populate_ok = [_POPULATE_READ is not None]
 _nogil: list = []           # [madvise(buf, start, length, advice) without the GIL, or None], once looked up
+_huge: list = []            # [rmqverify.huge_share, or None], once looked up
 
 
 def _madvise(buf, advice: int, start: int, length: int) -> None:
@@ -99,6 +100,35 @@ class PageWindow:
                 _madvise(self.buf, _POPULATE_READ, at, min(self.window, self.end - at))
             except (OSError, ValueError):
                 _populate_ok[0] = False
+
+
+PROBE = 2 << 20            # one huge page (a PMD on x86-64 and arm64 with 4 KiB pages)
+
+
+def huge_backed(buf, pos: int, end: int) -> bool:
+    """Whether the file's pages from ``pos`` on come into this map as huge pages: the first whole ``PROBE``
+    bytes after ``pos`` are populated and the kernel asked how they are mapped (``rmqverify.huge_share``,
+    ``PAGEMAP_SCAN``). A file written in large blocks (``dd bs=4M``, a buffered writer's flushes) sits in the page
+    cache in large folios on recent kernels (ext4 from 6.16, xfs), which a map reaches 2 MiB at a time for next to
+    nothing; one written a page at a time, or read back after the cache dropped it, sits in small ones, which
+    cost about as much to map and unmap as to copy (measured: docs/performance.md). The
+    RocketMQ scanner reads the file (``pread``) in the second case and walks the map in the first. False
+    wherever it cannot tell (no compiled helper, an older kernel, a buffer too short, a refused populate)."""
+    lo = -(-pos // PROBE) * PROBE
+    if lo + PROBE > min(end, len(buf)) or not _populate_ok[0] or not isinstance(buf, mmap.mmap):
+        return False
+    if not _huge:
+        from mqtool import native
+
+        _huge.append(getattr(native.load("rmqverify"), "huge_share", None))
+    if _huge[0] is None:
+        return False
+    try:
+        _madvise(buf, _POPULATE_READ, lo, PROBE)
+    except (OSError, ValueError):
+        return False
+    share = _huge[0](buf, lo, PROBE)
+    return share is not None and share >= 0.5
 
 
 def release(buf) -> None:

@@ -54,7 +54,12 @@ class _Spy:
         monkeypatch.setattr(NATIVE, "scan", scan)
 
 
-def _verify(path, monkeypatch, *, reads_fd=True, lane_on=True, part="store", **kw):
+def _verify(path, monkeypatch, *, reads_fd=True, lane_on=True, part="store", huge=False, **kw):
+    """verify with the map lane (``reads_fd`` False) or the pread lane, the page cache's pages taken as small
+    (the pread lane stays the pread lane) or, ``huge``, as huge (the scanner then walks the map)."""
+    from mqtool.rocketmq import scan
+
+    monkeypatch.setattr(scan, "huge_backed", lambda buf, pos, end: huge)
     monkeypatch.setattr(io, "READ_WHOLE_LIMIT", 0)
     monkeypatch.setattr(verify, "READS_FD", reads_fd)
     monkeypatch.setattr(verify, "USE_FAST_LANE", lane_on)
@@ -191,3 +196,35 @@ def test_chunk_hook_refuses_nonsense():
         NATIVE.chunk(1 << 40)
     assert NATIVE.chunk() == old
     assert old >= F.MIN_MESSAGE_SIZE
+
+
+# ---- which lane: the map where the page cache holds huge pages (mqtool.pages.huge_backed) ------------------------
+
+def test_huge_pages_take_the_map_and_answer_the_same(tmp_path, monkeypatch):
+    """Where the scanner finds the file's pages mapped huge it walks the map (no fd to the lane), elsewhere it
+    reads: the findings are the same either way (the pages' size is the kernel's business, not the answer's)."""
+    path = _store(tmp_path)
+    read = _verify(path, monkeypatch, lane_on=False)
+    for huge, lane in ((False, "fd_calls"), (True, "map_calls")):
+        spy = _Spy(monkeypatch)
+        assert _verify(path, monkeypatch, huge=huge) == read
+        assert getattr(spy, lane) > 0 and getattr(spy, "map_calls" if lane == "fd_calls" else "fd_calls") == 0
+
+
+def test_huge_share_reports_a_share_or_nothing(tmp_path):
+    """The kernel's answer is a share of the range (or None where PAGEMAP_SCAN is missing); a range outside the
+    buffer is refused; huge_backed is False for a buffer too short to hold one huge page or not a map."""
+    from mqtool import pages
+
+    p = tmp_path / "f"
+    p.write_bytes(b"\x07" * (6 << 20))
+    with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        NATIVE.madvise(m, 0, len(m), 22)                # populated: every page present
+        share = NATIVE.huge_share(m, 0, len(m))
+        assert share is None or 0.0 <= share <= 1.0
+        for bad in ((0, 0), (-1, 10), (0, len(m) + 1), (len(m), 1)):
+            with pytest.raises(ValueError):
+                NATIVE.huge_share(m, *bad)
+        assert pages.huge_backed(m, len(m) - (1 << 20), len(m)) is False
+        assert isinstance(pages.huge_backed(m, 0, len(m)), bool)
+    assert pages.huge_backed(bytearray(8 << 20), 0, 8 << 20) is False

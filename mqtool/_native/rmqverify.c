@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -1841,6 +1842,70 @@ static PyObject *py_crc32_hardware(PyObject *self, PyObject *noargs)
     return PyBool_FromLong(mq_crc32_hardware());
 }
 
+/* huge_share(buf, start, length): which share of buf[start:start+length] (a map) this process has mapped with
+ * huge pages (a page-cache folio of 2 MiB mapped by one page-table entry), from the kernel's PAGEMAP_SCAN
+ * (Linux 6.7+): a float in [0, 1], or None where the kernel cannot say. A scanner asks after populating a
+ * window: where the file's pages are huge, reading through the map costs next to nothing, where they are
+ * 4 KiB pages mapping them costs about what copying them does (mqtool/rocketmq/scan.py chooses its lane). */
+#if defined(__linux__)
+struct mq_page_region { uint64_t start, end, categories; };
+struct mq_pm_scan_arg {                 /* struct pm_scan_arg of <linux/fs.h>, 6.7+ (older headers lack it) */
+    uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages, category_inverted, category_mask,
+        category_anyof_mask, return_mask;
+};
+#define MQ_PAGEMAP_SCAN _IOWR('f', 16, struct mq_pm_scan_arg)
+#define MQ_PAGE_IS_PRESENT (1 << 3)
+#define MQ_PAGE_IS_HUGE (1 << 6)
+#endif
+
+static PyObject *py_huge_share(PyObject *self, PyObject *args)
+{
+    PyObject *bufobj;
+    Py_ssize_t start, length;
+    if (!PyArg_ParseTuple(args, "Onn:huge_share", &bufobj, &start, &length)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (start < 0 || length <= 0 || start > view.len || length > view.len - start) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "huge_share: an empty range or one outside the buffer");
+        return NULL;
+    }
+#if defined(__linux__)
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t at = (uintptr_t)view.buf + (uintptr_t)start, lo = at - at % page;
+    const uintptr_t hi = (at + (uintptr_t)length + page - 1) / page * page;
+    uint64_t huge = 0;
+    int ok = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        struct mq_page_region vec[32];
+        struct mq_pm_scan_arg a = {.size = sizeof a, .start = lo, .end = hi, .vec = (uint64_t)(uintptr_t)vec,
+                                   .vec_len = 32, .category_mask = MQ_PAGE_IS_HUGE | MQ_PAGE_IS_PRESENT,
+                                   .return_mask = MQ_PAGE_IS_HUGE};
+        for (;;) {
+            long n = ioctl(fd, MQ_PAGEMAP_SCAN, &a);
+            if (n < 0) break;
+            for (long i = 0; i < n; i++) huge += vec[i].end - vec[i].start;
+            if (a.walk_end >= hi || n < 32) {
+                ok = 1;
+                break;
+            }
+            a.start = a.walk_end;       /* the vector filled up: go on where the walk stopped */
+        }
+        close(fd);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (!ok) Py_RETURN_NONE;
+    double share = (double)huge / (double)(hi - lo);
+    return PyFloat_FromDouble(share > 1.0 ? 1.0 : share);
+#else
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+#endif
+}
+
 /* props_scan(data, names, skip_empty, needles, avail): the lane's one pass over properties (rmq_props_scan) on
  * data with the given names (bytes, at most 3) and needles ((bytes, from) pairs, at most 2), avail bytes of data
  * readable (len(data) <= avail; the rest of data stands for the bytes after the properties) -> (found, values,
@@ -1928,6 +1993,7 @@ static PyMethodDef methods[] = {
     {"madvise", py_madvise, METH_VARARGS,
      "madvise(buf, start, length, advice): madvise(2) on buf[start:start+length] without the GIL."},
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
+    {"huge_share", py_huge_share, METH_VARARGS, "huge_share(buf, start, length) -> float | None (see the C)."},
     {"props_scan", py_props_scan, METH_VARARGS, "props_scan(data, names, skip_empty, needles, n) (test hook)."},
     {NULL, NULL, 0, NULL},
 };

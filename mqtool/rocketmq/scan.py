@@ -26,7 +26,7 @@ from mqtool import native
 from mqtool.damage import Damage
 from mqtool.errors import InputError
 from mqtool.io import first_nonzero, last_nonzero, map_input, need, need_unit, ranged as _ranged, ranged_maps
-from mqtool.pages import WINDOW, PageWindow, release
+from mqtool.pages import WINDOW, PageWindow, huge_backed, release
 from mqtool.plainclass import dataclass
 from mqtool.rocketmq import layout
 from mqtool.rocketmq.store import Segment
@@ -206,6 +206,8 @@ class SegmentScanner:
         # file's shadow is read through the map, whose windows fetch what they cover: mqtool.io.need)
         lane_fd = fd if (lane is not None and fd is not None and getattr(lane, "reads_fd", False)
                          and not _ranged(buf)) else -1
+        if lane_fd >= 0 and huge_backed(buf, pos, min(stop, end)):
+            lane_fd = -1                    # huge pages: the map costs less than the copies (mqtool.pages)
         # bounded RSS (mqtool.pages); a unit may end past stop
         win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20), max_size, populate=lane_fd < 0)
         while pos < end:
