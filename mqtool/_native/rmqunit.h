@@ -371,8 +371,9 @@ static inline void rmq_props(const uint8_t *p, Py_ssize_t n, uint8_t sep, const 
 
 /* ---- verify's one pass over the properties ------------------------------------------------------------- */
 
-/* A byte string looked for in the properties (Python's `needle in props[from:]`): len 0 is always found. */
-typedef struct { const uint8_t *s; Py_ssize_t len, from; } RmqNeedle;
+/* A byte string looked for in the properties (Python's `needle in props[from:]`, the start given per message):
+ * len 0 is always found. */
+typedef struct { const uint8_t *s; Py_ssize_t len; } RmqNeedle;
 
 #if defined(__SSE2__) && !defined(RMQ_NO_SIMD)      /* (RMQ_NO_SIMD: build the portable path) */
 #include <emmintrin.h>
@@ -389,40 +390,65 @@ static inline __m128i rmq_load16(const uint8_t *p, Py_ssize_t at, Py_ssize_t ava
 }
 #endif
 
-/* Whether one of the nn needles occurs at c (its first byte is there) inside p[0:n]. */
-static inline int rmq_needle_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t c, const RmqNeedle *nd, int nn)
+/* What one pass looks for, made once (rmq_scan_init) for every message of a walk: the property separator and
+ * up to two needles, with the bytes each 16-byte step compares against (a needle's first and last byte). */
+typedef struct {
+    uint8_t sep;
+    int nn;
+    RmqNeedle nd[2];
+    Py_ssize_t d[2];                    /* a needle's last byte: this far after its first */
+#ifdef RMQ_PROPS_SCAN_SIMD
+    __m128i vsep, first[2], last[2];
+#endif
+} RmqScanSet;
+
+static inline void rmq_scan_init(RmqScanSet *S, uint8_t sep, const RmqNeedle *nd, int nn)
 {
-    for (int j = 0; j < nn; j++)
-        if (nd[j].len > 0 && p[c] == nd[j].s[0] && c >= nd[j].from && c + nd[j].len <= n
-            && p[c + nd[j].len - 1] == nd[j].s[nd[j].len - 1] && memcmp(p + c, nd[j].s, (size_t)nd[j].len) == 0)
+    S->sep = sep;
+    S->nn = nn;
+    for (int j = 0; j < 2; j++) {
+        const RmqNeedle x = nn > 0 ? nd[j < nn ? j : 0] : (RmqNeedle){NULL, 0};   /* (an absent second: the first again) */
+        S->nd[j] = x;
+        S->d[j] = x.len > 0 ? x.len - 1 : 0;
+#ifdef RMQ_PROPS_SCAN_SIMD
+        S->first[j] = _mm_set1_epi8((char)(x.len > 0 ? x.s[0] : 0));
+        S->last[j] = _mm_set1_epi8((char)(x.len > 0 ? x.s[S->d[j]] : 0));
+#endif
+    }
+#ifdef RMQ_PROPS_SCAN_SIMD
+    S->vsep = _mm_set1_epi8((char)sep);
+#endif
+}
+
+/* Whether one of the needles occurs at c (its first byte is there) inside p[0:n], starting at or after its from. */
+static inline int rmq_needle_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t c, const RmqScanSet *S,
+                                const Py_ssize_t *from)
+{
+    for (int j = 0; j < S->nn; j++) {
+        const RmqNeedle *x = &S->nd[j];
+        if (x->len > 0 && p[c] == x->s[0] && c >= from[j] && c + x->len <= n && p[c + S->d[j]] == x->s[S->d[j]]
+            && memcmp(p + c, x->s, (size_t)x->len) == 0)
             return 1;
+    }
     return 0;
 }
 
 /* What verify's lane asks of a message's properties p[0:n], in one pass 16 bytes a step (SSE2; elsewhere the
- * same answers from rmq_props and memchr): 1 when one of the nn (<= 2) needles occurs (the lane
+ * same answers a byte at a time): 1 when one of the set's needles occurs at or after its from[j] (the lane
  * declines the unit; the values are then not all found), else 0 with the values of the names as rmq_props
  * gives them and *ascii set when no byte is >= 0x80 (the caller then knows the text is valid UTF-8). avail:
  * bytes readable from p (>= n); no load reaches past it. */
-static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, uint8_t sep,
-                                 const RmqNames *ns, int skip_empty, RmqProp *v, const RmqNeedle *nd, int nn,
-                                 int *ascii)
+static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, const RmqScanSet *S,
+                                 const Py_ssize_t *from, const RmqNames *ns, int skip_empty, RmqProp *v, int *ascii)
 {
+    const int nn = S->nn, k = ns->k;
     for (int j = 0; j < nn; j++)
-        if (nd[j].len == 0)
+        if (S->nd[j].len == 0)
             return 1;
-    const int k = ns->k;
 #ifdef RMQ_PROPS_SCAN_SIMD
     for (int i = 0; i < k; i++)
         v[i].n = -1;
-    const __m128i vsep = _mm_set1_epi8((char)sep);
-    /* a needle's candidates: its first byte here and its last byte len - 1 further (both from one compare each) */
-    const int n1 = nn > 1 ? 1 : 0;
-    const Py_ssize_t d0 = nn > 0 ? nd[0].len - 1 : 0, d1 = nn > 0 ? nd[n1].len - 1 : 0;
-    const __m128i f0 = _mm_set1_epi8((char)(nn > 0 ? nd[0].s[0] : 0));
-    const __m128i l0 = _mm_set1_epi8((char)(nn > 0 ? nd[0].s[d0] : 0));
-    const __m128i f1 = _mm_set1_epi8((char)(nn > 0 ? nd[n1].s[0] : 0));
-    const __m128i l1 = _mm_set1_epi8((char)(nn > 0 ? nd[n1].s[d1] : 0));
+    const Py_ssize_t d0 = S->d[0], d1 = S->d[1];
     unsigned hi = 0;
     Py_ssize_t s = 0;                                   /* start of the pair being read */
     for (Py_ssize_t b = 0; b < n; b += 16) {
@@ -430,21 +456,22 @@ static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avai
         const unsigned m = n - b >= 16 ? 0xFFFFu : (1u << (n - b)) - 1u;   /* (bits past n: not the text's) */
         hi |= (unsigned)_mm_movemask_epi8(x) & m;
         if (nn > 0) {
-            /* (a candidate whose last byte would lie past n is no occurrence: the loads past n read zeros or
-             * other bytes, and rmq_needle_at checks every candidate in full) */
+            /* candidates: a needle's first byte here and its last byte d further (a candidate whose last byte
+             * would lie past n is no occurrence: the loads past n read zeros or other bytes, and rmq_needle_at
+             * checks every candidate in full) */
             unsigned c = 0;
             if (b + d0 < n)
-                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, f0),
-                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d0, avail), l0)));
+                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, S->first[0]),
+                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d0, avail), S->last[0])));
             if (b + d1 < n)
-                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, f1),
-                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d1, avail), l1)));
+                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, S->first[1]),
+                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d1, avail), S->last[1])));
             for (c &= m; c; c &= c - 1)
-                if (rmq_needle_at(p, n, b + __builtin_ctz(c), nd, nn))
+                if (rmq_needle_at(p, n, b + __builtin_ctz(c), S, from))
                     return 1;
         }
         if (k > 0) {
-            for (unsigned t = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, vsep)) & m; t; t &= t - 1) {
+            for (unsigned t = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, S->vsep)) & m; t; t &= t - 1) {
                 const Py_ssize_t e = b + __builtin_ctz(t);
                 rmq_pair(p + s, p + e, avail - s, ns, skip_empty, v);
                 s = e + 1;
@@ -458,11 +485,11 @@ static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avai
 #else
     (void)avail;                        /* (the same answers, a byte at a time) */
     for (int j = 0; j < nn; j++)
-        for (Py_ssize_t c = nd[j].from; c + nd[j].len <= n; c++)
-            if (p[c] == nd[j].s[0] && memcmp(p + c, nd[j].s, (size_t)nd[j].len) == 0)
+        for (Py_ssize_t c = from[j]; c + S->nd[j].len <= n; c++)
+            if (p[c] == S->nd[j].s[0] && memcmp(p + c, S->nd[j].s, (size_t)S->nd[j].len) == 0)
                 return 1;
     if (k > 0)
-        rmq_props(p, n, sep, ns, skip_empty, v);
+        rmq_props(p, n, S->sep, ns, skip_empty, v);
     Py_ssize_t i = 0;
     while (i < n && p[i] < 0x80)
         i++;

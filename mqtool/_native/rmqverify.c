@@ -1375,6 +1375,7 @@ typedef struct {
     Xref *xref;                            /* notes every unit consumed, or NULL */
     int64_t base;                          /* global offset of buf[0] */
     PyThreadState *ts;                     /* the walk runs without the GIL (saved state), or NULL */
+    RmqScanSet props;                      /* the one pass over properties: the multi-dispatch name, the CRC tag */
 } VerifyRun;
 
 /* Long walks with the built-in CRC run without the GIL (another thread's range walks meanwhile); this much at
@@ -1426,14 +1427,13 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     const Py_ssize_t pl = (Py_ssize_t)x->total - x->pp;
     /* one pass: no inner multi-dispatch, no CRC tag in the tail, the table's values, ASCII or else UTF-8 */
     const Py_ssize_t tail = pl < cfg.crc_tail ? pl : cfg.crc_tail;
-    const RmqNeedle nd[2] = {{(const uint8_t *)cfg.multi, cfg.multi_len, 0},
-                             {(const uint8_t *)cfg.crc_tag, cfg.crc_tag_len, pl - tail}};
+    const Py_ssize_t from[2] = {0, pl - tail};
     static const RmqNames no_names = {.k = 0};
     const int note = v->xref != NULL && xc.ready;
     RmqProp found[3];
     int ascii = 0;
-    if (rmq_props_scan(props, pl, (Py_ssize_t)(w->buf + w->len - props), (uint8_t)xc.s[XS_PROPSEP][0],
-                       note ? &xc.names : &no_names, RMQ_PROPS_SKIP_EMPTY, found, nd, 2, &ascii))
+    if (rmq_props_scan(props, pl, (Py_ssize_t)(w->buf + w->len - props), &v->props, from,
+                       note ? &xc.names : &no_names, RMQ_PROPS_SKIP_EMPTY, found, &ascii))
         return 0;
     if (!ascii && !mq_utf8_ok(props, pl)) return 0;
 
@@ -1605,6 +1605,9 @@ static PyObject *scan(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     VerifyRun v = {.expected = expected, .known_only = known_only, .cached = -1,
                    .xref = xref_o == Py_None ? NULL : (Xref *)xref_o, .base = base};
+    const RmqNeedle needles[2] = {{(const uint8_t *)cfg.multi, cfg.multi_len},
+                                  {(const uint8_t *)cfg.crc_tag, cfg.crc_tag_len}};
+    rmq_scan_init(&v.props, (uint8_t)xc.s[XS_PROPSEP][0], needles, 2);
     int64_t max_size;
     int r;
 
@@ -1934,16 +1937,19 @@ static PyObject *py_props_scan(PyObject *self, PyObject *args)
         nm[i] = PyBytes_AS_STRING(o);
         nl[i] = PyBytes_GET_SIZE(o);
     }
+    Py_ssize_t from[2] = {0, 0};
     for (Py_ssize_t j = 0; j < nn; j++) {
         PyObject *o = PyTuple_GET_ITEM(needles, j), *s;
-        if (!PyArg_ParseTuple(o, "O!n", &PyBytes_Type, &s, &nd[j].from)) goto done;
+        if (!PyArg_ParseTuple(o, "O!n", &PyBytes_Type, &s, &from[j])) goto done;
         nd[j].s = (const uint8_t *)PyBytes_AS_STRING(s);
         nd[j].len = PyBytes_GET_SIZE(s);
     }
     int ascii = 0;
     RmqNames ns;
+    RmqScanSet S;
     rmq_names_init(&ns, (int)k, nm, nl, (uint8_t)xc.s[XS_NVSEP][0]);
-    if (rmq_props_scan(b.buf, n, b.len, (uint8_t)xc.s[XS_PROPSEP][0], &ns, skip_empty, v, nd, (int)nn, &ascii)) {
+    rmq_scan_init(&S, (uint8_t)xc.s[XS_PROPSEP][0], nd, (int)nn);
+    if (rmq_props_scan(b.buf, n, b.len, &S, from, &ns, skip_empty, v, &ascii)) {
         out = Py_BuildValue("(OOO)", Py_True, Py_None, Py_None);
         goto done;
     }
