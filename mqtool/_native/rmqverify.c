@@ -74,9 +74,9 @@ static uint64_t q_hash(const uint8_t *t, Py_ssize_t n, int64_t qid)
         h = (h ^ w) * K;
         h ^= h >> 31;
     }
-    if (n > 0) {
+    if (n > 0) {                        /* (in a register: bytes stored one by one and loaded as a word stall) */
         w = 0;
-        memcpy(&w, t, (size_t)n);
+        for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)t[i] << (8 * i);
         h = (h ^ w) * K;
     }
     return h ^ (h >> 29);
