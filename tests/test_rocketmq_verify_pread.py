@@ -60,6 +60,7 @@ def _verify(path, monkeypatch, *, reads_fd=True, lane_on=True, part="store", hug
     from mqtool.rocketmq import scan
 
     monkeypatch.setattr(scan, "huge_backed", lambda buf, pos, end: huge)
+    monkeypatch.setattr(scan, "_huge_files", {})
     monkeypatch.setattr(io, "READ_WHOLE_LIMIT", 0)
     monkeypatch.setattr(verify, "READS_FD", reads_fd)
     monkeypatch.setattr(verify, "USE_FAST_LANE", lane_on)

@@ -206,7 +206,7 @@ class SegmentScanner:
         # file's shadow is read through the map, whose windows fetch what they cover: mqtool.io.need)
         lane_fd = fd if (lane is not None and fd is not None and getattr(lane, "reads_fd", False)
                          and not _ranged(buf)) else -1
-        if lane_fd >= 0 and huge_backed(buf, pos, min(stop, end)):
+        if lane_fd >= 0 and _huge_backed_file(lane_fd, buf, pos, min(stop, end)):
             lane_fd = -1                    # huge pages: the map costs less than the copies (mqtool.pages)
         # bounded RSS (mqtool.pages); a unit may end past stop
         win = PageWindow(buf, pos, WINDOW, min(stop, end) + (1 << 20), max_size, populate=lane_fd < 0)
@@ -505,3 +505,15 @@ class CommitLogReader:
 def damage_note(d: Damage) -> str:
     """The stderr note for a damaged range met by dump/query."""
     return f"{d.file}@{d.position} (offset {d.offset}): {d.code}: {d.message}; skipped {d.length} bytes"
+
+
+_huge_files: dict = {}          # (dev, inode, size, mtime) -> huge_backed: asked once a file, not once a range
+
+
+def _huge_backed_file(fd: int, buf, pos: int, end: int) -> bool:
+    """:func:`mqtool.pages.huge_backed` for the file open at ``fd``, asked at the first walk over it."""
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _huge_files:
+        _huge_files[key] = huge_backed(buf, pos, end)
+    return _huge_files[key]
