@@ -1432,7 +1432,9 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     const int note = v->xref != NULL && xc.ready;
     RmqProp found[3];
     int ascii = 0;
-    if (rmq_props_scan(props, pl, (Py_ssize_t)(w->buf + w->len - props), &v->props, from,
+    /* (loads may read past the properties up to the walk's end, never past it: a map ends where the file did) */
+    const Py_ssize_t avail = (Py_ssize_t)(w->buf + (w->end < w->len ? w->end : w->len) - props);
+    if (rmq_props_scan(props, pl, avail, &v->props, from,
                        note ? &xc.names : &no_names, RMQ_PROPS_SKIP_EMPTY, found, &ascii))
         return 0;
     if (!ascii && !mq_utf8_ok(props, pl)) return 0;
