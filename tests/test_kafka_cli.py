@@ -174,6 +174,26 @@ def test_query_offset_timestamp_key_pid(run_cli):
     assert code == 1 and "no message found" in err
 
 
+def test_query_by_producer_names_control_types_as_dump_does(tmp_path, run_cli):
+    """A marker of a type Kafka does not define is UNKNOWN(9) in query as in dump and info (was "9"), and one
+    whose records do not decode has no type (was "None")."""
+    from builders import kafka_batch, kafka_control_batch
+
+    from formats import kafka as K
+
+    txn = dict(attrs=K.TRANSACTIONAL_FLAG_MASK, epoch=0, seq=0)
+    broken = bytearray(kafka_control_batch(3, [K.CONTROL_COMMIT], pid=5, epoch=0))
+    broken[K.V2_CRC_OFFSET] ^= 0xFF
+    log = b"".join([kafka_batch(0, 2, pid=5, **txn), kafka_control_batch(2, [9], pid=5, epoch=0), bytes(broken)])
+    part = tmp_path / "logdir" / "orders-0"
+    part.mkdir(parents=True)
+    (part / f"{0:020d}.log").write_bytes(log)
+    code, out, _ = run_cli("query", part.parent, "--producer-id", "5", "--json")
+    markers = [x["control_type"] for x in rows(out) if x.get("txn_state") == "marker"]
+    assert markers[0] == "UNKNOWN(9)"
+    assert "None" not in markers and "9" not in markers
+
+
 def test_query_offset_real_uses_index(run_cli):
     src = require_realdata("kafka", "generated-4.0.0-SNAPSHOT", "recovered")
     for off in (0, 15, 33, 36, 37, 66, 90, 94, 126):

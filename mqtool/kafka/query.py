@@ -13,6 +13,7 @@ from mqtool.codecs import CodecError
 from mqtool.kafka.dump import LOG_COLUMNS, batch_row, record_row
 from mqtool.kafka.store import Partition, discover, partition_from_dir
 from mqtool.kafka.rebuild import control_type_of
+from mqtool.kafka.records import control_type_name
 from mqtool.kafka.records import Batch, iter_records
 from mqtool.kafka.scan import scan
 from mqtool.columns import Column
@@ -207,7 +208,7 @@ def _by_pid(parts, opts, stats):
                 if b.is_control:
                     ct = control_type_of(b)
                     outcome = {K.CONTROL_ABORT: "aborted", K.CONTROL_COMMIT: "committed"}.get(ct)
-                    row["control_type"] = K.CONTROL_TYPES.get(ct, str(ct))
+                    row["control_type"] = None if ct is None else control_type_name(ct)
                     row["txn_state"] = "marker"
                     for p in pending:
                         p["txn_state"] = outcome or "unknown"
