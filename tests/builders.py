@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import zlib
 from pathlib import Path
 
-from formats import rocketmq as F
-
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-T0 = 1795338600000          # a store timestamp in 2026 (ms)
 
 
 def roundtrip(schema, data: bytes, **ctx):
@@ -29,39 +25,19 @@ def roundtrip(schema, data: bytes, **ctx):
     return obj
 
 
-# ---- RocketMQ ----------------------------------------------------------------------------------------------------
-
-def rocketmq_unit(topic: bytes = b"T", body: bytes = b"hello", props: bytes = b"KEYS\x01k1\x02TAGS\x01a", *,
-                  version: str = "v1", sysflag: int = 0, phys: int = 0, queue_id: int = 0, queue_offset: int = 0,
-                  born: str = "192.168.1.23:51234", store: str = "10.0.0.5:10911", born_ts: int | None = None,
-                  store_ts: int = T0, body_crc: int | None = None) -> bytes:
-    """One commitlog unit built by ``F.MESSAGE_SCHEMAS[version]``; TOTALSIZE from ``F.calc_msg_length``, the body
-    CRC computed unless given; ``born_ts`` defaults to 3 ms before ``store_ts``. Topic and properties are raw
-    bytes (UTF-8 or not); hosts as "a.b.c.d:port" or "[v6]:port" (set the sysFlag's v6 bits to match)."""
-    total = F.calc_msg_length(version, sysflag, len(body), len(topic), len(props))
-    return F.MESSAGE_SCHEMAS[version].build(dict(
-        TOTALSIZE=total, BODYCRC=(zlib.crc32(body) & 0x7FFFFFFF) if body_crc is None else body_crc,
-        QUEUEID=queue_id, FLAG=0, QUEUEOFFSET=queue_offset, PHYSICALOFFSET=phys, SYSFLAG=sysflag,
-        BORNTIMESTAMP=store_ts - 3 if born_ts is None else born_ts, BORNHOST=born, STORETIMESTAMP=store_ts,
-        STOREHOSTADDRESS=store, RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body,
-        TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
-
-
-def rocketmq_units(n: int, base: int = 0, start: int = 0, **kw) -> bytes:
-    """``n`` consecutive valid units whose PHYSICALOFFSET matches where they sit (segment base + start)."""
-    out = bytearray()
-    for i in range(n):
-        out += rocketmq_unit(body=f"message {i}".encode(), phys=base + start + len(out), queue_offset=i, **kw)
-    return bytes(out)
-
-
-# ---- Kafka and LiteMQ: the fixture builders (one writer per format, shared with fixtures/) -------------------------
+# ---- the fixture builders: one writer per format, shared with fixtures/ and bench/ ----------------------------------
 
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"fixtures_{name}", FIXTURES / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@functools.lru_cache(maxsize=None)
+def rocketmq_builder():
+    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``, ``T0``, ``build``)."""
+    return _load("build_rocketmq")
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,11 +53,19 @@ def litemq_builder():
     return _load("build_litemq")
 
 
-def kafka_batch(base: int, n: int = 1, pad: int = 0, **kw) -> bytes:
-    """A v2 batch of ``n`` records ``k<i>``/``v<i>`` (values padded with ``pad`` zero bytes)."""
-    B = kafka_builder()
-    recs = [B.record(i, i, f"k{i}".encode(), f"v{i}".encode() + bytes(pad)) for i in range(n)]
-    return B.batch_v2(base, recs, base_ts=B.T0, max_ts=B.T0 + n, **kw)
+# ---- RocketMQ ----------------------------------------------------------------------------------------------------
+
+rocketmq_unit = rocketmq_builder().unit                  # one commitlog unit from the construct schema
+rocketmq_packed_unit = rocketmq_builder().packed_unit    # its struct-packed twin (IPv4 only): generated volume
+T0 = rocketmq_builder().T0                               # the units' store timestamp (ms, in 2026)
+
+
+def rocketmq_units(n: int, base: int = 0, start: int = 0, **kw) -> bytes:
+    """``n`` consecutive valid units whose PHYSICALOFFSET matches where they sit (segment base + start)."""
+    out = bytearray()
+    for i in range(n):
+        out += rocketmq_unit(body=f"message {i}".encode(), phys=base + start + len(out), queue_offset=i, **kw)
+    return bytes(out)
 
 
 def make_message(version="v1", body=b"hello", topic="TopicA", props="KEYS\x01k1 k2\x02TAGS\x01t", sysflag=0,
@@ -92,29 +76,25 @@ def make_message(version="v1", body=b"hello", topic="TopicA", props="KEYS\x01k1 
                          queue_id=1, queue_offset=queue_offset, born=born, store=store, born_ts=1000, store_ts=2000)
 
 
-def kafka_codec_batch(base: int, records: list[bytes], codec: int, *, base_ts: int, max_ts: int, attrs: int = 0,
-                      pid: int = -1, epoch: int = -1, seq: int = -1, ple: int = 0) -> bytes:
+# ---- Kafka --------------------------------------------------------------------------------------------------------
+
+def kafka_batch(base: int, n: int = 1, pad: int = 0, **kw) -> bytes:
+    """A v2 batch of ``n`` records ``k<i>``/``v<i>`` (values padded with ``pad`` zero bytes)."""
+    B = kafka_builder()
+    recs = [B.record(i, i, f"k{i}".encode(), f"v{i}".encode() + bytes(pad)) for i in range(n)]
+    return B.batch_v2(base, recs, base_ts=B.T0, max_ts=B.T0 + n, **kw)
+
+
+def kafka_codec_batch(base: int, records: list[bytes], codec: int, **kw) -> bytes:
     """A v2 batch of ``records`` (from ``kafka_builder().record``) with its records area compressed by ``codec``
     in the clients' framing (gzip, snappy-java's xerial stream, Kafka's LZ4 frame, zstd: bench/build_kafka.py's
-    ``COMPRESS``), header and CRC-32C from the schema."""
-    import struct
+    ``COMPRESS``); the other keywords (``base_ts``, ``max_ts``, ``attrs``, ``pid``...) as ``batch_v2``'s."""
     import sys
-
-    from crc32c import crc32c
-
-    from formats import kafka as K
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from bench.build_kafka import COMPRESS
 
-    area = COMPRESS[codec](b"".join(records))
-    hdr = dict(baseOffset=base, batchLength=K.V2_HEADER_SIZE - K.LOG_OVERHEAD + len(area),
-               partitionLeaderEpoch=ple, magic=2, crc=0, attributes=attrs | codec,
-               lastOffsetDelta=len(records) - 1, baseTimestamp=base_ts, maxTimestamp=max_ts, producerId=pid,
-               producerEpoch=epoch, baseSequence=seq, recordsCount=len(records))
-    raw = bytearray(K.RecordBatch.build(dict(header=hdr, records=area)))
-    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
-    return bytes(raw)
+    return kafka_builder().batch_v2(base, records, codec=codec, compress=COMPRESS[codec], **kw)
 
 
 # ---- Kafka: a generated multi-segment partition ------------------------------------------------------------------

@@ -16,24 +16,15 @@ schemas and the brokers' own rules as the format references state them — not w
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import random
 from pathlib import Path
 
 from formats import kafka as K
 from formats import rocketmq as F
 from formats.common import java_string_hash
-from builders import T0, rocketmq_unit as unit
+from builders import T0, kafka_builder, rocketmq_unit as unit
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SEGMENT = 1 << 20
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, FIXTURES / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _key_hash(key: str) -> int:
@@ -152,7 +143,7 @@ def _name_ms(name: str) -> int:
 def kafka_partition(part: Path, interval: int, seed: int, n_segments: int = 3) -> dict[str, bytes]:
     """A partition dir of ``n_segments`` segments of v2 batches of random sizes, indexes per the broker's
     append rule at ``interval``; returns {file name: bytes} of the index files written."""
-    kb = _load("build_kafka")
+    kb = kafka_builder()
     rng = random.Random(seed)
     part.mkdir(parents=True, exist_ok=True)
     written = {}

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require_realdata
-from geometry_builders import _load, kafka_partition, rocketmq_store
+from builders import litemq_builder
+from geometry_builders import kafka_partition, rocketmq_store
 
 PRIMES = [2, 3, 7, 13, 31, 97, 101, 389, 1009, 7919, 65537, 99991]
 
@@ -122,7 +123,7 @@ def test_index_behind_the_log_is_completed_by_a_scan(tmp_path, run_cli):
 
 @pytest.mark.parametrize("units", [1, 2, 5, 16, 33])
 def test_litemq_cq_file_size_sweep(units, tmp_path, run_cli):
-    mod = _load("build_litemq")
+    mod = litemq_builder()
     mod.CQ_SIZE = 24 * units
     out = mod.main(str(tmp_path / "lm"))
     store = out / "store"

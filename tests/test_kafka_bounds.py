@@ -21,10 +21,12 @@ import zstandard
 from crc32c import crc32c
 
 from conftest import ROOT
-from fixtures.build_kafka import batch_v2, record
+from builders import kafka_builder
 from formats import kafka as K
 from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
+
+batch_v2, record = kafka_builder().batch_v2, kafka_builder().record
 
 MiB = 1 << 20
 SEG0 = "00000000000000000000"
