@@ -20,7 +20,6 @@ from __future__ import annotations
 import array
 import base64
 import datetime as dt
-import importlib.util
 import os
 import random
 import sys
@@ -32,18 +31,12 @@ sys.path.insert(0, str(ROOT))
 from formats import rocketmq as F  # noqa: E402
 from formats.common import java_string_hash, parse_host  # noqa: E402
 from mqtool.schema_struct import fixed_prefix_format  # noqa: E402
+from bench.fixture_builders import load  # noqa: E402
 
 
 def fixture_builder():
-    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``: the one RocketMQ unit encoder and its fast twin),
-    loaded once under a name of its own (this module is a build_rocketmq too)."""
-    name = "fixtures_build_rocketmq"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "fixtures" / "build_rocketmq.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules[name] = mod
-    return sys.modules[name]
+    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``: the one RocketMQ unit encoder and its fast twin)."""
+    return load("build_rocketmq")
 
 
 CQ_UNIT, _ = fixed_prefix_format(F.CqUnit)

@@ -12,7 +12,7 @@ Tests keep their own *defaults* as thin wrappers (e.g. ``make_message``); the en
 from __future__ import annotations
 
 import functools
-import importlib.util
+import sys
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -28,10 +28,11 @@ def roundtrip(schema, data: bytes, **ctx):
 # ---- the fixture builders: one writer per format, shared with fixtures/ and bench/ ----------------------------------
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"fixtures_{name}", FIXTURES / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    if str(FIXTURES.parent) not in sys.path:
+        sys.path.insert(0, str(FIXTURES.parent))
+    from bench.fixture_builders import load
+
+    return load(name)
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,14 +88,10 @@ def kafka_batch(base: int, n: int = 1, pad: int = 0, **kw) -> bytes:
 
 def kafka_codec_batch(base: int, records: list[bytes], codec: int, **kw) -> bytes:
     """A v2 batch of ``records`` (from ``kafka_builder().record``) with its records area compressed by ``codec``
-    in the clients' framing (gzip, snappy-java's xerial stream, Kafka's LZ4 frame, zstd: bench/build_kafka.py's
+    in the clients' framing (gzip, snappy-java's xerial stream, Kafka's LZ4 frame, zstd: the fixture builder's
     ``COMPRESS``); the other keywords (``base_ts``, ``max_ts``, ``attrs``, ``pid``...) as ``batch_v2``'s."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from bench.build_kafka import COMPRESS
-
-    return kafka_builder().batch_v2(base, records, codec=codec, compress=COMPRESS[codec], **kw)
+    B = kafka_builder()
+    return B.batch_v2(base, records, codec=codec, compress=B.COMPRESS[codec], **kw)
 
 
 # ---- Kafka: a generated multi-segment partition ------------------------------------------------------------------
