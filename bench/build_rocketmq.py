@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import array
 import base64
-import datetime as dt
 import os
 import random
 import sys
@@ -51,16 +50,6 @@ T0 = 1795338600000     # 2026-11-22T09:10:00Z
 CHECKED_WITH_CONSTRUCT = 200
 
 
-def _index_hash(key: str) -> int:
-    h = abs(java_string_hash(key))
-    return 0 if h >= 2 ** 31 else h
-
-
-def _index_name(ts_ms: int) -> str:
-    t = dt.datetime.fromtimestamp(ts_ms / 1000, tz=dt.timezone.utc)
-    return t.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
-
-
 def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COMMITLOG_FILE_SIZE,
                 seed: int = 20261122, log=print) -> dict:
     """Write the store under ``root`` (must not exist); returns a description (counts, sizes, a sample key)."""
@@ -84,7 +73,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
     samples: list[tuple[str, str]] = []
     data_bytes = 0
     units = fixture_builder()
-    pack_unit, build_unit = units.packed_unit, units.unit
+    pack_unit, build_unit, index_key_hash = units.packed_unit, units.unit, units.index_key_hash
     n_segments = max(1, -(-total_bytes // segment_bytes))
     for seg_index in range(n_segments):
         seg_path = root / "commitlog" / f"{seg_index * segment_bytes:020d}"
@@ -134,7 +123,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
                     begin_ts, first_off = ts, phys
                 last_off = phys
                 for k in [uniq] + keys.split(" "):
-                    h = _index_hash(f"{topic}#{k}")
+                    h = index_key_hash(f"{topic}#{k}")
                     s = h % F.DEFAULT_MAX_HASH_SLOTS
                     n_entries += 1
                     prev = slots[s]
@@ -162,7 +151,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
     header = IDX_HEADER.pack(begin_ts, ts, first_off, last_off, used_slots, n_entries + 1)
     if sys.byteorder == "little":
         slots.byteswap()
-    with open(root / "index" / _index_name(begin_ts), "wb") as f:
+    with open(root / "index" / units.index_file_name(begin_ts), "wb") as f:
         f.write(header)
         f.write(slots.tobytes())
         f.write(entries)

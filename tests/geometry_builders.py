@@ -15,21 +15,15 @@ schemas and the brokers' own rules as the format references state them — not w
 """
 from __future__ import annotations
 
-import datetime as dt
 import random
 from pathlib import Path
 
 from formats import kafka as K
 from formats import rocketmq as F
 from formats.common import java_string_hash
-from builders import T0, kafka_builder, rocketmq_unit as unit
+from builders import T0, kafka_builder, rocketmq_builder, rocketmq_unit as unit
 
 SEGMENT = 1 << 20
-
-
-def _key_hash(key: str) -> int:
-    h = abs(java_string_hash(key))
-    return 0 if h >= 2 ** 31 else h
 
 
 def _props(pairs) -> bytes:
@@ -73,69 +67,13 @@ def rocketmq_store(root: Path, slots: int, entries: int, cq_size: int, n_keys: i
         for start in range(0, len(units), per):
             chunk = b"".join(units[start:start + per])
             files[f"consumequeue/{topic}/{q}/{start * F.CQ_STORE_UNIT_SIZE:020d}"] = chunk + bytes(cq_size - len(chunk))
-    for name, data in _index_files(stamped, slots, entries):
+    for name, data in rocketmq_builder().index_files(stamped, slots, entries):
         files[f"index/{name}"] = data
     for rel, data in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(data)
     return {"files": files, "keys": keys_at, "messages": i}
-
-
-def _index_files(stamped, slots: int, entries: int):
-    """``IndexFile#putKey`` over the messages' keys; yields (name, bytes) per file."""
-    out = []
-    cur = None
-    prev_name = None
-
-    def new_file(end_phy: int, end_ts: int):
-        return {"slots": [0] * slots, "entries": [dict(keyHash=0, phyOffset=0, timeDiff=0, prevIndex=0)],
-                "h": dict(beginTimestamp=end_ts, endTimestamp=end_ts, beginPhyOffset=end_phy, endPhyOffset=end_phy,
-                          hashSlotCount=0, indexCount=1), "first_ts": None}
-
-    for off, ts, keys in stamped:
-        if cur is not None and off < cur["h"]["endPhyOffset"]:
-            continue
-        for key in keys:
-            if cur is None or cur["h"]["indexCount"] >= entries:
-                if cur is not None:
-                    out.append(cur)
-                cur = new_file(cur["h"]["endPhyOffset"] if cur else 0, cur["h"]["endTimestamp"] if cur else 0)
-            h = cur["h"]
-            kh = _key_hash(key)
-            slot = kh % slots
-            head = cur["slots"][slot]
-            if head <= 0 or head > h["indexCount"]:
-                head = 0
-            diff = 0 if h["beginTimestamp"] <= 0 else min(max((ts - h["beginTimestamp"]) // 1000, 0), 2 ** 31 - 1)
-            cur["entries"].append(dict(keyHash=kh, phyOffset=off, timeDiff=diff, prevIndex=head))
-            cur["slots"][slot] = h["indexCount"]
-            if h["indexCount"] <= 1:
-                h["beginPhyOffset"], h["beginTimestamp"] = off, ts
-                cur["first_ts"] = ts
-            if head == 0:
-                h["hashSlotCount"] += 1
-            h["indexCount"] += 1
-            h["endPhyOffset"], h["endTimestamp"] = off, ts
-    if cur is not None:
-        out.append(cur)
-    for f in out:
-        ents = f["entries"] + [dict(keyHash=0, phyOffset=0, timeDiff=0, prevIndex=0)] * (entries - len(f["entries"]))
-        name = _ms_name(f["first_ts"])
-        if prev_name is not None and name <= prev_name:
-            name = _ms_name(_name_ms(prev_name) + 1)
-        prev_name = name
-        yield name, F.index_file(slots, entries).build(dict(header=f["h"], slots=f["slots"], entries=ents))
-
-
-def _ms_name(ms: int) -> str:
-    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
-    return t.strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
-
-
-def _name_ms(name: str) -> int:
-    t = dt.datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp()) * 1000 + int(name[14:])
 
 
 # ---- Kafka ---------------------------------------------------------------------------------------------
