@@ -54,6 +54,7 @@ def _rocketmq():
 
 
 def _litemq():
+    from builders import litemq_builder
     from formats import litemq as F
     from mqtool.litemq.records import encode_record, new_fields
 
@@ -67,8 +68,7 @@ def _litemq():
 
     for n in range(24):
         if n in (9, 18):        # LiteMQ rolls over only after an exactly full file: a filler fills it
-            f = msg(1000 + n, b"", topic="filler", q=3)
-            f["Body"] = b"." * (SEG - len(cur) - len(encode_record(f)))
+            f = litemq_builder().fill_to(msg(1000 + n, b"", topic="filler", q=3), SEG - len(cur))
             rec = encode_record(f)
             units.append({"stream": "commitlog", "file": f"{idx:020d}", "position": len(cur),
                           "at": idx * SEG + len(cur), "size": len(rec), "body": f["Body"].decode()})
