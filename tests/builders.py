@@ -102,19 +102,8 @@ def _segments(base_offsets_and_batches) -> dict[int, bytes]:
 
 def _write_partition(root: Path, segs: dict[int, bytes], name="orders-0", epochs=None) -> Path:
     """A partition dir with the segments and their index files as recovery writes them."""
-    from mqtool.kafka.rebuild import TxnTracker, recover_segment
-
     part = root / name
-    part.mkdir(parents=True)
-    txn = TxnTracker()
-    for base, data in segs.items():
-        stem = f"{base:020d}"
-        (part / f"{stem}.log").write_bytes(data)
-        res = recover_segment(data, stem, base, 4096, True, txn)
-        (part / f"{stem}.index").write_bytes(res.index_bytes())
-        (part / f"{stem}.timeindex").write_bytes(res.timeindex_bytes())
-        if res.aborted:
-            (part / f"{stem}.txnindex").write_bytes(res.txnindex_bytes())
+    kafka_builder().write_segments(part, segs, 4096)
     if epochs:
         lines = ["0", str(len(epochs))] + [f"{e} {o}" for e, o in epochs]
         (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
