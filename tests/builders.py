@@ -1,13 +1,20 @@
-"""One set of unit builders for the tests, for every family, encoded with the construct schemas of formats/
+"""The tests' one door to the unit builders of every family, encoded with the construct schemas of formats/
 (the independent source: a test compares what mqtool reads with what the schema wrote), and the schema
-round-trip helper.
+round-trip helper. The encoders themselves live in the fixture builders (fixtures/build_*.py), which write
+the committed fixtures with them and which bench/ uses too (bench/fixture_builders.py loads them):
 
-* RocketMQ: :func:`rocketmq_unit` (one commitlog unit, any version, IPv4 or IPv6 hosts), :func:`rocketmq_units`.
-* Kafka: the fixture builder's record/batch writers (:func:`kafka_builder`), :func:`kafka_batch`.
-* LiteMQ: the fixture builder (:func:`litemq_builder`).
+* RocketMQ: :func:`rocketmq_unit` (one commitlog unit, any version, IPv4 or IPv6 hosts), its struct-packed twin
+  :func:`rocketmq_packed_unit` (IPv4; generated volume, tests/test_rocketmq_builders.py keeps it equal),
+  :func:`rocketmq_units`; index files, the index key hash (:func:`rocketmq_builder`).
+* Kafka (:func:`kafka_builder`): ``record``, ``batch_v2``, ``frame_v2`` (a batch around a stored area),
+  ``restamp_crc``, ``legacy_message``, ``control``, ``COMPRESS`` (the clients' framings), ``write_segments``;
+  here :func:`kafka_batch`, :func:`kafka_codec_batch`, :func:`kafka_multisegment_store`.
+* LiteMQ (:func:`litemq_builder`): its records through ``mqtool.litemq.records.encode_record``, ``fill_to`` /
+  ``filler`` (a record of exactly the room left).
 * :func:`roundtrip`: parse → build gives the same bytes.
 
-Tests keep their own *defaults* as thin wrappers (e.g. ``make_message``); the encoding is written once, here.
+Tests keep their own *defaults* as thin wrappers (e.g. ``make_message``); the encoding is written once
+(tests/test_common_builders.py fails on an encoder elsewhere).
 """
 from __future__ import annotations
 
@@ -37,20 +44,21 @@ def _load(name: str):
 
 @functools.lru_cache(maxsize=None)
 def rocketmq_builder():
-    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``, ``T0``, ``build``)."""
+    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``, ``index_files``, ``index_key_hash``, ``T0``,
+    ``build``)."""
     return _load("build_rocketmq")
 
 
 @functools.lru_cache(maxsize=None)
 def kafka_builder():
-    """fixtures/build_kafka.py (``record``, ``batch_v2``, ``legacy_v1``, ``control``, ``T0``), loaded under its own
-    module name (bench/ has a build_kafka too)."""
+    """fixtures/build_kafka.py (``record``, ``batch_v2``, ``frame_v2``, ``restamp_crc``, ``legacy_message``,
+    ``legacy_v1``, ``control``, ``COMPRESS``, ``write_segments``, ``T0``)."""
     return _load("build_kafka")
 
 
 @functools.lru_cache(maxsize=None)
 def litemq_builder():
-    """fixtures/build_litemq.py."""
+    """fixtures/build_litemq.py (``fill_to``, ``filler``, ``encode_record``, ``new_fields``, ``T0``)."""
     return _load("build_litemq")
 
 
