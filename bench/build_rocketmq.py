@@ -100,7 +100,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
                     if last_segment:      # the active segment: preallocated, zero after the data
                         out.write(bytes(segment_bytes - pos))
                     else:                 # a full segment: closed by BLANK (DefaultAppendMessageCallback)
-                        out.write(F.BlankUnit.build(dict(TOTALSIZE=segment_bytes - pos)))
+                        out.write(units.blank(segment_bytes - pos))
                         out.write(bytes(segment_bytes - pos - 8))
                     break
                 ts += 1 if i % 3 else 2

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # bench/run.py (its cached inputs)
 
+from bench.build_rocketmq import fixture_builder  # noqa: E402
 from formats import rocketmq as F  # noqa: E402
 from mqtool.schema_struct import fixed_prefix_format  # noqa: E402
 
@@ -38,8 +39,6 @@ T0 = 1795338600000
 
 
 def _templates(n: int = 256, seed: int = 7) -> list[bytes]:
-    from build_rocketmq import fixture_builder
-
     unit = fixture_builder().unit
     rng = random.Random(seed)
     out = []
@@ -87,7 +86,7 @@ def build_commitlog(store: Path, size: int, segment: int = SEGMENT) -> int:
             n += 1
         # BLANK to the end of the segment (the broker's end-of-file unit), zeros after it
         left = seg_size - pos
-        buf += left.to_bytes(4, "big") + F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+        buf += fixture_builder().blank(left)
         buf += bytes(left - 8)
         (d / f"{base:020d}").write_bytes(buf)
         written += pos

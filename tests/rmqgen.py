@@ -4,12 +4,11 @@ tests/test_rocketmq_builders.py and tests/test_rocketmq_native_dump.py) and hypo
 and damaged segments."""
 from __future__ import annotations
 
-import struct
 import zlib
 
 from hypothesis import strategies as st
 
-from builders import make_message, rocketmq_packed_unit
+from builders import make_message, rocketmq_builder, rocketmq_packed_unit
 from formats import rocketmq as F
 
 
@@ -76,5 +75,5 @@ def segments(draw):
             data[at:at] = draw(st.binary(min_size=1, max_size=4))
         else:
             del data[at:at + draw(st.integers(1, 4))]
-    tail = draw(st.sampled_from([b"", bytes(16), struct.pack(">ii", 64, F.BLANK_MAGIC_CODE) + bytes(56)]))
+    tail = draw(st.sampled_from([b"", bytes(16), rocketmq_builder().blank(64) + bytes(56)]))
     return bytes(data) + tail

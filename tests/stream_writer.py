@@ -24,7 +24,7 @@ SEG = 2048          # RocketMQ / LiteMQ segment size (preallocated, zero-filled)
 
 
 def _rocketmq():
-    from builders import rocketmq_unit
+    from builders import rocketmq_builder, rocketmq_unit
     from formats import rocketmq as F
 
     segs, units = [], []
@@ -41,7 +41,7 @@ def _rocketmq():
 
         u = unit(base + len(cur))
         if len(cur) + len(u) + F.END_FILE_MIN_BLANK_LENGTH > SEG:       # the broker's rollover rule
-            cur += F.BlankUnit.build(dict(TOTALSIZE=SEG - len(cur)))
+            cur += rocketmq_builder().blank(SEG - len(cur))
             segs.append((f"{base:020d}", bytes(cur) + bytes(SEG - len(cur))))
             base, cur = base + SEG, bytearray()
             u = unit(base)
