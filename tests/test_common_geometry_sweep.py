@@ -1,6 +1,6 @@
 """Issue #15: every verb learns a store's sizes from the store itself, with no option given.
 
-Stores of random geometries are built by tests/geometry_builders.py (construct schemas, the brokers' rules)
+Stores of random geometries are built by tests/builders.py (construct schemas, the brokers' rules)
 and read by verify, query, dump, info and rebuild-index; each must agree with what the builder used, and the
 rebuild must be byte-identical to the built files. Plus the real-data regressions of the issue.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require_realdata
-from builders import litemq_builder
-from geometry_builders import kafka_partition, rocketmq_store
+from builders import kafka_geometry_partition as kafka_partition, litemq_builder
+from builders import rocketmq_geometry_store as rocketmq_store
 
 PRIMES = [2, 3, 7, 13, 31, 97, 101, 389, 1009, 7919, 65537, 99991]
 
