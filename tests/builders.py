@@ -213,7 +213,7 @@ def rocketmq_geometry_store(root: Path, slots: int, entries: int, cq_size: int, 
     rng = random.Random(seed)
     files: dict[str, bytes] = {}
     log = bytearray()
-    queues: dict[tuple[str, int], list[bytes]] = {}
+    queues: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
     keys_at: list[tuple[str, str, int]] = []          # (topic, key, offset) of every indexed key
     stamped: list[tuple[int, int, list[str]]] = []    # (offset, store time, index keys) per message
     left, i, ts = n_keys, 0, T0
@@ -231,8 +231,7 @@ def rocketmq_geometry_store(root: Path, slots: int, entries: int, cq_size: int, 
                              phys=len(log), queue_id=q, queue_offset=qoff, store_ts=ts)
         off = len(log)
         log += data
-        queues.setdefault((topic, q), []).append(F.CqUnit.build(dict(offset=off, size=len(data),
-                                                                     tagsCode=java_string_hash(tags))))
+        queues.setdefault((topic, q), []).append((off, len(data), java_string_hash(tags)))
         index_keys = [uniq] + keys
         stamped.append((off, ts, [f"{topic}#{k}" for k in index_keys]))
         keys_at += [(topic, k, off) for k in index_keys]
@@ -241,10 +240,8 @@ def rocketmq_geometry_store(root: Path, slots: int, entries: int, cq_size: int, 
     assert len(log) + F.END_FILE_MIN_BLANK_LENGTH < GEOMETRY_SEGMENT
     files["commitlog/" + f"{0:020d}"] = bytes(log) + bytes(GEOMETRY_SEGMENT - len(log))
     for (topic, q), units in queues.items():
-        per = cq_size // F.CQ_STORE_UNIT_SIZE
-        for start in range(0, len(units), per):
-            chunk = b"".join(units[start:start + per])
-            files[f"consumequeue/{topic}/{q}/{start * F.CQ_STORE_UNIT_SIZE:020d}"] = chunk + bytes(cq_size - len(chunk))
+        for name, data in rocketmq_builder().cq_files(units, cq_size):
+            files[f"consumequeue/{topic}/{q}/{name}"] = data
     for name, data in rocketmq_builder().index_files(stamped, slots, entries):
         files[f"index/{name}"] = data
     for rel, data in files.items():
