@@ -122,9 +122,9 @@ def test_index_behind_the_log_is_completed_by_a_scan(tmp_path, run_cli):
 
 
 @pytest.mark.parametrize("units", [1, 2, 5, 16, 33])
-def test_litemq_cq_file_size_sweep(units, tmp_path, run_cli):
+def test_litemq_cq_file_size_sweep(units, tmp_path, run_cli, monkeypatch):
     mod = litemq_builder()
-    mod.CQ_SIZE = 24 * units
+    monkeypatch.setattr(mod, "CQ_SIZE", 24 * units)         # the builder module is shared: put it back after
     out = mod.main(str(tmp_path / "lm"))
     store = out / "store"
     code, stdout, err = run_cli("rebuild-index", store, "--compare", "--json")
