@@ -13,27 +13,25 @@ What a broker with default settings would leave after idempotent producers wrote
   timestamp when it goes up, plus the closing entry), an empty ``.txnindex``, ``leader-epoch-checkpoint`` and
   ``partition.metadata``.
 
-Records areas are built with construct (``K.Record.build``) into a pool of templates per codec and compressed
-with the clients' framings (gzip; snappy-java's xerial stream; Kafka's LZ4 frame; zstd); every batch reuses a
-template (a records area holds only deltas) under its own header, packed with the ``struct.Struct`` derived
-from ``K.RecordBatchHeader``, with a fresh CRC-32C. The first batches are also built whole with construct
-(``K.RecordBatch.build``) and compared byte for byte. Deterministic for a given size.
+Records areas are built by fixtures/build_kafka.py's ``record`` (construct) into a pool of templates per codec
+and compressed with its ``COMPRESS`` (the clients' framings: gzip; snappy-java's xerial stream; Kafka's LZ4
+frame; zstd); every batch reuses a template (a records area holds only deltas) under its own header, packed
+with the ``struct.Struct`` derived from ``K.RecordBatchHeader``, with a fresh CRC-32C. The first batches are
+also framed by the fixture builder's ``frame_v2`` (construct) and compared byte for byte. Deterministic for a
+given size.
 """
 from __future__ import annotations
 
-import gzip
 import random
 import struct
 import sys
 from pathlib import Path
 
-import cramjam
-import lz4.frame
-import zstandard
 from crc32c import crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fixture_builders import load  # noqa: E402
 from formats import kafka as K  # noqa: E402
 
 HEADER = struct.Struct(K.struct_format(K.RecordBatchHeader))      # 61 bytes, derived from the schema
@@ -48,26 +46,8 @@ CODEC_MIX = [(K.CODEC_NONE, 30), (K.CODEC_LZ4, 20), (K.CODEC_ZSTD, 20), (K.CODEC
 TEMPLATES_PER_CODEC = 48
 PRODUCERS = [(4000 + i, 0) for i in range(4)]
 CHECKED_WITH_CONSTRUCT = 50
-SNAPPY_BLOCK = 32 * 1024            # snappy-java's default block size in SnappyOutputStream
-
-
-def _xerial_snappy(data: bytes) -> bytes:
-    out = [K.XERIAL_SNAPPY_MAGIC, struct.pack(">ii", 1, 1)]
-    for i in range(0, len(data), SNAPPY_BLOCK):
-        blk = bytes(cramjam.snappy.compress_raw(data[i:i + SNAPPY_BLOCK]))
-        out += [struct.pack(">i", len(blk)), blk]
-    return b"".join(out)
-
-
-_ZSTD = zstandard.ZstdCompressor(level=3)
-COMPRESS = {
-    K.CODEC_NONE: lambda b: b,
-    K.CODEC_GZIP: lambda b: gzip.compress(b, compresslevel=6, mtime=0),
-    K.CODEC_SNAPPY: _xerial_snappy,
-    K.CODEC_LZ4: lambda b: lz4.frame.compress(b, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
-                                              content_checksum=False),
-    K.CODEC_ZSTD: _ZSTD.compress,
-}
+FIXTURE = load("build_kafka")        # fixtures/build_kafka.py: record(), frame_v2(), COMPRESS (clients' framings)
+COMPRESS = FIXTURE.COMPRESS
 
 
 def _template(rng: random.Random, codec: int, words: list[bytes]) -> tuple[int, int, bytes]:
@@ -84,11 +64,7 @@ def _template(rng: random.Random, codec: int, words: list[bytes]) -> tuple[int, 
         headers = [(b"traceparent", b"00-%032x-%016x-01" % (rng.getrandbits(128), rng.getrandbits(64)))]
         if i % 3 == 0:
             headers.append((b"content-type", b"application/json"))
-        recs.append(K.Record.build(dict(
-            attributes=0, timestampDelta=ts_delta, offsetDelta=i, keyLength=len(key), key=key,
-            valueLength=len(value), value=value, headerCount=len(headers),
-            headers=[dict(headerKeyLength=len(k), headerKey=k, headerValueLength=len(v), headerValue=v)
-                     for k, v in headers])))
+        recs.append(FIXTURE.record(i, ts_delta, key, value, headers))
     return n, ts_delta, COMPRESS[codec](b"".join(recs))
 
 
@@ -135,12 +111,9 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = 1 << 30, seed
                 crc = crc32c(area, crc32c(hdr[K.V2_ATTRIBUTES_OFFSET:]))
                 hdr = hdr[:K.V2_CRC_OFFSET] + crc.to_bytes(4, "big") + hdr[K.V2_CRC_OFFSET + 4:]
                 if batches < CHECKED_WITH_CONSTRUCT:
-                    ref = K.RecordBatch.build(dict(header=dict(
-                        baseOffset=offset, batchLength=size - K.LOG_OVERHEAD, partitionLeaderEpoch=0, magic=2,
-                        crc=crc, attributes=codec, lastOffsetDelta=n - 1, baseTimestamp=ts, maxTimestamp=ts + span,
-                        producerId=pid, producerEpoch=epoch, baseSequence=seq, recordsCount=n), records=area))
+                    ref = FIXTURE.frame_v2(offset, area, n, base_ts=ts, max_ts=ts + span, codec=codec, pid=pid,
+                                           epoch=epoch, seq=seq)
                     assert ref == hdr + area, f"fast builder differs from construct at batch {batches}"
-                    assert crc == crc32c(ref[K.V2_ATTRIBUTES_OFFSET:])
                 # LogSegment.recover's index rule (the same one the broker applies while appending)
                 if ts + span > max_ts:
                     max_ts, max_ts_off = ts + span, offset + n - 1

@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.fixture_builders import load  # noqa: E402
 from mqtool.litemq.records import encode_record, new_fields  # noqa: E402
 
 FILE_SIZE = 64 << 20
@@ -33,12 +34,7 @@ def _templates(n: int = 256, seed: int = 11) -> list[bytes]:
 
 
 def _filler(room: int, ts: int) -> bytes:
-    f = new_fields(MessageID=f"{ts * 1000000}-9", Topic="audit", QueueID=3, Tags=["filler"], Keys=["fill"],
-                   BornTimestamp=ts, StoreTimestamp=ts)
-    f["Body"] = b"." * (room - len(encode_record(f)))
-    rec = encode_record(f)
-    assert len(rec) == room
-    return rec
+    return encode_record(load("build_litemq").filler(room, ts))
 
 
 def build(out: Path, size: int) -> int:

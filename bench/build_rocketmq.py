@@ -10,28 +10,34 @@ What a broker with default settings would leave after receiving the messages (al
   sparse), UNIQ_KEY then every KEYS token per message, as ``IndexService.buildIndex`` does;
 * ``checkpoint``.
 
-Every unit's fixed part is packed with the ``struct.Struct`` derived from ``F.MessageV1`` (the schema is the
-source of truth); the first units are also built with construct itself and compared byte for byte, so a
-drift between the two stops the build. Deterministic for a given size.
+Every unit is written by fixtures/build_rocketmq.py's ``packed_unit`` (its fixed part packed with the
+``struct.Struct`` derived from ``F.MessageV1``: the schema is the source of truth); the first units are also
+built by its construct ``unit`` and compared byte for byte, so a drift between the two stops the build.
+Deterministic for a given size.
 """
 from __future__ import annotations
 
 import array
 import base64
-import datetime as dt
 import os
 import random
 import sys
-import zlib
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from formats import rocketmq as F  # noqa: E402
 from formats.common import java_string_hash, parse_host  # noqa: E402
 from mqtool.schema_struct import fixed_prefix_format  # noqa: E402
+from bench.fixture_builders import load  # noqa: E402
 
-FIXED, FIXED_NAMES = fixed_prefix_format(F.MessageV1, stop_before="BODY")
+
+def fixture_builder():
+    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``: the one RocketMQ unit encoder and its fast twin)."""
+    return load("build_rocketmq")
+
+
 CQ_UNIT, _ = fixed_prefix_format(F.CqUnit)
 IDX_HEADER, IDX_HEADER_NAMES = fixed_prefix_format(F.IndexHeader)
 IDX_ENTRY, _ = fixed_prefix_format(F.IndexEntry)
@@ -44,16 +50,6 @@ T0 = 1795338600000     # 2026-11-22T09:10:00Z
 CHECKED_WITH_CONSTRUCT = 200
 
 
-def _index_hash(key: str) -> int:
-    h = abs(java_string_hash(key))
-    return 0 if h >= 2 ** 31 else h
-
-
-def _index_name(ts_ms: int) -> str:
-    t = dt.datetime.fromtimestamp(ts_ms / 1000, tz=dt.timezone.utc)
-    return t.strftime("%Y%m%d%H%M%S") + f"{ts_ms % 1000:03d}"
-
-
 def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COMMITLOG_FILE_SIZE,
                 seed: int = 20261122, log=print) -> dict:
     """Write the store under ``root`` (must not exist); returns a description (counts, sizes, a sample key)."""
@@ -62,7 +58,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
     pool = base64.b64encode(rng.randbytes(3 << 20))         # printable body text
     pool_len = len(pool) - 4096
     born = [parse_host(h) for h in BORN_HOSTS]
-    saddr, sport = parse_host(STORE_HOST)
+    store_host = parse_host(STORE_HOST)
     cq: dict[tuple[str, int], bytearray] = {}
     queue_next: dict[tuple[str, int], int] = {}
     tags_codes = {f"Tag{i}": java_string_hash(f"Tag{i}") for i in range(6)}
@@ -76,7 +72,8 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
     ts = T0
     samples: list[tuple[str, str]] = []
     data_bytes = 0
-    pack_fixed = FIXED.pack
+    units = fixture_builder()
+    pack_unit, build_unit, index_key_hash = units.packed_unit, units.unit, units.index_key_hash
     n_segments = max(1, -(-total_bytes // segment_bytes))
     for seg_index in range(n_segments):
         seg_path = root / "commitlog" / f"{seg_index * segment_bytes:020d}"
@@ -103,26 +100,19 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
                     if last_segment:      # the active segment: preallocated, zero after the data
                         out.write(bytes(segment_bytes - pos))
                     else:                 # a full segment: closed by BLANK (DefaultAppendMessageCallback)
-                        out.write(F.BlankUnit.build(dict(TOTALSIZE=segment_bytes - pos)))
+                        out.write(units.blank(segment_bytes - pos))
                         out.write(bytes(segment_bytes - pos - 8))
                     break
                 ts += 1 if i % 3 else 2
                 key = (topic, q)
                 qoff = queue_next.get(key, 0)
                 queue_next[key] = qoff + 1
-                baddr, bport = born[i % len(born)]
                 phys = base + pos
-                crc = zlib.crc32(body) & 0x7FFFFFFF
-                fixed = pack_fixed(total, F.MESSAGE_MAGIC_CODE_V1, crc, q, 0, qoff, phys,
-                                   0, ts - 3, baddr, bport, ts, saddr, sport, 0, 0, blen)
-                unit = b"".join((fixed, body, bytes((len(tb),)), tb, len(props).to_bytes(2, "big"), props))
+                unit = pack_unit(tb, body, props, phys=phys, queue_id=q, queue_offset=qoff, born=born[i % len(born)],
+                                 store=store_host, store_ts=ts)
                 if i < CHECKED_WITH_CONSTRUCT:
-                    ref = F.MessageV1.build(dict(
-                        TOTALSIZE=total, BODYCRC=crc, QUEUEID=q, FLAG=0, QUEUEOFFSET=qoff,
-                        PHYSICALOFFSET=phys, SYSFLAG=0, BORNTIMESTAMP=ts - 3, BORNHOST=BORN_HOSTS[i % len(born)],
-                        STORETIMESTAMP=ts, STOREHOSTADDRESS=STORE_HOST, RECONSUMETIMES=0,
-                        PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=blen, BODY=body, TOPICLENGTH=len(tb), TOPIC=tb,
-                        PROPERTIESLENGTH=len(props), PROPERTIES=props))
+                    ref = build_unit(tb, body, props, phys=phys, queue_id=q, queue_offset=qoff,
+                                     born=BORN_HOSTS[i % len(born)], store=STORE_HOST, store_ts=ts)
                     assert ref == unit, f"fast builder differs from construct at message {i}"
                 out.write(unit)
                 pos += total
@@ -133,7 +123,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
                     begin_ts, first_off = ts, phys
                 last_off = phys
                 for k in [uniq] + keys.split(" "):
-                    h = _index_hash(f"{topic}#{k}")
+                    h = index_key_hash(f"{topic}#{k}")
                     s = h % F.DEFAULT_MAX_HASH_SLOTS
                     n_entries += 1
                     prev = slots[s]
@@ -161,7 +151,7 @@ def build_store(root: Path, total_bytes: int, segment_bytes: int = F.DEFAULT_COM
     header = IDX_HEADER.pack(begin_ts, ts, first_off, last_off, used_slots, n_entries + 1)
     if sys.byteorder == "little":
         slots.byteswap()
-    with open(root / "index" / _index_name(begin_ts), "wb") as f:
+    with open(root / "index" / units.index_file_name(begin_ts), "wb") as f:
         f.write(header)
         f.write(slots.tobytes())
         f.write(entries)

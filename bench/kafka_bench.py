@@ -13,13 +13,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "fixtures"))
 
-from build_kafka import batch_v2, record  # noqa: E402
-
+from bench.fixture_builders import load  # noqa: E402
 from mqtool.io import map_input  # noqa: E402
 from mqtool.kafka.records import iter_records  # noqa: E402
 from mqtool.kafka.scan import scan  # noqa: E402
+
+batch_v2, record = load("build_kafka").batch_v2, load("build_kafka").record
 
 
 def build(path: Path, target: int, recs: list[bytes], per: int) -> None:

@@ -10,7 +10,7 @@ session); each as MB/s and messages/s with its ratio to the embedded single-proc
     python bench/spark_bench.py --size-mib 256 --master 'local[2]'
     python bench/spark_bench.py --store /data/rocketmq/store     # an existing store
 
-The input is built from the construct schema (``formats.rocketmq.MessageV1``): a few hundred distinct
+The input is built from the construct schema (fixtures/build_rocketmq.py's ``unit``): a few hundred distinct
 messages of ~1.5 KB with KEYS/TAGS/UNIQ_KEY, copied with their QUEUEOFFSET/PHYSICALOFFSET set right, in
 1 GiB segments closed by BLANK units as a broker writes them. ``bench/run.py`` may call :func:`main` or
 :func:`run` (it returns the figures as a dict).
@@ -25,12 +25,12 @@ import statistics
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # bench/run.py (its cached inputs)
 
+from bench.build_rocketmq import fixture_builder  # noqa: E402
 from formats import rocketmq as F  # noqa: E402
 from mqtool.schema_struct import fixed_prefix_format  # noqa: E402
 
@@ -39,6 +39,7 @@ T0 = 1795338600000
 
 
 def _templates(n: int = 256, seed: int = 7) -> list[bytes]:
+    unit = fixture_builder().unit
     rng = random.Random(seed)
     out = []
     for i in range(n):
@@ -46,13 +47,8 @@ def _templates(n: int = 256, seed: int = 7) -> list[bytes]:
         props = F.properties_to_string([("UNIQ_KEY", f"0A0000050000{i:044X}"), ("TAGS", f"Tag{i % 7}"),
                                         ("KEYS", f"order-{i} user-{i % 13}"), ("WAIT", "true")]).encode()
         topic = f"Topic{i % 8}".encode()
-        total = F.calc_msg_length("v1", 0, len(body), len(topic), len(props))
-        out.append(F.MESSAGE_SCHEMAS["v1"].build(dict(
-            TOTALSIZE=total, BODYCRC=zlib.crc32(body) & 0x7FFFFFFF, QUEUEID=i % 4, FLAG=0, QUEUEOFFSET=0,
-            PHYSICALOFFSET=0, SYSFLAG=0, BORNTIMESTAMP=T0, BORNHOST="192.168.1.23:51234", STORETIMESTAMP=T0 + 3,
-            STOREHOSTADDRESS="10.0.0.5:10911", RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0,
-            BODYLENGTH=len(body), BODY=body, TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props),
-            PROPERTIES=props)))
+        out.append(unit(topic, body, props, queue_id=i % 4, born="192.168.1.23:51234", store="10.0.0.5:10911",
+                        born_ts=T0, store_ts=T0 + 3))
     return out
 
 
@@ -90,7 +86,7 @@ def build_commitlog(store: Path, size: int, segment: int = SEGMENT) -> int:
             n += 1
         # BLANK to the end of the segment (the broker's end-of-file unit), zeros after it
         left = seg_size - pos
-        buf += left.to_bytes(4, "big") + F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+        buf += fixture_builder().blank(left)
         buf += bytes(left - 8)
         (d / f"{base:020d}").write_bytes(buf)
         written += pos

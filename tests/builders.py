@@ -1,25 +1,35 @@
-"""One set of unit builders for the tests, for every family, encoded with the construct schemas of formats/
+"""The tests' one door to the unit builders of every family, encoded with the construct schemas of formats/
 (the independent source: a test compares what mqtool reads with what the schema wrote), and the schema
-round-trip helper.
+round-trip helper. The encoders themselves live in the fixture builders (fixtures/build_*.py), which write
+the committed fixtures with them and which bench/ uses too (bench/fixture_builders.py loads them):
 
-* RocketMQ: :func:`rocketmq_unit` (one commitlog unit, any version, IPv4 or IPv6 hosts), :func:`rocketmq_units`.
-* Kafka: the fixture builder's record/batch writers (:func:`kafka_builder`), :func:`kafka_batch`.
-* LiteMQ: the fixture builder (:func:`litemq_builder`).
+* RocketMQ: :func:`rocketmq_unit` (one commitlog unit, any version, IPv4 or IPv6 hosts), its struct-packed twin
+  :func:`rocketmq_packed_unit` (IPv4; generated volume, tests/test_rocketmq_builders.py keeps it equal),
+  :func:`rocketmq_units`; index files, the index key hash (:func:`rocketmq_builder`).
+* Kafka (:func:`kafka_builder`): ``record``, ``batch_v2``, ``frame_v2`` (a batch around a stored area),
+  ``restamp_crc``, ``legacy_message``, ``control``, ``COMPRESS`` (the clients' framings), ``write_segments``;
+  here :func:`kafka_batch`, :func:`kafka_codec_batch`, :func:`kafka_multisegment_store`.
+* LiteMQ (:func:`litemq_builder`): its records through ``mqtool.litemq.records.encode_record``, ``fill_to`` /
+  ``filler`` (a record of exactly the room left).
 * :func:`roundtrip`: parse → build gives the same bytes.
+* Whole stores: :func:`kafka_multisegment_store`, :func:`long_topic_store`, the geometry sweep's
+  :func:`rocketmq_geometry_store` and :func:`kafka_geometry_partition`; :func:`damage_segments`.
 
-Tests keep their own *defaults* as thin wrappers (e.g. ``make_message``); the encoding is written once, here.
+Tests keep their own *defaults* as thin wrappers (e.g. ``make_message``); the encoding is written once
+(tests/test_common_builders.py fails on an encoder elsewhere).
 """
 from __future__ import annotations
 
 import functools
-import importlib.util
-import zlib
+import random
+import sys
 from pathlib import Path
 
+from formats import kafka as K
 from formats import rocketmq as F
+from formats.common import java_string_hash
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-T0 = 1795338600000          # a store timestamp in 2026 (ms)
 
 
 def roundtrip(schema, data: bytes, **ctx):
@@ -29,22 +39,41 @@ def roundtrip(schema, data: bytes, **ctx):
     return obj
 
 
+# ---- the fixture builders: one writer per format, shared with fixtures/ and bench/ ----------------------------------
+
+def _load(name: str):
+    if str(FIXTURES.parent) not in sys.path:
+        sys.path.insert(0, str(FIXTURES.parent))
+    from bench.fixture_builders import load
+
+    return load(name)
+
+
+@functools.lru_cache(maxsize=None)
+def rocketmq_builder():
+    """fixtures/build_rocketmq.py (``unit``, ``packed_unit``, ``index_files``, ``index_key_hash``, ``T0``,
+    ``build``)."""
+    return _load("build_rocketmq")
+
+
+@functools.lru_cache(maxsize=None)
+def kafka_builder():
+    """fixtures/build_kafka.py (``record``, ``batch_v2``, ``frame_v2``, ``restamp_crc``, ``legacy_message``,
+    ``legacy_v1``, ``control``, ``COMPRESS``, ``write_segments``, ``T0``)."""
+    return _load("build_kafka")
+
+
+@functools.lru_cache(maxsize=None)
+def litemq_builder():
+    """fixtures/build_litemq.py (``fill_to``, ``filler``, ``encode_record``, ``new_fields``, ``T0``)."""
+    return _load("build_litemq")
+
+
 # ---- RocketMQ ----------------------------------------------------------------------------------------------------
 
-def rocketmq_unit(topic: bytes = b"T", body: bytes = b"hello", props: bytes = b"KEYS\x01k1\x02TAGS\x01a", *,
-                  version: str = "v1", sysflag: int = 0, phys: int = 0, queue_id: int = 0, queue_offset: int = 0,
-                  born: str = "192.168.1.23:51234", store: str = "10.0.0.5:10911", born_ts: int | None = None,
-                  store_ts: int = T0, body_crc: int | None = None) -> bytes:
-    """One commitlog unit built by ``F.MESSAGE_SCHEMAS[version]``; TOTALSIZE from ``F.calc_msg_length``, the body
-    CRC computed unless given; ``born_ts`` defaults to 3 ms before ``store_ts``. Topic and properties are raw
-    bytes (UTF-8 or not); hosts as "a.b.c.d:port" or "[v6]:port" (set the sysFlag's v6 bits to match)."""
-    total = F.calc_msg_length(version, sysflag, len(body), len(topic), len(props))
-    return F.MESSAGE_SCHEMAS[version].build(dict(
-        TOTALSIZE=total, BODYCRC=(zlib.crc32(body) & 0x7FFFFFFF) if body_crc is None else body_crc,
-        QUEUEID=queue_id, FLAG=0, QUEUEOFFSET=queue_offset, PHYSICALOFFSET=phys, SYSFLAG=sysflag,
-        BORNTIMESTAMP=store_ts - 3 if born_ts is None else born_ts, BORNHOST=born, STORETIMESTAMP=store_ts,
-        STOREHOSTADDRESS=store, RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body,
-        TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
+rocketmq_unit = rocketmq_builder().unit                  # one commitlog unit from the construct schema
+rocketmq_packed_unit = rocketmq_builder().packed_unit    # its struct-packed twin (IPv4 only): generated volume
+T0 = rocketmq_builder().T0                               # the units' store timestamp (ms, in 2026)
 
 
 def rocketmq_units(n: int, base: int = 0, start: int = 0, **kw) -> bytes:
@@ -55,35 +84,6 @@ def rocketmq_units(n: int, base: int = 0, start: int = 0, **kw) -> bytes:
     return bytes(out)
 
 
-# ---- Kafka and LiteMQ: the fixture builders (one writer per format, shared with fixtures/) -------------------------
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"fixtures_{name}", FIXTURES / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@functools.lru_cache(maxsize=None)
-def kafka_builder():
-    """fixtures/build_kafka.py (``record``, ``batch_v2``, ``legacy_v1``, ``control``, ``T0``), loaded under its own
-    module name (bench/ has a build_kafka too)."""
-    return _load("build_kafka")
-
-
-@functools.lru_cache(maxsize=None)
-def litemq_builder():
-    """fixtures/build_litemq.py."""
-    return _load("build_litemq")
-
-
-def kafka_batch(base: int, n: int = 1, pad: int = 0, **kw) -> bytes:
-    """A v2 batch of ``n`` records ``k<i>``/``v<i>`` (values padded with ``pad`` zero bytes)."""
-    B = kafka_builder()
-    recs = [B.record(i, i, f"k{i}".encode(), f"v{i}".encode() + bytes(pad)) for i in range(n)]
-    return B.batch_v2(base, recs, base_ts=B.T0, max_ts=B.T0 + n, **kw)
-
-
 def make_message(version="v1", body=b"hello", topic="TopicA", props="KEYS\x01k1 k2\x02TAGS\x01t", sysflag=0,
                  phys=0, born="127.0.0.1:1", store="10.0.0.5:10911", queue_offset=7):
     """A unit with the format tests' defaults (queue 1, offset 7, born 1000 / stored 2000); text topic and
@@ -92,29 +92,21 @@ def make_message(version="v1", body=b"hello", topic="TopicA", props="KEYS\x01k1 
                          queue_id=1, queue_offset=queue_offset, born=born, store=store, born_ts=1000, store_ts=2000)
 
 
-def kafka_codec_batch(base: int, records: list[bytes], codec: int, *, base_ts: int, max_ts: int, attrs: int = 0,
-                      pid: int = -1, epoch: int = -1, seq: int = -1, ple: int = 0) -> bytes:
+# ---- Kafka --------------------------------------------------------------------------------------------------------
+
+def kafka_batch(base: int, n: int = 1, pad: int = 0, **kw) -> bytes:
+    """A v2 batch of ``n`` records ``k<i>``/``v<i>`` (values padded with ``pad`` zero bytes)."""
+    B = kafka_builder()
+    recs = [B.record(i, i, f"k{i}".encode(), f"v{i}".encode() + bytes(pad)) for i in range(n)]
+    return B.batch_v2(base, recs, base_ts=B.T0, max_ts=B.T0 + n, **kw)
+
+
+def kafka_codec_batch(base: int, records: list[bytes], codec: int, **kw) -> bytes:
     """A v2 batch of ``records`` (from ``kafka_builder().record``) with its records area compressed by ``codec``
-    in the clients' framing (gzip, snappy-java's xerial stream, Kafka's LZ4 frame, zstd: bench/build_kafka.py's
-    ``COMPRESS``), header and CRC-32C from the schema."""
-    import struct
-    import sys
-
-    from crc32c import crc32c
-
-    from formats import kafka as K
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from bench.build_kafka import COMPRESS
-
-    area = COMPRESS[codec](b"".join(records))
-    hdr = dict(baseOffset=base, batchLength=K.V2_HEADER_SIZE - K.LOG_OVERHEAD + len(area),
-               partitionLeaderEpoch=ple, magic=2, crc=0, attributes=attrs | codec,
-               lastOffsetDelta=len(records) - 1, baseTimestamp=base_ts, maxTimestamp=max_ts, producerId=pid,
-               producerEpoch=epoch, baseSequence=seq, recordsCount=len(records))
-    raw = bytearray(K.RecordBatch.build(dict(header=hdr, records=area)))
-    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
-    return bytes(raw)
+    in the clients' framing (gzip, snappy-java's xerial stream, Kafka's LZ4 frame, zstd: the fixture builder's
+    ``COMPRESS``); the other keywords (``base_ts``, ``max_ts``, ``attrs``, ``pid``...) as ``batch_v2``'s."""
+    B = kafka_builder()
+    return B.batch_v2(base, records, codec=codec, compress=B.COMPRESS[codec], **kw)
 
 
 # ---- Kafka: a generated multi-segment partition ------------------------------------------------------------------
@@ -125,19 +117,8 @@ def _segments(base_offsets_and_batches) -> dict[int, bytes]:
 
 def _write_partition(root: Path, segs: dict[int, bytes], name="orders-0", epochs=None) -> Path:
     """A partition dir with the segments and their index files as recovery writes them."""
-    from mqtool.kafka.rebuild import TxnTracker, recover_segment
-
     part = root / name
-    part.mkdir(parents=True)
-    txn = TxnTracker()
-    for base, data in segs.items():
-        stem = f"{base:020d}"
-        (part / f"{stem}.log").write_bytes(data)
-        res = recover_segment(data, stem, base, 4096, True, txn)
-        (part / f"{stem}.index").write_bytes(res.index_bytes())
-        (part / f"{stem}.timeindex").write_bytes(res.timeindex_bytes())
-        if res.aborted:
-            (part / f"{stem}.txnindex").write_bytes(res.txnindex_bytes())
+    kafka_builder().write_segments(part, segs, 4096)
     if epochs:
         lines = ["0", str(len(epochs))] + [f"{e} {o}" for e, o in epochs]
         (part / "leader-epoch-checkpoint").write_text("\n".join(lines) + "\n")
@@ -163,8 +144,6 @@ def kafka_multisegment_store(root: Path) -> Path:
     """A Kafka log dir ``root/logdir`` with one partition ``orders-0`` of four segments of 40 batches (index
     files as recovery writes them): a transaction open across the 2nd roll and aborted in the 3rd segment,
     leader epoch 1 from offset 100 (and its leader-epoch-checkpoint)."""
-    from formats import kafka as K
-
     B = kafka_builder()
 
     segs = []
@@ -207,6 +186,110 @@ def long_topic_store(tmp_path: Path) -> Path:
                               version="v2")
     (store / "commitlog" / "00000000000000000000").write_bytes(bytes(data) + bytes(4096))
     return store
+
+
+# ---- stores of a chosen geometry (tests/test_common_geometry_sweep.py) -----------------------------------------
+#
+# Built with the construct schemas and the brokers' own rules as the format references state them -- not with
+# mqtool's rebuild code:
+#
+# * RocketMQ (shared/reference/rocketmq.md §4, §6): one commitlog segment; consumequeue files of
+#   ``cq_size`` bytes named by their first byte's queue offset, the last one zero-filled to full size; index
+#   files of ``slots`` hash slots and ``entries`` entries, filled as ``IndexService#buildIndex`` /
+#   ``IndexFile#putKey`` do (a new file once indexCount reaches maxIndexNum; a new file starts with the previous
+#   file's end values, its first entry's timeDiff taken against them); each index file named by its first
+#   entry's store time (the broker's creation time is not in the data), 1 ms later when that would not sort
+#   after the previous name.
+# * Kafka (shared/reference/kafka.md §5.3): a partition whose ``.index``/``.timeindex`` follow
+#   ``LogSegment.append``'s rule for a given ``index.interval.bytes`` (an entry for a batch once more than the
+#   interval was appended since the last entry; the time index takes the largest timestamp so far when the
+#   offset index gets an entry, and once more when the segment is closed).
+
+GEOMETRY_SEGMENT = 1 << 20            # the geometry stores' one commitlog segment
+
+
+def rocketmq_geometry_store(root: Path, slots: int, entries: int, cq_size: int, n_keys: int, seed: int) -> dict:
+    """Write a store whose index files hold ``n_keys`` keys; returns what was built (files, keys)."""
+    rng = random.Random(seed)
+    files: dict[str, bytes] = {}
+    log = bytearray()
+    queues: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+    keys_at: list[tuple[str, str, int]] = []          # (topic, key, offset) of every indexed key
+    stamped: list[tuple[int, int, list[str]]] = []    # (offset, store time, index keys) per message
+    left, i, ts = n_keys, 0, T0
+    while left > 0:
+        topic = "GeoA" if i % 3 else "GeoB"
+        q = i % 2
+        ts += rng.choice((1, 7, 400, 1500))
+        uniq = f"0A0000010000{seed % 65536:04X}{i:016X}"
+        n_extra = min(left - 1, rng.choice((1, 1, 2)))
+        keys = [f"k{seed}-{i}-{j}" for j in range(n_extra)]
+        tags = f"Tag{i % 4}"
+        props = [("UNIQ_KEY", uniq), ("TAGS", tags)] + ([("KEYS", " ".join(keys))] if keys else [])
+        qoff = len(queues.get((topic, q), []))
+        data = rocketmq_unit(topic.encode(), f"body {i}".encode(), F.properties_to_string(props).encode(),
+                             phys=len(log), queue_id=q, queue_offset=qoff, store_ts=ts)
+        off = len(log)
+        log += data
+        queues.setdefault((topic, q), []).append((off, len(data), java_string_hash(tags)))
+        index_keys = [uniq] + keys
+        stamped.append((off, ts, [f"{topic}#{k}" for k in index_keys]))
+        keys_at += [(topic, k, off) for k in index_keys]
+        left -= len(index_keys)
+        i += 1
+    assert len(log) + F.END_FILE_MIN_BLANK_LENGTH < GEOMETRY_SEGMENT
+    files["commitlog/" + f"{0:020d}"] = bytes(log) + bytes(GEOMETRY_SEGMENT - len(log))
+    for (topic, q), units in queues.items():
+        for name, data in rocketmq_builder().cq_files(units, cq_size):
+            files[f"consumequeue/{topic}/{q}/{name}"] = data
+    for name, data in rocketmq_builder().index_files(stamped, slots, entries):
+        files[f"index/{name}"] = data
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return {"files": files, "keys": keys_at, "messages": i}
+
+
+def kafka_geometry_partition(part: Path, interval: int, seed: int, n_segments: int = 3) -> dict[str, bytes]:
+    """A partition dir of ``n_segments`` segments of v2 batches of random sizes, indexes per the broker's
+    append rule at ``interval``; returns {file name: bytes} of the index files written."""
+    kb = kafka_builder()
+    rng = random.Random(seed)
+    part.mkdir(parents=True, exist_ok=True)
+    written = {}
+    base, ts = 0, kb.T0
+    for _ in range(n_segments):
+        log, offset_idx, time_idx = bytearray(), bytearray(), bytearray()
+        since, max_ts, max_ts_off, last_time = 0, -1, -1, -1
+        n_batches = rng.randint(1, 40)
+        off = base
+        for _b in range(n_batches):
+            n = rng.randint(1, 4)
+            ts += rng.randint(-5, 30)                      # timestamps may go back: the time index must not
+            recs = [kb.record(j, j, b"k%d" % (off + j), b"v" * rng.randint(0, 600)) for j in range(n)]
+            batch = kb.batch_v2(off, recs, base_ts=ts, max_ts=ts + n - 1)
+            last = off + n - 1
+            if ts + n - 1 > max_ts:
+                max_ts, max_ts_off = ts + n - 1, last
+            if since > interval:
+                offset_idx += K.OffsetIndexEntry.build(dict(relativeOffset=last - base, position=len(log)))
+                if max_ts > last_time:
+                    time_idx += K.TimeIndexEntry.build(dict(timestamp=max_ts, relativeOffset=max_ts_off - base))
+                    last_time = max_ts
+                since = 0
+            log += batch
+            since += len(batch)
+            off = last + 1
+        if max_ts > last_time:                             # closing the segment: the last max timestamp
+            time_idx += K.TimeIndexEntry.build(dict(timestamp=max_ts, relativeOffset=max_ts_off - base))
+        name = f"{base:020d}"
+        for suffix, data in ((".log", log), (".index", offset_idx), (".timeindex", time_idx)):
+            (part / (name + suffix)).write_bytes(bytes(data))
+            if suffix != ".log":
+                written[name + suffix] = bytes(data)
+        base = off
+    return written
 
 
 # ---- damage recipes for copies of real stores ----------------------------------------------------------------------

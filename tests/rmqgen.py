@@ -1,36 +1,25 @@
 """Generated RocketMQ commitlog bytes for the property tests of the compiled helpers (dump rows, decode): a unit
-packed with the schema-derived struct (``records.FIXED``, tested equal to the construct build in
-tests/test_rocketmq_native_dump.py) and hypothesis strategies for odd units and damaged segments."""
+by builders' struct-packed builder (``rocketmq_packed_unit``, tested equal to the construct build in
+tests/test_rocketmq_builders.py and tests/test_rocketmq_native_dump.py) and hypothesis strategies for odd units
+and damaged segments."""
 from __future__ import annotations
 
-import struct
 import zlib
 
 from hypothesis import strategies as st
 
-from builders import make_message
+from builders import make_message, rocketmq_builder, rocketmq_packed_unit
 from formats import rocketmq as F
-from mqtool.rocketmq.records import FIXED, FIXED_NAMES
 
 
 def unit(version="v1", body=b"hello", topic=b"TopicA", props=b"KEYS\x01k1 k2\x02TAGS\x01t", sys_flag=0,
          phys=0, born=(b"\x7f\x00\x00\x01", 1), store=(b"\x0a\x00\x00\x05", 10911), queue_offset=7,
-         body_crc=None, extra=()) -> bytes:
-    """One IPv4 unit packed with :data:`records.FIXED` (derived from ``F.MessageV1``); ``extra`` replaces
-    named fields after the lengths are computed (to make units the lane must decline)."""
-    tlen = struct.pack(">b" if version == "v1" else ">h", len(topic)) if len(topic) < (0x80 if version == "v1"
-                                                                                      else 0x8000) else b"\x00"
-    total = F.calc_msg_length(version, sys_flag & ~(F.BORNHOST_V6_FLAG | F.STOREHOSTADDRESS_V6_FLAG), len(body),
-                              len(topic), len(props))
-    vals = dict(TOTALSIZE=total, MAGICCODE=F.MESSAGE_MAGIC_CODE_V1 if version == "v1" else F.MESSAGE_MAGIC_CODE_V2,
-                BODYCRC=zlib.crc32(body) & 0x7FFFFFFF if body_crc is None else body_crc, QUEUEID=1, FLAG=0,
-                QUEUEOFFSET=queue_offset, PHYSICALOFFSET=phys, SYSFLAG=sys_flag, BORNTIMESTAMP=1000,
-                STORETIMESTAMP=2000, RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body))
-    vals["BORNHOST.addr"], vals["BORNHOST.port"] = born
-    vals["STOREHOSTADDRESS.addr"], vals["STOREHOSTADDRESS.port"] = store
-    vals.update(extra)
-    return FIXED.pack(*[vals[n] for n in FIXED_NAMES]) + body + tlen + topic + \
-        struct.pack(">h", len(props) if len(props) < 0x8000 else -1) + props
+         body_crc=None) -> bytes:
+    """One IPv4 unit with :func:`builders.make_message`'s defaults, by the struct-packed builder (any 32-bit
+    port, any sysFlag: v6 bits do not change the IPv4 layout)."""
+    return rocketmq_packed_unit(topic, body, props, version=version, sysflag=sys_flag, phys=phys, queue_id=1,
+                                queue_offset=queue_offset, born=born, store=store, born_ts=1000, store_ts=2000,
+                                body_crc=body_crc)
 
 
 # JSON escapes and UTF-8 edge cases: surrogates, overlong forms, > U+10FFFF, truncated sequences, U+2028
@@ -86,5 +75,5 @@ def segments(draw):
             data[at:at] = draw(st.binary(min_size=1, max_size=4))
         else:
             del data[at:at + draw(st.integers(1, 4))]
-    tail = draw(st.sampled_from([b"", bytes(16), struct.pack(">ii", 64, F.BLANK_MAGIC_CODE) + bytes(56)]))
+    tail = draw(st.sampled_from([b"", bytes(16), rocketmq_builder().blank(64) + bytes(56)]))
     return bytes(data) + tail

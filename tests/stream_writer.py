@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import sys
 import time
-import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "fixtures")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 SEG = 2048          # RocketMQ / LiteMQ segment size (preallocated, zero-filled)
 
 
 def _rocketmq():
+    from builders import rocketmq_builder, rocketmq_unit
     from formats import rocketmq as F
 
     segs, units = [], []
@@ -36,17 +36,12 @@ def _rocketmq():
         props = f"KEYS\x01k{n}\x02TAGS\x01t{q}\x02".encode()
 
         def unit(phys):
-            total = F.calc_msg_length("v1", 0, len(body), 6, len(props))
-            return F.MessageV1.build(dict(
-                TOTALSIZE=total, BODYCRC=zlib.crc32(body) & 0x7FFFFFFF, QUEUEID=q, FLAG=0, QUEUEOFFSET=qoff[q],
-                PHYSICALOFFSET=phys, SYSFLAG=0, BORNTIMESTAMP=1795338600000 + n, BORNHOST="192.168.1.23:51234",
-                STORETIMESTAMP=1795338600003 + n, STOREHOSTADDRESS="10.0.0.5:10911", RECONSUMETIMES=0,
-                PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body, TOPICLENGTH=6, TOPIC=b"Stream",
-                PROPERTIESLENGTH=len(props), PROPERTIES=props))
+            return rocketmq_unit(b"Stream", body, props, phys=phys, queue_id=q, queue_offset=qoff[q],
+                                 store_ts=1795338600003 + n)
 
         u = unit(base + len(cur))
         if len(cur) + len(u) + F.END_FILE_MIN_BLANK_LENGTH > SEG:       # the broker's rollover rule
-            cur += F.BlankUnit.build(dict(TOTALSIZE=SEG - len(cur)))
+            cur += rocketmq_builder().blank(SEG - len(cur))
             segs.append((f"{base:020d}", bytes(cur) + bytes(SEG - len(cur))))
             base, cur = base + SEG, bytearray()
             u = unit(base)
@@ -59,6 +54,7 @@ def _rocketmq():
 
 
 def _litemq():
+    from builders import litemq_builder
     from formats import litemq as F
     from mqtool.litemq.records import encode_record, new_fields
 
@@ -72,8 +68,7 @@ def _litemq():
 
     for n in range(24):
         if n in (9, 18):        # LiteMQ rolls over only after an exactly full file: a filler fills it
-            f = msg(1000 + n, b"", topic="filler", q=3)
-            f["Body"] = b"." * (SEG - len(cur) - len(encode_record(f)))
+            f = litemq_builder().fill_to(msg(1000 + n, b"", topic="filler", q=3), SEG - len(cur))
             rec = encode_record(f)
             units.append({"stream": "commitlog", "file": f"{idx:020d}", "position": len(cur),
                           "at": idx * SEG + len(cur), "size": len(rec), "body": f["Body"].decode()})
@@ -92,7 +87,9 @@ def _litemq():
 
 
 def _kafka():
-    from build_kafka import batch_v2, record
+    from builders import kafka_builder
+
+    batch_v2, record = kafka_builder().batch_v2, kafka_builder().record
 
     logs, units = {}, []
     for part, nbatches in (("Stream-0", 14), ("Stream-1", 6)):

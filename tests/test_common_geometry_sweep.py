@@ -1,6 +1,6 @@
 """Issue #15: every verb learns a store's sizes from the store itself, with no option given.
 
-Stores of random geometries are built by tests/geometry_builders.py (construct schemas, the brokers' rules)
+Stores of random geometries are built by tests/builders.py (construct schemas, the brokers' rules)
 and read by verify, query, dump, info and rebuild-index; each must agree with what the builder used, and the
 rebuild must be byte-identical to the built files. Plus the real-data regressions of the issue.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require_realdata
-from geometry_builders import _load, kafka_partition, rocketmq_store
+from builders import kafka_geometry_partition as kafka_partition, litemq_builder
+from builders import rocketmq_geometry_store as rocketmq_store
 
 PRIMES = [2, 3, 7, 13, 31, 97, 101, 389, 1009, 7919, 65537, 99991]
 
@@ -121,9 +122,9 @@ def test_index_behind_the_log_is_completed_by_a_scan(tmp_path, run_cli):
 
 
 @pytest.mark.parametrize("units", [1, 2, 5, 16, 33])
-def test_litemq_cq_file_size_sweep(units, tmp_path, run_cli):
-    mod = _load("build_litemq")
-    mod.CQ_SIZE = 24 * units
+def test_litemq_cq_file_size_sweep(units, tmp_path, run_cli, monkeypatch):
+    mod = litemq_builder()
+    monkeypatch.setattr(mod, "CQ_SIZE", 24 * units)         # the builder module is shared: put it back after
     out = mod.main(str(tmp_path / "lm"))
     store = out / "store"
     code, stdout, err = run_cli("rebuild-index", store, "--compare", "--json")

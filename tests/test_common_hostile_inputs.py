@@ -204,10 +204,9 @@ def test_export_of_a_value_past_the_parquet_column_type(tmp_path, run_cli):
     `export` raised OverflowError from pyarrow (a traceback). The value no Parquet long holds is null; the rest
     of the row is exported."""
     pq = pytest.importorskip("pyarrow.parquet")
-    import sys
+    from builders import kafka_builder
 
-    sys.path.insert(0, str(FIXTURES))
-    import build_kafka as BK
+    BK = kafka_builder()
 
     part = tmp_path / "logs" / "t-0"
     part.mkdir(parents=True)

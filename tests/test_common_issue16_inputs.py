@@ -52,8 +52,7 @@ def test_rebuild_index_of_a_batch_at_base_offset_2_pow_32(tmp_path):
 def test_query_a_batch_whose_count_says_2_but_holds_1(tmp_path):
     raw = bytearray(_batch(0, 1))
     struct.pack_into(">i", raw, K.V2_RECORDS_COUNT_OFFSET, 2)
-    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", B.crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
-    part = _partition(tmp_path, bytes(raw))
+    part = _partition(tmp_path, B.restamp_crc(raw))
     code, out, err, exc = _run("query", part, "--offset", "0", "--json")
     _clean(code, err, exc)
 

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from builders import rocketmq_unit as unit
+from builders import kafka_builder, rocketmq_unit as unit
 
 TOPIC = b"Or\xffders"
 PROPS = b"KEYS\x01k\xfe1\x02TAGS\x01tag\xc3"
@@ -90,14 +90,8 @@ def test_litemq_text_that_is_not_utf8_keeps_every_byte(run_cli, tmp_path):
 
 @pytest.mark.parametrize("native", ["1", "0"])
 def test_kafka_keys_values_and_headers_keep_every_byte(run_cli, tmp_path, monkeypatch, native):
-    import importlib.util
-
-    from conftest import ROOT
-
     monkeypatch.setenv("MQTOOL_NATIVE", native)
-    spec = importlib.util.spec_from_file_location("build_kafka", ROOT / "fixtures" / "build_kafka.py")
-    bk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bk)
+    bk = kafka_builder()
     recs = [bk.record(0, 0, b"plain", b"text"), bk.record(1, 1, b"k\xff", b"\x00\x9f\x92\x96", [(b"h\xc3", b"v")])]
     part = tmp_path / "logs" / "bin-0"
     part.mkdir(parents=True)

@@ -148,7 +148,9 @@ def test_starting_offsets_latest_skips_what_is_there(tmp_path):
 
 def test_kafka_preallocated_zero_tail_is_not_data(tmp_path):
     """log.preallocate=true: the active segment is a zero-filled file that batches overwrite from byte 0."""
-    from build_kafka import batch_v2, record
+    from builders import kafka_builder
+
+    batch_v2, record = kafka_builder().batch_v2, kafka_builder().record
 
     seg = tmp_path / "logs" / "t-0" / ("%020d.log" % 0)
     seg.parent.mkdir(parents=True)

@@ -50,8 +50,9 @@ def _rocketmq(root: Path) -> Path:
 
 
 def _kafka(root: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "fixtures"))
-    import build_kafka as BK
+    from builders import kafka_builder
+
+    BK = kafka_builder()
 
     hb = HOSTILE.encode()
     logdir = root / ("kl" + NAME)

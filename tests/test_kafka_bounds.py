@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from crc32c import crc32c
 
 from conftest import ROOT
-from fixtures.build_kafka import batch_v2, record
+from builders import kafka_builder
 from formats import kafka as K
 from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
+
+batch_v2, record = kafka_builder().batch_v2, kafka_builder().record
 
 MiB = 1 << 20
 SEG0 = "00000000000000000000"
@@ -47,12 +48,7 @@ def _zz(v: int) -> bytes:
 
 def v2_batch(area: bytes, count: int, codec: int, base: int = 0, last_delta: int = 0) -> bytes:
     """A v2 batch around an already encoded (compressed) records area, with a valid CRC."""
-    hdr = dict(baseOffset=base, batchLength=K.V2_HEADER_SIZE - K.LOG_OVERHEAD + len(area), partitionLeaderEpoch=0,
-               magic=2, crc=0, attributes=codec, lastOffsetDelta=last_delta, baseTimestamp=0, maxTimestamp=0,
-               producerId=-1, producerEpoch=-1, baseSequence=-1, recordsCount=count)
-    raw = bytearray(K.RecordBatch.build(dict(header=hdr, records=area)))
-    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
-    return bytes(raw)
+    return kafka_builder().frame_v2(base, area, count, base_ts=0, max_ts=0, codec=codec, last_delta=last_delta)
 
 
 def zstd_stream(pieces) -> bytes:
@@ -95,20 +91,14 @@ def big_values(n: int, size: int) -> bytes:
 
 
 def legacy_inner_v0(offset: int) -> bytes:
-    msg = bytearray(struct.pack(">qi", offset, 14) + bytes(4) + b"\x00\x00" + struct.pack(">ii", -1, -1))
-    msg[12:16] = struct.pack(">I", zlib.crc32(bytes(msg[16:])))
-    return bytes(msg)
+    return kafka_builder().legacy_message(offset, None, None, magic=0)
 
 
 def legacy_gzip_wrapper(n: int) -> bytes:
     """A magic-0 gzip wrapper at offset 0 holding ``n`` identical 26-byte inner messages (offset 0)."""
     c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     value = b"".join([c.compress(p) for p in repeated(legacy_inner_v0(0), n)] + [c.flush()])
-    w = bytearray(struct.pack(">qi", 0, 0) + bytes(4) + bytes([0, K.CODEC_GZIP]) + struct.pack(">i", -1)
-                  + struct.pack(">i", len(value)) + value)
-    w[8:12] = struct.pack(">i", len(w) - 12)
-    w[12:16] = struct.pack(">I", zlib.crc32(bytes(w[16:])))
-    return bytes(w)
+    return kafka_builder().legacy_message(0, None, value, magic=0, attributes=K.CODEC_GZIP)
 
 
 def logdir(tmp_path: Path, log: bytes, name: str = SEG0, index: bytes | None = None) -> Path:

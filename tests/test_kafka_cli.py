@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -62,12 +61,9 @@ def test_sniff_transient_suffixes_and_layout(tmp_path):
 # ---- fixture ----------------------------------------------------------------------------------
 
 def test_fixture_is_reproducible(tmp_path):
-    sys.path.insert(0, str(ROOT / "fixtures"))
-    try:
-        import build_kafka
-    finally:
-        sys.path.pop(0)
-    written = build_kafka.build(tmp_path / "logdir")
+    from builders import kafka_builder
+
+    written = kafka_builder().build(tmp_path / "logdir")
     for p in written:
         rel = p.relative_to(tmp_path / "logdir")
         assert (FIX / rel).read_bytes() == p.read_bytes(), rel

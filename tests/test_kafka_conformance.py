@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import roundtrip
 from conftest import load_json, require_realdata
 from mqtool.io import map_input, read_input
 from mqtool.kafka import indexfiles as F
@@ -219,4 +220,4 @@ def test_consumer_protocol_embedded_in_real_group_metadata():
     assert m["subscription"] == {"version": 1, "topics": ["first_topic"], "userData": None, "ownedPartitions": []}
     assert m["assignment"]["assignedPartitions"] == [{"topic": "first_topic", "partitions": [0, 1, 2]}]
     raw = bytes.fromhex("00000001000b66697273745f746f706963ffffffff00000000")
-    assert K.ConsumerProtocolSubscription(1).build(K.ConsumerProtocolSubscription(1).parse(raw)) == raw
+    roundtrip(K.ConsumerProtocolSubscription(1), raw)

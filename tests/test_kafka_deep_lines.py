@@ -47,12 +47,7 @@ HOSTILE = [b'"q"\\', b"\x00\x01\x1f\x7f\n\r\t", "caf\u00e9 \u2028 \U0001F600".en
 
 
 def _crc(raw: bytearray) -> bytes:
-    import struct
-
-    from crc32c import crc32c
-
-    raw[K.V2_CRC_OFFSET:K.V2_CRC_OFFSET + 4] = struct.pack(">I", crc32c(bytes(raw[K.V2_ATTRIBUTES_OFFSET:])))
-    return bytes(raw)
+    return kafka_builder().restamp_crc(raw)
 
 
 def _records(n: int, salt: int, hostile: bool = True) -> list[bytes]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from formats import kafka as K
 from mqtool.kafka import records as R
 from mqtool.kafka import scan as S
-from builders import roundtrip
+from builders import kafka_builder, roundtrip
 from conftest import require_realdata
 
 GEN = ("kafka", "generated-4.0.0-SNAPSHOT", "broker-append", "forensics-0")
@@ -138,23 +138,18 @@ def record_bodies(draw):
     key = draw(_opt_bytes)
     value = draw(_opt_bytes)
     headers = draw(st.lists(st.tuples(st.binary(max_size=8), _opt_bytes), max_size=3))
-    return dict(attributes=0, timestampDelta=draw(st.integers(-(1 << 62), 1 << 62)),
-                offsetDelta=draw(st.integers(0, (1 << 31) - 1)),
-                keyLength=-1 if key is None else len(key), key=key,
-                valueLength=-1 if value is None else len(value), value=value,
-                headerCount=len(headers),
-                headers=[dict(headerKeyLength=len(k), headerKey=k, headerValueLength=-1 if v is None else len(v),
-                              headerValue=v) for k, v in headers])
+    ts_delta = draw(st.integers(-(1 << 62), 1 << 62))
+    return kafka_builder().record(draw(st.integers(0, (1 << 31) - 1)), ts_delta, key, value, headers)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(record_bodies(), min_size=1, max_size=5))
 def test_fast_record_parser_matches_construct(bodies):
-    data = b"".join(K.Record.build(b) for b in bodies)
+    data = b"".join(bodies)
     fast, used = R.parse_records(data, len(bodies))
     assert used == len(data)
     i = 0
-    for (length, attrs, tsd, od, key, value, headers), b in zip(fast, bodies):
+    for length, attrs, tsd, od, key, value, headers in fast:
         c = K.Record.parse(data[i:])
         i += len(K.Record.build(c))
         assert (attrs, tsd, od, key, value) == (c.attributes, c.timestampDelta, c.offsetDelta, c.key, c.value)
@@ -164,11 +159,9 @@ def test_fast_record_parser_matches_construct(bodies):
 @settings(max_examples=200, deadline=None)
 @given(_i64, _i32, st.integers(0, 0x7F), _i16, _i32, _i64, _i64, _i64, _i16, _i32, _i32)
 def test_fast_header_matches_construct(base, ple, attrs, epoch, lod, bts, mts, pid, pep, bseq, cnt):
-    obj = dict(baseOffset=base, batchLength=49, partitionLeaderEpoch=ple, magic=2, crc=0, attributes=attrs,
-               lastOffsetDelta=lod, baseTimestamp=bts, maxTimestamp=mts, producerId=pid, producerEpoch=pep,
-               baseSequence=bseq, recordsCount=cnt)
-    raw = bytearray(K.RecordBatchHeader.build(obj))
-    raw[17:21] = struct.pack(">I", crc32c(bytes(raw[21:])))
+    raw = kafka_builder().frame_v2(base, b"", cnt, base_ts=bts, max_ts=mts, attrs=attrs, pid=pid, epoch=pep,
+                                   seq=bseq, ple=ple, last_delta=lod)      # a batch of a header only
+    assert len(raw) == K.V2_HEADER_SIZE and raw[17:21] == struct.pack(">I", crc32c(raw[21:]))
     b = next(iter(S.scan(bytes(raw), "x")))
     c = K.RecordBatchHeader.parse(bytes(raw))
     assert isinstance(b, R.Batch) and b.crc_ok

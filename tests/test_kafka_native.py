@@ -1,9 +1,10 @@
 """The compiled Kafka records-area walker (mqtool/_native/kafka.c) gives exactly what the Python path gives.
 
-* ``parse_records``: on hypothesis-generated records areas (built with ``K.Record.build``: null and empty keys
-  and values, negative/large/over-64-bit deltas, headers) and on damaged copies of them (truncated, bytes
-  set, inserted, deleted, a wrong count), the helper returns the Python result or declines (None), and it
-  never accepts what Python rejects. On clean areas with 64-bit values it must not decline.
+* ``parse_records``: on hypothesis-generated records areas (built by the fixture builder's ``record`` from
+  ``K.Record``: null and empty keys and values, negative/large/over-64-bit deltas, headers) and on damaged
+  copies of them (truncated, bytes set, inserted, deleted, a wrong count), the helper returns the Python
+  result or declines (None), and it never accepts what Python rejects. On clean areas with 64-bit values it
+  must not decline.
 * ``record_rows``: the ``dump kafka --deep`` / ``--print-data`` rows of a batch equal ``record_row`` over
   ``iter_records`` (Python path), same keys in the same order.
 * CLI: ``dump kafka --deep --json`` and ``--print-data --json`` are byte-identical with the helper on and off on
@@ -24,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from builders import kafka_builder
 from conftest import FIXTURES, ROOT, realdata_root, require_realdata
 from formats import kafka as K
 from mqtool import native
@@ -33,6 +35,7 @@ from mqtool.kafka import scan as S
 from mqtool.options import DumpOptions
 from mqtool.schema_struct import layout_notation
 
+BK = kafka_builder()
 NAT = D._native_walker()       # configured with the row keys; None when not built or MQTOOL_NATIVE=0
 
 needs_native = pytest.mark.skipif(NAT is None, reason="compiled kafka helper not built, or MQTOOL_NATIVE=0 "
@@ -58,10 +61,10 @@ def record(draw, wide=False):
     for _ in range(draw(st.integers(0, 3))):
         hk = draw(st.binary(max_size=12) | st.sampled_from([b"traceparent", "caf\u00e9".encode(), b"\xff\xfe"]))
         hvlen, hv = draw(_nullable())
-        headers.append(dict(headerKeyLength=len(hk), headerKey=hk, headerValueLength=hvlen, headerValue=hv))
-    return K.Record.build(dict(attributes=draw(st.integers(-128, 127)), timestampDelta=draw(delta),
-                               offsetDelta=draw(delta), keyLength=klen, key=key, valueLength=vlen, value=value,
-                               headerCount=len(headers), headers=headers))
+        headers.append((hk, hv, hvlen))
+    attributes, ts_delta = draw(st.integers(-128, 127)), draw(delta)
+    return BK.record(draw(delta), ts_delta, key, value, headers, attributes=attributes, key_length=klen,
+                     value_length=vlen)
 
 
 def area(wide=False):
@@ -129,8 +132,7 @@ def test_parse_records_damaged_areas(a):
 
 @needs_native
 def test_parse_records_edge_cases():
-    one = K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=-1, key=None,
-                              valueLength=1, value=b"x", headerCount=0, headers=[]))
+    one = BK.record(0, 0, None, b"x")
     assert NAT.parse_records(one, 1) == R.parse_records(one, 1)
     assert NAT.parse_records(one, 1)[0][0][6] == ()                      # header count byte 0: ()
     two_byte_zero = one[:-1] + b"\x80\x00"                               # a header count of 0 in two bytes
@@ -200,9 +202,9 @@ def text_record(draw):
     for _ in range(draw(st.integers(0, 3))):
         hk = draw(TEXTS | st.sampled_from([b"dup", b"dup"]))
         hvlen, hv = nullable()
-        headers.append(dict(headerKeyLength=len(hk), headerKey=hk, headerValueLength=hvlen, headerValue=hv))
-    return K.Record.build(dict(attributes=0, timestampDelta=draw(SMALL), offsetDelta=draw(SMALL), keyLength=klen,
-                               key=key, valueLength=vlen, value=value, headerCount=len(headers), headers=headers))
+        headers.append((hk, hv))
+    ts_delta = draw(SMALL)
+    return BK.record(draw(SMALL), ts_delta, key, value, headers)
 
 
 @needs_native
@@ -229,9 +231,7 @@ def test_record_json_equals_rendered_python_rows(monkeypatch, a, base, ts, ts_ty
 def test_record_json_keeps_repeated_header_keys_and_declines_odd_names(monkeypatch):
     from mqtool.render import dumps
 
-    h = [dict(headerKeyLength=1, headerKey=b"a", headerValueLength=1, headerValue=v) for v in (b"1", b"2")]
-    rec = K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=-1, key=None,
-                              valueLength=-1, value=None, headerCount=2, headers=h))
+    rec = BK.record(0, 0, None, None, [(b"a", b"1"), (b"a", b"2")])
     b = _batch(rec, 1, 0, 0, 0, 0, -1, False)
     want = _py_rows(b, OPTS[1], monkeypatch)
     assert want[0]["headers"] == [["a", "1"], ["a", "2"]]                     # Kafka's ordered list, both kept
@@ -239,9 +239,7 @@ def test_record_json_keeps_repeated_header_keys_and_declines_odd_names(monkeypat
     assert D._native_record_rows(NAT, b, OPTS[1], 1) == want
     b.file = "/x/\udcff.log"                                                 # a non-UTF-8 file name
     assert D._json_pieces(b, OPTS[0]) is None
-    b2 = _batch(rec[:0] + K.Record.build(dict(attributes=0, timestampDelta=0, offsetDelta=0, keyLength=0, key=b"",
-                                               valueLength=0, value=b"", headerCount=0, headers=[])), 1, 5, 0, 0,
-                0, -1, False)
+    b2 = _batch(BK.record(0, 0, b"", b""), 1, 5, 0, 0, 0, -1, False)
     assert D._native_record_json(NAT, b2, OPTS[1]) == dumps(_py_rows(b2, OPTS[1], monkeypatch)[0])
 
 
@@ -254,10 +252,8 @@ def test_record_json_of_long_records_with_worst_case_escapes(monkeypatch, size):
     from mqtool.render import dumps
 
     ctl = bytes(range(0x20)) * (size // 32)
-    h = [dict(headerKeyLength=len(k), headerKey=k, headerValueLength=len(v), headerValue=v)
-         for k, v in ((ctl[:300], ctl[:200]), (b'"\\' * 50, ctl[:10]))]
-    recs = [K.Record.build(dict(attributes=0, timestampDelta=i, offsetDelta=i, keyLength=len(key), key=key,
-                                valueLength=len(value), value=value, headerCount=len(h), headers=h))
+    h = [(ctl[:300], ctl[:200]), (b'"\\' * 50, ctl[:10])]
+    recs = [BK.record(i, i, key, value, h)
             for i, (key, value) in enumerate(((ctl[:100], ctl), (b"k", b"v"), (ctl[:5000], ctl[:size - 9000])))]
     b = _batch(b"".join(recs), len(recs), 10, 1000, 1002, 0, 5, False)
     for text in (0, 1):
@@ -267,12 +263,7 @@ def test_record_json_of_long_records_with_worst_case_escapes(monkeypatch, size):
 
 @needs_native
 def _text_batch(value=b"v\xc3\xa9%02d", header_key=b"h\xc3\xa9"):
-    recs = [K.Record.build(dict(attributes=0, timestampDelta=i * 3, offsetDelta=i, keyLength=3, key=b"k-%d" % i,
-                                valueLength=-1 if i == 2 else len(value % i),
-                                value=None if i == 2 else value % i,
-                                headerCount=1, headers=[dict(headerKeyLength=len(header_key), headerKey=header_key,
-                                                             headerValueLength=1, headerValue=b"z")]))
-            for i in range(5)]
+    recs = [BK.record(i, i * 3, b"k-%d" % i, None if i == 2 else value % i, [(header_key, b"z")]) for i in range(5)]
     return _batch(b"".join(recs), 5, 1000, 5000, 5012, 0, 2147483646, True)
 
 

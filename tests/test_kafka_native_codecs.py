@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+from builders import kafka_builder
 from formats import kafka as K
 from mqtool import codecs as C
 from mqtool.kafka import dump as D
@@ -33,24 +34,14 @@ def _texts(rnd: random.Random) -> list[bytes]:
             bytes(rnd.choice(b"ab") for _ in range(200_000)), bytes(range(256)) * 600]
 
 
-def _xerial(data: bytes, block: int) -> bytes:
-    import cramjam
-
-    out = [K.XERIAL_SNAPPY_MAGIC, struct.pack(">ii", 1, 1)]
-    for i in range(0, len(data), block):
-        blk = bytes(cramjam.snappy.compress_raw(data[i:i + block]))
-        out += [struct.pack(">i", len(blk)), blk]
-    return b"".join(out)
-
-
 def _streams(data: bytes):
     """(codec, stream) in the framings producers write, several variants each."""
     import cramjam
     import lz4.frame
     import zstandard
 
-    yield K.CODEC_SNAPPY, _xerial(data, 32 << 10)
-    yield K.CODEC_SNAPPY, _xerial(data, 1 << 10)
+    yield K.CODEC_SNAPPY, kafka_builder().xerial_snappy(data, 32 << 10)
+    yield K.CODEC_SNAPPY, kafka_builder().xerial_snappy(data, 1 << 10)
     if data:
         yield K.CODEC_SNAPPY, bytes(cramjam.snappy.compress_raw(data))        # raw (non-Java clients)
     for size in (lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB, lz4.frame.BLOCKSIZE_MAX1MB,

@@ -9,13 +9,14 @@ last value wins): the own id is found by the scan the query falls back to.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 
 import pytest
 
-from conftest import FIXTURES, ROOT, load_json, require_realdata
+from builders import rocketmq_unit
+from conftest import FIXTURES, load_json, require_realdata
+from formats import rocketmq as F
 
 
 def _rows(out):
@@ -52,17 +53,9 @@ def test_real_batch_items_found_by_own_and_batch_unique_key(run_cli, ds):
     assert sorted(r["offset"] for r in _rows(out)) == offsets
 
 
-def _builder():
-    spec = importlib.util.spec_from_file_location("build_rocketmq", ROOT / "fixtures" / "build_rocketmq.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_generated_batch_items(run_cli, tmp_path):
     """A batch of three appended to the fixture store's last segment as the broker stores a plain batch:
     one unit per item, the item's properties then the batch's (with the batch's UNIQ_KEY)."""
-    B = _builder()
     store = tmp_path / "store"
     shutil.copytree(FIXTURES / "rocketmq" / "store", store)
     code, out, _ = run_cli("dump", "commitlog", store, "--json")
@@ -75,8 +68,8 @@ def test_generated_batch_items(run_cli, tmp_path):
     data = bytearray(seg.read_bytes())
     offsets = []
     for i, uid in enumerate(own):
-        unit = B._unit("v1", topic="Batched", queue_id=0, queue_offset=i, phys=base + pos, body=b"item %d" % i,
-                       props=[("KEYS", f"bk-{i}"), ("UNIQ_KEY", uid), ("WAIT", "true")] + batch_props)
+        props = F.properties_to_string([("KEYS", f"bk-{i}"), ("UNIQ_KEY", uid), ("WAIT", "true")] + batch_props)
+        unit = rocketmq_unit(b"Batched", b"item %d" % i, props.encode(), queue_offset=i, phys=base + pos)
         offsets.append(base + pos)
         data[pos:pos + len(unit)] = unit
         pos += len(unit)

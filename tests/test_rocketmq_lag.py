@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import struct
 from pathlib import Path
 
 import pytest
 
-from tests.builders import rocketmq_unit
+from tests.builders import rocketmq_builder, rocketmq_unit
 from tests.conftest import require_realdata
 
 # config/consumerOffset.json of both gen-*-clean stores (MANIFEST: "an offsetTable like ConsumerOffsetManager")
@@ -133,20 +132,21 @@ def _store(root: Path, per_queue: dict[int, int], offsets: str | None, with_cq: 
     returns {(q, queue offset): commitlog offset}."""
     log = bytearray()
     where = {}
-    cq: dict[int, bytearray] = {q: bytearray() for q in per_queue}
+    cq: dict[int, list] = {q: [] for q in per_queue}
     for i in range(max(per_queue.values())):
         for q, n in per_queue.items():
             if i < n:
                 u = rocketmq_unit(b"T", f"m{q}-{i}".encode(), queue_id=q, queue_offset=i, phys=len(log))
                 where[(q, i)] = len(log)
-                cq[q] += struct.pack(">qiq", len(log), len(u), 97)     # tagsCode: Java "a".hashCode() = 97
+                cq[q].append((len(log), len(u), 97))     # tagsCode: Java "a".hashCode() = 97
                 log += u
     (root / "commitlog").mkdir(parents=True)
     (root / "commitlog" / f"{0:020d}").write_bytes(bytes(log) + bytes(SEG - len(log)))
     if with_cq:
-        for q, b in cq.items():
+        for q, units in cq.items():
             (root / "consumequeue" / "T" / str(q)).mkdir(parents=True)
-            (root / "consumequeue" / "T" / str(q) / f"{0:020d}").write_bytes(bytes(b) + bytes(400 - len(b)))
+            for name, data in rocketmq_builder().cq_files(units, 400):
+                (root / "consumequeue" / "T" / str(q) / name).write_bytes(data)
     if offsets is not None:
         (root / "config").mkdir()
         (root / "config" / "consumerOffset.json").write_text(offsets)

@@ -7,19 +7,16 @@ import re
 import pytest
 from construct import Int16ub, Struct
 
+from builders import rocketmq_unit
 from formats import rocketmq as F
 from mqtool.rocketmq import layout
 
 
 def _unit(version="v1", sys_flag=0, topic=b"T", props=b"K\x01v\x02", body=b"xyz"):
-    total = F.calc_msg_length(version, sys_flag, len(body), len(topic), len(props))
-    return F.MESSAGE_SCHEMAS[version].build(dict(
-        TOTALSIZE=total, BODYCRC=7, QUEUEID=3, FLAG=0, QUEUEOFFSET=41, PHYSICALOFFSET=1234, SYSFLAG=sys_flag,
-        BORNTIMESTAMP=1000, STORETIMESTAMP=2000,
-        BORNHOST="[::1]:5" if sys_flag & F.BORNHOST_V6_FLAG else "127.0.0.1:1",
-        STOREHOSTADDRESS="[fe80::1]:9" if sys_flag & F.STOREHOSTADDRESS_V6_FLAG else "10.0.0.5:10911",
-        RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body,
-        TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
+    return rocketmq_unit(topic, body, props, version=version, sysflag=sys_flag, phys=1234, queue_id=3,
+                         queue_offset=41, born="[::1]:5" if sys_flag & F.BORNHOST_V6_FLAG else "127.0.0.1:1",
+                         store="[fe80::1]:9" if sys_flag & F.STOREHOSTADDRESS_V6_FLAG else "10.0.0.5:10911",
+                         born_ts=1000, store_ts=2000, body_crc=7)
 
 
 def test_fixed_part_positions_read_back_what_construct_wrote():

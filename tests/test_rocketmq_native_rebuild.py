@@ -299,13 +299,10 @@ def _commitlog(draw) -> bytes:
         props = draw(_props())
         body = b"body"
         born = "[2001:db8::1]:7" if sysflag & 0x10 else "10.1.2.3:7"
-        total = F.calc_msg_length(version, sysflag, len(body), len(topic), len(props))
         phys = len(data) + draw(st.sampled_from([0] * 8 + [-1, 100]))
-        data += F.MESSAGE_SCHEMAS[version].build(dict(
-            TOTALSIZE=total, BODYCRC=0, QUEUEID=qid, FLAG=0, QUEUEOFFSET=qoff, PHYSICALOFFSET=phys,
-            SYSFLAG=sysflag, BORNTIMESTAMP=T0, BORNHOST=born, STORETIMESTAMP=ts, STOREHOSTADDRESS="10.0.0.5:10911",
-            RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body,
-            TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
+        data += rocketmq_unit(topic, body, props, version=version, sysflag=sysflag, phys=phys, queue_id=qid,
+                              queue_offset=qoff, born=born, store="10.0.0.5:10911", born_ts=T0, store_ts=ts,
+                              body_crc=0)
     return bytes(data)
 
 
@@ -334,12 +331,8 @@ def test_built_commitlog_of_plain_units_goes_through_the_helper(tmp_path, topic_
     for i in range(300):
         topic = topic_a.encode() if i % 3 else b"T"
         props = f"TAGS\x01{tag}{i % 5}\x02KEYS\x01{k}{i} {key} \x02UNIQ_KEY\x01U{i:08d}".encode()
-        total = F.calc_msg_length("v1", 0, 4, len(topic), len(props))
-        data += F.MessageV1.build(dict(
-            TOTALSIZE=total, BODYCRC=0, QUEUEID=0, FLAG=0, QUEUEOFFSET=(2 * i) // 3 if i % 3 else i // 3,
-            PHYSICALOFFSET=len(data), SYSFLAG=0, BORNTIMESTAMP=T0, BORNHOST="10.1.2.3:7", STORETIMESTAMP=T0 + i * 700,
-            STOREHOSTADDRESS="10.0.0.5:10911", RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=4,
-            BODY=b"body", TOPICLENGTH=len(topic), TOPIC=topic, PROPERTIESLENGTH=len(props), PROPERTIES=props))
+        data += rocketmq_unit(topic, b"body", props, phys=len(data), queue_offset=(2 * i) // 3 if i % 3 else i // 3,
+                              born="10.1.2.3:7", store="10.0.0.5:10911", born_ts=T0, store_ts=T0 + i * 700, body_crc=0)
     store = tmp_path / "store"
     (store / "commitlog").mkdir(parents=True)
     (store / "commitlog" / f"{0:020d}").write_bytes(bytes(data) + bytes(64))

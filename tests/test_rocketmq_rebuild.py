@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from builders import rocketmq_unit
 from formats.common import java_string_hash
 from mqtool.rocketmq import dispatch as D
 from mqtool.rocketmq.rebuild import IndexBuilder, QueueBuilder, human_time
@@ -575,8 +576,6 @@ def test_damaged_commitlog_is_reported_and_the_scan_goes_on(tmp_path, run_cli):
 
 @st.composite
 def _units(draw):
-    from formats import rocketmq as F
-
     version = draw(st.sampled_from(["v1", "v2"]))
     sysflag = draw(st.sampled_from([0, 0x4, 0x8, 0xC, 0x10, 0x20, 0x30, 0x2]))
     body = draw(st.binary(max_size=40))
@@ -584,14 +583,10 @@ def _units(draw):
     props = draw(st.text("KEYSTAG_\x01\x02ab ", max_size=60)).encode()
     born = "[2001:db8::1]:7" if sysflag & 0x10 else "10.1.2.3:7"
     store_host = "[fd00::5]:10911" if sysflag & 0x20 else "10.0.0.5:10911"
-    total = F.calc_msg_length(version, sysflag, len(body), len(topic), len(props))
-    fields = dict(TOTALSIZE=total, BODYCRC=draw(st.integers(0, 2 ** 31 - 1)), QUEUEID=draw(st.integers(0, 63)),
-                  FLAG=0, QUEUEOFFSET=draw(st.integers(0, 2 ** 40)), PHYSICALOFFSET=0, SYSFLAG=sysflag,
-                  BORNTIMESTAMP=1, BORNHOST=born, STORETIMESTAMP=draw(st.integers(0, 2 ** 45)),
-                  STOREHOSTADDRESS=store_host, RECONSUMETIMES=0, PREPAREDTRANSACTIONOFFSET=0,
-                  BODYLENGTH=len(body), BODY=body, TOPICLENGTH=len(topic), TOPIC=topic,
-                  PROPERTIESLENGTH=len(props), PROPERTIES=props)
-    return version, fields
+    return dict(topic=topic, body=body, props=props, version=version, sysflag=sysflag,
+                body_crc=draw(st.integers(0, 2 ** 31 - 1)), queue_id=draw(st.integers(0, 63)),
+                queue_offset=draw(st.integers(0, 2 ** 40)), born=born, store=store_host, born_ts=1,
+                store_ts=draw(st.integers(0, 2 ** 45)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -602,17 +597,16 @@ def test_fast_commitlog_path_equals_construct(tmp_path_factory, units):
     from mqtool.rocketmq.rebuild import iter_dispatch_records
 
     data = b""
-    for version, f in units:
-        f["PHYSICALOFFSET"] = len(data)
-        data += F.MESSAGE_SCHEMAS[version].build(f)
+    for kw in units:
+        data += rocketmq_unit(**kw, phys=len(data))
     d = tmp_path_factory.mktemp("seg")
     p = d / "00000000000000000000"
     p.write_bytes(data + bytes(64))
     got = list(iter_dispatch_records([Segment(str(p), p.name, 0, len(data) + 64)], 1 << 20, pytest.fail))
     want = []
     pos = 0
-    for version, _ in units:
-        c = F.MESSAGE_SCHEMAS[version].parse(data[pos:])
+    for kw in units:
+        c = F.MESSAGE_SCHEMAS[kw["version"]].parse(data[pos:])
         want.append((c.PHYSICALOFFSET, c.TOTALSIZE, c.TOPIC, c.QUEUEID, c.QUEUEOFFSET, c.SYSFLAG, c.STORETIMESTAMP,
                      c.PROPERTIES))
         pos += c.TOTALSIZE
@@ -639,22 +633,15 @@ def test_units_for_deleted_commitlog_files_are_info(tmp_path, run_cli):
 
 def _build_store(root: Path, messages: list[dict]) -> list[int]:
     """Write a one-segment commitlog (65536 bytes) from message dicts; returns each message's offset."""
-    from formats import rocketmq as F
-
     data = b""
     offsets = []
     for m in messages:
         topic = m["topic"].encode()
         props = "".join(f"{k}\x01{v}\x02" for k, v in m.get("props", {}).items()).rstrip("\x02").encode()
-        body = b"body"
-        total = F.calc_msg_length("v1", m.get("sysflag", 0), len(body), len(topic), len(props))
         offsets.append(len(data))
-        data += F.MessageV1.build(dict(
-            TOTALSIZE=total, BODYCRC=0, QUEUEID=m.get("qid", 0), FLAG=0, QUEUEOFFSET=m.get("qoff", 0),
-            PHYSICALOFFSET=len(data), SYSFLAG=m.get("sysflag", 0), BORNTIMESTAMP=0, BORNHOST="127.0.0.1:1",
-            STORETIMESTAMP=m["ts"], STOREHOSTADDRESS="10.0.0.5:10911", RECONSUMETIMES=0,
-            PREPAREDTRANSACTIONOFFSET=0, BODYLENGTH=len(body), BODY=body, TOPICLENGTH=len(topic), TOPIC=topic,
-            PROPERTIESLENGTH=len(props), PROPERTIES=props))
+        data += rocketmq_unit(topic, b"body", props, sysflag=m.get("sysflag", 0), phys=len(data),
+                              queue_id=m.get("qid", 0), queue_offset=m.get("qoff", 0), born="127.0.0.1:1",
+                              store="10.0.0.5:10911", born_ts=0, store_ts=m["ts"], body_crc=0)
     (root / "commitlog").mkdir(parents=True)
     (root / "commitlog" / f"{0:020d}").write_bytes(data + bytes(65536 - len(data)))
     return offsets

@@ -28,7 +28,7 @@ from mqtool.options import RebuildOptions
 from mqtool.rocketmq import rebuild as R
 from mqtool.rocketmq.rebuild import native_lane as RN
 from mqtool.rocketmq.store import open_store
-from tests.builders import rocketmq_unit
+from tests.builders import rocketmq_builder, rocketmq_unit
 from tests.conftest import require_realdata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -262,8 +262,7 @@ def _commitlog(draw) -> tuple[list[bytes], int]:
             at = draw(st.integers(0, len(unit) - 1))
             unit[at] ^= draw(st.integers(1, 255))
         if len(cur) + len(unit) + 8 > seg_size:          # the broker's end of file: a BLANK unit, then zeros
-            cur += F.BlankUnit.build(dict(TOTALSIZE=seg_size - len(cur))) if hasattr(F, "BlankUnit") else \
-                (seg_size - len(cur)).to_bytes(4, "big") + F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+            cur += rocketmq_builder().blank(seg_size - len(cur))
             segs.append(bytes(cur.ljust(seg_size, b"\x00")))
             cur = bytearray()
             base = len(segs) * seg_size
@@ -321,7 +320,7 @@ def test_plain_run_goes_through_the_workers(tmp_path, reading, odd_every):
             offs[topic] = qoff + 1
             ts += 7
             i += 1
-        cur += (size - len(cur)).to_bytes(4, "big") + F.BLANK_MAGIC_CODE.to_bytes(4, "big", signed=True)
+        cur += rocketmq_builder().blank(size - len(cur))
         (store / "commitlog" / f"{s * size:020d}").write_bytes(bytes(cur.ljust(size, b"\x00")))
     used, workers = _sweep(store, chunks=(100, 5000, 20_000), jobs=(2, 3), max_hash_slots=40, max_index_num=50)
     assert used > 1000 and workers > 20
