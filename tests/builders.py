@@ -336,17 +336,11 @@ def kafka_control_batch(base: int, types: list[int], *, pid: int = -1, epoch: in
 
 def kafka_legacy_message(offset: int, value: bytes, *, magic: int = 1, ts: int = -1, key: bytes | None = None,
                          attributes: int = 0, crc: int | None = None) -> bytes:
-    """One legacy (v0/v1) message built by ``K.LegacyMessage``: size from its bytes, CRC-32 of [16, end) unless
-    ``crc`` is given (a wrong CRC on purpose)."""
-    import struct
-
-    from formats import kafka as K
-
-    msg = dict(offset=offset, size=0, crc=0, magic=magic, attributes=attributes, timestamp=ts,
-               keyLength=-1 if key is None else len(key), key=key, valueLength=len(value), value=value)
-    raw = bytearray(K.LegacyMessage.build(msg))
-    raw[8:12] = struct.pack(">i", len(raw) - 12)
-    raw[12:16] = struct.pack(">I", zlib.crc32(bytes(raw[16:])) if crc is None else crc)
+    """One legacy (v0/v1) message (fixtures/build_kafka.legacy_message: size and CRC-32 computed), its CRC field
+    then overwritten with ``crc`` when given (a wrong CRC on purpose)."""
+    raw = bytearray(kafka_builder().legacy_message(offset, key, value, magic=magic, ts=ts, attributes=attributes))
+    if crc is not None:
+        raw[12:16] = crc.to_bytes(4, "big")         # offset (8) and size (4), then the CRC
     return bytes(raw)
 
 
