@@ -500,3 +500,26 @@ def test_index_entries_past_the_cap_are_refused(tmp_path, monkeypatch):
     findings, _ = ops.verify("store", str(part.parent), VerifyOptions(progress=False))
     bad = [f for f in findings if f.code == "kafka.file-unreadable"]
     assert [Path(f.file).name for f in bad] == [f"{SEG0}.index"]
+
+
+def test_a_full_index_of_real_looking_entries_costs_its_bytes_not_a_tuple_each(tmp_path):
+    """An .index that is all entries up to the cap (64 MiB: 8 Mi increasing entries, no zero tail): kept as
+    their bytes (indexfiles.Entries) and searched in place, a query's peak RSS stays under the promise; as a
+    list of tuples (and a list of offsets for the search) it was over 1 GB."""
+    from array import array
+
+    from mqtool.kafka import indexfiles as F
+
+    part, _entries = _indexed_partition(tmp_path)
+    n = F.MAX_INDEX_ENTRY_BYTES // 8
+    cells = array("i", bytes(8 * n))
+    cells[0::2] = array("i", range(1, n + 1))            # relative offsets 1..n, every position 0
+    if sys.byteorder == "little":
+        cells.byteswap()
+    (part / f"{SEG0}.index").write_bytes(cells.tobytes())
+    code, out, err, rss = _run_limited(["query", part.parent, "--offset", "7", "--json"], timeout=120)
+    no_traceback(err)
+    assert code == 0 and [r["offset"] for r in ndjson(out) if r.get("kind") != "summary"][:1] == [7], err[-800:]
+    assert rss < RSS_LIMIT_KB, rss
+    ix = F.read_offset_index(part / f"{SEG0}.index")
+    assert len(ix.entries) == n and ix.entries[0] == (1, 0) and ix.entries[-1] == (n, 0) and ix.zero_tail == 0

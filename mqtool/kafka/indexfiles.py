@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import struct
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +47,50 @@ def read_capped(path: Path, cap: int = MAX_BINARY_FILE) -> bytes:
     return data
 
 
+class Entries(Sequence):
+    """Fixed-size binary entries kept as their bytes, each unpacked to a tuple when read: memory is the file's
+    entry bytes (a 64 MiB .index of 8 Mi entries as Python tuples would take ~1 GB). A read-only sequence
+    that compares equal to any sequence of the same tuples (lists of them included)."""
+
+    __slots__ = ("_st", "_buf", "_n")
+
+    def __init__(self, st: struct.Struct, data=b""):
+        self._st = st
+        self._buf = bytes(data[:len(data) - len(data) % st.size])
+        self._n = len(self._buf) // st.size
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("entry index out of range")
+        return self._st.unpack_from(self._buf, i * self._st.size)
+
+    def __iter__(self):
+        return self._st.iter_unpack(self._buf)
+
+    def column(self, k: int) -> array:
+        """Field ``k`` of every entry, as a compact array of int64."""
+        return array("q", (e[k] for e in self))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Entries):
+            return self._st.format == other._st.format and self._buf == other._buf
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return self._n == len(other) and all(a == tuple(b) for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"Entries({self._n} x {self._st.format})"
+
+
 @dataclass
 class IndexFile:
     """Entries of an .index/.timeindex up to Kafka's end-of-data rule, and what lies after them."""
@@ -52,7 +98,7 @@ class IndexFile:
     path: Path
     size: int
     entry_size: int
-    entries: list = field(default_factory=list)     # [(relOffset, position)] or [(timestamp, relOffset)]
+    entries: Sequence = ()                          # Entries: (relOffset, position) or (timestamp, relOffset)
     zero_tail: int = 0                              # bytes of zeros after the last entry (preallocation)
     garbage_tail: int = 0                           # non-zero bytes after the end-of-data entry
     partial: int = 0                                # bytes that do not make a whole entry
@@ -68,13 +114,15 @@ def _index(path: Path, size: int, read, nonzero, entry: struct.Struct, is_end) -
     f.partial = size - whole
     step = _INDEX_CHUNK - _INDEX_CHUNK % es
     cap = MAX_INDEX_ENTRY_BYTES
+    kept = bytearray()
     i = 0
     while i < whole:
         want = min(step, whole - i)
         data = read(want, i)
         usable = len(data) - len(data) % es
-        for e in entry.iter_unpack(data[:usable]):
+        for k, e in enumerate(entry.iter_unpack(data[:usable])):
             if is_end(e, i):
+                f.entries = Entries(entry, kept + data[:k * es])
                 if nonzero(i, whole) < 0:
                     f.zero_tail = whole - i
                 else:
@@ -83,10 +131,11 @@ def _index(path: Path, size: int, read, nonzero, entry: struct.Struct, is_end) -
             if i >= cap:
                 raise InputError(f"more than {cap} bytes of entries before the end of the index's data, far more "
                                  "than Kafka writes into such a file: not read", str(path), i)
-            f.entries.append(e)
             i += es
+        kept += data[:usable]
         if usable < want:           # the file shrank while being read: what was there is what we got
             break
+    f.entries = Entries(entry, kept)
     return f
 
 
@@ -119,8 +168,7 @@ def read_txn_index(path: Path, data: bytes | None = None) -> IndexFile:
     f = IndexFile(path, len(data), K.TXN_INDEX_ENTRY_SIZE)
     whole = len(data) - len(data) % K.TXN_INDEX_ENTRY_SIZE
     f.partial = len(data) - whole
-    for i in range(0, whole, K.TXN_INDEX_ENTRY_SIZE):
-        f.entries.append(_TXN_ENTRY.unpack_from(data, i))    # (version, pid, first, last, lso)
+    f.entries = Entries(_TXN_ENTRY, data[:whole])               # (version, pid, first, last, lso)
     return f
 
 
@@ -131,7 +179,7 @@ class Snapshot:
     version: int | None = None
     crc: int | None = None
     crc_ok: bool = False
-    entries: list = field(default_factory=list)
+    entries: Sequence = ()                          # Entries of the producer entries
     problem: str | None = None
 
 
@@ -148,8 +196,7 @@ def read_snapshot(path: Path, data: bytes | None = None) -> Snapshot:
     if count < 0 or 10 + count * K.PRODUCER_SNAPSHOT_ENTRY_SIZE != len(data):
         s.problem = (s.problem or "") + f" entry count {count} does not match the file size {len(data)}"
         count = max(0, min(count, (len(data) - 10) // K.PRODUCER_SNAPSHOT_ENTRY_SIZE))
-    for i in range(count):
-        s.entries.append(_SNAP_ENTRY.unpack_from(data, 10 + i * K.PRODUCER_SNAPSHOT_ENTRY_SIZE))
+    s.entries = Entries(_SNAP_ENTRY, data[10:10 + count * K.PRODUCER_SNAPSHOT_ENTRY_SIZE])
     return s
 
 

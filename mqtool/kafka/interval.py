@@ -26,7 +26,7 @@ def segment_range(index_path, log_path) -> tuple[int, float]:
     """[lo, hi) of the intervals that reproduce this segment's ``.index`` entries (empty when none does).
     Damage in the log or the index, or the end of the data, ends the evidence there: what follows is not
     judged (verify reports it)."""
-    positions = [pos for _rel, pos in read_offset_index(index_path).entries]
+    positions = read_offset_index(index_path).entries.column(1)
     lo, hi, last, j = 0, _INF, 0, 0
     with map_input(log_path, ranged=True) as m:     # a remote file: the PageWindow fetches ahead of the walk
         for q in _batch_starts(m.buf):

@@ -41,8 +41,7 @@ def _index_position(seg, target: int) -> int:
         idx = F.read_offset_index(seg.index)
     except Exception:  # noqa: BLE001 - an unreadable index just means a scan from 0
         return 0
-    offs = [seg.base_offset + rel for rel, _ in idx.entries]
-    i = bisect.bisect_left(offs, target) - 1
+    i = bisect.bisect_left(idx.entries, target - seg.base_offset, key=lambda e: e[0]) - 1   # (no list of them)
     return _in_log(seg, idx.entries[i][1]) if i >= 0 else 0
 
 
@@ -63,8 +62,7 @@ def _time_position(seg, ts: int) -> int:
         t = F.read_time_index(seg.timeindex)
     except Exception:  # noqa: BLE001 - as _index_position: an unreadable index just means a scan from 0
         return 0
-    stamps = [e[0] for e in t.entries]
-    i = bisect.bisect_left(stamps, ts) - 1
+    i = bisect.bisect_left(t.entries, ts, key=lambda e: e[0]) - 1
     if i < 0:
         return 0
     return _index_position(seg, seg.base_offset + t.entries[i][1] + 1)

@@ -12,10 +12,10 @@ _READERS = {"index": F.read_offset_index, "timeindex": F.read_time_index, "txnin
 
 
 def _entries(kind: str, data: bytes | None, path: Path = Path("x")):
-    """(entries as tuples, the reader's result) of ``data``, or of the file ``path`` when ``data`` is None
-    (an .index/.timeindex read up to its entries: a large preallocated file costs no more)."""
+    """(the entries, a sequence of tuples, and the reader's result) of ``data``, or of the file ``path`` when
+    ``data`` is None (an .index/.timeindex read up to its entries: a large preallocated file costs no more)."""
     f = _READERS[kind](path, data)
-    return [tuple(e) for e in f.entries], f
+    return f.entries, f
 
 
 def _compare(seg, built: dict, res, f, counts):

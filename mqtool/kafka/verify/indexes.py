@@ -70,7 +70,7 @@ class IndexChecks:
                               f"entry {i}: index offset {off}, log offset {b[1]} at position {pos}",
                               expected=b[1], actual=off)
         canon = seen.canonical.offset_entries if seen.canonical else []
-        disk = [tuple(e) for e in idx.entries]
+        disk = idx.entries
         if bad or disk == canon:
             return
         if len(disk) < len(canon) and canon[:len(disk)] == disk:
@@ -149,7 +149,7 @@ class IndexChecks:
         if bad or record_level:
             return
         canon = seen.canonical.time_entries if seen.canonical else []
-        disk = [tuple(e) for e in tix.entries]
+        disk = tix.entries
         if disk == canon:
             return
         if disk == canon[:-1] and canon:
