@@ -186,6 +186,47 @@ def test_kafka_index_findings_follow_from_the_damaged_log(run_cli, tmp_path):
             assert f["caused_by"] == roots[0]["id"]
 
 
+
+def test_queue_units_dangle_because_the_rocketmq_commitlog_is_empty(run_cli, tmp_path):
+    """No commitlog segment left (``commitlog-empty``, a root with no span): every consume-queue unit (read from
+    the queue files here) is a ``cq-dangling`` that names it as the cause; no damaged bytes are counted."""
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "rocketmq" / "store", store)
+    for seg in (store / "commitlog").iterdir():
+        seg.unlink()
+    units = set()
+    for q in sorted((store / "consumequeue").rglob("*")):
+        if q.is_file():
+            data = q.read_bytes()
+            units |= {(str(q), pos) for pos in range(0, len(data) - 19, 20) if CQ_UNIT.unpack_from(data, pos)[1] > 0}
+    code, out, _ = run_cli("verify", "store", store, "--json")
+    rows = _ndjson(out)
+    findings = [r for r in rows if r["kind"] == "finding"]
+    roots = [f for f in findings if f["code"] == "commitlog-empty"]
+    assert code == 1 and len(roots) == 1 and roots[0]["caused_by"] is None and roots[0]["severity"] == "warning"
+    dangling = {(f["file"], f["position"]): f["caused_by"] for f in findings if f["code"] == "cq-dangling"}
+    assert units and set(dangling) == units
+    assert set(dangling.values()) == {roots[0]["id"]}
+    assert rows[-1]["consequences"] == len(units) and rows[-1]["damaged_bytes"] == 0
+
+
+@pytest.mark.parametrize("gone", ["segments", "directory"])
+def test_litemq_queue_entries_follow_from_a_missing_commitlog(run_cli, tmp_path, gone):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "litemq" / "store", store)
+    if gone == "directory":
+        shutil.rmtree(store / "commitlog")
+    else:
+        for seg in (store / "commitlog").iterdir():
+            seg.unlink()
+    code, out, _ = run_cli("verify", "store", store, "--json")
+    findings = [r for r in _ndjson(out) if r["kind"] == "finding"]
+    roots = [f for f in findings if f["code"] == ("no-commitlog" if gone == "directory" else "commitlog-empty")]
+    assert code == 1 and len(roots) == 1
+    queue = [f for f in findings if f["severity"] == "error" and "consumequeue" in Path(f["file"] or "").parts]
+    assert queue and {f["caused_by"] for f in queue} == {roots[0]["id"]}
+
+
 # ---- the terminal ---------------------------------------------------------------------------------------
 
 @pytest.fixture
