@@ -256,6 +256,35 @@ COMMON_SUMMARY = {"kind", "store", "family", "verdict", "errors", "warnings", "i
                   "damaged_ranges", "damaged_bytes"}
 
 
+
+def test_compact_lines_print_as_one_print_per_line():
+    """The compact view prints its lines in groups (one rich ``print`` for hundreds of lines); what it prints is
+    what one ``print`` per line gives, colours and wrapping included."""
+    import io
+    from collections import Counter
+
+    from rich.console import Console
+
+    found = [Finding(*((ERROR, "crc-mismatch") if i % 3 else ("warning", "missing-blank")),
+                     f"/s/commitlog/{i // 700:020d}", i * 10, i * 10,
+                     f"body CRC mismatch ({'long words ' * (i % 9)}queue offset {i})", id=f"F{i + 1}",
+                     caused_by=None if i % 400 == 0 else f"F{i // 400 * 400 + 1}") for i in range(1300)]
+    consequences = Counter(f.caused_by for f in found if f.caused_by)
+    for width, color in ((80, None), (132, "truecolor")):
+        want, got = io.StringIO(), io.StringIO()
+        con = Console(file=got, width=width, color_system=color, force_terminal=color is not None)
+        render._findings_compact(con, found, consequences, True, "/s")
+        one = Console(file=want, width=width, color_system=color, force_terminal=color is not None)
+        for r in sorted((f for f in found if f.caused_by is None), key=lambda f: f.severity != "error"):
+            one.print(render.finding_line(r, consequences[r.id], "/s"))
+            for c in (f for f in found if f.caused_by == r.id):
+                line = render.finding_line(c, store="/s", follows=False)
+                line.pad_left(4)
+                one.print(line)
+        out = got.getvalue()
+        assert out == want.getvalue() and out.count("[crc-mismatch]") + out.count("[missing-blank]") == 1300
+
+
 @pytest.mark.parametrize("family,store", [("rocketmq", "rocketmq/store"), ("litemq", "litemq/store"),
                                           ("kafka", "kafka/logdir")])
 def test_summary_names_store_and_family_with_common_fields(run_cli, family, store):
