@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from stat import S_ISREG
 
 from formats import rocketmq as F
 from mqtool.common import is_segment_name
@@ -118,11 +117,8 @@ def _listdir(p: Path) -> list[str]:
 
 
 def _segment(p: Path, base: int) -> Segment:
-    """Size 0 when ``p`` is no regular file (a dangling link, a directory, a FIFO): it holds no bytes of the log;
-    the walker reports it as ``file-unreadable``, and the layout checks leave it out (not ``segment-empty``)."""
     try:
-        st = os.stat(p)
-        size = st.st_size if S_ISREG(st.st_mode) else 0
+        size = os.stat(p).st_size
     except OSError:
         size = 0
     return Segment(str(p), p.name, base, size)
