@@ -12,7 +12,9 @@ from a root when
   previous message and this one: it ends at the finding's ``offset``, or after its ``lost_from`` (the end of
   the queue's previous message; other queues' messages may lie in between), or
 * it says that something lies past the end of the readable data (:data:`PAST_END`: units past a truncation,
-  records after a gap) and the nearest root at or before its offset ends the data.
+  records after a gap) and the nearest root at or before its offset ends the data, or
+* the store's log has no bytes at all (:data:`LOG_GONE`, a root without a span) and it points into the log
+  (:data:`PAST_END` or a code of the ``pointer`` class) with no root of its own.
 
 Kafka's index entries give a Kafka offset, not a log position: an ``.index``/``.timeindex``/``.txnindex``
 pointer finding follows from the first error found in the ``.log`` of the same segment.
@@ -38,6 +40,8 @@ PAST_END = frozenset({
     "cq-dangling",                                                                        # RocketMQ
     "cq-beyond-end", "cq-unreachable-record", "after-gap-record", "data-after-gap",       # LiteMQ
 })
+#: codes saying the store's log holds no byte at all: every pointer into it follows from them
+LOG_GONE = frozenset({"commitlog-empty", "no-commitlog"})
 #: a damaged structure of a file → the codes in the same file that follow from it (a bad hash slot makes
 #: the entries it leads to look chained from the wrong slot, cycles where chains now meet, and leaves its
 #: own chain unreachable)
@@ -131,6 +135,7 @@ class Linker:
         self._files: dict[str, DamageSpans] = {}            # Kafka: positions in each .log
         self._kafka_logs: dict[str, str] = {}          # segment path without suffix → first root id
         self._file_roots: dict[str, tuple[str, frozenset]] = {}   # file → (root id, codes that follow)
+        self._log_gone: str | None = None                   # id of the LOG_GONE finding of this store
 
     def damage(self) -> tuple[int, int]:
         """(damaged ranges, damaged bytes) of the current store: the merged spans of its root findings."""
@@ -144,13 +149,13 @@ class Linker:
         """The findings with ids and ``caused_by``, in their order, except that a finding past the end of the
         data that arrives before any root waits for the next root (or the end)."""
         for f in findings:
-            if (not self._log.roots and f.code in PAST_END and f.offset is not None
+            if (not self._log.roots and self._log_gone is None and f.code in PAST_END and f.offset is not None
                     and len(self._pending) < self.MAX_PENDING):
                 self._pending.append(f)
                 continue
             out = self._one(f)
             yield out
-            if self._pending and out.span is not None and out.caused_by is None:
+            if self._pending and out.caused_by is None and (out.span is not None or out.id == self._log_gone):
                 held, self._pending = self._pending, []
                 for p in held:
                     yield self._one(p)
@@ -172,6 +177,8 @@ class Linker:
             cause = fr[0] if fr and f.code in fr[1] else None
             if cause is None:
                 cause = self._kafka_cause(f) if kafka else self._cause(f)
+        if cause is None and f.code in LOG_GONE and self._log_gone is None:
+            self._log_gone = fid
         if cause is None and f.code in FILE_ROOTS and f.file:
             self._file_roots.setdefault(f.file, (fid, FILE_ROOTS[f.code]))
         if cause is not None:
@@ -192,7 +199,7 @@ class Linker:
             return None
         r = self._log.find(f.offset)
         if r is None:
-            return None
+            return self._log_gone if self._log_gone and (f.code in PAST_END or _is_pointer(f.code)) else None
         start, end, rid = r
         if f.offset < end:
             return rid

@@ -118,7 +118,7 @@ index-geometry | R | W | geometry | hash slot and entry counts cannot be told fr
 index-truncated | RL | E | damage | an index file shorter than its header or its entries
 index-after-checkpoint | R | I,W | crash | the index file is newer than the checkpoint's indexMsgTimestamp
 # --- RocketMQ: checkpoint, abort, config
-checkpoint-missing | RL | W,I | crash | no checkpoint file (info after a crash)
+checkpoint-missing | RL | W,I | crash | no checkpoint file (info after a crash, or in a store with nothing written yet)
 checkpoint-size | R | W | geometry | the checkpoint is not the size the broker maps
 checkpoint-ahead | R | W | lost | the checkpoint's flush time is newer than the last message: flushed data is gone
 checkpoint-behind | R | I | crash | messages were stored after the checkpoint's flush time (written but not yet checkpointed)

@@ -1247,22 +1247,36 @@ def write_span(out: OutputDir, rel: str, buf, start: int, end: int, chunk: int =
             f.write(buf[a:min(end, a + chunk)])
 # ---- spool: the pieces --jobs workers write, copied to stdout in order ---------------------------------------
 
+SPOOL_PREFIX = TEMP_PREFIX + "spool-"
+#: a spool directory younger than this is never taken for a dead run's (its maker may not hold its lock yet)
+SPOOL_STALE_AFTER = 60.0
+
+
 class Spool:
     """A private scratch directory (mode 0700, under ``TMPDIR``) where worker processes each write the
     output of one task as a file (:func:`write_piece`); the parent copies the pieces to its output in order
     (:func:`copy_piece`, which removes each piece) and removes the directory at the end (:meth:`close`).
-    Nothing crosses a pipe but the piece's name and size."""
+    Nothing crosses a pipe but the piece's name and size.
+
+    A run killed with SIGKILL cannot remove its directory. So the directory is named
+    ``.mqtool-tmp-spool-<pid>-<random>`` and its maker holds an exclusive ``flock`` on it for as long as it (or a
+    worker it forked) lives; making a spool first removes the spool directories a dead run left
+    (:func:`sweep_dead_spools`)."""
 
     def __init__(self):
         import tempfile
 
-        self.dir = tempfile.mkdtemp(prefix=TEMP_PREFIX + "spool-")
+        sweep_dead_spools(tempfile.gettempdir())
+        self.dir = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-")
+        self._lock = _lock_dir(self.dir)
 
     def piece(self, i: int) -> str:
         return os.path.join(self.dir, f"{i:09d}")
 
     def close(self) -> None:
         _remove_tree(self.dir)
+        _unlock(self._lock)
+        self._lock = None
 
     def __enter__(self):
         return self
@@ -1271,10 +1285,92 @@ class Spool:
         self.close()
 
 
-def _remove_tree(path: str) -> None:
+def _remove_tree(path: str, lock: int | None = None) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+    _unlock(lock)
+
+
+def _lock_dir(path: str) -> int | None:
+    """An exclusive ``flock`` on the directory ``path`` (held by the returned descriptor, and by every process
+    forked while it is open; the kernel drops it when the last of them ends, however it ends), or None where
+    the file system gives no lock."""
+    import fcntl
+
+    try:
+        fd = os.open(path, _O_DIR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:         # another user's process, or not ours to ask: alive as far as we know
+        return True
+    return True
+
+
+def sweep_dead_spools(root: str, min_age: float = SPOOL_STALE_AFTER) -> list[str]:
+    """Remove the spool directories under ``root`` that runs killed before their clean-up left; returns their
+    names. Conservative: only a directory (never a link, never followed) named ``.mqtool-tmp-spool-<pid>-...``,
+    owned by this user, untouched for ``min_age`` seconds, whose process is gone and whose lock nobody holds
+    (so not a live run in another PID namespace, nor a worker that outlived its parent); directories of
+    earlier versions (no pid in the name) are left alone."""
+    import fcntl
+    import time
+
+    me, now, gone = os.geteuid(), time.time(), []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return gone
+    for e in entries:
+        name = e.name
+        if not name.startswith(SPOOL_PREFIX):
+            continue
+        pid = name[len(SPOOL_PREFIX):].partition("-")[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != me or now - st.st_mtime < min_age:
+            continue
+        path = os.path.join(root, name)
+        try:
+            fd = os.open(path, _O_DIR)
+        except OSError:
+            continue
+        try:
+            same = os.fstat(fd)
+            if (same.st_dev, same.st_ino) != (st.st_dev, st.st_ino):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue            # a live process holds it
+            _remove_tree(path)      # (under our lock: a run cannot take it meanwhile)
+            gone.append(name)
+        finally:
+            os.close(fd)
+    return gone
 
 
 class Handoff(Spool):
@@ -1291,14 +1387,14 @@ class Handoff(Spool):
 
         self.token = _temp_name()
         write_piece(os.path.join(self.dir, "token"), [self.token.encode()])
-        self._done = weakref.finalize(self, _remove_tree, self.dir)
+        self._done = weakref.finalize(self, _remove_tree, self.dir, self._lock)
 
     def __getstate__(self):
         return {"dir": self.dir, "token": self.token}
 
     def __setstate__(self, state):
         self.dir, self.token = state["dir"], state["token"]
-        self._done = None
+        self._done = self._lock = None
 
     def close(self) -> None:
         if self._done is not None:

@@ -186,6 +186,47 @@ def test_kafka_index_findings_follow_from_the_damaged_log(run_cli, tmp_path):
             assert f["caused_by"] == roots[0]["id"]
 
 
+
+def test_queue_units_dangle_because_the_rocketmq_commitlog_is_empty(run_cli, tmp_path):
+    """No commitlog segment left (``commitlog-empty``, a root with no span): every consume-queue unit (read from
+    the queue files here) is a ``cq-dangling`` that names it as the cause; no damaged bytes are counted."""
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "rocketmq" / "store", store)
+    for seg in (store / "commitlog").iterdir():
+        seg.unlink()
+    units = set()
+    for q in sorted((store / "consumequeue").rglob("*")):
+        if q.is_file():
+            data = q.read_bytes()
+            units |= {(str(q), pos) for pos in range(0, len(data) - 19, 20) if CQ_UNIT.unpack_from(data, pos)[1] > 0}
+    code, out, _ = run_cli("verify", "store", store, "--json")
+    rows = _ndjson(out)
+    findings = [r for r in rows if r["kind"] == "finding"]
+    roots = [f for f in findings if f["code"] == "commitlog-empty"]
+    assert code == 1 and len(roots) == 1 and roots[0]["caused_by"] is None and roots[0]["severity"] == "warning"
+    dangling = {(f["file"], f["position"]): f["caused_by"] for f in findings if f["code"] == "cq-dangling"}
+    assert units and set(dangling) == units
+    assert set(dangling.values()) == {roots[0]["id"]}
+    assert rows[-1]["consequences"] == len(units) and rows[-1]["damaged_bytes"] == 0
+
+
+@pytest.mark.parametrize("gone", ["segments", "directory"])
+def test_litemq_queue_entries_follow_from_a_missing_commitlog(run_cli, tmp_path, gone):
+    store = tmp_path / "store"
+    shutil.copytree(FIXTURES / "litemq" / "store", store)
+    if gone == "directory":
+        shutil.rmtree(store / "commitlog")
+    else:
+        for seg in (store / "commitlog").iterdir():
+            seg.unlink()
+    code, out, _ = run_cli("verify", "store", store, "--json")
+    findings = [r for r in _ndjson(out) if r["kind"] == "finding"]
+    roots = [f for f in findings if f["code"] == ("no-commitlog" if gone == "directory" else "commitlog-empty")]
+    assert code == 1 and len(roots) == 1
+    queue = [f for f in findings if f["severity"] == "error" and "consumequeue" in Path(f["file"] or "").parts]
+    assert queue and {f["caused_by"] for f in queue} == {roots[0]["id"]}
+
+
 # ---- the terminal ---------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -213,6 +254,35 @@ def test_compact_view_shows_roots_with_their_consequences(run_cli, tmp_path, tty
 
 COMMON_SUMMARY = {"kind", "store", "family", "verdict", "errors", "warnings", "infos", "consequences", "messages",
                   "damaged_ranges", "damaged_bytes"}
+
+
+
+def test_compact_lines_print_as_one_print_per_line():
+    """The compact view prints its lines in groups (one rich ``print`` for hundreds of lines); what it prints is
+    what one ``print`` per line gives, colours and wrapping included."""
+    import io
+    from collections import Counter
+
+    from rich.console import Console
+
+    found = [Finding(*((ERROR, "crc-mismatch") if i % 3 else ("warning", "missing-blank")),
+                     f"/s/commitlog/{i // 700:020d}", i * 10, i * 10,
+                     f"body CRC mismatch ({'long words ' * (i % 9)}queue offset {i})", id=f"F{i + 1}",
+                     caused_by=None if i % 400 == 0 else f"F{i // 400 * 400 + 1}") for i in range(1300)]
+    consequences = Counter(f.caused_by for f in found if f.caused_by)
+    for width, color in ((80, None), (132, "truecolor")):
+        want, got = io.StringIO(), io.StringIO()
+        con = Console(file=got, width=width, color_system=color, force_terminal=color is not None)
+        render._findings_compact(con, found, consequences, True, "/s")
+        one = Console(file=want, width=width, color_system=color, force_terminal=color is not None)
+        for r in sorted((f for f in found if f.caused_by is None), key=lambda f: f.severity != "error"):
+            one.print(render.finding_line(r, consequences[r.id], "/s"))
+            for c in (f for f in found if f.caused_by == r.id):
+                line = render.finding_line(c, store="/s", follows=False)
+                line.pad_left(4)
+                one.print(line)
+        out = got.getvalue()
+        assert out == want.getvalue() and out.count("[crc-mismatch]") + out.count("[missing-blank]") == 1300
 
 
 @pytest.mark.parametrize("family,store", [("rocketmq", "rocketmq/store"), ("litemq", "litemq/store"),

@@ -350,3 +350,113 @@ def test_handoff_pieces_are_private_and_never_follow_a_link(tmp_path):
     assert d.is_dir()
     h.close()
     assert not d.exists()
+
+
+_SPOOL_CHILD = """
+import sys, time
+from mqtool.io import Handoff, Spool, write_piece
+sp = Handoff() if sys.argv[1] == "handoff" else Spool()
+write_piece(sp.piece(0), [b"half of a run's output"])
+print(sp.dir, flush=True)
+time.sleep(600)
+"""
+
+
+def _spool_of_child(tmp_path, kind="spool"):
+    """A child process that made a spool (in ``tmp_path``, its TMPDIR) and waits: (process, directory)."""
+    import subprocess
+
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-c", _SPOOL_CHILD, kind], stdout=subprocess.PIPE, env=env, text=True)
+    d = Path(p.stdout.readline().strip())
+    assert d.parent == tmp_path and d.is_dir() and d.name.startswith(f".mqtool-tmp-spool-{p.pid}-")
+    return p, d
+
+
+def _age(path: Path, seconds: float = 3600) -> None:
+    import time
+
+    os.utime(path, (time.time() - seconds, time.time() - seconds), follow_symlinks=False)
+
+
+@pytest.mark.parametrize("kind", ["spool", "handoff"])
+def test_a_killed_runs_spool_is_removed_by_the_next_run_and_a_live_ones_is_kept(tmp_path, monkeypatch, kind):
+    """A run killed with SIGKILL leaves its spool directory; the next run that makes a spool removes it (its
+    process is gone and nobody holds its lock). A live run's directory -- however old -- stays, as does one
+    too young to judge, a link named like a spool (never followed), another user's, and one of an earlier
+    version (no pid in its name)."""
+    import signal
+    import tempfile
+
+    from mqtool.io import Spool
+
+    live, live_dir = _spool_of_child(tmp_path, kind)
+    dead, dead_dir = _spool_of_child(tmp_path, kind)
+    young, young_dir = _spool_of_child(tmp_path, kind)
+    for p in (dead, young):
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    target = tmp_path / "keep"
+    target.mkdir()
+    (target / "file").write_bytes(b"x")
+    link = tmp_path / f".mqtool-tmp-spool-{dead.pid}-link"
+    link.symlink_to(target, target_is_directory=True)
+    legacy = tmp_path / ".mqtool-tmp-spool-abc123"
+    legacy.mkdir()
+    others = tmp_path / f".mqtool-tmp-spool-{dead.pid}-other"
+    others.mkdir()
+    if os.geteuid() == 0:
+        os.chown(others, 65534, 65534)
+    for d in (live_dir, dead_dir, link, legacy, others):
+        _age(d)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    try:
+        with Spool() as sp:
+            mine = Path(sp.dir)
+            assert mine.name.startswith(f".mqtool-tmp-spool-{os.getpid()}-")
+            assert not dead_dir.exists()                                         # the killed run's
+            assert (live_dir / "000000000").read_bytes() == b"half of a run's output"
+            assert young_dir.is_dir() and legacy.is_dir() and link.is_symlink() and (target / "file").exists()
+            assert others.is_dir() or os.geteuid() != 0
+        assert not mine.exists()
+    finally:
+        live.kill()
+        live.wait()
+    _age(live_dir)
+    _age(young_dir)
+    from mqtool.io import sweep_dead_spools
+
+    assert sorted(sweep_dead_spools(str(tmp_path))) == sorted([live_dir.name, young_dir.name])
+    assert legacy.is_dir() and link.is_symlink() and (target / "file").exists()
+
+
+def test_a_spool_held_by_a_surviving_worker_is_kept(tmp_path):
+    """The spool's lock is held by every process forked while it is open: a worker that outlives its killed
+    parent keeps the directory (the lock is what tells; the parent's pid is gone)."""
+    import subprocess
+    import signal
+
+    from mqtool.io import sweep_dead_spools
+
+    code = ("import os, sys, time\nfrom mqtool.io import Spool\nsp = Spool()\n"
+            "if os.fork() == 0:\n    time.sleep(600)\n    os._exit(0)\nprint(sp.dir, flush=True)\ntime.sleep(600)\n")
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env, text=True,
+                         start_new_session=True)
+    d = Path(p.stdout.readline().strip())
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    _age(d)
+    try:
+        assert sweep_dead_spools(str(tmp_path)) == [] and d.is_dir()       # the forked worker still holds it
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)                                      # the worker (same session)
+    import time
+
+    for _ in range(100):
+        if sweep_dead_spools(str(tmp_path)):
+            break
+        time.sleep(0.05)
+    assert not d.exists()

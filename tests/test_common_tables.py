@@ -7,6 +7,7 @@ import io
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 from rich.console import Console
 
 from conftest import FIXTURES
@@ -191,3 +192,80 @@ def test_decoded_internal_records_in_tables(run_cli):
     decoded = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("Decoded :")]
     assert any(d.startswith("OffsetCommit") and "group=" in d and "topic=" in d for d in decoded)
     assert any(d.startswith("GroupMetadata") for d in decoded)
+
+
+# ---- large tables: rows drawn without rich's per-cell cost, exactly as rich draws them -----------------------------
+
+_CELL = st.one_of(
+    st.text(alphabet=st.sampled_from("ab c-/_.:0123456789"), max_size=70),        # plain words, long runs
+    st.text(max_size=30),                                    # any text: controls (escaped), wide characters
+    st.sampled_from(["", " ", "x" * 120, "a " * 40, "主题" * 20, "ключ значение " * 5, "e\u0301",
+                     "\u200b" * 3, "a\tb\nc", "🙂" * 9, "  lead", "trail  "]),
+    st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+def _rich_and_fast(columns, rows, width, title, need_fast=False, **console_kw):
+    """(what rich's table of the rows prints, what _TableRows prints) on a console ``width`` wide (``need_fast``:
+    the batch must not fall back to rich's table: no column is squeezed to its padding)."""
+    from mqtool import render, tables
+
+    fitted = tables.natural_widths(columns, rows)
+    out = []
+    for fast in (False, True):
+        buf = io.StringIO()
+        con = Console(file=buf, width=width, legacy_windows=False, **console_kw)
+        if fast:
+            drawn = render._TableRows.of(columns, fitted, rows, title, con)
+            assert isinstance(drawn, render._TableRows) or not need_fast
+        else:
+            drawn = render._new_table(columns, fitted, title)
+            for r in rows:
+                drawn.add_row(*[render.text(c.cell(r)) for c in columns])
+        con.print(drawn)
+        out.append(buf.getvalue())
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cells=st.lists(st.lists(_CELL, min_size=10, max_size=10), min_size=1, max_size=12),
+       width=st.sampled_from([40, 80, 100, 160, 400]), title=st.sampled_from([None, "Findings"]),
+       console=st.sampled_from([dict(color_system=None), dict(force_terminal=True, color_system="truecolor"),
+                                dict(force_terminal=True, color_system="standard", safe_box=True),
+                                dict(color_system=None, emoji=False)]))
+def test_fast_table_rows_are_richs_table(cells, width, title, console):
+    """Finding columns (left, right, essential and wrapped ones) with odd cells, on narrow and wide consoles,
+    with and without colours: the batch drawn by render._TableRows is byte for byte rich's table."""
+    from mqtool.render import FINDING_COLUMNS
+
+    rows = [dict(zip([c.key for c in FINDING_COLUMNS], r)) for r in cells]
+    rich_out, fast_out = _rich_and_fast(FINDING_COLUMNS, rows, width, title, **console)
+    assert fast_out == rich_out
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_fast_table_rows_on_fixture_rows(run_cli, family):
+    from mqtool import tables
+
+    args, _ = CASES[family]
+    rows = _rows(run_cli, *args)
+    for width in (240, 300, 400):
+        shown, _ = tables.fit(_columns(family), rows, width)        # the columns render_table shows there
+        rich_out, fast_out = _rich_and_fast(shown, rows, width, "Messages", need_fast=True, color_system=None)
+        assert fast_out == rich_out
+
+
+def test_long_table_prints_in_batches_with_their_own_widths():
+    """Batches keep their own column widths (as rich sized each batch's table before): a longer value in a
+    later batch widens that batch only; every row is printed once, in order."""
+    from mqtool import render
+    from mqtool.columns import Column
+
+    cols = [Column("n", "N", justify="right", priority=0), Column("v", "Value", max_width=40)]
+    rows = [{"n": i, "v": "short" if i < 5 else "a much longer value here"} for i in range(8)]
+    buf = io.StringIO()
+    con = Console(file=buf, width=100, color_system=None, force_terminal=False)
+    assert render.render_table(iter(rows), cols, console=con, batch=5) == 8
+    out = buf.getvalue().splitlines()
+    tops = [line for line in out if line.startswith("┏")]
+    assert len(tops) == 2 and len(tops[0]) < len(tops[1])
+    assert [int(line.split("│")[1]) for line in out if line.startswith("│")] == list(range(8))

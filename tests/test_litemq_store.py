@@ -154,6 +154,40 @@ def test_an_empty_commitlog_is_info_only_in_a_fresh_store(tmp_path, run_cli, wha
     assert ("commitlog-empty" in err) == (severity == "warning"), err     # a warning is a note; info: silence
 
 
+
+@pytest.mark.parametrize("what,severity", [
+    ({}, "info"), ({"preallocated": True}, "info"), ({"queue_entry": True}, "warning"),
+    ({"index_bytes": True}, "warning"), ({"record": True}, "warning")],
+    ids=["fresh", "fresh-preallocated", "queue-entry", "index-file", "record"])
+def test_checkpoint_missing_is_info_only_before_anything_is_written(tmp_path, run_cli, what, severity):
+    """No checkpoint and no abort file: only a shutdown writes the checkpoint and Start makes the abort file
+    (reference/litemq.md §5, §7), so a store with nothing written yet (no record, no queue or index byte) is a
+    broker that has not started: ``checkpoint-missing`` is info and the store is sound, as RocketMQ says of a
+    fresh store. Once something was written, a missing checkpoint without an abort file is a warning."""
+    import json
+    import struct
+
+    from conftest import FIXTURES
+
+    preallocated, record = what.pop("preallocated", False), what.pop("record", False)
+    root = _bare_litemq(tmp_path, **what)
+    if preallocated or record:
+        with open(root / "commitlog" / ("0" * 20), "wb") as f:
+            if record:      # the fixture's first record, taken as bytes: [u32 len][encoded message]
+                data = (FIXTURES / "litemq" / "store" / "commitlog" / ("0" * 20)).read_bytes()
+                f.write(data[:4 + struct.unpack_from(">I", data)[0]])
+            f.truncate(1 << 16)
+    assert not (root / "checkpoint" / "checkpoint").exists() and not (root / "abort" / "abort").exists()
+    code, out, err = run_cli("verify", "store", root, "--json")
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert [r["severity"] for r in rows if r.get("code") == "checkpoint-missing"] == [severity], out
+    if severity == "info":
+        assert code == 0 and rows[-1]["verdict"] == "sound", out
+        assert "Shutdown" not in next(r["message"] for r in rows if r.get("code") == "no-abort-file")
+    else:
+        assert rows[-1]["warnings"] >= 1 and rows[-1]["messages"] == int(record), out
+
+
 def test_no_commitlog_directory_is_still_no_commitlog(tmp_path, run_cli):
     """A data directory without commitlog/ at all (it is gone, or was never copied; a consumequeue/ next to
     checkpoint/ still makes it a LiteMQ data directory): ``no-commitlog``, a warning."""

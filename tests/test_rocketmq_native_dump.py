@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import base64
+import json
 import os
 import struct
 import tempfile
@@ -376,3 +378,58 @@ def test_automatic_jobs_prefers_one_process(monkeypatch):
     assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True, topic="T"))     # no helper rows: as before
     monkeypatch.setenv("MQTOOL_NATIVE", "0")
     assert not nativedump.one_process(DumpOptions(jobs=0, ndjson=True))
+
+
+# ---- a body that does not inflate: dump says so wherever verify does ----------------------------------------------
+
+def _packed(codec: str, data: bytes) -> bytes:
+    """``data`` compressed by the codec's own library (not mqtool.codecs)."""
+    if codec == "zlib":
+        return zlib.compress(data)
+    if codec == "lz4":
+        import lz4.frame
+        return lz4.frame.compress(data)
+    import zstandard
+    return zstandard.ZstdCompressor().compress(data)
+
+
+_CODEC_BITS = {"zlib": 0x000, "lz4": 0x100, "zstd": 0x200}     # sysFlag bits 8-10 (reference: rocketmq.md §1)
+_PLAIN = b"body inflated " * 40
+
+
+def _bad_bodies():
+    for codec in _CODEC_BITS:
+        whole = _packed(codec, _PLAIN)
+        yield codec, "truncated", whole[:len(whole) // 2]
+        yield codec, "garbage-after", whole + b"\x00junk"
+        yield codec, "not-a-stream", b"\xa5" * 24
+    yield "lz4", "empty", b""        # a frame has at least a magic number and a header
+    yield "zlib", "empty", b""
+
+
+@pytest.mark.parametrize("codec,kind,body", [pytest.param(*c, id=f"{c[0]}-{c[1]}") for c in _bad_bodies()])
+def test_dump_flags_a_body_that_does_not_inflate_like_verify(tmp_path, run_cli, monkeypatch, codec, kind, body):
+    """Every stream verify calls ``body-inflate-failed`` (truncated, followed by garbage, no stream at all) gives
+    a row with ``body`` null and a ``body_error``, a damage note and exit 1 -- with the helper and without; a sound
+    compressed neighbour still gives its body."""
+    good = unit("v1", body=_packed(codec, _PLAIN), sys_flag=F.COMPRESSED_FLAG | _CODEC_BITS[codec])
+    bad = unit("v1", body=body, sys_flag=F.COMPRESSED_FLAG | _CODEC_BITS[codec], phys=len(good))
+    seg = tmp_path / "commitlog" / SEG_NAME
+    seg.parent.mkdir()
+    seg.write_bytes(good + bad + bytes(4096 - len(good) - len(bad)))
+    outs = []
+    for on in (True, False):
+        monkeypatch.setenv("MQTOOL_NATIVE", "1" if on else "0")
+        for mode in ("text", "base64"):
+            code, out, err = run_cli("dump", "commitlog", tmp_path, "--body", mode, "--json")
+            rows = [json.loads(x) for x in out.splitlines()]
+            assert [r["position"] for r in rows] == [0, len(good)]
+            assert rows[0]["body"] == (_PLAIN.decode() if mode == "text" else base64.b64encode(_PLAIN).decode())
+            assert "body_error" not in rows[0]
+            assert rows[1]["body"] is None and rows[1]["body_error"].startswith(codec + ":"), rows[1]
+            assert code == 1 and f"position {len(good)}: body does not decode" in err, err
+            outs.append((mode, out, err))
+        code, out, err = run_cli("verify", "store", tmp_path, "--json")
+        found = [json.loads(x) for x in out.splitlines() if '"code"' in x]
+        assert [f["position"] for f in found if f["code"] == "body-inflate-failed"] == [len(good)], found
+    assert outs[:2] == outs[2:]

@@ -185,6 +185,32 @@ def test_missing_middle_segment(tmp_path):
     assert got == {o for o, m in before.items() if Path(m.file).name != seg.name}
 
 
+
+@pytest.mark.parametrize("how", ["dangling", "loop", "dir", "fifo"])
+def test_segment_that_is_no_file_is_unreadable_only(tmp_path, how, lane_impl):
+    """A middle segment replaced by a dangling or looping link, a directory or a FIFO: that file gets exactly one
+    finding, ``file-unreadable`` (nothing there is empty or of a wrong size), and no segment gap is invented
+    around it; the messages of every other segment are read."""
+    import os
+
+    store = copy_store(tmp_path)
+    before = messages_of(store)
+    seg = sorted((store / "commitlog").iterdir())[2]
+    seg.unlink()
+    if how == "dangling":
+        seg.symlink_to(seg.name + ".gone")
+    elif how == "loop":
+        seg.symlink_to(seg.name)
+    elif how == "dir":
+        seg.mkdir()
+    else:
+        os.mkfifo(seg)
+    found, s, got = salvaged(store, tmp_path)
+    assert sorted(f.code for f in found if f.file == str(seg)) == ["file-unreadable"]
+    assert not codes(found) & {"segment-empty", "segment-size", "segment-missing", "segment-overlap"}
+    assert got == {o for o, m in before.items() if Path(m.file).name != seg.name}
+
+
 def test_stale_record_copied_elsewhere(tmp_path):
     store = copy_store(tmp_path)
     before = messages_of(store)

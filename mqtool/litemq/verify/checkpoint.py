@@ -4,12 +4,15 @@ from __future__ import annotations
 from formats import litemq as F
 from mqtool.findings import INFO, WARNING, Finding, Summary, checkpoint_value_problems
 from mqtool.litemq import indexfiles as CQ
-from mqtool.litemq.store import Store
+from mqtool.litemq.store import Store, nothing_written
 from mqtool.columns import iso_ms
 from mqtool.schema_struct import field_offsets
 
 
 def _verify_markers(store: Store, abort_present: bool, summary: Summary, qlen: dict, log_end: int | None = None):
+    # nothing written yet (no record, live or stale; no queue or index byte): the broker was made but has not
+    # started (Start makes the abort file, only a shutdown writes the checkpoint: reference/litemq.md §5, §7)
+    fresh = not summary.messages and not summary.extra.get("stale_records") and nothing_written(store)
     ab = store.abort_file
     if abort_present:
         row, fs = CQ.read_abort(ab)
@@ -21,14 +24,16 @@ def _verify_markers(store: Store, abort_present: bool, summary: Summary, qlen: d
     else:
         summary.extra["unclean_shutdown"] = False
         yield Finding(INFO, "no-abort-file", store.display(ab) if ab else None, None, None,
-                      "no abort file: the last run reached Broker.Shutdown (which then hangs in "
-                      "CommitLog.Close in every LiteMQ version read)")
+                      "no abort file: " + ("nothing written yet (the broker has not started)" if fresh else
+                                           "the last run reached Broker.Shutdown (which then hangs in "
+                                           "CommitLog.Close in every LiteMQ version read)"))
     cp = store.checkpoint_file
     if cp is None or not cp.is_file():
-        yield Finding(INFO if abort_present else WARNING, "checkpoint-missing",
+        yield Finding(INFO if abort_present or fresh else WARNING, "checkpoint-missing",
                       store.display(cp) if cp else None, None, None,
                       "no checkpoint file: only a forced flush at shutdown writes it"
-                      + (" (expected after a crash)" if abort_present else ""))
+                      + (" (expected after a crash)" if abort_present else
+                         " (and nothing is written yet)" if fresh else ""))
         return
     row, fs = CQ.read_checkpoint(cp)
     for fnd in fs:

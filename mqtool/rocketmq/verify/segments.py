@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding
-from mqtool.rocketmq.store import segment_gaps
+from mqtool.io import is_regular_file
+from mqtool.rocketmq.store import Segment, segment_gaps
 from mqtool.rocketmq.verify.context import _Ctx
 
 
@@ -12,12 +13,18 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
     segs = ctx.store.segments
     if not segs:
         return
+    # a name whose file is no regular file (a dangling or looping link, a directory, a FIFO) holds no bytes of
+    # the log: the walker reports it (file-unreadable); it is not empty, of a size, or the end of a gap
+    odd = {s.path for s in segs if not is_regular_file(s.path)}
+    segs = [Segment(s.path, s.name, s.base, 0) if s.path in odd else s for s in segs]
     sizes = [s.size for s in segs]
     common = max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
     gaps = segment_gaps(segs)
     for i, s in enumerate(segs):
         last = i == len(segs) - 1
-        if s.size == 0:
+        if s.path in odd:
+            pass
+        elif s.size == 0:
             yield ctx.f(INFO if last else ERROR, "segment-empty", s.path, 0, s.base,
                         "empty segment file" + (" (the broker deletes a 0-byte last file at start)" if last else ""))
         elif s.size != common:
