@@ -407,7 +407,8 @@ static inline void rmq_scan_init(RmqScanSet *S, uint8_t sep, const RmqNeedle *nd
     S->sep = sep;
     S->nn = nn;
     for (int j = 0; j < 2; j++) {
-        const RmqNeedle x = nn > 0 ? nd[j < nn ? j : 0] : (RmqNeedle){NULL, 0};   /* (an absent second: the first again) */
+        /* (an absent second needle: the first again) */
+        const RmqNeedle x = nn > 0 ? nd[j < nn ? j : 0] : (RmqNeedle){NULL, 0};
         S->nd[j] = x;
         S->d[j] = x.len > 0 ? x.len - 1 : 0;
 #ifdef RMQ_PROPS_SCAN_SIMD
@@ -460,12 +461,16 @@ static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avai
              * would lie past n is no occurrence: the loads past n read zeros or other bytes, and rmq_needle_at
              * checks every candidate in full) */
             unsigned c = 0;
-            if (b + d0 < n)
+            if (b + d0 < n) {
+                const __m128i y = rmq_load16(p, b + d0, avail);
                 c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, S->first[0]),
-                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d0, avail), S->last[0])));
-            if (b + d1 < n)
+                                                               _mm_cmpeq_epi8(y, S->last[0])));
+            }
+            if (b + d1 < n) {
+                const __m128i y = rmq_load16(p, b + d1, avail);
                 c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, S->first[1]),
-                                                               _mm_cmpeq_epi8(rmq_load16(p, b + d1, avail), S->last[1])));
+                                                               _mm_cmpeq_epi8(y, S->last[1])));
+            }
             for (c &= m; c; c &= c - 1)
                 if (rmq_needle_at(p, n, b + __builtin_ctz(c), S, from))
                     return 1;
