@@ -237,8 +237,7 @@ static inline uint32_t mq_crc32_s8(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 {
     uint32_t (*T)[256] = mq_crc_tab;
     crc = ~crc;
-    while (n && ((uintptr_t)p & 7)) { crc = T[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8); n--; }
-    while (n >= 8) {
+    while (n >= 8) {                    /* (unaligned loads: no byte loop to an aligned start first) */
         uint32_t a, b;
         memcpy(&a, p, 4);
         memcpy(&b, p + 4, 4);
@@ -251,6 +250,17 @@ static inline uint32_t mq_crc32_s8(uint32_t crc, const uint8_t *p, Py_ssize_t n)
             ^ T[3][b & 0xFF] ^ T[2][(b >> 8) & 0xFF] ^ T[1][(b >> 16) & 0xFF] ^ T[0][b >> 24];
         p += 8;
         n -= 8;
+    }
+    if (n >= 4) {                       /* four bytes: the first four tables (slicing-by-4) */
+        uint32_t a;
+        memcpy(&a, p, 4);
+#if PY_BIG_ENDIAN
+        a = __builtin_bswap32(a);
+#endif
+        a ^= crc;
+        crc = T[3][a & 0xFF] ^ T[2][(a >> 8) & 0xFF] ^ T[1][(a >> 16) & 0xFF] ^ T[0][a >> 24];
+        p += 4;
+        n -= 4;
     }
     while (n--) crc = T[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
