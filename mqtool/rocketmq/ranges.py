@@ -25,7 +25,7 @@ from mqtool.rocketmq.scan import SegmentScanner, damage_note, select_events  # n
 
 FAMILY = "rocketmq"
 # verify with the compiled lane checks ~3 GB/s per core (CPU, mapping included): a 2-process pool (~30-60 ms to
-# start) only pays from a few hundred MB on (docs/performance.md, "Native helper: rmqverify")
+# start) only pays from a few hundred MB on (docs/performance-history.md, "Native helper: rmqverify")
 NATIVE_VERIFY_PARALLEL_MIN_BYTES = 256 * 1024 * 1024
 
 # ROW_FIELDS: the message row of `mqtool dump commitlog` with `store` first, the Spark/Parquet schema (rows.py).
