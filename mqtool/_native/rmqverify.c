@@ -1892,7 +1892,7 @@ static PyObject *py_huge_share(PyObject *self, PyObject *args)
             long n = ioctl(fd, MQ_PAGEMAP_SCAN, &a);
             if (n < 0) break;
             for (long i = 0; i < n; i++) huge += vec[i].end - vec[i].start;
-            if (a.walk_end >= hi || n < 32) {
+            if (a.walk_end >= hi || n < 32 || a.walk_end <= a.start) {    /* (no progress: what it said stands) */
                 ok = 1;
                 break;
             }
