@@ -62,7 +62,7 @@ def run_hypothesis(names: list[str], seconds: int) -> int:
 
     sys.path.insert(0, str(ROOT / "tests"))
     from fuzz import targets as T
-    from test_rocketmq_fuzz_targets import mutated
+    from fuzzcase import mutated
 
     seeds = T.seeds(_realdata())
     deadline = time.monotonic() + seconds

@@ -1,6 +1,6 @@
 """Bounded fuzzing of every Kafka decoder entry point (random bytes and mutations of the real logs).
 
-Targets: ``fuzz/targets_kafka.py`` (merged into ``fuzz.targets.TARGETS`` as ``kafka.*``); the long run is
+Targets: ``fuzz/kafka_targets.py`` (merged into ``fuzz.targets.TARGETS`` as ``kafka.*``); the long run is
 ``python fuzz/run.py --target kafka.scan ...``. ``MQTOOL_FUZZ_EXAMPLES`` scales the budget.
 ``tests/test_kafka_fuzz.py`` (older) mutates the fixture segment only.
 """
@@ -71,7 +71,7 @@ def test_found_by_fuzzing_short_transaction_state_value():
 
 
 def test_target_catches_a_broken_decoder(monkeypatch):
-    import fuzz.targets_kafka as T
+    import fuzz.kafka_targets as T
 
     def broken(*a, **k):
         raise KeyError("boom")

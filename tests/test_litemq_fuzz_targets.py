@@ -1,6 +1,6 @@
 """Bounded fuzzing of every LiteMQ decoder entry point (random bytes and mutations of the real stores).
 
-Targets: ``fuzz/targets_litemq.py`` (merged into ``fuzz.targets.TARGETS`` as ``litemq.*``); the long run is
+Targets: ``fuzz/litemq_targets.py`` (merged into ``fuzz.targets.TARGETS`` as ``litemq.*``); the long run is
 ``python fuzz/run.py --target litemq.walk ...``. ``MQTOOL_FUZZ_EXAMPLES`` scales the budget.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_hostile_lengths_cost_nothing():
 
 def test_target_catches_a_broken_decoder(monkeypatch):
     """The harness can fail: a decoder that lets out a stray exception is caught."""
-    import fuzz.targets_litemq as T
+    import fuzz.litemq_targets as T
 
     def broken(*a, **k):
         raise KeyError("boom")

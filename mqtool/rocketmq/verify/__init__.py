@@ -44,7 +44,7 @@ from mqtool.rocketmq.verify.salvage import _Salvage
 from mqtool.rocketmq.verify.storefiles import _verify_store_files
 
 __all__ = ["verify_store", "verify_range_task", "verify_commitlog_ranges", "RangeVerify",
-           # used by mqtool.rocketmq.verifyplan and fuzz/targets.py
+           # used by mqtool.rocketmq.verifyplan and fuzz/rocketmq_targets.py
            "_Ctx", "_each_file", "_scan_for_dispatch", "_verify_commitlog", "_verify_consumequeue", "_verify_queue",
            "_cq_behind", "_verify_index", "_verify_index_file", "_verify_store_files", "_Salvage", "_fast_lane",
            "_native_lane"]

@@ -1,4 +1,4 @@
-"""Fuzz targets for the Kafka decoders (same ``target(data) -> None`` shape as :mod:`fuzz.targets`).
+"""Fuzz targets for the Kafka decoders (same ``target(data) -> None`` shape as :mod:`fuzz.rocketmq_targets`; the registry is :mod:`fuzz.targets`).
 
 Each returns normally for any input and raises only on a bug: an exception outside the documented ones
 (record-level ``CodecError``/``ValueError``/``IndexError`` from :func:`iter_records`), events that do not tile
@@ -18,14 +18,11 @@ from mqtool.kafka.internal import decoder_for
 from mqtool.kafka.records import Batch, iter_records
 from mqtool.kafka.scan import Damage, scan
 from mqtool.options import VerifyOptions
+from fuzz.scratch import SCRATCH as _SCRATCH, scratch as _scratch
 
 CAP = 1 << 20
 
 
-def _scratch(name: str, data: bytes) -> Path:
-    from fuzz.targets import _scratch as s
-
-    return Path(s(name, data))
 
 
 def scan_target(data: bytes) -> None:
@@ -93,7 +90,6 @@ def text_files_target(data: bytes) -> None:
 def verify_partition_target(data: bytes) -> None:
     """The whole verify over a partition cut from the input: two segments, their indexes, a snapshot and a
     leader-epoch checkpoint (cross-file checks follow offsets and positions read from the input)."""
-    from fuzz.targets import _SCRATCH
     from mqtool.kafka.ops import verify
 
     root = _SCRATCH / "kafka" / "t-0"

@@ -1,4 +1,4 @@
-"""Fuzz targets for the LiteMQ decoders (same ``target(data) -> None`` shape as :mod:`fuzz.targets`).
+"""Fuzz targets for the LiteMQ decoders (same ``target(data) -> None`` shape as :mod:`fuzz.rocketmq_targets`; the registry is :mod:`fuzz.targets`).
 
 Each returns normally for any input and raises only on a bug: an exception the decoder may not let out, or
 a broken invariant (a record claiming bytes the input does not have, records overlapping, a walk that does
@@ -19,12 +19,9 @@ from mqtool.litemq.store import Segment, resolve
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 from mqtool.litemq.scan import carve, parse_record_at, walk
 from mqtool.options import VerifyOptions
+from fuzz.scratch import SCRATCH as _SCRATCH, scratch as _scratch
 
 
-def _scratch(name: str, data: bytes) -> Path:
-    from fuzz.targets import _scratch as s
-
-    return Path(s(name, data))
 
 
 def _check_record(rec: LiteRecord, n: int) -> None:
@@ -70,7 +67,6 @@ def record_target(data: bytes) -> None:
 
 def _store(data: bytes) -> Path:
     """A tiny LiteMQ data dir cut from the input: two commitlog files, one queue, checkpoint, abort."""
-    from fuzz.targets import _SCRATCH
 
     root = _SCRATCH / "litemq" / "broker"
     shutil.rmtree(root.parent, ignore_errors=True)
