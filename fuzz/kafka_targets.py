@@ -18,7 +18,7 @@ from mqtool.kafka.internal import decoder_for
 from mqtool.kafka.records import Batch, iter_records
 from mqtool.kafka.scan import Damage, scan
 from mqtool.options import VerifyOptions
-from fuzz.scratch import SCRATCH as _SCRATCH, scratch as _scratch
+from fuzz.scratch import SCRATCH as _SCRATCH, read_seeds, scratch as _scratch
 
 CAP = 1 << 20
 
@@ -133,12 +133,8 @@ def seeds(realdata: Path | None) -> dict[str, list[bytes]]:
         return out
     base = realdata / "kafka"
 
-    def grab(glob: str, limit: int = 2, cut: int = 8000) -> list[bytes]:
-        got = []
-        for p in sorted(x for x in base.glob(glob) if x.is_file())[:limit]:
-            with open(p, "rb") as f:          # read-only seed material
-                got.append(f.read(cut))
-        return got
+    def grab(glob: str, limit: int = 2) -> list[bytes]:
+        return read_seeds(base, glob, limit, 8000)
 
     gen = "generated-4.0.0-SNAPSHOT/broker-append/forensics-0/"
     logs = grab(gen + "*.log", 4) + grab("kafka-python-3.0.12-patched/kp-0/*.log", 3)

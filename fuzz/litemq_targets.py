@@ -19,7 +19,7 @@ from mqtool.litemq.store import Segment, resolve
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 from mqtool.litemq.scan import carve, parse_record_at, walk
 from mqtool.options import VerifyOptions
-from fuzz.scratch import SCRATCH as _SCRATCH, scratch as _scratch
+from fuzz.scratch import SCRATCH as _SCRATCH, read_seeds, scratch as _scratch
 
 
 
@@ -173,12 +173,8 @@ def seeds(realdata: Path | None) -> dict[str, list[bytes]]:
         return out
     base = realdata / "litemq"
 
-    def grab(glob: str, limit: int = 2, cut: int = 6000) -> list[bytes]:
-        got = []
-        for p in sorted(x for x in base.glob(glob) if x.is_file())[:limit]:
-            with open(p, "rb") as f:          # read-only seed material
-                got.append(f.read(cut))
-        return got
+    def grab(glob: str, limit: int = 2) -> list[bytes]:
+        return read_seeds(base, glob, limit, 6000)
 
     logs = grab("*/data/broker/commitlog/00000000000000000000", 2)
     cqs = grab("*/data/broker/consumequeue/orders.v1/0/*", 2)

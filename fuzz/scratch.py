@@ -19,6 +19,16 @@ def scratch(name: str, data: bytes) -> Path:
     return p
 
 
+def read_seeds(base: Path, glob: str, limit: int, cut: int | None = None) -> list[bytes]:
+    """The first ``cut`` bytes (all when None) of the first ``limit`` files under ``base`` matching ``glob``, in
+    name order: real bytes for the targets to mutate (read-only seed material)."""
+    got = []
+    for p in sorted(x for x in base.glob(glob) if x.is_file())[:limit]:
+        with open(p, "rb") as f:
+            got.append(f.read() if cut is None else f.read(cut))
+    return got
+
+
 def cleanup() -> None:
     shutil.rmtree(SCRATCH, ignore_errors=True)
 

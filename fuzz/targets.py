@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz import kafka_targets as _kafka, litemq_targets as _litemq, rocketmq_targets as _rocketmq
-from fuzz.scratch import cleanup
+from fuzz.scratch import cleanup, read_seeds
 
 # RocketMQ targets by their entry point's name; LiteMQ and Kafka ones as "<family>.<entry point>"
 TARGETS = dict(_rocketmq.TARGETS)
@@ -31,12 +31,7 @@ def seeds(realdata: Path | None) -> dict[str, list[bytes]]:
     rq = realdata / "rocketmq"
 
     def grab(glob: str, limit: int = 3) -> list[bytes]:
-        files = sorted(p for p in rq.glob(glob) if p.is_file())[:limit]
-        got = []
-        for p in files:
-            with open(p, "rb") as f:       # read-only seed material
-                got.append(f.read())
-        return got
+        return read_seeds(rq, glob, limit)
 
     segs = grab("gen-5.1.4-clean/store/commitlog/*", 2) + grab("apache-rocketmq-fork-4e25b979/store/commitlog/*", 1)
     out["decode_message"] = [s[:4096] for s in segs]

@@ -847,39 +847,19 @@ static PyObject *java_hash_utf8(PyObject *self, PyObject *arg)
 static PyObject *split_props(PyObject *self, PyObject *args)
 {
     Py_buffer b;
-    PyObject *names;
+    PyObject *names, *out = NULL;
     int skip_empty;
     if (!PyArg_ParseTuple(args, "y*O!p:split_props", &b, &PyTuple_Type, &names, &skip_empty))
         return NULL;
-    const char *nm[8];
-    Py_ssize_t nl[8];
-    RmqProp v[8];
-    const Py_ssize_t k = PyTuple_GET_SIZE(names);
-    PyObject *out = NULL;
-    if (!cfg.ready || k > 8) {
-        PyErr_SetString(PyExc_ValueError, "split_props: configure() first; at most 8 names");
+    RmqProp v[RMQ_NAMES_MAX];
+    RmqNames ns;
+    if (!cfg.ready) {
+        PyErr_SetString(PyExc_ValueError, "split_props: configure() first");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *o = PyTuple_GET_ITEM(names, i);
-        if (!PyBytes_Check(o)) {
-            PyErr_SetString(PyExc_TypeError, "split_props: names must be bytes");
-            goto done;
-        }
-        nm[i] = PyBytes_AS_STRING(o);
-        nl[i] = PyBytes_GET_SIZE(o);
-    }
-    RmqNames ns;
-    rmq_names_init(&ns, (int)k, nm, nl, (uint8_t)cfg.s[S_NVSEP][0]);
+    if (rmq_names_from(names, RMQ_NAMES_MAX, (uint8_t)cfg.s[S_NVSEP][0], &ns) < 0) goto done;
     rmq_props(b.buf, b.len, (uint8_t)cfg.s[S_PROPSEP][0], &ns, skip_empty, v);
-    out = PyTuple_New(k);
-    for (Py_ssize_t i = 0; out != NULL && i < k; i++) {
-        PyObject *val = v[i].n < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)v[i].p, v[i].n);
-        if (val == NULL)
-            Py_CLEAR(out);
-        else
-            PyTuple_SET_ITEM(out, i, val);
-    }
+    out = rmq_values_tuple(v, &ns);
 done:
     PyBuffer_Release(&b);
     return out;

@@ -347,6 +347,44 @@ static inline void rmq_pair(const uint8_t *s, const uint8_t *se, Py_ssize_t room
     }
 }
 
+/* The test hooks' side (split_props, props_scan): names from a tuple of bytes (at most max) into ns; 0, or -1
+ * with TypeError/ValueError set. The bytes stay the tuple's (it outlives ns). */
+static inline int rmq_names_from(PyObject *names, int max, uint8_t nv, RmqNames *ns)
+{
+    const Py_ssize_t k = PyTuple_GET_SIZE(names);
+    const char *nm[RMQ_NAMES_MAX];
+    Py_ssize_t nl[RMQ_NAMES_MAX];
+    if (k > max || k > RMQ_NAMES_MAX) {
+        PyErr_Format(PyExc_ValueError, "at most %d names", max);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = PyTuple_GET_ITEM(names, i);
+        if (!PyBytes_Check(o)) {
+            PyErr_SetString(PyExc_TypeError, "names must be bytes");
+            return -1;
+        }
+        nm[i] = PyBytes_AS_STRING(o);
+        nl[i] = PyBytes_GET_SIZE(o);
+    }
+    rmq_names_init(ns, (int)k, nm, nl, nv);
+    return 0;
+}
+
+/* The values found for ns's names as a tuple (bytes, or None where absent); NULL with an exception set. */
+static inline PyObject *rmq_values_tuple(const RmqProp *v, const RmqNames *ns)
+{
+    PyObject *out = PyTuple_New(ns->k);
+    for (Py_ssize_t i = 0; out != NULL && i < ns->k; i++) {
+        PyObject *val = v[i].n < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)v[i].p, v[i].n);
+        if (val == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, i, val);
+    }
+    return out;
+}
+
 /* For each of the names, the value of its last pair in the
  * properties p[0:n] ("name" nv "value" pairs joined by sep; a value runs to the next sep) into v[i].
  * RMQ_PROPS_KEEP_EMPTY: a pair with an empty value counts like any other (n == 0: rebuild's dispatch then

@@ -1924,22 +1924,17 @@ static PyObject *py_props_scan(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*O!pO!n:props_scan", &b, &PyTuple_Type, &names, &skip_empty, &PyTuple_Type,
                           &needles, &n))
         return NULL;
-    const char *nm[3];
-    Py_ssize_t nl[3];
     RmqNeedle nd[2];
     RmqProp v[3];
-    const Py_ssize_t k = PyTuple_GET_SIZE(names), nn = PyTuple_GET_SIZE(needles);
-    if (k > 3 || nn > 2 || n < 0 || n > b.len || !xc.ready) {
-        PyErr_SetString(PyExc_ValueError, "props_scan: configure_xref() first; at most 3 names, 2 needles, n <= len");
+    RmqNames ns;
+    RmqScanSet S;
+    Py_ssize_t from[2] = {0, 0};
+    const Py_ssize_t nn = PyTuple_GET_SIZE(needles);
+    if (nn > 2 || n < 0 || n > b.len || !xc.ready) {
+        PyErr_SetString(PyExc_ValueError, "props_scan: configure_xref() first; at most 2 needles, n <= len");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *o = PyTuple_GET_ITEM(names, i);
-        if (!PyBytes_Check(o)) { PyErr_SetString(PyExc_TypeError, "props_scan: names are bytes"); goto done; }
-        nm[i] = PyBytes_AS_STRING(o);
-        nl[i] = PyBytes_GET_SIZE(o);
-    }
-    Py_ssize_t from[2] = {0, 0};
+    if (rmq_names_from(names, 3, (uint8_t)xc.s[XS_NVSEP][0], &ns) < 0) goto done;
     for (Py_ssize_t j = 0; j < nn; j++) {
         PyObject *o = PyTuple_GET_ITEM(needles, j), *s;
         if (!PyArg_ParseTuple(o, "O!n", &PyBytes_Type, &s, &from[j])) goto done;
@@ -1947,22 +1942,12 @@ static PyObject *py_props_scan(PyObject *self, PyObject *args)
         nd[j].len = PyBytes_GET_SIZE(s);
     }
     int ascii = 0;
-    RmqNames ns;
-    RmqScanSet S;
-    rmq_names_init(&ns, (int)k, nm, nl, (uint8_t)xc.s[XS_NVSEP][0]);
     rmq_scan_init(&S, (uint8_t)xc.s[XS_PROPSEP][0], nd, (int)nn);
     if (rmq_props_scan(b.buf, n, b.len, &S, from, &ns, skip_empty, v, &ascii)) {
         out = Py_BuildValue("(OOO)", Py_True, Py_None, Py_None);
         goto done;
     }
-    PyObject *vals = PyTuple_New(k);
-    for (Py_ssize_t i = 0; vals != NULL && i < k; i++) {
-        PyObject *val = v[i].n < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)v[i].p, v[i].n);
-        if (val == NULL)
-            Py_CLEAR(vals);
-        else
-            PyTuple_SET_ITEM(vals, i, val);
-    }
+    PyObject *vals = rmq_values_tuple(v, &ns);
     if (vals != NULL)
         out = Py_BuildValue("(ONO)", Py_False, vals, ascii ? Py_True : Py_False);
 done:
