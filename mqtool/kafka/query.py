@@ -13,8 +13,7 @@ from mqtool.codecs import CodecError
 from mqtool.kafka.dump import LOG_COLUMNS, batch_row, record_row
 from mqtool.kafka.store import Partition, discover, partition_from_dir
 from mqtool.kafka.rebuild import control_type_of
-from mqtool.kafka.records import control_type_name
-from mqtool.kafka.records import Batch, iter_records
+from mqtool.kafka.records import Batch, control_type_name, iter_records
 from mqtool.kafka.scan import scan
 from mqtool.columns import Column
 
