@@ -315,19 +315,14 @@ def damage_segments(store: Path) -> None:
 
 def kafka_control_batch(base: int, types: list[int], *, pid: int = -1, epoch: int = -1, ts: int | None = None,
                         txn: bool | None = None) -> bytes:
-    """A v2 control batch at ``base`` with one control record per entry of ``types`` (key ControlRecordKey
-    version 0 and that type; value an EndTxnMarker for ABORT/COMMIT, else 4 opaque bytes), built by the schema.
+    """A v2 control batch at ``base`` with one control record per entry of ``types``
+    (fixtures/build_kafka.control_record).
     ``txn`` (the transactional bit) defaults to: any ABORT/COMMIT in ``types``."""
     from formats import kafka as K
 
     B = kafka_builder()
     ts = B.T0 if ts is None else ts
-    recs = []
-    for i, t in enumerate(types):
-        key = K.ControlRecordKey.build(dict(version=0, type=t, rest=b""))
-        val = (K.EndTxnMarker.build(dict(version=0, coordinatorEpoch=3, rest=b""))
-               if t in (K.CONTROL_ABORT, K.CONTROL_COMMIT) else b"\x00\x00\x00\x00")
-        recs.append(B.record(i, 0, key, val))
+    recs = [B.control_record(i, t) for i, t in enumerate(types)]
     if txn is None:
         txn = any(t in (K.CONTROL_ABORT, K.CONTROL_COMMIT) for t in types)
     attrs = K.CONTROL_FLAG_MASK | (K.TRANSACTIONAL_FLAG_MASK if txn else 0)

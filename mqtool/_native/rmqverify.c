@@ -560,19 +560,12 @@ static Py_ssize_t xq_find(Xref *X, const uint8_t *t, Py_ssize_t n, int64_t qid, 
     return X->nq++;
 }
 
-typedef struct { const uint8_t *p; Py_ssize_t n; } XVal;   /* n < 0: absent */
-
 /* records.Message.prop() of TAGS, KEYS, UNIQ_KEY over the raw properties: split on the property separator, the
  * name ends at the first name/value separator, a pair counts when name and value are non-empty, the last wins.
  * On bytes this is the str split: the separators are ASCII, which a UTF-8 decode keeps in place. */
-static void xprops(const uint8_t *p, Py_ssize_t n, XVal v[3])
+static void xprops(const uint8_t *p, Py_ssize_t n, RmqProp v[3])
 {   /* the last non-empty pair of each name (rmqunit.h rmq_props; rebuild keeps empty ones instead) */
-    RmqProp r[3];
-    rmq_props(p, n, (uint8_t)xc.s[XS_PROPSEP][0], &xc.names, RMQ_PROPS_SKIP_EMPTY, r);
-    for (int i = 0; i < 3; i++) {
-        v[i].p = r[i].p;
-        v[i].n = r[i].n;
-    }
+    rmq_props(p, n, (uint8_t)xc.s[XS_PROPSEP][0], &xc.names, RMQ_PROPS_SKIP_EMPTY, v);
 }
 
 /* Room for nrec message records and nh key hashes: 0, or -1 (out of memory; no exception set: callers may
@@ -599,14 +592,11 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
                      struct XCache *c, const RmqProp *found)
 {
     if (!xc.ready || !(utf8_checked || mq_utf8_ok(topic, tl))) return 0;
-    XVal v[3];
-    if (found != NULL) {
-        for (int i = 0; i < 3; i++) {
-            v[i].p = found[i].p;
-            v[i].n = found[i].n;
-        }
-    } else {
-        xprops(props, pl, v);
+    RmqProp own[3];
+    const RmqProp *v = found;
+    if (v == NULL) {
+        xprops(props, pl, own);
+        v = own;
     }
     /* consumequeue: the unit this message makes in its queue */
     if (!(tl == xc.slen[XS_SCHEDULE] && memcmp(topic, xc.s[XS_SCHEDULE], (size_t)tl) == 0)
