@@ -679,3 +679,125 @@ def test_index_check_against_hashes_made_by_the_dispatch_rule():
     assert v.index_chains(bytes(cut), slots, n) == (used - 1, chain)
     assert x.index_check(bytes(cut), slots, n, begin, v.index_chains(bytes(cut), slots, n)) == \
         (used - 1, 0, 11 * 300, MSGS[-1][5], chain)
+
+
+def _queue_units(msgs, topic: bytes, qid: int) -> tuple[int, bytes]:
+    """(first queue offset, consumequeue units) of the queue (topic, qid) as the broker dispatches msgs: the unit
+    of each message at its queue offset (the last one wins), zero units in between."""
+    from mqtool.rocketmq import dispatch
+
+    mine = {m[4]: m for m in msgs if (m[2], m[3]) == (topic, qid)}
+    first, last = min(mine), max(mine)
+    units = bytearray()
+    for qo in range(first, last + 1):
+        m = mine.get(qo)
+        if m is None:
+            units += bytes(CQ.size)
+            continue
+        tags = dict(p.split("\x01") for p in m[6].decode().split("\x02") if "\x01" in p).get("TAGS", "")
+        units += CQ.pack(m[0], m[1], dispatch.tags_code(tags) if tags else 0)
+    return first, bytes(units)
+
+
+_PART_MSG = st.tuples(st.sampled_from([b"A", b"B"]), st.integers(0, 1), st.integers(-3, 4), st.booleans(),
+                      st.integers(0, 3))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_PART_MSG, max_size=8), min_size=1, max_size=6), st.data())
+def test_a_table_merged_by_reference_answers_as_one_merged_by_copy(ranges, data):
+    """merge(table) keeps the later ranges' arrays where they are (parts: queue segments, record tables) instead of
+    copying them; merge(export) copies. Over random ranges (queues continued, gaps, offsets going back or jumping,
+    messages without keys, empty ranges) both tables give the same cq_check and index_check answers, on the
+    units and entries the dispatch rule makes and on damaged ones; stats count the same; export (which copies the
+    parts in) gives the same bytes."""
+    from mqtool.rocketmq import dispatch
+
+    msgs, off, qoffs = [], 1000, {}
+    by_table, by_blob = native_lane.new_xref(), native_lane.new_xref()
+    for k, rng in enumerate(ranges):
+        part = []
+        for topic, qid, step, keyed, tag in rng:
+            key = (topic, qid)
+            qoffs[key] = qoffs.get(key, -1) + (step if step != 4 else 2000)   # 4: a jump past the padding bound
+            if qoffs[key] < 0:
+                qoffs[key] = 0
+            props = _props(TAGS=f"t{tag}", KEYS=f"k{off} shared") if keyed else _props(TAGS=f"t{tag}")
+            part.append((off, 100 + tag, topic, qid, qoffs[key], 1_700_000_000_000 + off, props))
+            off += 100 + tag + data.draw(st.sampled_from([0, 0, 0, 7]), label="hole")
+        msgs += part
+        by_blob.merge(_noted(part).export())
+        by_table.merge(_noted(part))
+    assert by_table.stats()["parts"] == max(0, sum(1 for r in ranges if r) - 1)    # the first one taken over
+    for k in ("queues", "messages_with_keys", "key_hashes"):
+        assert by_table.stats()[k] == by_blob.stats()[k]
+    # consumequeue: every queue's units by the dispatch rule, whole and in pieces, shifted, one unit changed
+    for topic in (b"A", b"B"):
+        for qid in (0, 1):
+            if not any((m[2], m[3]) == (topic, qid) for m in msgs):
+                assert by_table.cq_check(CQ.pack(1000, 100, 0), 1, 0, False, topic, qid, None) is None
+                continue
+            first, units = _queue_units(msgs, topic, qid)
+            n = len(units) // CQ.size
+            cases = [(units, n, first), (units, n, first + 1), (units[CQ.size:], n - 1, first + 1)]
+            if n > 1:
+                i = data.draw(st.integers(0, n - 1), label="unit")
+                bad = bytearray(units)
+                CQ.pack_into(bad, i * CQ.size, *data.draw(st.sampled_from(
+                    [(1000, 100, 0), (0, 0, 0), (0, F.CQ_BLANK_SIZE, 0), (msgs[-1][0], msgs[-1][1], 5)]), label="b"))
+                cases.append((bytes(bad), n, first))
+            for buf, count, at in cases:
+                for end in (None, off, msgs[-1][0] + 50):
+                    assert by_table.cq_check(buf, count, at, False, topic, qid, end) == \
+                        by_blob.cq_check(buf, count, at, False, topic, qid, end)
+    # index: the entries the dispatch rule makes, in commitlog order, and one changed
+    entries = []
+    for moff, size, topic, qid, qoff, ts, props in msgs:
+        d = dict(p.split("\x01") for p in props.decode().split("\x02"))
+        for key in dispatch.index_keys(topic.decode(), d):
+            entries.append((dispatch.index_key_hash(key), moff, ts))
+    if entries:
+        slots, begin = 5, msgs[0][5]
+        files = [entries]
+        k = data.draw(st.integers(0, len(entries) - 1), label="entry")
+        files.append(entries[:k] + [(entries[k][0] + data.draw(st.sampled_from([0, 1])), entries[k][1]
+                                     + data.draw(st.sampled_from([0, 1, -1])), entries[k][2])] + entries[k + 1:])
+        for es in files:
+            f = _index_file(es, slots, begin)
+            n = len(es)
+            assert by_table.index_check(f, slots, n, begin) == by_blob.index_check(f, slots, n, begin)
+            if n > 2:
+                chains = native.load("rmqverify").index_chains(f, slots, n)
+                half = n // 2
+                for a, b in ((1, half), (half + 1, n)):
+                    assert by_table.index_check(f, slots, n, begin, chains, False, a, b) == \
+                        by_blob.index_check(f, slots, n, begin, chains, False, a, b)
+    assert by_table.export() == by_blob.export()
+    assert by_table.stats()["parts"] == 0                 # (export copied the parts in)
+
+
+def test_a_table_merged_by_reference_proves_clean_files_clean():
+    """The hand-built consumequeue and index of test_cq_check_against_units_made_by_the_dispatch_rule /
+    test_index_check_against_hashes_made_by_the_dispatch_rule, against the table of MSGS noted in three ranges
+    merged by reference (two parts): the same clean answers as from one table."""
+    from mqtool.rocketmq import dispatch
+
+    x = native_lane.new_xref()
+    for part in (MSGS[:4], MSGS[4:5], MSGS[5:]):
+        x.merge(_noted(part))
+    assert x.stats()["parts"] == 2
+    units = b"".join(CQ.pack(off, size, dispatch.tags_code(dict(p.split("\x01") for p in props.decode().split("\x02"))["TAGS"]))
+                     for off, size, topic, qid, qoff, ts, props in MSGS)
+    topic = "T\u00e9".encode()
+    assert x.cq_check(units, 12, 10, False, topic, 1, None) == (True, 21)
+    assert x.cq_check(units[20 * 3:], 9, 13, True, topic, 1, None) == (True, 21)       # from inside a part on
+    assert x.cq_check(units, 12, 11, False, topic, 1, None) is None
+    entries = []
+    for off, size, topic_b, qid, qoff, ts, props in MSGS:
+        d = dict(p.split("\x01") for p in props.decode().split("\x02"))
+        entries += [(dispatch.index_key_hash(k), off, ts) for k in dispatch.index_keys(topic_b.decode(), d)]
+    slots, begin, n = 7, MSGS[0][5], len(entries)
+    data = _index_file(entries, slots, begin)
+    used = sum(1 for i in range(slots) if struct.unpack_from(">i", data, 40 + 4 * i)[0])
+    assert x.index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)
+    assert _noted(MSGS).index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)

@@ -229,7 +229,7 @@ typedef struct {
     uint32_t gen;                  /* the file it is in (a forked child opens its own) */
 } XSpill;
 
-typedef struct {
+typedef struct XQueue {
     uint8_t *topic;
     Py_ssize_t tlen;
     int64_t qid;
@@ -239,9 +239,11 @@ typedef struct {
     Py_ssize_t n, cap;
     XSpill us;                     /* where units lives (memory or the spill file) */
     int poisoned;                  /* queue offsets went back or jumped far: no claim about this queue */
+    const struct XQueue **seg;     /* then the same queue's units in later ranges' tables (Xref.part), in order: */
+    Py_ssize_t nseg, segcap;       /*   seg[k]->base .. + seg[k]->n, after units and each other; between: unknown */
 } XQueue;
 
-typedef struct {
+typedef struct Xref {
     PyObject_HEAD
     XQueue *q;
     Py_ssize_t nq, qcap;
@@ -257,6 +259,10 @@ typedef struct {
     Py_ssize_t noted;              /* bytes noted since the spilled pages were last unmapped */
     int unsorted;                  /* offsets did not increase: index_check declines */
     Py_ssize_t known, padded;      /* units noted, unknown units filled in (padded <= known + XPADFREE) */
+    struct Xref **part;            /* later ranges' tables merged by reference (merge(table)), in commitlog order:
+                                    * their message records follow X's own, their queues' units are X's queues'
+                                    * seg; each a bare struct (not a Python object) owning its arrays */
+    Py_ssize_t npart, partcap;
     int busy;                      /* a scan() fills it without the GIL: its methods refuse until it is done */
     int readers;                   /* index_check() calls reading it without the GIL: nothing may change it */
 } Xref;
@@ -496,7 +502,15 @@ static void xref_clear(Xref *X)
     for (Py_ssize_t i = 0; i < X->nq; i++) {
         PyMem_RawFree(X->q[i].topic);
         xfree_s(X->q[i].units, X->q[i].cap, (size_t)xc.unit, &X->q[i].us);
+        PyMem_RawFree(X->q[i].seg);
     }
+    for (Py_ssize_t k = 0; k < X->npart; k++) {
+        xref_clear(X->part[k]);
+        PyMem_RawFree(X->part[k]);
+    }
+    PyMem_RawFree(X->part);
+    X->part = NULL;
+    X->npart = X->partcap = 0;
     PyMem_RawFree(X->q); PyMem_RawFree(X->qslots);
     xfree_s(X->off, X->rcap, 8, &X->offs); xfree_s(X->ts, X->rcap, 8, &X->tss);
     xfree_s(X->kstart, X->rcap, 4, &X->kss); xfree_s(X->nk, X->rcap, 2, &X->nks); xfree_s(X->h, X->hcap, 4, &X->hs);
@@ -513,6 +527,7 @@ static void xref_release(Xref *X)
     for (Py_ssize_t i = 0; i < X->nq; i++) xs_release(X->q[i].units, &X->q[i].us);
     xs_release(X->off, &X->offs); xs_release(X->ts, &X->tss); xs_release(X->kstart, &X->kss);
     xs_release(X->nk, &X->nks); xs_release(X->h, &X->hs);
+    for (Py_ssize_t k = 0; k < X->npart; k++) xref_release(X->part[k]);
     X->noted = 0;
 }
 
@@ -609,10 +624,11 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
             if (q->n == 0) q->base = qoff;
             int64_t j = qoff - q->base;
             if (qoff < q->base || j < q->n || j - q->n > XMAXPAD || X->padded + (j - q->n) > X->known + XPADFREE) {
-                q->poisoned = 1;                        /* not in order: no claim about this queue */
+                q->poisoned = 1;                        /* not in order: no claim about this queue (no units, no base) */
                 xfree_s(q->units, q->cap, (size_t)xc.unit, &q->us);
                 q->units = NULL;
                 q->n = q->cap = 0;
+                q->base = 0;
             } else {
                 if ((Py_ssize_t)j + 1 > q->cap
                     && xgrow_s(&q->units, &q->cap, (Py_ssize_t)j + 1, (size_t)xc.unit, &q->us) < 0)
@@ -666,6 +682,8 @@ static int xref_note(Xref *X, int64_t off, int64_t size, const uint8_t *topic, P
 
 /* ---- Xref methods ----------------------------------------------------------------------------------------- */
 
+static int xflat(Xref *X);
+
 static PyObject *xref_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     if (!xc.ready) {
@@ -679,7 +697,7 @@ static PyObject *xref_new(PyTypeObject *type, PyObject *args, PyObject *kw)
  * path decoded (the same facts the lane notes). */
 static PyObject *xref_add(Xref *X, PyObject *args)
 {
-    if (xref_writable(X) < 0) return NULL;
+    if (xref_writable(X) < 0 || xflat(X) < 0) return NULL;
     long long off, size, qid, qoff, ts;
     Py_buffer t, p;
     if (!PyArg_ParseTuple(args, "LLy*LLLy*", &off, &size, &t, &qid, &qoff, &ts, &p)) return NULL;
@@ -690,19 +708,81 @@ static PyObject *xref_add(Xref *X, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* The message record at offset `off`, searching from *cur; -1 when no message with keys starts there. */
-static Py_ssize_t xfind(const Xref *X, int64_t off, Py_ssize_t *cur)
+/* The tables holding X's message records, in commitlog order (X's own, then its parts'), those with records
+ * only: a fresh array of *nv pointers (PyMem_RawFree it; NULL with *nv 0 when none), or NULL with *nv -1 (out of
+ * memory). Without the GIL. */
+static const Xref **xviews(const Xref *X, Py_ssize_t *nv)
 {
+    *nv = 0;
+    const Xref **v = PyMem_RawMalloc((size_t)(X->npart + 1) * sizeof *v);
+    if (v == NULL) { *nv = -1; return NULL; }
+    if (X->nrec) v[(*nv)++] = X;
+    for (Py_ssize_t k = 0; k < X->npart; k++)
+        if (X->part[k]->nrec) v[(*nv)++] = X->part[k];
+    return v;
+}
+
+/* The message record at offset `off` among the views V (offsets increasing through them: X not unsorted),
+ * searching from the cursor (*vi, *cur): its index in V[*vi] (the cursor moved there), or -1 when no message with
+ * keys starts there. */
+static Py_ssize_t xfind(const Xref *const *V, Py_ssize_t nv, int64_t off, Py_ssize_t *vi, Py_ssize_t *cur)
+{
+    if (nv <= 0) return -1;
+    const Xref *R = V[*vi];
     Py_ssize_t c = *cur;
-    if (c < X->nrec && X->off[c] == off) return c;
-    if (c + 1 < X->nrec && X->off[c + 1] == off) return *cur = c + 1;
-    Py_ssize_t lo = 0, hi = X->nrec;
+    if (c < R->nrec && R->off[c] == off) return c;
+    if (c + 1 < R->nrec && R->off[c + 1] == off) return *cur = c + 1;
+    if (c + 1 >= R->nrec && *vi + 1 < nv && V[*vi + 1]->off[0] == off) {
+        ++*vi;
+        return *cur = 0;
+    }
+    Py_ssize_t lo = 0, hi = nv;                         /* the first table whose last offset is not below off */
     while (lo < hi) {
         Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (X->off[mid] < off) lo = mid + 1; else hi = mid;
+        if (V[mid]->off[V[mid]->nrec - 1] < off) lo = mid + 1; else hi = mid;
     }
-    if (lo < X->nrec && X->off[lo] == off) return *cur = lo;
+    if (lo == nv) return -1;
+    R = V[lo];
+    Py_ssize_t a = 0, b = R->nrec;
+    while (a < b) {
+        Py_ssize_t mid = a + (b - a) / 2;
+        if (R->off[mid] < off) a = mid + 1; else b = mid;
+    }
+    if (a < R->nrec && R->off[a] == off) {
+        *vi = lo;
+        return *cur = a;
+    }
     return -1;
+}
+
+/* The unit the messages noted make at queue offset qo of queue q (X's own units, then the parts' segments:
+ * *sc a cursor into them), or NULL where nothing is known (an unknown unit, where one is zero-filled). */
+static const uint8_t *xq_unit(const XQueue *q, int64_t qo, Py_ssize_t *sc)
+{
+    if (qo < q->base) return NULL;
+    if (qo - q->base < q->n) return q->units + (qo - q->base) * xc.unit;
+    if (q->nseg == 0) return NULL;
+    Py_ssize_t s = *sc < q->nseg ? *sc : q->nseg - 1;
+    if (q->seg[s]->base > qo) {                         /* (behind the cursor: search from the first) */
+        Py_ssize_t lo = 0, hi = q->nseg;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (q->seg[mid]->base + q->seg[mid]->n <= qo) lo = mid + 1; else hi = mid;
+        }
+        s = lo;
+    } else {
+        while (s < q->nseg && q->seg[s]->base + q->seg[s]->n <= qo) s++;
+    }
+    *sc = s;
+    if (s < q->nseg && q->seg[s]->base <= qo) return q->seg[s]->units + (qo - q->seg[s]->base) * xc.unit;
+    return NULL;
+}
+
+/* Unmap the resident pages of q's spilled units, its own and its segments'. */
+static void xq_release(const XQueue *q)
+{
+    xs_release(q->units, &q->us);
+    for (Py_ssize_t s = 0; s < q->nseg; s++) xs_release(q->seg[s]->units, &q->seg[s]->us);
 }
 
 PyDoc_STRVAR(cq_check_doc,
@@ -730,6 +810,7 @@ static PyObject *xref_cq_check(Xref *X, PyObject *args)
     Py_ssize_t qi = xq_find(X, t.buf, t.len, qid, 0);
     q = qi >= 0 ? &X->q[qi] : NULL;
     int64_t last = first - 1;
+    Py_ssize_t sc = 0;
     for (Py_ssize_t i = 0; i < units; i++) {
         const uint8_t *u = (const uint8_t *)b.buf + i * xc.unit;
         int64_t off = mq_rd_be(u + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
@@ -743,9 +824,10 @@ static PyObject *xref_cq_check(Xref *X, PyObject *args)
             continue;
         }
         seen_real = 1;
-        if (off < 0 || size <= 0 || q == NULL || q->poisoned || qo < q->base || qo - q->base >= q->n) goto clean_no;
+        if (off < 0 || size <= 0 || q == NULL || q->poisoned) goto clean_no;
         if (has_end && (off > data_end - size)) goto clean_no;          /* dangling (no overflow: size > 0) */
-        const uint8_t *e = q->units + (qo - q->base) * xc.unit;
+        const uint8_t *e = xq_unit(q, qo, &sc);
+        if (e == NULL) goto clean_no;                                   /* unknown */
         int64_t eoff = mq_rd_be(e + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
         int64_t esize = mq_rd_be(e + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
         int64_t etags = mq_rd_be(e + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
@@ -758,7 +840,7 @@ clean_no:
     res = Py_NewRef(Py_None);
 out:
     if (q != NULL)
-        xs_release(q->units, &q->us);                 /* a spilled queue: its pages read are unmapped */
+        xq_release(q);                                /* a spilled queue: its pages read are unmapped */
     PyBuffer_Release(&b);
     PyBuffer_Release(&t);
     return res;
@@ -808,43 +890,52 @@ static void xrecs_release(const Xref *X)
 {
     xs_release(X->off, &X->offs); xs_release(X->ts, &X->tss); xs_release(X->kstart, &X->kss);
     xs_release(X->nk, &X->nks); xs_release(X->h, &X->hs);
+    for (Py_ssize_t k = 0; k < X->npart; k++) xrecs_release(X->part[k]);
 }
 
 /* The entry loop of index_check against the messages noted: 1 (min / max offset, newest store time set), 0 it
- * cannot prove the entries clean. Reads only the buffer and X: runs without the GIL. */
+ * cannot prove the entries clean, -1 out of memory. Reads only the buffer and X: runs without the GIL. */
 static int idx_entries(const Xref *X, const uint8_t *base, Py_ssize_t ents, Py_ssize_t lo, Py_ssize_t n,
                        int64_t begin, int drop, int64_t *min_out, int64_t *max_out, int64_t *ts_out)
 {   /* entries lo..n (1 <= lo: the whole file, or a part of it another thread does not check) */
     int64_t min_off = 0, max_off = 0, max_ts = 0, last_off = 0;
-    Py_ssize_t cur = 0, rec = -1;
+    Py_ssize_t cur = 0, rec = -1, vi = 0, nv;
     const Py_ssize_t every = IDX_DROP / xc.entry + 1;
     if (X->unsorted) return 0;
+    const Xref **V = xviews(X, &nv), *R = NULL;
+    if (nv < 0) return -1;
+    int ok = 0;
     for (Py_ssize_t k = lo; k <= n; k++) {
         if (k % every == 0) {                           /* what is behind: the file's pages, spilled records */
             if (drop) xdrop(base, ents + (k - every) * xc.entry, ents + k * xc.entry);
             xrecs_release(X);
         }
         int64_t kh = ENT(k, XE_HASH), off = ENT(k, XE_PHY), td = ENT(k, XE_TD), prev = ENT(k, XE_PREV);
-        if (prev < 0 || prev >= k) return 0;
+        if (prev < 0 || prev >= k) goto out;
         if (k == lo || off < min_off) min_off = off;
         if (k == lo || off > max_off) max_off = off;
         if (rec < 0 || off != last_off) {
-            if ((rec = xfind(X, off, &cur)) < 0) return 0;
+            if ((rec = xfind(V, nv, off, &vi, &cur)) < 0) goto out;
+            R = V[vi];
             last_off = off;
         }
-        const int32_t *h = X->h + X->kstart[rec];
+        const int32_t *h = R->h + R->kstart[rec];
         int hit = 0;
-        for (int j = 0; j < X->nk[rec]; j++) hit |= h[j] == kh;
-        if (!hit) return 0;
-        int64_t ts = X->ts[rec];
+        for (int j = 0; j < R->nk[rec]; j++) hit |= h[j] == kh;
+        if (!hit) goto out;
+        int64_t ts = R->ts[rec];
         if (k == lo || ts > max_ts) max_ts = ts;
         if (begin > 0 && k > 1) {
             int64_t d;
-            if (__builtin_sub_overflow(ts, begin, &d)) return 0;
+            if (__builtin_sub_overflow(ts, begin, &d)) goto out;
             int64_t exp = d < 0 ? 0 : d / 1000;
-            if (exp != td) return 0;
+            if (exp != td) goto out;
         }
     }
+    ok = 1;
+out:
+    PyMem_RawFree(V);
+    if (!ok) return 0;
     *min_out = min_off;
     *max_out = max_off;
     *ts_out = max_ts;
@@ -997,7 +1088,7 @@ static PyObject *xref_index_check(Xref *X, PyObject *args)
         X->readers++;                                   /* (the table is only read: scan() and merge() refuse) */
         Py_BEGIN_ALLOW_THREADS
         ok = idx_entries(X, b.buf, ents, first, last, (int64_t)begin, drop, &min_off, &max_off, &max_ts);
-        if (ok && !have)
+        if (ok > 0 && !have)
             ok = idx_chains(b.buf, ents, slots, n, drop, &nonempty, &unreached);
         if (drop && part)
             xdrop(b.buf, ents + first * xc.entry, ents + (last + 1) * xc.entry);
@@ -1054,7 +1145,7 @@ static PyObject *py_index_chains(PyObject *self, PyObject *args)
 
 static PyObject *xref_export(Xref *X, PyObject *noargs)
 {
-    if (xref_idle(X) < 0) return NULL;
+    if (xref_idle(X) < 0 || (X->npart && (xref_writable(X) < 0 || xflat(X) < 0))) return NULL;
     Py_ssize_t size = 5 * 8;
     for (Py_ssize_t i = 0; i < X->nq; i++) size += 5 * 8 + XALIGN(X->q[i].tlen) + XALIGN(X->q[i].n * xc.unit);
     size += X->nrec * (8 + 8) + XALIGN(X->nrec * 4) + XALIGN(X->nrec * 2) + XALIGN(X->nh * 4);
@@ -1097,6 +1188,7 @@ static int xmerge_queue(Xref *X, const uint8_t *topic, Py_ssize_t tlen, int64_t 
         xfree_s(q->units, q->cap, (size_t)xc.unit, &q->us);
         q->units = NULL;
         q->n = q->cap = 0;
+        q->base = 0;
         return 0;
     }
     if (n == 0) return 0;
@@ -1143,15 +1235,128 @@ static int xmerge_recs(Xref *X, Py_ssize_t nrec, Py_ssize_t nh, int unsorted, co
 
 static PyTypeObject XrefType;
 
+/* The key hashes of X and its parts together. */
+static Py_ssize_t xnh_all(const Xref *X)
+{
+    Py_ssize_t nh = X->nh;
+    for (Py_ssize_t k = 0; k < X->npart; k++) nh += X->part[k]->nh;
+    return nh;
+}
+
+/* X's parts copied into its own arrays (what merge() by copy would have made): every queue's segments after
+ * its units (the gaps between them unknown units), every part's records after X's; the parts freed. For the
+ * calls that change X or read its arrays whole (add, scan, merge of an export, export). 0, or -1 out of memory
+ * (no exception set; X still whole, some queues or records possibly copied already, their parts kept). */
+static int xflatten(Xref *X)
+{
+    if (X->npart == 0) return 0;
+    for (Py_ssize_t i = 0; i < X->nq; i++) {
+        XQueue *q = &X->q[i];
+        if (q->nseg == 0) continue;
+        const XQueue *l = q->seg[q->nseg - 1];
+        const Py_ssize_t end = (Py_ssize_t)(l->base + l->n - q->base);
+        if (xgrow_s(&q->units, &q->cap, end, (size_t)xc.unit, &q->us) < 0) return -1;
+        memset(q->units + q->n * xc.unit, 0, (size_t)((end - q->n) * xc.unit));
+        for (Py_ssize_t k = 0; k < q->nseg; k++)
+            memcpy(q->units + (q->seg[k]->base - q->base) * xc.unit, q->seg[k]->units, (size_t)(q->seg[k]->n * xc.unit));
+        q->n = end;
+        PyMem_RawFree(q->seg);
+        q->seg = NULL;
+        q->nseg = q->segcap = 0;
+    }
+    for (Py_ssize_t k = 0; k < X->npart; k++) {     /* (the order was checked as each part came: unsorted stays) */
+        Xref *P = X->part[k];
+        if (P->nrec == 0) continue;
+        if (xmerge_recs(X, P->nrec, P->nh, P->unsorted, (const uint8_t *)P->off, (const uint8_t *)P->ts,
+                        (const uint8_t *)P->kstart, (const uint8_t *)P->nk, (const uint8_t *)P->h) < 0) return -1;
+        P->nrec = P->nh = 0;                            /* (copied: a failure later does not copy them again) */
+    }
+    for (Py_ssize_t k = 0; k < X->npart; k++) {
+        xref_clear(X->part[k]);
+        PyMem_RawFree(X->part[k]);
+    }
+    PyMem_RawFree(X->part);
+    X->part = NULL;
+    X->npart = X->partcap = 0;
+    return 0;
+}
+
+/* xflatten with the GIL: 0, or -1 with MemoryError. */
+static int xflat(Xref *X)
+{
+    if (xflatten(X) == 0) return 0;
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* merge(Y) by reference: Y's arrays move into a part of X (Y left empty), its queues become segments of X's
+ * queues and its records follow X's, with the rules of the merge by copy (xmerge_queue, xmerge_recs): what the
+ * checks read is the same, nothing is copied. 0, or -1 out of memory (no exception set; X unchanged but for
+ * empty queues added, Y unchanged). */
+static int xmerge_part(Xref *X, Xref *Y)
+{
+    if (Y->nq == 0 && Y->nrec == 0 && Y->nh == 0) return 0;
+    if (xgrow(&X->part, &X->partcap, X->npart + 1, sizeof(Xref *)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < Y->nq; i++)              /* room first: nothing below fails but xq_find */
+        if (xq_find(X, Y->q[i].topic, Y->q[i].tlen, Y->q[i].qid, 1) == -2) return -1;
+    for (Py_ssize_t i = 0; i < Y->nq; i++) {
+        Py_ssize_t qi = xq_find(X, Y->q[i].topic, Y->q[i].tlen, Y->q[i].qid, 0);
+        XQueue *q = &X->q[qi];
+        if (Y->q[i].n && !q->poisoned && !Y->q[i].poisoned
+            && xgrow(&q->seg, &q->segcap, q->nseg + 1, sizeof(XQueue *)) < 0) return -1;
+    }
+    Xref *P = PyMem_RawCalloc(1, sizeof(Xref));
+    if (P == NULL) return -1;
+    const size_t head = offsetof(Xref, q);
+    memcpy((char *)P + head, (char *)Y + head, sizeof(Xref) - head);
+    memset((char *)Y + head, 0, sizeof(Xref) - head);
+    P->busy = P->readers = 0;
+    X->part[X->npart++] = P;
+    /* the records: after X's (and earlier parts'); out of order there, no claim (as xmerge_recs) */
+    if (P->nrec) {
+        const Xref *last = X->nrec ? X : NULL;
+        for (Py_ssize_t k = 0; k < X->npart - 1; k++)
+            if (X->part[k]->nrec) last = X->part[k];
+        if (P->unsorted || (last != NULL && P->off[0] <= last->off[last->nrec - 1])) X->unsorted = 1;
+    }
+    /* the queues: continued, padded with unknown units, or dropped, as xmerge_queue does */
+    for (Py_ssize_t i = 0; i < P->nq; i++) {
+        const XQueue *y = &P->q[i];
+        XQueue *q = &X->q[xq_find(X, y->topic, y->tlen, y->qid, 0)];
+        const int any = q->n || q->nseg;
+        const int64_t end = q->nseg ? q->seg[q->nseg - 1]->base + q->seg[q->nseg - 1]->n : q->base + q->n;
+        if (q->poisoned || y->poisoned || (any && (y->base < end || y->base - end > XMAXPAD
+                                                   || X->padded + (y->base - end) > X->known + y->n + XPADFREE))) {
+            q->poisoned = 1;
+            xfree_s(q->units, q->cap, (size_t)xc.unit, &q->us);
+            q->units = NULL;
+            q->n = q->cap = 0;
+            q->base = 0;
+            PyMem_RawFree(q->seg);
+            q->seg = NULL;
+            q->nseg = q->segcap = 0;
+            continue;
+        }
+        if (y->n == 0) continue;
+        if (!any) q->base = y->base;
+        X->padded += any ? y->base - end : 0;
+        X->known += y->n;
+        q->seg[q->nseg++] = y;
+    }
+    return 0;
+}
+
 /* merge(other) with other an Xref: its tables appended to X's (or, X being empty, taken over: other is left
- * empty either way -- it was one range's table, handed over). */
+ * empty either way -- it was one range's table, handed over). Appended by reference (xmerge_part): the thread
+ * runner hands over a table per range, and copying them was most of the merge's time. */
 static PyObject *xref_merge_table(Xref *X, Xref *Y)
 {
     if (Y == X || xref_writable(Y) < 0) {
         if (Y == X) PyErr_SetString(PyExc_ValueError, "Xref.merge: a table cannot take itself");
         return NULL;
     }
-    if (X->nq == 0 && X->nrec == 0 && X->nh == 0) {           /* take the arrays over: nothing is copied */
+    if (xflat(Y) < 0) return NULL;
+    if (X->nq == 0 && X->nrec == 0 && X->nh == 0 && X->npart == 0) {   /* take the arrays over: nothing is copied */
         Xref tmp = *X;
         const size_t head = offsetof(Xref, q);
         memcpy((char *)X + head, (char *)Y + head, sizeof(Xref) - head);
@@ -1161,27 +1366,20 @@ static PyObject *xref_merge_table(Xref *X, Xref *Y)
         xref_clear(Y);
         Py_RETURN_NONE;
     }
-    for (Py_ssize_t i = 0; i < Y->nq; i++) {
-        const XQueue *q = &Y->q[i];
-        if (xmerge_queue(X, q->topic, q->tlen, q->qid, q->base, q->n, q->poisoned, q->units) < 0) goto nomem;
-    }
-    int r = xmerge_recs(X, Y->nrec, Y->nh, Y->unsorted, (const uint8_t *)Y->off, (const uint8_t *)Y->ts,
-                        (const uint8_t *)Y->kstart, (const uint8_t *)Y->nk, (const uint8_t *)Y->h);
-    if (r == -1) goto nomem;
-    if (r == -2) {
+    if (xnh_all(X) + Y->nh > (Py_ssize_t)UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "Xref.merge: too many key hashes");
         return NULL;
     }
-    xref_clear(Y);
+    if (xmerge_part(X, Y) < 0) return PyErr_NoMemory();
+    xref_clear(Y);                                      /* (emptied already, but for an empty table's lists) */
     Py_RETURN_NONE;
-nomem:
-    return PyErr_NoMemory();
 }
 
 static PyObject *xref_merge(Xref *X, PyObject *arg)
 {
     if (xref_writable(X) < 0) return NULL;
     if (PyObject_TypeCheck(arg, &XrefType)) return xref_merge_table(X, (Xref *)arg);
+    if (xflat(X) < 0) return NULL;
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
     const uint8_t *p = b.buf, *e = p + b.len;
@@ -1223,22 +1421,34 @@ fail:
     return NULL;
 }
 
-static PyObject *xref_stats(Xref *X, PyObject *noargs)
+/* The memory of X's arrays, its parts' included: *bytes in memory (the queue list and its slots, topics,
+ * segment lists, the arrays not spilled), *spilled mapped from the spill file. */
+static void xsizes(const Xref *X, Py_ssize_t *bytes, Py_ssize_t *spilled)
 {
-    if (xref_idle(X) < 0) return NULL;
-    /* bytes: in memory (the queue list and its slots, topics, the arrays not spilled); spilled: in the file */
-    Py_ssize_t bytes = X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4, spilled = 0;
+    *bytes += X->qcap * (Py_ssize_t)sizeof(XQueue) + X->nqslots * 4 + X->partcap * (Py_ssize_t)sizeof(Xref *);
     const XSpill *const rs[5] = {&X->offs, &X->tss, &X->kss, &X->nks, &X->hs};
     const Py_ssize_t rb[5] = {X->rcap * 8, X->rcap * 8, X->rcap * 4, X->rcap * 2, X->hcap * 4};
     for (int i = 0; i < 5; i++) {
-        if (rs[i]->maplen) spilled += (Py_ssize_t)rs[i]->maplen; else bytes += rb[i];
+        if (rs[i]->maplen) *spilled += (Py_ssize_t)rs[i]->maplen; else *bytes += rb[i];
     }
     for (Py_ssize_t i = 0; i < X->nq; i++) {
-        bytes += X->q[i].tlen;
-        if (X->q[i].us.maplen) spilled += (Py_ssize_t)X->q[i].us.maplen; else bytes += X->q[i].cap * xc.unit;
+        *bytes += X->q[i].tlen + X->q[i].segcap * (Py_ssize_t)sizeof(XQueue *);
+        if (X->q[i].us.maplen) *spilled += (Py_ssize_t)X->q[i].us.maplen; else *bytes += X->q[i].cap * xc.unit;
     }
-    return Py_BuildValue("{sn,sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", X->nrec, "key_hashes", X->nh,
-                         "bytes", bytes, "spilled", spilled);
+    for (Py_ssize_t k = 0; k < X->npart; k++) {
+        *bytes += (Py_ssize_t)sizeof(Xref);
+        xsizes(X->part[k], bytes, spilled);
+    }
+}
+
+static PyObject *xref_stats(Xref *X, PyObject *noargs)
+{
+    if (xref_idle(X) < 0) return NULL;
+    Py_ssize_t bytes = 0, spilled = 0, nrec = X->nrec;
+    xsizes(X, &bytes, &spilled);
+    for (Py_ssize_t k = 0; k < X->npart; k++) nrec += X->part[k]->nrec;
+    return Py_BuildValue("{sn,sn,sn,sn,sn,sn}", "queues", X->nq, "messages_with_keys", nrec, "key_hashes", xnh_all(X),
+                         "bytes", bytes, "spilled", spilled, "parts", X->npart);
 }
 
 static PyMethodDef xref_methods[] = {
@@ -1587,7 +1797,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "scan: xref must be an Xref or None");
         return NULL;
     }
-    if (xref_o != Py_None && xref_writable((Xref *)xref_o) < 0) return NULL;
+    if (xref_o != Py_None && (xref_writable((Xref *)xref_o) < 0 || xflat((Xref *)xref_o) < 0)) return NULL;
     if (rmq_ready("verify") < 0) return NULL;
     if (!cfg.configured) {
         PyErr_SetString(PyExc_RuntimeError, "rmqcore.verify.configure() was not called");
