@@ -227,7 +227,7 @@ def test_a_descriptor_open_on_a_store_file_is_refused(tmp_path):
     before = snapshot(tmp_path / "in")
     victim = store / "checkpoint"
     with open(victim, "r+b") as f:
-        r = subprocess.run(["sh", "-c", f'exec "$0" -m mqtool report "$1" -o /dev/fd/3 3>>"$2"', sys.executable,
+        r = subprocess.run(["sh", "-c", 'exec "$0" -m mqtool report "$1" -o /dev/fd/3 3>>"$2"', sys.executable,
                             str(store), str(victim)], capture_output=True, timeout=120,
                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 2 and r.stderr.count(b"\n") == 1 and b"input tree" in r.stderr, r.stderr

@@ -8,7 +8,6 @@ packed by hand with struct, the offsets file written by the test).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest

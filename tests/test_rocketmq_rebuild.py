@@ -306,7 +306,6 @@ def test_index_entries_streamed_to_the_output_are_still_byte_identical(name, use
     STREAM_BYTES; with --compare they go to a scratch file past SPILL_BYTES instead); with a threshold of three
     entries every file is streamed in many pieces and must still equal the broker's file."""
     from mqtool.rocketmq import rebuild as R
-    from mqtool.rocketmq.rebuild import native_lane as RN
 
     monkeypatch.setenv("MQTOOL_NATIVE", "1" if use_native else "0")
     monkeypatch.setattr(R.IndexFileBuilder, "STREAM_BYTES", 3 * 20)
