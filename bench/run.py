@@ -601,11 +601,17 @@ def page_cache_state(store: str) -> str:
             f"({'large folios' if tries and hits * 2 >= tries else 'small pages' if tries else 'n/a'})")
 
 
-def rewrite_in_large_blocks(store: str) -> None:
-    """``--page-cache large``: write each data file of the bench's own input again in 4 MiB blocks (a new file
-    renamed over the old), which leaves it in the page cache in large folios where the kernel and the file
-    system allow (ext4 from Linux 6.16, xfs) -- the state of a file just written or copied in big blocks."""
-    buf = bytearray(4 << 20)
+#: ``--page-cache``: the block size each data file is written again in (a new file renamed over the old)
+PAGE_CACHE_BLOCKS = {"small": 4 << 10, "large": 4 << 20}
+
+
+def rewrite_in_blocks(store: str, block: int) -> None:
+    """``--page-cache small|large``: write each data file of the bench's own input again in blocks of ``block``
+    bytes (a new file renamed over the old). 4 KiB writes leave it in the page cache in 4 KiB pages; 4 MiB
+    writes in large folios where the kernel and the file system allow (ext4 from Linux 6.16, xfs) -- the state
+    of a file just written or copied in big blocks. A file the kernel evicted and read back again may come in
+    either (read-ahead allocates large folios), which is why the bench prints what it measured."""
+    buf = bytearray(block)
     for p in _data_files(store):
         tmp = p.with_name(p.name + ".rewrite")
         with open(p, "rb", buffering=0) as src, open(tmp, "wb", buffering=0) as dst:
@@ -689,10 +695,11 @@ def main(argv=None) -> int:
     ap.add_argument("--issue20", action="store_true",
                     help="the side-by-side set of issue #20 (RocketMQ: seed walk, CRC floor, verify store, dump "
                          "--json, rebuild-index) with its ratios; e.g. --issue20 --size-mb 2048 --repeat 1")
-    ap.add_argument("--page-cache", choices=("as-is", "large"), default="as-is",
-                    help="as-is: measure the inputs as the page cache holds them now; large: first write the data "
-                         "files again in 4 MiB blocks (large page-cache folios where the kernel allows). The state "
-                         "measured is printed either way: it moves every reading row, the CRC floor included")
+    ap.add_argument("--page-cache", choices=("as-is", *PAGE_CACHE_BLOCKS), default="as-is",
+                    help="as-is: measure the inputs as the page cache holds them now; small: first write the data "
+                         "files again in 4 KiB blocks (4 KiB page-cache pages); large: in 4 MiB blocks (large "
+                         "folios where the kernel allows). The state measured is printed either way: it moves "
+                         "every reading row, the CRC floor included")
     ap.add_argument("--seed-child", nargs=2, metavar=("SEED_DIR", "STORE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.seed_child:
@@ -742,8 +749,8 @@ def main(argv=None) -> int:
                       f"batches, {info['data_bytes'] / 1e6:,.0f} MB in {info['segments']} segment(s) "
                       f"({info['data_bytes'] / max(1, info['messages']):,.0f} B/record stored; batches by codec "
                       f"{info['records_by_codec']})")
-            if a.page_cache == "large":
-                rewrite_in_large_blocks(store)
+            if a.page_cache in PAGE_CACHE_BLOCKS:
+                rewrite_in_blocks(store, PAGE_CACHE_BLOCKS[a.page_cache])
             warm(store)
             print(f"mqtool bench: {page_cache_state(store)}")
             for op in ops:
