@@ -497,13 +497,11 @@ static void xfree_s(void *p, Py_ssize_t cap, size_t item, XSpill *sp)
     }
 }
 
-static void xref_clear(Xref *X)
+static void xref_clear(Xref *X);
+
+/* Free X's parts (merged by reference) and their list. */
+static void xparts_free(Xref *X)
 {
-    for (Py_ssize_t i = 0; i < X->nq; i++) {
-        PyMem_RawFree(X->q[i].topic);
-        xfree_s(X->q[i].units, X->q[i].cap, (size_t)xc.unit, &X->q[i].us);
-        PyMem_RawFree(X->q[i].seg);
-    }
     for (Py_ssize_t k = 0; k < X->npart; k++) {
         xref_clear(X->part[k]);
         PyMem_RawFree(X->part[k]);
@@ -511,6 +509,16 @@ static void xref_clear(Xref *X)
     PyMem_RawFree(X->part);
     X->part = NULL;
     X->npart = X->partcap = 0;
+}
+
+static void xref_clear(Xref *X)
+{
+    for (Py_ssize_t i = 0; i < X->nq; i++) {
+        PyMem_RawFree(X->q[i].topic);
+        xfree_s(X->q[i].units, X->q[i].cap, (size_t)xc.unit, &X->q[i].us);
+        PyMem_RawFree(X->q[i].seg);
+    }
+    xparts_free(X);
     PyMem_RawFree(X->q); PyMem_RawFree(X->qslots);
     xfree_s(X->off, X->rcap, 8, &X->offs); xfree_s(X->ts, X->rcap, 8, &X->tss);
     xfree_s(X->kstart, X->rcap, 4, &X->kss); xfree_s(X->nk, X->rcap, 2, &X->nks); xfree_s(X->h, X->hcap, 4, &X->hs);
@@ -1271,13 +1279,7 @@ static int xflatten(Xref *X)
                         (const uint8_t *)P->kstart, (const uint8_t *)P->nk, (const uint8_t *)P->h) < 0) return -1;
         P->nrec = P->nh = 0;                            /* (copied: a failure later does not copy them again) */
     }
-    for (Py_ssize_t k = 0; k < X->npart; k++) {
-        xref_clear(X->part[k]);
-        PyMem_RawFree(X->part[k]);
-    }
-    PyMem_RawFree(X->part);
-    X->part = NULL;
-    X->npart = X->partcap = 0;
+    xparts_free(X);
     return 0;
 }
 
