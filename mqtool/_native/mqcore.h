@@ -283,7 +283,7 @@ static inline uint32_t mq_crc32_clmul_from(__m128i a, const uint8_t *p, Py_ssize
 __attribute__((target("pclmul,sse4.1")))
 static uint32_t mq_crc32_clmul(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 {
-    /* the register (already inverted) over p[0:n], n >= 64 and a multiple of 16 */
+    /* the register (already inverted) over p[0:n], n >= 64 */
     const __m128i k12 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
     const __m128i k34 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
     __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
@@ -308,8 +308,16 @@ static uint32_t mq_crc32_clmul(uint32_t crc, const uint8_t *p, Py_ssize_t n)
     return mq_crc32_clmul_from(a, p, n);
 }
 
-/* The end of mq_crc32_clmul: the 128-bit remainder a of what came before p[0:n] (n a multiple of 16), folded
- * over those 16 bytes at a time and reduced to the 32-bit register (also the end of mq_crc32_wide). */
+/* Byte shuffles for the last partial block (mq_crc32_clmul_from): 16 bytes loaded from MQ_CRC_SHF + 16 + n move a
+ * register n bytes down (zeros in), from MQ_CRC_SHF + n its first n bytes to its end (zeros before them). */
+static const uint8_t MQ_CRC_SHF[48] = {
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80};
+
+/* The end of mq_crc32_clmul: the 128-bit remainder a of what came before p[0:n] (at least 16 bytes came before),
+ * folded over those 16 bytes at a time, then over the last partial block, and reduced to the 32-bit register
+ * (also the end of mq_crc32_wide). */
 __attribute__((target("pclmul,sse4.1")))
 static inline uint32_t mq_crc32_clmul_from(__m128i a, const uint8_t *p, Py_ssize_t n)
 {
@@ -322,6 +330,19 @@ static inline uint32_t mq_crc32_clmul_from(__m128i a, const uint8_t *p, Py_ssize
                           _mm_loadu_si128((const __m128i *)p));
         p += 16;
         n -= 16;
+    }
+    if (n > 0) {
+        /* n (1..15) bytes R left: a * x^8n + R = (a's first n bytes) * x^128 + (a's other bytes, then R), so the
+         * remainder takes its last 16 - n bytes and R (R from a load that ends at the data's end: the bytes before
+         * it were read already), and its first n bytes, set at the low end of a block, are folded onto that by
+         * 128 bits. No table loop and no branch per byte. */
+        const __m128i down = _mm_loadu_si128((const __m128i *)(MQ_CRC_SHF + 16 + n));
+        const __m128i first = _mm_loadu_si128((const __m128i *)(MQ_CRC_SHF + n));
+        const __m128i out = _mm_shuffle_epi8(a, first);
+        const __m128i next = _mm_blendv_epi8(_mm_loadu_si128((const __m128i *)(p + n - 16)), _mm_shuffle_epi8(a, down),
+                                             first);      /* (first's high bits: the places a's bytes stay) */
+        a = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(out, k34, 0x00), _mm_clmulepi64_si128(out, k34, 0x11)),
+                          next);
     }
     /* 128 -> 96 -> 64 bits */
     __m128i t = _mm_clmulepi64_si128(a, k34, 0x10);
@@ -343,7 +364,7 @@ static inline uint32_t mq_crc32_clmul_from(__m128i a, const uint8_t *p, Py_ssize
 __attribute__((target("pclmul,sse4.1,avx512f,vpclmulqdq")))
 static uint32_t mq_crc32_wide(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 {
-    /* the register (already inverted) over p[0:n], n >= 256 and a multiple of 16 */
+    /* the register (already inverted) over p[0:n], n >= 256 */
     const __m512i k2048 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01322d1430LL, 0x011542778aLL));
     const __m512i k512 = _mm512_broadcast_i32x4(_mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL));
     const __m128i k384 = _mm_set_epi64x(0x0174359406LL, 0x003db1ecdcLL);
@@ -382,7 +403,7 @@ static uint32_t mq_crc32_wide(uint32_t crc, const uint8_t *p, Py_ssize_t n)
     r = MQ_FOLD(_mm512_extracti32x4_epi32(a, 1), k256, r);
     r = MQ_FOLD(_mm512_extracti32x4_epi32(a, 2), k128, r);
 #undef MQ_FOLD
-    /* the rest (n < 64, a multiple of 16) and the reduction: mq_crc32_clmul over this remainder and the rest,
+    /* the rest (n < 64) and the reduction: mq_crc32_clmul over this remainder and the rest,
      * i.e. fold the remainder into the next 16 bytes as its first block would be */
     return mq_crc32_clmul_from(r, p, n);
 }
@@ -393,12 +414,8 @@ static uint32_t mq_crc32_wide(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 static inline uint32_t mq_crc32(uint32_t crc, const uint8_t *p, Py_ssize_t n)
 {
 #ifdef MQ_CRC_CLMUL
-    if (mq_crc_hw && n >= 64) {
-        Py_ssize_t bulk = n & ~(Py_ssize_t)15;
-        crc = ~(mq_crc_wide && bulk >= 256 ? mq_crc32_wide(~crc, p, bulk) : mq_crc32_clmul(~crc, p, bulk));
-        p += bulk;
-        n -= bulk;
-    }
+    if (mq_crc_hw && n >= 64)
+        return ~(mq_crc_wide && n >= 256 ? mq_crc32_wide(~crc, p, n) : mq_crc32_clmul(~crc, p, n));
 #endif
     return mq_crc32_s8(crc, p, n);
 }

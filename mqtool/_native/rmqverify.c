@@ -1980,8 +1980,8 @@ static PyObject *py_crc32_table(PyObject *self, PyObject *args)
 }
 
 /* crc32_fold(data, value=0, width=128): the folding CRC of one register width alone (128: PCLMULQDQ, 512:
- * VPCLMULQDQ), the table loop for what it leaves; None when this CPU cannot run that width (tests compare each
- * width with zlib.crc32 whatever mq_crc32 would choose). */
+ * VPCLMULQDQ; its last partial block folded too), the table loop for data shorter than the width takes; None when
+ * this CPU cannot run that width (tests compare each width with zlib.crc32 whatever mq_crc32 would choose). */
 static PyObject *py_crc32_fold(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"data", "value", "width", NULL};
@@ -1999,14 +1999,11 @@ static PyObject *py_crc32_fold(PyObject *self, PyObject *args, PyObject *kw)
 #ifdef MQ_CRC_CLMUL
     have = width == 128 ? mq_crc_hw : mq_crc_wide;
     if (have) {
-        const uint8_t *p = b.buf;
-        Py_ssize_t n = b.len, bulk = n & ~(Py_ssize_t)15;
-        if (bulk >= (width == 128 ? 64 : 256)) {
-            c = ~(width == 128 ? mq_crc32_clmul(~c, p, bulk) : mq_crc32_wide(~c, p, bulk));
-            p += bulk;
-            n -= bulk;
-        }
-        c = mq_crc32_s8(c, p, n);
+        const Py_ssize_t n = b.len;
+        if (n >= (width == 128 ? 64 : 256))
+            c = ~(width == 128 ? mq_crc32_clmul(~c, b.buf, n) : mq_crc32_wide(~c, b.buf, n));
+        else
+            c = mq_crc32_s8(c, b.buf, n);
     }
 #endif
     PyBuffer_Release(&b);
