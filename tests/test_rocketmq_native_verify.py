@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import types
 import zlib
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -415,6 +416,28 @@ def _python_scan(props: bytes, names, skip_empty: bool, needles):
     return False, tuple(values), all(b < 0x80 for b in props)
 
 
+def _scan_widths() -> tuple:
+    """The steps of the properties pass this build and CPU can take (16: SSE2, 32: AVX2; 1: no SIMD)."""
+    best = NATIVE.props_scan_width()
+    if best == 1:
+        return (1,)
+    return (16, 32) if best == 32 else (16,)
+
+
+_SCAN_WIDTHS = _scan_widths() if NATIVE is not None else ()
+
+
+def test_the_properties_pass_takes_the_widest_step_the_cpu_has():
+    """The module picks AVX2 where the CPU has it (the tests below then compare both steps with Python)."""
+    import platform
+
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if platform.machine() in ("x86_64", "AMD64") and " avx2" in flags:
+        assert NATIVE.props_scan_width() == 32 and _SCAN_WIDTHS == (16, 32)
+    with pytest.raises(ValueError):
+        NATIVE.props_scan_width(8)
+
+
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(parts=st.lists(_SCAN_PARTS, max_size=40), after=st.lists(_SCAN_PARTS, max_size=6), skip=st.booleans(),
        k=st.integers(0, 3), tail=st.integers(0, 40), which=st.sampled_from(["both", "multi", "tag", "none"]))
@@ -429,15 +452,25 @@ def test_one_pass_over_the_properties_equals_python(parts, after, skip, k, tail,
                "tag": ((_TAG, max(0, len(props) - tail)),), "none": ()}[which]
     names = _SCAN_NAMES[:k]
     want = _python_scan(props, names, skip, needles)
-    for data in (props + rest, props + rest + b"\x02" * 16, props):
-        assert NATIVE.props_scan(data, names, skip, needles, len(props)) == want
+    for width in _SCAN_WIDTHS:
+        before = NATIVE.props_scan_width(width)
+        try:
+            for data in (props + rest, props + rest + b"\x02" * 32, props):
+                assert NATIVE.props_scan(data, names, skip, needles, len(props)) == want, width
+        finally:
+            NATIVE.props_scan_width(before)
 
 
 def test_one_pass_finds_an_empty_needle_and_sees_non_ascii_anywhere():
     assert verify.new_xref() is not None
-    assert NATIVE.props_scan(b"TAGS\x01a", (), True, ((b"", 0),), 6)[0] is True
-    for at in range(40):
-        props = bytearray(b"k" * 40)
-        props[at] = 0xC3
-        assert NATIVE.props_scan(bytes(props) + b"\xff", (), True, (), 40) == (False, (), False)
-        assert NATIVE.props_scan(bytes(props[:at]) + b"\xff" * 8, (), True, (), at) == (False, (), True)
+    for width in _SCAN_WIDTHS:
+        before = NATIVE.props_scan_width(width)
+        try:
+            assert NATIVE.props_scan(b"TAGS\x01a", (), True, ((b"", 0),), 6)[0] is True
+            for at in range(72):
+                props = bytearray(b"k" * 72)
+                props[at] = 0xC3
+                assert NATIVE.props_scan(bytes(props) + b"\xff", (), True, (), 72) == (False, (), False), width
+                assert NATIVE.props_scan(bytes(props[:at]) + b"\xff" * 8, (), True, (), at) == (False, (), True)
+        finally:
+            NATIVE.props_scan_width(before)

@@ -437,6 +437,7 @@ typedef struct {
     Py_ssize_t d[2];                    /* a needle's last byte: this far after its first */
 #ifdef RMQ_PROPS_SCAN_SIMD
     __m128i vsep, first[2], last[2];
+    uint8_t wsep[32], wfirst[2][32], wlast[2][32];    /* the same bytes 32 times (the AVX2 pass loads them) */
 #endif
 } RmqScanSet;
 
@@ -452,10 +453,13 @@ static inline void rmq_scan_init(RmqScanSet *S, uint8_t sep, const RmqNeedle *nd
 #ifdef RMQ_PROPS_SCAN_SIMD
         S->first[j] = _mm_set1_epi8((char)(x.len > 0 ? x.s[0] : 0));
         S->last[j] = _mm_set1_epi8((char)(x.len > 0 ? x.s[S->d[j]] : 0));
+        memset(S->wfirst[j], x.len > 0 ? x.s[0] : 0, 32);
+        memset(S->wlast[j], x.len > 0 ? x.s[S->d[j]] : 0, 32);
 #endif
     }
 #ifdef RMQ_PROPS_SCAN_SIMD
     S->vsep = _mm_set1_epi8((char)sep);
+    memset(S->wsep, sep, 32);
 #endif
 }
 
@@ -472,11 +476,110 @@ static inline int rmq_needle_at(const uint8_t *p, Py_ssize_t n, Py_ssize_t c, co
     return 0;
 }
 
-/* What verify's lane asks of a message's properties p[0:n], in one pass 16 bytes a step (SSE2; elsewhere the
- * same answers a byte at a time): 1 when one of the set's needles occurs at or after its from[j] (the lane
- * declines the unit; the values are then not all found), else 0 with the values of the names as rmq_props
- * gives them and *ascii set when no byte is >= 0x80 (the caller then knows the text is valid UTF-8). avail:
- * bytes readable from p (>= n); no load reaches past it. */
+/* What verify's lane asks of a message's properties p[0:n], in one pass (SSE2 16 bytes a step, or AVX2 32 where
+ * the CPU has it; elsewhere the same answers a byte at a time): 1 when one of the set's needles occurs at or after
+ * its from[j] (the lane declines the unit; the values are then not all found), else 0 with the values of the
+ * names as rmq_props gives them and *ascii set when no byte is >= 0x80 (the caller then knows the text is valid
+ * UTF-8). avail: bytes readable from p (>= n); no load reaches past it.
+ *
+ * The SIMD step, for a vector of W bytes (RMQ_SCAN_STEP below, written once for both widths): the candidates of a
+ * needle are its first byte here and its last byte d further (a candidate whose last byte would lie past n is no
+ * occurrence: the loads past n read zeros or other bytes, and rmq_needle_at checks every candidate in full); the
+ * separators end pairs; the sign bits say non-ASCII. Bits past n are masked off: those bytes are not the text's. */
+#ifdef RMQ_PROPS_SCAN_SIMD
+#define RMQ_SCAN_STEP(W, VEC, LOAD, EQ, AND, MOVEMASK, FIRST, LAST, VSEP)                                        \
+    for (Py_ssize_t b = 0; b < n; b += W) {                                                                      \
+        const VEC x = LOAD(p, b, avail);                                                                         \
+        const uint32_t m = n - b >= W ? (uint32_t)(((uint64_t)1 << W) - 1) : (uint32_t)(((uint64_t)1 << (n - b)) - 1); \
+        hi |= (uint32_t)MOVEMASK(x) & m;                                                                         \
+        if (nn > 0) {                                                                                            \
+            uint32_t c = 0;                                                                                      \
+            if (b + d0 < n)                                                                                      \
+                c |= (uint32_t)MOVEMASK(AND(EQ(x, FIRST(0)), EQ(LOAD(p, b + d0, avail), LAST(0))));              \
+            if (b + d1 < n)                                                                                      \
+                c |= (uint32_t)MOVEMASK(AND(EQ(x, FIRST(1)), EQ(LOAD(p, b + d1, avail), LAST(1))));              \
+            for (c &= m; c; c &= c - 1)                                                                          \
+                if (rmq_needle_at(p, n, b + __builtin_ctz(c), S, from))                                          \
+                    return 1;                                                                                    \
+        }                                                                                                        \
+        if (k > 0) {                                                                                             \
+            for (uint32_t t = (uint32_t)MOVEMASK(EQ(x, VSEP)) & m; t; t &= t - 1) {                              \
+                const Py_ssize_t e = b + __builtin_ctz(t);                                                       \
+                rmq_pair(p + s, p + e, avail - s, ns, skip_empty, v);                                            \
+                s = e + 1;                                                                                       \
+            }                                                                                                    \
+        }                                                                                                        \
+    }
+
+#define RMQ_SCAN_FIRST16(j) S->first[j]
+#define RMQ_SCAN_LAST16(j) S->last[j]
+
+static inline int rmq_props_scan16(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, const RmqScanSet *S,
+                                   const Py_ssize_t *from, const RmqNames *ns, int skip_empty, RmqProp *v,
+                                   int *ascii)
+{
+    const int nn = S->nn, k = ns->k;
+    const Py_ssize_t d0 = S->d[0], d1 = S->d[1];
+    uint32_t hi = 0;
+    Py_ssize_t s = 0;                                   /* start of the pair being read */
+    RMQ_SCAN_STEP(16, __m128i, rmq_load16, _mm_cmpeq_epi8, _mm_and_si128, _mm_movemask_epi8, RMQ_SCAN_FIRST16,
+                  RMQ_SCAN_LAST16, S->vsep)
+    if (k > 0)
+        rmq_pair(p + s, p + n, avail - s, ns, skip_empty, v);
+    *ascii = hi == 0;
+    return 0;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RMQ_PROPS_SCAN_AVX2 1
+
+/* p[at:at+32], bytes at and past avail read as zero (the load never reaches past avail). */
+__attribute__((target("avx2")))
+static inline __m256i rmq_load32(const uint8_t *p, Py_ssize_t at, Py_ssize_t avail)
+{
+    if (at + 32 <= avail)
+        return _mm256_loadu_si256((const __m256i *)(p + at));
+    uint8_t t[32] = {0};
+    memcpy(t, p + at, (size_t)(avail - at));
+    return _mm256_loadu_si256((const __m256i *)t);
+}
+
+#define RMQ_SCAN_FIRST32(j) _mm256_loadu_si256((const __m256i *)S->wfirst[j])
+#define RMQ_SCAN_LAST32(j) _mm256_loadu_si256((const __m256i *)S->wlast[j])
+
+__attribute__((target("avx2"), noinline, unused))
+static int rmq_props_scan32(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, const RmqScanSet *S,
+                            const Py_ssize_t *from, const RmqNames *ns, int skip_empty, RmqProp *v, int *ascii)
+{
+    const int nn = S->nn, k = ns->k;
+    const Py_ssize_t d0 = S->d[0], d1 = S->d[1];
+    const __m256i vsep = _mm256_loadu_si256((const __m256i *)S->wsep);
+    uint32_t hi = 0;
+    Py_ssize_t s = 0;
+    RMQ_SCAN_STEP(32, __m256i, rmq_load32, _mm256_cmpeq_epi8, _mm256_and_si256, _mm256_movemask_epi8,
+                  RMQ_SCAN_FIRST32, RMQ_SCAN_LAST32, vsep)
+    if (k > 0)
+        rmq_pair(p + s, p + n, avail - s, ns, skip_empty, v);
+    *ascii = hi == 0;
+    return 0;
+}
+#endif
+
+/* Which step rmq_props_scan takes: 32 (AVX2, where the CPU has it) or 16; the test hook sets it to compare both. */
+static int rmq_scan_width __attribute__((unused)) = 16;
+
+static inline int rmq_scan_width_best(void)   /* (rmqverify's module init sets rmq_scan_width) */
+{
+#ifdef RMQ_PROPS_SCAN_AVX2
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        return 32;
+#endif
+    return 16;
+}
+#endif
+
 static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avail, const RmqScanSet *S,
                                  const Py_ssize_t *from, const RmqNames *ns, int skip_empty, RmqProp *v, int *ascii)
 {
@@ -484,47 +587,14 @@ static inline int rmq_props_scan(const uint8_t *p, Py_ssize_t n, Py_ssize_t avai
     for (int j = 0; j < nn; j++)
         if (S->nd[j].len == 0)
             return 1;
-#ifdef RMQ_PROPS_SCAN_SIMD
     for (int i = 0; i < k; i++)
         v[i].n = -1;
-    const Py_ssize_t d0 = S->d[0], d1 = S->d[1];
-    unsigned hi = 0;
-    Py_ssize_t s = 0;                                   /* start of the pair being read */
-    for (Py_ssize_t b = 0; b < n; b += 16) {
-        const __m128i x = rmq_load16(p, b, avail);
-        const unsigned m = n - b >= 16 ? 0xFFFFu : (1u << (n - b)) - 1u;   /* (bits past n: not the text's) */
-        hi |= (unsigned)_mm_movemask_epi8(x) & m;
-        if (nn > 0) {
-            /* candidates: a needle's first byte here and its last byte d further (a candidate whose last byte
-             * would lie past n is no occurrence: the loads past n read zeros or other bytes, and rmq_needle_at
-             * checks every candidate in full) */
-            unsigned c = 0;
-            if (b + d0 < n) {
-                const __m128i y = rmq_load16(p, b + d0, avail);
-                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, S->first[0]),
-                                                               _mm_cmpeq_epi8(y, S->last[0])));
-            }
-            if (b + d1 < n) {
-                const __m128i y = rmq_load16(p, b + d1, avail);
-                c |= (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(x, S->first[1]),
-                                                               _mm_cmpeq_epi8(y, S->last[1])));
-            }
-            for (c &= m; c; c &= c - 1)
-                if (rmq_needle_at(p, n, b + __builtin_ctz(c), S, from))
-                    return 1;
-        }
-        if (k > 0) {
-            for (unsigned t = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, S->vsep)) & m; t; t &= t - 1) {
-                const Py_ssize_t e = b + __builtin_ctz(t);
-                rmq_pair(p + s, p + e, avail - s, ns, skip_empty, v);
-                s = e + 1;
-            }
-        }
-    }
-    if (k > 0)
-        rmq_pair(p + s, p + n, avail - s, ns, skip_empty, v);
-    *ascii = hi == 0;
-    return 0;
+#ifdef RMQ_PROPS_SCAN_SIMD
+#ifdef RMQ_PROPS_SCAN_AVX2
+    if (rmq_scan_width == 32)
+        return rmq_props_scan32(p, n, avail, S, from, ns, skip_empty, v, ascii);
+#endif
+    return rmq_props_scan16(p, n, avail, S, from, ns, skip_empty, v, ascii);
 #else
     (void)avail;                        /* (the same answers, a byte at a time) */
     for (int j = 0; j < nn; j++)

@@ -2154,6 +2154,31 @@ done:
     return out;
 }
 
+/* props_scan_width(width=0): the step of the properties pass (32: AVX2, 16: SSE2, 1: no SIMD in this build),
+ * set to width when given (16, or 32 where the CPU has AVX2; tests run both); returns the step before. */
+static PyObject *py_props_scan_width(PyObject *self, PyObject *args)
+{
+    int width = 0;
+    if (!PyArg_ParseTuple(args, "|i:props_scan_width", &width)) return NULL;
+#ifdef RMQ_PROPS_SCAN_SIMD
+    const int before = rmq_scan_width;
+    if (width != 0) {
+        if (width != 16 && !(width == 32 && rmq_scan_width_best() == 32)) {
+            PyErr_SetString(PyExc_ValueError, "props_scan_width: 16, or 32 where the CPU has AVX2");
+            return NULL;
+        }
+        rmq_scan_width = width;
+    }
+    return PyLong_FromLong(before);
+#else
+    if (width != 0 && width != 1) {
+        PyErr_SetString(PyExc_ValueError, "props_scan_width: this build has no SIMD pass");
+        return NULL;
+    }
+    return PyLong_FromLong(1);
+#endif
+}
+
 /* utf8_valid(data): what the lane thinks of bytes (tests compare it with bytes.decode('utf-8')). */
 static PyObject *py_utf8_valid(PyObject *self, PyObject *arg)
 {
@@ -2187,6 +2212,8 @@ static PyMethodDef methods[] = {
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
     {"huge_share", py_huge_share, METH_VARARGS, "huge_share(buf, start, length) -> float | None (see the C)."},
     {"props_scan", py_props_scan, METH_VARARGS, "props_scan(data, names, skip_empty, needles, n) (test hook)."},
+    {"props_scan_width", py_props_scan_width, METH_VARARGS,
+     "props_scan_width(width=0) -> the properties pass's step before (test hook: 16 or 32 sets it)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2198,6 +2225,9 @@ static struct PyModuleDef module = {
 PyObject *rmq_verify_module(void)   /* one part of the rmqcore module (rmqcore.c) */
 {
     mq_crc32_init();                  /* this file's copy of the table and the CPU check (crc32_table, _hardware) */
+#ifdef RMQ_PROPS_SCAN_SIMD
+    rmq_scan_width = rmq_scan_width_best();   /* the properties pass: AVX2 where the CPU has it */
+#endif
     static int forked_hook;
     if (!forked_hook++)
         (void)pthread_atfork(NULL, NULL, xs_after_fork);   /* a child makes its own spill file */
