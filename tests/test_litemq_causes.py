@@ -103,3 +103,32 @@ def test_entries_past_an_exactly_full_last_file_point_past_the_end(run_cli, tmp_
     assert code == 1 and set(cq) == set(beyond)
     assert {k: (f["code"], f["offset"], f["expected"]) for k, f in cq.items()} == \
         {k: ("cq-beyond-end", off, FILE_SIZE) for k, off in beyond.items()}
+
+
+def test_adjoining_records_with_contradicting_fields_are_separate_roots(tmp_path):
+    """Two records side by side, each whole (its length prefix leads to the next) with a field that contradicts
+    where it is (a StoreSize that is not its size; a CommitLogOffset that is not its offset): two roots, two
+    damaged ranges (they merged into one root)."""
+    from builders import litemq_builder
+    from mqtool import causes
+    from mqtool.litemq.store import resolve
+    from mqtool.litemq.verify import run_verify
+    from mqtool.options import VerifyOptions
+
+    B = litemq_builder()
+    recs, at = [], []
+    for i, bad in enumerate([{"StoreSize": 7}, {"CommitLogOffset": 12345}, {}]):
+        fields = B.new_fields(MessageID=f"m{i}", Topic="T", Body=b"body %d" % i, BornTimestamp=B.T0,
+                              StoreTimestamp=B.T0, **bad)
+        at.append(sum(len(r) for r in recs))
+        recs.append(B.encode_record(fields))
+    data = b"".join(recs)
+    seg = tmp_path / "broker" / "commitlog" / f"{0:020d}"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(data + bytes(FILE_SIZE - len(data)))
+    findings, summary_fn = run_verify("commitlog", resolve(tmp_path / "broker"), VerifyOptions(progress=False))
+    gen, summary = causes.linked(findings, summary_fn)
+    errors = [(f.code, f.span, f.caused_by) for f in gen if f.severity == "error"]
+    assert errors == [("store-size-mismatch", (at[0], at[1]), None),
+                      ("commitlog-offset-mismatch", (at[1], at[2]), None)]
+    assert (summary().damaged_ranges, summary().damaged_bytes) == (2, at[2])
