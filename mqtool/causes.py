@@ -19,8 +19,11 @@ from a root when
 Kafka's index entries give a Kafka offset, not a log position: an ``.index``/``.timeindex``/``.txnindex``
 pointer finding follows from the first error found in the ``.log`` of the same segment.
 
-A span that overlaps or adjoins an earlier root's span is the same damage seen from another side (a truncated
-segment, the gap after it, the record it cuts): that finding follows from the earlier root, whose span grows.
+A span that overlaps an earlier root's span is the same damage seen from another side: that finding follows
+from the earlier root, whose span grows. So is one that adjoins it (a truncated segment and the gap after it, a
+framing break and the record it cuts), unless either of the two is a whole unit (:data:`WHOLE_UNIT`: a message
+or batch whose framing holds and whose own check fails, e.g. a body CRC): its framing bounds its damage, so two
+such units side by side are two roots.
 
 The stream order is the check order (the log first, then what points into it), so a root is always seen
 before its consequences and nothing needs to be held back.
@@ -48,7 +51,20 @@ LOG_GONE = frozenset({"commitlog-empty", "no-commitlog"})
 FILE_ROOTS = {"index-bad-slot": frozenset({"index-wrong-slot", "index-chain-cycle", "index-unreachable"})}
 #: codes reported at the first message after a range of lost messages
 AFTER_RANGE = frozenset({"queue-offset-gap"})
+#: codes whose span is one whole unit that reads as a unit (its length leads to the next one) and fails a check of
+#: its own content: its framing bounds the damage, so a span that only adjoins it is other damage (Kafka's codes
+#: without their ``kafka.`` prefix, as ``info`` names them)
+WHOLE_UNIT = frozenset({
+    "crc-mismatch", "prop-crc-mismatch", "body-inflate-failed",                              # RocketMQ, Kafka
+    "inner-crc-mismatch", "payload-inflate-failed", "records-undecodable",                   # Kafka
+    "commitlog-offset-mismatch", "store-size-mismatch", "consume-fields-set",                # LiteMQ
+})
 _KAFKA_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
+def whole_unit(code: str) -> bool:
+    """Whether a finding's or damaged range's span is a whole unit (:data:`WHOLE_UNIT`)."""
+    return code.removeprefix("kafka.") in WHOLE_UNIT
 
 
 def _is_pointer(code: str) -> bool:
@@ -58,60 +74,67 @@ def _is_pointer(code: str) -> bool:
     return info is not None and info.klass == "pointer"
 
 
+#: the edges of a span (:class:`DamageSpans`): a whole unit's are closed (a span that only adjoins it is other
+#: damage), other damage's open (what adjoins it with an open edge of its own is the same damage); an empty span
+#: [p, p) at a span's end is a point there, on the byte at p, which any span holding that byte shares
+_CLOSED, _OPEN, _POINT = 0, 1, 2
+
+
 class DamageSpans:
-    """Root spans of one offset space: sorted, not overlapping (a span touching others joins them; one that
-    bridges two makes them one). The one count of damaged ranges and bytes: verify's summary
+    """Root spans of one offset space: sorted, not overlapping. A span joins every span it shares a byte with
+    (bridging several makes them one), and one it adjoins (ends where the other starts) when neither is a whole
+    unit there (:data:`WHOLE_UNIT`). The one count of damaged ranges and bytes: verify's summary
     (:meth:`Linker.damage`) and ``info`` (:class:`mqtool.info.InfoBuilder`) both add the spans of the damage
     they meet here."""
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.roots: list[list] = []          # [start, end, id]
+        self._edges: list[list] = []         # [start edge, end edge] of each root (_CLOSED, _OPEN, _POINT)
 
     def find(self, offset: int):
         i = bisect.bisect_right(self.starts, offset) - 1
         return self.roots[i] if i >= 0 else None
 
-    def touching(self, a: int, b: int) -> str | None:
-        """The id of the span [a, b) touches (that span grows to cover it and any other it bridges to), or
-        None."""
-        r = self._touch(a, b)[0]
-        return None if r is None else r[2]
-
-    def _touch(self, a: int, b: int) -> tuple[list | None, list]:
-        """The span [a, b) touches, grown to cover it, and the spans it swallowed on the way: [a, b) can
-        bridge several, which become one, named by the first of them (the lowest start)."""
-        hi = bisect.bisect_right(self.starts, b) - 1          # the last span starting at or before b
-        if hi < 0 or a > self.roots[hi][1]:
-            return None, []                                # (spans do not overlap: none before it reaches a)
-        lo = hi
-        while lo > 0 and self.roots[lo - 1][1] >= a:
-            lo -= 1
-        r = self.roots[lo]
-        gone = self.roots[lo + 1:hi + 1]
-        r[1] = max(r[1], b, self.roots[hi][1])
-        del self.starts[lo + 1:hi + 1], self.roots[lo + 1:hi + 1]
-        if a < r[0]:                     # the span before ends before a: the order stays
-            r[0] = self.starts[lo] = a
+    def _touch(self, a: int, b: int, edge: int) -> tuple[list | None, list]:
+        """The span [a, b) joins (``edge``: _CLOSED for a whole unit), grown to cover it, and the spans it
+        swallowed on the way: [a, b) can bridge several, which become one, named by the first of them (the
+        lowest start)."""
+        st, roots, ed = self.starts, self.roots, self._edges
+        lo, hi = bisect.bisect_left(st, a), bisect.bisect_right(st, b)     # [lo, hi): spans starting in [a, b]
+        first, last = lo, hi - 1
+        if lo > 0:                      # the span before a: shares a byte with [a, b), or it ends at a
+            e, end_edge = roots[lo - 1][1], ed[lo - 1][1]
+            if e > a or (e == a and (end_edge == _POINT or (end_edge and edge))):
+                first = lo - 1
+        if hi > lo and st[hi - 1] == b and b > a and not (edge and ed[hi - 1][0]):
+            last = hi - 2               # the span starting at b only adjoins [a, b), and one of the two is whole
+        if first > last:
+            return None, []
+        r, e = roots[first], roots[last][1]
+        gone = roots[first + 1:last + 1]
+        new_end = _POINT if a == b else edge
+        start_edge = edge if a < r[0] else ed[first][0] if a > r[0] else max(edge, ed[first][0])
+        end_edge = new_end if b > e else ed[last][1] if b < e else max(new_end, ed[last][1])
+        r[0], r[1] = min(a, r[0]), max(b, e)
+        st[first], ed[first] = r[0], [start_edge, end_edge]
+        del st[first + 1:last + 1], roots[first + 1:last + 1], ed[first + 1:last + 1]
         return r, gone
 
-    def add(self, a: int, b: int, rid) -> None:
-        self._insert([a, b, rid])
-
-    def join(self, a: int, b: int, rid) -> tuple[list, list]:
-        """[a, b) as a new span named ``rid``, or joined to the span(s) it touches. Returns that span
-        ``[start, end, id]`` (a live view: it grows as later spans join it) and the spans it swallowed
-        (their ids are gone: [a, b) bridged them to the returned one)."""
-        r, gone = self._touch(a, b)
+    def join(self, a: int, b: int, rid, whole: bool = False) -> tuple[list, list]:
+        """[a, b) as a new span named ``rid``, or joined to the span(s) it touches (``whole``: a whole unit,
+        which adjoining spans do not join). Returns that span ``[start, end, id]`` (a live view: it grows as
+        later spans join it) and the spans it swallowed (their ids are gone: [a, b) bridged them to the
+        returned one)."""
+        edge = _CLOSED if whole and b > a else _OPEN
+        r, gone = self._touch(a, b, edge)
         if r is None:
             r = [a, b, rid]
-            self._insert(r)
+            j = bisect.bisect_left(self.starts, a)
+            self.starts.insert(j, a)
+            self.roots.insert(j, r)
+            self._edges.insert(j, [edge, _POINT if a == b else edge])
         return r, gone
-
-    def _insert(self, r: list) -> None:
-        j = bisect.bisect_right(self.starts, r[0])
-        self.starts.insert(j, r[0])
-        self.roots.insert(j, r)
 
     def totals(self) -> tuple[int, int]:
         return len(self.roots), sum(e - s for s, e, _ in self.roots)
@@ -169,9 +192,8 @@ class Linker:
         kafka = f.code.startswith("kafka.")
         if f.span is not None:
             spans = self._files.setdefault(f.file or "", DamageSpans()) if kafka else self._log
-            cause = spans.touching(*f.span)
-            if cause is None:
-                spans.add(f.span[0], f.span[1], fid)
+            r, _ = spans.join(f.span[0], f.span[1], fid, whole=whole_unit(f.code))
+            cause = None if r[2] == fid else r[2]
         else:
             fr = self._file_roots.get(f.file) if f.file else None
             cause = fr[0] if fr and f.code in fr[1] else None

@@ -338,8 +338,9 @@ class InfoBuilder:
         """A damaged byte range. ``at_time``: the damaged record's own store time when it is known (e.g. a
         message whose body CRC fails); otherwise the range is placed between its neighbours in ``stream``.
 
-        Give what the family's verify reports as damaged (its root findings' spans): ranges that touch or
-        overlap one already given are one range, as verify's summary counts them (the earlier one grows)."""
+        Give what the family's verify reports as damaged (its root findings' spans): ranges that overlap one
+        already given, or adjoin it where neither is a whole unit (``code``: :func:`mqtool.causes.whole_unit`),
+        are one range, as verify's summary counts them (the earlier one grows)."""
         length = max(0, length)
         at = position if self.damage_by_file or offset is None else offset
         space = file if self.damage_by_file or offset is None else None
@@ -347,12 +348,12 @@ class InfoBuilder:
             self._unplaced[0] += 1
             self._unplaced[1] += length
         else:
-            from mqtool.causes import DamageSpans
+            from mqtool.causes import DamageSpans, whole_unit
 
             sp = self._spans.get(space)
             if sp is None:
                 sp = self._spans[space] = DamageSpans()
-            r, gone = sp.join(at, at + length, None)
+            r, gone = sp.join(at, at + length, None, whole=whole_unit(code))
             if gone:                           # it bridges ranges given before: they are now one (r[2])
                 drop = {id(g[2]) for g in gone}
                 self.damage = [d for d in self.damage if id(d) not in drop]

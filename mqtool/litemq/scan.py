@@ -24,7 +24,8 @@ from mqtool.errors import InputError
 from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget, Damage
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import first_nonzero, map_input, need, need_unit, ranged, ranged_maps
-from mqtool.litemq.store import Segment, Store, commitlog_segments, irregular_segments, nothing_written
+from mqtool.litemq.store import (Segment, Store, commitlog_segments, irregular_segments, nothing_written,
+                                 segment_index)
 from mqtool.litemq.layout import LENGTH, MIN_MESSAGE_LEN
 from mqtool.litemq.records import DecodeError, LiteRecord, decode_message
 
@@ -154,7 +155,10 @@ def walk_prologue(store: Store, segs, fs):
     """Damage events about the file list itself (before any file is read)."""
     if store.commitlog_dir is not None and store.kind != "segment":
         for path, why in irregular_segments(store.commitlog_dir):
-            yield Damage(store.display(path), None, None, 0, "file-unreadable",
+            # the bytes the store lays out for it (file index x file size, one file long): what points there
+            # follows from it; no file size known (no regular file to read it from): no place
+            base = segment_index(path.name) * fs if fs else None
+            yield Damage(store.display(path), None, base, fs, "file-unreadable",
                          f"named like a commitlog file but {why}: skipped (never opened, so nothing blocks)")
     if not segs:
         d = store.commitlog_dir
@@ -292,7 +296,8 @@ _CODE = {"remnants": "unaccounted-bytes", "fresh-commitlog": "commitlog-empty"}
 
 def damage_finding(d: Damage) -> Finding:
     """The finding a damage event of :func:`walk` is (the one place its severity and span are decided)."""
-    span = (d.offset, d.offset + d.length) if d.code in _SPANNED else None
+    span = (d.offset, d.offset + d.length) if d.code in _SPANNED or (
+        d.code == "file-unreadable" and d.offset is not None) else None
     offset = d.offset
     if d.code == "segment-missing":       # the range is the missing files; the finding points at the next one
         span, offset = (d.offset, d.offset + d.length), d.offset + d.length

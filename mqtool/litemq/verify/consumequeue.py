@@ -19,6 +19,10 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
     if not qs:
         yield Finding(WARNING if live else INFO, "no-consumequeue", store.display(store.consumequeue_dir)
                       if store.consumequeue_dir else None, None, None, "no consumequeue files")
+    # the end of the live data: where the walk met it, or (no end met) the end of the last record, which ends
+    # an exactly full last file (records never cross files, reference/litemq.md §2), 0 with no record at all
+    end = res.end_offset if res.end_offset is not None else max((r.offset + r.size for r in live.values()),
+                                                                 default=0)
     counts: Counter = Counter()
     lag = 0
     total = 0
@@ -44,7 +48,7 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
             if ri is not None:
                 reason = stale_reason(e, "start", (ri.topic, ri.queue_id, ri.size))
             else:
-                past = res.end_offset is not None and e.commitlog_offset >= res.end_offset
+                past = e.commitlog_offset >= end
                 reason = stale_reason(e, "past-end" if past else "inside")
             # A restart shows as carved older records and no newer ones (an entry past the new end points at one
             # of them), store time going back in the log or in this queue, or an earlier remnant of this queue
@@ -71,10 +75,9 @@ def _verify_cq(store, live, stale, order, res, abort_present, summary, queue_len
                 if old is not None:
                     yield Finding(WARNING, "cq-points-to-stale", f, pos, e.commitlog_offset,
                                   "entry points at a stale record (the queue was not rewritten after a restart)")
-                elif res.end_offset is not None and e.commitlog_offset >= res.end_offset:
+                elif e.commitlog_offset >= end:
                     yield Finding(ERROR, "cq-beyond-end", f, pos, e.commitlog_offset,
-                                  "entry points past the end of the commitlog data", res.end_offset,
-                                  e.commitlog_offset)
+                                  "entry points past the end of the commitlog data", end, e.commitlog_offset)
                 else:
                     yield Finding(ERROR, "cq-not-record-start", f, pos, e.commitlog_offset,
                                   "entry does not point at the start of a record")
