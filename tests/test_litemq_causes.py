@@ -98,11 +98,15 @@ def test_entries_past_an_exactly_full_last_file_point_past_the_end(run_cli, tmp_
     (store / "commitlog" / f"{1:020d}").unlink()
     beyond = {k: off for k, off in _entries(store).items() if off >= FILE_SIZE}
     assert beyond
-    code, findings, _ = _verify(run_cli, store)
+    code, findings, summary = _verify(run_cli, store)
     cq = {(f["file"], f["position"]): f for f in findings if f["code"].startswith("cq-")}
     assert code == 1 and set(cq) == set(beyond)
     assert {k: (f["code"], f["offset"], f["expected"]) for k, f in cq.items()} == \
         {k: ("cq-beyond-end", off, FILE_SIZE) for k, off in beyond.items()}
+    # where the data ends, as the summary and info say it: the end of file 0 (it was null: no file had a tail)
+    assert summary["end_offset"] == FILE_SIZE
+    _, out, _ = run_cli("info", store, "--json")
+    assert json.loads(out.splitlines()[0])["overview"]["commitlog"]["data_end"] == FILE_SIZE
 
 
 def test_adjoining_records_with_contradicting_fields_are_separate_roots(tmp_path):

@@ -149,6 +149,8 @@ def walk(store: Store, carve_stale: bool = True, result: WalkResult | None = Non
             continue                      # exactly full: the chain goes on in the next file
         yield from walk_tail(store, segs, i, pos, stop, res, carve_stale, with_body)
         return
+    # every file exactly full: the data ends at the end of the last one (nothing after it to read)
+    res.end_offset, res.end_file, res.end_position = seg.base + size, name, size
 
 
 def walk_prologue(store: Store, segs, fs):
