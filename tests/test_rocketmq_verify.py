@@ -183,7 +183,27 @@ def test_missing_middle_segment(tmp_path):
     miss = [f for f in found if f.code == "segment-missing"]
     assert len(miss) == 1 and miss[0].expected == int(seg.name)
     assert got == {o for o, m in before.items() if Path(m.file).name != seg.name}
+    assert "a segment file is missing" in miss[0].message
 
+
+def test_truncated_segment_says_no_file_is_missing(tmp_path):
+    """A middle segment cut short: the gap after it is exactly what it lacks of the common size, so its
+    ``segment-missing`` says that file is short (the names of the files on both sides are consecutive) and not
+    that a file is missing; it follows from the ``segment-size`` of the short file (one root)."""
+    from mqtool import causes
+
+    store = copy_store(tmp_path)
+    seg = sorted((store / "commitlog").iterdir())[1]
+    full = seg.stat().st_size
+    with open(seg, "r+b") as f:
+        f.truncate(full - 1000)
+    findings, summary_fn = verify_store(open_store(str(store)), "store", VerifyOptions(progress=False))
+    found = list(causes.linked(findings, summary_fn)[0])
+    size = [f for f in found if f.code == "segment-size"]
+    miss = [f for f in found if f.code == "segment-missing"]
+    assert len(size) == 1 and len(miss) == 1 and miss[0].span == (int(seg.name) + full - 1000, int(seg.name) + full)
+    assert "1000 bytes short of the segment size" in miss[0].message and "no file is missing" in miss[0].message
+    assert miss[0].caused_by == size[0].id
 
 
 @pytest.mark.parametrize("how", ["dangling", "loop", "dir", "fifo"])

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mqtool.errors import InputError, NotAStoreError, UsageError
 from mqtool.options import DumpOptions, QueryOptions, RebuildOptions, ScanStats, VerifyOptions
-from mqtool.rocketmq.store import cq_filter, forced_commitlog, open_store, segment_gaps
+from mqtool.rocketmq.store import common_size, cq_filter, forced_commitlog, gap_cause, open_store, segment_gaps
 
 # the verbs' names, imported when first asked for (``verify`` needs none of them: start-up, issue #20)
 _LAZY = {"BODY_COLUMN": "mqtool.rocketmq.rows", "CQ_COLUMNS": "mqtool.rocketmq.rows",
@@ -48,9 +48,10 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             _need(s.commitlog_dir, "commitlog segments", path)
             return cols, iter(()), f"commitlog {s.commitlog_dir}"
         keep = message_filter(opts)
+        common = common_size(segs)
         for prev, seg in segment_gaps(segs):     # lost bytes no row can show: say so, and exit 1
             stats.damage(f"{seg.path}: segment-missing: {seg.base - prev.end} bytes between {prev.name} and "
-                         f"{seg.name} are in no file (a segment file is missing)")
+                         f"{seg.name} are in no file ({gap_cause(prev, seg, common)})")
 
         def on_damage(d):
             stats.damage(damage_note(d))

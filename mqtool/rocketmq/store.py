@@ -39,6 +39,23 @@ def segment_gaps(segs: list[Segment]) -> list[tuple[Segment, Segment]]:
     return [(a, b) for a, b in zip(segs, segs[1:]) if a.size and b.base > a.end]
 
 
+def common_size(segs: list[Segment]) -> int:
+    """The segment size the files agree on: the size most files but the last have (the last may be short)."""
+    sizes = [s.size for s in segs]
+    return max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
+
+
+def gap_cause(prev: Segment, seg: Segment, common: int) -> str:
+    """Why the bytes between ``prev`` and ``seg`` (a pair of :func:`segment_gaps`) are in no file, ``common``
+    being the segment size: ``prev`` is short by exactly the gap (the names are consecutive: no file is
+    missing), else a file is missing (or ``prev`` is short as well)."""
+    if prev.size < common and prev.base + common == seg.base:
+        return (f"{prev.name} ends {seg.base - prev.end} bytes short of the segment size (truncated); no file is "
+                "missing between them")
+    return (f"a segment file is missing between {prev.name} and {seg.name}"
+            + (" (or that one was truncated)" if prev.size != common else ""))
+
+
 @dataclass
 class QueueFiles:
     topic: str

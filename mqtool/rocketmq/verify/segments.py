@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from mqtool.findings import ERROR, INFO, WARNING, Finding
 from mqtool.io import is_regular_file
-from mqtool.rocketmq.store import Segment, segment_gaps
+from mqtool.rocketmq.store import Segment, common_size, gap_cause, segment_gaps
 from mqtool.rocketmq.verify.context import _Ctx
 
 
@@ -17,8 +17,7 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
     # the log: the walker reports it (file-unreadable); it is not empty, of a size, or the end of a gap
     odd = {s.path for s in segs if not is_regular_file(s.path)}
     segs = [Segment(s.path, s.name, s.base, 0) if s.path in odd else s for s in segs]
-    sizes = [s.size for s in segs]
-    common = max(set(sizes[:-1]), key=sizes.count) if len(segs) > 1 else sizes[0]
+    common = common_size(segs)
     gaps = segment_gaps(segs)
     for i, s in enumerate(segs):
         last = i == len(segs) - 1
@@ -35,10 +34,8 @@ def _verify_segments_layout(ctx: _Ctx) -> Iterator[Finding]:
             prev = segs[i - 1]
             if (prev, s) in gaps:
                 yield ctx.f(ERROR, "segment-missing", s.path, 0, s.base,
-                            f"gap of {s.base - prev.end} bytes before this segment: a segment file is missing "
-                            f"between {prev.name} and {s.name}"
-                            + (" (or that one was truncated)" if prev.size != common else ""), prev.end, s.base,
-                            span=(prev.end, s.base))
+                            f"gap of {s.base - prev.end} bytes before this segment: {gap_cause(prev, s, common)}",
+                            prev.end, s.base, span=(prev.end, s.base))
             elif s.base < prev.end:
                 yield ctx.f(ERROR, "segment-overlap", s.path, 0, s.base,
                             f"segment starts inside the previous one ({prev.name} ends at {prev.end})",
