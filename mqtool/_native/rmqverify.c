@@ -263,6 +263,7 @@ typedef struct Xref {
                                     * their message records follow X's own, their queues' units are X's queues'
                                     * seg; each a bare struct (not a Python object) owning its arrays */
     Py_ssize_t npart, partcap;
+    Py_ssize_t rpart;              /* 1 + the index of the last part with message records, 0 when none has */
     int busy;                      /* a scan() fills it without the GIL: its methods refuse until it is done */
     int readers;                   /* index_check() calls reading it without the GIL: nothing may change it */
 } Xref;
@@ -508,7 +509,7 @@ static void xparts_free(Xref *X)
     }
     PyMem_RawFree(X->part);
     X->part = NULL;
-    X->npart = X->partcap = 0;
+    X->npart = X->partcap = X->rpart = 0;
 }
 
 static void xref_clear(Xref *X)
@@ -1316,10 +1317,9 @@ static int xmerge_part(Xref *X, Xref *Y)
     X->part[X->npart++] = P;
     /* the records: after X's (and earlier parts'); out of order there, no claim (as xmerge_recs) */
     if (P->nrec) {
-        const Xref *last = X->nrec ? X : NULL;
-        for (Py_ssize_t k = 0; k < X->npart - 1; k++)
-            if (X->part[k]->nrec) last = X->part[k];
+        const Xref *last = X->rpart ? X->part[X->rpart - 1] : X->nrec ? X : NULL;
         if (P->unsorted || (last != NULL && P->off[0] <= last->off[last->nrec - 1])) X->unsorted = 1;
+        X->rpart = X->npart;
     }
     /* the queues: continued, padded with unknown units, or dropped, as xmerge_queue does */
     for (Py_ssize_t i = 0; i < P->nq; i++) {
