@@ -681,6 +681,16 @@ def test_index_check_against_hashes_made_by_the_dispatch_rule():
         (used - 1, 0, 11 * 300, MSGS[-1][5], chain)
 
 
+@pytest.fixture
+def part_min():
+    """Set the size from which merge(table) keeps a range's table as a part (rmqverify.xref_part_min; 0: every
+    merge by reference), restored after."""
+    v = native.load("rmqverify")
+    before = v.xref_part_min()
+    yield v.xref_part_min
+    v.xref_part_min(before)
+
+
 def _queue_units(msgs, topic: bytes, qid: int) -> tuple[int, bytes]:
     """(first queue offset, consumequeue units) of the queue (topic, qid) as the broker dispatches msgs: the unit
     of each message at its queue offset (the last one wins), zero units in between."""
@@ -703,16 +713,19 @@ _PART_MSG = st.tuples(st.sampled_from([b"A", b"B"]), st.integers(0, 1), st.integ
                       st.integers(0, 3))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.lists(_PART_MSG, max_size=8), min_size=1, max_size=6), st.data())
-def test_a_table_merged_by_reference_answers_as_one_merged_by_copy(ranges, data):
-    """merge(table) keeps the later ranges' arrays where they are (parts: queue segments, record tables) instead of
-    copying them; merge(export) copies. Over random ranges (queues continued, gaps, offsets going back or jumping,
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(ranges=st.lists(st.lists(_PART_MSG, max_size=8), min_size=1, max_size=6), data=st.data())
+def test_a_table_merged_by_reference_answers_as_one_merged_by_copy(part_min, ranges, data):
+    """merge(table) keeps a later range's arrays where they are (parts: queue segments, record tables) instead of
+    copying them (from a size on, or once the table has a part: drawn here, 0 makes every merge one by
+    reference); merge(export) copies. Over random ranges (queues continued, gaps, offsets going back or jumping,
     messages without keys, empty ranges) both tables give the same cq_check and index_check answers, on the
     units and entries the dispatch rule makes and on damaged ones; stats count the same; export (which copies the
     parts in) gives the same bytes."""
     from mqtool.rocketmq import dispatch
 
+    part_min(data.draw(st.sampled_from([0, 0, 120, 400]), label="part_min"))
     msgs, off, qoffs = [], 1000, {}
     by_table, by_blob = native_lane.new_xref(), native_lane.new_xref()
     for k, rng in enumerate(ranges):
@@ -728,7 +741,8 @@ def test_a_table_merged_by_reference_answers_as_one_merged_by_copy(ranges, data)
         msgs += part
         by_blob.merge(_noted(part).export())
         by_table.merge(_noted(part))
-    assert by_table.stats()["parts"] == max(0, sum(1 for r in ranges if r) - 1)    # the first one taken over
+    if part_min() == 0:
+        assert by_table.stats()["parts"] == max(0, sum(1 for r in ranges if r) - 1)    # the first one taken over
     for k in ("queues", "messages_with_keys", "key_hashes"):
         assert by_table.stats()[k] == by_blob.stats()[k]
     # consumequeue: every queue's units by the dispatch rule, whole and in pieces, shifted, one unit changed
@@ -776,12 +790,13 @@ def test_a_table_merged_by_reference_answers_as_one_merged_by_copy(ranges, data)
     assert by_table.stats()["parts"] == 0                 # (export copied the parts in)
 
 
-def test_a_table_merged_by_reference_proves_clean_files_clean():
+def test_a_table_merged_by_reference_proves_clean_files_clean(part_min):
     """The hand-built consumequeue and index of test_cq_check_against_units_made_by_the_dispatch_rule /
     test_index_check_against_hashes_made_by_the_dispatch_rule, against the table of MSGS noted in three ranges
     merged by reference (two parts): the same clean answers as from one table."""
     from mqtool.rocketmq import dispatch
 
+    part_min(0)
     x = native_lane.new_xref()
     for part in (MSGS[:4], MSGS[4:5], MSGS[5:]):
         x.merge(_noted(part))
@@ -803,7 +818,7 @@ def test_a_table_merged_by_reference_proves_clean_files_clean():
     assert _noted(MSGS).index_check(data, slots, n, begin) == (used, 0, 11 * 300, MSGS[-1][5], 0)
 
 
-def test_records_out_of_order_across_parts_are_no_claim():
+def test_records_out_of_order_across_parts_are_no_claim(part_min):
     """Key records of a later range at offsets not after an earlier range's (ranges between them holding no keyed
     message): the merged table makes no claim on index files (index_check None), whether merged by reference or
     by copy, even on the index file of exactly the messages noted; in order, both prove that file clean. Many
@@ -813,6 +828,7 @@ def test_records_out_of_order_across_parts_are_no_claim():
     keyed = list(MSGS)
     bare = [(m[0] + 5000, m[1], m[2], m[3], m[4] + 20, m[5], _props(TAGS="x")) for m in MSGS[:2]]
     slots, begin = 7, MSGS[0][5]
+    part_min(0)
     for order, clean in (([keyed[:6], [], bare, keyed[6:]], True), ([keyed[6:], bare, keyed[:6]], False),
                          ([keyed[6:], bare, [], bare[:1], keyed[:1]], False),
                          ([keyed[:3], keyed[3:6], bare, keyed[4:5]], False),
@@ -830,3 +846,21 @@ def test_records_out_of_order_across_parts_are_no_claim():
         assert got == by_blob.index_check(data, slots, len(entries), begin)
         assert (got is not None) == clean, order
     assert by_table.stats()["parts"] == len(keyed)
+
+
+def test_small_tables_are_copied_until_a_large_one_is_kept(part_min):
+    """Below the size a table is merged by copy (no part: many small ranges would each keep their arrays); the
+    first one at or above it becomes a part, and every later one too (the parts follow X's own records); the
+    answers are those of the table merged by copy."""
+    from mqtool.rocketmq import dispatch
+
+    part_min(len(MSGS[4:]) * (20 + 22 + 4 * 3))          # MSGS[4:] (8 messages, 3 keys each) is large enough
+    x, flat = native_lane.new_xref(), native_lane.new_xref()
+    for part, parts in ((MSGS[:2], 0), (MSGS[2:3], 0), (MSGS[3:4], 0), (MSGS[4:], 1)):
+        x.merge(_noted(part))
+        flat.merge(_noted(part).export())
+        assert x.stats()["parts"] == parts
+    units = b"".join(CQ.pack(o, sz, dispatch.tags_code(dict(p.split("\x01") for p in pr.decode().split("\x02"))["TAGS"]))
+                     for o, sz, t, q, qo, ts, pr in MSGS)
+    assert x.cq_check(units, 12, 10, False, "T\u00e9".encode(), 1, None) == (True, 21)
+    assert x.export() == flat.export()

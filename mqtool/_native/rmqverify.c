@@ -1292,6 +1292,50 @@ static int xflat(Xref *X)
     return -1;
 }
 
+/* A heap array of `cap` items shrunk to `n` (at least one; a spilled one stays as it is): its capacity after. */
+static Py_ssize_t xshrink_one(void *p, Py_ssize_t cap, Py_ssize_t n, size_t item, const XSpill *sp)
+{
+    void **pp = (void **)p;
+    if (n < 1) n = 1;
+    if (*pp == NULL || sp->maplen || n >= cap) return cap;
+    void *np = PyMem_RawRealloc(*pp, (size_t)n * item);
+    if (np == NULL) return cap;                         /* (kept as it was: nothing lost) */
+    __atomic_sub_fetch(&xheap, (int64_t)((size_t)(cap - n) * item), __ATOMIC_RELAXED);
+    *pp = np;
+    return n;
+}
+
+/* A table becoming a part holds what it holds and no more: its arrays shrunk to their contents (they grew by
+ * doubling: with many small ranges, each range's spare room and minimum sizes add up), its slot table freed (a
+ * part's queues are reached through X's). Before X's segments point into its queue list. */
+static void xshrink(Xref *P)
+{
+    for (Py_ssize_t i = 0; i < P->nq; i++) {
+        XQueue *q = &P->q[i];
+        q->cap = xshrink_one(&q->units, q->cap, q->n, (size_t)xc.unit, &q->us);
+    }
+    if (!(P->offs.maplen || P->tss.maplen || P->kss.maplen || P->nks.maplen)) {
+        /* (the four record arrays share one capacity: all shrunk, or, a shrinking realloc being refused, that one
+         * kept larger than counted -- the heap count then stays a little high, never low) */
+        const Py_ssize_t r = P->rcap;
+        P->rcap = xshrink_one(&P->off, r, P->nrec, 8, &P->offs);
+        (void)xshrink_one(&P->ts, r, P->rcap, 8, &P->tss);
+        (void)xshrink_one(&P->kstart, r, P->rcap, 4, &P->kss);
+        (void)xshrink_one(&P->nk, r, P->rcap, 2, &P->nks);
+    }
+    P->hcap = xshrink_one(&P->h, P->hcap, P->nh, 4, &P->hs);
+    PyMem_RawFree(P->qslots);
+    P->qslots = NULL;
+    P->nqslots = 0;
+    if (P->nq && P->nq < P->qcap) {                     /* (before X's segments point into the list) */
+        XQueue *nq = PyMem_RawRealloc(P->q, (size_t)P->nq * sizeof(XQueue));
+        if (nq != NULL) {
+            P->q = nq;
+            P->qcap = P->nq;
+        }
+    }
+}
+
 /* merge(Y) by reference: Y's arrays move into a part of X (Y left empty), its queues become segments of X's
  * queues and its records follow X's, with the rules of the merge by copy (xmerge_queue, xmerge_recs): what the
  * checks read is the same, nothing is copied. 0, or -1 out of memory (no exception set; X unchanged but for
@@ -1314,6 +1358,7 @@ static int xmerge_part(Xref *X, Xref *Y)
     memcpy((char *)P + head, (char *)Y + head, sizeof(Xref) - head);
     memset((char *)Y + head, 0, sizeof(Xref) - head);
     P->busy = P->readers = 0;
+    xshrink(P);
     X->part[X->npart++] = P;
     /* the records: after X's (and earlier parts'); out of order there, no claim (as xmerge_recs) */
     if (P->nrec) {
@@ -1348,9 +1393,24 @@ static int xmerge_part(Xref *X, Xref *Y)
     return 0;
 }
 
+/* Below xpart_min bytes of units and records a range's table is merged by copy, while X has no part yet: many
+ * small ranges (a small --split-size) as parts would each keep their own arrays and the heap's leftovers of their
+ * growth (a 2 GiB store in 1 MiB ranges: 370 MB instead of 145 MB), where copying them costs little; a large
+ * one (the thread runner's ranges: tens to hundreds of MB of log each) is kept as a part, not copied. */
+static Py_ssize_t xpart_min = (Py_ssize_t)1 << 20;   /* (xref_part_min(): tests set it) */
+
+/* The bytes of Y's units and message records. */
+static Py_ssize_t xdata_bytes(const Xref *Y)
+{
+    Py_ssize_t n = Y->nrec * 22 + Y->nh * 4;
+    for (Py_ssize_t i = 0; i < Y->nq; i++) n += Y->q[i].n * xc.unit;
+    return n;
+}
+
 /* merge(other) with other an Xref: its tables appended to X's (or, X being empty, taken over: other is left
- * empty either way -- it was one range's table, handed over). Appended by reference (xmerge_part): the thread
- * runner hands over a table per range, and copying them was most of the merge's time. */
+ * empty either way -- it was one range's table, handed over). Appended by reference (xmerge_part) when it is
+ * large or X has parts already: the thread runner hands over a table per range, and copying them was most of
+ * the merge's time. */
 static PyObject *xref_merge_table(Xref *X, Xref *Y)
 {
     if (Y == X || xref_writable(Y) < 0) {
@@ -1372,8 +1432,19 @@ static PyObject *xref_merge_table(Xref *X, Xref *Y)
         PyErr_SetString(PyExc_ValueError, "Xref.merge: too many key hashes");
         return NULL;
     }
-    if (xmerge_part(X, Y) < 0) return PyErr_NoMemory();
-    xref_clear(Y);                                      /* (emptied already, but for an empty table's lists) */
+    if (X->npart == 0 && xdata_bytes(Y) < xpart_min) {  /* a small table: copied (see xpart_min) */
+        for (Py_ssize_t i = 0; i < Y->nq; i++) {
+            const XQueue *q = &Y->q[i];
+            if (xmerge_queue(X, q->topic, q->tlen, q->qid, q->base, q->n, q->poisoned, q->units) < 0)
+                return PyErr_NoMemory();
+        }
+        if (xmerge_recs(X, Y->nrec, Y->nh, Y->unsorted, (const uint8_t *)Y->off, (const uint8_t *)Y->ts,
+                        (const uint8_t *)Y->kstart, (const uint8_t *)Y->nk, (const uint8_t *)Y->h) < 0)
+            return PyErr_NoMemory();                    /* (not -2: the hash count was checked above) */
+    } else if (xmerge_part(X, Y) < 0) {
+        return PyErr_NoMemory();
+    }
+    xref_clear(Y);                                      /* (emptied already when parted, but for its lists) */
     Py_RETURN_NONE;
 }
 
@@ -2154,6 +2225,17 @@ done:
     return out;
 }
 
+/* xref_part_min(bytes=-1): the size from which merge(table) keeps a range's table as a part (see xpart_min), set
+ * to bytes when given (>= 0; tests take 0 to make every merge one by reference); returns the size before. */
+static PyObject *py_xref_part_min(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n = -1;
+    if (!PyArg_ParseTuple(args, "|n:xref_part_min", &n)) return NULL;
+    const Py_ssize_t before = xpart_min;
+    if (n >= 0) xpart_min = n;
+    return PyLong_FromSsize_t(before);
+}
+
 /* props_scan_width(width=0): the step of the properties pass (32: AVX2, 16: SSE2, 1: no SIMD in this build),
  * set to width when given (16, or 32 where the CPU has AVX2; tests run both); returns the step before. */
 static PyObject *py_props_scan_width(PyObject *self, PyObject *args)
@@ -2212,6 +2294,8 @@ static PyMethodDef methods[] = {
     {"utf8_valid", py_utf8_valid, METH_O, "True when bytes.decode('utf-8') would succeed."},
     {"huge_share", py_huge_share, METH_VARARGS, "huge_share(buf, start, length) -> float | None (see the C)."},
     {"props_scan", py_props_scan, METH_VARARGS, "props_scan(data, names, skip_empty, needles, n) (test hook)."},
+    {"xref_part_min", py_xref_part_min, METH_VARARGS,
+     "xref_part_min(bytes=-1) -> the size from which merge(table) keeps a range's table as a part, before."},
     {"props_scan_width", py_props_scan_width, METH_VARARGS,
      "props_scan_width(width=0) -> the properties pass's step before (test hook: 16 or 32 sets it)."},
     {NULL, NULL, 0, NULL},
