@@ -176,6 +176,21 @@ PCT_TOPIC = "%" * 90                        # 90 bytes, 270 once escaped (%25 ea
 OK_TOPIC = "x" * 200                        # 200 bytes: fits, kept as it is
 
 
+def rocketmq_segment_store(root: Path, n: int, make, size: int = 65536) -> list[tuple[int, int]]:
+    """A RocketMQ store at ``root`` of one commitlog segment of ``size`` bytes: units 0..n-1 side by side from
+    offset 0, unit i being ``make(i, offset)`` (its PHYSICALOFFSET is that offset), zeros after them. Returns
+    [(offset, size)] of the units."""
+    data, at = bytearray(), []
+    for i in range(n):
+        u = make(i, len(data))
+        at.append((len(data), len(u)))
+        data += u
+    seg = root / "commitlog" / f"{0:020d}"
+    seg.parent.mkdir(parents=True)
+    seg.write_bytes(bytes(data) + bytes(size - len(data)))
+    return at
+
+
 def long_topic_store(tmp_path: Path) -> Path:
     """A RocketMQ store (v2 units) whose topics are LONG_TOPIC, "short", LONG_TOPIC, PCT_TOPIC, OK_TOPIC."""
     store = tmp_path / "store"

@@ -147,21 +147,16 @@ def test_damage_spans_match_a_model(seed):
 def _crc_store(root: Path, bad=(1, 2, 3), n=5):
     """``n`` RocketMQ units side by side in one segment, a body byte of each unit in ``bad`` flipped (the body
     CRC fails, the framing holds); returns (store, [(offset, size)])."""
-    from builders import rocketmq_unit
+    from builders import rocketmq_segment_store, rocketmq_unit
 
-    data, at = bytearray(), []
-    for i in range(n):
+    def make(i, phys):
         body = b"body %d" % i
-        u = bytearray(rocketmq_unit(b"T", body, phys=len(data), queue_offset=i))
+        u = bytearray(rocketmq_unit(b"T", body, phys=phys, queue_offset=i))
         if i in bad:
-            k = u.index(body)
-            u[k] ^= 0x20
-        at.append((len(data), len(u)))
-        data += u
-    seg = root / "commitlog" / f"{0:020d}"
-    seg.parent.mkdir(parents=True)
-    seg.write_bytes(bytes(data) + bytes(65536 - len(data)))
-    return root, at
+            u[u.index(body)] ^= 0x20
+        return bytes(u)
+
+    return root, rocketmq_segment_store(root, n, make)
 
 
 @pytest.mark.parametrize("mode", ["native", "no-lane", "ranges"])

@@ -397,24 +397,21 @@ def _unit_damage_store(root: Path):
     """Six units in one segment (PHYSICALOFFSET right, body CRC right in each): clean; a whole-message CRC that
     fails; clean; a zlib-flagged body that is no zlib stream; a whole-message CRC that holds; a zlib body that
     inflates. Returns (store, {name: (offset, size)})."""
-    from builders import rocketmq_unit
+    from builders import rocketmq_segment_store, rocketmq_unit
 
     tail = b"KEYS\x01k\x02" + F.PROPERTY_CRC32.encode() + b"\x01" + b"0" * 10 + b"\x02"
     plan = [("clean0", {}), ("prop-crc-bad", {"props": tail}), ("clean2", {}),
             ("no-inflate", {"sysflag": F.COMPRESSED_FLAG, "body": b"this is no zlib stream"}),
             ("prop-crc-good", {"props": tail}),
             ("inflates", {"sysflag": F.COMPRESSED_FLAG, "body": zlib.compress(b"hello")})]
-    data, at = bytearray(), {}
-    for i, (name, kw) in enumerate(plan):
-        u = rocketmq_unit(b"T", **{"body": b"body %d" % i, **kw}, phys=len(data), queue_offset=i)
-        if name.startswith("prop-crc"):
-            u = _prop_crc_tail(u, wrong=name == "prop-crc-bad")
-        at[name] = (len(data), len(u))
-        data += u
-    seg = root / "commitlog" / f"{0:020d}"
-    seg.parent.mkdir(parents=True)
-    seg.write_bytes(bytes(data) + bytes(65536 - len(data)))
-    return root, at
+
+    def make(i, phys):
+        name, kw = plan[i]
+        u = rocketmq_unit(b"T", **{"body": b"body %d" % i, **kw}, phys=phys, queue_offset=i)
+        return _prop_crc_tail(u, wrong=name == "prop-crc-bad") if name.startswith("prop-crc") else u
+
+    at = rocketmq_segment_store(root, len(plan), make)
+    return root, {name: a for (name, _), a in zip(plan, at)}
 
 
 @pytest.mark.parametrize("mode", ["native", "no-lane", "ranges"])
