@@ -460,3 +460,21 @@ def test_a_spool_held_by_a_surviving_worker_is_kept(tmp_path):
             break
         time.sleep(0.05)
     assert not d.exists()
+
+
+@pytest.mark.parametrize("env", [{}, {"TMPDIR": "{tmp}"}, {"TMPDIR": "{tmp}/missing", "TMP": "{tmp}"},
+                                 {"TMPDIR": "{tmp}/ro"}, {"TEMP": "{tmp}/file"}])
+def test_temp_dir_is_tempfiles_without_importing_it(tmp_path, env):
+    """mqtool.io.temp_dir() names the directory tempfile.gettempdir() does (its candidates in its order, the first
+    this process may create files in: a missing TMPDIR, a read-only one, a file are passed over), and leaves
+    tempfile unloaded; each case in a fresh interpreter (tempfile caches its answer)."""
+    import subprocess
+
+    (tmp_path / "ro").mkdir(mode=0o555)
+    (tmp_path / "file").write_bytes(b"")
+    clean = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
+    clean.update({k: v.format(tmp=tmp_path) for k, v in env.items()}, PYTHONPATH=str(ROOT))
+    code = ("import sys; from mqtool.io import temp_dir; ours = temp_dir(); loaded = 'tempfile' in sys.modules; "
+            "import tempfile; print(ours == tempfile.gettempdir(), loaded)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean, timeout=60)
+    assert r.stdout.split() == ["True", "False"], r.stderr

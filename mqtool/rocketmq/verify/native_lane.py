@@ -87,13 +87,13 @@ def _xref_budget() -> int:
 
 def _xref_spill(mod, segments) -> None:
     """Give the compiled tables their budget and, when these segments could fill it (a table takes at most
-    about twice the log's bytes: a message of one-byte keys), where to spill (the temp directory: decided only
-    then, so that a small store does not load :mod:`tempfile`). Once set, the directory stays for the process."""
+    about twice the log's bytes: a message of one-byte keys), where to spill (the temp directory,
+    :func:`mqtool.io.temp_dir`: decided only then). Once set, the directory stays for the process."""
     budget = _xref_budget()
     if _xref_state.get("spill") is None and budget < 2 * sum(s.size for s in segments or ()):
-        import tempfile
+        from mqtool.io import temp_dir
 
-        _xref_state["spill"] = os.fsencode(tempfile.gettempdir())
+        _xref_state["spill"] = os.fsencode(temp_dir())
         mod.xref_spill(budget, _xref_state["spill"])
     else:
         mod.xref_spill(budget)
