@@ -718,8 +718,8 @@ static PyObject *xref_add(Xref *X, PyObject *args)
 }
 
 /* The tables holding X's message records, in commitlog order (X's own, then its parts'), those with records
- * only: a fresh array of *nv pointers (PyMem_RawFree it; NULL with *nv 0 when none), or NULL with *nv -1 (out of
- * memory). Without the GIL. */
+ * only: a fresh array of *nv pointers (PyMem_RawFree it; *nv may be 0), or NULL with *nv -1 (out of memory).
+ * Without the GIL. */
 static const Xref **xviews(const Xref *X, Py_ssize_t *nv)
 {
     *nv = 0;
