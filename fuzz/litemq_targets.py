@@ -83,12 +83,18 @@ def _store(data: bytes) -> Path:
     return root
 
 
+def _resolved(data: bytes):
+    """The LiteMQ store cut from the input (:func:`_store`), or None where it is no store."""
+    try:
+        return resolve(_store(data))
+    except MqToolError:
+        return None
+
+
 def walk_target(data: bytes) -> None:
     """scan.walk over a store cut from the input: records inside their files, in order, bounded output."""
-    root = _store(data)
-    try:
-        store = resolve(root)
-    except MqToolError:
+    store = _resolved(data)
+    if store is None:
         return
     items = 0
     for item in walk(store, carve_stale=True, with_body=True):
@@ -103,10 +109,8 @@ def verify_store_target(data: bytes) -> None:
     """The whole verify (record, consume queue, marker and index checks) over a store cut from the input."""
     from mqtool.litemq.verify import run_verify
 
-    root = _store(data)
-    try:
-        store = resolve(root)
-    except MqToolError:
+    store = _resolved(data)
+    if store is None:
         return
     findings, summary_fn = run_verify("store", store, VerifyOptions(progress=False))
     count = 0

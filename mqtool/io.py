@@ -13,6 +13,7 @@ import io as _io
 import mmap
 import os
 import stat
+import sys
 from pathlib import Path
 
 from mqtool.errors import InputError, OutputError
@@ -80,8 +81,6 @@ def _remote():
 
 def _remote_staged() -> bool:
     """A remote store was staged by this process (without importing mqtool.remote when none was)."""
-    import sys
-
     m = sys.modules.get("mqtool.remote")
     return m is not None and m.staged()
 
@@ -873,8 +872,6 @@ class StreamWriter:
         self._f = None
 
     def __enter__(self):
-        import sys
-
         try:
             if self.fd is not None:
                 for std in (sys.stdout, sys.stderr):      # what was printed there first comes first
@@ -1253,8 +1250,6 @@ def temp_dir() -> str:
     ``TEMP``, ``TMP``, then /tmp, /var/tmp, /usr/tmp, then the working directory), the first that is a directory
     this process may create files in. (tempfile also writes a probe file there; a directory that refuses a file
     all the same only costs what is put there: the verify table's spill then stays in memory.)"""
-    import sys
-
     loaded = sys.modules.get("tempfile")
     if loaded is not None:
         return loaded.gettempdir()

@@ -48,10 +48,9 @@ def dump(part: str, path, opts: DumpOptions, stats: ScanStats):
             _need(s.commitlog_dir, "commitlog segments", path)
             return cols, iter(()), f"commitlog {s.commitlog_dir}"
         keep = message_filter(opts)
-        common = common_size(segs)
         for prev, seg in segment_gaps(segs):     # lost bytes no row can show: say so, and exit 1
             stats.damage(f"{seg.path}: segment-missing: {seg.base - prev.end} bytes between {prev.name} and "
-                         f"{seg.name} are in no file ({gap_cause(prev, seg, common)})")
+                         f"{seg.name} are in no file ({gap_cause(prev, seg, common_size(segs))})")
 
         def on_damage(d):
             stats.damage(damage_note(d))
