@@ -284,7 +284,7 @@ class Result:
     na: str | None = None
 
 
-def run_measured(argv: list[str], stdout=subprocess.DEVNULL, env=None) -> tuple[float, float, float, int, bytes]:
+def run_measured(argv: list[str], stdout=subprocess.DEVNULL, env=None, cwd=None) -> tuple[float, float, float, int, bytes]:
     """(wall s, cpu s, peak RSS MB, exit code, stdout bytes when piped) of one child process."""
     if env is None:   # this checkout's mqtool, installed or not
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -292,7 +292,7 @@ def run_measured(argv: list[str], stdout=subprocess.DEVNULL, env=None) -> tuple[
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.setdefault("PYTHONPYCACHEPREFIX", str(run_measured.pycache))
     t = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE, env=env, cwd=cwd)
     out = p.stdout.read() if stdout == subprocess.PIPE else b""
     err = p.stderr.read()
     _pid, status, ru = os.wait4(p.pid, 0)
@@ -321,8 +321,31 @@ def small_verify(runs: int = 15) -> str:
         bare.append(run_measured([PY, "-c", "pass"])[0])
         small.append(run_measured(_mqtool_argv(["verify", "store", fixture]))[0])
     b, m = statistics.median(bare), statistics.median(small)
-    return (f"  small-verify   verify store on fixtures/rocketmq/store {m * 1000:6.1f} ms; python -c pass "
+    line = (f"  small-verify   verify store on fixtures/rocketmq/store {m * 1000:6.1f} ms; python -c pass "
             f"{b * 1000:5.1f} ms; ratio {m / b:4.1f}x (target <= 3x)")
+    installed = _installed_script()
+    if installed is not None:       # as an operator types it: the console script, from another directory
+        script, env, cwd = installed
+        typed = statistics.median(run_measured([script, "verify", "store", fixture], env=env, cwd=cwd)[0]
+                                  for _ in range(runs))
+        line += f"\n                 the installed `mqtool` from {cwd}: {typed * 1000:6.1f} ms; ratio {typed / b:4.1f}x"
+    return line
+
+
+def _installed_script():
+    """(console script, environment, working directory) when this interpreter has ``mqtool`` installed from this
+    checkout (``pip install -e``, the README's quick start), else None. Run from a directory outside the tree with
+    no PYTHONPATH, it starts as an operator's does: the project reached through the install, not ``sys.path``."""
+    script = Path(PY).parent / "mqtool"
+    if not script.is_file():
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    cwd = tempfile.gettempdir()
+    r = subprocess.run([PY, "-c", "import mqtool; print(mqtool.__file__)"], capture_output=True, text=True,
+                       env=env, cwd=cwd)
+    if r.returncode or Path(r.stdout.strip()).resolve().parent != (REPO / "mqtool").resolve():
+        return None
+    return str(script), env, cwd
 
 
 def measure(op: Op, store: str, info: dict, info_path: str, repeat: int, jobs: int, workdir: Path) -> Result:

@@ -7,7 +7,7 @@ SOURCES = {'formats/common.py': 'abe39eaa644a2941f7d8f0e74aab8b8887eaf677b2272a2
  'formats/rocketmq.py': 'f584654de17aec04233ad61837ba9d253a1ef802dd9cf2b13657f9a29a047157',
  'mqtool/schema_struct.py': 'cdb06f0e2a6f34ffb6e69395dea0a74c0f84ca14f76dd335f4e05955856b5cc7',
  'mqtool/rocketmq/layout.py': '0e0d61d516f67a58967c31516e0465a509ec79398902edc8204f7aef7a40b635',
- 'mqtool/schemacache.py': '4aeec7392b4d66afbd4355121d4317febba5cbd2333c4c780ba8adfffa69bb9a'}
+ 'mqtool/schemacache.py': 'bac00ad1ffe656ccbea4b49438ac010e2c12f2e1895896fd8fee34d088704754'}
 
 CONSTANTS = {'formats.common': {'_HASH_TABLE_LEN': 1024,
                     '_POW31_DESC': [654834655, 2653523009, 2856544159, 3555829889, 1223082847, 3918779585,

@@ -39,11 +39,27 @@ def source_path(rel: str) -> str:
     if top == "mqtool":
         base = os.path.dirname(os.path.abspath(__file__))
     else:
-        spec = importlib.machinery.PathFinder.find_spec(top)
-        if spec is None or not spec.submodule_search_locations:
+        base = _package_dir(top)
+        if base is None:
             raise FileNotFoundError(rel)
-        base = list(spec.submodule_search_locations)[0]
     return os.path.join(base, *rest.split("/"))
+
+
+def _package_dir(top: str) -> str | None:
+    """Where the package ``top`` is imported from: its ``__path__`` once imported, else what the import system
+    would find. Every finder on ``sys.meta_path`` is asked, not only the ``sys.path`` one: an editable install
+    (``pip install -e``, the README's) maps the packages with a finder of its own, and nothing of the project
+    is on ``sys.path`` when ``mqtool`` runs from another directory."""
+    module = sys.modules.get(top)
+    locations = getattr(module, "__path__", None)
+    if not locations:
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(top, None) if find is not None else None
+            if spec is not None:
+                locations = spec.submodule_search_locations
+                break
+    return next(iter(locations), None) if locations else None
 
 
 def source_digest(rel: str) -> str:

@@ -291,6 +291,32 @@ def test_schema_cache_serves_the_real_values_and_steps_aside_when_stale():
     assert r.stdout.strip() == "ok", r.stderr
 
 
+def test_schema_cache_is_used_when_the_project_is_reached_by_a_finder_only(tmp_path):
+    """An editable install (the README's ``pip install -e``) maps ``mqtool`` and ``formats`` with a finder of its
+    own and puts nothing of the project on ``sys.path``; run from another directory, the cache must still find
+    its sources, or every command silently pays for construct (~20 ms; the cache looked only on sys.path)."""
+    code = ("import importlib.util, os, sys\n"
+            f"ROOT = {str(ROOT)!r}\n"
+            "class Mapped:\n"
+            "    @staticmethod\n"
+            "    def find_spec(name, path=None, target=None):\n"
+            "        if name not in ('mqtool', 'formats'):\n"
+            "            return None\n"
+            "        d = os.path.join(ROOT, name)\n"
+            "        return importlib.util.spec_from_file_location(name, os.path.join(d, '__init__.py'),\n"
+            "                                                      submodule_search_locations=[d])\n"
+            "sys.meta_path.insert(0, Mapped)\n"
+            "assert all(os.path.abspath(p or '.') != ROOT for p in sys.path), sys.path\n"
+            "import mqtool.rocketmq.store\n"
+            "from mqtool import schemacache\n"
+            "assert os.path.dirname(mqtool.__file__) == os.path.join(ROOT, 'mqtool'), mqtool.__file__\n"
+            "assert schemacache.valid(), 'the cache was not used'\n"
+            "assert 'construct' not in sys.modules\n"
+            "print('ok')")
+    r = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert r.stdout.strip() == "ok", r.stderr
+
+
 def test_decode_failures_are_inside_the_error_tree():
     """One error tree: codec failures of every family and record decode failures are MqToolErrors (a caller
     that catches MqToolError sees them), and a construct parse error is wrapped as a one-line DecodeError."""
