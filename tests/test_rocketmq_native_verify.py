@@ -5,7 +5,8 @@
   shifts, non-UTF-8 topics and properties, ``__CRC32#`` tails in and out of the last 20 bytes, the
   multi-dispatch name, declining sysFlag bits, bad CRCs, bytes set/inserted/deleted): same ``(new_pos, count)``
   and the same ``expected_next`` / ``dispatched_next`` (same order) / summary / max store timestamp after each
-  call, with and without ``known_queues_only``, with ISA-L called back and with the built-in CRC;
+  call, with and without ``known_queues_only`` (and with it, the ``firsts`` list of each queue's first unit),
+  with ISA-L called back and with the built-in CRC;
 * whole runs of ``verify``: native lane == Python lane == lane off on stores with the awkward units, and
   ``--jobs 2`` == ``--jobs 1`` with the native lane (the store-level equivalence on the fixture store, damaged
   copies and every real store runs both lanes in tests/test_rocketmq_fastpath.py and tests/test_rocketmq_ranges_lane.py).
@@ -194,9 +195,9 @@ def _ctx(shift, last_ts, max_size, dispatched):
                                  dispatched_next=dict(dispatched), last_store_ts=last_ts, shift=shift, queue_end={})
 
 
-def _make_lane(use_native: bool, ctx, expected: dict, known: bool):
+def _make_lane(use_native: bool, ctx, expected: dict, known: bool, firsts: list | None = None):
     with native.switched(use_native):
-        return verify._fast_lane(ctx, expected, known)
+        return verify._fast_lane(ctx, expected, known, firsts)
 
 
 def _state(ctx, expected):
@@ -204,21 +205,24 @@ def _state(ctx, expected):
             sorted(ctx.queue_end.items()))
 
 
-def _run_both(data: bytes, base: int, shift, seeded: dict, known: bool, limit_cut: int = 0,
+def _run_both(data: bytes, base: int, shift, seeded: dict, known, limit_cut: int = 0,
               max_size: int = 1 << 22):
     """Drive the two lanes with the same calls (after a decline, step over the unit by its TOTALSIZE as a
-    scanner would, or by one byte) and compare everything after each call. Returns units consumed."""
-    lanes = []
+    scanner would, or by one byte) and compare everything after each call. Returns units consumed.
+    known: False, True (known_queues_only) or "firsts" (known_queues_only with a firsts list each)."""
+    lanes, firsts = [], ([], [])
     for use_native in (False, True):
         ctx = _ctx(shift, 1999, max_size, {k: v + 1 for k, v in seeded.items()})
         expected = dict(seeded)
-        lanes.append((ctx, expected, _make_lane(use_native, ctx, expected, known)))
+        lanes.append((ctx, expected, _make_lane(use_native, ctx, expected, bool(known),
+                                                firsts[use_native] if known == "firsts" else None)))
     pos, end, consumed = 0, len(data), 0
     limit = max(0, end - limit_cut)
     while pos < end:
         results = [lane(data, memoryview(data), pos, limit, end, base) for _, _, lane in lanes]
         assert results[0] == results[1], pos
         assert _state(*lanes[0][:2]) == _state(*lanes[1][:2]), pos
+        assert firsts[0] == firsts[1], pos
         npos, n = results[0]
         consumed += n
         if n:
@@ -230,14 +234,14 @@ def _run_both(data: bytes, base: int, shift, seeded: dict, known: bool, limit_cu
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(run=unit_runs(), known=st.booleans(), cut=st.sampled_from([0, 0, 50, 400]))
+@given(run=unit_runs(), known=st.sampled_from([False, True, "firsts"]), cut=st.sampled_from([0, 0, 50, 400]))
 def test_native_lane_equals_python_lane(run, known, cut):
     data, base, shift, seeded = run
     _run_both(data, base, shift, seeded, known, cut)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(run=unit_runs(), known=st.booleans())
+@given(run=unit_runs(), known=st.sampled_from([False, True, "firsts"]))
 def test_native_lane_with_builtin_crc_equals_python_lane(run, known):
     data, base, shift, seeded = run
     verify._native_lane(crc=None)            # slicing-by-8 in C instead of calling ISA-L back (kept until...
@@ -275,6 +279,16 @@ def test_lane_consumes_clean_runs_and_carries_state_between_calls():
     lane = _make_lane(True, ctx, expected, True)
     assert lane(data, memoryview(data), 0, len(data), len(data), 0) == (0, 0)      # unit 0 is ("Té", 0)
     assert lane(data, memoryview(data), len(units[0]), len(data), len(data), 0) == (len(units[0]) + len(units[1]), 1)
+    # ... and with a firsts list it takes every unit, listing each queue's first: (key, queue offset, offset)
+    for use_native in (False, True):
+        ctx, firsts = _ctx(100 - 7, 0, 1 << 22, {}), []        # (PHYSICALOFFSET - global offset; buf[0] is 7)
+        expected = {("TopicA", 1): 0}
+        lane = _make_lane(use_native, ctx, expected, True, firsts)
+        assert lane(data, memoryview(data), 0, len(data), len(data), 7) == (len(data), 40)
+        starts = [sum(map(len, units[:i])) for i in range(4)]      # units 0, 2, 3: ("Té", 0), ("TopicA", 0), ("Té", 1)
+        assert firsts == [(("Té", 0), 0, 7 + starts[0]), (("TopicA", 0), 0, 7 + starts[2]),
+                          (("Té", 1), 0, 7 + starts[3])], use_native
+        assert expected == want
 
 
 def test_hostile_arguments_decline():

@@ -24,8 +24,8 @@ def lane_counter(monkeypatch, lane_impl):
     consumed = []
     real = V._fast_lane
 
-    def counting(ctx, expected_next, known_queues_only=False):
-        lane = real(ctx, expected_next, known_queues_only)
+    def counting(ctx, expected_next, known_queues_only=False, firsts=None):
+        lane = real(ctx, expected_next, known_queues_only, firsts)
         assert (lane.__name__ == "native_lane") == (lane_impl == "native")
 
         def wrapped(*a):

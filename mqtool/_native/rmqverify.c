@@ -801,6 +801,42 @@ PyDoc_STRVAR(cq_check_doc,
 "the loop's state after them when it would report nothing for any of them, else None (run the Python loop).\n"
 "data_end: where commitlog data ends, or None.");
 
+/* The unit loop of cq_check: 1 (*seen_real and *last set), 0 it cannot prove the units clean. Reads only the
+ * buffer and X (q: the queue's entry or NULL): runs without the GIL. */
+static int cq_units(const XQueue *q, const uint8_t *buf, Py_ssize_t units, int64_t first, int *seen_real,
+                    int has_end, int64_t data_end, int64_t *last_out)
+{
+    int64_t last = first - 1;
+    int seen = *seen_real;
+    Py_ssize_t sc = 0;
+    for (Py_ssize_t i = 0; i < units; i++) {
+        const uint8_t *u = buf + i * xc.unit;
+        int64_t off = mq_rd_be(u + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
+        int64_t size = mq_rd_be(u + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
+        int64_t tags = mq_rd_be(u + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
+        int64_t qo = first + i;
+        if (off == 0 && size == 0 && tags == 0) return 0;             /* a hole */
+        last = qo;
+        if (off == 0 && size == xc.blank_size && tags == 0) {
+            if (seen) return 0;                                        /* blank fill after real units */
+            continue;
+        }
+        seen = 1;
+        if (off < 0 || size <= 0 || q == NULL || q->poisoned) return 0;
+        if (has_end && (off > data_end - size)) return 0;              /* dangling (no overflow: size > 0) */
+        const uint8_t *e = xq_unit(q, qo, &sc);
+        if (e == NULL) return 0;                                       /* unknown */
+        int64_t eoff = mq_rd_be(e + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
+        int64_t esize = mq_rd_be(e + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
+        int64_t etags = mq_rd_be(e + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
+        if (esize == 0 || eoff != off || esize != size) return 0;      /* unknown, or another message */
+        if (etags != tags && !(tags <= -2147483649LL)) return 0;
+    }
+    *seen_real = seen;
+    *last_out = last;
+    return 1;
+}
+
 static PyObject *xref_cq_check(Xref *X, PyObject *args)
 {
     if (xref_idle(X) < 0) return NULL;
@@ -811,45 +847,22 @@ static PyObject *xref_cq_check(Xref *X, PyObject *args)
     PyObject *end_o;
     if (!PyArg_ParseTuple(args, "y*nLpy*LO", &b, &units, &first, &seen_real, &t, &qid, &end_o)) return NULL;
     PyObject *res = NULL;
-    const XQueue *q = NULL;
-    int64_t data_end = 0;
-    int has_end = end_o != Py_None;
+    int64_t data_end = 0, last = 0;
+    int has_end = end_o != Py_None, ok = 0;
     if (has_end && (data_end = PyLong_AsLongLong(end_o)) == -1 && PyErr_Occurred()) goto out;
-    if (units < 0 || units > b.len / xc.unit) goto clean_no;
-    Py_ssize_t qi = xq_find(X, t.buf, t.len, qid, 0);
-    q = qi >= 0 ? &X->q[qi] : NULL;
-    int64_t last = first - 1;
-    Py_ssize_t sc = 0;
-    for (Py_ssize_t i = 0; i < units; i++) {
-        const uint8_t *u = (const uint8_t *)b.buf + i * xc.unit;
-        int64_t off = mq_rd_be(u + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
-        int64_t size = mq_rd_be(u + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
-        int64_t tags = mq_rd_be(u + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
-        int64_t qo = first + i;
-        if (off == 0 && size == 0 && tags == 0) goto clean_no;        /* a hole */
-        last = qo;
-        if (off == 0 && size == xc.blank_size && tags == 0) {
-            if (seen_real) goto clean_no;                              /* blank fill after real units */
-            continue;
-        }
-        seen_real = 1;
-        if (off < 0 || size <= 0 || q == NULL || q->poisoned) goto clean_no;
-        if (has_end && (off > data_end - size)) goto clean_no;          /* dangling (no overflow: size > 0) */
-        const uint8_t *e = xq_unit(q, qo, &sc);
-        if (e == NULL) goto clean_no;                                   /* unknown */
-        int64_t eoff = mq_rd_be(e + xc.uoff[XU_OFF], xc.usize[XU_OFF]);
-        int64_t esize = mq_rd_be(e + xc.uoff[XU_SIZE], xc.usize[XU_SIZE]);
-        int64_t etags = mq_rd_be(e + xc.uoff[XU_TAGS], xc.usize[XU_TAGS]);
-        if (esize == 0 || eoff != off || esize != size) goto clean_no;  /* unknown, or another message */
-        if (etags != tags && !(tags <= -2147483649LL)) goto clean_no;
+    if (units >= 0 && units <= b.len / xc.unit) {
+        Py_ssize_t qi = xq_find(X, t.buf, t.len, qid, 0);
+        const XQueue *q = qi >= 0 ? &X->q[qi] : NULL;
+        X->readers++;                     /* (the table is only read: scan() and merge() refuse meanwhile) */
+        Py_BEGIN_ALLOW_THREADS            /* (the index entry checks' threads run meanwhile) */
+        ok = cq_units(q, (const uint8_t *)b.buf, units, (int64_t)first, &seen_real, has_end, data_end, &last);
+        if (q != NULL)
+            xq_release(q);                /* a spilled queue: its pages read are unmapped */
+        Py_END_ALLOW_THREADS
+        X->readers--;
     }
-    res = Py_BuildValue("(OL)", seen_real ? Py_True : Py_False, (long long)last);
-    goto out;
-clean_no:
-    res = Py_NewRef(Py_None);
+    res = ok ? Py_BuildValue("(OL)", seen_real ? Py_True : Py_False, (long long)last) : Py_NewRef(Py_None);
 out:
-    if (q != NULL)
-        xq_release(q);                                /* a spilled queue: its pages read are unmapped */
     PyBuffer_Release(&b);
     PyBuffer_Release(&t);
     return res;
@@ -1644,6 +1657,8 @@ typedef struct {
     int64_t shift, last_ts;
     PyObject *expected;
     int known_only;
+    PyObject *firsts;                      /* known_only: a list that takes (key, queue offset, global offset) of
+                                            * each queue's first unit here (consumed), or NULL (those decline) */
     Py_ssize_t cached;                     /* entry of the previous unit (runs of one queue) */
     Xref *xref;                            /* notes every unit consumed, or NULL */
     int64_t base;                          /* global offset of buf[0] */
@@ -1658,7 +1673,7 @@ static Py_ssize_t verify_nogil_min = 1 << 20;
 /* verify_unit's first unit of a queue (GIL held): its key (topic str, queue id) and expected queue offset into
  * the call's table (*ei). 1, 0 (the full path takes the unit), -1 error set. */
 static int new_queue(VerifyRun *v, const uint8_t *topic, Py_ssize_t tl, int64_t qid, int64_t qoff, uint64_t h,
-                     Py_ssize_t *ei)
+                     int64_t at, Py_ssize_t *ei)
 {
     PyObject *name = PyUnicode_DecodeUTF8((const char *)topic, tl, "strict");
     if (name == NULL) {
@@ -1670,7 +1685,16 @@ static int new_queue(VerifyRun *v, const uint8_t *topic, Py_ssize_t tl, int64_t 
     if (key == NULL) return -1;
     if (v->known_only) {
         int has = PyDict_Contains(v->expected, key);
-        if (has <= 0) { Py_DECREF(key); return has < 0 ? -1 : 0; }
+        if (has < 0 || (has == 0 && v->firsts == NULL)) { Py_DECREF(key); return has < 0 ? -1 : 0; }
+        if (has == 0) {           /* the range's first unit of this queue: consumed (a new queue takes any offset) */
+            PyObject *first = Py_BuildValue("(OLL)", key, (long long)qoff, (long long)at);
+            if (first == NULL || PyList_Append(v->firsts, first) < 0) {
+                Py_XDECREF(first);
+                Py_DECREF(key);
+                return -1;
+            }
+            Py_DECREF(first);
+        }
     }
     PyObject *exp = PyDict_GetItemWithError(v->expected, key);   /* borrowed */
     int64_t e64 = qoff;                         /* no expectation yet: any queue offset is right */
@@ -1730,7 +1754,7 @@ static int verify_unit(RmqWalk *w, const unsigned char *u, RmqUnit *x)
     }
     if (ei < 0) {                                   /* first unit of this queue in this call: Python objects */
         if (v->ts != NULL) PyEval_RestoreThread(v->ts);
-        int r = new_queue(v, topic, tl, qid, qoff, h, &ei);
+        int r = new_queue(v, topic, tl, qid, qoff, h, (int64_t)((uint64_t)v->base + (uint64_t)x->pos), &ei);
         if (v->ts != NULL) v->ts = PyEval_SaveThread();
         if (r <= 0) return r;
     }
@@ -1843,25 +1867,31 @@ static int walk_pread(RmqWalk *w, int fd, VerifyRun *v)
 
 PyDoc_STRVAR(scan_doc,
 "scan(buf, pos, limit, end, shift, max_size, last_ts, expected_next, dispatched_next, known_queues_only,\n"
-"     xref=None, base=0, queue_end=None, fd=-1) -> (new_pos, count, last_ts)\n\n"
+"     xref=None, base=0, queue_end=None, fd=-1, firsts=None) -> (new_pos, count, last_ts)\n\n"
 "The verify fast lane over the units starting in [pos, limit) of buf[:end] (see verify._fast_lane).\n"
 "shift: PHYSICALOFFSET - position of every clean unit; the two dicts are updated as the Python lane does.\n"
 "xref: an Xref that notes every unit consumed (buf[0] is global offset base).\n"
 "queue_end: a dict, set per queue to the global offset where its last unit consumed ends.\n"
-"fd: the file buf maps (buf[i] is its byte i): the walk reads it with pread into a private buffer instead.");
+"fd: the file buf maps (buf[i] is its byte i): the walk reads it with pread into a private buffer instead.\n"
+"firsts: with known_queues_only, a list: a unit of a queue not in expected_next is consumed too (when clean)\n"
+"and (key, queue_offset, global_offset) appended to it, in walk order; None: such a unit stops the walk.");
 
 static PyObject *scan(PyObject *self, PyObject *args)
 {
     PyObject *bufobj, *shift_o, *maxsize_o, *lastts_o, *expected, *dispatched;
     Py_ssize_t pos, limit, end;
     int known_only;
-    PyObject *xref_o = Py_None, *qend_o = Py_None;
+    PyObject *xref_o = Py_None, *qend_o = Py_None, *firsts_o = Py_None;
     long long base = 0;
     int fd = -1;
-    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OLOi", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
+    if (!PyArg_ParseTuple(args, "OnnnOOOO!O!p|OLOiO", &bufobj, &pos, &limit, &end, &shift_o, &maxsize_o, &lastts_o,
                           &PyDict_Type, &expected, &PyDict_Type, &dispatched, &known_only, &xref_o, &base, &qend_o,
-                          &fd))
+                          &fd, &firsts_o))
         return NULL;
+    if (firsts_o != Py_None && !PyList_Check(firsts_o)) {
+        PyErr_SetString(PyExc_TypeError, "scan: firsts must be a list or None");
+        return NULL;
+    }
     if (qend_o != Py_None && !PyDict_Check(qend_o)) {
         PyErr_SetString(PyExc_TypeError, "scan: queue_end must be a dict or None");
         return NULL;
@@ -1879,6 +1909,7 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_buffer view;
     if (PyObject_GetBuffer(bufobj, &view, PyBUF_SIMPLE) < 0) return NULL;
     VerifyRun v = {.expected = expected, .known_only = known_only, .cached = -1,
+                   .firsts = firsts_o == Py_None ? NULL : firsts_o,
                    .xref = xref_o == Py_None ? NULL : (Xref *)xref_o, .base = base};
     const RmqNeedle needles[2] = {{(const uint8_t *)cfg.multi, cfg.multi_len},
                                   {(const uint8_t *)cfg.crc_tag, cfg.crc_tag_len}};

@@ -153,7 +153,7 @@ def new_xref(segments=None):
     return mod.Xref()
 
 
-def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
+def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False, firsts: list | None = None):
     """The commitlog check for the common message, as one tight loop (see ``SegmentScanner``).
 
     It consumes a unit only when the full path (decode + :func:`_check_message` + the offset-shift check)
@@ -165,7 +165,9 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
 
     ``known_queues_only`` (the range tasks of ``--jobs``): the first message of a queue in the range takes the
     full path, which records the ("qoff", ...) marker the merge needs; so does every unit while ``ctx.shift``
-    is None (before the range's first message, which records the ("shift", ...) marker).
+    is None (before the range's first message, which records the ("shift", ...) marker). With ``firsts`` (a
+    list) the lane consumes such a first message too when it is clean, and appends (key, queue offset, global
+    offset) to ``firsts``, in walk order, for the caller to turn into that marker.
     """
     min_size, max_size = F.MIN_MESSAGE_SIZE, ctx.opts.max_message_size
     summary = ctx.summary
@@ -180,7 +182,7 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
             if ctx.shift is None:
                 return pos, 0
             npos, n, last_ts = scan(buf, pos, limit, end, ctx.shift + base, max_size, ctx.last_store_ts,
-                                    expected_next, dispatched, known_queues_only, xref, base, queue_end, fd)
+                                    expected_next, dispatched, known_queues_only, xref, base, queue_end, fd, firsts)
             if n:
                 ctx.last_store_ts = last_ts
                 summary.messages += n
@@ -241,7 +243,9 @@ def _fast_lane(ctx: _Ctx, expected_next: dict, known_queues_only: bool = False):
                         break
                 key = (topic, qid)
                 if known_queues_only and key not in expected_next:
-                    break
+                    if firsts is None:
+                        break
+                    firsts.append((key, qoff, base + pos))     # (a new queue takes any offset: consumed)
                 q = queues[qk] = [key, expected_next.get(key), None]
             exp = q[1]
             if exp != qoff and exp is not None:

@@ -161,12 +161,17 @@ def verify_range_task(args) -> RangeVerify:
     ctx.shift = None
     if want_xref and not salvage:
         ctx.xref = native_lane.new_xref()
-    lane = (native_lane._fast_lane(ctx, expected, known_queues_only=True)
+    firsts: list = []      # the compiled lane's first messages of queues here: (key, queue offset, offset)
+    lane = (native_lane._fast_lane(ctx, expected, known_queues_only=True, firsts=firsts)
             if not salvage and native_lane.USE_FAST_LANE else None)
-    for ev in SegmentScanner(_segment(rng), max_size=opts.max_message_size, check_crc=True, start=rng.start,
+    seg = _segment(rng)
+    for ev in SegmentScanner(seg, max_size=opts.max_message_size, check_crc=True, start=rng.start,
                              stop=rng.stop, fast_lane=lane).events():
-        if type(ev) is FastRun:        # clean messages of known queues, checked and counted by the lane
+        if type(ev) is FastRun:        # clean messages checked and counted by the lane
             messages += ev.count
+            for key, qo, off in firsts:         # (clean: no finding of theirs goes before these markers)
+                items.append(("qoff", key, qo, ev.file, off - seg.base, off))
+            firsts.clear()
             continue
         if isinstance(ev, Message):
             if not seen_data:
