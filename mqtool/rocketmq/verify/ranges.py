@@ -161,7 +161,7 @@ def verify_range_task(args) -> RangeVerify:
     ctx.shift = None
     if want_xref and not salvage:
         ctx.xref = native_lane.new_xref()
-    firsts: list = []      # the compiled lane's first messages of queues here: (key, queue offset, offset)
+    firsts: list = []      # the lane's first messages of queues here: (key, queue offset, offset)
     lane = (native_lane._fast_lane(ctx, expected, known_queues_only=True, firsts=firsts)
             if not salvage and native_lane.USE_FAST_LANE else None)
     seg = _segment(rng)
