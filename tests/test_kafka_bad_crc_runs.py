@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from builders import kafka_batch
 from mqtool.damage import CHECK_BUDGET_FACTOR
@@ -174,3 +175,36 @@ def test_carve_keeps_to_entries_that_pass_every_check(tmp_path, run_cli):
     assert [(r["image_position"], r["offset"]) for r in rows if r["kind"] == "batch"] == \
         [(5 + pos[k], 3 * k) for k in (0, 3, 4, 5)]
     assert rows[-1]["runs"] == {"kafka": 2}
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(sizes=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 50), st.booleans()), min_size=3, max_size=12),
+       garbage=st.one_of(st.none(), st.tuples(st.integers(0, 11), st.binary(min_size=1, max_size=20))),
+       tail=st.integers(0, 300), cut=st.one_of(st.none(), st.floats(0, 1)), hops=st.sampled_from([1, 2, 3, 64]),
+       splits=st.lists(st.integers(1, 400), min_size=1, max_size=3))
+def test_ranges_meet_across_random_bad_runs(sizes, garbage, tail, cut, hops, splits):
+    """Random segments (batches of random sizes, random ones with a bad CRC, maybe overwritten bytes, a zero
+    tail, a cut): the ranges of every split give the whole walk, whatever the hop limit."""
+    parts = [kafka_batch(3 * k, n, pad=pad) for k, (n, pad, _bad) in enumerate(sizes)]
+    pos = [sum(len(b) for b in parts[:k]) for k in range(len(parts))]
+    data = bytearray(b"".join(parts))
+    for k, (_n, _pad, bad) in enumerate(sizes):
+        if bad:
+            data[pos[k] + len(parts[k]) - 2] ^= 0x01
+    if garbage is not None:
+        at = pos[garbage[0] % len(pos)]
+        data[at:at + len(garbage[1])] = garbage[1][:len(data) - at]
+    data += bytes(tail)
+    if cut is not None:
+        del data[int(cut * len(data)):]
+    data = bytes(data)
+    n = len(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(S, "BAD_RUN_HOPS", hops)
+        whole = _events(data)
+        for split in splits:
+            got = []
+            for a in range(0, n, split):
+                got += [("batch", e.position, e.base_offset, e.crc_ok) if isinstance(e, Batch)
+                        else (e.code, e.position, e.end) for e in S.scan_range(data, "x", a, min(n, a + split))]
+            assert got == whole, split
