@@ -208,3 +208,25 @@ def test_ranges_meet_across_random_bad_runs(sizes, garbage, tail, cut, hops, spl
                 got += [("batch", e.position, e.base_offset, e.crc_ok) if isinstance(e, Batch)
                         else (e.code, e.position, e.end) for e in S.scan_range(data, "x", a, min(n, a + split))]
             assert got == whole, split
+
+
+@pytest.mark.parametrize("bad", [{1}, {1, 2}])
+def test_bad_crc_batches_do_not_look_like_compaction(tmp_path, run_cli, bad):
+    """Segments 0 (batches of offsets 0..2, 3..5, 6..8) and 30 (offsets 9..29 in no segment: a lost
+    segment, an error unless the partition shows compaction). The batches in ``bad`` fail their CRC; their
+    offsets still follow on, so there is no interior offset gap and no sign of compaction."""
+    from builders import kafka_builder
+
+    batches = [kafka_batch(3 * k, 3) for k in range(3)]
+    seg0 = bytearray(b"".join(batches))
+    for k in bad:
+        at = sum(len(b) for b in batches[:k + 1]) - 2
+        seg0[at] ^= 0x01
+    part = tmp_path / "orders-0"
+    kafka_builder().write_segments(part, {0: bytes(seg0), 30: kafka_batch(30, 3)}, 4096)
+    code, out, err = run_cli("verify", "store", part, "--json")
+    rows = [json.loads(x) for x in out.splitlines()]
+    found = {(r["code"], r["severity"]) for r in rows if r["kind"] == "finding"}
+    assert ("kafka.segment-gap", "error") in found, rows
+    assert not [c for c, _ in found if c == "kafka.offset-gaps"]
+    assert [r["offset"] for r in rows if r.get("code") == "kafka.crc-mismatch"] == [3 * k for k in sorted(bad)]
