@@ -67,11 +67,33 @@ def whole_unit(code: str) -> bool:
     return code.removeprefix("kafka.") in WHOLE_UNIT
 
 
-def _is_pointer(code: str) -> bool:
-    from mqtool.codes import REGISTRY
+_POINTER: dict[str, bool] = {}          # code -> of the pointer class (codes are the program's: a few hundred)
 
-    info = REGISTRY.get(code)
-    return info is not None and info.klass == "pointer"
+
+def _is_pointer(code: str) -> bool:
+    known = _POINTER.get(code)
+    if known is None:
+        from mqtool.codes import REGISTRY
+
+        info = REGISTRY.get(code)
+        known = _POINTER[code] = info is not None and info.klass == "pointer"
+    return known
+
+
+def _with_ids(f: Finding, fid: str, cause: str | None) -> Finding:
+    """``replace(f, id=fid, caused_by=cause)``; for a plain :class:`Finding` a copy of its attributes (a
+    field-by-field replace was the largest cost of a run of millions of findings)."""
+    if type(f) is not Finding:
+        return replace(f, id=fid, caused_by=cause)
+    out = _new(Finding)
+    d = out.__dict__
+    d.update(f.__dict__)
+    d["id"] = fid
+    d["caused_by"] = cause
+    return out
+
+
+_new = object.__new__
 
 
 #: the edges of a span (:class:`DamageSpans`): a whole unit's are closed (a span that only adjoins it is other
@@ -159,6 +181,7 @@ class Linker:
         self._kafka_logs: dict[str, str] = {}          # segment path without suffix → first root id
         self._file_roots: dict[str, tuple[str, frozenset]] = {}   # file → (root id, codes that follow)
         self._log_gone: str | None = None                   # id of the LOG_GONE finding of this store
+        self._stems: dict[str, str | None] = {}             # Kafka index file -> its segment's path without suffix
 
     def damage(self) -> tuple[int, int]:
         """(damaged ranges, damaged bytes) of the current store: the merged spans of its root findings."""
@@ -189,30 +212,35 @@ class Linker:
     def _one(self, f: Finding) -> Finding:
         self.count += 1
         fid = f"F{self.count}"
-        kafka = f.code.startswith("kafka.")
+        code, file = f.code, f.file
+        kafka = code.startswith("kafka.")
         if f.span is not None:
-            spans = self._files.setdefault(f.file or "", DamageSpans()) if kafka else self._log
-            r, _ = spans.join(f.span[0], f.span[1], fid, whole=whole_unit(f.code))
+            spans = self._files.setdefault(file or "", DamageSpans()) if kafka else self._log
+            r, _ = spans.join(f.span[0], f.span[1], fid, whole=whole_unit(code))
             cause = None if r[2] == fid else r[2]
         else:
-            fr = self._file_roots.get(f.file) if f.file else None
-            cause = fr[0] if fr and f.code in fr[1] else None
+            fr = self._file_roots.get(file) if file else None
+            cause = fr[0] if fr and code in fr[1] else None
             if cause is None:
                 cause = self._kafka_cause(f) if kafka else self._cause(f)
-        if cause is None and f.code in LOG_GONE and self._log_gone is None:
-            self._log_gone = fid
-        if cause is None and f.code in FILE_ROOTS and f.file:
-            self._file_roots.setdefault(f.file, (fid, FILE_ROOTS[f.code]))
         if cause is not None:
             self.consequences[cause] += 1
-        if kafka and f.file and f.file.endswith(".log") and f.severity == ERROR and cause is None:
-            self._kafka_logs.setdefault(f.file[:-4], fid)
-        return replace(f, id=fid, caused_by=cause)
+        else:
+            if code in LOG_GONE and self._log_gone is None:
+                self._log_gone = fid
+            if code in FILE_ROOTS and file:
+                self._file_roots.setdefault(file, (fid, FILE_ROOTS[code]))
+            if kafka and file and file.endswith(".log") and f.severity == ERROR:
+                self._kafka_logs.setdefault(file[:-4], fid)
+        return _with_ids(f, fid, cause)
 
     def _kafka_cause(self, f: Finding) -> str | None:
         if f.file and _is_pointer(f.code):
-            stem, ext = os.path.splitext(f.file)
-            if ext in _KAFKA_INDEX_SUFFIXES:
+            stem = self._stems.get(f.file, False)
+            if stem is False:
+                stem, ext = os.path.splitext(f.file)
+                stem = self._stems[f.file] = stem if ext in _KAFKA_INDEX_SUFFIXES else None
+            if stem is not None:
                 return self._kafka_logs.get(stem)
         return None
 

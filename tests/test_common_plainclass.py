@@ -137,6 +137,44 @@ def test_defaults_factories_and_inheritance():
         Sub()
 
 
+def test_frozen_init_sets_fields_as_object_setattr_does():
+    """A frozen class's __init__ stores straight into the instance dict (faster) only where that is what
+    object.__setattr__ does: a subclass's property of a field's name, or a slotted base, still gets its
+    setter / slot, as with the standard dataclass (reference: dataclasses.dataclass, same classes)."""
+    for make in (plainclass.dataclass, dataclasses.dataclass):
+        @make(frozen=True)
+        class P:
+            a: int
+            b: list = plainclass.field(default_factory=list) if make is plainclass.dataclass else \
+                dataclasses.field(default_factory=list)
+
+        class Q(P):
+            got = []
+
+            @property
+            def a(self):
+                return self.__dict__.get("_a")
+
+            @a.setter
+            def a(self, v):
+                Q.got.append(v)
+                self.__dict__["_a"] = v * 10
+
+        class Slotted:
+            __slots__ = ("a",)
+
+        @make(frozen=True)
+        class R(Slotted):
+            a: int
+
+        p, q, r = P(1), Q(2), R(3)
+        assert (p.a, p.b, p.__dict__) == (1, [], {"a": 1, "b": []})
+        assert (q.a, Q.got, "a" in q.__dict__) == (20, [2], False)
+        assert r.a == 3 and "a" not in r.__dict__
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.a = 5
+
+
 def test_refuses_what_it_does_not_do():
     with pytest.raises(TypeError):
         @plainclass.dataclass

@@ -260,6 +260,31 @@ def test_kafka_damaged_copy_has_damage_rows(tmp_path):
         assert kafka_union(path, split, DumpOptions()) == whole
 
 
+def test_kafka_bad_crc_run_across_range_boundaries(tmp_path):
+    """Three adjoining batches whose CRCs fail (a flipped byte in the last byte of each: records area), in
+    the middle of a real segment: the whole walk reads each (crc_ok false, no damage row), and the ranges of
+    every split (boundaries inside and between the three) give the same rows."""
+    src = require_realdata("kafka", "kaipasubhash-kafka-logs-2022")
+    path = copy_tree(src, tmp_path / "k")
+    log = max(path.rglob("*.log"), key=lambda p: p.stat().st_size)
+    batches = [r for r in kafka_whole(log, DumpOptions()) if r["kind"] == "batch"]
+    k = len(batches) // 2
+    run = batches[k:k + 3]
+    assert [a["position"] + a["size"] for a in run[:2]] == [b["position"] for b in run[1:]]    # adjoining
+    with open(log, "r+b") as fh:
+        for b in run:
+            fh.seek(b["position"] + b["size"] - 1)
+            last = fh.read(1)[0]
+            fh.seek(b["position"] + b["size"] - 1)
+            fh.write(bytes([last ^ 0x10]))
+    whole = kafka_whole(path, DumpOptions())
+    got = [(r["position"], r["crc_ok"]) for r in whole if r["kind"] == "batch" and r["file"] == str(log)]
+    assert got == [(b["position"], b not in run) for b in batches]
+    assert not [r for r in whole if r["kind"] == "damage"]
+    for split in (64, 1024, 4096, run[1]["position"] - run[0]["position"] + 3):
+        assert kafka_union(path, split, DumpOptions()) == whole, split
+
+
 def test_kafka_cli_jobs_equal_one_process(run_cli):
     path = require_realdata("kafka", "volodymyrzee-kafka-zk-2020")
     code1, out1, _ = run_cli("dump", "kafka", path, "--json", "--deep", "--jobs", "1")

@@ -8,16 +8,23 @@ End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
 * fewer than 17 bytes left → end (non-zero leftovers are a ``partial-tail`` event);
 * an all-zero remainder (preallocated segment, ``log.preallocate``) → ``zero-tail`` event, end;
 * an entry running past the end of the file with no valid batch after it → ``partial-tail``;
-* anything else that does not frame (size < 14, magic > 2, or a bad CRC whose length does not lead to
-  another plausible batch) → a ``skipped`` event over the bytes up to the next self-locating batch
-  (magic at +16, sane length, valid CRC), and the walk goes on from there.
+* an entry whose CRC fails is read (a :class:`~mqtool.kafka.records.Batch` with ``crc_ok`` False, as
+  DumpLogSegments prints ``isValid: false`` and goes on) when its length leads, through at most
+  :data:`BAD_RUN_HOPS` - 1 further well-shaped entries (:func:`_shape_ok`) whose CRC fails too, to a batch
+  with a valid CRC, an all-zero remainder, fewer than 17 bytes or exactly the end of the data: every entry of
+  such a run is read. A run that ends anywhere else (bytes that do not frame, an entry running past the end)
+  or is longer is not: no CRC confirms a batch's length, so nothing then says the lengths are right;
+* anything else that does not frame (size < 14, magic > 2, or a bad CRC not read by the rule above) → a
+  ``skipped`` event over the bytes up to the next self-locating batch (magic at +16, sane length, valid CRC),
+  and the walk goes on from there.
 
 Checking costs a CRC over the bytes an entry claims, so a walk may checksum at most
 :data:`~mqtool.damage.CHECK_BUDGET_FACTOR` times the bytes it covers plus :data:`WALK_BUDGET_FLOOR`
 (:class:`~mqtool.damage.CheckBudget`): crafted bytes holding a plausible header every few dozen bytes, each
 claiming the rest of the file, would otherwise cost a CRC over the rest of the file per candidate (quadratic,
 a hang). Past the budget only entries of at most :data:`~mqtool.damage.SMALL_CANDIDATE` bytes are checked;
-a larger one is skipped like damage, and the ``skipped`` event says how many were not checked.
+a larger one is skipped like damage, and the ``skipped`` event says how many were not checked. Looking
+along a run of bad-CRC entries checks each entry once however many of them the walk reads (:class:`_BadRuns`).
 """
 from __future__ import annotations
 
@@ -43,6 +50,8 @@ _NONZERO = re.compile(rb"[^\x00]")
 _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
 #: the checking budget of a walk over few bytes (see the module doc)
 WALK_BUDGET_FLOOR = 1 << 24
+#: the most entries with a bad CRC in a row that are read as batches (see the module doc)
+BAD_RUN_HOPS = 64
 
 
 def walk_budget(size: int) -> CheckBudget:
@@ -123,26 +132,38 @@ def _span_crc(fn, buf, start: int, end: int) -> int:
     return crc
 
 
-def _frame_ok(buf, p: int, n: int, budget: CheckBudget | None = None) -> bool:
-    """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
-    test; False, counted as unchecked, when ``budget`` cannot afford its CRC)"""
+_NO_ENTRY, _VALID, _BAD_CRC = 0, 1, 2
+
+
+def _entry_state(buf, p: int, n: int, budget: CheckBudget | None = None) -> int:
+    """What is at p: a complete entry of a sane shape (:func:`_shape_ok`) whose CRC is valid (``_VALID``) or
+    fails (``_BAD_CRC``), or no such entry (``_NO_ENTRY``; also when ``budget`` cannot afford its CRC, which
+    is then counted as unchecked)."""
     if p + K.HEADER_SIZE_UP_TO_MAGIC > n:
-        return False
+        return _NO_ENTRY
     size = _I32.unpack_from(buf, p + 8)[0]
     magic = buf[p + 16]
     if size < K.MIN_RECORD_OVERHEAD or magic > 2 or p + 12 + size > n:
-        return False
+        return _NO_ENTRY
     if magic == 2:
         if size < _MIN_V2_SIZE or not _shape_ok(buf, p, size, magic):
-            return False
+            return _NO_ENTRY
         if budget is not None and not budget.afford(12 + size):
-            return False
-        return _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+            return _NO_ENTRY
+        ok = _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+        return _VALID if ok else _BAD_CRC
     if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
-        return False
+        return _NO_ENTRY
     if budget is not None and not budget.afford(12 + size):
-        return False
-    return _span_crc(zlib.crc32, buf, p + 16, p + 12 + size) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
+        return _NO_ENTRY
+    ok = _span_crc(zlib.crc32, buf, p + 16, p + 12 + size) == _I32.unpack_from(buf, p + 12)[0] & 0xFFFFFFFF
+    return _VALID if ok else _BAD_CRC
+
+
+def _frame_ok(buf, p: int, n: int, budget: CheckBudget | None = None) -> bool:
+    """Is there a complete entry at p of a sane shape (:func:`_shape_ok`) whose CRC is valid? (the resync
+    test; False, counted as unchecked, when ``budget`` cannot afford its CRC)"""
+    return _entry_state(buf, p, n, budget) == _VALID
 
 
 def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None,
@@ -230,6 +251,7 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
     # bounded RSS on mapped files (mqtool.pages): pages before the current batch are released as the scan
     # moves on (a batch read again later faults its pages back in from the page cache)
     win = PageWindow(buf, start, end=limit)
+    runs = _BadRuns(buf, n, fd, budget)
     while True:
         if p >= win.next_at:
             win.advance(p)
@@ -279,11 +301,12 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
                 if ranged_maps:
                     need(buf, p, 12 + size)     # a remote file: fetch the batch first (mqtool.io)
                 b = _decode(buf, path, p, off, size, magic, check_crc)
-                if b.crc_ok or _next_plausible(buf, p + 12 + size, n, fd, budget):
+                if b.crc_ok or runs.reads(p, p + 12 + size):
                     yield b
                     p += 12 + size
                     continue
-                bad = f"CRC mismatch and the length {size} does not lead to another batch"
+                bad = (f"CRC mismatch and the length {size} does not lead to a valid batch or the end of the data"
+                       f" (through at most {BAD_RUN_HOPS - 1} more entries with a bad CRC)")
         q = resync(buf, p, n, fd, budget=budget)
         if q is None:
             yield Damage(path, p, None, n - p, "skipped", f"{bad}; no valid batch after {p}" + _unchecked(budget, was))
@@ -298,13 +321,65 @@ def _unchecked(budget: CheckBudget, was: int) -> str:
     return f" ({k} candidate(s) past the checking budget of {budget.budget} bytes not checked)" if k else ""
 
 
-def _next_plausible(buf, q: int, n: int, fd: int | None = None, budget: CheckBudget | None = None) -> bool:
-    if q >= n or n - q < K.HEADER_SIZE_UP_TO_MAGIC:
-        return True
-    need(buf, q, K.V2_HEADER_SIZE)      # a remote file: the next entry's header (the batch's own bytes are fetched)
-    if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, fd):
-        return True
-    return _frame_ok(buf, q, n, budget)
+class _BadRuns:
+    """Where the lengths of entries with a bad CRC lead (the rule in the module doc): from such an entry,
+    through well-shaped entries whose CRC fails too, to the end of the run: a batch with a valid CRC, a zero
+    tail or the end of the data (the run is read), or anything else (it is not).
+
+    Each position looked at is remembered (what it is; how many bad entries lead from it to where a walk
+    got), so that reading a run of k entries checks each once and follows each remembered jump once: linear,
+    not k * k. Positions behind the walk are forgotten (memory stays bounded)."""
+
+    _KEEP = 1 << 14         # remembered positions before those behind the walk are dropped
+
+    def __init__(self, buf, n: int, fd: int | None, budget: CheckBudget):
+        self.buf, self.n, self.fd, self.budget = buf, n, fd, budget
+        self.ends: dict[int, bool] = {}                 # position -> a run ends there (True) / it is no entry
+        self.jump: dict[int, tuple[int, int]] = {}      # bad entry -> (position reached, bad entries on the way)
+
+    def reads(self, p: int, q: int) -> bool:
+        """Whether the bad-CRC entry at p, whose length leads to q, ends its run (itself included) within
+        :data:`BAD_RUN_HOPS` entries."""
+        if len(self.ends) + len(self.jump) > self._KEEP:
+            self.ends = {k: v for k, v in self.ends.items() if k > p}
+            self.jump = {k: v for k, v in self.jump.items() if k > p}
+            if len(self.ends) + len(self.jump) > self._KEEP // 2:   # (a cache: forgetting costs checks again)
+                self.ends.clear()
+                self.jump.clear()
+        limit = BAD_RUN_HOPS
+        hops = 1            # bad entries from p up to q
+        path = []           # (bad entry passed, hops before it)
+        end = None
+        while hops <= limit:
+            end = self.ends.get(q)
+            if end is not None:
+                break
+            j = self.jump.get(q)
+            if j is None:
+                nxt = self._look(q)
+                if nxt is True or nxt is False:
+                    self.ends[q] = end = nxt
+                    break
+                j = (nxt, 1)
+            path.append((q, hops))
+            q, k = j
+            hops += k
+        for x, h in path:
+            self.jump[x] = (q, hops - h)
+        return end is True and hops <= limit
+
+    def _look(self, q: int):
+        """True: a run ends at q; False: no entry at q; else q is a bad-CRC entry: the position after it."""
+        buf, n = self.buf, self.n
+        if n - q < K.HEADER_SIZE_UP_TO_MAGIC:
+            return True
+        need(buf, q, K.V2_HEADER_SIZE)      # a remote file: the entry's header (need() fetches its CRC span)
+        if _I32.unpack_from(buf, q + 8)[0] == 0 and _is_zero(buf, q, n, self.fd):
+            return True
+        state = _entry_state(buf, q, n, self.budget)
+        if state == _BAD_CRC:
+            return q + 12 + _I32.unpack_from(buf, q + 8)[0]
+        return state == _VALID
 
 
 def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:

@@ -42,22 +42,25 @@ class IndexChecks:
                           "last entry's offset is below the base offset (Kafka's sanity check fails)")
         if seg.log is None:
             return
-        prev = None
         bad = False
+        # (a hostile index can hold 8 Mi wrong entries, two findings each: the loop keeps to locals)
+        f, base, at_position, entry_size, spath = self._f, seg.base_offset, seen.by_position.get, \
+            K.OFFSET_INDEX_ENTRY_SIZE, str(path)
+        prev_rel = prev_pos = None
         for i, (rel, pos) in enumerate(idx.entries):
-            off = seg.base_offset + rel
-            where = i * K.OFFSET_INDEX_ENTRY_SIZE
-            if prev is not None and (rel <= prev[0] or pos <= prev[1]):
+            off = base + rel
+            where = i * entry_size
+            if prev_rel is not None and (rel <= prev_rel or pos <= prev_pos):
                 bad = True
-                yield self._f(ERROR, "index-not-monotonic", path, where, off,
-                              f"entry {i} ({off} @ {pos}) does not increase after ({seg.base_offset + prev[0]} @ {prev[1]})")
-            prev = (rel, pos)
-            b = seen.by_position.get(pos)
+                yield f(ERROR, "index-not-monotonic", spath, where, off,
+                        f"entry {i} ({off} @ {pos}) does not increase after ({base + prev_rel} @ {prev_pos})")
+            prev_rel, prev_pos = rel, pos
+            b = at_position(pos)
             if b is None:
                 bad = True
-                yield self._f(ERROR, "index-position-not-batch", path, where, off,
-                              f"entry {i} points at position {pos}, where no batch starts (log is {seen.size} bytes)",
-                              actual=pos)
+                yield f(ERROR, "index-position-not-batch", spath, where, off,
+                        f"entry {i} points at position {pos}, where no batch starts (log is {seen.size} bytes)",
+                        actual=pos)
             elif b[1] != off and b[1] < off and self._later_batch_holds(seen, pos, off):
                 yield self._f(INFO, "index-append-path", path, where, off,
                               f"entry {i}: offset {off} at position {pos}, where a batch ending at {b[1]} starts; "
@@ -109,16 +112,18 @@ class IndexChecks:
         prev_ts = None
         bad = False
         record_level = 0
+        f, base, by_last, entry_size, spath = self._f, seg.base_offset, seen.by_last.get, K.TIME_INDEX_ENTRY_SIZE, \
+            str(path)
         for i, (ts, rel) in enumerate(tix.entries):
-            off = seg.base_offset + rel
-            where = i * K.TIME_INDEX_ENTRY_SIZE
+            off = base + rel
+            where = i * entry_size
             if prev_ts is not None and ts <= prev_ts:
                 bad = True
-                yield self._f(ERROR, "timeindex-out-of-order", path, where, off,
-                              f"entry {i}: timestamp {ts} is not after the previous entry's {prev_ts}",
-                              expected=f"> {prev_ts}", actual=ts)
+                yield f(ERROR, "timeindex-out-of-order", spath, where, off,
+                        f"entry {i}: timestamp {ts} is not after the previous entry's {prev_ts}",
+                        expected=f"> {prev_ts}", actual=ts)
             prev_ts = ts
-            hit = seen.by_last.get(off)
+            hit = by_last(off)
             if hit is not None:
                 if hit[1] != ts:
                     bad = True
@@ -144,8 +149,8 @@ class IndexChecks:
                                   f"{span[2]}", expected=span[2], actual=ts)
             else:
                 bad = True
-                yield self._f(ERROR, "timeindex-offset-not-found", path, where, off,
-                              f"entry {i}: offset {off} is in no batch of the log")
+                yield f(ERROR, "timeindex-offset-not-found", spath, where, off,
+                        f"entry {i}: offset {off} is in no batch of the log")
         if bad or record_level:
             return
         canon = seen.canonical.time_entries if seen.canonical else []

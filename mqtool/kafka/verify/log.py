@@ -25,6 +25,7 @@ class LogChecks:
         path = seg.log
         rec = Recoverer(seg.base_offset, self.interval, txn)
         gaps = 0
+        last_read = None        # the last offset of the batch read before (whatever its CRC): gaps are steps
         with map_input(path, ranged=True) as m:     # a remote file: scan() fetches what it reads
             buf = m.buf
             seen.size = len(buf)
@@ -105,11 +106,13 @@ class LogChecks:
                     yield self._f(ERROR, "offset-not-increasing", path, b.position, base,
                                   f"batch offsets {base}..{b.last_offset} do not follow the previous last offset "
                                   f"{prev_last}", expected=f"> {prev_last}", actual=base)
-                elif prev_last is not None and base != prev_last + 1:
+                elif prev_last is not None and base != (prev_last if last_read is None else last_read) + 1:
+                    # (after a batch whose CRC fails, the step from its offsets: the batch is still there)
                     if seen.batches == 1:
                         seen.boundary_gap = (prev_last, base)      # judged per partition (_segment_gaps)
                     else:
                         gaps += 1
+                last_read = b.last_offset
                 if b.magic == 2 and b.partition_leader_epoch >= 0:
                     if seen.epochs and seen.epochs[-1][0] == b.partition_leader_epoch:
                         seen.epochs[-1][2] = b.last_offset
