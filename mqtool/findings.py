@@ -134,6 +134,117 @@ class Summary:
 CLOCK_SKEW_MS = 60 * 60 * 1000
 
 
+class KeptFindings:
+    """The findings of a view that orders them only after the last one came (verify's terminal views: roots
+    by severity with their consequences, tables by severity), kept in arrival order: in memory up to
+    :data:`KEPT_IN_MEMORY`, past that every one in a scratch SQLite database (:func:`mqtool.io.scratch_db`), so
+    the memory a run takes does not grow with their number (a hostile index of 8 Mi wrong entries makes ~17 M).
+    Both give the same orders (stable: arrival order within a severity). ``rank``: severity -> sort key."""
+
+    def __init__(self, rank, limit: int | None = None) -> None:
+        self.rank = rank
+        self.limit = KEPT_IN_MEMORY if limit is None else limit
+        self.mem: list[Finding] = []
+        self.count = 0
+        self._db = self._spool = None
+        self._rows: list = []           # rows not yet inserted
+        self._stored = 0                # rows inserted
+
+    def extend(self, findings: Iterable[Finding]) -> "KeptFindings":
+        for f in findings:
+            self.count += 1
+            if self._db is None:
+                self.mem.append(f)
+                if len(self.mem) > self.limit:
+                    self._spill()
+            else:
+                self._add(f)
+        self._flush()
+        return self
+
+    def _spill(self) -> None:
+        from mqtool.io import Spool, scratch_db
+
+        self._spool = Spool()
+        self._db = scratch_db(self._spool.dir)
+        self._db.execute("CREATE TABLE f (seq INTEGER PRIMARY KEY, sev INTEGER, is_root INTEGER, key TEXT, "
+                         "grp TEXT, data BLOB)")
+        kept, self.mem = self.mem, []
+        for f in kept:
+            self._add(f)
+
+    def _add(self, f: Finding) -> None:
+        import pickle
+
+        seq = len(self._rows) + self._stored
+        key = f.id if f.id is not None else f"#{seq}"          # (a plain id: "F<n>")
+        root = f.caused_by is None
+        self._rows.append((seq, self.rank(f.severity), root, key, key if root else f.caused_by,
+                           pickle.dumps(f, pickle.HIGHEST_PROTOCOL)))
+        if len(self._rows) >= 10_000:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._db.executemany("INSERT INTO f VALUES (?, ?, ?, ?, ?, ?)", self._rows)
+            self._stored += len(self._rows)
+            self._rows = []
+
+    def _query(self, sql: str):
+        import pickle
+
+        for (data, *rest) in self._db.execute(sql):
+            yield (pickle.loads(data), *rest)
+
+    def by_severity(self):
+        """Every finding, by severity."""
+        if self._db is None:
+            return iter(sorted(self.mem, key=lambda f: self.rank(f.severity)))
+        return (f for (f,) in self._query("SELECT data FROM f ORDER BY sev, seq"))
+
+    def roots(self, consequences: bool = False):
+        """(finding, is_root): the roots by severity; with ``consequences`` each followed by the findings that
+        follow from it (``caused_by`` its id), in arrival order."""
+        if self._db is not None:
+            if not consequences:
+                return ((f, True) for (f,) in self._query("SELECT data FROM f WHERE is_root ORDER BY sev, seq"))
+            self._db.execute("CREATE INDEX IF NOT EXISTS f_grp ON f (grp, seq)")
+            return ((f, bool(r)) for f, r in self._query(
+                "SELECT c.data, c.is_root FROM f AS r JOIN f AS c ON c.grp = r.key WHERE r.is_root "
+                "ORDER BY r.sev, r.seq, c.is_root DESC, c.seq"))
+        return self._roots_in_memory(consequences)
+
+    def _roots_in_memory(self, consequences: bool):
+        by_root: dict[str, list] = {}
+        roots = []
+        for f in self.mem:
+            if f.caused_by is None:
+                roots.append(f)
+            elif consequences:
+                by_root.setdefault(f.caused_by, []).append(f)
+        roots.sort(key=lambda f: self.rank(f.severity))
+        for r in roots:
+            yield r, True
+            for c in by_root.get(r.id, ()):
+                yield c, False
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._spool.close()
+            self._db = self._spool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+#: findings a :class:`KeptFindings` holds in memory before it moves them all to disk (~1 KB each)
+KEPT_IN_MEMORY = 50_000
+
+
 def checkpoint_value_problems(name: str, value: int, *, time: bool = False, log_end: int | None = None,
                               now_ms: int | None = None) -> list[tuple]:
     """What is wrong with one value a checkpoint stores, as (severity, code, message, expected, actual).

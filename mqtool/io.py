@@ -1261,6 +1261,18 @@ def temp_dir() -> str:
     return os.getcwd()
 
 
+def scratch_db(directory: str):
+    """A new SQLite database in ``directory`` (a :class:`Spool`'s, which removes it) for data a command must
+    order after the last item came and that may not fit in memory: nothing is kept durable (no journal, no
+    sync), the page cache is small, and sorts spill to temporary files (SQLite's, under ``TMPDIR``)."""
+    import sqlite3
+
+    con = sqlite3.connect(os.path.join(directory, "scratch.sqlite"), isolation_level=None)
+    for pragma in ("journal_mode = OFF", "synchronous = OFF", "cache_size = -16384", "temp_store = FILE"):
+        con.execute(f"PRAGMA {pragma}")
+    return con
+
+
 # ---- spool: the pieces --jobs workers write, copied to stdout in order ---------------------------------------
 
 SPOOL_PREFIX = TEMP_PREFIX + "spool-"

@@ -592,13 +592,15 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
         s = summary_fn()
         write_ndjson_plain_first([s.to_dict()])
         return s
-    found = list(findings)
-    s = summary_fn()
-    con = stdout_console()
-    if view == "table":
-        _findings_tables(con, found, s)
-    else:
-        _findings_compact(con, found, linker.consequences, all_findings, store)
+    from mqtool.findings import KeptFindings
+
+    with KeptFindings(lambda sev: _SEV_ORDER.get(sev, 3)).extend(findings) as kept:    # (memory bounded)
+        s = summary_fn()
+        con = stdout_console()
+        if view == "table":
+            _findings_tables(con, kept, s)
+        else:
+            _findings_compact(con, kept, linker.consequences, all_findings, store)
     con.print(summary_line(s))
     return s
 
@@ -646,27 +648,19 @@ def finding_line(f, consequences: int = 0, store: str | None = None, follows: bo
     return t
 
 
-def _findings_compact(con: Console, found: list, consequences, all_findings: bool, store=None) -> None:
-    by_root: dict[str, list] = {}
-    roots = []
-    for f in found:
-        if f.caused_by is None:
-            roots.append(f)
-        else:
-            by_root.setdefault(f.caused_by, []).append(f)
-    roots.sort(key=lambda f: _SEV_ORDER.get(f.severity, 3))
+def _findings_compact(con: Console, kept, consequences, all_findings: bool, store=None) -> None:
     hidden = 0
     lines = _Lines(con)
-    for r in roots:
-        n = consequences.get(r.id, 0)
-        lines.add(finding_line(r, n, store))
-        if all_findings:
-            for c in by_root.get(r.id, ()):
-                line = finding_line(c, store=store, follows=False)
-                line.pad_left(4)
-                lines.add(line)
+    for f, root in kept.roots(consequences=all_findings):
+        if root:
+            n = consequences.get(f.id, 0)
+            lines.add(finding_line(f, n, store))
+            if not all_findings:
+                hidden += n
         else:
-            hidden += n
+            line = finding_line(f, store=store, follows=False)
+            line.pad_left(4)
+            lines.add(line)
     lines.flush()
     if hidden:
         con.print(f"({hidden} findings that follow from those above are not shown: --all-findings lists them, "
@@ -693,7 +687,7 @@ class _Lines:
             self.lines = []
 
 
-def _findings_tables(con: Console, found: list, s) -> None:
+def _findings_tables(con: Console, kept, s) -> None:
     from rich.table import Table
 
     t = Table(title="Findings by code", header_style="bold")
@@ -710,8 +704,7 @@ def _findings_tables(con: Console, found: list, s) -> None:
         for fname, cnt in sorted(s.by_file.items()):
             tf.add_row(text(relative(fname)), str(cnt))
         con.print(tf)
-        render_table((f.to_dict() for f in sorted(found, key=lambda f: (_SEV_ORDER.get(f.severity, 3)))),
-                     FINDING_COLUMNS, title="Findings", console=con)
+        render_table((f.to_dict() for f in kept.by_severity()), FINDING_COLUMNS, title="Findings", console=con)
 
 
 def _sev_style(sev: str) -> Text:

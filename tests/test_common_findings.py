@@ -257,13 +257,17 @@ COMMON_SUMMARY = {"kind", "store", "family", "verdict", "errors", "warnings", "i
 
 
 
-def test_compact_lines_print_as_one_print_per_line():
+@pytest.mark.parametrize("limit", [None, 7], ids=["in-memory", "spilled"])
+def test_compact_lines_print_as_one_print_per_line(limit):
     """The compact view prints its lines in groups (one rich ``print`` for hundreds of lines); what it prints is
-    what one ``print`` per line gives, colours and wrapping included."""
+    what one ``print`` per line gives, colours and wrapping included. The same when the findings it orders are
+    kept on disk (:class:`KeptFindings` past its memory limit)."""
     import io
     from collections import Counter
 
     from rich.console import Console
+
+    from mqtool.findings import KeptFindings
 
     found = [Finding(*((ERROR, "crc-mismatch") if i % 3 else ("warning", "missing-blank")),
                      f"/s/commitlog/{i // 700:020d}", i * 10, i * 10,
@@ -273,7 +277,9 @@ def test_compact_lines_print_as_one_print_per_line():
     for width, color in ((80, None), (132, "truecolor")):
         want, got = io.StringIO(), io.StringIO()
         con = Console(file=got, width=width, color_system=color, force_terminal=color is not None)
-        render._findings_compact(con, found, consequences, True, "/s")
+        with KeptFindings(lambda sev: sev != "error", limit).extend(found) as kept:
+            assert len(kept.mem) <= (limit or len(found))
+            render._findings_compact(con, kept, consequences, True, "/s")
         one = Console(file=want, width=width, color_system=color, force_terminal=color is not None)
         for r in sorted((f for f in found if f.caused_by is None), key=lambda f: f.severity != "error"):
             one.print(render.finding_line(r, consequences[r.id], "/s"))
