@@ -11,7 +11,8 @@ def _q(path) -> str:
 
 
 def damaged_while_reading(path, ranges: int) -> str:
-    return (f"{ranges} damaged range{'s' if ranges != 1 else ''} skipped: `mqtool verify store {_q(path)}` lists "
+    # (met, not skipped: a Kafka batch whose CRC fails is still shown when its length leads on)
+    return (f"{ranges} damaged range{'s' if ranges != 1 else ''} met while reading: `mqtool verify store {_q(path)}` lists "
             f"every finding; add `--salvage-out DIR` to save every readable message")
 
 

@@ -162,6 +162,8 @@ def test_dump_shows_the_records_of_each_bad_batch(tmp_path, run_cli):
     assert batches == [(pos[k], k not in (1, 2, 3)) for k in range(N)]
     assert [r["offset"] for r in rows if r["kind"] == "record"] == list(range(3 * N))
     assert not [r for r in rows if r["kind"] == "damage"]
+    # the note on stderr says the batches were met, not skipped (they were shown), and the exit says damage
+    assert code == 1 and "3 damaged ranges met while reading" in err and "skipped" not in err, err
 
 
 def test_carve_keeps_to_entries_that_pass_every_check(tmp_path, run_cli):
