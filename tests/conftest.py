@@ -214,3 +214,24 @@ def alarm(seconds: int = 60):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture
+def crc_bytes(monkeypatch):
+    """Bytes the walker checksums (every CRC of the walker goes through _span_crc or _decode)."""
+    from mqtool.kafka import scan as S
+
+    seen = [0]
+    real_span, real_decode = S._span_crc, S._decode
+
+    def span(fn, buf, a, b):
+        seen[0] += b - a
+        return real_span(fn, buf, a, b)
+
+    def decode(buf, path, p, off, size, magic, check_crc):
+        seen[0] += size
+        return real_decode(buf, path, p, off, size, magic, check_crc)
+
+    monkeypatch.setattr(S, "_span_crc", span)
+    monkeypatch.setattr(S, "_decode", decode)
+    return seen

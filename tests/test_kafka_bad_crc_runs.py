@@ -98,22 +98,10 @@ def _near_miss_run(count: int, pad: int) -> bytes:
     return bytes(out)
 
 
-def test_crafted_bad_runs_cost_linear_checking(monkeypatch):
+def test_crafted_bad_runs_cost_linear_checking(crc_bytes):
     """20000 shaped entries with bad CRCs back to back: the look-ahead checks each once (a run longer than
     the hop limit is skipped), so the bytes checksummed stay within the walk's budget."""
-    seen = [0]
-    real_span, real_decode = S._span_crc, S._decode
-
-    def span(fn, buf, a, b):
-        seen[0] += b - a
-        return real_span(fn, buf, a, b)
-
-    def decode(buf, path, p, off, size, magic, check_crc):
-        seen[0] += size
-        return real_decode(buf, path, p, off, size, magic, check_crc)
-
-    monkeypatch.setattr(S, "_span_crc", span)
-    monkeypatch.setattr(S, "_decode", decode)
+    seen = crc_bytes
     data = kafka_batch(0, 1) + _near_miss_run(20000, 40)
     n = len(data)
     events = list(S.scan(data, "x"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from builders import kafka_batch
 from mqtool.damage import CHECK_BUDGET_FACTOR
@@ -23,25 +22,6 @@ def _near_miss(count: int, end: int | None = None) -> bytes:
     for _ in range(count):
         out += S._HDR_V2.pack(0, total - len(out) - 12, -1, 2, 12345, 0, 0, -1, -1, -1, -1, -1, 0)
     return bytes(out)
-
-
-@pytest.fixture
-def crc_bytes(monkeypatch):
-    """Bytes the walker checksums (every CRC of the walker goes through _span_crc or _decode)."""
-    seen = [0]
-    real_span, real_decode = S._span_crc, S._decode
-
-    def span(fn, buf, a, b):
-        seen[0] += b - a
-        return real_span(fn, buf, a, b)
-
-    def decode(buf, path, p, off, size, magic, check_crc):
-        seen[0] += size
-        return real_decode(buf, path, p, off, size, magic, check_crc)
-
-    monkeypatch.setattr(S, "_span_crc", span)
-    monkeypatch.setattr(S, "_decode", decode)
-    return seen
 
 
 def test_near_miss_headers_cost_linear_checking(crc_bytes):
