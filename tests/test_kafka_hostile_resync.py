@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-
 from builders import kafka_batch
 from mqtool.damage import CHECK_BUDGET_FACTOR
 from mqtool.kafka import scan as S
