@@ -68,8 +68,9 @@ def FINDINGS_VIEW_OPTS(f):
                      help="On a terminal: findings as tables (by code, by file, every finding) instead of one "
                           "line per finding.")(f)
     return click.option("--all-findings", is_flag=True,
-                        help="On a terminal: also list the findings that follow from another (caused_by); by "
-                             "default each root finding says how many follow from it. NDJSON always has all.")(f)
+                        help="On a terminal: also list the findings that follow from another (caused_by), and "
+                             "every root finding; by default each root finding says how many follow from it, and at "
+                             "most 200 of one code are listed (the rest counted). NDJSON always has all.")(f)
 
 
 SPLIT_OPT = click.option("--split-size", type=str, default=None,

@@ -186,7 +186,9 @@ class KeptFindings:
 
     def _flush(self) -> None:
         if self._rows:
+            self._db.execute("BEGIN")           # (one transaction a batch: autocommit writes every row)
             self._db.executemany("INSERT INTO f VALUES (?, ?, ?, ?, ?, ?)", self._rows)
+            self._db.execute("COMMIT")
             self._stored += len(self._rows)
             self._rows = []
 

@@ -648,20 +648,36 @@ def finding_line(f, consequences: int = 0, store: str | None = None, follows: bo
     return t
 
 
+#: the compact view lists at most this many root findings of one severity and code (``--all-findings``: all);
+#: the others are counted in one line: thousands of alike lines (a hostile index gives millions) tell a person
+#: nothing more, and drawing them took minutes
+ROOTS_SHOWN_PER_CODE = 200
+
+
 def _findings_compact(con: Console, kept, consequences, all_findings: bool, store=None) -> None:
     hidden = 0
+    shown: dict[tuple[str, str], int] = {}
+    over: dict[tuple[str, str], int] = {}       # (severity, code) -> roots not listed
     lines = _Lines(con)
     for f, root in kept.roots(consequences=all_findings):
         if root:
             n = consequences.get(f.id, 0)
-            lines.add(finding_line(f, n, store))
             if not all_findings:
                 hidden += n
+                key = (f.severity, f.code)
+                if shown.get(key, 0) >= ROOTS_SHOWN_PER_CODE:
+                    over[key] = over.get(key, 0) + 1
+                    continue
+                shown[key] = shown.get(key, 0) + 1
+            lines.add(finding_line(f, n, store))
         else:
             line = finding_line(f, store=store, follows=False)
             line.pad_left(4)
             lines.add(line)
     lines.flush()
+    for (sev, code), k in over.items():
+        con.print(text(f"({k} more {sev}[{code}] finding{'s' if k != 1 else ''} like those above are not shown: "
+                       "--all-findings lists them, --json gives every finding)", "dim"), highlight=False)
     if hidden:
         con.print(f"({hidden} findings that follow from those above are not shown: --all-findings lists them, "
                   "--json gives every finding)", style="dim", highlight=False)
@@ -680,11 +696,25 @@ class _Lines:
             self.flush()
 
     def flush(self) -> None:
+        """Each run of lines that fit the width is printed without word division (``no_wrap``: what rich's
+        division gives a line that fits is that line, and dividing was most of the cost); the others as rich
+        divides them."""
+        from itertools import groupby
+
+        from rich.cells import cell_len
         from rich.text import Text
 
-        if self.lines:
-            self.console.print(Text("\n").join(self.lines))
-            self.lines = []
+        width = self.console.width
+
+        def fits(line) -> bool:
+            plain = line.plain
+            if "\t" in plain or "\n" in plain:
+                return False
+            return (len(plain) if plain.isascii() else cell_len(plain)) <= width
+
+        for short, run in groupby(self.lines, key=fits):
+            self.console.print(Text("\n").join(run), no_wrap=True if short else None)
+        self.lines = []
 
 
 def _findings_tables(con: Console, kept, s) -> None:

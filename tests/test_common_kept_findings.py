@@ -89,3 +89,37 @@ def test_terminal_views_are_the_same_when_spilled(run_cli, tmp_path, monkeypatch
         monkeypatch.setattr(FM, "KEPT_IN_MEMORY", 2)
         got = run_cli(*args)
         assert got == want and want[0] == 1 and want[1].count("error[") + want[1].count("error ") > 2, extra
+
+
+def test_compact_view_lists_a_few_roots_of_each_code_and_counts_the_rest(monkeypatch):
+    """At most ROOTS_SHOWN_PER_CODE roots of one severity and code are listed (the first ones, in order), then
+    one line per code counts the others; their consequences are counted with the rest. --all-findings lists
+    every one. (Expected lines written out by hand.)"""
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.setattr(render, "ROOTS_SHOWN_PER_CODE", 2)
+    found = [Finding("error", "crc-mismatch", "/s/f", i, i, f"bad {i}", id=f"F{i + 1}") for i in range(5)]
+    found += [Finding("warning", "queue-offset-gap", "/s/q", 9, 9, "gap", id="F6"),
+              Finding("error", "cq-dangling", "/s/q", 10, 10, "dangling", id="F7", caused_by="F4")]
+    consequences = {"F4": 1}
+
+    def shown(all_findings):
+        out = io.StringIO()
+        with KeptFindings(lambda sev: RANK(sev, 3)).extend(found) as kept:
+            render._findings_compact(Console(file=out, width=200), kept, consequences, all_findings, "/s")
+        return out.getvalue().splitlines()
+
+    assert shown(False) == [
+        "f:0: error[crc-mismatch] bad 0",
+        "f:1: error[crc-mismatch] bad 1",
+        "q:9: warning[queue-offset-gap] gap",
+        "(3 more error[crc-mismatch] findings like those above are not shown: --all-findings lists them, --json "
+        "gives every finding)",
+        "(1 findings that follow from those above are not shown: --all-findings lists them, --json gives every "
+        "finding)"]
+    every = shown(True)
+    assert [line.split()[0] for line in every] == ["f:0:", "f:1:", "f:2:", "f:3:", "q:10:", "f:4:", "q:9:"]
+    assert every[4].startswith("    q:10: error[cq-dangling]")
+    assert every[3] == "f:3: error[crc-mismatch] bad 3 (and 1 consequence)" and "more" not in " ".join(every)
