@@ -1273,6 +1273,67 @@ def scratch_db(directory: str):
     return con
 
 
+class SpillList:
+    """A list a producer appends to and a consumer then reads once, in order (a range task's findings and
+    markers, held until the merge takes them): past ``limit`` items they go, pickled in batches, to a private
+    temporary file (unlinked at once: nothing is left behind, whatever ends the process), so what a producer
+    holds stays bounded whatever the data makes of their number. Pickled (to another process, a Spark driver)
+    it is a plain list of its items."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = SPILL_LIST_LIMIT if limit is None else limit
+        self._mem: list = []
+        self._file = None
+        self._batches = 0
+        self._spilled = 0
+
+    def append(self, item) -> None:
+        self._mem.append(item)
+        if len(self._mem) >= self.limit:
+            self._spill()
+
+    def extend(self, items) -> None:
+        for item in items:
+            self.append(item)
+
+    def _spill(self) -> None:
+        import pickle
+
+        if self._file is None:
+            import tempfile
+
+            self._file = tempfile.TemporaryFile(dir=temp_dir())
+        pickle.dump(self._mem, self._file, pickle.HIGHEST_PROTOCOL)
+        self._batches += 1
+        self._spilled += len(self._mem)
+        self._mem = []
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._mem)
+
+    def __iter__(self):
+        if self._file is not None:
+            import pickle
+
+            self._file.flush()
+            self._file.seek(0)
+            for _ in range(self._batches):
+                yield from pickle.load(self._file)
+        yield from self._mem
+
+    def __reduce__(self):
+        return (list, (list(self),))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+#: items a :class:`SpillList` holds in memory (~0.3-1 KB each) before a batch goes to its file
+SPILL_LIST_LIMIT = 4096
+
+
 # ---- spool: the pieces --jobs workers write, copied to stdout in order ---------------------------------------
 
 SPOOL_PREFIX = TEMP_PREFIX + "spool-"

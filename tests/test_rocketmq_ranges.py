@@ -313,3 +313,22 @@ def test_no_orphan_workers_when_the_reader_goes_away(tmp_path):
             break
         time.sleep(0.1)
     assert str(store) not in ps
+
+
+@pytest.mark.parametrize("runner", ["inline", "jobs"])
+def test_verify_ranges_with_their_items_spilled(tmp_path, monkeypatch, runner):
+    """A range task's findings and markers go to a file past a few (mqtool.io.SpillList: bounded memory when
+    every message makes a finding): the merge reads them back in order, findings and salvage rows equal the
+    one-process run's; handed to a worker process they travel as a list."""
+    from mqtool import io as mio
+
+    store = rocketmq_store_copy(tmp_path)
+    damage_segments(store)
+    ref = run_verify(store, salvage_out=str(tmp_path / "s1"))
+    monkeypatch.setattr(mio, "SPILL_LIST_LIMIT", 3)
+    kw = {"runner": InlineRunner()} if runner == "inline" else {"jobs": 2}
+    got = run_verify(store, salvage_out=str(tmp_path / "s2"), split_size=2048, **kw)
+    strip = lambda r: {k: v for k, v in r[1].items() if k != "salvage_file"}   # noqa: E731
+    assert got[0] == ref[0] and strip(got) == strip(ref) and len(ref[0]) > 3
+    assert (tmp_path / "s1" / "salvaged-messages.ndjson").read_bytes() == \
+        (tmp_path / "s2" / "salvaged-messages.ndjson").read_bytes()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 
 from mqtool.findings import INFO, Finding
+from mqtool.io import SpillList
 from mqtool.plainclass import dataclass
 from mqtool.progress import progress
 from mqtool.rocketmq.store import RocketStore
@@ -149,7 +150,7 @@ def verify_range_task(args) -> RangeVerify:
     want_xref = len(args) > 2 and args[2]      # the parent merges the tables (verify_commitlog_ranges)
 
     ctx = _Ctx(RocketStore(path=rng.store), opts)
-    items: list = []
+    items = SpillList()        # (bounded: a store where every message makes a finding makes millions)
     expected = _FirstSeen()
     shift = None
     seen_data = False
@@ -276,6 +277,8 @@ def verify_commitlog_ranges(ctx):
                 elif tag == "salvage":
                     if ctx.salvage is not None:
                         ctx.salvage.add_row(it[1])
+            if isinstance(res.items, SpillList):       # (a thread's: its file goes now)
+                res.items.close()
             ctx.summary.messages += res.messages
             if ctx.xref is not None and res.xref is not None:
                 ctx.xref.merge(res.xref)
