@@ -594,7 +594,8 @@ def render_verify(findings: Iterator, summary_fn: Callable[[], Any], as_json: bo
         return s
     from mqtool.findings import KeptFindings
 
-    with KeptFindings(lambda sev: _SEV_ORDER.get(sev, 3)).extend(findings) as kept:    # (memory bounded)
+    with KeptFindings(lambda sev: _SEV_ORDER.get(sev, 3)) as kept:     # (memory bounded; its spool goes at
+        kept.extend(findings)                                            # the end, an error's too)
         s = summary_fn()
         con = stdout_console()
         if view == "table":
