@@ -5,8 +5,8 @@ those of the row-by-row Python path.
 * Every real Kafka store, the fixture, the bench builder's store and a generated partition (every codec in the
   clients' framings, v1 legacy messages, transactional and control batches, LogAppendTime, header keys and
   values with quotes, control characters, U+2028, placeholder-like text and bytes that are not UTF-8, and
-  damage: a bad CRC, a payload that does not inflate under a valid CRC, a record count that lies, garbage to
-  resync over, a cut tail): stdout, stderr and exit code are equal with the helper off (``MQTOOL_NATIVE=0``),
+  damage: a bad CRC, a payload that does not inflate under a valid CRC, a record count that lies, a negative
+  record count over a payload that does not inflate, garbage to resync over, a cut tail): stdout, stderr and exit code are equal with the helper off (``MQTOOL_NATIVE=0``),
   ``--jobs 1``, ``--jobs 2``, three lanes with one-batch tasks, and the process pool (``--split-size``).
 * The record offsets of each batch of the generated 4.0.0 store are those its expected.json states (written
   by the broker run, not by mqtool).
@@ -108,6 +108,14 @@ def _segment(base: int) -> tuple[bytes, int]:
     lie[K.V2_HEADER_SIZE - 4 - 32:K.V2_HEADER_SIZE - 32] = (5).to_bytes(4, "big")    # lastOffsetDelta
     parts.append(_crc(lie))
     off += 6
+    # damage 4: recordsCount -1 over a compressed payload that does not inflate (valid CRC): the count is what
+    # is wrong first (the Python rows say so before inflating; the compiled lanes must say the same)
+    for codec in (K.CODEC_GZIP, K.CODEC_LZ4, K.CODEC_ZSTD):
+        neg = bytearray(kafka_codec_batch(off, _records(3, 7), codec, base_ts=B.T0, max_ts=B.T0 + 9))
+        neg[K.V2_HEADER_SIZE - 4:K.V2_HEADER_SIZE] = (-1).to_bytes(4, "big", signed=True)
+        neg[K.V2_HEADER_SIZE:K.V2_HEADER_SIZE + 4] = b"\x00\x11\x22\x33"
+        parts.append(_crc(neg))
+        off += 3
     parts.append(b"\x07garbage between batches\x00\x13" * 3)                       # resync over this
     for j in range(30):                                                            # many small batches
         parts.append(kafka_codec_batch(off, _records(2, j, hostile=False), CODECS[j % 5], base_ts=B.T0,

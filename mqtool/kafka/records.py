@@ -193,9 +193,10 @@ NATIVE_AREA_MAX = 16 << 20      # whole-batch compiled walks (dump) take areas u
 def small_records_area(batch: Batch, max_records: int | None = None, view: bool = False):
     """The records area when it is at most ``NATIVE_AREA_MAX`` bytes and the batch within the record cap
     (``max_records``: the cap of :func:`limits`, looked up when not given), else None (the caller streams with
-    :func:`iter_records`). Raises CodecError for undecodable bytes. ``view``: an uncompressed area comes as a
+    :func:`iter_records`, which also says what is wrong with a negative count before inflating anything).
+    Raises CodecError for undecodable bytes. ``view``: an uncompressed area comes as a
     memoryview of the segment's bytes (no copy; the caller must not keep it)."""
-    if batch.count is None or batch.count > (limits()[0] if max_records is None else max_records) or (
+    if batch.count is None or not 0 <= batch.count <= (limits()[0] if max_records is None else max_records) or (
             batch.codec == K.CODEC_NONE and batch.size - K.V2_HEADER_SIZE > NATIVE_AREA_MAX):
         return None
     if view and batch.codec == K.CODEC_NONE:
