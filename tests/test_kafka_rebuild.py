@@ -234,3 +234,25 @@ def test_a_killed_run_shows_no_half_written_file(tmp_path, delay):
         for f in (out / part.name).iterdir():
             if not f.name.startswith(".mqtool-tmp-"):
                 assert f.read_bytes() == want[f.name], f.name
+
+
+def test_an_abort_at_the_end_of_the_offset_range_is_written_as_a_java_long(run_cli, tmp_path):
+    """A transaction aborted by a marker at offset 2^63 - 1: the AbortedTxn's lastStableOffset is
+    lastOffset + 1, a Java long, so it wraps to -2^63 (it used to stop rebuild-index with struct.error).
+    Expected entry written out by hand: version 0, pid 7, first 2^63 - 3, last 2^63 - 1, LSO -2^63."""
+    import struct
+
+    from builders import kafka_builder
+
+    B = kafka_builder()
+    first = (1 << 63) - 3
+    data = B.batch_v2(first, [B.record(0, 0, b"k", b"v")], base_ts=B.T0, max_ts=B.T0, pid=7, epoch=0, seq=0,
+                      attrs=0x10)                                  # transactional
+    data += B.control((1 << 63) - 1, 0, 7, 0, B.T0 + 1)             # ABORT (control type 0)
+    part = tmp_path / "logs" / "t-0"
+    part.mkdir(parents=True)
+    (part / f"{first:020d}.log").write_bytes(data)
+    code, stdout, stderr = run_cli("rebuild-index", part, "--out", tmp_path / "out", "--json")
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    txn = (tmp_path / "out" / "t-0" / f"{first:020d}.txnindex").read_bytes()
+    assert txn == struct.pack(">hqqqq", 0, 7, first, (1 << 63) - 1, -(1 << 63))       # 34 bytes (AbortedTxn)

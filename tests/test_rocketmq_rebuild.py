@@ -191,6 +191,54 @@ def test_cq_skip_rules_and_gap():
     assert sorted(n.code for n in qb.findings()) == ["cq-offset-gap", "cq-put-repeated", "cq-put-skipped"]
 
 
+def test_cq_end_past_a_java_long_wraps_as_the_broker_computes_it():
+    """offset + size is a Java long in ConsumeQueue.putMessagePositionInfo: a hostile PHYSICALOFFSET near
+    2^63 wraps negative, so the unit ends "at or below maxPhysicOffset" and is skipped (it used to stop the
+    rebuild with an OverflowError in the compiled lane's queue state). A later message is written as usual."""
+    qb, out = _qb(10)
+    top = (1 << 63) - 5
+    qb.put(0, 10, 0, 0)
+    qb.put(top, 10, 0, 1)           # top + 10 wraps to -2^63 + 4: <= 10, skipped
+    qb.put(10, 10, 0, 1)
+    qb.finish()
+    assert out[0][1] == UNIT.pack(0, 10, 0) + UNIT.pack(10, 10, 0)
+    assert [n.code for n in qb.findings()] == ["cq-put-skipped"] and qb.max_phys == 20
+
+
+def test_rebuild_with_a_physical_offset_near_a_java_long_limit(run_cli, tmp_path):
+    """The CLI over the fixture store with one message's PHYSICALOFFSET set to 2^63 - 5: no traceback, the
+    same output with the compiled helpers on and off, and that message's unit not in its queue."""
+    import os
+
+    store = _copy_store_fixture(tmp_path)
+    seg = sorted((store / "commitlog").iterdir())[0]
+    data = bytearray(seg.read_bytes())
+    size = int.from_bytes(data[:4], "big")
+    second = size                                  # the second message: its queue has a unit before it
+    data[second + 28:second + 36] = ((1 << 63) - 5).to_bytes(8, "big")
+    seg.write_bytes(bytes(data))
+    runs = []
+    for native in ("1", "0"):
+        os.environ["MQTOOL_NATIVE"] = native
+        try:
+            out = tmp_path / f"out{native}"
+            code, stdout, stderr = run_cli("rebuild-index", store, "--out", out, "--json")
+        finally:
+            os.environ.pop("MQTOOL_NATIVE", None)
+        assert code in (0, 1) and "Traceback" not in stderr, stderr
+        runs.append((code, _tree_hashes(out)))
+    assert runs[0] == runs[1]
+    assert "cq-put-skipped" in stdout
+
+
+def _copy_store_fixture(tmp_path: Path) -> Path:
+    from conftest import FIXTURES
+
+    dst = tmp_path / "store"
+    shutil.copytree(FIXTURES / "rocketmq" / "store", dst)
+    return dst
+
+
 # ---- index state machine (hand-computed) ----------------------------------------------------------
 
 def _index_file_bytes(slot_num, index_num, header, slots, entries):

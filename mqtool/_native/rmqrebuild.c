@@ -605,6 +605,7 @@ static PyObject *apply(PyObject *self, PyObject *args)
             goto done;
         }
         const int64_t phys = rc->phys, total = rc->total, store_ts = rc->ts, qoff = rc->qoff;
+        const int64_t end = (int64_t)((uint64_t)phys + (uint64_t)total);     /* a Java long: a hostile one wraps */
         /* consumequeue: decide */
         int64_t *qs = NULL;
         PyObject *qbuf = NULL;
@@ -634,7 +635,7 @@ static PyObject *apply(PyObject *self, PyObject *args)
             }
             qs = qs_all + slot * QS_N;
             qbuf = PyList_GET_ITEM(bufs, slot);
-            if (!PyByteArray_CheckExact(qbuf) || phys + total <= qs[QS_MAXPHYS] || qs[QS_WRITE] < 0 ||
+            if (!PyByteArray_CheckExact(qbuf) || end <= qs[QS_MAXPHYS] || qs[QS_WRITE] < 0 ||
                 qs[QS_WRITE] >= qs[QS_FILE_END] || (qoff != 0 && qoff != qs[QS_WRITE])) {
                 why = AP_DECLINE;        /* skip / first unit / file full / gap / repeat: Python's QueueBuilder */
                 break;
@@ -669,7 +670,7 @@ static PyObject *apply(PyObject *self, PyObject *args)
             wr(o + cfg.unit[U_OFF].off, cfg.unit[U_OFF].size, phys);
             wr(o + cfg.unit[U_SIZE].off, cfg.unit[U_SIZE].size, total);
             wr(o + cfg.unit[U_TAGS].off, cfg.unit[U_TAGS].size, rc->tags);
-            qs[QS_MAXPHYS] = phys + total;
+            qs[QS_MAXPHYS] = end;
             qs[QS_WRITE] += 1;
             qs[QS_UNITS] += 1;
             ncq++;

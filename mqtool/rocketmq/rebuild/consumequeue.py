@@ -10,6 +10,7 @@ _BLANK_UNIT = CQ_STRUCT.pack(0, F.CQ_BLANK_SIZE, 0)
 _ZERO_UNIT = bytes(UNIT)
 _pack_unit = CQ_STRUCT.pack
 _MAX_LONG = (1 << 63) - 1
+_MASK64 = (1 << 64) - 1
 
 
 class QueueBuilder:
@@ -34,7 +35,8 @@ class QueueBuilder:
             self._note("cq-offset-out-of-range", f"queue offset {cq_offset} of the message at commitlog offset "
                        f"{offset} puts its unit outside any consume queue file: not rebuilt", offset)
             return
-        if offset + size <= self.max_phys:
+        end = ((offset + size + (1 << 63)) & _MASK64) - (1 << 63)    # a Java long: a hostile offset wraps
+        if end <= self.max_phys:
             self._note("cq-put-skipped", f"message at commitlog offset {offset} ends at or below the queue's "
                        f"maxPhysicOffset {self.max_phys}: the broker skips it", offset)
             return
@@ -62,7 +64,7 @@ class QueueBuilder:
                 self._note("cq-offset-gap", f"queue offset {cq_offset} of the message at commitlog offset "
                            f"{offset} is ahead of the write position {cur // UNIT}: the broker appends it at "
                            f"{cur // UNIT} anyway", offset)
-        self.max_phys = offset + size
+        self.max_phys = end
         buf += _pack_unit(offset, size, tags_code)
         self.units += 1
 
