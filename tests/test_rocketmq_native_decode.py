@@ -258,3 +258,43 @@ def test_iter_messages_stops_cleanly_when_the_file_shrinks(tmp_path, native_on):
     n, codes = r.stdout.split(None, 1)
     assert codes.split() == ["file-changed"]
     assert int(n) == (1 if native_on == "0" else 40)     # the helper's run of 40 was read before the change
+
+
+@st.composite
+def _covering_inputs(draw):
+    """Bytes with magic codes planted (whole, and cut after each of their leading bytes: the search for the
+    prefix both codes share must not stop on half of one), each under a TOTALSIZE drawn around the distances
+    that decide "reaches past p"; plus lo, p and max_size."""
+    n = draw(st.integers(40, 600))
+    data = bytearray(draw(st.binary(min_size=n, max_size=n)))
+    v1 = F.MESSAGE_MAGIC_CODE_V1.to_bytes(4, "big", signed=True)
+    v2 = F.MESSAGE_MAGIC_CODE_V2.to_bytes(4, "big", signed=True)
+    lo = draw(st.integers(0, n))
+    p = draw(st.integers(lo, n + 5))
+    for _ in range(draw(st.integers(0, 12))):      # anywhere, or just before p (where a search may stop short)
+        at = draw(st.one_of(st.integers(0, n - 8), st.integers(max(0, min(p, n - 8) - 6), min(p, n - 8))))
+        magic = draw(st.sampled_from([v1, v2, v1[:3] + b"\x00", v1[:2] + b"\x00\x00", v1[:1] + b"\x00" * 3]))
+        data[at + 4:at + 8] = magic
+        data[at:at + 4] = draw(st.integers(-5, n + 50)).to_bytes(4, "big", signed=True)
+    return bytes(data), lo, p, draw(st.integers(0, n + 60))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_covering_inputs())
+def test_covering_equals_its_definition(args):
+    """rmqdecode.covering (the scanner's prefilter of units that could cover a range start) == the positions
+    c in [lo, p) with a v1/v2 magic code at c + 4, TOTALSIZE in [MIN_MESSAGE_SIZE, max_size], c + TOTALSIZE > p
+    (and the fixed header inside the buffer)."""
+    data, lo, p, max_size = args
+    mod = native.load("rmqdecode")
+    need = 8
+    want = []
+    for c in range(lo, min(p, len(data))):
+        if c + need > len(data):
+            break
+        magic = int.from_bytes(data[c + 4:c + 8], "big", signed=True)
+        total = int.from_bytes(data[c:c + 4], "big", signed=True)
+        if magic in (F.MESSAGE_MAGIC_CODE_V1, F.MESSAGE_MAGIC_CODE_V2) and \
+                F.MIN_MESSAGE_SIZE <= total <= max_size and c + total > p:
+            want.append(c)
+    assert mod.covering(data, lo, p, max_size) == want
