@@ -677,10 +677,14 @@ def _findings_compact(con: Console, kept, consequences, all_findings: bool, stor
             lines.add(line)
     lines.flush()
     for (sev, code), k in over.items():
-        con.print(text(f"({k} more {sev}[{code}] finding{'s' if k != 1 else ''} like those above are not shown: "
-                       "--all-findings lists them, --json gives every finding)", "dim"), highlight=False)
+        many = k != 1
+        con.print(text(f"({k} more {sev}[{code}] finding{'s' if many else ''} like those above "
+                       f"{'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
+                       "--json gives every finding)", "dim"), highlight=False)
     if hidden:
-        con.print(f"({hidden} findings that follow from those above are not shown: --all-findings lists them, "
+        many = hidden != 1
+        con.print(f"({hidden} finding{'s that follow' if many else ' that follows'} from those above "
+                  f"{'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
                   "--json gives every finding)", style="dim", highlight=False)
 
 

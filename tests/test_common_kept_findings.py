@@ -117,7 +117,7 @@ def test_compact_view_lists_a_few_roots_of_each_code_and_counts_the_rest(monkeyp
         "q:9: warning[queue-offset-gap] gap",
         "(3 more error[crc-mismatch] findings like those above are not shown: --all-findings lists them, --json "
         "gives every finding)",
-        "(1 findings that follow from those above are not shown: --all-findings lists them, --json gives every "
+        "(1 finding that follows from those above is not shown: --all-findings lists it, --json gives every "
         "finding)"]
     every = shown(True)
     assert [line.split()[0] for line in every] == ["f:0:", "f:1:", "f:2:", "f:3:", "q:10:", "f:4:", "q:9:"]
