@@ -102,3 +102,9 @@ def plural(n: int, word: str, many: str | None = None) -> str:
         many = word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else \
             word + "es" if word.endswith(("s", "x", "ch", "sh")) else word + "s"
     return f"{n} {many}"
+
+
+def java_long(v: int) -> int:
+    """``v`` as a Java long holds it (two's complement, 64 bits): the brokers' offset arithmetic (an offset plus
+    a size, a last offset plus one) wraps there, where a hostile offset near 2^63 takes a Python int past it."""
+    return ((v + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)

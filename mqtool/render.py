@@ -682,8 +682,10 @@ def _findings_compact(con: Console, kept, consequences, all_findings: bool, stor
                        f"{'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
                        "--json gives every finding)", "dim"), highlight=False)
     if hidden:
+        from mqtool.common import plural
+
         many = hidden != 1
-        con.print(f"({hidden} finding{'s that follow' if many else ' that follows'} from those above "
+        con.print(f"({plural(hidden, 'finding that follows', 'findings that follow')} from those above "
                   f"{'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
                   "--json gives every finding)", style="dim", highlight=False)
 

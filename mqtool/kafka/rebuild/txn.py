@@ -3,6 +3,7 @@ record type of a marker batch."""
 from __future__ import annotations
 
 from formats import kafka as K
+from mqtool.common import java_long
 from mqtool.kafka.records import Batch, iter_records
 
 
@@ -24,16 +25,10 @@ class TxnTracker:
         first = self.ongoing.pop(pid, None)
         if control_type != K.CONTROL_ABORT:
             return None
-        marker = _long(b.last_offset)         # (Kafka's longs: baseOffset + lastOffsetDelta, + 1, wrap)
+        marker = java_long(b.last_offset)     # (Kafka's longs: baseOffset + lastOffsetDelta, + 1, wrap)
         others = [o for p, o in self.ongoing.items() if p != pid]
-        lso = min(others) if others else _long(marker + 1)
+        lso = min(others) if others else java_long(marker + 1)
         return (0, pid, first if first is not None else marker, marker, lso)
-
-
-def _long(v: int) -> int:
-    """``v`` as a Java long holds it (two's complement, 64 bits): a hostile offset near 2^63 wraps, as the
-    broker's arithmetic does, instead of failing to be written."""
-    return ((v + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
 
 
 def control_type_of(b: Batch) -> int | None:

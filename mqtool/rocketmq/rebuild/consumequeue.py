@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from formats import rocketmq as F
+from mqtool.common import java_long
 from mqtool.findings import WARNING, Finding
 from mqtool.rocketmq.indexfiles import CQ_STRUCT
 
@@ -10,7 +11,6 @@ _BLANK_UNIT = CQ_STRUCT.pack(0, F.CQ_BLANK_SIZE, 0)
 _ZERO_UNIT = bytes(UNIT)
 _pack_unit = CQ_STRUCT.pack
 _MAX_LONG = (1 << 63) - 1
-_MASK64 = (1 << 64) - 1
 
 
 class QueueBuilder:
@@ -35,7 +35,9 @@ class QueueBuilder:
             self._note("cq-offset-out-of-range", f"queue offset {cq_offset} of the message at commitlog offset "
                        f"{offset} puts its unit outside any consume queue file: not rebuilt", offset)
             return
-        end = ((offset + size + (1 << 63)) & _MASK64) - (1 << 63)    # a Java long: a hostile offset wraps
+        end = offset + size
+        if not -_MAX_LONG - 1 <= end <= _MAX_LONG:
+            end = java_long(end)            # a Java long there: a hostile offset wraps
         if end <= self.max_phys:
             self._note("cq-put-skipped", f"message at commitlog offset {offset} ends at or below the queue's "
                        f"maxPhysicOffset {self.max_phys}: the broker skips it", offset)
