@@ -18,7 +18,7 @@ from mqtool.kafka import store as L
 from mqtool.codecs import CodecError
 from mqtool.kafka import records as R
 from mqtool.kafka.records import Batch, Record, iter_records
-from mqtool.kafka.scan import Damage, scan, scan_range
+from mqtool.kafka.scan import Damage, batch_offsets, scan, scan_range
 from mqtool.kafka.rows import FILE_TABLES, LOG_COLUMNS, NATIVE_RECORD_KEYS
 from mqtool import ndjson
 from mqtool.columns import Column, iso_ms
@@ -694,7 +694,7 @@ def lost_segment_notes(path: Path, topic: str | None = None) -> list[str]:
     """Damage notes for offsets that no segment of a partition under ``path`` holds: index files whose .log is
     gone between other segments, and a segment whose base offset lies past the next offset of the one before
     (unless the partition looks compacted, see :func:`mqtool.kafka.store.looks_compacted`). The previous
-    segments are walked batch header by batch header (no CRC, no records)."""
+    segments are walked batch header by batch header (no CRC, no records: :func:`~mqtool.kafka.scan.batch_offsets`)."""
     notes = []
     for ld in L.discover(path):
         for part in ld.partitions:
@@ -711,12 +711,10 @@ def lost_segment_notes(path: Path, topic: str | None = None) -> list[str]:
                 last = None
                 try:
                     with map_input(a.log, ranged=True) as m:    # a remote file: scan() fetches what it reads
-                        for ev in scan(m.buf, str(a.log), check_crc=False, fd=m.fileno() if m.mapped else None):
-                            if isinstance(ev, Batch):
-                                base = ev.base_offset if ev.base_offset is not None else ev.last_offset
-                                if last is not None and base > last + 1:
-                                    interior += 1
-                                last = ev.last_offset if last is None else max(last, ev.last_offset)
+                        for base, end in batch_offsets(m.buf, str(a.log), fd=m.fileno() if m.mapped else None):
+                            if last is not None and base > last + 1:
+                                interior += 1
+                            last = end if last is None else max(last, end)
                 except InputError:
                     continue            # the rows of that file say it is unreadable
                 if last is not None and b.base_offset > last + 1:

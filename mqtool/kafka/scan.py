@@ -37,7 +37,7 @@ from formats import kafka as K
 from mqtool.codecs import CodecError
 from mqtool.damage import CHECK_BUDGET_FACTOR, CheckBudget, Damage
 from mqtool.fastcrc import crc32c
-from mqtool.io import first_nonzero, need, ranged_maps
+from mqtool.io import first_nonzero, need, ranged, ranged_maps
 from mqtool.kafka import layout as L
 from mqtool.kafka.records import _HDR_V0, _I16, _I32, Batch, LimitExceeded, _legacy_walk
 from mqtool.pages import WINDOW as PAGE_WINDOW
@@ -218,6 +218,33 @@ def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd
                 return
             checked = pos + 1
         yield ev
+
+
+def batch_offsets(buf, path: str = "", fd: int | None = None):
+    """``(first, last)`` offsets of every :class:`Batch` that ``scan(buf, path, check_crc=False, fd=fd)``
+    yields, in order (``first``: its base offset, or its last offset where the base is unknown), for walks
+    that want the offsets only (which offsets no segment holds). While the entries are v2 batches that frame
+    one another, each is read from its header alone (no :class:`Batch` is made: ~3x cheaper, the page faults
+    of the headers are most of what is left); from the first entry that is anything else, :func:`scan` itself
+    goes on (with the budget of a walk from the start: a walk without CRCs spends none of it before that
+    entry), so the answer is the same whatever the bytes hold."""
+    n = len(buf)
+    p = 0
+    if not (ranged_maps and ranged(buf)):      # (a remote file: scan() fetches what it reads)
+        win = PageWindow(buf, 0, end=n, populate=False)     # a header a batch: nothing worth populating
+        prefix, header = _PREFIX.unpack_from, _HDR_V2.unpack_from
+        least = max(K.MIN_RECORD_OVERHEAD, _MIN_V2_SIZE)
+        while n - p >= K.HEADER_SIZE_UP_TO_MAGIC:
+            if p >= win.next_at:
+                win.advance(p)
+            base, size = prefix(buf, p)
+            if buf[p + 16] != 2 or size < least or size > n - p - 12:
+                break
+            yield base, base + header(buf, p)[6]           # baseOffset + lastOffsetDelta
+            p += 12 + size
+    for ev in scan(buf, path, start=p, check_crc=False, fd=fd, budget=walk_budget(n)):
+        if type(ev) is Batch:
+            yield (ev.base_offset if ev.base_offset is not None else ev.last_offset), ev.last_offset
 
 
 def _first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
