@@ -357,19 +357,30 @@ def first_nonzero(buf, start: int, end: int, fd: int | None = None) -> int:
     jumps over its holes with SEEK_DATA without touching them: a 2 GiB hole costs one system call.
     A ranged map of a remote file (:func:`need`) is fetched as far as it is searched.
     """
+    if ranged(buf):
+        def read(p: int, q: int):
+            need(buf, p, q - p)
+            return buf[p:q]
+    else:
+        def read(p: int, q: int):
+            return buf[p:q]
+    return _first_nonzero_read(read, fd, start, end)
+
+
+def _first_nonzero_read(read, fd: int | None, start: int, end: int) -> int:
+    """The search of :func:`first_nonzero` and :func:`first_nonzero_in`: ``read(p, q)`` gives the bytes
+    ``[p, q)`` (fewer at the end of the input, none past it)."""
     p = start
-    fetch = ranged(buf)
     while p < end:
         p = _data_start(fd, p, end)
         if p >= end:
             return -1
-        q = min(end, p + _ZERO_CHUNK)
-        if fetch:
-            need(buf, p, q - p)
-        chunk = buf[p:q]
-        if chunk != _ZEROS[:q - p]:
+        chunk = read(p, min(end, p + _ZERO_CHUNK))
+        if not chunk:
+            return -1
+        if chunk != _ZEROS[:len(chunk)]:
             return p + (len(chunk) - len(chunk.lstrip(b"\x00")))
-        p = q
+        p += len(chunk)
     return -1
 
 
@@ -407,19 +418,7 @@ def first_nonzero_in(f, start: int, end: int) -> int:
     """:func:`first_nonzero` of the input ``f`` (from :func:`open_input`) read with ``pread`` a chunk at a time:
     nothing is mapped (the file may be larger than the address space allows), and the holes of a sparse file are
     jumped over with SEEK_DATA, unread. -1 when ``[start, end)`` holds only zeros (or the file ends before)."""
-    fd = f.fileno()
-    p = start
-    while p < end:
-        p = _data_start(fd, p, end)
-        if p >= end:
-            return -1
-        chunk = pread_input(f, min(end, p + _ZERO_CHUNK) - p, p)
-        if not chunk:
-            return -1
-        if chunk != _ZEROS[:len(chunk)]:
-            return p + (len(chunk) - len(chunk.lstrip(b"\x00")))
-        p += len(chunk)
-    return -1
+    return _first_nonzero_read(lambda p, q: pread_input(f, q - p, p), f.fileno(), start, end)
 
 
 def map_input(path: str | os.PathLike, whole_limit: int | None = None, ranged: bool = False) -> MappedInput:

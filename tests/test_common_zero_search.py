@@ -1,11 +1,11 @@
-"""``mqtool.io.last_nonzero`` / ``first_nonzero`` against a plain byte-by-byte answer: in-memory buffers with zero
+"""``mqtool.io.last_nonzero`` / ``first_nonzero`` / ``first_nonzero_in`` against a plain byte-by-byte answer: in-memory buffers with zero
 tails of every length around the search's piece sizes, and sparse files (holes) read through a map."""
 import os
 import random
 
 import pytest
 
-from mqtool.io import first_nonzero, last_nonzero, map_input
+from mqtool.io import first_nonzero, first_nonzero_in, last_nonzero, map_input, open_input
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -79,4 +79,7 @@ def test_sparse_files(tmp_path, layout, zero_tail):
             assert last_nonzero(mi.buf, start, end, fd) == _last(data, start, end), (start, end)
             assert first_nonzero(mi.buf, start, end, fd) == _first(data, start, end), (start, end)
         assert last_nonzero(mi.buf, 0, size, None) == _last(data, 0, size)      # no fd: no hole search
+    with open_input(path) as f:                     # the pread search (files past the address space)
+        for start, end in ((0, size), (0, size - 20), (MIB, size), (0, MIB), (size - 5, size + 100)):
+            assert first_nonzero_in(f, start, end) == _first(data, start, end), (start, end)
     os.remove(path)
