@@ -522,7 +522,8 @@ def issue20_report(results: list[Result]) -> list[str]:
 
 def kafka_ops(ncpu: int) -> list[Op]:
     # the shallow/deep/print-data modes of DumpLogSegments; rates over the .log bytes and records
-    return [Op("kafka-verify", "mqtool verify commitlog KAFKA-DIR (batch level, CRC-32C)", "cli",
+    return [Op("kafka-verify", "mqtool verify commitlog KAFKA-DIR (batch level: CRC-32C; compressed payloads "
+               "inflated)", "cli",
                ["verify", "commitlog", "{store}", "--json"], target=">= 1.5 GB/s",
                check=lambda r: r.bytes / r.cpu >= 1.5e9),
             Op("kafka-deep", "mqtool dump kafka --deep --json (every record, decompressed; default --jobs: a "
