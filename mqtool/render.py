@@ -676,18 +676,21 @@ def _findings_compact(con: Console, kept, consequences, all_findings: bool, stor
             line.pad_left(4)
             lines.add(line)
     lines.flush()
-    for (sev, code), k in over.items():
-        many = k != 1
-        con.print(text(f"({k} more {sev}[{code}] finding{'s' if many else ''} like those above "
-                       f"{'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
-                       "--json gives every finding)", "dim"), highlight=False)
-    if hidden:
-        from mqtool.common import plural
+    from mqtool.common import plural
 
-        many = hidden != 1
-        con.print(f"({plural(hidden, 'finding that follows', 'findings that follow')} from those above "
-                  f"{'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
-                  "--json gives every finding)", style="dim", highlight=False)
+    for (sev, code), k in over.items():
+        con.print(text(_not_shown(f"{plural(k, f'more {sev}[{code}] finding')} like those above", k), "dim"),
+                  highlight=False)
+    if hidden:
+        con.print(_not_shown(f"{plural(hidden, 'finding that follows', 'findings that follow')} from those above",
+                             hidden), style="dim", highlight=False)
+
+
+def _not_shown(what: str, n: int) -> str:
+    """The compact view's note on ``n`` findings (``what``) it does not list."""
+    many = n != 1
+    return (f"({what} {'are' if many else 'is'} not shown: --all-findings lists {'them' if many else 'it'}, "
+            "--json gives every finding)")
 
 
 class _Lines:
