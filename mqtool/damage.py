@@ -38,18 +38,32 @@ SMALL_CANDIDATE = 1024
 
 
 class CheckBudget:
-    """The bytes a search may still checksum (see :data:`CHECK_BUDGET_FACTOR`)."""
+    """The bytes a search may still checksum (see :data:`CHECK_BUDGET_FACTOR`).
 
-    def __init__(self, budget: int):
+    ``strict``: a candidate is checked only when what it claims fits in what is left (or it is small), so one
+    false candidate claiming far more than the budget (a plausible header inside compressed bytes whose length
+    runs to the end of the file) is passed over instead of spending the whole budget and leaving none for the
+    real entry after it. A walk reading its entries uses the lenient rule (any entry while the budget is not
+    spent): its entries are in step, and a large real batch must be read."""
+
+    def __init__(self, budget: int, strict: bool = False):
         self.budget = budget
+        self.strict = strict
         self.spent = 0              # bytes the checks read so far
         self.unchecked = 0          # candidates not checked once the budget was spent
 
     def afford(self, claimed: int) -> bool:
         """Whether a candidate claiming ``claimed`` bytes may be checked (its checksum reads them); counted
         in :attr:`spent`, or in :attr:`unchecked` when it may not."""
-        if self.spent < self.budget or claimed <= SMALL_CANDIDATE:
+        if claimed <= SMALL_CANDIDATE or (self.spent + claimed <= self.budget if self.strict
+                                          else self.spent < self.budget):
             self.spent += max(0, claimed)
             return True
         self.unchecked += 1
         return False
+
+    def refund(self, claimed: int) -> None:
+        """An entry checked with :meth:`afford` proved valid and the walk moved past it: its bytes are paid by
+        that progress (a walk checks each entry it reads once, linear in the file), not by the budget, which
+        is kept for the checks that may fail (resync candidates, entries whose checksum is wrong)."""
+        self.spent -= max(0, claimed)

@@ -75,11 +75,19 @@ def test_budget_is_not_reached_by_ordinary_damage(crc_bytes):
 
 
 def test_range_reader_is_budgeted(crc_bytes):
-    """scan_range shares one budget between its start resync, its walk and its end checks."""
+    """A range reader checks within its start search's strict budget, its walk's budget (and one candidate
+    past it), and the strict budget of each later range start it looks for to know where to stop."""
     data = b"\xff" * 5 + _near_miss(3000)
     n = len(data)
-    list(S.scan_range(data, "x", 1000, n // 2))
-    assert crc_bytes[0] <= CHECK_BUDGET_FACTOR * n + S.WALK_BUDGET_FLOOR + n
+    events = list(S.scan_range(data, "x", 1000, n // 2))
+    assert events == []                 # no batch in the range: it owns nothing
+    assert crc_bytes[0] <= CHECK_BUDGET_FACTOR * (n // 2) + S.WALK_BUDGET_FLOOR
+    crc_bytes[0] = 0
+    events = list(S.scan_range(data, "x", 0, n // 2))
+    assert [e.code for e in events] == ["skipped"]
+    # the walk (its budget and one candidate past it) and the start of the range after it
+    assert crc_bytes[0] <= 2 * (CHECK_BUDGET_FACTOR * (n // 2) + S.WALK_BUDGET_FLOOR) + n
+    assert crc_bytes[0] < 3000 * n // 10
 
 
 def test_cli_verify_reports_the_unchecked_candidates(tmp_path, run_cli):

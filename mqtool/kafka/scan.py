@@ -18,13 +18,16 @@ End-of-data rules (``FileLogInputStream`` plus what a forensic reader needs):
   ``skipped`` event over the bytes up to the next self-locating batch (magic at +16, sane length, valid CRC),
   and the walk goes on from there.
 
-Checking costs a CRC over the bytes an entry claims, so a walk may checksum at most
-:data:`~mqtool.damage.CHECK_BUDGET_FACTOR` times the bytes it covers plus :data:`WALK_BUDGET_FLOOR`
+Checking costs a CRC over the bytes an entry claims. A batch whose CRC holds moves the walk past it, so each
+is checked once (linear); every other check (resync candidates, entries whose CRC fails) comes out of a budget
+of :data:`~mqtool.damage.CHECK_BUDGET_FACTOR` times the bytes walked plus :data:`WALK_BUDGET_FLOOR`
 (:class:`~mqtool.damage.CheckBudget`): crafted bytes holding a plausible header every few dozen bytes, each
 claiming the rest of the file, would otherwise cost a CRC over the rest of the file per candidate (quadratic,
 a hang). Past the budget only entries of at most :data:`~mqtool.damage.SMALL_CANDIDATE` bytes are checked;
 a larger one is skipped like damage, and the ``skipped`` event says how many were not checked. Looking
 along a run of bad-CRC entries checks each entry once however many of them the walk reads (:class:`_BadRuns`).
+A byte-range reader finds its first batch with a strict budget of its own (:func:`range_start`: a candidate
+claiming more than is left is passed over), and the reader before it stops where that search lands.
 """
 from __future__ import annotations
 
@@ -166,57 +169,168 @@ def _frame_ok(buf, p: int, n: int, budget: CheckBudget | None = None) -> bool:
     return _entry_state(buf, p, n, budget) == _VALID
 
 
+def _attr_bytes(unused: int, width: int) -> list[bytes]:
+    """Per byte of an attributes field ``width`` bytes wide (big-endian), the byte values :func:`_shape_ok`
+    lets through: no bit of ``unused`` set and a known codec (the low three bits). The rule is a test of each
+    byte on its own (checked here), so a character class per byte says it exactly."""
+    allowed = [set() for _ in range(width)]
+    for v in range(1 << (8 * width)):
+        if not v & unused and v & K.CODEC_MASK <= _MAX_CODEC:
+            for k in range(width):
+                allowed[k].add((v >> (8 * (width - 1 - k))) & 0xFF)
+    count = 1
+    for a in allowed:
+        count *= len(a)
+    assert count == sum(1 for v in range(1 << (8 * width)) if not v & unused and v & K.CODEC_MASK <= _MAX_CODEC)
+    return [b"[" + b"".join(re.escape(bytes([b])) for b in sorted(a)) + b"]" for a in allowed]
+
+
+def _candidate_pattern():
+    """Where a resync candidate's magic byte (entry + 16) may be: magic 2 with a v2 attributes field
+    (entry + 21) :func:`_shape_ok` lets through, or magic 0/1 with such a legacy attributes byte (entry + 17).
+    A prefilter only: every position it skips fails :func:`_entry_state`, so resync's answer (and what its
+    budget is charged) is that of testing each position in turn."""
+    v2 = _attr_bytes(_V2_ATTR_UNUSED & 0xFFFF, 2)
+    legacy = _attr_bytes(_LEGACY_ATTR_UNUSED & 0xFF, 1)
+    gap = K.V2_ATTRIBUTES_OFFSET - K.HEADER_SIZE_UP_TO_MAGIC            # the CRC between magic and attributes
+    return re.compile(b"\\x02(?s:.)" + b"{%d}" % gap + b"".join(v2) + b"|[\\x00\\x01]" + legacy[0], re.S)
+
+
+_CANDIDATE = _candidate_pattern()
+_MAGIC_AT = K.HEADER_SIZE_UP_TO_MAGIC - 1                              # 16
+
+
 def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None,
            budget: CheckBudget | None = None) -> int | None:
     """First position > p (and < ``until`` when given) where a self-locating batch with a valid CRC starts,
     or None. ``budget``: the walk's :class:`~mqtool.damage.CheckBudget` (a candidate it cannot afford is
-    passed over)."""
+    passed over). Candidates are found with :data:`_CANDIDATE` (in C), not byte by byte in Python."""
     q = p + 1
     stop = n - K.HEADER_SIZE_UP_TO_MAGIC + 1 if until is None else min(until, n - K.HEADER_SIZE_UP_TO_MAGIC + 1)
+    search = _CANDIDATE.search
+    remote = bool(ranged_maps)
     ahead = q           # a remote file: fetched from q to here (mqtool.io.need), a MiB at a time
     while q < stop:
-        if q + 64 > ahead:
-            ahead = q + (1 << 20)
+        if remote and q + 64 > ahead:
+            ahead = min(stop, q + (1 << 20))
             need(buf, q, ahead - q + 64)
-        # The size field (q+8..q+12) of a real entry is never zero: skip zero runs in one step.
-        if buf[q + 8] == 0 and buf[q + 9] == 0 and buf[q + 10] == 0 and buf[q + 11] == 0:
-            nz = _first_nonzero(buf, q + 8, min(n, stop + 11), fd)
+        hi = ahead if remote else stop
+        m = search(buf, q + _MAGIC_AT, min(n, hi + _MAGIC_AT + 7))
+        c = -1 if m is None else m.start() - _MAGIC_AT
+        if c < 0 or c >= hi:
+            q = hi
+            continue
+        # The size field (c+8..c+12) of a real entry is never zero: skip zero runs in one step.
+        if buf[c + 8] == 0 and buf[c + 9] == 0 and buf[c + 10] == 0 and buf[c + 11] == 0:
+            nz = _first_nonzero(buf, c + 8, min(n, stop + 11), fd)
             if nz < 0:
                 return None
-            q = max(q + 1, nz - 11)
+            q = max(c + 1, nz - 11)
             continue
-        if buf[q + 16] <= 2 and _frame_ok(buf, q, n, budget):
-            return q
-        q += 1
+        if _frame_ok(buf, c, n, budget):
+            return c
+        q = c + 1
     return None
 
 
-def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd: int | None = None):
+def range_start(buf, start: int, stop: int, fd: int | None = None) -> int | None:
+    """Where the reader of the byte range ``[start, stop)`` begins, or None (the range owns nothing): the first
+    position in it where a self-locating batch with a valid CRC starts (:func:`resync`) and that the last valid
+    entry starting before ``start`` does not cover (a walk that read that entry never stands inside it: bytes
+    deleted at its end shift the next batch into it). Checked with a strict budget of its own
+    (:func:`start_budget`). A pure function of (start, stop) and the bytes: the reader of the range before
+    computes the same answer to know where to stop (:func:`scan_range`)."""
+    if start <= 0:
+        return 0
+    n = len(buf)
+    budget = start_budget(stop - start)
+    lo = start
+    prev = _last_valid_before(buf, start, max(stop - start, LOOK_BACK), budget, fd)
+    if prev is not None and prev > start:
+        lo = prev
+    if lo >= stop:
+        return None
+    return resync(buf, lo - 1, n, fd, until=stop, budget=budget)
+
+
+#: how far back from a range start :func:`range_start` looks for the entry that may cover it, at least (the
+#: range's own length when that is more); a covering entry that starts further back is not seen
+LOOK_BACK = 1 << 20
+
+
+def _last_valid_before(buf, start: int, back: int, budget: CheckBudget, fd: int | None) -> int | None:
+    """The end of the last entry of a sane shape with a valid CRC that starts in ``[start - back, start)``, or
+    None: windows before ``start`` (64 KiB, doubling) are searched, each from its last candidate down."""
+    n = len(buf)
+    floor = max(0, start - back)
+    hi, width = start, 1 << 16
+    while hi > floor:
+        lo = max(floor, hi - width)
+        need(buf, lo, hi - lo + 64)
+        found = []
+        q = lo
+        while q < hi:
+            m = _CANDIDATE.search(buf, q + _MAGIC_AT, min(n, hi + _MAGIC_AT + 7))
+            c = -1 if m is None else m.start() - _MAGIC_AT
+            if c < 0 or c >= hi:
+                break
+            if buf[c + 8] == 0 and buf[c + 9] == 0 and buf[c + 10] == 0 and buf[c + 11] == 0:
+                nz = _first_nonzero(buf, c + 8, min(n, hi + 11), fd)
+                if nz < 0:
+                    break
+                q = max(c + 1, nz - 11)
+                continue
+            found.append(c)
+            q = c + 1
+        for c in reversed(found):
+            if _entry_state(buf, c, n, budget) == _VALID:
+                return c + 12 + _I32.unpack_from(buf, c + 8)[0]
+        hi, width = lo, width * 2
+    return None
+
+
+def start_budget(size: int) -> CheckBudget:
+    """The budget of a range start search over ``size`` bytes: that of a walk, strict (a candidate claiming
+    more than is left is passed over, not checked with the rest: see :class:`~mqtool.damage.CheckBudget`)."""
+    return CheckBudget(CHECK_BUDGET_FACTOR * max(0, size) + WALK_BUDGET_FLOOR, strict=True)
+
+
+def scan_range(buf, path: str, start: int, stop: int, check_crc: bool = True, fd: int | None = None,
+               split: int | None = None):
     """The events of :func:`scan` that a byte-range reader of ``[start, stop)`` owns.
 
-    A range begins at the scanner's resync point at or after ``start`` (byte 0 for the first range; no
-    self-locating batch with a valid CRC in ``[start, stop)`` means the range owns nothing) and owns every
-    event of the walk from there until the resync point at or after ``stop``, reading its last entry past
-    ``stop``. The whole-file walk passes through every such point (a resync lands on the first one, a batch
-    ends where the next entry frames), so consecutive ranges meet exactly; the exception is a valid batch
-    image *inside* another batch's payload, which a range start would take for a batch.
+    The ranges of a file are consecutive and ``split`` bytes long (the last one shorter; default ``stop -
+    start``, as :func:`mqtool.ranges.split_segments` plans them). A range begins at :func:`range_start` of its
+    bounds (byte 0 for the first range; None: the range owns nothing) and owns every event of the walk from
+    there until the walk reaches the start of the first later range that owns something, reading its last entry
+    past ``stop`` (and through ranges that own nothing). Both ends use the same function of the same bounds, so
+    consecutive ranges meet exactly wherever the whole-file walk passes through that start; the exceptions are
+    a valid batch image *inside* another batch's payload when no valid entry before the range start covers it
+    (within :data:`LOOK_BACK`), which a range start would take for a batch, and a start inside an entry whose
+    CRC fails but which the walk reads (a run of bad-CRC batches).
+
+    No candidate a start search passes over (its budget) can make a range lose batches: the range before reads
+    on until the start of a range that found one, as the walk of the whole file would.
     """
     n = len(buf)
+    split = stop - start if split is None else split
+    if split <= 0:
+        split = max(1, n)       # an empty range (a file planned empty): one later range, the rest of the file
     budget = walk_budget(stop - start)
     if start > 0:
-        q = resync(buf, start - 1, n, fd, until=stop, budget=budget)
+        q = range_start(buf, start, stop, fd)
         if q is None:
             return
         start = q
-    checked = stop          # no resync point in [stop, checked)
+    nxt = stop              # the next range whose start is not known yet ...
+    target = None           # ... and where the first later range that owns something begins
     for ev in scan(buf, path, start=start, check_crc=check_crc, fd=fd, budget=budget):
         pos = ev.position
-        if pos >= stop:
-            if isinstance(ev, Batch) and ev.crc_ok and check_crc and _shape_ok(buf, pos, ev.size - 12, ev.magic):
-                return      # a valid batch at or after stop: the next range's (a resync point)
-            if resync(buf, checked - 1, n, fd, until=pos + 1, budget=budget) is not None:
-                return
-            checked = pos + 1
+        while target is None and nxt <= pos and nxt < n:
+            target = range_start(buf, nxt, min(n, nxt + split), fd)
+            nxt += split
+        if target is not None and pos >= target:
+            return
         yield ev
 
 
@@ -328,7 +442,13 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
                 if ranged_maps:
                     need(buf, p, 12 + size)     # a remote file: fetch the batch first (mqtool.io)
                 b = _decode(buf, path, p, off, size, magic, check_crc)
-                if b.crc_ok or runs.reads(p, p + 12 + size):
+                if b.crc_ok:
+                    if check_crc:
+                        budget.refund(12 + size)        # paid by the walk's progress (CheckBudget.refund)
+                    yield b
+                    p += 12 + size
+                    continue
+                if runs.reads(p, p + 12 + size):
                     yield b
                     p += 12 + size
                     continue
