@@ -1,11 +1,12 @@
 """Kafka byte-range splitter (the family side of :mod:`mqtool.ranges`).
 
 Every ``.log`` segment (and KRaft ``.checkpoint`` snapshot) that ``dump kafka`` reads is cut into ranges. A
-range reader is :func:`mqtool.kafka.dump.log_rows` in range mode: it resyncs from the range start with the
-scanner's own rule (:func:`mqtool.kafka.scan.resync`: magic at +16, sane length, valid CRC), walks
-exactly like the whole-file scan (bad-CRC batches that lead to the next batch, skipped damage, zero and
-partial tails) and stops at the resync point of its range end, so that it reads its last batch past
-``stop`` and the next range begins where it stopped. Rows are those of ``dump kafka`` (batches, damage, and
+range reader is :func:`mqtool.kafka.dump.log_rows` in range mode: it begins at
+:func:`mqtool.kafka.scan.range_start` of its bounds (the scanner's resync rule: magic at +16, sane shape,
+valid CRC; not inside the last valid entry before it; a strict budget of its own), walks exactly like the
+whole-file scan (bad-CRC batches that lead to the next batch, skipped damage, zero and partial tails) and
+stops where the first later range that owns something begins (the same function of that range's bounds), so
+that it reads its last batch past ``stop`` and the next range begins where it stopped. Rows are those of ``dump kafka`` (batches, damage, and
 records with ``--deep`` / ``--print-data`` / ``--key``), with ``store``, ``topic`` and ``partition`` first.
 
 Byte positions are per file (``ByteRange.base`` is 0): Kafka offsets are message offsets, not bytes.
