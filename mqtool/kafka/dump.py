@@ -169,7 +169,8 @@ def _native_mode(opts, decoder) -> int | None:
 def native_lines(opts, decoder=None) -> bool:
     """Does ``dump kafka`` with these options write record lines with the compiled walker (NDJSON, records,
     no record filter, no --limit)? Then one process is faster than a pool that hands every line to the
-    parent (``--jobs 0`` picks one process; ``--jobs N`` and ``--split-size`` still use the pool)."""
+    parent (``--jobs 0`` picks one process; ``--jobs N`` and ``--split-size`` still use the pool). Batch rows
+    alone (no --deep) are one process with ``--jobs 0`` too (:func:`mqtool.kafka.ranges.parallel_dump_rows`)."""
     deep = bool(getattr(opts, "deep", False) or getattr(opts, "print_data", False))
     return (deep and _native_walker() is not None and _native_mode(opts, decoder) is not None
             and bool(getattr(opts, "ndjson", False)) and getattr(opts, "limit", None) is None

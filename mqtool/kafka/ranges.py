@@ -318,6 +318,11 @@ def parallel_dump_rows(path, opts: DumpOptions, stats: ScanStats):
             # the compiled walker writes the lines in this process, --jobs threads decoding batches ahead
             # (mqtool.kafka.dump.BatchLines): faster than a pool that spools every line and copies it again
             return None
+        if not opts.jobs and not (getattr(opts, "deep", False) or getattr(opts, "key", None) is not None):
+            # batch rows, --jobs left to its default: one row per batch read from its header and CRC, so one
+            # process reads at about the page cache's speed (1 GiB bench log: 0.52 s) and a pool's range
+            # starts, spool pieces and copies only add to it (1.2-1.4 s); --jobs N or --split-size still split
+            return None
     ranges = plan(path, opts.split_size or ROW_TASK_SPLIT)
     runner = runner_for(opts, ranges)        # an explicit --split-size always gets its pool
     if runner.jobs == 1 and opts.runner is None:

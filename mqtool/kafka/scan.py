@@ -200,6 +200,19 @@ _CANDIDATE = _candidate_pattern()
 _MAGIC_AT = K.HEADER_SIZE_UP_TO_MAGIC - 1                              # 16
 
 
+def _cover_pattern():
+    """:data:`_CANDIDATE` anchored at the size field (entry + 8) with the size tested too: a non-negative int32
+    of at least MIN_RECORD_OVERHEAD (no zero run matches, so a look-back over record bytes full of zeros stops
+    at few positions)."""
+    small = b"".join(re.escape(bytes([v])) for v in range(K.MIN_RECORD_OVERHEAD))
+    magic = _CANDIDATE.pattern
+    return re.compile(b"(?=[\\x00-\\x7f])(?!\\x00\\x00\\x00[" + small + b"])(?s:.){%d}(?:" % (_MAGIC_AT - 8)
+                      + magic + b")", re.S)
+
+
+_COVER = _cover_pattern()
+
+
 def resync(buf, p: int, n: int, fd: int | None = None, until: int | None = None,
            budget: CheckBudget | None = None) -> int | None:
     """First position > p (and < ``until`` when given) where a self-locating batch with a valid CRC starts,
@@ -244,44 +257,43 @@ def range_start(buf, start: int, stop: int, fd: int | None = None) -> int | None
         return 0
     n = len(buf)
     budget = start_budget(stop - start)
-    lo = start
-    prev = _last_valid_before(buf, start, max(stop - start, LOOK_BACK), budget, fd)
-    if prev is not None and prev > start:
-        lo = prev
-    if lo >= stop:
+    c = resync(buf, start - 1, n, fd, until=stop, budget=budget)
+    if c is None:
         return None
-    return resync(buf, lo - 1, n, fd, until=stop, budget=budget)
+    prev = _last_valid_before(buf, start, max(stop - start, LOOK_BACK), budget, fd)
+    if prev is None or prev <= c:
+        return c
+    return None if prev >= stop else resync(buf, prev - 1, n, fd, until=stop, budget=budget)
 
 
 #: how far back from a range start :func:`range_start` looks for the entry that may cover it, at least (the
-#: range's own length when that is more); a covering entry that starts further back is not seen
-LOOK_BACK = 1 << 20
+#: range's own length when that is more); a covering entry that starts further back is not seen. The search
+#: goes back in doubling windows from a few hundred bytes and ends at the first valid entry, so what it costs is
+#: about the distance to the start of the batch the range start falls in.
+LOOK_BACK = 1 << 16
 
 
 def _last_valid_before(buf, start: int, back: int, budget: CheckBudget, fd: int | None) -> int | None:
     """The end of the last entry of a sane shape with a valid CRC that starts in ``[start - back, start)``, or
-    None: windows before ``start`` (64 KiB, doubling) are searched, each from its last candidate down."""
+    None: windows before ``start`` (512 bytes, doubling) are searched, each from its last candidate down."""
     n = len(buf)
     floor = max(0, start - back)
-    hi, width = start, 1 << 16
+    hi, width = start, 512
     while hi > floor:
         lo = max(floor, hi - width)
         need(buf, lo, hi - lo + 64)
         found = []
         q = lo
+        search = _COVER.search
+        end = min(n, hi + _MAGIC_AT + 7)
+        if _first_nonzero(buf, lo, min(n, hi + 12), fd) < 0:
+            q = hi              # zeros (a zeroed range, a sparse hole): no entry starts there
         while q < hi:
-            m = _CANDIDATE.search(buf, q + _MAGIC_AT, min(n, hi + _MAGIC_AT + 7))
-            c = -1 if m is None else m.start() - _MAGIC_AT
-            if c < 0 or c >= hi:
+            m = search(buf, q + 8, end)
+            if m is None or m.start() - 8 >= hi:
                 break
-            if buf[c + 8] == 0 and buf[c + 9] == 0 and buf[c + 10] == 0 and buf[c + 11] == 0:
-                nz = _first_nonzero(buf, c + 8, min(n, hi + 11), fd)
-                if nz < 0:
-                    break
-                q = max(c + 1, nz - 11)
-                continue
-            found.append(c)
-            q = c + 1
+            found.append(m.start() - 8)
+            q = m.start() - 7
         for c in reversed(found):
             if _entry_state(buf, c, n, budget) == _VALID:
                 return c + 12 + _I32.unpack_from(buf, c + 8)[0]
