@@ -1,5 +1,6 @@
-"""``mqtool.io.last_nonzero`` / ``first_nonzero`` / ``first_nonzero_in`` against a plain byte-by-byte answer: in-memory buffers with zero
-tails of every length around the search's piece sizes, and sparse files (holes) read through a map."""
+"""``mqtool.io.last_nonzero`` / ``first_nonzero`` / ``first_nonzero_in`` against a plain byte-by-byte answer:
+in-memory buffers with zero tails of every length around the search's piece sizes, and sparse files (holes)
+read through a map."""
 import os
 import random
 

@@ -6,8 +6,9 @@ range reader is :func:`mqtool.kafka.dump.log_rows` in range mode: it begins at
 valid CRC; not inside the last valid entry before it; a strict budget of its own), walks exactly like the
 whole-file scan (bad-CRC batches that lead to the next batch, skipped damage, zero and partial tails) and
 stops where the first later range that owns something begins (the same function of that range's bounds), so
-that it reads its last batch past ``stop`` and the next range begins where it stopped. Rows are those of ``dump kafka`` (batches, damage, and
-records with ``--deep`` / ``--print-data`` / ``--key``), with ``store``, ``topic`` and ``partition`` first.
+that it reads its last batch past ``stop`` and the next range begins where it stopped. Rows are those of
+``dump kafka`` (batches, damage, and records with ``--deep`` / ``--print-data`` / ``--key``), with ``store``,
+``topic`` and ``partition`` first.
 
 Byte positions are per file (``ByteRange.base`` is 0): Kafka offsets are message offsets, not bytes.
 """

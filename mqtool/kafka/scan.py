@@ -170,19 +170,17 @@ def _frame_ok(buf, p: int, n: int, budget: CheckBudget | None = None) -> bool:
 
 
 def _attr_bytes(unused: int, width: int) -> list[bytes]:
-    """Per byte of an attributes field ``width`` bytes wide (big-endian), the byte values :func:`_shape_ok`
-    lets through: no bit of ``unused`` set and a known codec (the low three bits). The rule is a test of each
-    byte on its own (checked here), so a character class per byte says it exactly."""
-    allowed = [set() for _ in range(width)]
-    for v in range(1 << (8 * width)):
-        if not v & unused and v & K.CODEC_MASK <= _MAX_CODEC:
-            for k in range(width):
-                allowed[k].add((v >> (8 * (width - 1 - k))) & 0xFF)
-    count = 1
-    for a in allowed:
-        count *= len(a)
-    assert count == sum(1 for v in range(1 << (8 * width)) if not v & unused and v & K.CODEC_MASK <= _MAX_CODEC)
-    return [b"[" + b"".join(re.escape(bytes([b])) for b in sorted(a)) + b"]" for a in allowed]
+    """Per byte of an attributes field ``width`` bytes wide (big-endian), a character class of the byte values
+    :func:`_shape_ok` lets through: no bit of ``unused`` set and, in the last byte, a known codec. Bit masks
+    test each byte on its own and the codec bits lie in the last byte, so the classes say the rule exactly."""
+    assert K.CODEC_MASK < 0x100
+    out = []
+    for k in range(width):
+        mask = (unused >> (8 * (width - 1 - k))) & 0xFF
+        last = k == width - 1
+        ok = [v for v in range(256) if not v & mask and (not last or v & K.CODEC_MASK <= _MAX_CODEC)]
+        out.append(b"[" + b"".join(re.escape(bytes([v])) for v in ok) + b"]")
+    return out
 
 
 def _candidate_pattern():
@@ -278,13 +276,13 @@ def _last_valid_before(buf, start: int, back: int, budget: CheckBudget, fd: int 
     None: windows before ``start`` (512 bytes, doubling) are searched, each from its last candidate down."""
     n = len(buf)
     floor = max(0, start - back)
+    search = _COVER.search
     hi, width = start, 512
     while hi > floor:
         lo = max(floor, hi - width)
         need(buf, lo, hi - lo + 64)
         found = []
         q = lo
-        search = _COVER.search
         end = min(n, hi + _MAGIC_AT + 7)
         if _first_nonzero(buf, lo, min(n, hi + 12), fd) < 0:
             q = hi              # zeros (a zeroed range, a sparse hole): no entry starts there
