@@ -391,6 +391,19 @@ DERIVED = {('formats.kafka', 'exact_format', 'RecordBatchHeader'): '>qllbLhlqqqh
  ('formats.kafka', 'exact_format', 'TimeIndexEntry'): '>ql',
  ('formats.kafka', 'exact_format', 'AbortedTxn'): '>hqqqq',
  ('formats.kafka', 'exact_format', 'ProducerSnapshotEntry'): '>qhlqlqlq',
+ ('formats.kafka', 'field_offsets', 'RecordBatchHeader'): {'baseOffset': 0,
+                                                           'batchLength': 8,
+                                                           'partitionLeaderEpoch': 12,
+                                                           'magic': 16,
+                                                           'crc': 17,
+                                                           'attributes': 21,
+                                                           'lastOffsetDelta': 23,
+                                                           'baseTimestamp': 27,
+                                                           'maxTimestamp': 35,
+                                                           'producerId': 43,
+                                                           'producerEpoch': 51,
+                                                           'baseSequence': 53,
+                                                           'recordsCount': 57},
  ('formats.kafka', 'layout_notation', 'Record'): "prefixed(zigzag,{attributes=int>b,timestampDelta=zigzag,offsetDelta=zigzag,keyLength=zigzag,key=if((this['keyLength'] "
                                                  '>= '
                                                  "0),bytes(this['keyLength']),pass),valueLength=zigzag,value=if((this['valueLength'] "

@@ -10,6 +10,9 @@
  *                                  here for snappy, lz4 and zstd (mqtool.kafka.dump.BatchLines)
  *   frame_candidate(...)        == the shape test of mqtool.kafka.scan._shape_ok at every byte position
  *                                  (mqtool carve's search for batches and legacy messages)
+ *   walk_batches(...)           == mqtool.kafka.scan.scan over a run of v2 batches whose CRC-32C holds (the
+ *                                  header fields of each, as struct.unpack_from gives them); it stops at anything
+ *                                  else, for the Python walk to read
  *
  * The record layout is the construct schema formats/kafka.py `K.Record`; this file implements exactly the
  * field sequence spelled in RECORD_LAYOUT below, and mqtool/kafka/records.py derives the same string from
@@ -1480,6 +1483,154 @@ done:
     return PyLong_FromSsize_t(found);
 }
 
+/* ---- the batch walk: runs of whole v2 batches whose CRC-32C holds ------------------------------------- */
+
+/* CRC-32C (Castagnoli) of ISA-L (crc32_iscsi, the `fast` extra's isal_zlib module: the CPU's fastest kernel,
+ * chosen by ISA-L at run time), found by configure_crc32c; NULL: walk_batches declines every call. ISA-L's
+ * convention: pass the inverted start value, invert the result. */
+static uint32_t (*crc32c_fn)(const unsigned char *, int, uint32_t) = NULL;
+
+static uint32_t crc32c_of(const uint8_t *p, Py_ssize_t len)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+    while (len > 0) {               /* ISA-L takes an int length: a batch fits, but walk in 1 GiB steps anyway */
+        int step = len > (1 << 30) ? (1 << 30) : (int)len;
+        crc = crc32c_fn(p, step, crc);
+        p += step;
+        len -= step;
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+/* configure_crc32c(isal_zlib_library) -> whether walk_batches has its CRC-32C: the function is looked up in the
+ * library and must give the check value of "123456789" (0xE3069283) before it is used. */
+static PyObject *configure_crc32c(PyObject *self, PyObject *args)
+{
+    PyObject *path;
+    if (!PyArg_ParseTuple(args, "O", &path))
+        return NULL;
+    uint32_t (*fn)(const unsigned char *, int, uint32_t) = NULL;
+    const char *lp = path == Py_None ? NULL : PyUnicode_AsUTF8(path);
+    PyErr_Clear();
+    void *h = lp != NULL ? dlopen(lp, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (h != NULL)
+        *(void **)&fn = dlsym(h, "crc32_iscsi");
+    if (fn != NULL && (fn((const unsigned char *)"123456789", 9, 0xFFFFFFFFu) ^ 0xFFFFFFFFu) == 0xE3069283u)
+        crc32c_fn = fn;
+    return PyBool_FromLong(crc32c_fn != NULL);
+}
+
+#define WALK_MAX_FIELDS 16
+#define WALK_MAX_BATCHES 64
+
+/* walk_batches(buf, pos, stop, limit, fields, roles) -> (end, [(position, *header fields), ...]):
+ * from `pos`, the consecutive entries that are v2 batches a walk of mqtool.kafka.scan.scan reads as valid --
+ * magic `roles[3]`, a length of at least roles[5] (the v2 header after the log overhead), the whole entry
+ * inside the first `limit` bytes, the CRC-32C stored in field roles[2] equal to that of the bytes from offset
+ * roles[4] to the entry's end -- each starting before `stop`, at most WALK_MAX_BATCHES of them; `end` is where
+ * the walk stopped (the first entry it did not take, for the Python walk to read). `fields`: the header's
+ * fields in schema order as (offset, size, signed); the tuple of each batch holds their values as
+ * struct.unpack_from gives them; roles[0], roles[1]: the indexes of the length and magic fields. Every read is inside the entry, which
+ * lies inside the buffer. The GIL is let go while it walks. None without a CRC-32C (configure_crc32c). */
+static PyObject *walk_batches(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *fields, *roles;
+    Py_ssize_t pos, stop, limit;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!", &obj, &pos, &stop, &limit, &PyTuple_Type, &fields, &PyTuple_Type,
+                          &roles))
+        return NULL;
+    if (crc32c_fn == NULL)
+        Py_RETURN_NONE;
+    Py_ssize_t nf = PyTuple_GET_SIZE(fields);
+    if (nf < 2 || nf > WALK_MAX_FIELDS || PyTuple_GET_SIZE(roles) != 6) {
+        PyErr_SetString(PyExc_ValueError, "walk_batches: wrong layout tuples");
+        return NULL;
+    }
+    Py_ssize_t off[WALK_MAX_FIELDS], header = 0;
+    int size[WALK_MAX_FIELDS], sign[WALK_MAX_FIELDS];
+    for (Py_ssize_t k = 0; k < nf; k++) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, k), "nii", &off[k], &size[k], &sign[k]))
+            return NULL;
+        if (off[k] < 0 || !(size[k] == 1 || size[k] == 2 || size[k] == 4 || size[k] == 8)) {
+            PyErr_SetString(PyExc_ValueError, "walk_batches: bad field");
+            return NULL;
+        }
+        if (off[k] + size[k] > header)
+            header = off[k] + size[k];
+    }
+    Py_ssize_t r[6];
+    for (int k = 0; k < 6; k++) {
+        r[k] = PyLong_AsSsize_t(PyTuple_GET_ITEM(roles, k));
+        if (r[k] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    Py_ssize_t i_len = r[0], i_magic = r[1], i_crc = r[2], magic = r[3], crc_from = r[4], min_len = r[5];
+    /* the header fits in the smallest batch; the CRC's bytes start inside it */
+    if (i_len < 0 || i_len >= nf || i_magic < 0 || i_magic >= nf || size[i_magic] != 1 || i_crc < 0
+        || i_crc >= nf || size[i_crc] != 4 || sign[i_crc] || crc_from < 0 || crc_from > header
+        || header > off[i_len] + size[i_len] + min_len) {
+        PyErr_SetString(PyExc_ValueError, "walk_batches: layout does not fit");
+        return NULL;
+    }
+    Py_ssize_t overhead = off[i_len] + size[i_len];
+    Py_buffer view;
+    if (get_buffer(obj, &view) < 0)
+        return NULL;
+    const uint8_t *b = view.buf;
+    if (limit > view.len)
+        limit = view.len;
+    if (pos < 0)
+        pos = 0;
+    Py_ssize_t at[WALK_MAX_BATCHES];
+    int taken = 0;
+    Py_ssize_t p = pos;
+    Py_BEGIN_ALLOW_THREADS
+    while (taken < WALK_MAX_BATCHES && p < stop && limit - p >= overhead + min_len) {
+        int64_t len = mq_rd_be(b + p + off[i_len], size[i_len]);
+        if (b[p + off[i_magic]] != magic || len < min_len || len > limit - p - overhead)
+            break;
+        Py_ssize_t end = p + overhead + (Py_ssize_t)len;
+        uint32_t stored = (uint32_t)mq_rd_be(b + p + off[i_crc], 4);
+        if (crc32c_of(b + p + crc_from, end - p - crc_from) != stored)
+            break;
+        at[taken++] = p;
+        p = end;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *list = PyList_New(taken), *out = NULL;
+    if (list == NULL)
+        goto done;
+    for (int t = 0; t < taken; t++) {
+        PyObject *tup = PyTuple_New(nf + 1), *v;
+        if (tup == NULL)
+            goto fail;
+        PyList_SET_ITEM(list, t, tup);
+        if ((v = PyLong_FromSsize_t(at[t])) == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(tup, 0, v);
+        for (Py_ssize_t k = 0; k < nf; k++) {
+            const uint8_t *q = b + at[t] + off[k];
+            if (sign[k])
+                v = PyLong_FromLongLong(mq_rd_be(q, size[k]));
+            else {
+                uint64_t u = 0;
+                for (int i = 0; i < size[k]; i++)
+                    u = (u << 8) | q[i];
+                v = PyLong_FromUnsignedLongLong(u);
+            }
+            if (v == NULL)
+                goto fail;
+            PyTuple_SET_ITEM(tup, k + 1, v);
+        }
+    }
+    out = Py_BuildValue("(nO)", p, list);
+fail:
+    Py_XDECREF(list);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"parse_records", parse_records, METH_VARARGS,
      "parse_records(data, count) -> (records, end) as mqtool.kafka.records.parse_records, or None."},
@@ -1495,6 +1646,10 @@ static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},
     {"frame_candidate", frame_candidate, METH_VARARGS,
      "frame_candidate(buf, start, stop, fields, consts) -> first plausible entry position in [start, stop) or -1."},
+    {"configure_crc32c", configure_crc32c, METH_VARARGS,
+     "configure_crc32c(isal_zlib_library) -> whether walk_batches has ISA-L's CRC-32C."},
+    {"walk_batches", walk_batches, METH_VARARGS,
+     "walk_batches(buf, pos, stop, limit, fields, roles) -> (end, [(position, *header)]) of valid v2 batches."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -380,8 +380,10 @@ def _area_kinds(nat) -> dict:
     return _native_state["kinds"]
 
 
-LANE_AHEAD = 2          # groups of batches decoded ahead per lane
-GROUP_BATCHES = 16      # a lane's task: consecutive batches, up to this many,
+# (4 x 8: as many batches in flight per lane as 2 x 16 before (32), in smaller steps: the lane waits
+# less for the scanning thread, which takes fewer groups itself; 1 GiB bench log 1.21-1.25 -> 1.14-1.17 s)
+LANE_AHEAD = 4          # groups of batches decoded ahead per lane
+GROUP_BATCHES = 8       # a lane's task: consecutive batches, up to this many,
 GROUP_RECORDS = 8192    # ... this many records (bounds the lines a task holds),
 GROUP_BYTES = 1 << 20   # ... and this many stored bytes (each area is at most NATIVE_AREA_MAX inflated)
 

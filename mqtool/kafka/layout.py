@@ -17,3 +17,21 @@ OFFSET_ENTRY = struct.Struct(schemacache.exact(K, "OffsetIndexEntry"))        # 
 TIME_ENTRY = struct.Struct(schemacache.exact(K, "TimeIndexEntry"))            # .timeindex
 TXN_ENTRY = struct.Struct(schemacache.exact(K, "AbortedTxn"))                 # .txnindex
 SNAPSHOT_ENTRY = struct.Struct(schemacache.exact(K, "ProducerSnapshotEntry"))  # .snapshot entries
+
+
+def _fields(module, name: str, fmt: str) -> dict[str, tuple[int, int, bool]]:
+    """{field name: (offset, size, signed)} of a schema of fixed big-endian integers, from its struct format."""
+    names = list(schemacache.offsets(module, name))
+    codes = fmt.lstrip("<>!=@")
+    assert len(names) == len(codes)
+    out, at = {}, 0
+    for field, code in zip(names, codes):
+        size = struct.calcsize(">" + code)
+        out[field] = (at, size, code.islower())
+        at += size
+    return out
+
+
+#: the v2 batch header's fields in schema order, (offset, size, signed) each: the table the compiled batch walk
+#: (``kafka.c`` ``walk_batches``) reads the header by; its values are those ``BATCH_HEADER_V2.unpack_from`` gives
+BATCH_FIELDS_V2 = _fields(K, "RecordBatchHeader", BATCH_HEADER_V2.format)

@@ -28,6 +28,12 @@ a larger one is skipped like damage, and the ``skipped`` event says how many wer
 along a run of bad-CRC entries checks each entry once however many of them the walk reads (:class:`_BadRuns`).
 A byte-range reader finds its first batch with a strict budget of its own (:func:`range_start`: a candidate
 claiming more than is left is passed over), and the reader before it stops where that search lands.
+
+Runs of v2 batches whose CRC holds are walked by the compiled helper where it is built and ISA-L (the ``fast``
+extra) gives it a CRC-32C (:func:`batch_walk`, ``kafka.c`` ``walk_batches``: the header read by the table
+``layout.BATCH_FIELDS_V2`` derives from the schema, the GIL let go). It takes only what this module's loop
+would yield as a valid batch, and stops at anything else, which the loop then reads
+(``tests/test_kafka_batch_walk.py``: the same events with and without it).
 """
 from __future__ import annotations
 
@@ -55,6 +61,38 @@ _MIN_V2_SIZE = K.V2_HEADER_SIZE - K.LOG_OVERHEAD               # 49
 WALK_BUDGET_FLOOR = 1 << 24
 #: the most entries with a bad CRC in a row that are read as batches (see the module doc)
 BAD_RUN_HOPS = 64
+
+
+_CRC_FROM = L.BATCH_FIELDS_V2["attributes"][0]                 # a v2 batch's CRC-32C covers from here to its end
+_CRC_AT = L.BATCH_FIELDS_V2["crc"][0]
+# the compiled batch walk (kafka.c walk_batches): the header table, and the roles of its fields (the length,
+# the magic, the stored CRC by index; the magic value; where the CRC's bytes start; the smallest batch length)
+_WALK_FIELDS = tuple(L.BATCH_FIELDS_V2.values())
+_WALK_ROLES = tuple(list(L.BATCH_FIELDS_V2).index(name) for name in ("batchLength", "magic", "crc")) + (
+    2, _CRC_FROM, K.V2_HEADER_SIZE - K.LOG_OVERHEAD)
+_walker: dict = {}
+
+
+def batch_walk():
+    """``walk(buf, pos, stop, limit) -> (end, [(position, *header fields)])`` (kafka.c ``walk_batches``: the run
+    of v2 batches from ``pos`` whose CRC-32C holds, each starting before ``stop`` and ending within ``limit``; at
+    most 64 a call), or None: no compiled helper (not built, ``MQTOOL_NATIVE`` off) or no ISA-L CRC-32C (the
+    ``fast`` extra). Asked once per walk (the switch is read here)."""
+    from mqtool import native
+
+    mod = native.load("kafka")
+    fn = getattr(mod, "walk_batches", None)
+    if fn is None:
+        return None
+    if _walker.get("of") is not mod:
+        import sys
+
+        isal_zlib = sys.modules.get("isal.isal_zlib")       # (mqtool.fastcrc imported it, when installed)
+        ok = isal_zlib is not None and mod.configure_crc32c(getattr(isal_zlib, "__file__", None))
+        _walker["fn"] = (lambda buf, pos, stop, limit: fn(buf, pos, stop, limit, _WALK_FIELDS, _WALK_ROLES)) \
+            if ok else None
+        _walker["of"] = mod
+    return _walker["fn"]
 
 
 def walk_budget(size: int) -> CheckBudget:
@@ -153,7 +191,7 @@ def _entry_state(buf, p: int, n: int, budget: CheckBudget | None = None) -> int:
             return _NO_ENTRY
         if budget is not None and not budget.afford(12 + size):
             return _NO_ENTRY
-        ok = _span_crc(crc32c, buf, p + 21, p + 12 + size) == _I32.unpack_from(buf, p + 17)[0] & 0xFFFFFFFF
+        ok = _span_crc(crc32c, buf, p + _CRC_FROM, p + 12 + size) == _I32.unpack_from(buf, p + _CRC_AT)[0] & 0xFFFFFFFF
         return _VALID if ok else _BAD_CRC
     if size < (14 if magic == 0 else 22) or not _shape_ok(buf, p, size, magic):
         return _NO_ENTRY
@@ -403,6 +441,10 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
     # moves on (a batch read again later faults its pages back in from the page cache)
     win = PageWindow(buf, start, end=limit)
     runs = _BadRuns(buf, n, fd, budget)
+    # runs of batches whose CRC holds, walked by the compiled helper: what this loop yields for them, without
+    # its checks per batch (a valid batch costs the budget nothing: afford, then refund). Not where the budget
+    # would refuse a batch (strict, or spent), nor on a remote file (its bytes are fetched as they are read)
+    walk = batch_walk() if check_crc and not budget.strict and not ranged(buf) else None
     while True:
         if p >= win.next_at:
             win.advance(p)
@@ -410,6 +452,13 @@ def scan(buf, path: str = "", start: int = 0, end: int | None = None, max_bytes:
             if limit < n:
                 yield Damage(path, p, None, n - p, "max-bytes", f"stopped at --max-bytes ({max_bytes})")
             return
+        if walk is not None and budget.spent < budget.budget:
+            q, run = walk(buf, p, win.next_at, limit)
+            if run:
+                for h in run:
+                    yield _v2_batch(path, buf, h[0], True, *h[1:])
+                p = q
+                continue
         if n - p < K.HEADER_SIZE_UP_TO_MAGIC:
             if _is_zero(buf, p, n, fd):
                 yield Damage(path, p, None, n - p, "zero-tail", f"{n - p} zero bytes at the end (end of data)")
@@ -539,17 +588,21 @@ class _BadRuns:
         return state == _VALID
 
 
+def _v2_batch(path, buf, p, crc_ok, base, size, ple, _magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
+              count) -> Batch:
+    """The :class:`Batch` of the v2 header at ``p`` (its fields as ``_HDR_V2.unpack_from`` gives them)."""
+    return Batch(path, p, size + 12, 2, base, base + lod, crc, crc_ok, attrs, attrs & K.CODEC_MASK,
+                 1 if attrs & K.TIMESTAMP_TYPE_MASK else 0, max_ts, base_ts, ple, pid, pepoch, bseq, count, lod,
+                 bool(attrs & K.TRANSACTIONAL_FLAG_MASK), bool(attrs & K.CONTROL_FLAG_MASK),
+                 base_ts if attrs & K.DELETE_HORIZON_FLAG_MASK else None, None, buf)
+
+
 def _decode(buf, path, p, off, size, magic, check_crc) -> Batch:
     end = p + 12 + size
     if magic == 2:
-        (base, _len, ple, _m, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq,
-         count) = _HDR_V2.unpack_from(buf, p)
-        crc_ok = (crc32c(memoryview(buf)[p + 21:end], *_CRC_KEEP_GIL) == crc) if check_crc else True
-        ts_type = 1 if attrs & K.TIMESTAMP_TYPE_MASK else 0
-        return Batch(path, p, size + 12, 2, base, base + lod, crc, crc_ok, attrs, attrs & K.CODEC_MASK,
-                     ts_type, max_ts, base_ts, ple, pid, pepoch, bseq, count, lod,
-                     bool(attrs & K.TRANSACTIONAL_FLAG_MASK), bool(attrs & K.CONTROL_FLAG_MASK),
-                     base_ts if attrs & K.DELETE_HORIZON_FLAG_MASK else None, None, buf)
+        fields = _HDR_V2.unpack_from(buf, p)
+        crc_ok = (crc32c(memoryview(buf)[p + _CRC_FROM:end], *_CRC_KEEP_GIL) == fields[4]) if check_crc else True
+        return _v2_batch(path, buf, p, crc_ok, *fields)
     if magic == 1 and size >= 22:
         _o, _s, crc, _m, attrs, ts = _HDR_V1.unpack_from(buf, p)
         ts_type = 1 if attrs & K.LEGACY_TIMESTAMP_TYPE_MASK else 0
