@@ -499,6 +499,10 @@ def issue20_ops(ncpu: int) -> list[Op]:
     ]
 
 
+#: the rows of other families in the ``--issue20`` set (their own targets): Kafka's records per second
+ISSUE20_ROWS = {"kafka": ("kafka-deep-jobs",)}
+
+
 def issue20_report(results: list[Result]) -> list[str]:
     """Each row's wall time against the yardstick the issue names (all rows of this run, medians)."""
     w = {r.op.name: r.wall for r in results if r.wall and not r.na}
@@ -517,6 +521,11 @@ def issue20_report(results: list[Result]) -> list[str]:
         ok = ratio <= want if name == "verify-store" else ratio >= want
         lines.append(f"  {name:<15} {w[name]:7.3f} s ({c.get(name, 0):.3f}) vs {base} {w[base]:7.3f} s "
                      f"({c.get(base, 0):.3f}): {ratio:5.2f} ({cr:.2f}){how} {'met' if ok else 'NOT met'}")
+    for r in results:
+        if r.op.name == "kafka-deep-jobs" and r.wall and not r.na:
+            rate = r.count / r.wall
+            lines.append(f"  {r.op.name:<15} {r.wall:7.3f} s ({r.cpu or 0:.3f}): {rate / 1e6:.2f} M records/s wall "
+                         f"({r.count:,} records; target >= 1.5 M) {'met' if rate >= 1.5e6 else 'NOT met'}")
     return lines
 
 
@@ -718,7 +727,11 @@ def main(argv=None) -> int:
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated input families")
     ap.add_argument("--issue20", action="store_true",
                     help="the side-by-side set of issue #20 (RocketMQ: seed walk, CRC floor, verify store, dump "
-                         "--json, rebuild-index) with its ratios; e.g. --issue20 --size-mb 2048 --repeat 1")
+                         "--json, rebuild-index; Kafka: dump --deep --json --jobs N) with its ratios; e.g. "
+                         "--issue20 --size-mb 2048 --repeat 1")
+    ap.add_argument("--kafka-size-mb", type=int, default=1024,
+                    help="with --issue20: the size of the Kafka log its records-per-second row reads (MiB, default "
+                         "1024: one full segment and a small one)")
     ap.add_argument("--page-cache", choices=("as-is", *PAGE_CACHE_BLOCKS), default="as-is",
                     help="as-is: measure the inputs as the page cache holds them now; small: first write the data "
                          "files again in 4 KiB blocks (4 KiB page-cache pages); large: in 4 MiB blocks (large "
@@ -752,16 +765,18 @@ def main(argv=None) -> int:
     try:
         for fam in a.families.split(","):
             if a.issue20:
-                if fam != "rocketmq":
+                ops = issue20_ops(ncpu) if fam == "rocketmq" else [
+                    op for op in FAMILIES[fam](ncpu) if op.name in ISSUE20_ROWS.get(fam, ())]
+                if not ops:
                     continue
-                ops = issue20_ops(ncpu)
             elif only:
                 ops = [op for op in FAMILIES[fam](ncpu) if op.name in only or op.name in ("raw-read", "calibrate")]
                 if not any(op.name in only for op in ops) and fam != "rocketmq":
                     continue
             else:
                 ops = [op for op in FAMILIES[fam](ncpu) if op.default]
-            store, info, info_path = ensure_store(fam, base, size, a.rebuild_inputs)
+            fam_size = a.kafka_size_mb if a.issue20 and fam == "kafka" else size
+            store, info, info_path = ensure_store(fam, base, fam_size, a.rebuild_inputs)
             if fam == "rocketmq":
                 print(f"mqtool bench: RocketMQ store {store}: {info['messages']:,} messages, "
                       f"{info['data_bytes'] / 1e6:,.0f} MB of data in {info['segments']} segment(s) "

@@ -232,3 +232,45 @@ def test_no_walk_without_isal(monkeypatch):
     assert S.batch_walk() is None
     data = kafka_batch(0, 2)
     assert [e.position for e in S.scan(data, "x")] == [0]
+
+
+# ---- the header walk (batch_offsets: no CRC) --------------------------------------------------------------------
+
+HEADERS = S.header_walk()
+
+
+@pytest.mark.skipif(HEADERS is None, reason="compiled kafka helper not built, or MQTOOL_NATIVE=0")
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=logs())
+def test_batch_offsets_are_the_same_with_the_header_walk(monkeypatch, data):
+    spy = _Spy(HEADERS)
+    with monkeypatch.context() as m:
+        m.setattr(S, "header_walk", lambda: spy)
+        fast = list(S.batch_offsets(data, "x"))
+    with monkeypatch.context() as m:
+        m.setattr(S, "header_walk", lambda: None)
+        slow = list(S.batch_offsets(data, "x"))
+    assert fast == slow
+    clean = b"".join(kafka_batch(2 * k, 2) for k in range(100))
+    spy.taken = 0
+    with monkeypatch.context() as m:
+        m.setattr(S, "header_walk", lambda: spy)
+        assert list(S.batch_offsets(clean, "x")) == [(2 * k, 2 * k + 1) for k in range(100)]
+    assert spy.taken == 100
+
+
+@pytest.mark.skipif(HEADERS is None, reason="compiled kafka helper not built, or MQTOOL_NATIVE=0")
+@settings(max_examples=200, deadline=None)
+@given(data=logs(), pos=st.integers(0, 200), stop=st.integers(0, 5000))
+def test_header_walk_against_a_reference(data, pos, stop):
+    """The framing rule of batch_offsets' loop, written again: magic 2, a length of at least the v2 header's, the
+    entry inside the data."""
+    pos = min(pos, len(data))
+    out, p = [], pos
+    while len(out) < 64 and p < stop and len(data) - p >= 61:
+        size = struct.unpack_from(">i", data, p + 8)[0]
+        if data[p + 16] != 2 or size < 49 or size > len(data) - p - 12:
+            break
+        out.append((p,) + S._HDR_V2.unpack_from(data, p))
+        p += 12 + size
+    assert HEADERS(data, pos, stop, len(data)) == (p, out)

@@ -1523,23 +1523,26 @@ static PyObject *configure_crc32c(PyObject *self, PyObject *args)
 #define WALK_MAX_FIELDS 16
 #define WALK_MAX_BATCHES 64
 
-/* walk_batches(buf, pos, stop, limit, fields, roles) -> (end, [(position, *header fields), ...]):
+/* walk_batches(buf, pos, stop, limit, fields, roles[, check]) -> (end, [(position, *header fields), ...]):
  * from `pos`, the consecutive entries that are v2 batches a walk of mqtool.kafka.scan.scan reads as valid --
  * magic `roles[3]`, a length of at least roles[5] (the v2 header after the log overhead), the whole entry
  * inside the first `limit` bytes, the CRC-32C stored in field roles[2] equal to that of the bytes from offset
  * roles[4] to the entry's end -- each starting before `stop`, at most WALK_MAX_BATCHES of them; `end` is where
- * the walk stopped (the first entry it did not take, for the Python walk to read). `fields`: the header's
- * fields in schema order as (offset, size, signed); the tuple of each batch holds their values as
- * struct.unpack_from gives them; roles[0], roles[1]: the indexes of the length and magic fields. Every read is inside the entry, which
- * lies inside the buffer. The GIL is let go while it walks. None without a CRC-32C (configure_crc32c). */
+ * the walk stopped (the first entry it did not take, for the Python walk to read). `check` false: no CRC, the
+ * framing alone (mqtool.kafka.scan.batch_offsets' header walk). `fields`: the header's fields in schema order
+ * as (offset, size, signed); the tuple of each batch holds their values as struct.unpack_from gives them;
+ * roles[0], roles[1]: the indexes of the length and magic fields. Every read is inside the entry, which lies
+ * inside the buffer. The GIL is let go while it walks. None when asked to check without a CRC-32C
+ * (configure_crc32c). */
 static PyObject *walk_batches(PyObject *self, PyObject *args)
 {
     PyObject *obj, *fields, *roles;
     Py_ssize_t pos, stop, limit;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!", &obj, &pos, &stop, &limit, &PyTuple_Type, &fields, &PyTuple_Type,
-                          &roles))
+    int check = 1;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!|p", &obj, &pos, &stop, &limit, &PyTuple_Type, &fields, &PyTuple_Type,
+                          &roles, &check))
         return NULL;
-    if (crc32c_fn == NULL)
+    if (check && crc32c_fn == NULL)
         Py_RETURN_NONE;
     Py_ssize_t nf = PyTuple_GET_SIZE(fields);
     if (nf < 2 || nf > WALK_MAX_FIELDS || PyTuple_GET_SIZE(roles) != 6) {
@@ -1590,8 +1593,7 @@ static PyObject *walk_batches(PyObject *self, PyObject *args)
         if (b[p + off[i_magic]] != magic || len < min_len || len > limit - p - overhead)
             break;
         Py_ssize_t end = p + overhead + (Py_ssize_t)len;
-        uint32_t stored = (uint32_t)mq_rd_be(b + p + off[i_crc], 4);
-        if (crc32c_of(b + p + crc_from, end - p - crc_from) != stored)
+        if (check && crc32c_of(b + p + crc_from, end - p - crc_from) != (uint32_t)mq_rd_be(b + p + off[i_crc], 4))
             break;
         at[taken++] = p;
         p = end;
@@ -1649,7 +1651,7 @@ static PyMethodDef methods[] = {
     {"configure_crc32c", configure_crc32c, METH_VARARGS,
      "configure_crc32c(isal_zlib_library) -> whether walk_batches has ISA-L's CRC-32C."},
     {"walk_batches", walk_batches, METH_VARARGS,
-     "walk_batches(buf, pos, stop, limit, fields, roles) -> (end, [(position, *header)]) of valid v2 batches."},
+     "walk_batches(buf, pos, stop, limit, fields, roles[, check]) -> (end, [(position, *header)]) of v2 batches."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -70,6 +70,7 @@ _CRC_AT = L.BATCH_FIELDS_V2["crc"][0]
 _WALK_FIELDS = tuple(L.BATCH_FIELDS_V2.values())
 _WALK_ROLES = tuple(list(L.BATCH_FIELDS_V2).index(name) for name in ("batchLength", "magic", "crc")) + (
     2, _CRC_FROM, K.V2_HEADER_SIZE - K.LOG_OVERHEAD)
+_LOD = 1 + list(L.BATCH_FIELDS_V2).index("lastOffsetDelta")   # its place in a walked header's tuple
 _walker: dict = {}
 
 
@@ -93,6 +94,17 @@ def batch_walk():
             if ok else None
         _walker["of"] = mod
     return _walker["fn"]
+
+
+def header_walk():
+    """``walk(buf, pos, stop, limit)`` as :func:`batch_walk`'s but on the framing alone (no CRC: v2 entries of a
+    sane length that follow one another), or None without the compiled helper."""
+    from mqtool import native
+
+    fn = getattr(native.load("kafka"), "walk_batches", None)
+    if fn is None:
+        return None
+    return lambda buf, pos, stop, limit: fn(buf, pos, stop, limit, _WALK_FIELDS, _WALK_ROLES, False)
 
 
 def walk_budget(size: int) -> CheckBudget:
@@ -394,15 +406,23 @@ def batch_offsets(buf, path: str = "", fd: int | None = None):
     p = 0
     if not (ranged_maps and ranged(buf)):      # (a remote file: scan() fetches what it reads)
         win = PageWindow(buf, 0, end=n, populate=False)     # a header a batch: nothing worth populating
+        walk = header_walk()
         prefix, header = _PREFIX.unpack_from, _HDR_V2.unpack_from
         least = max(K.MIN_RECORD_OVERHEAD, _MIN_V2_SIZE)
         while n - p >= K.HEADER_SIZE_UP_TO_MAGIC:
             if p >= win.next_at:
                 win.advance(p)
+            if walk is not None:            # the same loop in C, up to 64 headers a call
+                q, run = walk(buf, p, win.next_at, n)
+                if run:
+                    for h in run:
+                        yield h[1], h[1] + h[_LOD]
+                    p = q
+                    continue
             base, size = prefix(buf, p)
             if buf[p + 16] != 2 or size < least or size > n - p - 12:
                 break
-            yield base, base + header(buf, p)[6]           # baseOffset + lastOffsetDelta
+            yield base, base + header(buf, p)[_LOD - 1]      # baseOffset + lastOffsetDelta
             p += 12 + size
     for ev in scan(buf, path, start=p, check_crc=False, fd=fd, budget=walk_budget(n)):
         if type(ev) is Batch:
