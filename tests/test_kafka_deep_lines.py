@@ -330,6 +330,78 @@ def test_template_depends_only_on_its_fields():
         assert D._json_pieces(dataclasses.replace(b, **{name: value}), opts) != want, name
 
 
+# ---- the batch line from its template ------------------------------------------------------------------------
+
+_I64 = st.integers(-(1 << 63), (1 << 63) - 1)
+_SMALL = st.integers(-5, 1 << 40)
+
+
+@st.composite
+def _batch_fields(draw):
+    """Every Batch field but ``_buf``: numbers from everywhere in their range, names with JSON and terminal
+    specials, each nullable number null or not."""
+    nullable = {name: st.one_of(st.none(), _I64) for name in D.NULLABLE_NUMBERS}
+    return dict(
+        file=draw(st.sampled_from(["/d/orders-0/0.log", 'x"%d%%\\.log', "caf\u00e9\u2028\x1b[1m.log"])),
+        position=draw(_SMALL), size=draw(_SMALL), magic=draw(st.integers(0, 2)), base_offset=draw(nullable["base_offset"]),
+        last_offset=draw(_I64), crc=draw(st.integers(0, (1 << 32) - 1)), crc_ok=draw(st.booleans()),
+        attributes=draw(st.integers(-(1 << 15), (1 << 15) - 1)), codec=draw(st.integers(0, 7)),
+        timestamp_type=draw(st.integers(-1, 1)), max_timestamp=draw(_I64), base_timestamp=draw(_I64),
+        partition_leader_epoch=draw(_I64), producer_id=draw(_I64), producer_epoch=draw(_I64),
+        base_sequence=draw(st.integers(-(1 << 31), (1 << 31) - 1)), count=draw(nullable["count"]),
+        last_offset_delta=draw(st.integers(-(1 << 31), (1 << 31) - 1)), is_transactional=draw(st.booleans()),
+        is_control=draw(st.booleans()), delete_horizon_ms=draw(nullable["delete_horizon_ms"]),
+        error=draw(st.sampled_from([None, "inner messages unreadable: x"])), error_code="records-undecodable",
+        inner_last=draw(st.one_of(st.none(), _I64)), inner_crc_bad=draw(_SMALL),
+        inner_crc_first=draw(st.one_of(st.none(), _I64)))
+
+
+@settings(max_examples=1, deadline=None)
+@given(drawn=_batch_fields())
+def test_the_head_fields_are_classified(drawn):
+    fields = {f.name for f in dataclasses.fields(R.Batch)}
+    assert set(drawn) | {"_buf"} == fields, "a new Batch field: give the test a value for it"
+    assert set(D.HEAD_FIELDS) <= fields and set(D.NULLABLE_NUMBERS) <= fields
+
+
+@settings(max_examples=400, deadline=None)
+@given(first=_batch_fields(), other=_batch_fields())
+def test_a_batch_line_from_the_template_of_its_shape(first, other):
+    """The template made from one batch, filled with the numbers of another of the same shape (HEAD_FIELDS equal,
+    the same NULLABLE_NUMBERS null), is that other batch's line as the writer writes it."""
+    for name in D.HEAD_FIELDS:
+        other[name] = first[name]
+    for name in D.NULLABLE_NUMBERS:
+        if (first[name] is None) != (other[name] is None):
+            other[name] = None if first[name] is None else 5
+    a, b = R.Batch(**first), R.Batch(**other)
+    assert D._head_shape(a) == D._head_shape(b)
+    made = D._head_template(a)
+    want = ndjson.encode_row_fast(D.batch_row(b))
+    if made is None:                    # only where the row has a number no field holds, or orjson refuses it
+        assert want is None or not ndjson.CAN_PRERENDER_LINES
+        return
+    template, getter, unmarked = made
+    assert template % getter(b) == want + b"\n"
+    assert unmarked == D._unmarked(want)
+
+
+def test_the_template_is_used(monkeypatch):
+    """Batches of one shape: the row is rendered once, for the template."""
+    B = kafka_builder()
+    opts = DumpOptions(deep=True)
+    lines = D.BatchLines(NAT, opts)
+    batches = [_batch_of(kafka_codec_batch(10 * k, _records(2, k, hostile=False), K.CODEC_NONE, base_ts=B.T0 + k,
+                                           max_ts=B.T0 + 5 * k)) for k in range(20)]
+    calls = []
+    real = ndjson.encode_row_fast
+    monkeypatch.setattr(ndjson, "encode_row_fast", lambda row: calls.append(row.get("kind")) or real(row))
+    for b in batches:
+        job = lines.prepare(b)
+        assert job is not None and job[1] == real(D.batch_row(b)) + b"\n"
+    assert calls.count("batch") <= 2     # the template, and its check
+
+
 @needs_native
 def test_lanes_keep_a_bounded_window(monkeypatch, generated):
     """At most LANE_AHEAD groups per lane are in flight at once."""

@@ -7,6 +7,7 @@ names are documented in docs/kafka.md.
 from __future__ import annotations
 
 import operator
+import re
 from pathlib import Path
 
 from formats import kafka as K
@@ -271,8 +272,82 @@ TEMPLATE_FIELDS = ("file", "timestamp_type", "producer_id", "is_transactional", 
 _template_key = operator.attrgetter(*TEMPLATE_FIELDS)
 
 
+# ---- a v2 batch's own line from a template (bytes % its numbers) ---------------------------------------------
+
+# what the non-number values of a batch row depend on (names, flags): batches equal in these fields, and in which
+# of NULLABLE_NUMBERS are None, share one template line, into which their numbers are written per batch
+# (tests/test_kafka_deep_lines.py: batch_row depends on nothing else)
+HEAD_FIELDS = ("file", "magic", "codec", "timestamp_type", "is_transactional", "is_control", "crc_ok", "error")
+NULLABLE_NUMBERS = ("base_offset", "count", "delete_horizon_ms")
+_head_fields = operator.attrgetter(*HEAD_FIELDS)
+_nullable = operator.attrgetter(*NULLABLE_NUMBERS)
+
+
+def _head_shape(b: Batch) -> tuple:
+    return _head_fields(b), _nullable(b).count(None) and tuple(v is None for v in _nullable(b))
+_HEAD_MARK = "\x01mqtool-head-{}\x01"
+
+
+def _row_attributes() -> dict:
+    """{batch row key: the Batch field or property its number is}, found by giving a probe batch a different
+    number in every field and reading its row (``to_row`` stays the one place a batch row is written): a key whose
+    number is no single field's (computed) is left out, and a template with such a key is not made."""
+    fields = Batch.__dataclass_fields__
+    names = [f for f in fields if f != "_buf"] + ["end", "last_sequence"]
+    probe = Batch("probe", 0, 0, 2, 0, 0, 0, True, 0, 0, 0, 0)
+    for k, name in enumerate(names):        # a bit of its own each: no sum of two is a third
+        if name in fields and "int" in str(fields[name].type) and name not in ("magic", "codec", "attributes",
+                                                                               "timestamp_type"):
+            setattr(probe, name, 1 << (k + 8))
+    probe.base_sequence, probe.last_offset_delta = 7_000_001, 9_000_011     # (last_sequence: their sum)
+    values: dict = {}
+    for name in names:
+        v = getattr(probe, name)
+        if type(v) is int:
+            values.setdefault(v, []).append(name)
+    return {key: values[v][0] for key, v in batch_row(probe).items()
+            if type(v) is int and len(values.get(v, ())) == 1}
+
+
+def _head_template(b: Batch):
+    """(bytes template, attrgetter of its numbers, unmarked) of ``b``'s batch line as ``render.write_ndjson`` writes
+    it (``template % getter(batch)``), or None (no orjson, a name it refuses, a number no field holds)."""
+    if "attrs" not in _heads:
+        _heads["attrs"] = _row_attributes()
+    attrs = _heads["attrs"]
+    row = batch_row(b)
+    marks, names = {}, {}
+    for key, v in row.items():
+        if type(v) is int:
+            if key not in attrs:
+                return None
+            code = len(marks)
+            row[key] = _HEAD_MARK.format(code)
+            marks[code] = dumps(row[key]).encode("utf-8")
+            names[code] = attrs[key]
+    line = ndjson.encode_row_fast(row)
+    if line is None or any(line.count(m) != 1 for m in marks.values()):
+        return None
+    cut = _cut(line, marks)
+    if cut is None:
+        return None
+    segs, order = cut
+    template = b"%d".join(seg.replace(b"%", b"%%") for seg in segs) + b"\n"
+    getter = operator.attrgetter(*(names[c] for c in order)) if len(order) > 1 else (
+        lambda x, g=operator.attrgetter(names[order[0]]): (g(x),))
+    if template % getter(b) != ndjson.encode_row_fast(batch_row(b)) + b"\n":
+        return None
+    return template, getter, all(_unmarked(seg) for seg in segs)
+
+
+_heads: dict = {}
+
+
+_MARKS = re.compile(b"|".join(re.escape(m) for m in ndjson.DAMAGED_MARKS))
+
+
 def _unmarked(text: bytes) -> bool:
-    return not any(m in text for m in ndjson.DAMAGED_MARKS)
+    return _MARKS.search(text) is None
 
 
 class BatchLines:
@@ -287,6 +362,7 @@ class BatchLines:
     def __init__(self, nat, opts):
         self.nat, self.opts = nat, opts
         self.cuts: dict = {}
+        self.heads: dict = {}       # batch line templates by HEAD_FIELDS
         self.max_records, self.max_headers = R.limits()
         self.kinds = _area_kinds(nat)
 
@@ -308,10 +384,18 @@ class BatchLines:
             cut = self.cuts[key] = None if cut is None else (cut, all(_unmarked(s) for s in cut[0]))
         if cut is None:
             return None
-        head = ndjson.encode_row_fast(batch_row(b))
+        shape = _head_shape(b)
+        head = self.heads.get(shape, self.heads)
+        if head is self.heads:
+            if len(self.heads) >= 4096:
+                self.heads.clear()
+            head = self.heads[shape] = _head_template(b)
         if head is None:
-            return None
-        return cut[0], head + b"\n", cut[1] and b.crc_ok is True and _unmarked(head)
+            line = ndjson.encode_row_fast(batch_row(b))
+            if line is None:
+                return None
+            return cut[0], line + b"\n", cut[1] and b.crc_ok is True and _unmarked(line)
+        return cut[0], head[0] % head[1](b), cut[1] and b.crc_ok is True and head[2]
 
     def run(self, b: Batch, job) -> bytes | None:
         """The heavy part of one batch (see :meth:`run_group`)."""
@@ -431,7 +515,12 @@ def _ahead(events, blocks: BatchLines, lanes: int, m):
         group, records, stored = [], 0, 0
 
     def ready(task) -> bool:
-        return task[1] is not None or task[0].done()
+        if task[1] is not None:
+            return True
+        if task[0].done():              # (taken once: asking a Future takes its lock)
+            task[1] = task[0].result()
+            return True
+        return False
 
     def help_with(task) -> None:
         """Until ``task`` is done: make the oldest group still queued here, if there is one."""
