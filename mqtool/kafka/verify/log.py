@@ -11,7 +11,7 @@ from mqtool.codecs import CodecError, kafka_codec_name as codec_name
 from mqtool.kafka.store import Segment
 from mqtool.kafka.rebuild.recover import Recoverer
 from mqtool.kafka.rebuild.txn import TxnTracker, control_type_of
-from mqtool.kafka.records import Batch, LimitExceeded, header_records, iter_records, records_area
+from mqtool.kafka.records import NATIVE_AREA_MAX, Batch, LimitExceeded, header_records, iter_records, records_area
 from mqtool.kafka.scan import Damage, scan
 from mqtool.kafka.verify.state import SegmentSeen
 
@@ -33,6 +33,7 @@ class LogChecks:
             if len(buf) == 0:
                 yield self._f(INFO, "empty-segment", path, None, seg.base_offset, "empty segment (no batches)")
                 return prev_last
+            kinds, inflates = _native_inflate()
             for ev in scan(buf, str(path), fd=m.fileno() if m.mapped else None):
                 if m.shrunk():
                     # a mapped file truncated under us: reading on would touch lost pages (SIGBUS)
@@ -130,7 +131,13 @@ class LogChecks:
                 if self.deep or self.salvage is not None:
                     gaps += yield from self._check_records(path, b)
                 elif b.magic == 2 and b.codec != K.CODEC_NONE and b.crc_ok:
-                    # the CRC covers the compressed bytes; only inflating shows the records can be read
+                    # the CRC covers the compressed bytes; only inflating shows the records can be read (by the
+                    # compiled decoders where they take the payload: they decline what they do not inflate whole,
+                    # and the Python codecs then say what is wrong)
+                    kind = kinds.get(b.codec)
+                    if kind is not None and inflates(kind, memoryview(buf)[b.position + K.V2_HEADER_SIZE:b.end],
+                                                     NATIVE_AREA_MAX) is not None:
+                        continue
                     try:
                         records_area(b)
                     except CodecError as e:
@@ -230,3 +237,24 @@ def _actual_crc(b: Batch) -> int:
     if b.magic == 2:
         return crc32c(mv[b.position + 21:b.end])
     return zlib.crc32(mv[b.position + 16:b.end])
+
+
+_inflater: dict = {}
+
+
+def _native_inflate():
+    """({codec id: area kind}, ``inflate(kind, data, limit)``) of the compiled helper's decoders (snappy, lz4,
+    zstd: ``kafka.c``, the libraries' own code without the GIL; bytes, or None where it declines), or ({}, None)
+    without the helper. Asked once per segment (the switch is read here)."""
+    from mqtool import native
+
+    mod = native.load("kafka")
+    fn = getattr(mod, "inflate", None)
+    if fn is None:
+        return {}, None
+    if _inflater.get("of") is not mod:
+        from mqtool.codecs import kafka_native_codecs
+
+        _inflater["kinds"] = {codec: kind for codec, kind in kafka_native_codecs(mod).items() if kind}
+        _inflater["of"] = mod
+    return _inflater["kinds"], fn
