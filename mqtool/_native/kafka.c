@@ -1146,14 +1146,14 @@ static PyObject *configure_codecs(PyObject *self, PyObject *args)
                          zstd.decompress ? Py_True : Py_False);
 }
 
-/* inflate(kind, data, limit) -> bytes, or None where group_lines declines the area (the decoders above, for
- * tests against mqtool.codecs). */
+/* inflate(kind, data, limit[, length_only]) -> bytes (or only their length), or None where group_lines declines
+ * the area (the decoders above: for tests against mqtool.codecs, and verify's inflate check). */
 static PyObject *inflate(PyObject *self, PyObject *args)
 {
-    int kind;
+    int kind, length_only = 0;
     Py_buffer view;
     Py_ssize_t limit;
-    if (!PyArg_ParseTuple(args, "iy*n", &kind, &view, &limit))
+    if (!PyArg_ParseTuple(args, "iy*n|p", &kind, &view, &limit, &length_only))
         return NULL;
     PyObject *result = NULL;
     scratch_t *t = scratch_get();
@@ -1169,7 +1169,8 @@ static PyObject *inflate(PyObject *self, PyObject *args)
         if (rc == -2)
             PyErr_NoMemory();
         else
-            result = rc < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(t->buf.p, t->buf.len);
+            result = rc < 0 ? Py_NewRef(Py_None) : length_only ? PyLong_FromSsize_t((Py_ssize_t)t->buf.len)
+                                                                : PyBytes_FromStringAndSize(t->buf.p, t->buf.len);
     }
     PyBuffer_Release(&view);
     return result;
@@ -1642,7 +1643,8 @@ static PyMethodDef methods[] = {
      "record_json(data, count, base_offset, ts0, ts_k, base_sequence, segs, order) -> NDJSON lines or None."},
     {"group_lines", group_lines, METH_VARARGS,
      "group_lines(jobs, limit, max_headers) -> per job: its lines (with those of the run it starts), True or None."},
-    {"inflate", inflate, METH_VARARGS, "inflate(kind, data, limit) -> bytes or None (group_lines' decoders)."},
+    {"inflate", inflate, METH_VARARGS,
+     "inflate(kind, data, limit[, length_only]) -> bytes (or their length) or None (group_lines' decoders)."},
     {"configure_codecs", configure_codecs, METH_VARARGS,
      "configure_codecs(lz4_library, zstd_library, xerial_magic, lz4_magic, lz4_block_max) -> codecs inflated here."},
     {"configure", configure, METH_VARARGS, "configure(keys): the row keys record_rows sets."},

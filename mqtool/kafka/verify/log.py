@@ -136,7 +136,7 @@ class LogChecks:
                     # and the Python codecs then say what is wrong)
                     kind = kinds.get(b.codec)
                     if kind is not None and inflates(kind, memoryview(buf)[b.position + K.V2_HEADER_SIZE:b.end],
-                                                     NATIVE_AREA_MAX) is not None:
+                                                     NATIVE_AREA_MAX, True) is not None:
                         continue
                     try:
                         records_area(b)
