@@ -395,7 +395,11 @@ class BatchLines:
             if line is None:
                 return None
             return cut[0], line + b"\n", cut[1] and b.crc_ok is True and _unmarked(line)
-        return cut[0], head[0] % head[1](b), cut[1] and b.crc_ok is True and head[2]
+        try:
+            line = head[0] % head[1](b)
+        except TypeError:               # a number that is not one (not met: a shape fixes which are null)
+            return None
+        return cut[0], line, cut[1] and b.crc_ok is True and head[2]
 
     def run(self, b: Batch, job) -> bytes | None:
         """The heavy part of one batch (see :meth:`run_group`)."""

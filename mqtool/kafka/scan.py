@@ -70,7 +70,8 @@ _CRC_AT = L.BATCH_FIELDS_V2["crc"][0]
 _WALK_FIELDS = tuple(L.BATCH_FIELDS_V2.values())
 _WALK_ROLES = tuple(list(L.BATCH_FIELDS_V2).index(name) for name in ("batchLength", "magic", "crc")) + (
     2, _CRC_FROM, K.V2_HEADER_SIZE - K.LOG_OVERHEAD)
-_LOD = 1 + list(L.BATCH_FIELDS_V2).index("lastOffsetDelta")   # its place in a walked header's tuple
+_BASE = 1 + list(L.BATCH_FIELDS_V2).index("baseOffset")        # their places in a walked header's tuple
+_LOD = 1 + list(L.BATCH_FIELDS_V2).index("lastOffsetDelta")
 _walker: dict = {}
 
 
@@ -416,7 +417,7 @@ def batch_offsets(buf, path: str = "", fd: int | None = None):
                 q, run = walk(buf, p, win.next_at, n)
                 if run:
                     for h in run:
-                        yield h[1], h[1] + h[_LOD]
+                        yield h[_BASE], h[_BASE] + h[_LOD]
                     p = q
                     continue
             base, size = prefix(buf, p)
