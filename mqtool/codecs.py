@@ -442,11 +442,17 @@ def kafka_codec_name(codec: int) -> str:
     return CODEC_NAMES.get(codec, f"unknown({codec})")
 
 
+_native_kinds: dict = {}         # {"of": the helper module, "kinds": its answer}
+
+
 def kafka_native_codecs(helper) -> dict[int, int]:
     """Kafka codec id -> the area kind the compiled dump helper (``mqtool/_native/kafka.c`` ``group_lines``)
     inflates itself: 0 for uncompressed, and snappy, lz4 and zstd when it found the decoders of the libraries
     loaded here (python-lz4's block module, the zstandard package's cffi module: the same code, called without
-    the GIL). Codecs not listed (gzip through ISA-L/zlib) are inflated by the functions above."""
+    the GIL). Codecs not listed (gzip through ISA-L/zlib) are inflated by the functions above. The helper is
+    configured once per module object."""
+    if _native_kinds.get("of") is helper:
+        return _native_kinds["kinds"]
     _load()
     import importlib.util
 
@@ -464,4 +470,5 @@ def kafka_native_codecs(helper) -> dict[int, int]:
     for codec, kind, ok in ((CODEC_SNAPPY, 1, snappy), (CODEC_LZ4, 2, lz4_ok), (CODEC_ZSTD, 3, zstd_ok)):
         if ok:
             kinds[codec] = kind
+    _native_kinds.update(of=helper, kinds=kinds)
     return kinds

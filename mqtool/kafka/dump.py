@@ -283,9 +283,12 @@ _head_fields = operator.attrgetter(*HEAD_FIELDS)
 _nullable = operator.attrgetter(*NULLABLE_NUMBERS)
 
 
+_HEAD_MARK = "\x01mqtool-head-{}\x01"
+_heads: dict = {}                   # {"attrs": _row_attributes()}, once
+
+
 def _head_shape(b: Batch) -> tuple:
     return _head_fields(b), _nullable(b).count(None) and tuple(v is None for v in _nullable(b))
-_HEAD_MARK = "\x01mqtool-head-{}\x01"
 
 
 def _row_attributes() -> dict:
@@ -338,9 +341,6 @@ def _head_template(b: Batch):
     if template % getter(b) != ndjson.encode_row_fast(batch_row(b)) + b"\n":
         return None
     return template, getter, all(_unmarked(seg) for seg in segs)
-
-
-_heads: dict = {}
 
 
 _MARKS = re.compile(b"|".join(re.escape(m) for m in ndjson.DAMAGED_MARKS))
@@ -458,14 +458,10 @@ class BatchLines:
 
 
 def _area_kinds(nat) -> dict:
-    """Kafka codec id -> area kind of ``group_lines`` (:func:`mqtool.codecs.kafka_native_codecs`), once per
-    helper module."""
-    if _native_state.get("kinds_of") is not nat:
-        from mqtool.codecs import kafka_native_codecs
+    """Kafka codec id -> area kind of ``group_lines`` (:func:`mqtool.codecs.kafka_native_codecs`)."""
+    from mqtool.codecs import kafka_native_codecs
 
-        _native_state["kinds"] = kafka_native_codecs(nat)
-        _native_state["kinds_of"] = nat
-    return _native_state["kinds"]
+    return kafka_native_codecs(nat)
 
 
 # (4 x 8: as many batches in flight per lane as 2 x 16 before (32), in smaller steps: the lane waits

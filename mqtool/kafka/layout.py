@@ -35,3 +35,5 @@ def _fields(module, name: str, fmt: str) -> dict[str, tuple[int, int, bool]]:
 #: the v2 batch header's fields in schema order, (offset, size, signed) each: the table the compiled batch walk
 #: (``kafka.c`` ``walk_batches``) reads the header by; its values are those ``BATCH_HEADER_V2.unpack_from`` gives
 BATCH_FIELDS_V2 = _fields(K, "RecordBatchHeader", BATCH_HEADER_V2.format)
+V2_CRC_AT = BATCH_FIELDS_V2["crc"][0]               # the stored CRC-32C
+V2_CRC_FROM = BATCH_FIELDS_V2["attributes"][0]      # ... of the bytes from here to the batch's end

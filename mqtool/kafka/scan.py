@@ -63,8 +63,7 @@ WALK_BUDGET_FLOOR = 1 << 24
 BAD_RUN_HOPS = 64
 
 
-_CRC_FROM = L.BATCH_FIELDS_V2["attributes"][0]                 # a v2 batch's CRC-32C covers from here to its end
-_CRC_AT = L.BATCH_FIELDS_V2["crc"][0]
+_CRC_FROM, _CRC_AT = L.V2_CRC_FROM, L.V2_CRC_AT
 # the compiled batch walk (kafka.c walk_batches): the header table, and the roles of its fields (the length,
 # the magic, the stored CRC by index; the magic value; where the CRC's bytes start; the smallest batch length)
 _WALK_FIELDS = tuple(L.BATCH_FIELDS_V2.values())

@@ -8,6 +8,7 @@ from formats import kafka as K
 from mqtool.findings import ERROR, INFO, WARNING
 from mqtool.io import map_input
 from mqtool.codecs import CodecError, kafka_codec_name as codec_name
+from mqtool.kafka.layout import V2_CRC_FROM
 from mqtool.kafka.store import Segment
 from mqtool.kafka.rebuild.recover import Recoverer
 from mqtool.kafka.rebuild.txn import TxnTracker, control_type_of
@@ -235,11 +236,8 @@ def _actual_crc(b: Batch) -> int:
     from mqtool.fastcrc import crc32c
     mv = memoryview(b._buf)
     if b.magic == 2:
-        return crc32c(mv[b.position + 21:b.end])
+        return crc32c(mv[b.position + V2_CRC_FROM:b.end])
     return zlib.crc32(mv[b.position + 16:b.end])
-
-
-_inflater: dict = {}
 
 
 def _native_inflate():
@@ -252,9 +250,6 @@ def _native_inflate():
     fn = getattr(mod, "inflate", None)
     if fn is None:
         return {}, None
-    if _inflater.get("of") is not mod:
-        from mqtool.codecs import kafka_native_codecs
+    from mqtool.codecs import kafka_native_codecs
 
-        _inflater["kinds"] = {codec: kind for codec, kind in kafka_native_codecs(mod).items() if kind}
-        _inflater["of"] = mod
-    return _inflater["kinds"], fn
+    return {codec: kind for codec, kind in kafka_native_codecs(mod).items() if kind}, fn
